@@ -1,0 +1,1 @@
+"""One module per ``pipesim`` sub-command; each exposes ``command``."""

@@ -1,0 +1,1 @@
+"""Built-in schedules, one module each; every module here is imported by the registry."""

@@ -1,0 +1,88 @@
+"""Name -> schedule generator. A new schedule is one module in ``library/`` that calls
+:func:`register`; the CLI, sweeps and docs list what is registered here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import ConfigError
+from .schedule import Schedule
+
+Generator = Callable[..., Schedule]
+# closed_form(pp, microbatches, vpp) -> bubble ratio of the makespan under uniform costs
+ClosedForm = Callable[[int, int, int], float]
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    name: str
+    generate: Generator
+    summary: str
+    closed_form: ClosedForm | None = None
+    formula: str = ""
+    default_vpp: int = 1
+    aliases: tuple[str, ...] = ()
+
+
+_REGISTRY: dict[str, ScheduleSpec] = {}
+_ALIASES: dict[str, str] = {}
+_loaded = False
+
+
+def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
+             formula: str = "", default_vpp: int = 1,
+             aliases: tuple[str, ...] = ()) -> Callable[[Generator], Generator]:
+    """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
+
+    def deco(fn: Generator) -> Generator:
+        if name in _REGISTRY:
+            raise RuntimeError(f"schedule {name!r} registered twice")
+        _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases)
+        for alias in aliases:
+            _ALIASES[alias] = name
+        return fn
+
+    return deco
+
+
+def _load_library() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from . import library
+
+    for mod in sorted(pkgutil.iter_modules(library.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{library.__name__}.{mod.name}")
+
+
+def names() -> list[str]:
+    _load_library()
+    return list(_REGISTRY)
+
+
+def get(name: str) -> ScheduleSpec:
+    _load_library()
+    key = _ALIASES.get(name.lower(), name.lower())
+    spec = _REGISTRY.get(key)
+    if spec is None:
+        raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "
+                          + ", ".join(sorted(_REGISTRY)))
+    return spec
+
+
+def generate(name: str, pp: int, microbatches: int, vpp: int | None = None, **options) -> Schedule:
+    """Build schedule ``name`` for ``pp`` ranks, ``microbatches`` microbatches, ``vpp`` chunks/rank."""
+    spec = get(name)
+    if pp < 1:
+        raise ConfigError(f"--pp: expected a positive number of pipeline stages, got {pp}")
+    if microbatches < 1:
+        raise ConfigError(f"--microbatches: expected a positive number, got {microbatches}")
+    v = spec.default_vpp if vpp is None else vpp
+    if v < 1:
+        raise ConfigError(f"--vpp: expected a positive number of chunks per rank, got {v}")
+    return spec.generate(pp, microbatches, v, **options)

@@ -1,0 +1,54 @@
+"""Cost of a collective on a ring of ``n`` ranks (the textbook/NCCL bus-bandwidth model).
+
+With S the message bytes, B the group's bus bandwidth and a the per-step latency:
+
+- all-reduce:            2(n-1)/n * S/B + 2(n-1) * a
+- all-gather, reduce-scatter, all-to-all: (n-1)/n * S/B + (n-1) * a
+
+A group of one rank costs nothing, and so does comm type NONE (SimAI's meaning). Forward
+collectives smaller than 4096 bytes are rounded up to 4096, as SimAI does.
+"""
+
+from __future__ import annotations
+
+from ..workload.model import Comm, CommGroup, CommType, Header
+from .config import LinkConfig, SystemConfig
+
+SIMAI_MIN_FWD_BYTES = 4096
+
+
+def ring_time_ns(kind: CommType, nbytes: float, n: int, link: LinkConfig) -> float:
+    if kind is CommType.NONE or nbytes <= 0 or n <= 1:
+        return 0.0
+    steps = n - 1
+    serial = nbytes * 8.0 / link.bandwidth_gbps  # ns to move S bytes once
+    if kind is CommType.ALLREDUCE:
+        return 2.0 * steps / n * serial + 2.0 * steps * link.latency_ns
+    return steps / n * serial + steps * link.latency_ns
+
+
+def group_size(group: CommGroup, header: Header) -> int:
+    """Ranks in a collective's group, from the header's parallel sizes.
+
+    TP = model_parallel_NPU_group; EP = ep; DP = all_gpus / (tp * pp); DP_EP (the data-parallel
+    group of an expert) = DP / EP.
+    """
+    if group is CommGroup.TP:
+        return max(1, header.tp)
+    if group is CommGroup.EP:
+        return max(1, header.ep)
+    dp = header.dp
+    if group is CommGroup.DP:
+        return dp
+    return max(1, dp // max(1, header.ep))
+
+
+def collective_time_ns(comm: Comm, header: Header, system: SystemConfig,
+                       forward: bool = False) -> float:
+    if not comm.active:
+        return 0.0
+    nbytes = comm.bytes
+    if forward and 0 < nbytes < SIMAI_MIN_FWD_BYTES:
+        nbytes = SIMAI_MIN_FWD_BYTES
+    link = getattr(system.collectives, comm.group.value)
+    return ring_time_ns(comm.type, nbytes, group_size(comm.group, header), link)

@@ -1,0 +1,152 @@
+"""The parsed workload: header, layer rows, and how the rows map onto pipeline stages.
+
+Times are integer nanoseconds as in the file (1 tick = 1 ns). Everything here is immutable so a
+parsed workload can be shared between runs of a sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+POLICIES = (
+    "DATA",
+    "MODEL",
+    "HYBRID_DATA_MODEL",
+    "HYBRID_MODEL_DATA",
+    "HYBRID_DLRM",
+    "HYBRID_DLRM_ENHANCED",
+    "HYBRID_TRANSFORMER",
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+    "HYBRID_CUSTOMIZED",
+    "MICRO",
+    "DISTRIBUTED_INFERENCE",
+)
+
+
+class CommType(str, Enum):
+    NONE = "NONE"
+    ALLREDUCE = "ALLREDUCE"
+    ALLTOALL = "ALLTOALL"
+    ALLGATHER = "ALLGATHER"
+    REDUCESCATTER = "REDUCESCATTER"
+
+
+class CommGroup(str, Enum):
+    """Which process group a collective runs on (SimAI's suffixes)."""
+
+    TP = "tp"        # no suffix on forward / input-gradient collectives
+    DP = "dp"        # no suffix on weight-gradient collectives
+    EP = "ep"        # `_EP`
+    DP_EP = "dp_ep"  # `_DP_EP`
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    """One collective of a layer; ``type`` NONE means no communication (SimAI's meaning)."""
+
+    type: CommType
+    group: CommGroup
+    bytes: int
+    raw: str = ""  # the token as written, for reports
+
+    @property
+    def active(self) -> bool:
+        return self.type is not CommType.NONE and self.bytes > 0
+
+
+NO_COMM_TP = Comm(CommType.NONE, CommGroup.TP, 0, "NONE")
+NO_COMM_DP = Comm(CommType.NONE, CommGroup.DP, 0, "NONE")
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One layer row. ``line`` is the 1-based line in the file it came from."""
+
+    index: int
+    name: str
+    fwd_compute: int
+    fwd_comm: Comm
+    ig_compute: int
+    ig_comm: Comm
+    wg_compute: int
+    wg_comm: Comm
+    update_time: int
+    line: int = 0
+    policy: str | None = None   # HYBRID_CUSTOMIZED: the layer's own policy column
+    reserved: str = "-1"
+
+
+@dataclass(frozen=True)
+class Header:
+    policy: str
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    vpp: int = 1
+    ga: int = 1
+    all_gpus: int = 1
+    pp_comm: int = 0                      # bytes between adjacent stages per microbatch
+    checkpoints: tuple[int, ...] = ()
+    checkpoint_initiates: tuple[int, ...] = ()
+    dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer
+    defaults_used: tuple[str, ...] = ()   # keys absent from the file, defaulted
+    unknown_keys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size implied by the header (world / (tp * pp)), at least 1."""
+        return max(1, self.all_gpus // max(1, self.tp * self.pp))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A parsed workload file.
+
+    ``layout`` is ``"model"`` (rows are the whole model once; ASTRA-sim) or ``"aicb"`` (rows are
+    one stage's trace unrolled over ``ga`` microbatches; SimAI/AICB). ``aicb`` carries what was
+    recovered from an AICB-layout file (see :mod:`simulator.workload.aicb`), else None.
+    """
+
+    path: str
+    header: Header
+    layers: tuple[Layer, ...]
+    warnings: tuple[str, ...] = ()
+    layout: str = "model"
+    aicb: object | None = None
+
+    def partition(self, n_chunks: int) -> "Partition":
+        """Layers of each model chunk (virtual stage), per this workload's layout."""
+        if self.layout == "aicb" and self.aicb is not None:
+            from .aicb import partition_aicb  # added by the AICB-layout support
+
+            return partition_aicb(self, n_chunks)
+        from .partition import partition_model
+
+        return partition_model(self, n_chunks)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """What each model chunk runs, in model order.
+
+    ``chunks[c]`` are the layers of chunk c (forward order). ``iteration_layers`` run once per
+    iteration on every rank after its last microbatch (AICB's DP/optimizer rows).
+    ``recompute[c]`` maps a layer position in chunk c whose input-gradient triggers a recompute to
+    the positions recomputed first (Forward_In_BackPass).
+    """
+
+    chunks: tuple[tuple[Layer, ...], ...]
+    iteration_layers: tuple[Layer, ...] = ()
+    recompute: tuple[dict[int, tuple[int, ...]], ...] = field(default=())
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunks)
+
+    def layer_range(self, chunk: int) -> tuple[int, int]:
+        """(first, last) file-order layer index of a chunk; (-1, -2) when empty."""
+        layers = self.chunks[chunk]
+        if not layers:
+            return (-1, -2)
+        return (layers[0].index, layers[-1].index)
