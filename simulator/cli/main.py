@@ -7,6 +7,7 @@ User errors (:class:`~simulator.errors.PipesimError`) print one line and exit wi
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except BrokenPipeError:
         return 0
+    except Exception as err:  # a bug in pipesim, not in the input: say so in one line
+        if os.environ.get("PIPESIM_DEBUG"):
+            raise
+        click.echo(f"pipesim: internal error: {type(err).__name__}: {err} "
+                   "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
+        return 70
     return 0
 
 

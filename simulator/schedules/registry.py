@@ -26,6 +26,7 @@ class ScheduleSpec:
     formula: str = ""
     default_vpp: int = 1
     aliases: tuple[str, ...] = ()
+    variable_vpp: bool = False   # takes any --vpp (interleaved); else fixed at default_vpp
 
 
 _REGISTRY: dict[str, ScheduleSpec] = {}
@@ -34,14 +35,15 @@ _loaded = False
 
 
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
-             formula: str = "", default_vpp: int = 1,
-             aliases: tuple[str, ...] = ()) -> Callable[[Generator], Generator]:
+             formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
+             variable_vpp: bool = False) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
         if name in _REGISTRY:
             raise RuntimeError(f"schedule {name!r} registered twice")
-        _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases)
+        _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
+                                        variable_vpp)
         for alias in aliases:
             _ALIASES[alias] = name
         return fn

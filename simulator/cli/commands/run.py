@@ -1,0 +1,92 @@
+"""``pipesim run WORKLOAD``: simulate one workload under one schedule and report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+
+from ...errors import ConfigError
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("pipesim")
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper()))
+    root.propagate = False
+
+
+def write_json(data: dict, dest: str) -> None:
+    text = json.dumps(data, indent=2, default=str)
+    if dest == "-":
+        click.echo(text)
+        return
+    try:
+        with open(dest, "w") as fh:
+            fh.write(text + "\n")
+    except OSError as err:
+        raise ConfigError(f"--json: cannot write {dest}: {err.strerror or err}") from None
+
+
+@click.command("run")
+@click.argument("workload", type=click.Path(dir_okay=False))
+@click.option("--schedule", "-s", default=None, help="Registered schedule (see `pipesim schedule --list`); "
+              "default 1f1b, or interleaved-1f1b when vpp > 1.")
+@click.option("--schedule-file", type=click.Path(dir_okay=False), default=None,
+              help="A PyTorch-style CSV schedule (one row per rank) to simulate instead.")
+@click.option("--system", type=click.Path(dir_okay=False), default=None,
+              help="System YAML (default: the built-in, configs/system/default.yaml).")
+@click.option("--pp", type=int, default=None, help="Pipeline stages (overrides the header's pp).")
+@click.option("--microbatches", "-m", type=int, default=None,
+              help="Microbatches per iteration (overrides the header's ga).")
+@click.option("--vpp", type=int, default=None, help="Virtual stages (chunks) per rank.")
+@click.option("--iterations", type=int, default=1, show_default=True)
+@click.option("--layout", type=click.Choice(["auto", "model", "aicb"]), default="auto",
+              show_default=True, help="How to read the rows: the whole model once, or an AICB stage trace.")
+@click.option("--json", "json_dest", default=None, metavar="PATH|-",
+              help="Write the JSON summary to PATH, or to stdout (and nothing else) with '-'.")
+@click.option("--gantt", type=click.Path(dir_okay=False), default=None,
+              help="Draw a Gantt chart (.png, .svg or .pdf).")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="Write a Chrome/Perfetto trace (JSON).")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
+              show_default=True, help="debug prints every pipeline event.")
+def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, iterations, layout,
+            json_dest, gantt, trace, log_level):
+    """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
+    bubbles, in-flight microbatches and traffic."""
+    from ...api import simulate
+
+    configure_logging(log_level)
+    sched = schedule
+    if schedule_file is not None:
+        if schedule is not None:
+            raise ConfigError("--schedule and --schedule-file: give one, not both")
+        from ...schedules.csv_io import load_schedule_csv
+
+        sched = load_schedule_csv(schedule_file)
+    result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
+                      iterations=iterations, layout=layout, trace_layers=trace is not None)
+    data = result.to_dict()
+    if gantt:
+        from ...export.gantt import write_gantt
+
+        write_gantt(result, gantt)
+    if trace:
+        from ...export.perfetto import write_trace
+
+        write_trace(result, trace)
+    if json_dest == "-":
+        write_json(data, "-")
+        return
+    if json_dest:
+        write_json(data, json_dest)
+    from ..report import render_run
+
+    click.echo(render_run(data))

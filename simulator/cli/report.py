@@ -1,0 +1,83 @@
+"""Plain-text report of a run (what ``pipesim run`` prints): no heavy imports, aligned columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_time(ns: float) -> str:
+    """A duration in the unit that keeps 3-4 significant digits readable."""
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f} %"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def render_run(d: dict[str, Any]) -> str:
+    lines = [
+        f"pipesim: {d['schedule']} on {d['workload']} ({d['layout']} layout)",
+        f"  P={d['pp']} stages, v={d['vpp']}, M={d['microbatches']} microbatches, "
+        f"{d['iterations']} iteration(s)",
+        "",
+        f"  iteration time      {fmt_time(d['makespan_ns'])}",
+    ]
+    if "iteration_time_stats_ns" in d:
+        st = d["iteration_time_stats_ns"]
+        lines.append(f"    spread            p50 {fmt_time(st['p50'])}, p99 {fmt_time(st['p99'])}, "
+                     f"min {fmt_time(st['min'])}, max {fmt_time(st['max'])}")
+    theory = d.get("theoretical_bubble_ratio")
+    formula = d.get("theoretical_formula") or "closed form"
+    lines += [
+        f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
+        f"(closed form {formula}: {fmt_pct(theory)})",
+        f"  utilisation         {fmt_pct(d['utilization'])}",
+        f"  forward / backward  {fmt_time(d['forward_ns'])} / {fmt_time(d['backward_ns'])} "
+        f"busy, {fmt_time(d['forward_bubble_ns'])} / {fmt_time(d['backward_bubble_ns'])} idle "
+        "(sum over stages)",
+        f"  peak in flight      {d['peak_inflight_microbatches']} microbatches",
+        f"  p2p traffic         {fmt_bytes(d['p2p_bytes'])}; DP collectives "
+        f"{fmt_bytes(d['dp_collective_bytes'])}",
+        f"  layer ops           {d['layer_ops']}",
+    ]
+    lines.append("")
+    rows = []
+    for s in d["stages"]:
+        layers = ",".join(f"{a}-{b}" for a, b in s["layers"])
+        rows.append([
+            str(s["stage"]), layers, fmt_time(s["busy_ns"]), fmt_time(s["idle_ns"]),
+            fmt_pct(s["bubble_ratio"]), fmt_pct(s["bubble_ratio_own"]),
+            f"{s['warmup']}/{s['steady']}/{s['cooldown']}",
+            str(s["peak_inflight_microbatches"]),
+            fmt_bytes(s["bytes_sent"]), fmt_bytes(s["bytes_received"]),
+        ])
+    lines.append(table(["stage", "layers", "busy", "idle", "bubble", "bubble(own)",
+                        "warm/steady/cool", "peak mb", "sent", "received"], rows))
+    notes = d.get("notes") or []
+    if notes:
+        lines.append("")
+        lines += [f"  note: {n}" for n in notes]
+    return "\n".join(lines)

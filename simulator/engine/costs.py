@@ -1,0 +1,132 @@
+"""Per-chunk timings of the Workload FSM states, computed once before the run.
+
+A layer's state costs: ``Forward_Pass`` = forward compute + its blocking forward collective (TP or
+EP); ``Input_Gradient`` = input-gradient compute + its blocking collective; ``Weight_Gradient`` =
+weight-gradient compute (its collective is non-blocking and goes to the DP stream);
+``Forward_In_BackPass`` = a forward recomputed before an input gradient. An action's cost is the
+sum over its chunk's layers, so the runtime advances time once per action while per-layer times
+stay known (for traces, and for when each weight-gradient collective becomes ready).
+
+Within a full backward (B) each layer runs Weight_Gradient then Input_Gradient (ASTRA-sim's
+order), last layer first; with split backward, I runs every Input_Gradient and W every
+Weight_Gradient, last layer first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..system.collectives import collective_time_ns
+from ..system.config import SystemConfig
+from ..workload.model import Header, Layer, Partition
+
+FORWARD_PASS = "Forward_Pass"
+INPUT_GRADIENT = "Input_Gradient"
+WEIGHT_GRADIENT = "Weight_Gradient"
+FORWARD_IN_BACKPASS = "Forward_In_BackPass"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One FSM state of one layer inside an action: offset from the action start, duration."""
+
+    layer: int      # file-order layer index
+    state: str
+    offset: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class ActionCost:
+    duration: float
+    comm: float                      # part of `duration` spent in blocking collectives
+    segments: tuple[Segment, ...]
+    layer_ops: int                   # layer-level F / IG / WG executions (recompute included)
+
+
+@dataclass(frozen=True)
+class DPCollective:
+    """A weight-gradient collective a layer issues after its last microbatch."""
+
+    layer: int
+    ready_offset: float   # when, from the start of the issuing action, the WG compute is done
+    duration: float
+    update_ns: float
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ChunkCosts:
+    F: ActionCost
+    I: ActionCost
+    W: ActionCost
+    B: ActionCost
+    dp_after_W: tuple[DPCollective, ...]
+    dp_after_B: tuple[DPCollective, ...]
+
+    def of(self, kind: str) -> ActionCost:
+        return getattr(self, kind)
+
+    def dp_after(self, kind: str) -> tuple[DPCollective, ...]:
+        return self.dp_after_W if kind == "W" else self.dp_after_B
+
+
+def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
+    segs = []
+    t = 0.0
+    comm = 0.0
+    for layer, state, compute, coll in parts:
+        d = compute + coll
+        segs.append(Segment(layer, state, t, d))
+        t += d
+        comm += coll
+    return ActionCost(t, comm, tuple(segs), len(parts))
+
+
+def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
+                header: Header, system: SystemConfig) -> ChunkCosts:
+    scale = system.gpu.compute_scale
+
+    def fwd(layer: Layer, state: str = FORWARD_PASS) -> tuple[int, str, float, float]:
+        return (layer.index, state, layer.fwd_compute * scale,
+                collective_time_ns(layer.fwd_comm, header, system, forward=True))
+
+    def ig(layer: Layer) -> tuple[int, str, float, float]:
+        return (layer.index, INPUT_GRADIENT, layer.ig_compute * scale,
+                collective_time_ns(layer.ig_comm, header, system))
+
+    def wg(layer: Layer) -> tuple[int, str, float, float]:
+        return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * scale, 0.0)
+
+    f_parts = [fwd(layer) for layer in layers]
+    i_parts: list[tuple[int, str, float, float]] = []
+    w_parts: list[tuple[int, str, float, float]] = []
+    b_parts: list[tuple[int, str, float, float]] = []
+    for pos in range(len(layers) - 1, -1, -1):
+        layer = layers[pos]
+        redo = [fwd(layers[p], FORWARD_IN_BACKPASS) for p in recompute.get(pos, ())]
+        i_parts += redo + [ig(layer)]
+        w_parts.append(wg(layer))
+        b_parts += [wg(layer)] + redo + [ig(layer)]
+    F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
+
+    def dp_list(cost: ActionCost) -> tuple[DPCollective, ...]:
+        by_index = {layer.index: layer for layer in layers}
+        out = []
+        for seg in cost.segments:
+            if seg.state != WEIGHT_GRADIENT:
+                continue
+            layer = by_index[seg.layer]
+            if not layer.wg_comm.active:
+                continue
+            out.append(DPCollective(layer.index, seg.offset + seg.duration,
+                                    collective_time_ns(layer.wg_comm, header, system),
+                                    float(layer.update_time), layer.wg_comm.bytes))
+        return tuple(out)
+
+    return ChunkCosts(F, I, W, B, dp_list(W), dp_list(B))
+
+
+def partition_costs(partition: Partition, header: Header, system: SystemConfig) -> list[ChunkCosts]:
+    recompute = partition.recompute or tuple({} for _ in partition.chunks)
+    return [chunk_costs(c, recompute[i], header, system) for i, c in enumerate(partition.chunks)]

@@ -1,0 +1,151 @@
+"""From a run's records to the numbers people decide on.
+
+Per pipeline stage (rank): busy and idle compute-stream time, two bubble ratios, phase counts,
+peak in-flight microbatches, bytes sent and received, and document 004's PipelineStats (forward
+and backward time and the idle time attributed to each: a gap before an action is charged to its
+kind; the gap after a rank's last action to the backward side, as the drain). Overall: makespan
+per iteration (mean over iterations), mean bubble ratio beside the schedule's closed form.
+
+Two bubble ratios, named:
+- ``bubble_ratio``: idle / makespan (the iteration time users see);
+- ``bubble_ratio_own``: idle between the stage's own first action and its last action, over that
+  span (what the zero-bubble authors report).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import mean, median
+from typing import Any
+
+from .phases import peak_inflight, phase_counts
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return 0.0
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summarize(result: Any) -> dict[str, Any]:
+    sched = result.schedule
+    rec = result.records
+    n_it = len(rec.iteration_bounds)
+    makespans = [e - s for s, e in rec.iteration_bounds]
+    makespan = mean(makespans) if makespans else 0.0
+
+    per_rank_iter: dict[tuple[int, int], list] = defaultdict(list)
+    for a in rec.actions:
+        per_rank_iter[(a.rank, a.iteration)].append(a)
+
+    sent: dict[int, int] = defaultdict(int)
+    received: dict[int, int] = defaultdict(int)
+    for t in rec.transfers:
+        sent[t.src_rank] += t.nbytes
+        received[t.dst_rank] += t.nbytes
+
+    stages = []
+    for r in range(sched.pp):
+        busy = idle_own = span_own = fwd = bwd = fwd_bub = bwd_bub = 0.0
+        for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
+            acts = sorted(per_rank_iter.get((r, it), ()), key=lambda a: (a.start, a.end))
+            t = it_start
+            for a in acts:
+                d = a.end - a.start
+                gap = max(0.0, a.start - t)
+                busy += d
+                if a.kind == "F":
+                    fwd += d
+                    fwd_bub += gap
+                else:
+                    bwd += d
+                    bwd_bub += gap
+                t = max(t, a.end)
+            bwd_bub += max(0.0, it_end - t)
+            if acts:
+                own = acts[-1].end - acts[0].start
+                span_own += own
+                idle_own += own - sum(a.end - a.start for a in acts)
+        k = max(1, n_it)
+        busy /= k
+        idle = max(0.0, makespan - busy)
+        counts = phase_counts(sched.ranks[r], result.phase_labels[r])
+        peak_mb, peak_act = peak_inflight(sched.ranks[r])
+        stages.append({
+            "stage": r,
+            "rank": r,
+            "virtual_stages": list(sched.stages_of(r)),
+            "layers": [list(result.partition.layer_range(sched.stage_chunk[s]))
+                       for s in sched.stages_of(r)],
+            "busy_ns": busy,
+            "idle_ns": idle,
+            "bubble_ratio": idle / makespan if makespan else 0.0,
+            "bubble_ratio_own": (idle_own / span_own) if span_own else 0.0,
+            **counts,
+            "peak_inflight_microbatches": peak_mb,
+            "peak_inflight_activations": peak_act,
+            "bytes_sent": sent[r] // k,
+            "bytes_received": received[r] // k,
+            "forward_ns": fwd / k,
+            "backward_ns": bwd / k,
+            "forward_bubble_ns": fwd_bub / k,
+            "backward_bubble_ns": bwd_bub / k,
+        })
+
+    bubble = mean(s["bubble_ratio"] for s in stages) if stages else 0.0
+    spec = result.spec
+    theory = None
+    if spec is not None and spec.closed_form is not None:
+        try:
+            theory = spec.closed_form(sched.pp, sched.microbatches, sched.vpp)
+        except (ZeroDivisionError, ValueError):
+            theory = None
+    fwd_total = sum(s["forward_ns"] for s in stages)
+    bwd_total = sum(s["backward_ns"] for s in stages)
+    fwd_bub = sum(s["forward_bubble_ns"] for s in stages)
+    bwd_bub = sum(s["backward_bubble_ns"] for s in stages)
+    k = max(1, n_it)
+    links = [{"src_rank": ln.src, "dst_rank": ln.dst, "bytes": ln.bytes // k,
+              "transfers": ln.transfers // k, "busy_ns": ln.busy_ns / k}
+             for ln in sorted(rec.links.values(), key=lambda x: (x.src, x.dst))]
+    p2p_bytes = sum(ln["bytes"] for ln in links)
+    dp_bytes = sum(c.nbytes for c in rec.collectives) // k
+    out: dict[str, Any] = {
+        "schedule": sched.name,
+        "pp": sched.pp,
+        "vpp": sched.vpp,
+        "microbatches": sched.microbatches,
+        "iterations": result.iterations,
+        "workload": result.workload.path,
+        "layout": result.workload.layout,
+        "makespan_ns": makespan,
+        "iteration_times_ns": makespans,
+        "bubble_ratio": bubble,
+        "theoretical_bubble_ratio": theory,
+        "theoretical_formula": spec.formula if spec is not None else "",
+        "utilization": 1.0 - bubble,
+        "forward_ns": fwd_total,
+        "backward_ns": bwd_total,
+        "forward_bubble_ns": fwd_bub,
+        "backward_bubble_ns": bwd_bub,
+        "layer_ops": rec.layer_ops,
+        "p2p_bytes": p2p_bytes,
+        "dp_collective_bytes": dp_bytes,
+        "total_comm_bytes": p2p_bytes + dp_bytes,
+        "peak_inflight_microbatches": max((s["peak_inflight_microbatches"] for s in stages),
+                                          default=0),
+        "stages": stages,
+        "links": links,
+    }
+    if n_it > 1:
+        out["iteration_time_stats_ns"] = {
+            "mean": makespan, "p50": median(makespans), "p99": _percentile(makespans, 0.99),
+            "min": min(makespans), "max": max(makespans)}
+    if sched.meta:
+        out["schedule_meta"] = {k2: v for k2, v in sched.meta.items()
+                                if isinstance(v, (int, float, str, bool, list))}
+    return out

@@ -1,0 +1,46 @@
+"""The outcome of one simulation: the inputs it ran, the records, and the summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .engine.runtime import RunRecords
+from .schedules.registry import ScheduleSpec
+from .schedules.schedule import Schedule
+from .system.config import SystemConfig
+from .workload.model import Partition, Workload
+
+
+@dataclass
+class SimulationResult:
+    workload: Workload
+    schedule: Schedule
+    spec: ScheduleSpec | None
+    system: SystemConfig
+    partition: Partition
+    records: RunRecords
+    iterations: int
+    phase_labels: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        from .metrics.summary import summarize
+
+        return summarize(self)
+
+    @property
+    def makespan_ns(self) -> float:
+        return self.summary["makespan_ns"]
+
+    @property
+    def bubble_ratio(self) -> float:
+        return self.summary["bubble_ratio"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON summary (``pipesim run --json``)."""
+        out = dict(self.summary)
+        out["notes"] = list(self.notes) + list(self.workload.warnings)
+        return out

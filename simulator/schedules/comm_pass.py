@@ -1,0 +1,122 @@
+"""The communication pass (zero-bubble runtime's post-processing): schedules list compute only;
+this adds the point-to-point receives and sends each rank must do, and which link each uses.
+
+For every action, a receive is placed right before it when its input comes from another rank,
+and a send right after it when its output goes to another rank (stages on the same rank hand data
+over locally, without a transfer). An overlapped F/B pair receives both inputs before it starts
+and sends both outputs after it ends. This is the naive order of source document 001; the
+runtime decides whether a send blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .action import Action
+from .schedule import Schedule
+
+ACTIVATION = "F"  # data for a forward: the previous stage's output
+GRADIENT = "B"    # data for a backward: the next stage's input gradient
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """One compute step: a single action, or the two halves of an overlapped pair."""
+
+    actions: tuple[Action, ...]
+
+    def __str__(self) -> str:
+        return "+".join(str(a) for a in self.actions)
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A receive or send of one tensor between stages on different ranks.
+
+    ``data`` is ACTIVATION or GRADIENT; ``dst_stage`` is the stage that consumes it, so a send and
+    its matching receive have equal ``(data, dst_stage, microbatch)``.
+    """
+
+    op: str  # "recv" or "send"
+    data: str
+    src_stage: int
+    dst_stage: int
+    microbatch: int
+    src_rank: int
+    dst_rank: int
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.data, self.dst_stage, self.microbatch)
+
+    @property
+    def peer(self) -> int:
+        return self.src_rank if self.op == "recv" else self.dst_rank
+
+    def __str__(self) -> str:
+        kind = "F" if self.data == ACTIVATION else "B"
+        arrow = f"{self.src_stage}->{self.dst_stage}"
+        return f"{self.op} {self.dst_stage}{kind}{self.microbatch} ({arrow})"
+
+
+Op = Compute | Transfer
+
+
+def _inputs(schedule: Schedule, a: Action, rank: int) -> list[Transfer]:
+    place = schedule.placement
+    if a.kind == "F":
+        src = schedule.prev_stage(a.stage)
+        data = ACTIVATION
+    elif a.kind in ("B", "I"):
+        src = schedule.next_stage(a.stage)
+        data = GRADIENT
+    else:
+        return []
+    if src is None or place[src] == rank:
+        return []
+    return [Transfer("recv", data, src, a.stage, a.microbatch, place[src], rank)]
+
+
+def _outputs(schedule: Schedule, a: Action, rank: int) -> list[Transfer]:
+    place = schedule.placement
+    if a.kind == "F":
+        dst = schedule.next_stage(a.stage)
+        data = ACTIVATION
+    elif a.kind in ("B", "I"):
+        dst = schedule.prev_stage(a.stage)
+        data = GRADIENT
+    else:
+        return []
+    if dst is None or place[dst] == rank:
+        return []
+    return [Transfer("send", data, a.stage, dst, a.microbatch, rank, place[dst])]
+
+
+def _steps(actions: tuple[Action, ...]) -> list[tuple[Action, ...]]:
+    """Group consecutive actions that share a ``pair`` number into one step."""
+    steps: list[tuple[Action, ...]] = []
+    i = 0
+    while i < len(actions):
+        a = actions[i]
+        if a.pair is not None and i + 1 < len(actions) and actions[i + 1].pair == a.pair:
+            steps.append((a, actions[i + 1]))
+            i += 2
+        else:
+            steps.append((a,))
+            i += 1
+    return steps
+
+
+def add_communication(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
+    """Per rank, the compute steps with their receives and sends, in execution order."""
+    programs = []
+    for rank, actions in enumerate(schedule.ranks):
+        ops: list[Op] = []
+        for step in _steps(actions):
+            for a in step:
+                ops.extend(_inputs(schedule, a, rank))
+            ops.append(Compute(step))
+            for a in step:
+                ops.extend(_outputs(schedule, a, rank))
+        programs.append(tuple(ops))
+    return tuple(programs)
