@@ -1,0 +1,180 @@
+"""Line 1 of a workload file: the parallelism policy, then ``key: value`` pairs in any order.
+
+SimAI scans the header's tokens for each key it knows; we read the same keys, but a missing key is
+defaulted *and reported*, an unknown key is kept and reported, and a malformed value is an error
+instead of whatever ``std::stoi`` makes of it. Checkpoint lists are read in full (SimAI registers
+only the first layer of each). Layer numbers in the header are 0-based row indices (ASTRA-sim 1.0
+compares them with the row counter); they are checked once the row count is known.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import WorkloadError
+from .model import POLICIES, Header
+from .rows import MAX_INT, end_column, int_range_text, to_int
+
+FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+DLRM_POLICIES = ("HYBRID_DLRM", "HYBRID_DLRM_ENHANCED")  # ASTRA-sim 1.0: bare integer follows
+DLRM_KEY = "DLRM_LAST_BOTTOM_LAYER:"                    # SimAI's spelling of the same value
+
+# key as written -> (Header field, smallest legal value)
+_INT_KEYS = {
+    "model_parallel_NPU_group:": ("tp", 1),
+    "ep:": ("ep", 1),
+    "pp:": ("pp", 1),
+    "vpp:": ("vpp", 1),
+    "ga:": ("ga", 1),
+    "all_gpus:": ("all_gpus", 1),
+    "pp_comm:": ("pp_comm", 0),
+    "pp_comm": ("pp_comm", 0),  # SimAI's own example writes it without the colon
+}
+_LIST_KEYS = {"checkpoints:": "checkpoints", "checkpoint_initiates:": "checkpoint_initiates"}
+_FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
+             "ga": "ga:", "all_gpus": "all_gpus:", "pp_comm": "pp_comm:",
+             "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
+_DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
+_KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
+          "checkpoint_initiates:")
+_TOKEN_RE = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class ParsedHeader:
+    """The header, its warnings, and the layer numbers it names (checked against the rows later).
+
+    ``layer_refs`` holds ``(field, layer number, column)``.
+    """
+
+    header: Header
+    warnings: tuple[str, ...]
+    layer_refs: tuple[tuple[str, int, int], ...]
+
+
+def parse_header(line: str, path: str) -> ParsedHeader:
+    toks = [(m.group(), m.start() + 1) for m in _TOKEN_RE.finditer(line)]
+    if not toks:
+        raise WorkloadError(path, 1, 1, "policy", f"one of {', '.join(POLICIES)}", "")
+    policy, col = toks[0]
+    if policy not in POLICIES:
+        raise WorkloadError(path, 1, col, "policy", f"one of {', '.join(POLICIES)}", policy)
+
+    def value_at(i: int, field: str, minimum: int, expected: str) -> int:
+        if i >= len(toks):
+            raise WorkloadError(path, 1, end_column(line), field, expected, "")
+        tok, tcol = toks[i]
+        value = to_int(tok)
+        if value is None or not minimum <= value <= MAX_INT:
+            raise WorkloadError(path, 1, tcol, field, expected, tok)
+        return value
+
+    values: dict[str, object] = {}
+    seen: dict[str, int] = {}
+    refs: list[tuple[str, int, int]] = []
+    unknown: list[tuple[str, str]] = []
+    i = 1
+    if policy in DLRM_POLICIES and len(toks) > 1 and to_int(toks[1][0]) is not None:
+        values["dlrm_last_bottom_layer"] = value_at(1, policy, 0, "a layer number >= 0")
+        refs.append((policy, values["dlrm_last_bottom_layer"], toks[1][1]))
+        seen["dlrm_last_bottom_layer"] = toks[1][1]
+        i = 2
+    while i < len(toks):
+        key, kcol = toks[i]
+        field = key.rstrip(":")
+        name = _field_of(key, policy)
+        if name is None:
+            if not (len(key) > 1 and key.endswith(":")):
+                raise WorkloadError(path, 1, kcol, "header", f"a 'key:' token ({_KNOWN})", key)
+            j = i + 1
+            while j < len(toks) and not _is_key(toks[j][0]):
+                j += 1
+            unknown.append((field, " ".join(t for t, _ in toks[i + 1:j])))
+            i = j
+            continue
+        if name in seen:
+            raise WorkloadError(path, 1, kcol, field,
+                                f"each key once (already given at column {seen[name]})", key)
+        seen[name] = kcol
+        if key in _LIST_KEYS:
+            count = value_at(i + 1, field, 0, f"the number of layer numbers after '{key}'")
+            listed = []
+            for j in range(i + 2, i + 2 + count):
+                listed.append(value_at(j, field, 0, f"{count} layer numbers after '{key} {count}'"))
+                refs.append((field, listed[-1], toks[j][1]))
+            values[name] = tuple(listed)
+            i += 2 + count
+            continue
+        minimum = _INT_KEYS[key][1] if key in _INT_KEYS else 0
+        values[name] = value_at(i + 1, field, minimum, f"{int_range_text(minimum)} after '{key}'")
+        if name == "dlrm_last_bottom_layer":
+            refs.append((field, values[name], toks[i + 1][1]))
+        i += 2
+    if policy in DLRM_POLICIES and "dlrm_last_bottom_layer" not in values:
+        found = toks[1] if len(toks) > 1 else ("", end_column(line))
+        raise WorkloadError(path, 1, found[1], policy,
+                            f"the last bottom-MLP layer number after {policy} (a bare integer "
+                            f"or '{DLRM_KEY} N')", found[0])
+    return _assemble(policy, values, tuple(unknown), tuple(refs), path)
+
+
+def _field_of(key: str, policy: str) -> str | None:
+    """The Header field a header token names, or None if it is not a key we read."""
+    if key in _INT_KEYS:
+        return _INT_KEYS[key][0]
+    if key in _LIST_KEYS:
+        return _LIST_KEYS[key]
+    if key == DLRM_KEY and policy in DLRM_POLICIES:
+        return "dlrm_last_bottom_layer"
+    return None
+
+
+def _is_key(tok: str) -> bool:
+    return tok in _INT_KEYS or (len(tok) > 1 and tok.endswith(":"))
+
+
+def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
+              refs: tuple[tuple[str, int, int], ...], path: str) -> ParsedHeader:
+    tp = values.get("tp", 1)
+    pp = values.get("pp", 1)
+    defaults = {"tp": 1, "ep": 1, "pp": 1, "vpp": 1, "ga": 1, "all_gpus": tp * pp, "pp_comm": 0,
+                "checkpoints": (), "checkpoint_initiates": ()}
+    missing = [k for k in _DEFAULTED if k not in values]
+    if policy == FWD_IN_BCKWD:
+        missing += [k for k in ("checkpoints", "checkpoint_initiates") if k not in values]
+    header = Header(policy=policy, **{k: values.get(k, v) for k, v in defaults.items()},
+                    dlrm_last_bottom_layer=values.get("dlrm_last_bottom_layer"),
+                    defaults_used=tuple(missing), unknown_keys=unknown)
+    warnings = []
+    if missing:
+        listed = ", ".join(_FILE_KEY[k] for k in missing)
+        used = ", ".join(_default_text(k, defaults[k]) for k in missing)
+        warnings.append(f"{path}:1: header has no {listed}; using {used}")
+    if unknown:
+        listed = ", ".join(f"{k}: {v}".rstrip() for k, v in unknown)
+        warnings.append(f"{path}:1: unknown header keys kept but not used: {listed}")
+    if header.all_gpus % (header.tp * header.pp):
+        warnings.append(f"{path}:1: all_gpus {header.all_gpus} is not a multiple of tp x pp = "
+                        f"{header.tp} x {header.pp}")
+    if header.pp > 1 and "pp_comm" in values and header.pp_comm == 0:
+        warnings.append(f"{path}:1: pp is {header.pp} but pp_comm is 0, so activations between "
+                        f"stages cost nothing to send")
+    return ParsedHeader(header, tuple(warnings), refs)
+
+
+def _default_text(key: str, value: object) -> str:
+    if key == "all_gpus":
+        return f"all_gpus={value} (tp x pp)"
+    if isinstance(value, tuple):
+        return f"{key}=[]"
+    return f"{key}={value}"
+
+
+def check_layer_refs(parsed: ParsedHeader, n_layers: int, path: str) -> None:
+    """Every layer number the header names must be a row of the file."""
+    for field, layer, col in parsed.layer_refs:
+        if not 0 <= layer < n_layers:
+            raise WorkloadError(path, 1, col, field,
+                                f"a layer number in 0..{n_layers - 1} (0-based row index)",
+                                str(layer))

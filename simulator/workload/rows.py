@@ -1,0 +1,148 @@
+"""Layer rows (line 3 on) of a workload file, and the token helpers the header parser shares.
+
+One row per layer, whitespace-separated (SimAI reads them with ``operator>>``, so tabs, runs of
+spaces and padded cells are all fine). Comm types are matched as SimAI's Workload.cc does:
+case-sensitive prefix ``ALLREDUCE``/``ALLTOALL``/``ALLGATHER``/``REDUCESCATTER`` plus a group
+suffix; any other token (``NONE``, ``BROADCAST``, lower case) means no communication. A prefix
+with an unknown suffix is refused: SimAI would give it no process group at all.
+
+Rows are the hot path of loading (2.6k rows in the biggest real file), so tokens come from
+``str.split`` and the common all-digits numbers skip the regex.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import WorkloadError
+from .model import POLICIES, Comm, CommGroup, CommType, Layer
+
+MAX_INT = 2**63 - 1  # SimAI's Tick / comm size are 64-bit
+
+ROW_FIELDS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_bytes", "ig_compute",
+              "ig_comm_type", "ig_comm_bytes", "wg_compute", "wg_comm_type", "wg_comm_bytes",
+              "update_time", "policy")
+CUSTOMIZED = "HYBRID_CUSTOMIZED"  # its rows carry the layer's own policy as a 13th column
+
+_INT_RE = re.compile(r"([+-]?[0-9]+)(?:\.0*)?")  # an integer, or a float with a zero fraction
+_TOKEN_RE = re.compile(r"\S+")                   # same whitespace as str.split()
+
+_COMM_BASES = (("ALLREDUCE", CommType.ALLREDUCE), ("ALLTOALL", CommType.ALLTOALL),
+               ("ALLGATHER", CommType.ALLGATHER), ("REDUCESCATTER", CommType.REDUCESCATTER))
+_SUFFIX_GROUPS = {"_EP": CommGroup.EP, "_DP_EP": CommGroup.DP_EP}
+
+
+def to_int(token: str) -> int | None:
+    """The integer a token spells (``8388608.0`` counts), or None if it is not one."""
+    if token.isdigit() and token.isascii():
+        return int(token)
+    match = _INT_RE.fullmatch(token)
+    return int(match.group(1)) if match else None
+
+
+def column_of(line: str, k: int) -> int:
+    """1-based character column of whitespace-separated token ``k`` (end of line if absent)."""
+    for i, match in enumerate(_TOKEN_RE.finditer(line)):
+        if i == k:
+            return match.start() + 1
+    return end_column(line)
+
+
+def end_column(line: str) -> int:
+    """The column just after the last token: where a missing token should have been."""
+    return len(line.rstrip()) + 1
+
+
+def int_range_text(minimum: int) -> str:
+    return f"an integer >= {minimum} and < 2^63" if minimum > -MAX_INT else "an integer"
+
+
+def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tuple[Layer, ...]:
+    """Layers of ``lines`` (file line ``first_line`` on); blank lines are skipped, as SimAI does."""
+    width = 13 if policy == CUSTOMIZED else 12
+    ints: dict[str, int] = {}      # token -> value; real files repeat a few numbers a lot
+    comms: dict[tuple[str, CommGroup, int], Comm] = {}
+    layers: list[Layer] = []
+    append = layers.append
+    for offset, line in enumerate(lines):
+        parts = line.split()
+        if not parts:
+            continue
+        lineno = first_line + offset
+        if len(parts) != width:
+            _wrong_width(parts, width, line, lineno, path)
+        vals = []
+        for k in (2, 4, 5, 7, 8, 10, 11):
+            tok = parts[k]
+            value = ints.get(tok)
+            if value is None:
+                value = ints[tok] = _number(tok, 0, line, lineno, k, path)
+            vals.append(value)
+        reserved = parts[1]
+        if reserved != "-1":
+            _number(reserved, -MAX_INT, line, lineno, 1, path)
+        fwd = comms.get((parts[3], CommGroup.TP, vals[1]))
+        if fwd is None:
+            fwd = _comm(parts, 3, CommGroup.TP, vals[1], comms, line, lineno, path)
+        ig = comms.get((parts[6], CommGroup.TP, vals[3]))
+        if ig is None:
+            ig = _comm(parts, 6, CommGroup.TP, vals[3], comms, line, lineno, path)
+        wg = comms.get((parts[9], CommGroup.DP, vals[5]))
+        if wg is None:
+            wg = _comm(parts, 9, CommGroup.DP, vals[5], comms, line, lineno, path)
+        layer_policy = None
+        if width == 13:
+            layer_policy = parts[12]
+            if layer_policy not in POLICIES:
+                raise WorkloadError(path, lineno, column_of(line, 12), "policy",
+                                    f"the layer's policy, one of {', '.join(POLICIES)}",
+                                    layer_policy)
+        append(Layer(index=len(layers), name=parts[0], fwd_compute=vals[0], fwd_comm=fwd,
+                     ig_compute=vals[2], ig_comm=ig, wg_compute=vals[4], wg_comm=wg,
+                     update_time=vals[6], line=lineno, policy=layer_policy, reserved=reserved))
+    return tuple(layers)
+
+
+def _number(tok: str, minimum: int, line: str, lineno: int, k: int, path: str) -> int:
+    if tok.isdigit() and tok.isascii() and len(tok) < 19:
+        return int(tok)
+    value = to_int(tok)
+    if value is None or not minimum <= value <= MAX_INT:
+        raise WorkloadError(path, lineno, column_of(line, k), ROW_FIELDS[k],
+                            int_range_text(minimum), tok)
+    return value
+
+
+def _comm(parts: list[str], k: int, default: CommGroup, nbytes: int,
+          cache: dict[tuple[str, CommGroup, int], Comm], line: str, lineno: int, path: str) -> Comm:
+    """The Comm of column ``k``, made once per (token, default group, bytes) and cached."""
+    ctype, group = _comm_kind(parts[k], default, line, lineno, k, path)
+    comm = cache[(parts[k], default, nbytes)] = Comm(ctype, group, nbytes, parts[k])
+    return comm
+
+
+def _comm_kind(tok: str, default: CommGroup, line: str, lineno: int, k: int,
+               path: str) -> tuple[CommType, CommGroup]:
+    for base, ctype in _COMM_BASES:
+        if tok.startswith(base):
+            suffix = tok[len(base):]
+            if not suffix:
+                return ctype, default
+            group = _SUFFIX_GROUPS.get(suffix)
+            if group is not None:
+                return ctype, group
+            note = " (ASTRA-sim 1.0's ALLREDUCEALLTOALL is not supported)" \
+                if tok.startswith("ALLREDUCEALLTOALL") else ""
+            raise WorkloadError(path, lineno, column_of(line, k), ROW_FIELDS[k],
+                                f"{base}, {base}_EP or {base}_DP_EP{note}", tok)
+    return CommType.NONE, default
+
+
+def _wrong_width(parts: list[str], width: int, line: str, lineno: int, path: str):
+    layout = " ".join(ROW_FIELDS[:width])
+    if len(parts) < width:
+        raise WorkloadError(path, lineno, end_column(line), ROW_FIELDS[len(parts)],
+                            f"{width} columns ({layout})", f"{len(parts)} columns")
+    raise WorkloadError(path, lineno, column_of(line, width), "row",
+                        f"{width} columns ({layout}), nothing after {ROW_FIELDS[width - 1]}",
+                        parts[width])
