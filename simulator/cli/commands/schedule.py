@@ -1,0 +1,80 @@
+"""``pipesim schedule NAME``: print a schedule's per-rank action lists (PyTorch notation).
+
+Shows what the simulator will run before anything is timed, and lets a schedule be exported as
+PyTorch's CSV (``--csv``) or as JSON for other tools (``--json``). ``--list`` names every
+registered schedule with its bubble formula.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ...errors import ConfigError
+from ...schedules import registry
+from ...schedules.csv_io import write_schedule_csv
+from ...schedules.schedule import Schedule
+from ...schedules.validate import validate
+
+
+@click.command("schedule")
+@click.argument("name", required=False)
+@click.option("--pp", type=int, default=None, help="Pipeline ranks P.")
+@click.option("--microbatches", "-m", type=int, default=None, help="Microbatches M per iteration.")
+@click.option("--vpp", type=int, default=None,
+              help="Chunks (virtual stages) per rank v; default: the schedule's own.")
+@click.option("--group-size", type=int, default=None,
+              help="Microbatch group size N of interleaved schedules (Megatron's rule: "
+                   "P <= N <= M, M mod N = 0 or >= P); default: PyTorch's choice.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"schedule", "pp", "vpp", "microbatches", "ranks"} and nothing else.')
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the schedule as PyTorch's CSV (one row per rank).")
+@click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
+def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, list_all) -> None:
+    """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
+    if list_all:
+        _list()
+        return
+    if name is None:
+        raise ConfigError("NAME: expected a schedule name (see `pipesim schedule --list`)")
+    for option, value in (("--pp", pp), ("--microbatches", microbatches)):
+        if value is None:
+            raise ConfigError(f"{option}: required to build schedule {name!r}")
+    try:
+        registry.get(name)
+    except ConfigError:
+        raise ConfigError(f"NAME: unknown schedule {name!r}; expected one of: "
+                          + ", ".join(sorted(registry.names()))) from None
+    options = {} if group_size is None else {"group_size": group_size}
+    sched = registry.generate(name, pp, microbatches, vpp, **options)
+    validate(sched)
+    if csv_path is not None:
+        try:
+            write_schedule_csv(sched, csv_path)
+        except OSError as err:
+            raise ConfigError(f"--csv: cannot write {csv_path}: {err.strerror or err}") from None
+    if as_json:
+        click.echo(json.dumps({"schedule": sched.name, "pp": sched.pp, "vpp": sched.vpp,
+                               "microbatches": sched.microbatches,
+                               "ranks": sched.as_strings()}))
+    else:
+        _show(sched)
+
+
+def _show(sched: Schedule) -> None:
+    click.echo(f"{sched.name}: pp={sched.pp} vpp={sched.vpp} microbatches={sched.microbatches}")
+    width = len(str(sched.pp - 1))
+    for rank, acts in enumerate(sched.as_strings()):
+        click.echo(f"rank {rank:>{width}}: " + " ".join(acts))
+
+
+def _list() -> None:
+    specs = [registry.get(n) for n in sorted(registry.names())]
+    width = max(len(s.name) for s in specs)
+    for spec in specs:
+        aliases = f" (also: {', '.join(spec.aliases)})" if spec.aliases else ""
+        click.echo(f"{spec.name:<{width}}  {spec.summary}{aliases}")
+        if spec.formula:
+            click.echo(f"{'':<{width}}  formula: {spec.formula}")

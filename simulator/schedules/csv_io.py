@@ -1,0 +1,156 @@
+"""Schedules as CSV in PyTorch's format: one row per rank, one action string per cell.
+
+This is what ``torch.distributed.pipelining``'s ``_dump_csv`` writes and ``_load_csv`` reads
+(torchtitan loads custom schedules this way), so a schedule can go both ways between pipesim and
+torch. Reading accepts what torch writes: empty cells (torch's idle steps) are skipped, as are
+torch's communication and FSDP actions (``2SEND_F1``, ``1RECV_B0``, ``0UNSHARD``,
+``0REDUCE_GRAD``...): pipesim adds communication itself (``comm_pass``). An overlapped pair is
+torch's ``(0F3;7B1)OVERLAP_F_B`` cell or two cells in pipesim's ``0F3@k`` notation. Writing
+produces torch's notation, pairs as ``OVERLAP_F_B`` cells.
+
+Positions in errors are 0-based cell indices in the row; ranks are 0-based row indices.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import ScheduleError
+from .action import Action
+from .schedule import Schedule, loop_placement, v_placement
+from .validate import validate
+
+_COMM = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
+_OVERLAP = re.compile(r"^\((.*)\)OVERLAP_F_B$")
+
+
+def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = None,
+                      placement: str | Sequence[int] | None = None,
+                      check: bool = True) -> Schedule:
+    """Read a schedule; pp = number of rows, stages and microbatches from the largest indices.
+
+    ``vpp`` defaults to (largest stage + 1) / pp. ``placement`` is ``"loop"``, ``"v"`` or one rank
+    per stage; by default V if every rank r holds exactly stages {r, 2P-1-r}, else loop. With
+    ``check`` the result is validated (:func:`validate`) before it is returned.
+    """
+    path = Path(path)
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))
+    except OSError as err:
+        raise ScheduleError(f"{path}: cannot read: {err.strerror or err}") from None
+    except (csv.Error, UnicodeDecodeError) as err:
+        raise ScheduleError(f"{path}: not a CSV file: {err}") from None
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()  # trailing blank lines
+    if not rows:
+        raise ScheduleError(f"{path}: expected one row of actions per rank, found no rows")
+
+    ranks: list[tuple[Action, ...]] = []
+    skipped = 0
+    for r, row in enumerate(rows):
+        acts: list[Action] = []
+        pairs = 0
+        for c, cell in enumerate(row):
+            text = cell.strip()
+            if not text:
+                continue
+            if _COMM.match(text):
+                skipped += 1
+                continue
+            overlap = _OVERLAP.match(text)
+            if overlap:
+                halves = [h.strip() for h in overlap.group(1).split(";") if h.strip()]
+                if len(halves) != 2:
+                    raise ScheduleError(f"{path}: an OVERLAP_F_B cell holds two actions "
+                                        f"'(xFm;yBn)', found {len(halves)}", r, c, text)
+                for half in halves:
+                    a = _parse_cell(path, half, r, c)
+                    acts.append(Action(a.stage, a.kind, a.microbatch, pairs))
+                pairs += 1
+                continue
+            acts.append(_parse_cell(path, text, r, c))
+        ranks.append(tuple(acts))
+
+    pp = len(ranks)
+    all_acts = [a for acts in ranks for a in acts]
+    if not all_acts:
+        raise ScheduleError(f"{path}: no compute actions (F, B, I, W) in {pp} row(s)")
+    n_stages = max(a.stage for a in all_acts) + 1
+    if vpp is None:
+        vpp = -(-n_stages // pp)
+    elif pp * vpp < n_stages:
+        raise ScheduleError(f"{path}: vpp {vpp} gives {pp * vpp} stages for {pp} ranks, but the "
+                            f"file uses stage {n_stages - 1}")
+    microbatches = max(a.microbatch for a in all_acts) + 1
+    stage_map = _placement(path, placement, pp, vpp, ranks)
+    sched = Schedule(name, pp, vpp, microbatches, stage_map, tuple(ranks),
+                     meta={"source": str(path), "skipped_comm_actions": skipped})
+    if check:
+        validate(sched)
+    return sched
+
+
+def write_schedule_csv(schedule: Schedule, path: str | Path) -> None:
+    """Write one row per rank in torch's notation (pairs as ``(xFm;yBn)OVERLAP_F_B`` cells)."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        for acts in schedule.ranks:
+            writer.writerow(_cells(acts))
+
+
+def _cells(acts: Sequence[Action]) -> list[str]:
+    cells: list[str] = []
+    i = 0
+    while i < len(acts):
+        a = acts[i]
+        if a.pair is not None and i + 1 < len(acts) and acts[i + 1].pair == a.pair:
+            b = acts[i + 1]
+            cells.append(f"({_plain(a)};{_plain(b)})OVERLAP_F_B")
+            i += 2
+        else:
+            cells.append(_plain(a))
+            i += 1
+    return cells
+
+
+def _plain(a: Action) -> str:
+    return f"{a.stage}{a.kind}{a.microbatch}"
+
+
+def _parse_cell(path: Path, text: str, rank: int, col: int) -> Action:
+    try:
+        return Action.parse(text)
+    except ScheduleError:
+        raise ScheduleError(f"{path}: expected an action like '3F1', '0B2', '1I0', '2W5', "
+                            f"'(0F3;7B1)OVERLAP_F_B' or a communication action, found {text!r}",
+                            rank, col, text) from None
+
+
+def _placement(path: Path, placement: str | Sequence[int] | None, pp: int, vpp: int,
+               ranks: list[tuple[Action, ...]]) -> tuple[int, ...]:
+    if placement is None:
+        v = v_placement(pp)
+        held = [{a.stage for a in acts} for acts in ranks]
+        if vpp == 2 and all(h == {r, 2 * pp - 1 - r} for r, h in enumerate(held)):
+            return v
+        return loop_placement(pp, vpp)
+    if isinstance(placement, str):
+        key = placement.lower()
+        if key == "loop":
+            return loop_placement(pp, vpp)
+        if key == "v":
+            if vpp != 2:
+                raise ScheduleError(f"{path}: placement 'v' holds 2 stages per rank, but the "
+                                    f"schedule has vpp {vpp}")
+            return v_placement(pp)
+        raise ScheduleError(f"{path}: placement: expected 'loop', 'v' or one rank per stage, "
+                            f"found {placement!r}")
+    stage_map = tuple(int(r) for r in placement)
+    if len(stage_map) != pp * vpp:
+        raise ScheduleError(f"{path}: placement: expected one rank per stage ({pp * vpp}), "
+                            f"found {len(stage_map)}")
+    return stage_map

@@ -1,0 +1,107 @@
+"""Zero-bubble handcrafted schedules (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024).
+
+The backward is split into I (gradient for the input: on the critical path, the previous stage
+waits for it) and W (gradient for the weights: nobody waits, so it can fill idle time).
+
+- ``zb-h1`` (ZB1P): 1F1B with B split into I then W, rank r deferring its first W by r steps so
+  the deferred Ws fill the cool-down; peak activations as 1F1B. With v > 1 chunks per rank it is
+  PyTorch's ``ScheduleInterleavedZeroBubble`` (warm-up ``(P-r-1) + (v-1)N``, groups of N as in
+  interleaved-1f1b). Orders are action for action PyTorch 2.13's runtime order (v = 1 included).
+- ``zb-h2`` (ZB2P; no PyTorch class): up to 2P-1 microbatches awaiting their W on a rank
+  (rank r warms up with 2(P-r)-1 forwards) and W filling every gap, laid out as the paper's
+  heuristic does under F = I = W (see :func:`zb_h2_orders`). For M >= 2P-1 each rank is busy
+  without a gap from its first action to its last (the paper's parallelogram: rank r runs from
+  r·F to r·F + 3M·F): its bubble, (P-1)(F+I-2W), is 0. The global makespan, 3M+P-1 under unit
+  costs, still holds the (P-1)·F it takes the first forward to reach the last rank.
+"""
+
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ..action import Action
+from ..registry import register
+from ..schedule import Schedule, loop_placement
+from .interleaved_1f1b import interleaved_order, resolve_group_size
+
+
+def _zb_h1_closed_form(pp: int, microbatches: int, vpp: int) -> float:
+    return (pp - 1) / (3 * vpp * microbatches + pp - 1)
+
+
+@register("zb-h1",
+          summary="ZB-H1 / ZB1P zero bubble (PyTorch InterleavedZeroBubble): 1F1B with B split "
+                  "into I and W, Ws deferred into the cool-down; 1F1B's memory; --vpp > 1 "
+                  "interleaves chunks",
+          closed_form=_zb_h1_closed_form,
+          formula="bubble (P-1)(F+I-W); unit costs F=I=W=1 (B=2) per chunk: makespan "
+                  "3vM+P-1, ratio (P-1)/(3vM+P-1) for M >= P",
+          variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"))
+def generate_zb_h1(pp: int, microbatches: int, vpp: int = 1, group_size: int | None = None,
+                   **_: object) -> Schedule:
+    n = resolve_group_size(pp, microbatches, vpp, group_size, "zb-h1")
+    total = vpp * microbatches
+    ranks = tuple(
+        tuple(interleaved_order(r, pp, vpp, microbatches, n,
+                                min((pp - r - 1) + (vpp - 1) * n, total),
+                                split_backward=True, w_delay=r))
+        for r in range(pp))
+    return Schedule("zb-h1", pp, vpp, microbatches, loop_placement(pp, vpp), ranks,
+                    meta={"group_size": n})
+
+
+def zb_h2_orders(pp: int, microbatches: int) -> list[list[Action]]:
+    """Every rank's order, as the zero-bubble heuristic lays it out under F = I = W = 1.
+
+    A list scheduler on integer time: each free rank takes its next I if its gradient has
+    arrived, else its next F if it has arrived and fewer than 2P-1 microbatches await their W,
+    else its oldest pending W, else idles. Rank r thus warms up with 2(P-r)-1 forwards and fills
+    every gap with W; for M >= 2P-1 no rank idles between its first and last action.
+    """
+    m, limit = microbatches, 2 * pp - 1
+    done_at: dict[tuple[int, str, int], int] = {}
+    count = {kind: [0] * pp for kind in "FIW"}
+    orders: list[list[Action]] = [[] for _ in range(pp)]
+
+    def arrived(key: tuple[int, str, int], t: int) -> bool:
+        return key in done_at and done_at[key] <= t
+
+    t = 0
+    while any(w < m for w in count["W"]):
+        for r in range(pp):
+            if orders[r] and done_at[(r, orders[r][-1].kind, orders[r][-1].microbatch)] > t:
+                continue  # still busy
+            f, i, w = count["F"][r], count["I"][r], count["W"][r]
+            if i < f and arrived((r + 1, "I", i) if r + 1 < pp else (r, "F", i), t):
+                kind = "I"
+            elif f < m and f - w < limit and (r == 0 or arrived((r - 1, "F", f), t)):
+                kind = "F"
+            elif w < i:
+                kind = "W"
+            else:
+                continue
+            mb = count[kind][r]
+            count[kind][r] += 1
+            done_at[(r, kind, mb)] = t + 1
+            orders[r].append(Action(r, kind, mb))
+        t += 1
+    return orders
+
+
+def _zb_h2_closed_form(pp: int, microbatches: int, vpp: int) -> float:
+    return 0.0
+
+
+@register("zb-h2",
+          summary="ZB-H2 / ZB2P zero bubble: up to 2P-1 microbatches in flight, W fills the "
+                  "warm-up and cool-down; every rank busy from its first to its last action",
+          closed_form=_zb_h2_closed_form,
+          formula="bubble (P-1)(F+I-2W) = 0 for M >= 2P-1, as the zero-bubble paper counts it: "
+                  "each rank's idle time between its own first and last action, unit costs "
+                  "F=I=W=1 (B=2); the global makespan is 3M+P-1",
+          aliases=("zb2p", "zbh2"))
+def generate_zb_h2(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
+    if vpp != 1:
+        raise ConfigError(f"--vpp: zb-h2 runs one chunk per rank, got --vpp {vpp}; use zb-v for "
+                          "two chunks per rank")
+    ranks = tuple(tuple(acts) for acts in zb_h2_orders(pp, microbatches))
+    return Schedule("zb-h2", pp, 1, microbatches, loop_placement(pp, 1), ranks)

@@ -1,0 +1,250 @@
+"""Check that a schedule can run: right actions on the right ranks, in an order with no deadlock.
+
+A generator bug or a hand-written CSV must fail here with the rank, the position (0-based index
+in that rank's list) and the action, not later as a hang or a wrong number in the engine.
+
+Rules:
+- every stage in ``0 .. n_stages-1`` and microbatch in ``0 .. M-1`` is covered exactly once by F,
+  and by either one B or one I and one W (never a mix), on the rank ``placement`` gives the stage;
+- W comes after its I on the same rank;
+- an overlapped pair (``pair`` set) is two consecutive actions on one rank, one F and one B/I;
+- running the per-rank lists as a dataflow never gets stuck: F(s,m) needs F(prev(s),m);
+  B/I(s,m) needs F(s,m) and the backward (B or I) of next(s) for m; W(s,m) needs I(s,m). The two
+  halves of a pair start together, so each half's needs must be met before the pair starts.
+"""
+
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from .action import Action
+from .schedule import Schedule
+
+Key = tuple[int, str, int]
+
+
+def validate(schedule: Schedule) -> None:
+    """Raise :class:`ScheduleError` naming rank, position and action for the first problem."""
+    _check_shape(schedule)
+    where = _check_actions(schedule)
+    _check_pairs(schedule)
+    _check_complete(schedule, where)
+    _check_dataflow(schedule, where)
+
+
+def _check_shape(s: Schedule) -> None:
+    if s.pp < 1:
+        raise ScheduleError(f"pp must be at least 1, got {s.pp}")
+    if s.vpp < 1:
+        raise ScheduleError(f"vpp must be at least 1, got {s.vpp}")
+    if s.microbatches < 1:
+        raise ScheduleError(f"microbatches must be at least 1, got {s.microbatches}")
+    if len(s.ranks) != s.pp:
+        raise ScheduleError(f"expected one action list per rank ({s.pp} for pp={s.pp}), "
+                            f"found {len(s.ranks)}")
+    if len(s.placement) != s.pp * s.vpp:
+        raise ScheduleError(f"placement: expected pp*vpp = {s.pp}*{s.vpp} = {s.pp * s.vpp} "
+                            f"stages, found {len(s.placement)}")
+    for stage, rank in enumerate(s.placement):
+        if not 0 <= rank < s.pp:
+            raise ScheduleError(f"placement: stage {stage} on rank {rank}, expected a rank in "
+                                f"0..{s.pp - 1}")
+    seen: dict[int, int] = {}
+    for i, pipe in enumerate(s.pipelines):
+        for stage in pipe:
+            if not 0 <= stage < s.n_stages:
+                raise ScheduleError(f"pipelines[{i}]: stage {stage} does not exist "
+                                    f"({s.n_stages} stages)")
+            if stage in seen:
+                raise ScheduleError(f"pipelines: stage {stage} is in pipelines {seen[stage]} "
+                                    f"and {i}; expected each stage in one pipeline")
+            seen[stage] = i
+    missing = [st for st in range(s.n_stages) if st not in seen]
+    if missing:
+        raise ScheduleError(f"pipelines: stage {missing[0]} is in no pipeline")
+    if len(s.stage_chunk) != s.n_stages:
+        raise ScheduleError(f"stage_chunk: expected {s.n_stages} entries, "
+                            f"found {len(s.stage_chunk)}")
+
+
+def _check_actions(s: Schedule) -> dict[Key, tuple[int, int]]:
+    """Per-action checks in rank order; returns where each action is: key -> (rank, position)."""
+    where: dict[Key, tuple[int, int]] = {}
+    for rank, acts in enumerate(s.ranks):
+        for pos, a in enumerate(acts):
+            if not isinstance(a, Action):
+                raise ScheduleError(f"expected an Action, found {type(a).__name__} {a!r}",
+                                    rank, pos)
+            if not 0 <= a.stage < s.n_stages:
+                raise ScheduleError(f"stage {a.stage} does not exist (stages are "
+                                    f"0..{s.n_stages - 1})", rank, pos, str(a))
+            if not 0 <= a.microbatch < s.microbatches:
+                raise ScheduleError(f"microbatch {a.microbatch} does not exist (microbatches "
+                                    f"are 0..{s.microbatches - 1})", rank, pos, str(a))
+            owner = s.placement[a.stage]
+            if owner != rank:
+                raise ScheduleError(f"stage {a.stage} runs on rank {owner} (placement), "
+                                    f"not on rank {rank}", rank, pos, str(a))
+            if a.key in where:
+                r0, p0 = where[a.key]
+                raise ScheduleError(f"duplicate: {_name(a.key)} already at rank {r0} "
+                                    f"position {p0}", rank, pos, str(a))
+            where[a.key] = (rank, pos)
+            st, kind, mb = a.key
+            if kind == "B" and ((st, "I", mb) in where or (st, "W", mb) in where):
+                other = (st, "I", mb) if (st, "I", mb) in where else (st, "W", mb)
+                raise ScheduleError(f"full backward mixed with split backward: "
+                                    f"{_name(other)} at position {where[other][1]}; expected "
+                                    f"either B or both I and W per stage and microbatch",
+                                    rank, pos, str(a))
+            if kind in "IW" and (st, "B", mb) in where:
+                raise ScheduleError(f"split backward mixed with full backward: "
+                                    f"{_name((st, 'B', mb))} at position "
+                                    f"{where[(st, 'B', mb)][1]}; expected either B or both I "
+                                    f"and W per stage and microbatch", rank, pos, str(a))
+            if kind == "W" and (st, "I", mb) not in where:
+                later = _find(s.ranks[rank], (st, "I", mb), pos + 1)
+                found = (f"it is at position {later}" if later is not None
+                         else "there is none")
+                raise ScheduleError(f"weight gradient before its input gradient "
+                                    f"{_name((st, 'I', mb))} ({found})", rank, pos, str(a))
+    return where
+
+
+def _check_pairs(s: Schedule) -> None:
+    for rank, acts in enumerate(s.ranks):
+        halves: dict[int, list[int]] = {}
+        for pos, a in enumerate(acts):
+            if a.pair is not None:
+                halves.setdefault(a.pair, []).append(pos)
+        for pair, positions in halves.items():
+            first = acts[positions[0]]
+            if len(positions) != 2:
+                raise ScheduleError(f"overlapped pair @{pair} has {len(positions)} action(s) on "
+                                    f"this rank, expected 2 (one F, one B or I)",
+                                    rank, positions[0], str(first))
+            p0, p1 = positions
+            if p1 != p0 + 1:
+                raise ScheduleError(f"overlapped pair @{pair}: its other half {acts[p1]} is at "
+                                    f"position {p1}, expected the next position {p0 + 1}",
+                                    rank, p0, str(first))
+            kinds = sorted(acts[p].kind for p in positions)
+            if kinds not in (["B", "F"], ["F", "I"]):
+                raise ScheduleError(f"overlapped pair @{pair} is {acts[p0]} and {acts[p1]}, "
+                                    f"expected one F and one B or I", rank, p0, str(first))
+
+
+def _check_complete(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
+    for stage in range(s.n_stages):
+        rank = s.placement[stage]
+        for mb in range(s.microbatches):
+            if (stage, "F", mb) not in where:
+                raise ScheduleError("not in the schedule: every stage runs a forward for every "
+                                    "microbatch", rank, None, f"{stage}F{mb}")
+            if (stage, "B", mb) in where:
+                continue
+            i_at = where.get((stage, "I", mb))
+            w_at = where.get((stage, "W", mb))
+            if i_at and w_at:
+                continue
+            if i_at or w_at:
+                have, absent = (("I", "W") if i_at else ("W", "I"))
+                pos = (i_at or w_at)[1]
+                raise ScheduleError(f"not in the schedule: a split backward needs both I and W "
+                                    f"({stage}{have}{mb} is at position {pos})",
+                                    rank, None, f"{stage}{absent}{mb}")
+            raise ScheduleError(f"not in the schedule, nor {stage}I{mb} and {stage}W{mb}: every "
+                                f"stage runs a backward for every microbatch",
+                                rank, None, f"{stage}B{mb}")
+
+
+def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
+    """Run all ranks' lists as far as their dependencies allow; stuck before the end = deadlock."""
+    prev = [s.prev_stage(st) for st in range(s.n_stages)]
+    nxt = [s.next_stage(st) for st in range(s.n_stages)]
+
+    def backward_of(stage: int, mb: int) -> Key:
+        return (stage, "B", mb) if (stage, "B", mb) in where else (stage, "I", mb)
+
+    def needs(a: Action) -> list[Key]:
+        st, kind, mb = a.key
+        if kind == "F":
+            return [] if prev[st] is None else [(prev[st], "F", mb)]
+        if kind == "W":
+            return [(st, "I", mb)]
+        deps = [(st, "F", mb)]
+        if nxt[st] is not None:
+            deps.append(backward_of(nxt[st], mb))
+        return deps
+
+    done: set[Key] = set()
+    pointer = [0] * s.pp
+
+    def step_of(rank: int) -> list[Action]:
+        acts = s.ranks[rank]
+        i = pointer[rank]
+        a = acts[i]
+        if a.pair is not None and i + 1 < len(acts) and acts[i + 1].pair == a.pair:
+            return [a, acts[i + 1]]
+        return [a]
+
+    def unmet(step: list[Action]) -> list[Key]:
+        return [d for a in step for d in needs(a) if d not in done]
+
+    progress = True
+    while progress:
+        progress = False
+        for rank in range(s.pp):
+            while pointer[rank] < len(s.ranks[rank]):
+                step = step_of(rank)
+                if unmet(step):
+                    break
+                for a in step:
+                    done.add(a.key)
+                pointer[rank] += len(step)
+                progress = True
+
+    blocked = [r for r in range(s.pp) if pointer[r] < len(s.ranks[r])]
+    if not blocked:
+        return
+    rank = _culprit(blocked, lambda r: [where[d][0] for d in unmet(step_of(r))])
+    step = step_of(rank)
+    waits = []
+    for dep in unmet(step):
+        r, p = where[dep]
+        waits.append(f"{_name(dep)} (rank {r} position {p})")
+    others = "; ".join(f"rank {r} at position {pointer[r]} ({s.ranks[r][pointer[r]]})"
+                       for r in blocked if r != rank)
+    message = "deadlock: waits for " + ", ".join(waits)
+    if len(step) == 2:
+        message += f" (overlapped with {step[1]})"
+    if others:
+        message += f"; also blocked: {others}"
+    raise ScheduleError(message, rank, pointer[rank], str(step[0]))
+
+
+def _culprit(blocked: list[int], waits_on) -> int:
+    """The rank to blame: one waiting on its own later action, else the lowest rank on a cycle.
+
+    Every blocked rank waits for an action of a blocked rank, so following the first wait from
+    any blocked rank ends in a cycle; ranks merely downstream of the cycle are not the cause.
+    """
+    for r in blocked:
+        if r in waits_on(r):
+            return r
+    seen: list[int] = []
+    r = blocked[0]
+    while r not in seen:
+        seen.append(r)
+        r = waits_on(r)[0]
+    return min(seen[seen.index(r):])
+
+
+def _find(acts: tuple[Action, ...], key: Key, start: int) -> int | None:
+    for pos in range(start, len(acts)):
+        if acts[pos].key == key:
+            return pos
+    return None
+
+
+def _name(key: Key) -> str:
+    return f"{key[0]}{key[1]}{key[2]}"
