@@ -142,7 +142,8 @@ def _wrong_width(parts: list[str], width: int, line: str, lineno: int, path: str
     layout = " ".join(ROW_FIELDS[:width])
     if len(parts) < width:
         raise WorkloadError(path, lineno, end_column(line), ROW_FIELDS[len(parts)],
-                            f"{width} columns ({layout})", f"{len(parts)} columns")
+                            f"{width} columns ({layout})",
+                            f"{len(parts)} column{'s' if len(parts) > 1 else ''}")
     raise WorkloadError(path, lineno, column_of(line, width), "row",
                         f"{width} columns ({layout}), nothing after {ROW_FIELDS[width - 1]}",
                         parts[width])
