@@ -5,7 +5,8 @@ in that rank's list) and the action, not later as a hang or a wrong number in th
 
 Rules:
 - every stage in ``0 .. n_stages-1`` and microbatch in ``0 .. M-1`` is covered exactly once by F,
-  and by either one B or one I and one W (never a mix), on the rank ``placement`` gives the stage;
+  and by either one B or one I and one W (never a mix), on the rank ``placement`` gives the stage
+  (with several pipelines, each microbatch enters one, and the stages of that one cover it);
 - W comes after its I on the same rank;
 - an overlapped pair (``pair`` set) is two consecutive actions on one rank, one F and one B/I;
 - running the per-rank lists as a dataflow never gets stuck: F(s,m) needs F(prev(s),m);
@@ -133,28 +134,56 @@ def _check_pairs(s: Schedule) -> None:
                                     f"expected one F and one B or I", rank, p0, str(first))
 
 
+def _carried(s: Schedule, where: dict[Key, tuple[int, int]]) -> list[list[int]]:
+    """The microbatches each pipeline carries.
+
+    One pipeline carries all M. With several (DualPipe feeds microbatches from both ends) each
+    microbatch enters exactly one: the pipeline whose first stage runs its forward.
+    """
+    if len(s.pipelines) == 1:
+        return [list(range(s.microbatches))]
+    carried: list[list[int]] = [[] for _ in s.pipelines]
+    for mb in range(s.microbatches):
+        entries = [k for k, pipe in enumerate(s.pipelines) if (pipe[0], "F", mb) in where]
+        if len(entries) != 1:
+            firsts = " or ".join(f"{pipe[0]}F{mb}" for pipe in s.pipelines)
+            found = ("none" if not entries else
+                     " and ".join(f"{s.pipelines[k][0]}F{mb}" for k in entries))
+            raise ScheduleError(f"microbatch {mb} must enter exactly one pipeline: expected "
+                                f"{firsts}, found {found}")
+        carried[entries[0]].append(mb)
+    return carried
+
+
 def _check_complete(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
-    for stage in range(s.n_stages):
-        rank = s.placement[stage]
-        for mb in range(s.microbatches):
-            if (stage, "F", mb) not in where:
-                raise ScheduleError("not in the schedule: every stage runs a forward for every "
-                                    "microbatch", rank, None, f"{stage}F{mb}")
-            if (stage, "B", mb) in where:
-                continue
-            i_at = where.get((stage, "I", mb))
-            w_at = where.get((stage, "W", mb))
-            if i_at and w_at:
-                continue
-            if i_at or w_at:
-                have, absent = (("I", "W") if i_at else ("W", "I"))
-                pos = (i_at or w_at)[1]
-                raise ScheduleError(f"not in the schedule: a split backward needs both I and W "
-                                    f"({stage}{have}{mb} is at position {pos})",
-                                    rank, None, f"{stage}{absent}{mb}")
-            raise ScheduleError(f"not in the schedule, nor {stage}I{mb} and {stage}W{mb}: every "
-                                f"stage runs a backward for every microbatch",
-                                rank, None, f"{stage}B{mb}")
+    of_pipeline = "" if len(s.pipelines) == 1 else " of its pipeline"
+    for pipe, mbs in zip(s.pipelines, _carried(s, where)):
+        for stage in pipe:
+            rank = s.placement[stage]
+            for mb in mbs:
+                _check_covered(stage, mb, rank, where, of_pipeline)
+
+
+def _check_covered(stage: int, mb: int, rank: int, where: dict[Key, tuple[int, int]],
+                   of_pipeline: str) -> None:
+    if (stage, "F", mb) not in where:
+        raise ScheduleError(f"not in the schedule: every stage runs a forward for every "
+                            f"microbatch{of_pipeline}", rank, None, f"{stage}F{mb}")
+    if (stage, "B", mb) in where:
+        return
+    i_at = where.get((stage, "I", mb))
+    w_at = where.get((stage, "W", mb))
+    if i_at and w_at:
+        return
+    if i_at or w_at:
+        have, absent = ("I", "W") if i_at else ("W", "I")
+        pos = (i_at or w_at)[1]
+        raise ScheduleError(f"not in the schedule: a split backward needs both I and W "
+                            f"({stage}{have}{mb} is at position {pos})",
+                            rank, None, f"{stage}{absent}{mb}")
+    raise ScheduleError(f"not in the schedule, nor {stage}I{mb} and {stage}W{mb}: every stage "
+                        f"runs a backward for every microbatch{of_pipeline}",
+                        rank, None, f"{stage}B{mb}")
 
 
 def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
@@ -208,18 +237,25 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
         return
     rank = _culprit(blocked, lambda r: [where[d][0] for d in unmet(step_of(r))])
     step = step_of(rank)
+    stuck = next(a for a in step if any(d not in done for d in needs(a)))
+    position = pointer[rank] + step.index(stuck)
     waits = []
-    for dep in unmet(step):
+    for dep in needs(stuck):
+        if dep in done:
+            continue
         r, p = where[dep]
-        waits.append(f"{_name(dep)} (rank {r} position {p})")
-    others = "; ".join(f"rank {r} at position {pointer[r]} ({s.ranks[r][pointer[r]]})"
-                       for r in blocked if r != rank)
+        own = " (its own overlapped half: a pair's halves start together)" if any(
+            a.key == dep for a in step) else ""
+        waits.append(f"{_name(dep)} (rank {r} position {p}){own}")
     message = "deadlock: waits for " + ", ".join(waits)
     if len(step) == 2:
-        message += f" (overlapped with {step[1]})"
+        partner = step[1] if stuck is step[0] else step[0]
+        message += f"; overlapped with {partner}"
+    others = "; ".join(f"rank {r} at position {pointer[r]} ({s.ranks[r][pointer[r]]})"
+                       for r in blocked if r != rank)
     if others:
         message += f"; also blocked: {others}"
-    raise ScheduleError(message, rank, pointer[rank], str(step[0]))
+    raise ScheduleError(message, rank, position, str(stuck))
 
 
 def _culprit(blocked: list[int], waits_on) -> int:
