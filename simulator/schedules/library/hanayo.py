@@ -1,0 +1,227 @@
+"""Hanayo wave-like pipeline (Liu et al., SC'23): W waves over S = 2PW stages, one model copy.
+
+Placement: the stages zig-zag over the ranks, down 0..P-1 and back up P-1..0 in every wave
+(stage s on rank s mod 2P if that is < P, else 2P-1 - s mod 2P; PyTorch's "v" style), so a
+wave is a V and vpp = 2W stages per rank. Backward is full B, as in the paper.
+
+Order. The paper publishes no order for a general M, only figures (M = P) and the rule that
+forwards run as early as the memory bound allows. Two constructions follow that rule; both are
+built and the one with the shorter makespan at unit costs (F = 1, B = 2, free communication) is
+kept (``meta["construction"]``):
+
+- "folded-interleaved": the zig-zag over P ranks is the loop placement over 2P *virtual* ranks
+  folded in half (virtual ranks q and 2P-1-q share rank min(q, 2P-1-q)). On the virtual ranks we
+  take Megatron's interleaved 1F1B (W chunks each, PyTorch's group size N = M // max(1, M // 2P),
+  warm-up 2(2P-q-1) + (W-1)N), time it at unit costs, and each rank runs its two virtual ranks'
+  actions in order of their virtual start times (ties: the down-leg virtual rank first); an
+  order sorted by the start times of a valid timeline cannot deadlock. For M >= 2P it idles
+  3(P-1) units per rank at M = 2P and a little more beyond (P = 8: 23), for every W.
+- "greedy": a list schedule at unit costs, forwards first with a 1F1B-like memory bound (see
+  :func:`greedy_ranks`). It wins for M <= P (the paper's figures) and when M is not a multiple of
+  max(1, M // 2P).
+
+Where this deviates from the paper: the folded order can hold more activations than 1F1B (up to
+twice at M = 2kP, more for odd group sizes) where the paper reports memory close to 1F1B; the
+bubble ratio still falls roughly like 1/W as the paper reports.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ...errors import ConfigError
+from ..action import Action
+from ..registry import register
+from ..schedule import Schedule, loop_placement
+from .interleaved_1f1b import interleaved_order
+
+_COST = {"F": 1, "B": 2, "I": 1, "W": 1}
+
+
+def wave_placement(pp: int, waves: int) -> tuple[int, ...]:
+    """Stage s -> rank, zig-zagging down and up the ranks once per wave."""
+    return tuple(_fold(s % (2 * pp), pp) for s in range(2 * pp * waves))
+
+
+def _fold(virtual_rank: int, pp: int) -> int:
+    return virtual_rank if virtual_rank < pp else 2 * pp - 1 - virtual_rank
+
+
+def unit_start_times(schedule: Schedule) -> dict[tuple[int, str, int], int]:
+    """Start time of every action when each rank runs its list in order as soon as the data is
+    there, with F = 1, B = 2, I = W = 1 and free communication."""
+    s = schedule
+    done: dict[tuple[int, str, int], int] = {}
+    start: dict[tuple[int, str, int], int] = {}
+    clock = [0] * s.pp
+    pos = [0] * s.pp
+    progress = True
+    while progress:
+        progress = False
+        for r, acts in enumerate(s.ranks):
+            while pos[r] < len(acts):
+                a = acts[pos[r]]
+                needs = _needs(s, a, done)
+                if any(n not in done for n in needs):
+                    break
+                t = max([clock[r]] + [done[n] for n in needs])
+                start[a.key] = t
+                clock[r] = done[a.key] = t + _COST[a.kind]
+                pos[r] += 1
+                progress = True
+    stuck = [r for r in range(s.pp) if pos[r] < len(s.ranks[r])]
+    if stuck:
+        r = stuck[0]
+        raise ConfigError(f"hanayo: the order is stuck at rank {r} position {pos[r]} "
+                          f"({s.ranks[r][pos[r]]})")
+    return start
+
+
+def _needs(s: Schedule, a: Action, done: dict) -> list[tuple[int, str, int]]:
+    if a.kind == "F":
+        prev = s.prev_stage(a.stage)
+        return [] if prev is None else [(prev, "F", a.microbatch)]
+    if a.kind == "W":
+        return [(a.stage, "I", a.microbatch)]
+    needs = [(a.stage, "F", a.microbatch)]
+    nxt = s.next_stage(a.stage)
+    if nxt is not None:
+        full = (nxt, "B", a.microbatch)
+        needs.append(full if full in done else (nxt, "I", a.microbatch))
+    return needs
+
+
+def unit_makespan(schedule: Schedule) -> int:
+    start = unit_start_times(schedule)
+    return max(start[a.key] + _COST[a.kind] for acts in schedule.ranks for a in acts)
+
+
+def group_size(pp: int, microbatches: int) -> int:
+    """PyTorch's interleaved group size on the 2P virtual ranks, or ConfigError."""
+    rounds = max(1, microbatches // (2 * pp))
+    if microbatches % rounds:
+        raise ConfigError(f"--microbatches: hanayo's folded order with --pp {pp} runs "
+                          f"microbatches in groups over 2 x pp = {2 * pp} virtual ranks and "
+                          f"needs M to be a multiple of max(1, M // {2 * pp}) = {rounds}, "
+                          f"got {microbatches}")
+    return microbatches // rounds
+
+
+def folded_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, ...], ...]:
+    """The "folded-interleaved" order (module docstring)."""
+    virtual = 2 * pp
+    n = group_size(pp, microbatches)
+    total = waves * microbatches
+    vranks = tuple(
+        tuple(interleaved_order(q, virtual, waves, microbatches, n,
+                                min(2 * (virtual - q - 1) + (waves - 1) * n, total)))
+        for q in range(virtual))
+    vsched = Schedule("hanayo-virtual", virtual, waves, microbatches,
+                      loop_placement(virtual, waves), vranks)
+    start = unit_start_times(vsched)
+    ranks = []
+    for r in range(pp):
+        merged = [(start[a.key], q, i, a) for q in (r, virtual - 1 - r)
+                  for i, a in enumerate(vranks[q])]
+        merged.sort(key=lambda x: x[:3])
+        ranks.append(tuple(x[3] for x in merged))
+    return tuple(ranks)
+
+
+def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, ...], ...]:
+    """Forwards as early as a 1F1B-like memory bound allows, timed with F = 1, B = 2.
+
+    An idle rank alternates: after a backward (or at the start) it runs a ready forward if it has
+    one, otherwise a ready backward. Among forwards the oldest microbatch goes first; among
+    backwards the oldest microbatch, then the latest stage. A rank starts a new microbatch only
+    while it holds fewer than 2PW + r + 1 stage activations (1F1B's P microbatches of a rank's
+    layers, plus the warm-up skew of rank r); microbatches it has started always go on. That
+    cannot deadlock: microbatches are started on the first down leg only, in rank order, and
+    rank P-1 never has to start one it holds elsewhere, so it always drains.
+    """
+    place = wave_placement(pp, waves)
+    last_stage = len(place) - 1
+    limit = [2 * pp * waves + r + 1 for r in range(pp)]
+    ready_f: list[set[tuple[int, int]]] = [set() for _ in range(pp)]   # (microbatch, stage)
+    ready_b: list[set[tuple[int, int]]] = [set() for _ in range(pp)]   # (microbatch, -stage)
+    started: list[set[int]] = [set() for _ in range(pp)]
+    held = [0] * pp
+    busy_until = [0] * pp
+    last_kind = ["B"] * pp
+    orders: list[list[Action]] = [[] for _ in range(pp)]
+    events: list[tuple[int, int, str, int]] = []     # (finish time, stage, kind, microbatch)
+    for m in range(microbatches):
+        ready_f[0].add((m, 0))
+    remaining = 2 * len(place) * microbatches
+    t = 0
+    while remaining:
+        while events and events[0][0] <= t:
+            _, stage, kind, m = heapq.heappop(events)
+            if kind == "F" and stage < last_stage:
+                ready_f[place[stage + 1]].add((m, stage + 1))
+            elif kind == "F" or stage > 0:
+                target = stage if kind == "F" else stage - 1
+                ready_b[place[target]].add((m, -target))
+        for r in range(pp):
+            if busy_until[r] > t:
+                continue
+            forwards = [x for x in ready_f[r] if x[0] in started[r] or held[r] < limit[r]]
+            if forwards and (last_kind[r] == "B" or not ready_b[r]):
+                m, stage = min(forwards)
+                ready_f[r].discard((m, stage))
+                kind = "F"
+                started[r].add(m)
+                held[r] += 1
+            elif ready_b[r]:
+                m, neg = min(ready_b[r])
+                ready_b[r].discard((m, neg))
+                stage, kind = -neg, "B"
+                held[r] -= 1
+            else:
+                continue
+            busy_until[r] = t + _COST[kind]
+            last_kind[r] = kind
+            orders[r].append(Action(stage, kind, m))
+            heapq.heappush(events, (busy_until[r], stage, kind, m))
+            remaining -= 1
+        if remaining:
+            assert events, "hanayo greedy: no work in flight (cannot happen: see docstring)"
+            t = events[0][0]
+    return tuple(tuple(o) for o in orders)
+
+
+def resolve_waves(vpp: int, waves: object) -> int:
+    """``waves`` wins over the default --vpp 2; otherwise vpp must be even and gives W = vpp/2."""
+    if waves is None:
+        if vpp % 2:
+            raise ConfigError(f"--vpp: hanayo holds 2 stages per rank per wave, so --vpp must be "
+                              f"even (2 x waves), got {vpp}")
+        return vpp // 2
+    if isinstance(waves, bool) or not isinstance(waves, int) or waves < 1:
+        raise ConfigError(f"waves: expected a positive whole number of waves, got {waves!r}")
+    if vpp not in (2, 2 * waves):
+        raise ConfigError(f"--vpp {vpp} disagrees with waves {waves} (hanayo has vpp = 2 x "
+                          f"waves = {2 * waves})")
+    return waves
+
+
+@register("hanayo", summary="Hanayo wave-like pipeline: W waves zig-zag over the ranks "
+          "(vpp = 2W stages per rank), full backward, one model copy; option waves",
+          formula="measured: idle 3(P-1) units per rank at M = 2P (F=1, B=2), "
+          "~(P-1)/(2WM+P-1); no closed form", default_vpp=2, variable_vpp=True,
+          aliases=("wave", "wave-like"))
+def generate(pp: int, microbatches: int, vpp: int = 2, waves: int | None = None,
+             **_: object) -> Schedule:
+    w = resolve_waves(vpp, waves)
+    placement = wave_placement(pp, w)
+    builders = [("greedy", greedy_ranks)]
+    if microbatches % max(1, microbatches // (2 * pp)) == 0:
+        builders.insert(0, ("folded-interleaved", folded_ranks))
+    best: tuple[int, Schedule] | None = None
+    for name, build in builders:
+        cand = Schedule("hanayo", pp, 2 * w, microbatches, placement,
+                        build(pp, microbatches, w), meta={"waves": w, "construction": name})
+        makespan = unit_makespan(cand)
+        if best is None or makespan < best[0]:
+            best = (makespan, cand)
+    return best[1]
