@@ -5,6 +5,7 @@ from __future__ import annotations
 from os import PathLike
 from typing import Any
 
+from .engine.options import EngineOptions
 from .engine.runtime import Runtime
 from .errors import ConfigError
 from .result import SimulationResult
@@ -75,16 +76,28 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              system: SystemConfig | str | PathLike | dict | None = None, *,
              pp: int | None = None, microbatches: int | None = None, vpp: int | None = None,
              iterations: int = 1, layout: str = "auto", schedule_options: dict | None = None,
-             trace_layers: bool = False, validate: bool = True) -> SimulationResult:
+             trace_layers: bool = False, validate: bool = True, p2p: str = "async",
+             memory_limit_gb: float | None = None, jitter: float = 0.0, seed: int = 0,
+             slow_ranks: dict[int, float] | None = None) -> SimulationResult:
     """Simulate ``workload`` under ``schedule`` on ``system``.
 
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
     :class:`Schedule`, or None (1f1b, or interleaved-1f1b when vpp > 1). ``pp``,
     ``microbatches`` (default: the header's ``ga``) and ``vpp`` override the header.
+    ``p2p`` is async | blocking | batched; ``memory_limit_gb`` (default: the system's
+    ``memory.capacity_gb``, 0 = none) turns an overflow into an OutOfMemoryError; ``jitter`` is
+    the sigma of lognormal compute noise (seeded by ``seed``); ``slow_ranks`` maps a rank to a
+    compute slow-down factor.
     """
     wl = _load(workload, layout)
     sysconf = _system(system)
     iterations = _positive("iterations", iterations)
+    if memory_limit_gb is None and sysconf.memory.capacity_gb > 0:
+        memory_limit_gb = sysconf.memory.capacity_gb
+    options = EngineOptions(
+        p2p=p2p, memory_limit_bytes=None if memory_limit_gb is None else memory_limit_gb * 1e9,
+        jitter_sigma=jitter, seed=seed, slow_ranks=tuple(sorted((slow_ranks or {}).items())),
+        trace_layers=trace_layers)
     notes: list[str] = []
     sched, spec = resolve_schedule(wl, schedule, pp, microbatches, vpp, schedule_options, notes)
     if validate:
@@ -92,8 +105,11 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
 
         check(sched)
     partition = wl.partition(sched.n_chunks)
+    for rank, _ in options.slow_ranks:
+        if rank >= sched.pp:
+            raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {sched.pp})")
     runtime = Runtime(sched, partition, wl.header, sysconf, iterations=iterations,
-                      trace_layers=trace_layers)
+                      options=options)
     records = runtime.run()
     return SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
-                            runtime.labels, notes)
+                            runtime.labels, notes, options)

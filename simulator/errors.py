@@ -92,7 +92,12 @@ class Wait:
     time_ns: float
 
     def __str__(self) -> str:
-        peer = f" from rank {self.peer}" if self.peer is not None else ""
+        if self.peer is None:
+            peer = ""
+        elif self.op.startswith("send"):
+            peer = f" to rank {self.peer} (its receive is not posted)"
+        else:
+            peer = f" from rank {self.peer}"
         return f"rank {self.rank} waits on {self.op}{peer} (since t={self.time_ns:.0f} ns)"
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .engine.options import EngineOptions
 from .engine.runtime import RunRecords
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
@@ -24,6 +25,7 @@ class SimulationResult:
     iterations: int
     phase_labels: list[list[str]]
     notes: list[str] = field(default_factory=list)
+    options: EngineOptions | None = None
 
     @cached_property
     def summary(self) -> dict[str, Any]:

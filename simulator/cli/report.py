@@ -61,6 +61,7 @@ def render_run(d: dict[str, Any]) -> str:
         f"  peak in flight      {d['peak_inflight_microbatches']} microbatches",
         f"  p2p traffic         {fmt_bytes(d['p2p_bytes'])}; DP collectives "
         f"{fmt_bytes(d['dp_collective_bytes'])}",
+        f"  peak memory         {fmt_bytes(d['peak_memory_bytes'])} (largest stage)",
         f"  layer ops           {d['layer_ops']}",
     ]
     lines.append("")
@@ -71,11 +72,11 @@ def render_run(d: dict[str, Any]) -> str:
             str(s["stage"]), layers, fmt_time(s["busy_ns"]), fmt_time(s["idle_ns"]),
             fmt_pct(s["bubble_ratio"]), fmt_pct(s["bubble_ratio_own"]),
             f"{s['warmup']}/{s['steady']}/{s['cooldown']}",
-            str(s["peak_inflight_microbatches"]),
+            str(s["peak_inflight_microbatches"]), fmt_bytes(s["peak_memory_bytes"]),
             fmt_bytes(s["bytes_sent"]), fmt_bytes(s["bytes_received"]),
         ])
     lines.append(table(["stage", "layers", "busy", "idle", "bubble", "bubble(own)",
-                        "warm/steady/cool", "peak mb", "sent", "received"], rows))
+                        "warm/steady/cool", "peak mb", "peak mem", "sent", "received"], rows))
     notes = d.get("notes") or []
     if notes:
         lines.append("")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
+from ..system.topology import LinkModel
 from ..workload.model import Header, Layer, Partition
 
 FORWARD_PASS = "Forward_Pass"
@@ -84,16 +85,17 @@ def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
 
 
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
-                header: Header, system: SystemConfig) -> ChunkCosts:
+                header: Header, system: SystemConfig, links: LinkModel | None = None) -> ChunkCosts:
     scale = system.gpu.compute_scale
+    links = links if links is not None else LinkModel(header, system)
 
     def fwd(layer: Layer, state: str = FORWARD_PASS) -> tuple[int, str, float, float]:
         return (layer.index, state, layer.fwd_compute * scale,
-                collective_time_ns(layer.fwd_comm, header, system, forward=True))
+                collective_time_ns(layer.fwd_comm, header, system, forward=True, links=links))
 
     def ig(layer: Layer) -> tuple[int, str, float, float]:
         return (layer.index, INPUT_GRADIENT, layer.ig_compute * scale,
-                collective_time_ns(layer.ig_comm, header, system))
+                collective_time_ns(layer.ig_comm, header, system, links=links))
 
     def wg(layer: Layer) -> tuple[int, str, float, float]:
         return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * scale, 0.0)
@@ -120,13 +122,15 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
             if not layer.wg_comm.active:
                 continue
             out.append(DPCollective(layer.index, seg.offset + seg.duration,
-                                    collective_time_ns(layer.wg_comm, header, system),
+                                    collective_time_ns(layer.wg_comm, header, system, links=links),
                                     float(layer.update_time), layer.wg_comm.bytes))
         return tuple(out)
 
     return ChunkCosts(F, I, W, B, dp_list(W), dp_list(B))
 
 
-def partition_costs(partition: Partition, header: Header, system: SystemConfig) -> list[ChunkCosts]:
+def partition_costs(partition: Partition, header: Header, system: SystemConfig,
+                    links: LinkModel | None = None) -> list[ChunkCosts]:
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
-    return [chunk_costs(c, recompute[i], header, system) for i, c in enumerate(partition.chunks)]
+    return [chunk_costs(c, recompute[i], header, system, links)
+            for i, c in enumerate(partition.chunks)]

@@ -1,46 +1,146 @@
 """Point-to-point links between pipeline ranks.
 
-Each direction of each rank pair is one link that carries one transfer at a time, first come
-first served: a transfer issued at ``t`` starts at ``max(t, link free)`` and occupies the link for
-``latency + bytes*8/bandwidth``; the receiver has the data when it ends. Zero bytes cost nothing
-(``pp_comm: 0`` means no point-to-point cost).
+Each direction of each rank pair is one link. A transfer of S bytes needs ``S*8/bandwidth`` ns of
+the link (serialisation) and arrives ``latency`` ns after its serialisation ends. Transfers that
+meet on a link share it by the topology's ``sharing`` rule:
 
-Because a link is FIFO and transfers are issued in simulated-time order, its schedule is known
-the moment a send is issued; no SimPy process per link is needed.
+- ``fifo``: one at a time, first come first served (a transfer issued while the link is busy
+  starts when it frees);
+- ``fair``: all active transfers progress at ``bandwidth / n`` (processor sharing).
+
+Zero bytes cost nothing (``pp_comm: 0`` means no point-to-point cost, latency included). Which
+link figures a pair uses comes from :class:`~simulator.system.topology.LinkModel` (intra- or
+inter-node, or the flat ``links`` figures).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
-from ..system.config import SystemConfig
+import simpy
+from simpy.events import NORMAL
+
+from ..system.config import LinkConfig
+from ..system.topology import LinkModel
+
+Done = Callable[[float, float], None]  # (start, end) of a finished transfer
+
+
+def fire_at(env: simpy.Environment, event: simpy.Event, delay: float) -> None:
+    """Trigger a bare event ``delay`` ns from now (what ``Timeout`` does, for an existing event)."""
+    event._ok = True
+    event._value = None
+    env.schedule(event, NORMAL, delay)
 
 
 @dataclass
 class LinkStats:
     src: int
     dst: int
+    config: LinkConfig
     bytes: int = 0
     transfers: int = 0
-    busy_ns: float = 0.0
-    free_at: float = 0.0
+    busy_ns: float = 0.0      # time with at least one transfer serialising
+    free_at: float = 0.0      # fifo: when the current queue drains
 
 
 @dataclass
-class Network:
-    system: SystemConfig
-    links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
+class _Flow:
+    remaining: float          # bytes
+    arrival: simpy.Event
+    done: Done
+    start: float
+    sent: simpy.Event | None
 
-    def transfer(self, src: int, dst: int, nbytes: int, now: float) -> tuple[float, float]:
-        """Book a transfer issued at ``now``; returns (start, end)."""
+
+@dataclass
+class _FairLink:
+    stats: LinkStats
+    flows: list[_Flow] = field(default_factory=list)
+    last: float = 0.0
+    version: int = 0
+
+
+class Network:
+    def __init__(self, env: simpy.Environment, links: LinkModel) -> None:
+        self.env = env
+        self.model = links
+        self.fair = links.topology.sharing == "fair"
+        self.links: dict[tuple[int, int], LinkStats] = {}
+        self._fair: dict[tuple[int, int], _FairLink] = {}
+
+    def _stats(self, src: int, dst: int) -> LinkStats:
         link = self.links.get((src, dst))
         if link is None:
-            link = self.links[(src, dst)] = LinkStats(src, dst)
-        duration = self.system.links.transfer_ns(nbytes)
-        start = link.free_at if link.free_at > now else now
-        end = start + duration
-        link.free_at = end
+            link = self.links[(src, dst)] = LinkStats(src, dst, self.model.p2p(src, dst))
+        return link
+
+    def send(self, src: int, dst: int, nbytes: int, arrival: simpy.Event, done: Done,
+             sent: simpy.Event | None = None) -> None:
+        """Start a transfer now; ``arrival`` fires when the data is at ``dst``, ``sent`` (if
+        given) when the last byte has left ``src`` (where a blocking send returns)."""
+        env = self.env
+        now = env.now
+        link = self._stats(src, dst)
         link.bytes += nbytes
         link.transfers += 1
-        link.busy_ns += duration
-        return start, end
+        if nbytes <= 0:
+            done(now, now)
+            fire_at(env, arrival, 0.0)
+            if sent is not None:
+                fire_at(env, sent, 0.0)
+            return
+        cfg = link.config
+        serial = nbytes * 8.0 / cfg.bandwidth_gbps
+        if not self.fair:
+            start = link.free_at if link.free_at > now else now
+            link.free_at = start + serial
+            link.busy_ns += serial
+            end = start + serial + cfg.latency_ns
+            done(start, end)
+            fire_at(env, arrival, end - now)
+            if sent is not None:
+                fire_at(env, sent, start + serial - now)
+            return
+        fl = self._fair.get((src, dst))
+        if fl is None:
+            fl = self._fair[(src, dst)] = _FairLink(link)
+        self._advance(fl, now)
+        fl.flows.append(_Flow(float(nbytes), arrival, done, now, sent))
+        self._reschedule(fl)
+
+    # -- fair sharing ------------------------------------------------------------------------
+    def _advance(self, fl: _FairLink, now: float) -> None:
+        if fl.flows:
+            dt = now - fl.last
+            rate = fl.stats.config.bandwidth_gbps / 8.0 / len(fl.flows)  # bytes per ns each
+            for f in fl.flows:
+                f.remaining -= dt * rate
+            fl.stats.busy_ns += dt
+        fl.last = now
+
+    def _reschedule(self, fl: _FairLink) -> None:
+        fl.version += 1
+        if not fl.flows:
+            return
+        rate = fl.stats.config.bandwidth_gbps / 8.0 / len(fl.flows)
+        wait = max(0.0, min(f.remaining for f in fl.flows) / rate)
+        version = fl.version
+        self.env.timeout(wait).callbacks.append(lambda _e: self._on_timer(fl, version))
+
+    def _on_timer(self, fl: _FairLink, version: int) -> None:
+        if version != fl.version:
+            return
+        now = self.env.now
+        self._advance(fl, now)
+        eps = 1e-6
+        finished = [f for f in fl.flows if f.remaining <= eps]
+        fl.flows = [f for f in fl.flows if f.remaining > eps]
+        latency = fl.stats.config.latency_ns
+        for f in finished:
+            f.done(f.start, now + latency)
+            fire_at(self.env, f.arrival, latency)
+            if f.sent is not None:
+                fire_at(self.env, f.sent, 0.0)
+        self._reschedule(fl)

@@ -6,8 +6,8 @@ layers go through Forward_Pass / Forward_In_BackPass / Input_Gradient / Weight_G
 their blocking TP/EP collectives, and the whole action costs one SimPy timeout (per-layer times
 are derived, see ``costs``). The communication stream carries each layer's weight-gradient (DP)
 collective, issued when the last microbatch's weight gradient of that layer is done (gradient
-accumulation), first in first out. Point-to-point sends are asynchronous (isend): the sender
-books the link and goes on; the receiver waits on a bare event that fires when the data lands.
+accumulation), first in first out. Point-to-point semantics follow ``EngineOptions.p2p``; a
+receive waits on a bare event that fires when the data lands.
 
 An iteration ends when every rank has finished its actions and every DP collective and layer
 update is done; with a flush the next iteration starts then (the optimizer step is a barrier).
@@ -18,33 +18,30 @@ every blocked rank waits for.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import simpy
-from simpy.events import NORMAL
 
-from ..errors import DeadlockError, Wait
+from ..errors import DeadlockError, OutOfMemoryError, Wait
 from ..metrics.phases import COOLDOWN, WARMUP, phase_labels
 from ..schedules.comm_pass import Compute, Transfer, add_communication
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
+from ..system.topology import LinkModel
 from ..workload.model import Header, Partition
-from .costs import ChunkCosts, DPCollective, partition_costs
-from .network import Network
+from .costs import ChunkCosts, DPCollective, chunk_costs, partition_costs
+from .memory import MemoryModel, build_memory_model
+from .network import LinkStats, Network, fire_at
+from .options import EngineOptions
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 
 log = logging.getLogger("pipesim.engine")
 
-_RECV, _COMPUTE, _SEND = 0, 1, 2
+_RECV, _COMPUTE, _SEND, _BATCH = 0, 1, 2, 3
 _KIND_WORD = {"F": "forward", "B": "backward", "I": "input-gradient backward",
               "W": "weight-gradient backward"}
-
-
-def _fire_at(env: simpy.Environment, event: simpy.Event, delay: float) -> None:
-    """Trigger a bare event ``delay`` ns from now (what ``Timeout`` does, for an existing event)."""
-    event._ok = True
-    event._value = None
-    env.schedule(event, NORMAL, delay)
 
 
 @dataclass
@@ -53,9 +50,12 @@ class RunRecords:
     transfers: list[TransferRecord] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     layers: list[LayerRecord] = field(default_factory=list)
+    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes)
+    peak_memory: list[float] = field(default_factory=list)               # per rank
+    static_memory: list[float] = field(default_factory=list)             # per rank
     iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
     rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]
-    links: dict = field(default_factory=dict)
+    links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
     layer_ops: int = 0
 
 
@@ -63,25 +63,41 @@ class RunRecords:
 class _Step:
     """A compiled compute op: one action or an overlapped pair."""
 
-    duration: float
+    duration: float          # without variation
+    compute: float           # the part of `duration` variation scales
     parts: tuple  # ((action, phase, start_fraction, end_fraction, chunk, ActionCost), ...)
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
     fwd_chunks: tuple[int, ...]
+    alloc: float             # activation bytes allocated when the step starts
+    free: float              # activation bytes freed when it ends
     label: str
+
+
+@dataclass
+class _Channel:
+    """Rendezvous state of one tensor (blocking / batched modes)."""
+
+    arrival: simpy.Event
+    sent: simpy.Event
+    recv_posted: bool = False
+    pending: tuple | None = None   # a send waiting for its receive: (rank, dst, nbytes, t, it)
 
 
 class Runtime:
     def __init__(self, schedule: Schedule, partition: Partition, header: Header,
                  system: SystemConfig, *, iterations: int = 1, pp_comm: int | None = None,
-                 trace_layers: bool = False) -> None:
+                 options: EngineOptions | None = None) -> None:
         self.schedule = schedule
         self.partition = partition
         self.header = header
         self.system = system
         self.iterations = iterations
+        self.options = options or EngineOptions()
+        self.trace_layers = self.options.trace_layers
         self.pp_comm = header.pp_comm if pp_comm is None else pp_comm
-        self.trace_layers = trace_layers
-        self.costs: list[ChunkCosts] = partition_costs(partition, header, system)
+        self.links = LinkModel(header, system, schedule.pp)
+        self.costs: list[ChunkCosts] = partition_costs(partition, header, system, self.links)
+        self.memory: MemoryModel = build_memory_model(schedule, partition, header, system.memory)
         self.iter_cost = self._iteration_layers_cost()
         self.programs = add_communication(schedule)
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
@@ -96,9 +112,7 @@ class Runtime:
         layers = self.partition.iteration_layers
         if not layers:
             return (0.0, (), 0)
-        from .costs import chunk_costs
-
-        c = chunk_costs(layers, {}, self.header, self.system)
+        c = chunk_costs(layers, {}, self.header, self.system, self.links)
         total = c.F.duration + c.B.duration
         dps = tuple(DPCollective(d.layer, c.F.duration + d.ready_offset, d.duration, d.update_ns,
                                  d.nbytes) for d in c.dp_after_B)
@@ -110,73 +124,115 @@ class Runtime:
         labels = self.labels[rank]
         phase_of = {id(a): labels[i] for i, a in enumerate(actions)}
         # the last weight-carrying backward of each stage on this rank issues its DP collectives
-        last_wb: dict[int, int] = {}
         split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
+        weight_bwd = {id(a) for a in actions
+                      if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)}
+        last_wb: dict[int, int] = {}
         for i, a in enumerate(actions):
-            if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split):
+            if id(a) in weight_bwd:
                 last_wb[a.stage] = i
         last_ids = {id(actions[i]) for i in last_wb.values()}
         ops: list[tuple] = []
         for op in self.programs[rank]:
-            if isinstance(op, Transfer):
-                if op.op == "recv":
-                    ops.append((_RECV, op.key, op.src_rank, str(op)))
-                else:
-                    nbytes = self.pp_comm
-                    ops.append((_SEND, op.key, op.dst_rank, nbytes, op))
-                continue
-            ops.append((_COMPUTE, self._step(op, phase_of, last_ids)))
-        return ops
+            if isinstance(op, Compute):
+                ops.append((_COMPUTE, self._step(op, phase_of, last_ids, weight_bwd)))
+            elif op.op == "recv":
+                ops.append((_RECV, op.key, op.src_rank, str(op), op))
+            else:
+                ops.append((_SEND, op.key, op.dst_rank, self.pp_comm, op))
+        mode = self.options.p2p
+        if mode == "async":
+            return ops
+        # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
+        # (Megatron's send_forward_recv_backward and friends) are posted and complete together
+        out: list[tuple] = []
+        for op in ops:
+            if op[0] == _COMPUTE:
+                out.append(op)
+            elif mode == "batched" and out and out[-1][0] == _BATCH:
+                out[-1] = (_BATCH, out[-1][1] + (op,))
+            else:
+                out.append((_BATCH, (op,)))
+        return out
 
-    def _step(self, op: Compute, phase_of: dict, last_ids: set) -> _Step:
+    def _step(self, op: Compute, phase_of: dict, last_ids: set, weight_bwd: set) -> _Step:
         chunk_of = self.schedule.stage_chunk
         costs = [self.costs[chunk_of[a.stage]].of(a.kind) for a in op.actions]
         total = sum(c.duration for c in costs)
+        comm = sum(c.comm for c in costs)
         if len(costs) > 1:  # overlapped pair: communication hides under the other half's compute
-            comm = sum(c.comm for c in costs)
             duration = max(total - comm, comm)
         else:
             duration = total
         parts = []
         dp = []
         acc = 0.0
+        alloc = free = 0.0
         for a, c in zip(op.actions, costs):
             lo = acc / total if total else 0.0
             acc += c.duration
             hi = acc / total if total else 0.0
             chunk = chunk_of[a.stage]
             parts.append((a, phase_of[id(a)], lo, hi, chunk, c))
+            if a.kind == "F":
+                alloc += self.memory.activation_bytes[chunk]
+            if id(a) in weight_bwd:
+                free += self.memory.activation_bytes[chunk]
             if id(a) in last_ids:
                 offset = lo * duration
                 scale = (duration / total) if total else 0.0
                 for d in self.costs[chunk].dp_after(a.kind):
                     dp.append((chunk, offset + d.ready_offset * scale, d))
         fwd_chunks = tuple(chunk_of[a.stage] for a in op.actions if a.kind == "F")
-        return _Step(duration, tuple(parts), tuple(dp), fwd_chunks, str(op))
+        return _Step(duration, total - comm, tuple(parts), tuple(dp), fwd_chunks, alloc, free,
+                     str(op))
 
     # -- run -------------------------------------------------------------------------------
     def run(self) -> RunRecords:
         env = self.env = simpy.Environment()
         self.rec = RunRecords()
-        self.net = Network(self.system)
+        self.net = Network(env, self.links)
         self.mailbox: dict = {}
+        self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}
         self.finished = 0
-        self.dp_free = [0.0] * self.schedule.pp          # communication stream per rank
+        P = self.schedule.pp
+        self.dp_free = [0.0] * P          # communication stream per rank
         self.dp_done_chunk: dict[tuple[int, int], float] = {}
         self.iter_end_candidates: list[float] = []
         self.barrier = env.event()
         self.debug = log.isEnabledFor(logging.DEBUG)
-        self.rec.rank_finish = [[0.0] * self.schedule.pp for _ in range(self.iterations)]
-        procs = [env.process(self._rank(r)) for r in range(self.schedule.pp)]
+        self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
+        self.mem = list(self.memory.static_bytes)
+        self.rec.static_memory = list(self.memory.static_bytes)
+        self.rec.peak_memory = list(self.mem)
+        for r in range(P):
+            self.rec.memory.append((r, 0.0, self.mem[r]))
+            self._check_memory(r, 0.0, "holding its weights and optimizer state")
+        procs = [env.process(self._rank(r)) for r in range(P)]
         env.run()
         stuck = [r for r, p in enumerate(procs) if p.is_alive]
         if stuck:
-            waits = [self.waiting.get(r) or Wait(r, "an unknown event", None, env.now) for r in stuck]
+            waits = [self.waiting.get(r) or Wait(r, "the iteration barrier", None, env.now)
+                     for r in stuck]
             raise DeadlockError(waits, env.now)
         self.rec.links = self.net.links
         self.rec.layer_ops = self.layer_ops_per_iteration * self.iterations
         return self.rec
+
+    def _variation(self, rank: int):
+        """Per-step compute factors for one rank: slow-rank factor × lognormal(mean 1)."""
+        opts = self.options
+        slow = 1.0
+        for r, f in opts.slow_ranks:
+            if r == rank:
+                slow *= f
+        if opts.jitter_sigma <= 0:
+            return None if slow == 1.0 else slow
+        rng = np.random.default_rng([opts.seed, rank])
+        sigma = opts.jitter_sigma
+        mu = -0.5 * sigma * sigma
+        return (rng, mu, sigma, slow)
 
     def _rank(self, rank: int):
         env = self.env
@@ -184,6 +240,7 @@ class Runtime:
         mailbox = self.mailbox
         rec_actions = self.rec.actions.append
         debug = self.debug
+        variation = self._variation(rank)
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
@@ -194,10 +251,15 @@ class Runtime:
                         if ready > env.now:
                             yield env.timeout(ready - env.now)
                     start = env.now
+                    if step.alloc:
+                        self._allocate(rank, step, start)
                     if debug:
                         self._log_start(rank, step, start)
-                    if step.duration > 0:
-                        yield env.timeout(step.duration)
+                    duration = step.duration
+                    if variation is not None:
+                        duration = self._vary(step, variation)
+                    if duration > 0:
+                        yield env.timeout(duration)
                     end = env.now
                     span = end - start
                     for a, phase, lo, hi, chunk, cost in step.parts:
@@ -206,8 +268,12 @@ class Runtime:
                                                  start + hi * span, phase, chunk, a.pair))
                         if self.trace_layers:
                             self._record_layers(rank, a, it, s0, (hi - lo) * span, cost)
+                    if step.free:
+                        self.mem[rank] -= step.free
+                        self.rec.memory.append((rank, end, self.mem[rank]))
                     if step.dp:
-                        self._issue_dp(rank, it, start, step.dp)
+                        self._issue_dp(rank, it, start, step.dp, span / step.duration
+                                       if step.duration else 1.0)
                     if debug:
                         self._log_end(rank, step, end)
                 elif code == _RECV:
@@ -220,21 +286,79 @@ class Runtime:
                         yield ev
                         self.waiting[rank] = None
                     del mailbox[key]
-                else:  # _SEND
-                    _, key, dst, nbytes, t = op
-                    now = env.now
-                    start, end = self.net.transfer(rank, dst, nbytes, now)
-                    self.rec.transfers.append(TransferRecord(
-                        rank, dst, t.src_stage, t.dst_stage, t.data, t.microbatch, it, nbytes,
-                        now, start, end))
-                    mkey = (it,) + key
+                elif code == _SEND:
+                    mkey = (it,) + op[1]
                     ev = mailbox.get(mkey)
                     if ev is None:
-                        mailbox[mkey] = env.timeout(end - now)
-                    else:
-                        _fire_at(env, ev, end - now)
+                        ev = mailbox[mkey] = env.event()
+                    self._transfer(rank, op[2], op[3], op[4], it, ev)
+                else:
+                    yield from self._batch(rank, it, op[1])
             yield from self._end_iteration(rank, it)
 
+    def _vary(self, step: _Step, variation) -> float:
+        if isinstance(variation, float):
+            factor = variation
+        else:
+            rng, mu, sigma, slow = variation
+            factor = slow * math.exp(rng.normal(mu, sigma))
+        if len(step.parts) > 1:
+            comm = step.duration - step.compute if step.duration > step.compute else 0.0
+            total_comm = sum(p[5].comm for p in step.parts)
+            return max(step.compute * factor, total_comm) if comm == 0.0 else max(
+                step.compute * factor, comm)
+        return step.compute * factor + (step.duration - step.compute)
+
+    def _transfer(self, rank: int, dst: int, nbytes: int, t: Transfer, it: int,
+                  arrival: simpy.Event, sent: simpy.Event | None = None) -> None:
+        issued = self.env.now
+        append = self.rec.transfers.append
+
+        def done(start: float, end: float) -> None:
+            append(TransferRecord(rank, dst, t.src_stage, t.dst_stage, t.data, t.microbatch, it,
+                                  nbytes, issued, start, end))
+
+        self.net.send(rank, dst, nbytes, arrival, done, sent)
+
+    # -- blocking / batched point-to-point -------------------------------------------------
+    def _channel(self, key: tuple) -> _Channel:
+        ch = self.channels.get(key)
+        if ch is None:
+            ch = self.channels[key] = _Channel(self.env.event(), self.env.event())
+        return ch
+
+    def _batch(self, rank: int, it: int, ops: tuple):
+        """Post every send and receive of the batch, then wait until all have completed: a
+        receive when its data has arrived, a send when its last byte has left."""
+        waits = []
+        for op in ops:
+            ch = self._channel((it,) + op[1])
+            if op[0] == _RECV:
+                ch.recv_posted = True
+                if ch.pending is not None:
+                    src, dst, nbytes, t, pit = ch.pending
+                    ch.pending = None
+                    self._transfer(src, dst, nbytes, t, pit, ch.arrival, ch.sent)
+                waits.append((op, ch.arrival))
+            else:
+                if ch.recv_posted:
+                    self._transfer(rank, op[2], op[3], op[4], it, ch.arrival, ch.sent)
+                else:
+                    ch.pending = (rank, op[2], op[3], op[4], it)
+                waits.append((op, ch.sent))
+        for op, ev in waits:
+            if ev.callbacks is not None:
+                what = _describe(op)
+                if len(ops) > 1:
+                    what += " in batch [" + ", ".join(_describe(o) for o in ops) + "]"
+                self.waiting[rank] = Wait(rank, what, op[2], self.env.now)
+                yield ev
+                self.waiting[rank] = None
+        for op in ops:
+            if op[0] == _RECV:
+                self.channels.pop((it,) + op[1], None)
+
+    # -- iteration end, DP stream, memory ----------------------------------------------------
     def _end_iteration(self, rank: int, it: int):
         env = self.env
         compute, dps, _ = self.iter_cost
@@ -242,7 +366,7 @@ class Runtime:
             start = env.now
             if compute > 0:
                 yield env.timeout(compute)
-            self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps))
+            self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps), 1.0)
         if self.debug:
             log.debug("t=%.0f [PP_COMPLETE] Stage %d finished all microbatches", env.now, rank)
         self.rec.rank_finish[it][rank] = env.now
@@ -256,16 +380,18 @@ class Runtime:
             self.finished = 0
             self.iter_end_candidates = []
             self.barrier = env.event()
-            _fire_at(env, barrier, end - env.now)
+            fire_at(env, barrier, end - env.now)
         if self.schedule.flush or it == self.iterations - 1:
+            self.waiting[rank] = Wait(rank, "the iteration barrier", None, env.now)
             yield barrier
+            self.waiting[rank] = None
 
     def _issue_dp(self, rank: int, it: int, start: float,
-                  items: tuple[tuple[int, float, DPCollective], ...]) -> None:
+                  items: tuple[tuple[int, float, DPCollective], ...], stretch: float) -> None:
         free = self.dp_free[rank]
         done = 0.0
         for chunk, offset, d in items:
-            ready = start + offset
+            ready = start + offset * stretch
             s = free if free > ready else ready
             free = s + d.duration
             self.rec.collectives.append(CollectiveRecord(rank, chunk, d.layer, it, d.nbytes,
@@ -276,6 +402,22 @@ class Runtime:
                 self.dp_done_chunk[key] = max(self.dp_done_chunk.get(key, 0.0), free + d.update_ns)
         self.dp_free[rank] = free
         self.iter_end_candidates.append(done)
+
+    def _allocate(self, rank: int, step: _Step, now: float) -> None:
+        self.mem[rank] += step.alloc
+        m = self.mem[rank]
+        self.rec.memory.append((rank, now, m))
+        if m > self.rec.peak_memory[rank]:
+            self.rec.peak_memory[rank] = m
+        self._check_memory(rank, now, f"starting {step.label}")
+
+    def _check_memory(self, rank: int, now: float, what: str) -> None:
+        limit = self.options.memory_limit_bytes
+        m = self.mem[rank]
+        if limit is not None and m > limit:
+            raise OutOfMemoryError(
+                f"rank {rank} out of memory at t={now:.0f} ns {what}: needs {m:.0f} bytes, "
+                f"limit {limit:.0f} bytes ({m - limit:.0f} bytes over)")
 
     def _record_layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
         scale = span / cost.duration if cost.duration else 0.0
@@ -303,3 +445,6 @@ class Runtime:
             log.debug("t=%.0f [%s] Stage %d completed %s for microbatch %d", now, tag, rank,
                       _KIND_WORD[a.kind], a.microbatch)
 
+
+def _describe(op: tuple) -> str:
+    return str(op[4]) if op[0] == _SEND else op[3]

@@ -90,6 +90,8 @@ def summarize(result: Any) -> dict[str, Any]:
             "peak_inflight_activations": peak_act,
             "bytes_sent": sent[r] // k,
             "bytes_received": received[r] // k,
+            "static_memory_bytes": rec.static_memory[r] if rec.static_memory else 0.0,
+            "peak_memory_bytes": rec.peak_memory[r] if rec.peak_memory else 0.0,
             "forward_ns": fwd / k,
             "backward_ns": bwd / k,
             "forward_bubble_ns": fwd_bub / k,
@@ -138,6 +140,8 @@ def summarize(result: Any) -> dict[str, Any]:
         "total_comm_bytes": p2p_bytes + dp_bytes,
         "peak_inflight_microbatches": max((s["peak_inflight_microbatches"] for s in stages),
                                           default=0),
+        "peak_memory_bytes": max((s["peak_memory_bytes"] for s in stages), default=0.0),
+        "p2p_mode": result.options.p2p if result.options else "async",
         "stages": stages,
         "links": links,
     }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..workload.model import Comm, CommGroup, CommType, Header
 from .config import LinkConfig, SystemConfig
+from .topology import LinkModel
 
 SIMAI_MIN_FWD_BYTES = 4096
 
@@ -27,28 +28,32 @@ def ring_time_ns(kind: CommType, nbytes: float, n: int, link: LinkConfig) -> flo
     return steps / n * serial + steps * link.latency_ns
 
 
-def group_size(group: CommGroup, header: Header) -> int:
+def group_size(group: CommGroup, header: Header, pp: int | None = None) -> int:
     """Ranks in a collective's group, from the header's parallel sizes.
 
-    TP = model_parallel_NPU_group; EP = ep; DP = all_gpus / (tp * pp); DP_EP (the data-parallel
-    group of an expert) = DP / EP.
+    TP = model_parallel_NPU_group; EP = ep; DP = all_gpus / (tp * pp) (with the simulated pp);
+    DP_EP (the data-parallel group of an expert) = DP / EP.
     """
+    P = max(1, header.pp if pp is None else pp)
+    tp = max(1, header.tp)
     if group is CommGroup.TP:
-        return max(1, header.tp)
+        return tp
     if group is CommGroup.EP:
         return max(1, header.ep)
-    dp = header.dp
+    dp = max(1, header.all_gpus // (tp * P))
     if group is CommGroup.DP:
         return dp
     return max(1, dp // max(1, header.ep))
 
 
 def collective_time_ns(comm: Comm, header: Header, system: SystemConfig,
-                       forward: bool = False) -> float:
+                       forward: bool = False, links: LinkModel | None = None,
+                       stage_rank: int = 0) -> float:
     if not comm.active:
         return 0.0
     nbytes = comm.bytes
     if forward and 0 < nbytes < SIMAI_MIN_FWD_BYTES:
         nbytes = SIMAI_MIN_FWD_BYTES
-    link = getattr(system.collectives, comm.group.value)
-    return ring_time_ns(comm.type, nbytes, group_size(comm.group, header), link)
+    model = links if links is not None else LinkModel(header, system)
+    link = model.collective(comm.group, comm.type, stage_rank)
+    return ring_time_ns(comm.type, nbytes, group_size(comm.group, header, model.placement.pp), link)

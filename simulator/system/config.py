@@ -1,4 +1,4 @@
-"""System description: GPU speed, point-to-point links, collective links.
+"""System description: GPU speed and memory, point-to-point links, collective links, topology.
 
 Validated at the edge (YAML -> frozen dataclasses); an unknown or mistyped key is a
 :class:`ConfigError` naming the file and the dotted key. The built-in default here is what
@@ -47,12 +47,62 @@ class CollectiveConfig:
     dp_ep: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 2000.0))
 
 
+COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "alltoall")
+GROUP_NAMES = ("tp", "ep", "dp", "dp_ep")
+PLACEMENT_ORDERS = ("tp-dp-pp", "tp-pp-dp")
+SHARING = ("fifo", "fair")
+
+
+@dataclass(frozen=True)
+class TopologyConfig:
+    """Nodes of ``gpus_per_node`` GPUs; 0 means a flat network (``links`` / ``collectives`` figures).
+
+    Ranks are placed Megatron-style, TP fastest: ``order`` ``tp-dp-pp`` puts the data-parallel
+    replicas of a stage next to each other and pipeline stages furthest apart (Megatron's
+    default); ``tp-pp-dp`` puts pipeline stages next to each other. Expert parallelism is carved
+    out of data parallelism (EP fastest inside DP).
+    """
+
+    gpus_per_node: int = 0
+    intra_node: LinkConfig = field(default_factory=lambda: LinkConfig(2400.0, 1000.0))
+    inter_node: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 5000.0))
+    order: str = "tp-dp-pp"
+    sharing: str = "fifo"   # transfers on one link: first come first served, or fair shares
+
+    @property
+    def enabled(self) -> bool:
+        return self.gpus_per_node > 0
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """What a rank holds (see docs/model.md, Memory).
+
+    Parameters of a row are its weight-gradient collective bytes / ``grad_bytes_per_param`` (or
+    ``params_per_layer`` when given); every parameter costs ``bytes_per_param`` (mixed-precision
+    Adam: bf16 weight + grad, fp32 master weight, m, v = 16 B). A row stashes
+    ``activation_bytes_per_layer`` per microbatch, or, when that is 0, ``activation_factor`` x
+    the header's ``pp_comm`` (Megatron's 34·s·b·h bytes per transformer layer = 17 x 2·s·b·h).
+    """
+
+    capacity_gb: float = 0.0          # 0 = no limit; --memory-limit overrides
+    bytes_per_param: float = 16.0
+    grad_bytes_per_param: float = 2.0
+    params_per_layer: float = 0.0
+    activation_bytes_per_layer: float = 0.0
+    activation_factor: float = 17.0
+
+
 @dataclass(frozen=True)
 class SystemConfig:
     name: str = "default"
     gpu: GPUConfig = field(default_factory=GPUConfig)
     links: LinkConfig = field(default_factory=LinkConfig)
     collectives: CollectiveConfig = field(default_factory=CollectiveConfig)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    # SimAI-style bus bandwidths per collective: {"tp.allreduce": 1800.0, ...} (Gb/s)
+    busbw_overrides: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,7 +117,8 @@ class SystemConfig:
                 if not isinstance(node.get(part), dict):
                     raise ConfigError(f"{source}: unknown system key {dotted!r}")
                 node = node[part]
-            if parts[-1] not in node or isinstance(node[parts[-1]], dict):
+            if parts[-1] not in node or (isinstance(node[parts[-1]], dict)
+                                         and parts[-1] != "busbw_overrides"):
                 raise ConfigError(f"{source}: unknown system key {dotted!r}")
             node[parts[-1]] = value
         return system_from_dict(data, source)
@@ -88,17 +139,49 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if dataclasses.is_dataclass(default):
             kwargs[key] = _build(type(default), value, source, dotted)
+        elif isinstance(default, dict):
+            kwargs[key] = _busbw(value, source, dotted)
         elif isinstance(default, str):
-            if not isinstance(value, str):
-                raise ConfigError(f"{source}: {dotted}: expected a string, found {value!r}")
+            choices = _CHOICES.get(key)
+            if not isinstance(value, str) or (choices and value not in choices):
+                expected = "one of " + ", ".join(choices) if choices else "a string"
+                raise ConfigError(f"{source}: {dotted}: expected {expected}, found {value!r}")
+            kwargs[key] = value
+        elif isinstance(default, int) and not isinstance(default, bool) and not isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{source}: {dotted}: expected a non-negative integer, "
+                                  f"found {value!r}")
             kwargs[key] = value
         else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{source}: {dotted}: expected a number, found {value!r}")
-            if value < 0 or (key in ("bandwidth_gbps", "compute_scale") and value <= 0):
-                raise ConfigError(f"{source}: {dotted}: expected a positive number, found {value!r}")
-            kwargs[key] = float(value)
+            kwargs[key] = _number(value, source, dotted, positive=key in _POSITIVE)
     return cls(**kwargs)
+
+
+_POSITIVE = ("bandwidth_gbps", "compute_scale", "bytes_per_param", "grad_bytes_per_param")
+_CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING}
+
+
+def _number(value: Any, source: str, dotted: str, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(f"{source}: {dotted}: expected a number, found {value!r}")
+    if value < 0 or (positive and value <= 0):
+        raise ConfigError(f"{source}: {dotted}: expected a positive number, found {value!r}")
+    return float(value)
+
+
+def _busbw(value: Any, source: str, dotted: str) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {dotted}: expected a mapping like "
+                          f"{{'tp.allreduce': 1800}}, found {value!r}")
+    out = {}
+    for k, v in value.items():
+        group, _, coll = str(k).lower().partition(".")
+        if group not in GROUP_NAMES or coll not in COLLECTIVE_NAMES:
+            raise ConfigError(f"{source}: {dotted}.{k}: expected a key GROUP.COLLECTIVE with GROUP "
+                              f"in {', '.join(GROUP_NAMES)} and COLLECTIVE in "
+                              f"{', '.join(COLLECTIVE_NAMES)}")
+        out[f"{group}.{coll}"] = _number(v, source, f"{dotted}.{k}", positive=True)
+    return out
 
 
 def system_from_dict(data: dict[str, Any], source: str = "system") -> SystemConfig:

@@ -13,13 +13,19 @@ from ...errors import ConfigError
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time (safe under test capture)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(self.format(record) + "\n")
+
+
 def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
-    root = logging.getLogger("pipesim")
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level.upper()))
-    root.propagate = False
+    logger = logging.getLogger("pipesim")
+    logger.handlers[:] = [handler]
+    logger.setLevel(getattr(logging, level.upper()))
 
 
 def write_json(data: dict, dest: str) -> None:
@@ -55,13 +61,24 @@ def write_json(data: dict, dest: str) -> None:
               help="Draw a Gantt chart (.png, .svg or .pdf).")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome/Perfetto trace (JSON).")
+@click.option("--p2p", type=click.Choice(["async", "blocking", "batched"]), default="async",
+              show_default=True, help="Point-to-point semantics: isend/irecv, blocking send/recv "
+              "(document 001's naive order), or Megatron's batched send/recv pairs.")
+@click.option("--memory-limit", type=float, default=None, metavar="GB",
+              help="Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.")
+@click.option("--jitter", type=float, default=0.0, metavar="SIGMA",
+              help="Scale compute times by seeded lognormal noise with this sigma (mean 1).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --jitter.")
+@click.option("--slow-rank", "slow_rank", multiple=True, metavar="R:FACTOR",
+              help="Make rank R's compute FACTOR times slower (repeatable).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, iterations, layout,
-            json_dest, gantt, trace, log_level):
+            json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     from ...api import simulate
+    from ...engine.options import parse_slow_rank
 
     configure_logging(log_level)
     sched = schedule
@@ -71,8 +88,14 @@ def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, it
         from ...schedules.csv_io import load_schedule_csv
 
         sched = load_schedule_csv(schedule_file)
+    slow: dict[int, float] = {}
+    for text in slow_rank:
+        r, f = parse_slow_rank(text)
+        slow[r] = slow.get(r, 1.0) * f
     result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
-                      iterations=iterations, layout=layout, trace_layers=trace is not None)
+                      iterations=iterations, layout=layout, trace_layers=trace is not None,
+                      p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
+                      slow_ranks=slow)
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt

@@ -1,0 +1,88 @@
+"""Where the simulated ranks sit, and which link a transfer or a collective uses.
+
+pipesim simulates the data-parallel replica 0 of the pipeline (tensor-parallel rank 0 of each
+stage); the other replicas behave the same. GPU ids follow Megatron's mixed radix, TP fastest:
+
+- ``tp-dp-pp`` (default): ``gpu = tp_rank + TP * (dp_rank + DP * pp_rank)``
+- ``tp-pp-dp``:           ``gpu = tp_rank + TP * (pp_rank + PP * dp_rank)``
+
+with expert parallelism inside data parallelism (``dp_rank = ep_rank + EP * dp_ep_rank``). A node
+holds ``gpus_per_node`` consecutive GPU ids. A point-to-point transfer uses the intra-node link
+when both GPUs share a node, else the inter-node link; a collective is priced by the slowest link
+on its ring: inter-node as soon as its group spans two nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..workload.model import CommGroup, CommType, Header
+from .config import LinkConfig, SystemConfig
+
+
+@dataclass(frozen=True)
+class Placement:
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    order: str
+    gpus_per_node: int
+
+    @classmethod
+    def of(cls, header: Header, system: SystemConfig, pp: int | None = None) -> "Placement":
+        P = max(1, pp if pp is not None else header.pp)
+        tp = max(1, header.tp)
+        dp = max(1, header.all_gpus // (tp * P)) if header.all_gpus else 1
+        ep = max(1, header.ep) if dp % max(1, header.ep) == 0 else 1
+        topo = system.topology
+        return cls(tp, dp, ep, P, topo.order, topo.gpus_per_node)
+
+    def gpu(self, pp_rank: int, dp_rank: int = 0, tp_rank: int = 0) -> int:
+        if self.order == "tp-pp-dp":
+            return tp_rank + self.tp * (pp_rank + self.pp * dp_rank)
+        return tp_rank + self.tp * (dp_rank + self.dp * pp_rank)
+
+    def node(self, gpu: int) -> int:
+        return gpu // self.gpus_per_node if self.gpus_per_node > 0 else 0
+
+    def group_gpus(self, group: CommGroup, pp_rank: int = 0) -> list[int]:
+        """GPU ids of replica 0's group of kind ``group`` on stage ``pp_rank``."""
+        if group is CommGroup.TP:
+            return [self.gpu(pp_rank, 0, t) for t in range(self.tp)]
+        if group is CommGroup.DP:
+            return [self.gpu(pp_rank, d) for d in range(self.dp)]
+        if group is CommGroup.EP:
+            return [self.gpu(pp_rank, e) for e in range(self.ep)]
+        return [self.gpu(pp_rank, self.ep * k) for k in range(self.dp // self.ep)]
+
+    def spans_nodes(self, gpus: list[int]) -> bool:
+        return len({self.node(g) for g in gpus}) > 1
+
+
+class LinkModel:
+    """Answers which link figures a transfer or collective uses, for one run."""
+
+    def __init__(self, header: Header, system: SystemConfig, pp: int | None = None) -> None:
+        self.system = system
+        self.topology = system.topology
+        self.placement = Placement.of(header, system, pp)
+
+    def p2p(self, src_rank: int, dst_rank: int) -> LinkConfig:
+        if not self.topology.enabled:
+            return self.system.links
+        a, b = self.placement.gpu(src_rank), self.placement.gpu(dst_rank)
+        same = self.placement.node(a) == self.placement.node(b)
+        return self.topology.intra_node if same else self.topology.inter_node
+
+    def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0) -> LinkConfig:
+        if self.topology.enabled:
+            gpus = self.placement.group_gpus(group, pp_rank)
+            link = (self.topology.inter_node if self.placement.spans_nodes(gpus)
+                    else self.topology.intra_node)
+        else:
+            link = getattr(self.system.collectives, group.value)
+        override = self.system.busbw_overrides.get(f"{group.value}.{kind.value.lower()}")
+        if override is not None:
+            link = LinkConfig(override, link.latency_ns)
+        return link

@@ -1,0 +1,128 @@
+"""Links, link sharing and topology, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simulator import simulate
+from simulator.engine.network import Network
+from simulator.system import SystemConfig, collective_time_ns
+from simulator.system.config import LinkConfig, TopologyConfig
+from simulator.system.topology import LinkModel, Placement
+from simulator.workload import Comm, CommGroup, CommType, Header, uniform_workload
+
+ONE_BYTE_PER_NS = LinkConfig(bandwidth_gbps=8.0, latency_ns=0.0)
+
+
+def _transfers(sharing: str, sends: list[tuple[float, int]], latency: float = 0.0):
+    """Issue (time, bytes) sends from rank 0 to 1; return (start, end) of each."""
+    link = LinkConfig(bandwidth_gbps=8.0, latency_ns=latency)
+    system = SystemConfig(links=link, topology=TopologyConfig(sharing=sharing))
+    env = simpy.Environment()
+    net = Network(env, LinkModel(Header("MODEL", pp=2, all_gpus=2), system))
+    out: dict[int, tuple[float, float]] = {}
+    arrivals: dict[int, float] = {}
+
+    def sender(i, t, nbytes):
+        yield env.timeout(t)
+        ev = env.event()
+        net.send(0, 1, nbytes, ev, lambda s, e, i=i: out.__setitem__(i, (s, e)))
+        yield ev
+        arrivals[i] = env.now
+
+    for i, (t, n) in enumerate(sends):
+        env.process(sender(i, t, n))
+    env.run()
+    assert all(arrivals[i] == out[i][1] for i in out)  # the receiver has the data at `end`
+    return [out[i] for i in range(len(sends))], net.links[(0, 1)]
+
+
+def test_fifo_second_transfer_waits_for_the_first():
+    (a, b), link = _transfers("fifo", [(0.0, 2000), (500.0, 1000)])
+    assert a == (0.0, 2000.0)
+    assert b == (2000.0, 3000.0)
+    assert link.busy_ns == 3000.0 and link.bytes == 3000 and link.transfers == 2
+
+
+def test_fair_sharing_splits_bandwidth():
+    # 0-500: the first alone moves 500 B; 500-2500: both at 0.5 B/ns, the second's 1000 B are
+    # done at 2500 while the first reaches 1500 B; 2500-3000: the first's last 500 B alone.
+    (a, b), link = _transfers("fair", [(0.0, 2000), (500.0, 1000)])
+    assert b == (500.0, 2500.0)
+    assert a == (0.0, 3000.0)
+    assert link.busy_ns == 3000.0
+
+
+def test_latency_is_added_after_serialisation_and_does_not_hold_the_link():
+    (a, b), _ = _transfers("fifo", [(0.0, 1000), (0.0, 1000)], latency=300.0)
+    assert a == (0.0, 1300.0)
+    assert b == (1000.0, 2300.0)
+
+
+def test_zero_bytes_cost_nothing():
+    (a,), link = _transfers("fifo", [(100.0, 0)], latency=300.0)
+    assert a == (100.0, 100.0) and link.busy_ns == 0.0
+
+
+def _topo_system(order: str) -> SystemConfig:
+    return SystemConfig(topology=TopologyConfig(
+        gpus_per_node=8, order=order,
+        intra_node=LinkConfig(bandwidth_gbps=16.0, latency_ns=10.0),
+        inter_node=LinkConfig(bandwidth_gbps=8.0, latency_ns=1000.0)))
+
+
+def test_megatron_placement_puts_tp_fastest_and_pp_slowest():
+    h = Header("HYBRID_TRANSFORMER", tp=2, pp=4, all_gpus=32)
+    p = Placement.of(h, _topo_system("tp-dp-pp"))
+    assert (p.tp, p.dp, p.pp) == (2, 4, 4)
+    assert [p.gpu(r) for r in range(4)] == [0, 8, 16, 24]
+    assert p.group_gpus(CommGroup.DP, 1) == [8, 10, 12, 14]
+    q = Placement.of(h, _topo_system("tp-pp-dp"))
+    assert [q.gpu(r) for r in range(4)] == [0, 2, 4, 6]
+    assert q.group_gpus(CommGroup.DP, 0) == [0, 8, 16, 24]
+
+
+def test_transfer_across_nodes_uses_inter_node_figures():
+    # tp 2 x dp 4 fill a node of 8: every pipeline neighbour is on another node.
+    wl = uniform_workload(2, 1000, 500, 500, pp=2, tp=2, all_gpus=16, pp_comm=1000)
+    r = simulate(wl, "1f1b", _topo_system("tp-dp-pp"), pp=2, microbatches=1)
+    t = [x for x in r.records.transfers if x.data == "F"][0]
+    assert t.end - t.start == 1000 + 1000 * 8 / 8.0      # inter-node: 1 B/ns + 1000 ns
+    # pipeline stages next to each other: same node, intra-node figures
+    r2 = simulate(wl, "1f1b", _topo_system("tp-pp-dp"), pp=2, microbatches=1)
+    t2 = [x for x in r2.records.transfers if x.data == "F"][0]
+    assert t2.end - t2.start == 10 + 1000 * 8 / 16.0
+    assert r.makespan_ns - r2.makespan_ns == 2 * ((1000 + 1000) - (10 + 500))
+
+
+def test_collective_spanning_nodes_is_priced_by_the_slower_link():
+    h = Header("HYBRID_TRANSFORMER", tp=2, pp=4, all_gpus=32)  # dp = 4
+    ar = Comm(CommType.ALLREDUCE, CommGroup.DP, 8000, "ALLREDUCE")
+    inside = collective_time_ns(ar, h, _topo_system("tp-dp-pp"))   # DP ranks 8r + {0,2,4,6}
+    across = collective_time_ns(ar, h, _topo_system("tp-pp-dp"))   # DP ranks 2r + {0,8,16,24}
+    assert inside == 2 * 3 / 4 * 8000 * 8 / 16.0 + 2 * 3 * 10.0
+    assert across == 2 * 3 / 4 * 8000 * 8 / 8.0 + 2 * 3 * 1000.0
+    tp = Comm(CommType.ALLREDUCE, CommGroup.TP, 8000, "ALLREDUCE")
+    assert collective_time_ns(tp, h, _topo_system("tp-pp-dp")) == 2 * 1 / 2 * 8000 * 8 / 16.0 + 2 * 10.0
+
+
+def test_busbw_override_replaces_the_bandwidth_of_one_collective():
+    h = Header("HYBRID_TRANSFORMER", tp=4, pp=1, all_gpus=4)
+    ar = Comm(CommType.ALLREDUCE, CommGroup.TP, 8000, "ALLREDUCE")
+    ag = Comm(CommType.ALLGATHER, CommGroup.TP, 8000, "ALLGATHER")
+    base = SystemConfig()
+    sys2 = base.with_overrides({"busbw_overrides": {"tp.allreduce": 8.0}})
+    lat = base.collectives.tp.latency_ns
+    assert collective_time_ns(ar, h, sys2) == 2 * 3 / 4 * 8000 + 2 * 3 * lat
+    assert collective_time_ns(ag, h, sys2) == collective_time_ns(ag, h, base)
+
+
+def test_bad_topology_values_are_named():
+    from simulator.errors import ConfigError
+    from simulator.system.config import system_from_dict
+
+    with pytest.raises(ConfigError, match=r"topology.order: expected one of tp-dp-pp, tp-pp-dp"):
+        system_from_dict({"topology": {"order": "pp-tp"}}, "s.yaml")
+    with pytest.raises(ConfigError, match=r"busbw_overrides.tp.allreduse: expected a key"):
+        system_from_dict({"busbw_overrides": {"tp.allreduse": 3}}, "s.yaml")
