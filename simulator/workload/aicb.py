@@ -1,0 +1,385 @@
+"""The AICB stage layout: find it, recover the per-microbatch block, and lay it out as a pipeline.
+
+A SimAI/AICB file (one with ``ga:``) is one pipeline stage's trace, unrolled over the ``ga``
+microbatches: iteration-level rows (grad_norm, grad_gather, ... the DP/optimizer work), then
+``ga`` repeats of one microbatch's rows (embedding, the transformer sub-layers, the final
+projection), then iteration-level rows again (cross_entropy, optimizer). Its ``vpp:`` holds the
+layers per stage, not virtual stages.
+
+How the block is found (:func:`recover_stage`):
+
+- ``ga >= 2``: by structure. Rows are compared by their signature (name, the three comm tokens
+  and their byte counts; compute times are left out because AICB's first repeat carries a stale
+  value in one cell). The block is the longest run of rows that repeats exactly ``ga`` times back
+  to back; it must not itself be a repetition of a shorter unit (that is a uniform model written
+  once, not a stage unrolled over microbatches). Where the repeats disagree in a compute time or
+  update time, the value most repeats have is used and a note says so.
+- ``ga == 1``: nothing repeats, so the iteration rows are recognised by AICB's names (a leading
+  run of ``grad_*``, ``moe_grad_norm*``, ``embedding_grads``, ``layernorm``, ``norm`` rows and a
+  trailing run of ``cross_entropy*``/``optimizer*`` rows); what lies between is the block.
+
+Inside the block the transformer layers are found by structure too: the shortest unit of rows
+that repeats the most rows back to back is one layer. Its first row is the layer's first row
+whose name starts with ``attention`` (the phase of a repeat is otherwise ambiguous); earlier
+rows with that same signature start layers too (DeepSeek's dense first layer), rows before the
+first layer are the head (embedding, first stage) and rows after the last full unit the tail
+(final projection, last stage).
+
+The block is taken as ONE stage (the header's ``pp`` stages of it make the model, as AICB writes
+it); :func:`partition_aicb` splits that model's ``pp x L`` transformer layers into the schedule's
+chunks (remainder to the first chunks), the head going to chunk 0 and the tail to the last chunk,
+and the iteration rows run once per iteration on every rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, WorkloadError
+from .model import Layer, Partition, Workload
+from .partition import chunk_bounds, recompute_plan
+
+# AICB's iteration-level row names, used only when ga == 1 (nothing repeats to find the block by)
+_PRE_NAME = re.compile(r"^(grad_\w*|moe_grad_norm\d*|embedding_grads|layernorm|norm)$")
+_POST_NAME = re.compile(r"^(cross_entropy\d*|optimizer\d*)$")
+_LAYER_NAME = ("attention", "mlp", "moe")
+_TIMED = ("fwd_compute", "ig_compute", "wg_compute", "update_time")
+
+
+class NotAicb(Exception):
+    """The rows do not have the AICB stage structure; ``found`` says what was found instead."""
+
+    def __init__(self, found: str, line: int | None = None) -> None:
+        super().__init__(found)
+        self.found = found
+        self.line = line
+
+
+@dataclass(frozen=True)
+class AicbStage:
+    """What was recovered from an AICB stage trace.
+
+    File-order rows keep their ``index``/``line``. ``model`` is the recovered model (header ``pp``
+    stages of the block: head, ``pp x L`` transformer layers, tail) re-indexed 0.. in model order,
+    each row's ``line`` the line it was taken from in the first repeat; ``iteration`` are the
+    iteration rows (before, then after the block) re-indexed after the model.
+    """
+
+    found_by: str                              # "repetition" or "names"
+    repeats: int                               # ga
+    block_start: int                           # file row index of the first repeat's first row
+    block_rows: int                            # rows per repeat
+    repeat_lines: tuple[tuple[int, int], ...]  # (first line, last line) of each repeat
+    pre: tuple[Layer, ...]                     # iteration rows before the repeats (file rows)
+    post: tuple[Layer, ...]                    # iteration rows after them (file rows)
+    head: tuple[Layer, ...]                    # block rows before the first layer (file rows)
+    layers: tuple[tuple[Layer, ...], ...]      # one stage's transformer layers (file rows)
+    tail: tuple[Layer, ...]                    # block rows after the last layer (file rows)
+    stages: int                                # header pp: stages of this block in the model
+    model: tuple[Layer, ...]
+    layer_spans: tuple[tuple[int, int], ...]   # [start, stop) in ``model`` of each layer
+    offsets: tuple[int, ...]                   # block offset of each ``model`` row
+    iteration: tuple[Layer, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def layers_per_stage(self) -> int:
+        return len(self.layers)
+
+    @property
+    def model_layers(self) -> int:
+        return len(self.layer_spans)
+
+    def to_dict(self) -> dict:
+        """What ``pipesim inspect --json`` prints about the recovery."""
+        def rows(layers: tuple[Layer, ...]) -> list[dict]:
+            return [{"line": r.line, "name": r.name} for r in layers]
+
+        return {
+            "found_by": self.found_by,
+            "repeats": self.repeats,
+            "block_rows": self.block_rows,
+            "repeat_lines": [list(x) for x in self.repeat_lines],
+            "iteration_rows_before": rows(self.pre),
+            "iteration_rows_after": rows(self.post),
+            "head": rows(self.head),
+            "layers_per_stage": self.layers_per_stage,
+            "layer_lines": [[layer[0].line, layer[-1].line] for layer in self.layers],
+            "layer_rows": [len(layer) for layer in self.layers],
+            "tail": rows(self.tail),
+            "stages_in_model": self.stages,
+            "model_layers": self.model_layers,
+            "notes": list(self.notes),
+        }
+
+
+# -- public entry points -------------------------------------------------------------------
+
+def detect_layout(workload: Workload) -> Workload:
+    """The parser's hook: decide (``layout == "model"``, auto) or force (``"aicb"``) the layout.
+
+    Auto reads a file as the AICB layout when its header has ``ga:`` and the block is found
+    (for ``ga: 1`` also when the block's layer count equals ``vpp:`` or it has no layers, since
+    nothing repeats to confirm it). Forcing ``aicb`` on rows without that structure is a
+    :class:`WorkloadError` saying what was expected and found.
+    """
+    forced = workload.layout == "aicb"
+    h = workload.header
+    if not forced and "ga" in h.defaults_used:
+        return workload
+    try:
+        stage = recover_stage(workload)
+    except NotAicb as err:
+        if forced:
+            raise WorkloadError(workload.path, err.line, None, "layout", expected_text(h.ga),
+                                err.found) from None
+        return dataclasses.replace(workload, layout="model")
+    if not forced and h.ga == 1 and stage.layers_per_stage not in (0, h.vpp):
+        return dataclasses.replace(workload, layout="model")
+    return dataclasses.replace(workload, layout="aicb", aicb=stage,
+                              warnings=tuple(workload.warnings) + stage.notes)
+
+
+def expected_text(ga: int) -> str:
+    return (f"the AICB stage layout: iteration rows, then {ga} (ga) repeats of one "
+            "microbatch's rows, then iteration rows")
+
+
+def recover_stage(workload: Workload) -> AicbStage:
+    """Find the block and its layers; raises :class:`NotAicb` when the rows lack the structure."""
+    rows = workload.layers
+    h = workload.header
+    ga = h.ga
+    notes: list[str] = []
+    if ga >= 2:
+        pre, size, others = _find_repeats(rows, ga)
+        found_by = "repetition"
+        if others:
+            alt = ", ".join(f"line {rows[p].line}" for p in others)
+            notes.append(f"{workload.path}: the repeated block could also start at {alt}; "
+                         f"using line {rows[pre].line}")
+    else:
+        pre, size = _find_by_names(rows)
+        found_by = "names"
+    block = _representative(rows, pre, size, ga, workload.path, notes)
+    head_len, spans, tail_start = _split_block(block)
+    L = len(spans)
+    if ga >= 2 and L == 0:
+        raise NotAicb("a repeated block with no transformer layers")
+    if L and L != h.vpp and "vpp" not in h.defaults_used:
+        notes.append(f"{workload.path}:1: vpp: is {h.vpp}, but the block (lines "
+                     f"{block[0].line}-{block[-1].line}) has {L} transformer layer(s); AICB "
+                     f"writes layers per stage in vpp:, so the block is taken as one stage of "
+                     f"{L} layer(s) ({h.pp * L} in the model over pp {h.pp})")
+    stage_layers = tuple(tuple(block[a:b]) for a, b in spans)
+    model, model_spans, offsets, iteration = _build_model(block, head_len, spans, tail_start,
+                                                          h.pp, rows[:pre] + rows[pre + ga * size:])
+    return AicbStage(
+        found_by=found_by, repeats=ga, block_start=pre, block_rows=size,
+        repeat_lines=tuple((rows[pre + k * size].line, rows[pre + (k + 1) * size - 1].line)
+                           for k in range(ga)),
+        pre=tuple(rows[:pre]), post=tuple(rows[pre + ga * size:]),
+        head=tuple(block[:head_len]), layers=stage_layers, tail=tuple(block[tail_start:]),
+        stages=h.pp, model=model, layer_spans=model_spans, offsets=offsets,
+        iteration=iteration, notes=tuple(notes))
+
+
+def partition_aicb(workload: Workload, n_chunks: int) -> Partition:
+    """Split the recovered model into ``n_chunks`` chunks (see the module docstring)."""
+    st: AicbStage = workload.aicb  # type: ignore[assignment]
+    chunks = tuple(tuple(st.model[a:b]) for a, b in chunk_rows(st, n_chunks, workload.path))
+    recompute = _recompute(workload, st, chunks)
+    return Partition(chunks=chunks, iteration_layers=st.iteration, recompute=recompute)
+
+
+def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:
+    """[first, last) transformer layer (model order) of each chunk; remainder to the first."""
+    n_layers = st.model_layers
+    if n_chunks < 1:
+        raise ConfigError(f"number of pipeline stages must be >= 1, got {n_chunks}")
+    if n_chunks > max(n_layers, 1):
+        raise ConfigError(
+            f"{path}: cannot split the {n_layers} transformer layer(s) of the AICB model "
+            f"({st.stages} stage(s) x {st.layers_per_stage} layer(s) recovered from the block) "
+            f"into {n_chunks} pipeline chunks (pp x vpp); every chunk needs at least one layer")
+    return chunk_bounds(n_layers, n_chunks)
+
+
+def chunk_rows(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:
+    """[start, stop) in ``st.model`` of each chunk: its layers, the head on the first chunk and
+    the tail on the last."""
+    out = []
+    spans = st.layer_spans
+    for c, (a, b) in enumerate(chunk_layers(st, n_chunks, path)):
+        start = 0 if c == 0 else spans[a][0]
+        stop = len(st.model) if c == n_chunks - 1 else spans[b - 1][1]
+        out.append((start, stop))
+    return out
+
+
+# -- finding the block ---------------------------------------------------------------------
+
+def signature(layer: Layer) -> tuple:
+    """What must match between repeats: the name and every collective (type token and bytes)."""
+    return (layer.name, layer.fwd_comm.raw, layer.fwd_comm.bytes, layer.ig_comm.raw,
+            layer.ig_comm.bytes, layer.wg_comm.raw, layer.wg_comm.bytes)
+
+
+def _ids(rows) -> np.ndarray:
+    table: dict[tuple, int] = {}
+    return np.fromiter((table.setdefault(signature(r), len(table)) for r in rows), dtype=np.int64,
+                       count=len(rows))
+
+
+def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]]:
+    """(first row, rows per repeat, other possible first rows) of the longest block repeated
+    ``ga`` times back to back."""
+    n = len(rows)
+    ids = _ids(rows)
+    for size in range(n // ga, 0, -1):
+        slack = n - ga * size
+        span = (ga - 1) * size
+        differ = np.concatenate(([0], np.cumsum(ids[:n - size] != ids[size:])))
+        starts = np.arange(slack + 1)
+        ok = starts[differ[starts + span] - differ[starts] == 0]
+        if ok.size == 0:
+            continue
+        pre = int(ok[0])
+        period = _period(ids[pre:pre + size])
+        if period < size:
+            raise NotAicb(f"{ga} repeats of {size} rows that are {size // period} copies of a "
+                          f"{period}-row unit (a model written once)")
+        return pre, size, [int(p) for p in ok[1:]]
+    raise NotAicb(f"no block of rows repeated {ga} times")
+
+
+def _period(ids: np.ndarray) -> int:
+    """The smallest p dividing len(ids) such that ids is len/p copies of its first p entries."""
+    n = len(ids)
+    for p in range(1, n // 2 + 1):
+        if n % p == 0 and np.array_equal(ids[p:], ids[:-p]):
+            return p
+    return n
+
+
+def _find_by_names(rows: tuple[Layer, ...]) -> tuple[int, int]:
+    pre = 0
+    while pre < len(rows) and _PRE_NAME.match(rows[pre].name):
+        pre += 1
+    end = len(rows)
+    while end > pre and _POST_NAME.match(rows[end - 1].name):
+        end -= 1
+    if end <= pre:
+        raise NotAicb("no rows between the iteration rows", rows[0].line if rows else None)
+    return pre, end - pre
+
+
+def _representative(rows: tuple[Layer, ...], pre: int, size: int, ga: int, path: str,
+                    notes: list[str]) -> tuple[Layer, ...]:
+    """The block's rows, each cell the value most repeats have (ties: the later repeat's)."""
+    out = []
+    for off in range(size):
+        first = rows[pre + off]
+        changes = {}
+        for fld in _TIMED:
+            values = [getattr(rows[pre + k * size + off], fld) for k in range(ga)]
+            counts = Counter(values)
+            if len(counts) == 1:
+                continue
+            best = max(counts.values())
+            chosen = next(v for v in reversed(values) if counts[v] == best)
+            if chosen != getattr(first, fld):
+                changes[fld] = chosen
+            odd = ", ".join(f"{v} in {c} repeat(s)" for v, c in counts.items() if v != chosen)
+            notes.append(f"{path}:{first.line}: {first.name} {fld} differs between the "
+                         f"microbatch repeats ({odd}; {chosen} in {counts[chosen]}); using "
+                         f"{chosen}")
+        out.append(dataclasses.replace(first, **changes) if changes else first)
+    return tuple(out)
+
+
+# -- the block's layers --------------------------------------------------------------------
+
+def _split_block(block: tuple[Layer, ...]) -> tuple[int, list[tuple[int, int]], int]:
+    """(head rows, [start, stop) of each layer, first tail row) within the block."""
+    ids = _ids(block)
+    n = len(ids)
+    best = None  # (covered rows, -period, run start, run stop)
+    for p in range(1, n // 2 + 1):
+        eq = np.concatenate(([False], ids[:-p] == ids[p:], [False]))
+        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
+        if edges.size == 0:
+            continue
+        lengths = edges[1::2] - edges[::2]
+        k = int(np.argmax(lengths))
+        start, stop = int(edges[2 * k]), int(edges[2 * k + 1]) + p   # rows start..stop-1
+        units = (stop - start) // p
+        if units < 2:
+            continue
+        key = (units * p, -p, start, stop)
+        if best is None or key[:2] > best[:2]:
+            best = key
+    if best is None:
+        return _split_by_names(block)
+    _, neg_p, start, stop = best
+    p = -neg_p
+    phase = next((o for o in range(p) if start + o < stop and
+                  block[start + o].name.lower().startswith("attention")), 0)
+    first = start + phase
+    units = (stop - first) // p
+    end = first + units * p
+    lead = ids[first]
+    starts = [i for i in range(first) if ids[i] == lead] + list(range(first, end, p))
+    spans = [(a, b) for a, b in zip(starts, starts[1:] + [end])]
+    return starts[0], spans, end
+
+
+def _split_by_names(block: tuple[Layer, ...]) -> tuple[int, list[tuple[int, int]], int]:
+    """No repeated unit: a layer starts at each ``attention*`` row after a non-attention row and
+    the last one ends after the last ``attention*``/``mlp*``/``moe*`` row."""
+    def is_attn(i: int) -> bool:
+        return block[i].name.lower().startswith("attention")
+
+    starts = [i for i in range(len(block)) if is_attn(i) and (i == 0 or not is_attn(i - 1))]
+    if not starts:
+        return len(block), [], len(block)
+    end = max(i for i in range(len(block)) if block[i].name.lower().startswith(_LAYER_NAME)) + 1
+    end = max(end, starts[-1] + 1)
+    return starts[0], list(zip(starts, starts[1:] + [end])), end
+
+
+def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
+    """The model in order (head, ``stages`` copies of the layers, tail), re-indexed."""
+    picks: list[tuple[Layer, int]] = [(block[i], i) for i in range(head_len)]
+    model_spans = []
+    for _ in range(stages):
+        for a, b in spans:
+            model_spans.append((len(picks), len(picks) + b - a))
+            picks += [(block[i], i) for i in range(a, b)]
+    picks += [(block[i], i) for i in range(tail_start, len(block))]
+    model = tuple(dataclasses.replace(layer, index=k) for k, (layer, _) in enumerate(picks))
+    offsets = tuple(off for _, off in picks)
+    iteration = tuple(dataclasses.replace(layer, index=len(model) + k)
+                      for k, layer in enumerate(iteration_rows))
+    return model, tuple(model_spans), offsets, iteration
+
+
+def _recompute(workload: Workload, st: AicbStage,
+               chunks: tuple[tuple[Layer, ...], ...]) -> tuple[dict[int, tuple[int, ...]], ...]:
+    """Header checkpoint rows (file indices) mapped to every model row at the same block offset."""
+    h = workload.header
+    if not h.checkpoint_initiates:
+        return tuple({} for _ in chunks)
+    lo, hi = st.block_start, st.block_start + st.repeats * st.block_rows
+
+    def model_rows(file_rows: tuple[int, ...]) -> tuple[int, ...]:
+        offs = {(i - lo) % st.block_rows for i in file_rows if lo <= i < hi}
+        return tuple(k for k, off in enumerate(st.offsets) if off in offs)
+
+    ckpts, inits = model_rows(h.checkpoints), model_rows(h.checkpoint_initiates)
+    return tuple(recompute_plan(c, ckpts, inits) for c in chunks)
