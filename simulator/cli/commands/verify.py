@@ -1,0 +1,122 @@
+"""``pipesim verify NAME``: run a schedule on a small numpy MLP and compare with one device.
+
+Exit 0 when the loss, every parameter gradient and the weights after the SGD step are within
+``--tolerance`` (default 1e-10) of single-device training and the executor's activation peaks
+equal the simulator's; exit 1 when not (the report still goes to stdout, the reason to stderr);
+exit 2/3 when the schedule is refused or deadlocks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import click
+
+from ...errors import ConfigError
+
+ITERATIONS_NO_FLUSH = 4  # minibatches for a schedule without flush: enough to see 1-stale updates
+
+
+@click.command("verify")
+@click.argument("name", required=False)
+@click.option("--pp", type=int, default=None, help="Pipeline ranks.")
+@click.option("--microbatches", "-m", type=int, default=None,
+              help="Microbatches per iteration (per minibatch for 2bw).")
+@click.option("--vpp", type=int, default=None, help="Chunks per rank (default: the schedule's).")
+@click.option("--schedule-file", type=click.Path(dir_okay=False), default=None,
+              help="A PyTorch-style CSV schedule (one row per rank) instead of NAME.")
+@click.option("--iterations", type=int, default=None,
+              help=f"Minibatches, for schedules without a flush (2bw; default "
+                   f"{ITERATIONS_NO_FLUSH}).")
+@click.option("--layers", type=int, default=None,
+              help="MLP layers (default 2 per model chunk + 1).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the widths, weights and data.")
+@click.option("--lr", type=float, default=0.1, show_default=True, help="SGD learning rate.")
+@click.option("--tolerance", type=float, default=1e-10, show_default=True,
+              help="Largest error accepted (absolute and relative).")
+@click.option("--no-validate", is_flag=True,
+              help="Skip the schedule validator: let the executor find what is wrong.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (only that).")
+def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed, lr, tolerance,
+            no_validate, as_json):
+    """Check that schedule NAME computes the loss and gradients of single-device training."""
+    from ...verify import VerificationFailed, verify_schedule
+
+    if layers is not None and layers < 1:
+        raise ConfigError(f"--layers: expected a positive number of layers, got {layers}")
+    if seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer, got {seed}")
+    if tolerance < 0:
+        raise ConfigError(f"--tolerance: expected a non-negative number, got {tolerance}")
+    sched = _schedule(name, schedule_file, pp, microbatches, vpp, iterations, not no_validate)
+    report = verify_schedule(sched, layers=layers, seed=seed, lr=lr, tolerance=tolerance,
+                             validate=not no_validate and schedule_file is None)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(render(report))
+    if not report.ok:
+        raise VerificationFailed(report.failure())
+
+
+def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check):
+    if schedule_file is not None:
+        if name is not None:
+            raise ConfigError("NAME and --schedule-file: give one, not both")
+        if iterations is not None:
+            raise ConfigError("--iterations: a CSV schedule flushes; verify runs it once")
+        from ...schedules.csv_io import load_schedule_csv
+
+        sched = load_schedule_csv(schedule_file, vpp=vpp, check=check)
+        for option, given, found in (("--pp", pp, sched.pp),
+                                     ("--microbatches", microbatches, sched.microbatches)):
+            if given is not None and given != found:
+                raise ConfigError(f"{option}: {given} given, but {schedule_file} has {found}")
+        return sched
+    if name is None:
+        raise ConfigError("expected a schedule NAME (see `pipesim schedule --list`) or "
+                          "--schedule-file")
+    for option, value in (("--pp", pp), ("--microbatches", microbatches)):
+        if value is None:
+            raise ConfigError(f"{option}: required with a schedule name")
+    from ...schedules import registry
+
+    spec = registry.get(name)
+    takes_iterations = "iterations" in inspect.signature(spec.generate).parameters
+    options = {}
+    if takes_iterations:
+        options["iterations"] = ITERATIONS_NO_FLUSH if iterations is None else iterations
+    elif iterations is not None:
+        raise ConfigError(f"--iterations: {spec.name} flushes every iteration; verify runs "
+                          f"one iteration")
+    return registry.generate(spec.name, pp, microbatches, vpp, **options)
+
+
+def render(report) -> str:
+    """The human-readable report."""
+    r = report
+    widths = "-".join(str(w) for w in r.widths)
+    lines = [f"verify {r.schedule}: pp {r.pp}, vpp {r.vpp}, {r.microbatches} microbatches"
+             + (f" x {r.iterations} minibatches" if r.iterations > 1 else "")
+             + f"; {r.layers}-layer tanh MLP (widths {widths}), MSE loss, seed {r.seed}"]
+    if r.semantics == "pipedream-2bw":
+        lines.append(f"semantics     PipeDream-2BW: minibatch i's gradient at W(max(i-1, 0)); "
+                     f"at most {r.peak_weight_versions} weight versions held at once")
+    losses = ", ".join(f"{x:.9f}" for x in r.losses)
+    lines += [
+        f"loss          {losses}; error vs single device {r.loss_error:.1e}",
+        f"gradients     max abs error {r.max_abs_grad_error:.1e}, "
+        f"max rel error {r.max_rel_grad_error:.1e}",
+        f"weights       after SGD: max error {r.max_weight_error:.1e}",
+        "activations   rank  executor mb/act  simulator mb/act  stash bytes",
+    ]
+    for a in r.activations:
+        mark = "" if a.agree else "  DIFFERENT"
+        lines.append(f"              {a.rank:<4}  {a.executor[0]:>5}/{a.executor[1]:<7}  "
+                     f"{a.simulator[0]:>6}/{a.simulator[1]:<8}  {a.peak_bytes:>11}{mark}")
+    if r.ok:
+        lines.append(f"OK: within {r.tolerance:.0e} of single-device training; activation "
+                     f"peaks equal the simulator's")
+    return "\n".join(lines)
