@@ -157,11 +157,23 @@ def _carried(s: Schedule, where: dict[Key, tuple[int, int]]) -> list[list[int]]:
 
 def _check_complete(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     of_pipeline = "" if len(s.pipelines) == 1 else " of its pipeline"
-    for pipe, mbs in zip(s.pipelines, _carried(s, where)):
+    carried = _carried(s, where)
+    for pipe, mbs in zip(s.pipelines, carried):
         for stage in pipe:
             rank = s.placement[stage]
             for mb in mbs:
                 _check_covered(stage, mb, rank, where, of_pipeline)
+    if len(s.pipelines) > 1:
+        pipeline_of = {st: k for k, pipe in enumerate(s.pipelines) for st in pipe}
+        entered = [set(mbs) for mbs in carried]
+        for (stage, kind, mb), (rank, pos) in sorted(where.items(), key=lambda kv: kv[1]):
+            k = pipeline_of[stage]
+            if mb not in entered[k]:
+                j = next(j for j, e in enumerate(entered) if mb in e)
+                raise ScheduleError(f"microbatch {mb} does not go through pipeline {k} (stages "
+                                    f"{', '.join(map(str, s.pipelines[k]))}): it enters "
+                                    f"pipeline {j} at stage {s.pipelines[j][0]}",
+                                    rank, pos, f"{stage}{kind}{mb}")
 
 
 def _check_covered(stage: int, mb: int, rank: int, where: dict[Key, tuple[int, int]],

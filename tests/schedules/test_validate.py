@@ -143,3 +143,9 @@ def test_each_microbatch_enters_exactly_one_pipeline():
     assert refused(_dual("0F0 0B0", "2F1 1F0 1B0 2B1")) == (
         "rank 0, action 3F1: not in the schedule: every stage runs a forward for every "
         "microbatch of its pipeline")
+
+
+def test_a_stage_running_a_microbatch_of_the_other_pipeline_is_refused():
+    assert refused(_dual("0F0 3F1 3B1 0B0", "2F1 1F0 1B0 2B1 1F1")) == (
+        "rank 1, position 4, action 1F1: microbatch 1 does not go through pipeline 0 (stages 0, "
+        "1): it enters pipeline 1 at stage 2")
