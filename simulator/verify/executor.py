@@ -299,7 +299,8 @@ class _Executor:
             self._accumulate(rank, pos, a, weight_grad(keep))
         else:
             rank.held_bytes -= entry.nbytes
-            entry.kind, entry.action, entry.acts, entry.dy, entry.keep = "I", str(a), None, None, keep
+            entry.kind, entry.action, entry.keep = "I", str(a), keep
+            entry.acts = entry.dy = None
             entry.nbytes = sum(x.nbytes + g.nbytes for x, g in keep)
             rank.held_bytes += entry.nbytes
 

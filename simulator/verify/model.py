@@ -39,7 +39,7 @@ class Model:
 
 
 def build_model(n_layers: int, n_chunks: int, seed: int = 0) -> Model:
-    """A deterministic MLP of ``n_layers`` layers cut into ``n_chunks`` chunks (simulator's split)."""
+    """A deterministic MLP of ``n_layers`` layers in ``n_chunks`` chunks (the simulator's split)."""
     if n_layers < n_chunks:
         raise ConfigError(f"--layers: the schedule has {n_chunks} model chunks and every chunk "
                           f"needs a layer; expected at least {n_chunks}, got {n_layers}")
@@ -53,7 +53,7 @@ def build_model(n_layers: int, n_chunks: int, seed: int = 0) -> Model:
 
 def make_batch(model: Model, microbatches: int, rows: int, seed: int = 0
                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Inputs and targets of every microbatch, ``rows`` samples each (independent of the schedule)."""
+    """Inputs and targets of every microbatch, ``rows`` samples each (whatever the schedule)."""
     rng = np.random.default_rng([seed, 1])
     xs = [rng.standard_normal((rows, model.widths[0])) for _ in range(microbatches)]
     ts = [0.5 * rng.standard_normal((rows, model.widths[-1])) for _ in range(microbatches)]

@@ -214,3 +214,21 @@ def test_weight_version_not_yet_produced_is_refused():
     assert executor_error(bad) == (
         "rank 0, position 3, action 0F2: needs weight version 1 of chunk 0, but only versions "
         "0..0 exist here: the update of minibatch 0 waits for all its backwards on chunk 0")
+
+
+def test_a_microbatch_sent_through_both_dualpipe_directions():
+    sched = generate("dualpipe", 2, 4)
+    assert sched.pipelines == ((0, 1), (2, 3)) and sched.stage_chunk == (0, 1, 0, 1)
+    relabel = tuple(tuple(dataclasses.replace(a, microbatch=0)
+                          if a.stage >= 2 and a.microbatch == 2 else a for a in acts)
+                    for acts in sched.ranks)
+    bad = dataclasses.replace(sched, ranks=relabel)
+    assert executor_error(bad) == ("rank 0, position 1, action 3F0: microbatch 0 reaches the "
+                                   "loss a second time (first at stage 1): it ran through two "
+                                   "pipelines")
+
+
+def test_a_pipeline_that_does_not_run_the_model_in_order():
+    sched = dataclasses.replace(generate("dualpipe", 2, 4), stage_chunk=(0, 1, 1, 0))
+    assert executor_error(sched) == ("pipelines[1] (stages [2, 3]) computes chunks [1, 0]; "
+                                     "expected chunks 0..1 in order (the whole model)")

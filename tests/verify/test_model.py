@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from simulator.errors import ConfigError
+from simulator.schedules import generate
 from simulator.verify.model import build_model, forward, input_grad, make_batch, mse, mse_grad
 from simulator.verify.model import weight_grad
 from simulator.verify.reference import loss_and_grads, sgd_step, train
+from simulator.verify.semantics import training_of
 from simulator.workload.partition import chunk_bounds
 
 
@@ -105,3 +109,26 @@ def test_two_bw_reference_takes_minibatch_i_at_the_weights_of_update_i_minus_1()
     sync = train(model, xs, ts, 2, lr=0.5, staleness=0)
     assert sync.losses[0] == run.losses[0]
     assert all(abs(a - b) > 1e-6 for a, b in zip(sync.losses[1:], run.losses[1:]))
+
+
+def test_training_semantics_of_flush_and_no_flush_schedules():
+    sync = training_of(generate("1f1b", 2, 3))
+    assert (sync.semantics, sync.iterations, sync.microbatches_per_iteration,
+            sync.weight_version, sync.staleness) == ("synchronous", 1, 3, (0, 0, 0), 0)
+    two = training_of(generate("2bw", 2, 2, iterations=3))
+    assert (two.semantics, two.iterations, two.microbatches_per_iteration,
+            two.weight_version, two.staleness) == ("pipedream-2bw", 3, 2, (0, 0, 0, 0, 1, 1), 1)
+    assert [two.minibatch(m) for m in range(6)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_no_flush_without_declared_versions_is_refused():
+    sched = generate("2bw", 2, 2)
+    with pytest.raises(ConfigError) as err:
+        training_of(dataclasses.replace(sched, meta={}))
+    assert str(err.value) == ("schedule '2bw' has no flush but its meta does not declare "
+                              "'weight_version' and 'microbatches_per_iteration'; verify cannot "
+                              "tell which weights each microbatch uses")
+    with pytest.raises(ConfigError) as err:
+        training_of(dataclasses.replace(sched, meta={**sched.meta, "staleness": 2}))
+    assert str(err.value) == ("schedule '2bw': staleness 2 is not PipeDream-2BW's 1; verify "
+                              "knows no reference for it")
