@@ -135,8 +135,9 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     one, otherwise a ready backward. Among forwards the oldest microbatch goes first; among
     backwards the oldest microbatch, then the latest stage. A rank starts a new microbatch only
     while it holds fewer than 2PW + r + 1 stage activations (1F1B's P microbatches of a rank's
-    layers, plus the warm-up skew of rank r); microbatches it has started always go on. That
-    cannot deadlock: microbatches are started on the first down leg only, in rank order, and
+    layers, plus the warm-up skew of rank r); microbatches it has started always go on, so their
+    later stages can pass the bound (by a few activations: 20 for 17 at P=4, W=2). That cannot
+    deadlock: microbatches are started on the first down leg only, in rank order, and
     rank P-1 never has to start one it holds elsewhere, so it always drains.
     """
     place = wave_placement(pp, waves)
