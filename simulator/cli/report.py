@@ -51,9 +51,15 @@ def render_run(d: dict[str, Any]) -> str:
                      f"min {fmt_time(st['min'])}, max {fmt_time(st['max'])}")
     theory = d.get("theoretical_bubble_ratio")
     formula = d.get("theoretical_formula") or "closed form"
-    lines += [
-        f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
-        f"(closed form {formula}: {fmt_pct(theory)})",
+    if d.get("theoretical_bubble_basis") == "own":
+        bubble_lines = [
+            f"  bubble ratio        {fmt_pct(d['bubble_ratio'])} of the iteration time",
+            f"  per-stage bubble    {fmt_pct(d['bubble_ratio_own'])} of each stage's own span   "
+            f"(closed form {formula}: {fmt_pct(theory)})"]
+    else:
+        bubble_lines = [f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
+                        f"(closed form {formula}: {fmt_pct(theory)})"]
+    lines += bubble_lines + [
         f"  utilisation         {fmt_pct(d['utilization'])}",
         f"  forward / backward  {fmt_time(d['forward_ns'])} / {fmt_time(d['backward_ns'])} "
         f"busy, {fmt_time(d['forward_bubble_ns'])} / {fmt_time(d['backward_bubble_ns'])} idle "

@@ -99,6 +99,7 @@ def summarize(result: Any) -> dict[str, Any]:
         })
 
     bubble = mean(s["bubble_ratio"] for s in stages) if stages else 0.0
+    bubble_own = mean(s["bubble_ratio_own"] for s in stages) if stages else 0.0
     spec = result.spec
     theory = None
     if spec is not None and spec.closed_form is not None:
@@ -127,8 +128,10 @@ def summarize(result: Any) -> dict[str, Any]:
         "makespan_ns": makespan,
         "iteration_times_ns": makespans,
         "bubble_ratio": bubble,
+        "bubble_ratio_own": bubble_own,
         "theoretical_bubble_ratio": theory,
         "theoretical_formula": spec.formula if spec is not None else "",
+        "theoretical_bubble_basis": spec.closed_form_basis if spec is not None else "makespan",
         "utilization": 1.0 - bubble,
         "forward_ns": fwd_total,
         "backward_ns": bwd_total,

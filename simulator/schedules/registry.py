@@ -13,7 +13,9 @@ from ..errors import ConfigError
 from .schedule import Schedule
 
 Generator = Callable[..., Schedule]
-# closed_form(pp, microbatches, vpp) -> bubble ratio of the makespan under uniform costs
+# closed_form(pp, microbatches, vpp) -> bubble ratio under uniform costs (F = I = W, B = 2F, no
+# communication), of the makespan (``closed_form_basis="makespan"``) or of each stage's own span
+# from its first to its last action (``"own"``, how the zero-bubble paper counts)
 ClosedForm = Callable[[int, int, int], float]
 
 
@@ -27,6 +29,7 @@ class ScheduleSpec:
     default_vpp: int = 1
     aliases: tuple[str, ...] = ()
     variable_vpp: bool = False   # takes any --vpp (interleaved); else fixed at default_vpp
+    closed_form_basis: str = "makespan"   # or "own": see ClosedForm
 
 
 _REGISTRY: dict[str, ScheduleSpec] = {}
@@ -36,15 +39,18 @@ _loaded = False
 
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
-             variable_vpp: bool = False) -> Callable[[Generator], Generator]:
+             variable_vpp: bool = False,
+             closed_form_basis: str = "makespan") -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
         if name in _REGISTRY:
             raise RuntimeError(f"schedule {name!r} registered twice")
         _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
-                                        variable_vpp)
+                                        variable_vpp, closed_form_basis)
         for alias in aliases:
+            if alias in _ALIASES or alias in _REGISTRY:
+                raise RuntimeError(f"schedule alias {alias!r} registered twice")
             _ALIASES[alias] = name
         return fn
 

@@ -95,10 +95,10 @@ def _zb_h2_closed_form(pp: int, microbatches: int, vpp: int) -> float:
           summary="ZB-H2 / ZB2P zero bubble: up to 2P-1 microbatches in flight, W fills the "
                   "warm-up and cool-down; every rank busy from its first to its last action",
           closed_form=_zb_h2_closed_form,
-          formula="bubble (P-1)(F+I-2W) = 0 for M >= 2P-1, as the zero-bubble paper counts it: "
-                  "each rank's idle time between its own first and last action, unit costs "
-                  "F=I=W=1 (B=2); the global makespan is 3M+P-1",
-          aliases=("zb2p", "zbh2"))
+          # as the zero-bubble paper counts it: each rank's idle time between its own first and
+          # last action at F=I=W (B=2); the global makespan is still 3M+P-1 units
+          formula="(P-1)(F+I-2W) = 0 per stage for M >= 2P-1",
+          aliases=("zb2p", "zbh2"), closed_form_basis="own")
 def generate_zb_h2(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
         raise ConfigError(f"--vpp: zb-h2 runs one chunk per rank, got --vpp {vpp}; use zb-v for "
