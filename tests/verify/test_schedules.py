@@ -1,7 +1,7 @@
 """Every registered schedule, over source document 004's edge cases, trains like one device.
 
 The grid: P in {1, 2, 4} ranks (single stage, 2 and 4 stages), M in {1, P-1, P, P+1, 2P, 4P}
-(M < P where legal, M = P, M >> P), v in {1, 2, 3}; combinations a schedule refuses
+(M < P where legal, M = P, M >> P), v in {1, 2, 3, 4}; combinations a schedule refuses
 (ConfigError) are skipped, and each schedule must have run on 2 and on 4 ranks. Schedules
 without a flush (2bw) run 4 minibatches, enough for the 1-stale updates to change the numbers.
 For every point: loss, gradients and weights after SGD within 1e-10 of single-device training,
@@ -20,7 +20,7 @@ from simulator.schedules import generate, get, names
 from simulator.verify import build_model, execute, make_batch, verify_schedule
 
 RANKS = (1, 2, 4)
-CHUNKS_PER_RANK = (1, 2, 3)
+CHUNKS_PER_RANK = (1, 2, 3, 4)  # 4: two-wave Hanayo (v = 2W)
 
 
 def microbatch_counts(pp: int) -> list[int]:
