@@ -1,0 +1,72 @@
+"""``pipesim compare WORKLOAD --schedules a,b,c``: several schedules on one workload and system.
+
+Prints one row per schedule (iteration time, bubble ratio simulated and closed form, peak
+in-flight microbatches, p2p traffic, speed-up over the first that ran); a schedule that cannot
+run with the given P/M/v says why in its row. ``--json -`` prints the rows as a JSON list and
+nothing else; ``--gantt`` draws the schedules' Gantt charts stacked on one time axis.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ...errors import ConfigError
+
+LAYOUTS = ["auto", "model", "aicb"]
+
+
+@click.command("compare")
+@click.argument("workload", type=click.Path(dir_okay=False))
+@click.option("--schedules", "-s", "schedules", required=True, metavar="A,B,C",
+              help="Comma-separated registered schedules (see `pipesim schedule --list`); "
+                   "speed-ups are over the first.")
+@click.option("--pp", type=int, default=None, help="Pipeline stages (overrides the header's pp).")
+@click.option("--microbatches", "-m", type=int, default=None,
+              help="Microbatches per iteration (overrides the header's ga).")
+@click.option("--vpp", type=int, default=None,
+              help="Chunks per rank for the schedules that take any number (interleaved); the "
+                   "others run their own.")
+@click.option("--system", type=click.Path(dir_okay=False), default=None,
+              help="System YAML (default: the built-in, configs/system/default.yaml).")
+@click.option("--layout", type=click.Choice(LAYOUTS), default="auto", show_default=True,
+              help="How to read the rows: the whole model once, or an AICB stage trace.")
+@click.option("--gantt", type=click.Path(dir_okay=False), default=None,
+              help="Draw the Gantt charts, one per schedule on a shared time axis "
+                   "(.png, .svg or .pdf).")
+@click.option("--json", "json_dest", default=None, metavar="PATH|-",
+              help="Write the rows as a JSON list to PATH, or to stdout (and nothing else) "
+                   "with '-'.")
+def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, json_dest):
+    """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
+    from ...export.compare import parse_schedules, render_table, rows, run_schedules
+    from .run import write_json
+
+    names = parse_schedules(schedules)
+    if gantt:
+        from ...export.gantt import gantt_format
+
+        gantt_format(gantt)          # a bad extension fails before anything runs
+    runs = run_schedules(workload, names, system, pp=pp, microbatches=microbatches, vpp=vpp,
+                         layout=layout)
+    table = rows(runs)
+    done = [r for r in runs if r.result is not None]
+    if gantt and done:
+        from ...export.compare import baseline, speedup
+        from ...export.gantt import comparison_title, write_comparison
+
+        base = baseline(runs)
+        titles = [comparison_title(r.result, speedup(r, base) if r is not base else None,
+                                   base.schedule) for r in done]
+        write_comparison([r.result for r in done], gantt, titles)
+    if json_dest == "-":
+        write_json(table, "-")
+    else:
+        if json_dest:
+            write_json(table, json_dest)
+        first = done[0].result.schedule if done else None
+        where = f", P={first.pp}, M={first.microbatches}" if first is not None else ""
+        click.echo(f"pipesim compare: {workload}{where}\n")
+        click.echo(render_table(table))
+    if not done:
+        raise ConfigError("--schedules: none of " + ", ".join(names) + " could run; each "
+                          "row says why")
