@@ -21,7 +21,6 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import simpy
 
 from ..errors import DeadlockError, OutOfMemoryError, Wait
@@ -229,6 +228,8 @@ class Runtime:
                 slow *= f
         if opts.jitter_sigma <= 0:
             return None if slow == 1.0 else slow
+        import numpy as np  # only for jitter: keeps `pipesim run` start-up light
+
         rng = np.random.default_rng([opts.seed, rank])
         sigma = opts.jitter_sigma
         mu = -0.5 * sigma * sigma
