@@ -39,7 +39,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
+        rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
     except PipesimError as err:
         click.echo(f"pipesim: error: {err}", err=True)
         return err.exit_code
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"pipesim: internal error: {type(err).__name__}: {err} "
                    "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
         return 70
-    return 0
+    return rc if isinstance(rc, int) else 0  # ctx.exit(n) comes back as the return value
 
 
 if __name__ == "__main__":
