@@ -1,0 +1,63 @@
+"""``pipesim sweep SPEC --out DIR``: run a grid of ``pipesim run`` options into a results table."""
+
+from __future__ import annotations
+
+import click
+
+from ...sweep.executors import EXECUTORS
+
+
+@click.command("sweep")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for results.csv, results.parquet (and the plots).")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Parallel workers (default: the CPU count, or the cluster's CPUs); "
+                   "with the local executor, 1 runs in this process.")
+@click.option("--resume", is_flag=True,
+              help="Complete the sweep in --out: run only the points not yet in results.csv.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="Where points run: local processes, a Ray or a Dask cluster.")
+@click.option("--address", default=None, metavar="ADDR",
+              help="Cluster to use: Ray 'auto', HOST:PORT or ray://HOST:PORT; Dask HOST:PORT "
+                   "(default: start a local one).")
+@click.option("--plot", is_flag=True, help="Also draw the plots (PNG) into --out.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+def command(spec, out_dir, jobs, resume, executor, address, plot, quiet):
+    """Run every point of the sweep SPEC (YAML: a base, a grid:, zip: groups, exclude: rules)
+    and write one row per point to DIR/results.csv (streamed) and DIR/results.parquet."""
+    from ...sweep.progress import RichReporter
+    from ...sweep.runner import run_sweep
+
+    reporter = RichReporter(spec, enabled=not quiet)
+    try:
+        outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
+                            address=address, reporter=reporter)
+    except KeyboardInterrupt:
+        click.echo(f"pipesim sweep: interrupted; the finished points are in {out_dir}/results.csv:"
+                   " rerun with --resume to complete the sweep", err=True)
+        raise click.exceptions.Abort() from None
+    for note in outcome.notes:
+        click.echo(f"pipesim: note: {note}", err=True)
+    if not quiet:
+        ok = outcome.ran - outcome.failed
+        before = f"; {outcome.skipped} were already done" if outcome.skipped else ""
+        click.echo(f"pipesim sweep: {outcome.ran} of {outcome.points} points run ({ok} ok, "
+                   f"{outcome.failed} failed{before}) in {outcome.elapsed_s:.2f} s on "
+                   f"{outcome.workers} {executor} worker(s)")
+        click.echo(f"  {outcome.csv_path}\n  {outcome.parquet_path}")
+        if outcome.first_error:
+            click.echo(f"  first failure: {outcome.first_error}")
+    if plot:
+        from ...sweep.plots import write_plots
+
+        written = write_plots(outcome.table, outcome.out_dir)
+        if not quiet:
+            _echo_plots(written)
+
+
+def _echo_plots(written: list) -> None:
+    if not written:
+        click.echo("  no plots: the table varies none of microbatches, pp, link bandwidth")
+    for path in written:
+        click.echo(f"  {path}")

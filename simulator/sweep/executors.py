@@ -1,0 +1,244 @@
+"""Where a sweep's points run: local worker processes, a Ray cluster, or a Dask cluster.
+
+Each executor runs a picklable function over tasks and yields results as they finish, keeping
+only a small window of tasks in flight (twice the workers), so a killed sweep loses little and a
+huge sweep does not sit in memory. Ray and Dask are imported only when asked for, with a clear
+error when the extra is not installed. The same points give the same rows whichever runs them:
+the simulation is deterministic and the table is sorted into point order at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, PipesimError
+
+EXECUTORS = ("local", "ray", "dask")
+
+
+class ExecutorError(PipesimError):
+    """The executor itself failed (a worker process died, the cluster went away)."""
+
+    exit_code = 1
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the driver, which stops the sweep cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _noop() -> None:
+    return None
+
+
+class LocalExecutor:
+    """``jobs`` worker processes (``concurrent.futures``); ``jobs == 1`` runs in this process."""
+
+    name = "local"
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.workers = jobs or os.cpu_count() or 1
+        self._pool = None
+
+    def __enter__(self) -> "LocalExecutor":
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork is fast and safe here: the pool starts (all workers at the first submit)
+            # before the progress bar starts its thread. Elsewhere the platform's default.
+            ctx = (multiprocessing.get_context("fork") if sys.platform.startswith("linux")
+                   else None)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                             initializer=_ignore_sigint)
+            self._pool.submit(_noop).result()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def map_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        if self._pool is None:
+            for task in tasks:
+                yield fn(task)
+            return
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        todo = iter(tasks)
+        pending: set = set()
+        window = 2 * self.workers
+        while True:
+            for task in todo:
+                pending.add(self._pool.submit(fn, task))
+                if len(pending) >= window:
+                    break
+            if not pending:
+                return
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                try:
+                    yield fut.result()
+                except BrokenProcessPool:
+                    raise ExecutorError(
+                        "a sweep worker process died (killed, or out of memory); the finished "
+                        "points are saved: rerun with --resume") from None
+
+
+class RayExecutor:
+    """Tasks on a Ray cluster (``address`` as ``ray.init`` takes it), or on a local Ray."""
+
+    name = "ray"
+
+    def __init__(self, jobs: int | None = None, address: str | None = None) -> None:
+        self.jobs = jobs
+        self.address = address
+        self.workers = jobs or 1
+        self._ray = None
+        self._owned = False
+
+    def __enter__(self) -> "RayExecutor":
+        try:
+            import ray
+        except ImportError:
+            raise ExecutorError("--executor ray: ray is not installed; install pipesim[ray] "
+                                "(pip install 'pipesim[ray]')") from None
+        self._ray = ray
+        if not ray.is_initialized():
+            import simulator
+
+            kwargs: dict[str, Any] = {
+                "include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
+                # ship this simulator package: the workers run exactly the driver's code
+                "runtime_env": {"py_modules": [str(Path(simulator.__file__).parent)]},
+            }
+            if self.address is None and self.jobs:
+                kwargs["num_cpus"] = self.jobs
+            try:
+                ray.init(address=self.address, **kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as err:
+                raise ExecutorError(f"--address {self.address}: cannot reach the Ray cluster: "
+                                    f"{_first_line(err)}") from None
+            self._owned = True
+        if not self.jobs:
+            self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._owned:
+            self._ray.shutdown()
+            self._owned = False
+
+    def map_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        ray = self._ray
+        remote = ray.remote(fn).options(num_cpus=1, max_retries=0)
+        todo = iter(tasks)
+        pending: list = []
+        window = 2 * self.workers
+        while True:
+            for task in todo:
+                pending.append(remote.remote(task))
+                if len(pending) >= window:
+                    break
+            if not pending:
+                return
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                yield ray.get(done[0])
+            except ray.exceptions.RayError as err:
+                raise ExecutorError(f"a Ray worker failed: {_first_line(err)}; the finished "
+                                    "points are saved: rerun with --resume") from None
+
+
+class DaskExecutor:
+    """Tasks on a Dask scheduler at ``address``, or on a new local cluster of ``jobs`` processes."""
+
+    name = "dask"
+
+    def __init__(self, jobs: int | None = None, address: str | None = None) -> None:
+        self.jobs = jobs
+        self.address = address
+        self.workers = jobs or 1
+        self._client = None
+        self._cluster = None
+
+    def __enter__(self) -> "DaskExecutor":
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise ExecutorError("--executor dask: dask.distributed is not installed; install "
+                                "pipesim[dask] (pip install 'pipesim[dask]')") from None
+        import logging
+
+        try:
+            if self.address is None:
+                self._cluster = LocalCluster(n_workers=self.jobs or os.cpu_count() or 1,
+                                             threads_per_worker=1, processes=True,
+                                             dashboard_address=None,
+                                             silence_logs=logging.ERROR)
+                self._client = Client(self._cluster)
+            else:
+                self._client = Client(self.address, timeout=30)
+        except (OSError, TimeoutError) as err:
+            self.__exit__()
+            raise ExecutorError(f"--address {self.address}: cannot reach the Dask scheduler: "
+                                f"{_first_line(err)}") from None
+        if not self.jobs:
+            self.workers = max(1, sum(self._client.nthreads().values()))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def map_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        from dask.distributed import as_completed
+
+        client = self._client
+        todo = iter(tasks)
+        window = 2 * self.workers
+        first = [client.submit(fn, t, pure=False) for _, t in zip(range(window), todo)]
+        running = as_completed(first)
+        for fut in running:
+            try:
+                result = fut.result()
+            except Exception as err:  # noqa: BLE001 -- run_point never raises: the worker died
+                raise ExecutorError(f"a Dask worker failed: {type(err).__name__}: "
+                                    f"{_first_line(err)}; the finished points are saved: rerun "
+                                    "with --resume") from None
+            fut.release()
+            nxt = next(todo, None)
+            if nxt is not None:
+                running.add(client.submit(fn, nxt, pure=False))
+            yield result
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def make_executor(name: str, jobs: int | None = None, address: str | None = None) -> Any:
+    """The executor called ``name`` (``local``, ``ray`` or ``dask``); not yet started."""
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs: expected a positive integer, got {jobs}")
+    if name == "local":
+        if address is not None:
+            raise ConfigError("--address: only with --executor ray or dask")
+        return LocalExecutor(jobs)
+    if name == "ray":
+        return RayExecutor(jobs, address)
+    if name == "dask":
+        return DaskExecutor(jobs, address)
+    raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)}, found {name!r}")

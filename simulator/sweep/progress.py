@@ -1,0 +1,56 @@
+"""The sweep's progress bar (rich): done / failed / rate / ETA, on stderr, only on a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RichReporter:
+    """A :class:`~simulator.sweep.runner.Reporter` drawing a rich progress bar.
+
+    It draws nothing when stderr is not a terminal or ``enabled`` is False (``--quiet``).
+    """
+
+    def __init__(self, label: str, enabled: bool = True) -> None:
+        from rich.console import Console
+
+        self.label = label
+        self.console = Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self._progress: Any = None
+        self._task: Any = None
+        self.failed = 0
+
+    def start(self, total: int, already: int, workers: int, executor: str) -> None:
+        if not self.enabled:
+            return
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+        from rich.markup import escape
+        from rich.text import Text
+
+        class Rate(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                speed = task.finished_speed or task.speed
+                return Text(f"{speed:.1f} pts/s" if speed else "- pts/s", style="cyan")
+
+        resumed = f", {already} done before" if already else ""
+        self._progress = Progress(
+            TextColumn(f"[bold]{escape(self.label)}[/] ({workers} {executor} workers{resumed})"),
+            BarColumn(), MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"), Rate(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=self.console, transient=False)
+        self._progress.start()
+        self._task = self._progress.add_task("sweep", total=total, failed=0)
+
+    def advance(self, ok: bool) -> None:
+        if not ok:
+            self.failed += 1
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, failed=self.failed)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

@@ -1,0 +1,137 @@
+"""Run a sweep: expand the spec, skip what the table already has, run the rest, finish the table.
+
+The driver checks the spec and parses each workload once before anything runs (bad input is one
+error, not a table of identical failures), then streams each finished point into the CSV.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .executors import make_executor
+from .points import FileHashes, Point, expand
+from .spec import SweepSpec, load_spec
+from .table import ResultsTable
+from .worker import RESULT_COLUMNS, Task, _workload, run_point
+
+
+class Reporter(Protocol):
+    """Progress of a sweep (the CLI shows a rich progress bar; the default shows nothing)."""
+
+    def start(self, total: int, already: int, workers: int, executor: str) -> None: ...
+    def advance(self, ok: bool) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullReporter:
+    def start(self, total: int, already: int, workers: int, executor: str) -> None:
+        pass
+
+    def advance(self, ok: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class SweepOutcome:
+    spec: SweepSpec
+    out_dir: Path
+    csv_path: Path
+    parquet_path: Path
+    points: int          # points in the spec (after exclude)
+    skipped: int         # already in the table (resume)
+    ran: int
+    failed: int          # of the points run now
+    workers: int
+    elapsed_s: float
+    table: Any           # pandas DataFrame, in point order
+    notes: list[str] = field(default_factory=list)
+    first_error: str | None = None   # the failure of the first failed point, in point order
+
+
+def _param_dtype(spec: SweepSpec, key: str) -> str:
+    dtype = spec.kinds[key].dtype
+    if dtype != "object":
+        return dtype
+    values = spec.values_of(key)
+    if all(isinstance(v, bool) for v in values):
+        return "boolean"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "Int64"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "float64"
+    return "string"
+
+
+def table_columns(spec: SweepSpec) -> tuple[list[str], dict[str, str]]:
+    """The results table's columns, in order, and their pandas dtypes."""
+    dtypes = {"point": "Int64", "point_id": "string"}
+    dtypes.update({k: _param_dtype(spec, k) for k in spec.keys})
+    dtypes.update(RESULT_COLUMNS)
+    return list(dtypes), dtypes
+
+
+def _describe(point: Point) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in point.params.items() if k != "workload")
+    return f"point {point.index} ({shown})"
+
+
+def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | None = None,
+              resume: bool = False, executor: str = "local", address: str | None = None,
+              reporter: Reporter | None = None) -> SweepOutcome:
+    """Run every point of ``spec`` (a :class:`SweepSpec` or a spec file) into ``out_dir``.
+
+    ``executor`` is ``local`` (``jobs`` processes, default the CPU count; 1 runs in this
+    process), ``ray`` or ``dask`` (``address`` of the cluster, or None for a local one).
+    With ``resume``, points already in ``out_dir/results.csv`` are not run again.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec)
+    reporter = reporter or NullReporter()
+    ex = make_executor(executor, jobs, address)
+    hashes = FileHashes(spec.base_dir)
+    points, notes = expand(spec, hashes)
+    columns, dtypes = table_columns(spec)
+    table = ResultsTable.open(out_dir, columns, dtypes, resume)
+    try:
+        todo = [p for p in points if p.point_id not in table.done]
+        base = str(spec.base_dir.resolve())
+        tasks = []
+        for p in todo:
+            sha = hashes(p.params["workload"])
+            # parse each workload once here: a bad file is one error before anything runs,
+            # and forked workers inherit the parsed workload
+            _workload(str(Path(base) / p.params["workload"]), p.params.get("layout", "auto"), sha)
+            tasks.append(Task(p.index, p.point_id, p.params, base, sha))
+        failed = 0
+        first_error = None
+        with ex:
+            reporter.start(len(todo), len(points) - len(todo), ex.workers, ex.name)
+            try:
+                for index, result in ex.map_unordered(run_point, tasks):
+                    point = points[index]
+                    table.append({"point": index, "point_id": point.point_id, **point.params,
+                                  **result})
+                    ok = result["status"] == "ok"
+                    if not ok:
+                        failed += 1
+                        if first_error is None or index < first_error[0]:
+                            first_error = (index, f"{_describe(point)}: {result['error']}")
+                    reporter.advance(ok)
+            finally:
+                reporter.close()
+    except BaseException:
+        table.close()
+        raise
+    frame = table.finish({p.point_id: p.index for p in points})
+    return SweepOutcome(spec, Path(out_dir), table.csv_path, table.parquet_path, len(points),
+                        len(points) - len(todo), len(todo), failed, ex.workers,
+                        time.perf_counter() - t0, frame, notes,
+                        first_error[1] if first_error else None)
+

@@ -1,0 +1,161 @@
+"""The results table: ``results.csv`` streamed row by row, ``results.parquet`` written from it.
+
+Each finished point appends one CSV line and flushes, so a killed sweep loses only the points in
+flight. Every row is one physical line (error messages are made one-line), so a line cut by a kill
+is exactly the bytes after the last newline; :meth:`ResultsTable.open` with ``resume`` drops them
+and reads which ``point_id`` s are done. :meth:`ResultsTable.finish` sorts the rows into point
+order (atomically) and rewrites the parquet file from the CSV, so an interrupted-then-resumed
+sweep ends with the same table as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+CSV_NAME = "results.csv"
+PARQUET_NAME = "results.parquet"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _read_rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+class ResultsTable:
+    """``DIR/results.csv`` open for appending rows with the given columns."""
+
+    def __init__(self, out_dir: Path, columns: list[str], dtypes: dict[str, str]) -> None:
+        self.out_dir = out_dir
+        self.columns = columns
+        self.dtypes = dtypes
+        self.csv_path = out_dir / CSV_NAME
+        self.parquet_path = out_dir / PARQUET_NAME
+        self.done: set[str] = set()
+        self.rows_written = 0
+        self._fh = None
+        self._writer = None
+
+    @classmethod
+    def open(cls, out_dir: str | Path, columns: list[str], dtypes: dict[str, str],
+             resume: bool) -> "ResultsTable":
+        """Start a table, or with ``resume`` continue the one in ``out_dir`` (repairing a cut
+        last line). Without ``resume`` an existing table is an error, never overwritten."""
+        out = Path(out_dir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"--out: cannot create {out}: {err.strerror or err}") from None
+        table = cls(out, columns, dtypes)
+        path = table.csv_path
+        if path.exists() and path.stat().st_size > 0:
+            if not resume:
+                raise ConfigError(f"--out: {path} exists; pass --resume to complete that sweep, "
+                                  "or choose another --out")
+            table._repair_and_load()
+        fresh = not path.exists() or path.stat().st_size == 0
+        table._fh = open(path, "a", newline="")
+        table._writer = csv.writer(table._fh, lineterminator="\n")
+        if fresh:
+            table._writer.writerow(columns)
+            table._fh.flush()
+        return table
+
+    def _repair_and_load(self) -> None:
+        path = self.csv_path
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):  # the last line was cut by a kill: drop it, that point runs again
+            with open(path, "r+b") as fh:
+                fh.truncate(keep)
+        rows = _read_rows(path)
+        if not rows:
+            return
+        if rows[0] != self.columns:
+            raise ConfigError(
+                f"--resume: {path} has other columns than this sweep ({', '.join(rows[0])} "
+                f"vs {', '.join(self.columns)}); was it written by another spec? Use another --out")
+        at = self.columns.index("point_id")
+        for n, row in enumerate(rows[1:], start=2):
+            if len(row) != len(self.columns):
+                raise ConfigError(f"--resume: {path}:{n}: expected {len(self.columns)} cells, "
+                                  f"found {len(row)}; the table was edited or damaged")
+            self.done.add(row[at])
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Write one finished point and flush it to the OS (it survives a kill of this process)."""
+        self._writer.writerow([_cell(row.get(c)) for c in self.columns])
+        self._fh.flush()
+        self.done.add(row["point_id"])
+        self.rows_written += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def finish(self, order: dict[str, int]) -> Any:
+        """Sort the CSV into point order (rows of points not in ``order`` last), write the
+        parquet file from it, and return the table as a pandas DataFrame."""
+        self.close()
+        rows = _read_rows(self.csv_path)
+        header, body = rows[0], rows[1:]
+        at = header.index("point_id")
+        seen: set[str] = set()
+        unique = []
+        for row in body:
+            if row[at] not in seen:
+                seen.add(row[at])
+                unique.append(row)
+        big = len(order)
+        unique.sort(key=lambda r: order.get(r[at], big))  # stable: unknown rows keep their order
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows(unique)
+        os.replace(tmp, self.csv_path)
+        frame = read_csv(self.csv_path, self.dtypes)
+        tmp = self.parquet_path.with_suffix(".parquet.tmp")
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, self.parquet_path)
+        return frame
+
+
+def read_csv(path: str | Path, dtypes: dict[str, str] | None = None) -> Any:
+    """The CSV as a DataFrame with the table's column types ("" is missing, floats exact)."""
+    import pandas as pd
+
+    # pandas 3 parses floats round-trip exactly by default (and deprecates the option); 2.x
+    # needs to be asked, or a resumed table could differ in the last bit
+    exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+    return pd.read_csv(path, dtype=dtypes or None, keep_default_na=False, na_values=[""],
+                       **exact)
+
+
+def read_table(out_dir: str | Path) -> Any:
+    """The results of the sweep in ``out_dir``: the parquet file, else the CSV."""
+    import pandas as pd
+
+    out = Path(out_dir)
+    if (out / PARQUET_NAME).is_file():
+        return pd.read_parquet(out / PARQUET_NAME)
+    if (out / CSV_NAME).is_file():
+        return read_csv(out / CSV_NAME)
+    raise ConfigError(f"{out}: no {PARQUET_NAME} or {CSV_NAME} here; run `pipesim sweep SPEC "
+                      f"--out {out}` first")
