@@ -65,6 +65,11 @@ def _check_shape(s: Schedule) -> None:
     if len(s.stage_chunk) != s.n_stages:
         raise ScheduleError(f"stage_chunk: expected {s.n_stages} entries, "
                             f"found {len(s.stage_chunk)}")
+    for i, pipe in enumerate(s.pipelines):  # data flows through consecutive layer chunks
+        chunks = [s.stage_chunk[st] for st in pipe]
+        if chunks != list(range(chunks[0], chunks[0] + len(chunks))):
+            raise ScheduleError(f"pipelines[{i}]: its stages compute chunks {chunks}, expected "
+                                "consecutive chunks in model order")
 
 
 def _check_actions(s: Schedule) -> dict[Key, tuple[int, int]]:
