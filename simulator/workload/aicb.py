@@ -252,8 +252,7 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
         pre = int(ok[0])
         period = _period(ids[pre:pre + size])
         if period < size:
-            raise NotAicb(f"{ga} repeats of {size} rows that are {size // period} copies of a "
-                          f"{period}-row unit (a model written once)")
+            raise NotAicb(f"each repeat is {size // period} x the same {period} rows")
         return pre, size, [int(p) for p in ok[1:]]
     raise NotAicb(f"no block of rows repeated {ga} times")
 

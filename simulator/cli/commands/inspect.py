@@ -139,7 +139,7 @@ def render(d: dict[str, Any]) -> str:
     if a is None:
         lines.append("  layout: model (the rows are the whole model, once)")
         if d["not_aicb"]:
-            lines.append(f"    not the AICB stage layout: {d['not_aicb']}")
+            lines.append(f"    not the AICB stage layout (ga: {h['ga']}): {d['not_aicb']}")
     else:
         how = (f"{a['repeats']} repeats of a block of {a['block_rows']} rows" if
                a["found_by"] == "repetition" else

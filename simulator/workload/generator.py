@@ -1,0 +1,330 @@
+"""Generate workload files from a model's shape: roofline compute times, Megatron comm sizes.
+
+Per microbatch of ``b`` sequences of ``s`` tokens, hidden size ``h``, FFN size ``f``, ``A``
+heads (``G`` key/value heads), tensor parallelism ``T`` (Megatron's column/row split; each GPU
+does 1/T of every GEMM), one transformer layer is four rows (``gpt``/``llama``):
+
+====================  =========================================  =========================
+row                   forward FLOPs per GPU                      forward / input-grad comm
+====================  =========================================  =========================
+attention_column      2bs·h·q/T + 4bs²h/T   (q = h + 2G·h/A)      AG / RS  (no SP: - / AR)
+attention_row         2bs·h·h/T                                  RS / AG  (no SP: AR / -)
+mlp_column            2bs·h·f/T (llama, SwiGLU gate+up: 4bs·h·f/T)  AG / RS (no SP: - / AR)
+mlp_row               2bs·f·h/T                                  RS / AG  (no SP: AR / -)
+====================  =========================================  =========================
+
+Input-gradient FLOPs equal the forward GEMM FLOPs plus twice the attention-core term (both
+operands of QKᵀ and of softmax·V need gradients, and none of them is a weight); weight-gradient
+FLOPs equal the forward GEMM FLOPs. Forward + backward is thus 3x forward (Megatron's 72bsh²·L
+(1 + s/6h + ...) count). The ``moe`` model is llama-style attention followed by
+``moe_router`` (2bs·h·E/T), ``moe_dispatch`` and ``moe_combine`` (all-to-all over the EP group
+of 2bs·h·k/T bytes each way, AICB's size) and ``moe_experts`` (k routed tokens per token through
+a SwiGLU expert: 6bs·k·h·f/T, experts split over EP and tensor-parallel over T).
+
+Comm sizes: a TP collective moves the bf16 activation, 2bsh bytes (all-gather/reduce-scatter with
+sequence parallelism, all-reduce without); ``pp_comm`` (one activation between stages) is 2bsh,
+divided by T with sequence parallelism. Weight-gradient (DP) all-reduces move the row's fp32
+gradients, 4 bytes per parameter on this GPU (weights and column biases split over T; row biases
+and norms replicated); expert weights go to the DP-over-EP group (``ALLREDUCE_DP_EP``).
+
+Compute time is FLOPs / (peak x efficiency) of the GPU preset (:mod:`.gpus`). The embedding
+lookup is memory-bound and written as 0 ns. The LM head (``final_column``, h x V/T, V padded to a
+multiple of 128·T as Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces
+of 4bs bytes) close the model.
+
+Two layouts (see :mod:`.aicb`): ``model`` writes the whole model once (ASTRA-sim), ``vpp:`` the
+chunks per rank; ``aicb`` writes one stage (``layers/pp`` layers with the embedding and LM head
+rows, as AICB does) unrolled over ``ga`` microbatches between AICB's iteration rows (the
+distributed optimizer's gradient reduce-scatter and parameter all-gather, cross-entropy and
+optimizer all-reduces), ``vpp:`` holding layers per stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from .gpus import GPUPreset
+
+MODELS = ("gpt", "llama", "moe")
+LAYOUTS = ("model", "aicb")
+POLICY = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+BF16 = 2
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model's shape. ``ffn``/``vocab``/``kv_heads`` None means the architecture's default."""
+
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    micro_batch: int
+    ffn: int | None = None
+    vocab: int | None = None
+    kv_heads: int | None = None
+    experts: int = 1
+    topk: int = 2
+
+    @property
+    def ffn_size(self) -> int:
+        """gpt: 4h; llama/moe (SwiGLU): 2/3 of 4h rounded up to a multiple of 256 (LLaMA)."""
+        if self.ffn is not None:
+            return self.ffn
+        if self.arch == "gpt":
+            return 4 * self.hidden
+        return -(-(8 * self.hidden // 3) // 256) * 256
+
+    @property
+    def vocab_size(self) -> int:
+        if self.vocab is not None:
+            return self.vocab
+        return 50257 if self.arch == "gpt" else 32000
+
+    @property
+    def kv(self) -> int:
+        return self.heads if self.kv_heads is None or self.arch == "gpt" else self.kv_heads
+
+
+@dataclass(frozen=True)
+class ParallelSpec:
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    ga: int = 1
+    dp: int = 1
+    ep: int = 1
+    sequence_parallel: bool = True
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One row before it is timed: FLOPs per GPU and collectives as (type token, bytes)."""
+
+    name: str
+    fwd_flops: int
+    ig_flops: int
+    wg_flops: int
+    fwd_comm: tuple[str, int] = ("NONE", 0)
+    ig_comm: tuple[str, int] = ("NONE", 0)
+    wg_comm: tuple[str, int] = ("NONE", 0)
+    params: int = 0                      # parameters of this row on one GPU
+    meta: dict = field(default_factory=dict, compare=False)
+
+
+def padded_vocab(model: ModelSpec, tp: int) -> int:
+    """Megatron pads the vocabulary to a multiple of 128 x tp."""
+    unit = 128 * tp
+    return -(-model.vocab_size // unit) * unit
+
+
+def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
+    """Refuse shapes Megatron refuses, naming the option."""
+    if model.arch not in MODELS:
+        raise ConfigError(f"--model: expected one of {', '.join(MODELS)}, found {model.arch!r}")
+    if layout not in LAYOUTS:
+        raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
+    for opt, value in (("layers", model.layers), ("hidden", model.hidden), ("heads", model.heads),
+                       ("seq", model.seq), ("micro-batch", model.micro_batch), ("tp", par.tp),
+                       ("pp", par.pp), ("vpp", par.vpp), ("ga", par.ga), ("dp", par.dp),
+                       ("ep", par.ep), ("experts", model.experts), ("topk", model.topk)):
+        if value < 1:
+            raise ConfigError(f"--{opt}: expected a positive integer, found {value}")
+    T = par.tp
+    if model.hidden % model.heads:
+        raise ConfigError(f"--hidden {model.hidden} is not a multiple of --heads {model.heads}")
+    if model.heads % T:
+        raise ConfigError(f"--heads {model.heads} is not a multiple of --tp {T}")
+    if model.kv % T or model.heads % model.kv:
+        raise ConfigError(f"--kv-heads {model.kv} must divide --heads {model.heads} and be a "
+                          f"multiple of --tp {T}")
+    if model.ffn_size % T:
+        raise ConfigError(f"--ffn {model.ffn_size} is not a multiple of --tp {T}")
+    if par.sequence_parallel and model.seq % T:
+        raise ConfigError(f"--seq {model.seq} is not a multiple of --tp {T} (sequence "
+                          "parallelism splits the sequence)")
+    if model.arch == "moe":
+        if model.experts < 2:
+            raise ConfigError("--experts: the moe model needs at least 2 experts")
+        if model.experts % par.ep or par.dp % par.ep:
+            raise ConfigError(f"--ep {par.ep} must divide --experts {model.experts} and --dp "
+                              f"{par.dp}")
+        if model.topk > model.experts:
+            raise ConfigError(f"--topk {model.topk} exceeds --experts {model.experts}")
+    elif par.ep != 1 or model.experts != 1:
+        raise ConfigError("--experts/--ep: only the moe model has experts")
+    if par.pp * par.vpp > model.layers:
+        raise ConfigError(f"--pp {par.pp} x --vpp {par.vpp} chunks exceed --layers "
+                          f"{model.layers}")
+    if layout == "aicb":
+        if model.layers % par.pp:
+            raise ConfigError(f"--layers {model.layers} is not a multiple of --pp {par.pp}: the "
+                              "aicb layout writes one stage of layers/pp layers")
+        if par.vpp != 1:
+            raise ConfigError("--vpp: the aicb layout's vpp: holds layers per stage; give the "
+                              "chunks per rank to `pipesim run --vpp` instead")
+
+
+def _tp_pair(sp: bool, column: bool, nbytes: int) -> tuple[tuple[str, int], tuple[str, int]]:
+    """(forward, input-gradient) TP collectives of a column- or row-parallel linear."""
+    if sp:
+        return (("ALLGATHER", nbytes), ("REDUCESCATTER", nbytes)) if column else \
+               (("REDUCESCATTER", nbytes), ("ALLGATHER", nbytes))
+    return (("NONE", 0), ("ALLREDUCE", nbytes)) if column else \
+           (("ALLREDUCE", nbytes), ("NONE", 0))
+
+
+def _dp(params: int) -> tuple[str, int]:
+    """The weight-gradient all-reduce over DP of ``params`` fp32 gradients."""
+    return ("ALLREDUCE", FP32 * params)
+
+
+def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
+    """The rows of one transformer layer (FLOPs and bytes per GPU, one microbatch)."""
+    b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
+    bs = b * s
+    act = BF16 * bs * h
+    sp = par.sequence_parallel
+    gpt = model.arch == "gpt"
+    q = h + 2 * model.kv * (h // model.heads)          # fused QKV output width
+    core = 4 * bs * s * h // T                          # QK^T and softmax.V, forward
+    norm = 2 * h if gpt else h                          # LayerNorm (w, b) or RMSNorm (w)
+    rows = []
+    gemm = 2 * bs * h * q // T
+    fc, ic = _tp_pair(sp, True, act)
+    params = (h * q + (q if gpt else 0)) // T + norm
+    rows.append(RowSpec("attention_column", gemm + core, gemm + 2 * core, gemm, fc, ic,
+                        _dp(params), params))
+    gemm = 2 * bs * h * h // T
+    fc, ic = _tp_pair(sp, False, act)
+    params = h * h // T + (h if gpt else 0)
+    rows.append(RowSpec("attention_row", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    if model.arch == "moe":
+        return rows + _moe_rows(model, par)
+    up = 1 if gpt else 2                                # SwiGLU: gate and up projections
+    gemm = up * 2 * bs * h * f // T
+    fc, ic = _tp_pair(sp, True, act)
+    params = (up * h * f + (f if gpt else 0)) // T + norm
+    rows.append(RowSpec("mlp_column", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    gemm = 2 * bs * f * h // T
+    fc, ic = _tp_pair(sp, False, act)
+    params = f * h // T + (h if gpt else 0)
+    rows.append(RowSpec("mlp_row", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    return rows
+
+
+def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
+    b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
+    E, k = model.experts, model.topk
+    bs = b * s
+    a2a = BF16 * bs * h * k // T
+    router = 2 * bs * h * E // T
+    experts = 6 * bs * k * h * f // T
+    expert_params = (E // par.ep) * 3 * h * f // T
+    return [
+        # router weight (h x E) and the pre-MLP RMSNorm (h), both replicated
+        RowSpec("moe_router", router, router, router, wg_comm=_dp(h * E + h), params=h * E + h),
+        RowSpec("moe_dispatch", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
+        RowSpec("moe_experts", experts, experts, experts,
+                wg_comm=("ALLREDUCE_DP_EP", FP32 * expert_params), params=expert_params,
+                meta={"experts": True}),
+        RowSpec("moe_combine", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
+    ]
+
+
+def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
+    """Vocab-parallel embedding: a lookup (0 FLOPs), then the TP reduction of its output."""
+    h, T = model.hidden, par.tp
+    act = BF16 * model.micro_batch * model.seq * h
+    fwd = ("REDUCESCATTER", act) if par.sequence_parallel else ("ALLREDUCE", act)
+    params = padded_vocab(model, T) * h // T + (model.seq * h if model.arch == "gpt" else 0)
+    return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params)
+
+
+def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
+    """The LM head (column-parallel h x V) with the final norm."""
+    b, s, h, T = model.micro_batch, model.seq, model.hidden, par.tp
+    V = padded_vocab(model, T)
+    gemm = 2 * b * s * h * V // T
+    fc, ic = _tp_pair(par.sequence_parallel, True, BF16 * b * s * h)
+    params = h * V // T + (2 * h if model.arch == "gpt" else h)
+    return RowSpec("final_column", gemm, gemm, gemm, fc, ic, _dp(params), params)
+
+
+def loss_rows(model: ModelSpec) -> list[RowSpec]:
+    """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce."""
+    nbytes = FP32 * model.micro_batch * model.seq
+    return [RowSpec(f"cross_entropy{i}", 0, 0, 0, ("ALLREDUCE", nbytes)) for i in (1, 2, 3)]
+
+
+def pp_comm_bytes(model: ModelSpec, par: ParallelSpec) -> int:
+    act = BF16 * model.micro_batch * model.seq * model.hidden
+    return act // par.tp if par.sequence_parallel else act
+
+
+def model_rows(model: ModelSpec, par: ParallelSpec, layers: int) -> list[RowSpec]:
+    """Embedding, ``layers`` transformer layers, LM head: rows in forward order."""
+    return [embedding_row(model, par)] + layer_rows(model, par) * layers + [head_row(model, par)]
+
+
+def _no_dp(row: RowSpec) -> RowSpec:
+    return RowSpec(row.name, row.fwd_flops, row.ig_flops, row.wg_flops, row.fwd_comm,
+                   row.ig_comm, ("NONE", 0), row.params, row.meta)
+
+
+def aicb_iteration_rows(model: ModelSpec, par: ParallelSpec) -> tuple[list[RowSpec],
+                                                                      list[RowSpec]]:
+    """AICB's rows around the repeats: the distributed optimizer's gradient reduce-scatter
+    (fp32) and parameter all-gather (bf16) over the stage's parameters on this GPU (experts over
+    the DP-over-EP group), then cross-entropy and the optimizer's 4-byte all-reduces."""
+    stage = model_rows(model, par, model.layers // par.pp)
+    dense = sum(r.params for r in stage if not r.meta.get("experts"))
+    experts = sum(r.params for r in stage if r.meta.get("experts"))
+    pre = [RowSpec("grad_gather", 0, 0, 0, wg_comm=("ALLGATHER", BF16 * dense)),
+           RowSpec("grad_param_comm", 0, 0, 0, wg_comm=("REDUCESCATTER", FP32 * dense))]
+    if experts:
+        pre += [RowSpec("moe_grad_norm1", 0, 0, 0, wg_comm=("ALLGATHER_DP_EP", BF16 * experts)),
+                RowSpec("moe_grad_norm2", 0, 0, 0,
+                        wg_comm=("REDUCESCATTER_DP_EP", FP32 * experts))]
+    post = loss_rows(model) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
+                               for i in (1, 2, 3, 4)]
+    return pre, post
+
+
+def generate_rows(model: ModelSpec, par: ParallelSpec, layout: str = "model") -> list[RowSpec]:
+    """Every row of the file, in file order."""
+    check(model, par, layout)
+    if layout == "model":
+        return model_rows(model, par, model.layers) + loss_rows(model)
+    pre, post = aicb_iteration_rows(model, par)
+    block = [_no_dp(r) for r in model_rows(model, par, model.layers // par.pp)]
+    return pre + block * par.ga + post
+
+
+def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
+    vpp = par.vpp if layout == "model" else model.layers // par.pp
+    return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
+            f"vpp: {vpp} ga: {par.ga} all_gpus: {par.world} checkpoints: 0 "
+            f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)}")
+
+
+def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",
+           efficiency: float | None = None) -> str:
+    """The workload file's text (tab-separated, SimAI's column order, update_time 0)."""
+    if efficiency is not None and not 0 < efficiency <= 1:
+        raise ConfigError(f"--efficiency: expected a number in (0, 1], found {efficiency}")
+    rows = generate_rows(model, par, layout)
+    lines = [header_line(model, par, layout), str(len(rows))]
+    for r in rows:
+        t = [gpu.time_ns(x, efficiency) for x in (r.fwd_flops, r.ig_flops, r.wg_flops)]
+        lines.append("\t".join(str(x) for x in (
+            r.name, -1, t[0], r.fwd_comm[0], r.fwd_comm[1], t[1], r.ig_comm[0], r.ig_comm[1],
+            t[2], r.wg_comm[0], r.wg_comm[1], 0)))
+    return "\n".join(lines) + "\n"
