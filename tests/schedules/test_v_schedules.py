@@ -123,3 +123,66 @@ def test_unit_cost_makespan_through_the_engine(name, pp, m, makespan):
 def test_simulated_bubble_ratio_equals_the_closed_form(name, pp, m):
     ratio = run(name, pp, m, 2 * pp).bubble_ratio
     assert ratio == pytest.approx(get(name).closed_form(pp, m, 2))
+
+
+# --- V-Half and V-Min (controllable memory, zero-bubble repository's construction) ---------
+
+def test_building_blocks_as_in_the_repository():
+    from simulator.schedules.library.v_half import v_half_pattern, v_min_pattern
+    # per rank, the slots of F, f, B, b in the six-slot block (zbv_greedy.py stable patterns)
+    assert v_half_pattern(4) == [[0, 10, 14, 25], [2, 9, 16, 24], [4, 8, 18, 23], [6, 7, 20, 22]]
+    assert v_min_pattern(4) == [[0, 7, 8, 15], [1, 6, 9, 14], [2, 5, 10, 13], [3, 4, 11, 12]]
+    assert v_min_pattern(3)[0] == [0, 5, 8, 13]        # P divisible by 3: a 2-slot gap
+
+
+def test_weights_fill_free_slots_oldest_backward_first():
+    from simulator.schedules.library.v_half import peak_memory, put_w
+    assert put_w([[0], [1], [2], [3]]) == [[0], [1], [2], [3], [4, 5]]
+    assert put_w([[0], [1], [3], [5]], split=True) == [[0], [1], [3], [5], [4], [6]]
+    # +1 per forward, -1 per W (placed in free slots when absent)
+    assert peak_memory([[0, 6], [1, 7], [2, 8], [3, 9]]) == 2
+    assert peak_memory([[0, 2], [1, 3], [4, 6], [5, 7]]) == 4
+
+
+@pytest.mark.parametrize("name", ["v-half", "v-min"])
+@pytest.mark.parametrize("pp", [1, 2, 3, 4, 5, 8])
+def test_controllable_memory_orders_are_valid_for_any_m(name, pp):
+    for m in range(1, 3 * pp + 1):
+        s = generate(name, pp, m)
+        assert s.placement == v_placement(pp) and s.split_backward
+        validate(s)
+
+
+@pytest.mark.parametrize("name", ["v-half", "v-min"])
+def test_steady_state_repeats_one_block_per_microbatch(name):
+    pp, m = 4, 32
+    for acts in generate(name, pp, m).ranks:
+        mid = len(acts) // 2
+        for i in range(mid - 12, mid + 12):
+            a, b = acts[i], acts[i + 6]
+            assert (b.stage, b.kind, b.microbatch) == (a.stage, a.kind, a.microbatch + 1)
+
+
+@pytest.mark.parametrize("pp,zbv,half,vmin", [(4, 8, 6, 4), (8, 16, 10, 8), (12, 24, 14, 10),
+                                              (16, 32, 18, 12)])
+def test_activation_memory_half_and_a_third_of_1f1b_as_p_grows(pp, zbv, half, vmin):
+    m = 3 * pp
+    assert max(peak_in_flight(generate("zb-v", pp, m))) == zbv     # 1F1B's P microbatches
+    assert max(peak_in_flight(generate("v-half", pp, m))) == half  # P + 2
+    assert max(peak_in_flight(generate("v-min", pp, m))) == vmin   # ~2P/3 + 2
+
+
+@pytest.mark.parametrize("name,pp,m,makespan", [
+    ("v-half", 4, 8, 53000), ("v-min", 4, 8, 59000), ("v-half", 8, 16, 113000),
+    ("v-min", 8, 16, 123000)])
+def test_less_memory_costs_bubble(name, pp, m, makespan):
+    # measured at unit costs (F = I = W = 1): ZB-V 51, V-Half 53, V-Min 59 at P=4, M=8
+    assert run(name, pp, m, 2 * pp).makespan_ns == makespan
+
+
+@pytest.mark.parametrize("name", ["v-half", "v-min"])
+def test_controllable_memory_needs_two_chunks(name):
+    with pytest.raises(ConfigError) as err:
+        generate(name, 4, 8, 1)
+    assert str(err.value) == (f"--vpp: {name} runs exactly 2 chunks per rank (V placement), "
+                              f"got --vpp 1")

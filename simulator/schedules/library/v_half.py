@@ -1,0 +1,217 @@
+"""V-Half: V-shape schedule with half of 1F1B's activation memory (Qi et al. 2024, "Pipeline
+Parallelism with Controllable Memory"), built the way the zero-bubble repository builds it
+(sail-sg/zero-bubble-pipeline-parallelism, scheduler/zbv_greedy.py). The machinery here is
+shared with V-Min (``v_min.py``).
+
+V placement: rank r runs stage r ("F" going down) and stage 2P-1-r ("f" coming back up).
+Every rank repeats one building block per microbatch, six unit slots long: F, f, B and b (input
+gradients of the up and down chunk) at fixed offsets, and the two weight gradients W (up chunk)
+and w (down chunk) in the free slots. The offsets fix the memory: activations live from a
+chunk's forward to its W, so the later the block places forwards relative to backwards, the
+less is held. Then, as in the repository:
+
+1. microbatch m's block starts 6m slots after m-1's; W fills each rank's free slots (oldest
+   backward first);
+2. warm-up and cool-down actions move to the earliest free slot their dependencies allow, as
+   long as the rank's peak memory does not grow (the steady state, from rank 0's first b to the
+   first forward of the last microbatch, stays put); then every rank runs as early as possible
+   at unit costs ("squeeze");
+3. step 2 again without the Ws, for the cool-down only; the Ws are put back, W (up chunk) before
+   w (down chunk) when both wait.
+
+Each rank's order is its actions sorted by slot. Types are numbered as in the repository:
+0 F, 1 f, 2 B, 3 b, then W (4: one list in steps 1-3; 4 up and 5 down in the end).
+"""
+
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ..action import Action
+from ..registry import register
+from ..schedule import Schedule, v_placement
+
+Slots = list[list[int]]     # per type, the slot of microbatch 0, 1, ...
+
+
+def v_half_pattern(pp: int) -> list[list[int]]:
+    """Per rank, the offsets of F, f, B, b in the six-slot block that holds P/2 microbatches."""
+    gap = 3 if pp % 2 == 0 else 0
+    return [[2 * i, 3 * pp - i - 2, 3 * pp + gap + 2 * i - 1, 6 * pp + gap - i - 2]
+            for i in range(pp)]
+
+
+def v_min_pattern(pp: int) -> list[list[int]]:
+    """Per rank, the offsets of F, f, B, b in the block that holds P/3 microbatches."""
+    gap = 2 if pp % 3 == 0 else 0
+    return [[i, 2 * pp - i - 1, 2 * pp + gap + i, 4 * pp + gap - i - 1] for i in range(pp)]
+
+
+def put_w(slots: Slots, split: bool = False) -> Slots:
+    """Add the weight gradients in the free slots, oldest backward first (one W list, or W for
+    the up chunk's B and w for the down chunk's b when ``split``)."""
+    out = [list(t) for t in slots[:4]] + ([[], []] if split else [[]])
+    events = sorted((t, kind) for kind in range(4) for t in slots[kind])
+    busy = {t for t, _ in events}
+    waiting = [0, 0]
+    last = max(busy)
+    nxt = 0
+    for t in range(last + 1):
+        if t in busy:
+            kind = events[nxt][1]
+            nxt += 1
+            if kind >= 2:
+                waiting[kind - 2 if split else 0] += 1
+            continue
+        for w in (0, 1):
+            if waiting[w]:
+                out[4 + w].append(t)
+                waiting[w] -= 1
+                break
+    t = last
+    for w in (0, 1):
+        while waiting[w]:
+            t += 1
+            out[4 + w].append(t)
+            waiting[w] -= 1
+    return out
+
+
+def peak_memory(slots: Slots) -> int:
+    """Most activations held on the rank: +1 per forward, -1 per W; without W lists, each free
+    slot retires one pending W (as :func:`put_w` would place it)."""
+    delta = {0: 1, 1: 1, 2: 0, 3: 0, 4: -1, 5: -1}
+    events = sorted((t, kind) for kind, times in enumerate(slots) for t in times)
+    busy = {t for t, _ in events}
+    has_w = len(slots) > 4
+    held = peak = waiting = 0
+    nxt = 0
+    for t in range(events[-1][0] + 1):
+        if t in busy:
+            kind = events[nxt][1]
+            nxt += 1
+            held += delta[kind]
+            waiting += kind in (2, 3)
+        elif not has_w and waiting:
+            held -= 1
+            waiting -= 1
+        peak = max(peak, held)
+    return peak
+
+
+def _deps(n_ranks: int, r: int, kind: int, mb: int) -> list[tuple[int, int, int]]:
+    """(rank, type, microbatch) that must finish first; W/w only wait for the rank's order."""
+    deps = []
+    if kind in (0, 2) and r > 0:
+        deps.append((r - 1, kind, mb))
+    if kind in (1, 3) and r + 1 < n_ranks:
+        deps.append((r + 1, kind, mb))
+    if 0 < kind < 4:
+        deps.append((r, kind - 1, mb))
+    if mb > 0:
+        deps.append((r, kind, mb - 1))
+    return deps
+
+
+def _in_slot_order(ranks: list[Slots]):
+    """All (slot, rank, type, microbatch), in the order the repository visits them."""
+    return sorted((t, r, kind, mb) for r, slots in enumerate(ranks)
+                  for kind, times in enumerate(slots) for mb, t in enumerate(times))
+
+
+def squeeze(ranks: list[Slots]) -> list[Slots]:
+    """Start slots when every action runs as early as its dependencies and its rank's previous
+    action (in slot order) allow, at unit cost."""
+    end: dict[tuple[int, int, int], int] = {}
+    rank_free = [0] * len(ranks)
+    out = [[[0] * len(times) for times in slots] for slots in ranks]
+    for _, r, kind, mb in _in_slot_order(ranks):
+        start = max([rank_free[r]] + [end[d] for d in _deps(len(ranks), r, kind, mb)])
+        out[r][kind][mb] = start
+        end[(r, kind, mb)] = rank_free[r] = start + 1
+    return out
+
+
+def _slot_deps(ranks: list[Slots], r: int, kind: int, mb: int) -> int:
+    """The earliest slot an action may move to: one after its latest dependency."""
+    slots = ranks[r]
+    latest = -1
+    if kind in (0, 2) and r > 0:
+        latest = max(latest, ranks[r - 1][kind][mb])
+    if kind in (1, 3) and r + 1 < len(ranks):
+        latest = max(latest, ranks[r + 1][kind][mb])
+    if 0 < kind < 4:
+        latest = max(latest, slots[kind - 1][mb])
+    if kind == 4:
+        latest = max(latest, sorted(slots[2] + slots[3])[mb])
+    if mb > 0:
+        latest = max(latest, slots[kind][mb - 1])
+    return latest + 1
+
+
+def reorder(ranks: list[Slots], with_w: bool) -> list[Slots]:
+    """Step 2 (``with_w``: warm-up and cool-down) or step 3 (cool-down only), then squeeze."""
+    ranks = [put_w(s) if with_w else [list(t) for t in s] for s in ranks]
+    budget = max(peak_memory(s) for s in ranks)
+    last_mb = len(ranks[0][0]) - 1
+    occupied = [set() for _ in ranks]
+    phase = 0                       # 0 warm-up, 1 steady (kept), 2 cool-down
+    pending = _in_slot_order(ranks)
+    # visit in slot order; an action only ever moves earlier, before every action not yet
+    # visited, so visiting by the original slots is visiting by the current ones
+    for t, r, kind, mb in pending:
+        if kind == 3 and r == 0 and phase == 0:
+            phase = 1
+        if phase == 1:
+            if kind == 0 and mb == last_mb:
+                phase = 2
+            occupied[r].add(t)
+            continue
+        if phase == 0 and not with_w:
+            occupied[r].add(t)
+            continue
+        earliest = _slot_deps(ranks, r, kind, mb)
+        placed = False
+        for s in range(earliest, t):
+            if s in occupied[r]:
+                continue
+            ranks[r][kind][mb] = s
+            if peak_memory(ranks[r]) <= budget:
+                placed = True
+                break
+        if not placed:
+            ranks[r][kind][mb] = t
+        occupied[r].add(ranks[r][kind][mb])
+    if not with_w:
+        ranks = [put_w(s) for s in ranks]
+    return squeeze(ranks)
+
+
+def controllable_memory_ranks(pp: int, microbatches: int,
+                              pattern: list[list[int]]) -> tuple[tuple[Action, ...], ...]:
+    """Steps 1-3 of the module docstring; each rank's actions sorted by slot."""
+    ranks = [[list(range(x, x + 6 * microbatches, 6)) for x in offsets] for offsets in pattern]
+    ranks = [s[:4] for s in reorder(ranks, with_w=True)]
+    ranks = [put_w(s[:4], split=True) for s in reorder(ranks, with_w=False)]
+    out = []
+    for r, slots in enumerate(ranks):
+        down, up = r, 2 * pp - 1 - r
+        what = [(down, "F"), (up, "F"), (up, "I"), (down, "I"), (up, "W"), (down, "W")]
+        acts = sorted((t, Action(what[kind][0], what[kind][1], mb))
+                      for kind, times in enumerate(slots) for mb, t in enumerate(times))
+        out.append(tuple(a for _, a in acts))
+    return tuple(out)
+
+
+def check(name: str, vpp: int) -> None:
+    if vpp != 2:
+        raise ConfigError(f"--vpp: {name} runs exactly 2 chunks per rank (V placement), "
+                          f"got --vpp {vpp}")
+
+
+@register("v-half", summary="V-Half (controllable-memory V schedule): about half of 1F1B's "
+          "activation memory, zero-bubble repository's construction", default_vpp=2,
+          aliases=("vhalf",))
+def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
+    check("v-half", vpp)
+    return Schedule("v-half", pp, 2, microbatches, v_placement(pp),
+                    controllable_memory_ranks(pp, microbatches, v_half_pattern(pp)))
