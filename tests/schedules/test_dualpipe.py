@@ -6,6 +6,7 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.schedules import Action, generate, get, v_placement
+from simulator.schedules.validate import validate
 
 from .test_v_schedules import peak_in_flight, run
 
@@ -23,7 +24,9 @@ P4_M8_RANKS_0_1 = [
 
 
 def test_p2_m4_by_hand():
-    assert generate("dualpipe", 2, 4).as_strings() == P2_M4
+    s = generate("dualpipe", 2, 4)
+    assert s.as_strings() == P2_M4
+    validate(s)
 
 
 def test_p4_m8_first_half_by_hand():
@@ -45,6 +48,7 @@ def test_layout_two_directions_sharing_chunks():
 @pytest.mark.parametrize("pp,m", [(2, 4), (2, 6), (4, 8), (4, 12), (6, 12), (8, 16), (8, 20)])
 def test_each_direction_carries_its_half_of_the_microbatches_once(pp, m):
     s = generate("dualpipe", pp, m)
+    validate(s)
     half = m // 2
     for stage in range(2 * pp):
         mbs = range(half) if stage < pp else range(half, m)
@@ -109,8 +113,6 @@ def test_peak_activations_are_pp_plus_1_on_every_rank(pp, m):
 @pytest.mark.parametrize("pp,m", [(2, 4), (4, 8), (4, 12), (6, 12), (8, 16)])
 def test_bubble_is_deepseeks_pp_over_2_minus_1_times_fb_plus_b_minus_3w(pp, m):
     # Unit costs F = W = 1, B = 2, F&B = 3: bubble (P/2-1)(3+2-3) = P-2 after 2 x M/2 x 3 work.
-    # The validator expects every stage to see every microbatch, which a two-direction
-    # schedule does not, so the engine runs it unvalidated (completeness is checked above).
-    result = run(generate("dualpipe", pp, m), None, None, pp, validate=False)
+    result = run("dualpipe", pp, m, pp)
     assert result.makespan_ns == (3 * m + pp - 2) * 1000
     assert result.bubble_ratio == pytest.approx(get("dualpipe").closed_form(pp, m, 2))
