@@ -1,4 +1,4 @@
-"""ZB-V (zero-bubble V schedule, Qi et al. 2024 §6), in PyTorch 2.13's ``ScheduleZBVZeroBubble`` order.
+"""ZB-V (zero-bubble V schedule, Qi et al. 2024 §6) in PyTorch 2.13's ScheduleZBVZeroBubble order.
 
 Two chunks per rank in V placement: rank r runs stage r (going down) and stage 2P-1-r (coming
 back up), so the last stage is on rank 0 next to the first. Backward is split into I (input
@@ -76,6 +76,7 @@ def zb_v_order(rank: int, pp: int, microbatches: int) -> list[Action]:
           aliases=("zbv", "zero-bubble-v", "zbvzerobubble"))
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     if vpp != 2:
-        raise ConfigError(f"--vpp: zb-v runs exactly 2 chunks per rank (V placement), got --vpp {vpp}")
+        raise ConfigError(f"--vpp: zb-v runs exactly 2 chunks per rank (V placement), "
+                          f"got --vpp {vpp}")
     ranks = tuple(tuple(zb_v_order(r, pp, microbatches)) for r in range(pp))
     return Schedule("zb-v", pp, 2, microbatches, v_placement(pp), ranks)
