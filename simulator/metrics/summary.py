@@ -152,6 +152,9 @@ def summarize(result: Any) -> dict[str, Any]:
         out["iteration_time_stats_ns"] = {
             "mean": makespan, "p50": median(makespans), "p99": _percentile(makespans, 0.99),
             "min": min(makespans), "max": max(makespans)}
+    if not sched.flush and sched.meta.get("iterations"):  # e.g. 2BW: minibatches run as one
+        out["minibatches"] = sched.meta["iterations"]
+        out["time_per_minibatch_ns"] = makespan / sched.meta["iterations"]
     if sched.meta:
         out["schedule_meta"] = {k2: v for k2, v in sched.meta.items()
                                 if isinstance(v, (int, float, str, bool, list))}

@@ -107,5 +107,7 @@ def test_unit_cost_makespan_one_fill_one_drain(pp, m, it, makespan):
     # (it*M + P - 1) steps of F + B = 3 units: no flush between the minibatches
     result = run("2bw", pp, m, pp, schedule_options={"iterations": it})
     assert result.makespan_ns == makespan == (it * m + pp - 1) * 3000
-    if it == 2:
-        assert result.bubble_ratio == pytest.approx(get("2bw").closed_form(pp, m, 1))
+    d = result.to_dict()
+    assert result.bubble_ratio == pytest.approx(d["theoretical_bubble_ratio"])
+    assert d["theoretical_bubble_ratio"] == pytest.approx(get("2bw").closed_form(pp, it * m, 1))
+    assert (d["minibatches"], d["time_per_minibatch_ns"]) == (it, makespan / it)

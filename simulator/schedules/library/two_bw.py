@@ -18,8 +18,8 @@ from .one_f_one_b import one_f_one_b_order
 
 
 def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
-    # One fill and one drain for the whole run of the default 2 iterations (2M microbatches).
-    return (pp - 1) / (2 * microbatches + pp - 1)
+    # One fill and one drain for the whole run; `microbatches` is the schedule's total, I*M.
+    return (pp - 1) / (microbatches + pp - 1)
 
 
 def weight_version(microbatch: int, microbatches: int) -> int:
@@ -29,7 +29,7 @@ def weight_version(microbatch: int, microbatches: int) -> int:
 
 @register("2bw", summary="PipeDream-2BW: 1F1B across minibatches without a flush, two weight "
           "versions per stage, 1-stale updates; option iterations (default 2)",
-          closed_form=_closed_form, formula="(P-1)/(I*M+P-1) over I=2 iterations",
+          closed_form=_closed_form, formula="(P-1)/(I*M+P-1) over its I minibatches",
           aliases=("pipedream-2bw", "two-bw"))
 def generate(pp: int, microbatches: int, vpp: int = 1, iterations: int = 2,
              **_: object) -> Schedule:
