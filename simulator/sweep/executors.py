@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,6 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _noop() -> None:
-    return None
-
-
 class LocalExecutor:
     """``jobs`` worker processes (``concurrent.futures``); ``jobs == 1`` runs in this process."""
 
@@ -50,13 +45,15 @@ class LocalExecutor:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            # fork is fast and safe here: the pool starts (all workers at the first submit)
-            # before the progress bar starts its thread. Elsewhere the platform's default.
-            ctx = (multiprocessing.get_context("fork") if sys.platform.startswith("linux")
-                   else None)
+            # forkserver where there is one: a clean server process, with the simulator
+            # imported once, forks the workers (forking this process could copy a lock held by
+            # another thread); elsewhere the platform's default (spawn)
+            ctx = None
+            if "forkserver" in multiprocessing.get_all_start_methods():
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(["simulator.sweep.worker", "simulator.api"])
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
                                              initializer=_ignore_sigint)
-            self._pool.submit(_noop).result()
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -11,11 +11,11 @@ class RichReporter:
     It draws nothing when stderr is not a terminal or ``enabled`` is False (``--quiet``).
     """
 
-    def __init__(self, label: str, enabled: bool = True) -> None:
+    def __init__(self, label: str, enabled: bool = True, console: Any = None) -> None:
         from rich.console import Console
 
         self.label = label
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
         self._progress: Any = None
         self._task: Any = None

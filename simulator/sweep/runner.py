@@ -15,7 +15,7 @@ from .executors import make_executor
 from .points import FileHashes, Point, expand
 from .spec import SweepSpec, load_spec
 from .table import ResultsTable
-from .worker import RESULT_COLUMNS, Task, _workload, run_point
+from .worker import RESULT_COLUMNS, Task, cached_workload, run_point
 
 
 class Reporter(Protocol):
@@ -105,9 +105,10 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
         tasks = []
         for p in todo:
             sha = hashes(p.params["workload"])
-            # parse each workload once here: a bad file is one error before anything runs,
-            # and forked workers inherit the parsed workload
-            _workload(str(Path(base) / p.params["workload"]), p.params.get("layout", "auto"), sha)
+            # parse each workload here first: a bad file is one error before anything runs
+            # (and with --jobs 1 the points reuse this parse)
+            cached_workload(str(Path(base) / p.params["workload"]),
+                            p.params.get("layout", "auto"), sha)
             tasks.append(Task(p.index, p.point_id, p.params, base, sha))
         failed = 0
         first_error = None

@@ -71,7 +71,7 @@ _systems: dict[tuple[str | None, tuple], Any] = {}
 parse_count = 0                 # how many workload parses this process did (tests read it)
 
 
-def _workload(path: str, layout: str, sha: str) -> Any:
+def cached_workload(path: str, layout: str, sha: str) -> Any:
     """The parsed workload, parsed once per process (a parse error is cached too)."""
     global parse_count
     key = (path, layout, sha)
@@ -108,14 +108,15 @@ def _system(path: str | None, overrides: dict[str, Any]) -> Any:
 
 
 def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256: str = "") -> Any:
-    """The :class:`SimulationResult` of one point (what ``pipesim run`` with these options gives)."""
+    """The :class:`SimulationResult` of one point: what ``pipesim run`` with its options gives."""
     from ..api import simulate
 
     base = Path(base_dir)
     layout = params.get("layout", "auto")
-    workload = _workload(str(base / params["workload"]), layout, workload_sha256)
+    workload = cached_workload(str(base / params["workload"]), layout, workload_sha256)
     system_path = str(base / params["system"]) if params.get("system") is not None else None
-    overrides = {k[len(SYSTEM_PREFIX):]: v for k, v in params.items() if k.startswith(SYSTEM_PREFIX)}
+    overrides = {k[len(SYSTEM_PREFIX):]: v for k, v in params.items()
+                 if k.startswith(SYSTEM_PREFIX)}
     options = {k[len(OPTIONS_PREFIX):]: v for k, v in params.items()
                if k.startswith(OPTIONS_PREFIX)}
     return simulate(workload, params.get("schedule"), _system(system_path, overrides),

@@ -117,7 +117,8 @@ def test_load_spec_reads_yaml_and_reports_syntax_errors_with_line_and_column(bas
     assert str(info.value).startswith(f"{bad}:4:1: invalid YAML: ")
     with pytest.raises(ConfigError) as info:
         load_spec(base / "none.yaml")
-    assert str(info.value) == f"{base / 'none.yaml'}: cannot read the sweep spec: No such file or directory"
+    assert str(info.value) == (f"{base / 'none.yaml'}: cannot read the sweep spec: No such file "
+                               "or directory")
 
 
 def test_expansion_order_grid_then_zip_last_axis_fastest(base):
