@@ -1,0 +1,287 @@
+"""Run every pipesim benchmark (issue 8) and report against its targets.
+
+    python benchmarks/run_all.py            # full run (a few minutes), appends to docs/performance.md
+    python benchmarks/run_all.py --quick    # tiny sizes, a few seconds (what the smoke test runs)
+    python benchmarks/run_all.py --sections c --no-append   # only the scaling series, print only
+
+Prints one markdown section to stdout and appends it, dated, to ``docs/performance.md``
+(``--out`` elsewhere, ``--no-append`` not at all). Exit 0, or 1 if a measurement failed (its
+table row says why); missing a target is a result, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import markdown as md  # noqa: E402
+from benchmarks import profiling, scaling, startup, timing  # noqa: E402
+from simulator.errors import PipesimError  # noqa: E402
+
+DEFAULT_WORKLOAD = REPO.parent / "shared" / "workloads-real" / "workload_analytical.txt"
+DEFAULT_OUT = REPO / "docs" / "performance.md"
+
+# issue 8's targets
+RATIO_TARGET = 1.0          # simulate() time / bare SimPy loop of the same number of layer-ops
+MILLION_S_TARGET = 5.0      # 1M layer-ops, tracing off
+EXPONENT_TARGET = 1.05
+RSS_TARGET_MB = 300.0
+SIMAI_O3_S = 0.12           # SimAI -O3 on workload_analytical.txt, whole process (long-range goal)
+
+SECTIONS = ("ab", "c", "d", "profile")
+# which scaling point each series is profiled at: the 1M point, and ~100k for event-heavy (its
+# 1M point takes about a minute under cProfile; its time is linear in actions, so shares hold)
+PROFILED_POINT = {"model": -1, "event-heavy": 2}
+
+
+class Report:
+    """Collects the markdown parts; a failed measurement becomes a line instead of a table."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.failed = False
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def run(self, what: str, fn: Callable[[], str]) -> None:
+        try:
+            self.add(fn())
+        except Exception as err:  # a benchmark that breaks must not hide the others
+            self.failed = True
+            self.add(f"FAILED ({what}): {type(err).__name__}: {err}")
+
+    def text(self) -> str:
+        return "\n\n".join(self.parts) + "\n"
+
+
+def machine_line(mode: str) -> str:
+    import simpy
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ", load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(
+        os, "getloadavg") else ""
+    return (f"Machine: {cpu}, {os.cpu_count()} CPUs{load}, {platform.system()} "
+            f"{platform.release()}; Python {platform.python_version()}, SimPy "
+            f"{simpy.__version__}. {mode}")
+
+
+def revision() -> str:
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    sha = git("rev-parse", "--short", "HEAD") or "unknown revision"
+    dirty = git("status", "--porcelain", "--", "simulator")
+    return sha + (" + uncommitted changes in simulator/" if dirty else "")
+
+
+# -- (a) + (b) ------------------------------------------------------------------------------
+def floor_and_workload(workload: Path | None, repeats: int,
+                       bare_n: int) -> tuple[str, float, float | None]:
+    """Table (a, b); also the bare loop's seconds per event and the default case's median."""
+    bare_s, bare_times = timing.median_seconds(lambda: timing.bare_loop(bare_n), repeats)
+    per_event = bare_s / bare_n
+    header = ["case", "resolved as", "layer-ops", "SimPy events", f"median of {repeats}", "min",
+              "layer-ops/s", "bare loop, same count", "ratio (target ≤ 1.0)",
+              "per SimPy event vs bare"]
+    rows = [["(a) bare SimPy loop, one `env.timeout` per event", "-", f"{bare_n:,} timeouts",
+             f"{bare_n:,}", md.seconds(bare_s), md.seconds(min(bare_times)), md.rate(bare_n, bare_s) + " events", "-", "-",
+             "1.0x"]]
+    notes = []
+    default_s = None
+    if workload is None or not workload.exists():
+        notes.append(f"(b) skipped: workload {workload} not found (give --workload).")
+    else:
+        cases = [("default `simulate(path)`", {})]
+        cases.append(("`layout=\"model\"`", {"layout": "model"}))
+        if importlib.util.find_spec("simulator.workload.aicb") is not None:
+            cases.append(("`layout=\"aicb\"`", {"layout": "aicb"}))
+        else:
+            notes.append("`layout=\"aicb\"` skipped: simulator/workload/aicb.py is not there yet.")
+        for label, kwargs in cases:
+            try:
+                t = timing.time_simulate(str(workload), repeats, **kwargs)
+            except PipesimError as err:
+                if not kwargs:
+                    raise
+                notes.append(f"{label} skipped: {err}")
+                continue
+            floor, _ = timing.median_seconds(lambda: timing.bare_loop(t.layer_ops), repeats)
+            ratio = t.median_s / floor
+            if not kwargs:
+                default_s = t.median_s
+            per_ev = (f"{(t.median_s / t.events) / per_event:.1f}x" if t.events else "-")
+            rows.append([f"(b) {workload.name}, {label}", t.described, f"{t.layer_ops:,}",
+                         f"{t.events:,}" if t.events else "?", md.seconds(t.median_s),
+                         md.seconds(min(t.times)),
+                         md.rate(t.layer_ops, t.median_s), md.seconds(floor),
+                         f"{ratio:.2f} ({md.verdict(ratio <= RATIO_TARGET)})", per_ev])
+    text = "### (a, b) simulate() against the bare SimPy floor\n\n" + md.table(header, rows)
+    if notes:
+        text += "\n\n" + "\n".join(f"- {n}" for n in notes)
+    return text, per_event, default_s
+
+
+# -- (c) ------------------------------------------------------------------------------------
+def scaling_section(series: dict[str, list[tuple[int, int, int]]], repeats: int,
+                    per_event: float) -> str:
+    header = ["series", "pp", "microbatches", "layers", "layer-ops", "actions",
+              "median (runs)", "layer-ops/s", "vs bare loop", "peak RSS (after import)"]
+    rows = []
+    fits = []
+    for name, points in series.items():
+        measured = [scaling.run_point(name, pp, m, n, repeats) for pp, m, n in points]
+        for p in measured:
+            rows.append([name, p.pp, p.microbatches, p.layers, f"{p.layer_ops:,}",
+                         f"{p.actions:,}", f"{md.seconds(p.median_s)} ({len(p.times)})", md.rate(p.layer_ops, p.median_s),
+                         f"{p.median_s / (p.layer_ops * per_event):.2f}",
+                         f"{p.rss_peak_mb:.0f} MB ({p.rss_base_mb:.0f} MB)"])
+        exp = scaling.fit_exponent([p.layer_ops for p in measured], [p.median_s for p in measured])
+        big = measured[-1]
+        fits.append([name, f"{exp:.3f} ({md.verdict(exp <= EXPONENT_TARGET)})",
+                     f"{big.layer_ops:,}",
+                     f"{md.seconds(big.median_s)} ({md.verdict(big.median_s <= MILLION_S_TARGET)})"
+                     if big.layer_ops >= 900_000 else f"{md.seconds(big.median_s)} (not 1M)",
+                     f"{big.rss_peak_mb:.0f} MB ({md.verdict(big.rss_peak_mb <= RSS_TARGET_MB)})"])
+    fit_table = md.table(["series", "exponent (target ≤ 1.05)", "largest point, layer-ops",
+                          "time (target ≤ 5 s at 1M)", "peak RSS (target ≤ 300 MB)"], fits)
+    return ("### (c) scaling with uniform_workload (tracing off, fresh process per point)\n\n"
+            "`vs bare loop` = time / (layer-ops x the bare loop's time per event).\n\n"
+            + md.table(header, rows) + "\n\n" + fit_table)
+
+
+# -- (d) ------------------------------------------------------------------------------------
+def startup_section(workload: Path | None, repeats: int, simulate_s: float | None) -> str:
+    py = sys.executable
+    base_cmd, shown = startup.pipesim_command()
+    rows = []
+    floor, _ = startup.wall_seconds([py, "-c", "pass"], repeats)
+    rows.append(["`python -c pass` (interpreter floor)", md.seconds(floor), "-"])
+    imp, _ = startup.wall_seconds([py, "-c", "import simulator"], repeats)
+    rows.append(["`python -c \"import simulator\"`", md.seconds(imp),
+                 f"import simulator ≈ {md.seconds(imp - floor)}"])
+    parts = ["### (d) whole process (subprocess, start-up included)"]
+    if workload is not None and workload.exists():
+        run_s, _ = startup.wall_seconds(base_cmd + ["run", str(workload)], repeats)
+        note = f"{run_s / SIMAI_O3_S:.1f}x SimAI -O3's {SIMAI_O3_S} s (long-range goal)"
+        if simulate_s is not None:
+            note += f"; in-process simulate() is {md.seconds(simulate_s)} of it"
+        rows.append([f"`{shown} run {workload.name}`", md.seconds(run_s), note])
+        entries = startup.importtime(["-m", "simulator", "run", str(workload)])
+    else:
+        entries = startup.importtime(["-c", "import simulator"])
+    parts.append(md.table(["command", f"median of {repeats}", "note"], rows))
+    top = sorted((e for e in entries if e.level == 0), key=lambda e: -e.cumulative_us)[:8]
+    ext = startup.external_imports(entries)[:10]
+    parts.append("`-X importtime` of the same run, top-level imports:\n\n" + md.table(
+        ["module", "cumulative"], [[e.name, f"{e.cumulative_us / 1e3:.1f} ms"] for e in top]))
+    parts.append("Outside packages imported directly by `simulator` modules (what lazy imports "
+                 "could save):\n\n" + md.table(
+                     ["module", "imported by", "cumulative"],
+                     [[e.name, e.parent, f"{e.cumulative_us / 1e3:.1f} ms"] for e in ext]))
+    return "\n\n".join(parts)
+
+
+# -- profiles -------------------------------------------------------------------------------
+def profile_section(label: str, fn: Callable[[], object]) -> str:
+    def simulate_and_summarize() -> None:   # freeing the result is part of its cost
+        fn().summary
+
+    prof = profiling.profile_call(simulate_and_summarize)
+    phase_rows = [[name, md.seconds(s), f"{100 * s / prof.total_s:.0f}%" if s is not None else "-"]
+                  for name, s in prof.phases]
+    hot_rows = [[f"`{where}`", f"{calls:,}", md.seconds(own), f"{100 * own / prof.total_s:.0f}%",
+                 md.seconds(cum)] for where, calls, own, cum in prof.hotspots]
+    return (f"#### Profile: {label} (cProfile, simulate() + summary, {md.seconds(prof.total_s)} "
+            "under the profiler)\n\n"
+            + md.table(["phase", "cumulative", "share"], phase_rows) + "\n\n"
+            + md.table(["function (own time)", "calls", "own", "share", "cumulative"], hot_rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (smoke test)")
+    ap.add_argument("--repeats", type=int, default=None, help="runs per median (default 5, quick 1)")
+    ap.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD,
+                    help=f"the real workload for (b), (d) and the profile (default {DEFAULT_WORKLOAD})")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown file to append to")
+    ap.add_argument("--no-append", action="store_true", help="print only")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
+    args = ap.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        ap.error(f"--repeats: expected a positive integer, got {args.repeats}")
+    wanted = [x.strip() for x in args.sections.split(",") if x.strip()]
+    unknown = [x for x in wanted if x not in SECTIONS]
+    if unknown or not wanted:
+        ap.error(f"--sections: expected a comma-separated subset of {','.join(SECTIONS)}, "
+                 f"found {args.sections!r}")
+    repeats = args.repeats or (1 if args.quick else 5)
+    series = scaling.QUICK_SERIES if args.quick else scaling.SERIES
+    bare_n = 20_000 if args.quick else 1_000_000
+    workload = args.workload if args.workload.exists() else None
+
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rep = Report()
+    rep.add(f"## Run {now} ({'quick' if args.quick else 'full'}), {revision()}")
+    rep.add(machine_line(f"Repeats per median: {repeats}. Sections: {', '.join(wanted)}."))
+    per_event: float | None = None
+    simulate_s: float | None = None
+    if "ab" in wanted:
+        try:
+            text, per_event, simulate_s = floor_and_workload(args.workload, repeats, bare_n)
+            rep.add(text)
+        except Exception as err:  # reported like Report.run does
+            rep.failed = True
+            rep.add(f"FAILED ((a, b)): {type(err).__name__}: {err}")
+    if "c" in wanted:
+        if per_event is None:
+            s, _ = timing.median_seconds(lambda: timing.bare_loop(bare_n), repeats)
+            per_event = s / bare_n
+        rep.run("(c)", lambda: scaling_section(series, repeats, per_event))
+    if "d" in wanted:
+        rep.run("(d)", lambda: startup_section(workload, repeats, simulate_s))
+    if "profile" in wanted:
+        from simulator import simulate
+        from simulator.workload import uniform_workload
+
+        rep.add("### Profiles")
+        if workload is not None:
+            rep.run(f"profile {workload.name}", lambda: profile_section(
+                f"{workload.name}, default", lambda: simulate(str(workload))))
+            rep.run(f"profile {workload.name} model", lambda: profile_section(
+                f"{workload.name}, layout=\"model\"",
+                lambda: simulate(str(workload), layout="model")))
+        for name, points in series.items():
+            pp, m, n = points[PROFILED_POINT[name]]
+            rep.run(f"profile {name}", lambda pp=pp, m=m, n=n, name=name: profile_section(
+                f"{name} series, pp={pp} M={m} layers={n}",
+                lambda: simulate(uniform_workload(n, pp=pp, ga=m))))
+    text = rep.text()
+    sys.stdout.write(text)
+    if not args.no_append:
+        md.append_section(args.out, text)
+    return 1 if rep.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

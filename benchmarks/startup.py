@@ -1,0 +1,96 @@
+"""Whole-process cost: ``pipesim run`` as a user runs it (interpreter start-up, imports, parse,
+simulate, report), ``import simulator`` alone, and ``python -X importtime``'s biggest imports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+
+
+def pipesim_command() -> tuple[list[str], str]:
+    """The installed ``pipesim`` script if there is one, else ``python -m simulator``."""
+    exe = shutil.which("pipesim")
+    if exe:
+        return [exe], "pipesim"
+    return [sys.executable, "-m", "simulator"], "python -m simulator"
+
+
+def wall_seconds(cmd: list[str], repeats: int) -> tuple[float, list[float]]:
+    """Median wall time of running ``cmd`` to completion (it must exit 0)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {last}")
+    return statistics.median(times), times
+
+
+@dataclass(frozen=True)
+class ImportEntry:
+    name: str
+    self_us: int
+    cumulative_us: int
+    level: int
+    parent: str | None      # the module whose import triggered this one (None: top level)
+
+
+def parse_importtime(text: str) -> list[ImportEntry]:
+    """Entries of ``-X importtime`` output, with their parents.
+
+    Lines read ``import time: SELF | CUMULATIVE | <2 spaces per level>NAME``; a module is
+    printed after everything it imported, so a line's parent is the next line one level up.
+    """
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("import time:"):
+            continue
+        parts = line[len("import time:"):].split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue                                     # the header line
+        raw = parts[2][1:]                               # one space follows the bar
+        name = raw.lstrip(" ")
+        rows.append((name, int(parts[0]), int(parts[1]), (len(raw) - len(name)) // 2))
+    out: list[ImportEntry] = []
+    above: dict[int, str] = {}                           # level -> latest name seen, bottom up
+    for name, self_us, cum, level in reversed(rows):
+        out.append(ImportEntry(name, self_us, cum, level, above.get(level - 1)))
+        above[level] = name
+        for deeper in [k for k in above if k > level]:
+            del above[deeper]
+    out.reverse()
+    return out
+
+
+def importtime(cmd_args: list[str]) -> list[ImportEntry]:
+    """Run ``python -X importtime <cmd_args>`` and parse what it prints."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *cmd_args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = [ln for ln in proc.stderr.splitlines() if not ln.startswith("import time:")]
+        raise RuntimeError(f"python -X importtime {' '.join(cmd_args)} exited "
+                           f"{proc.returncode}: {(last or ['no output'])[-1]}")
+    return parse_importtime(proc.stderr)
+
+
+def external_imports(entries: list[ImportEntry], package: str = "simulator") -> list[ImportEntry]:
+    """Modules outside ``package`` imported directly by one of its modules, costliest first."""
+    inside = (package, package + ".")
+    picked = [e for e in entries if e.parent is not None and e.parent.startswith(inside)
+              and not e.name.startswith(inside)]
+    return sorted(picked, key=lambda e: -e.cumulative_us)
