@@ -38,6 +38,8 @@ _LEGEND_COLUMNS = 5
 _SUBTITLE_IN = 0.34     # one-line title of each stacked chart in a comparison
 _GAP_IN = 0.12
 
+_THIN_COMM_PX = 1.5    # communication narrower than this gets an outline of its own colour
+_THIN_LW = 0.6          # points
 _MAX_FONT = 9.0         # microbatch labels: points, at most
 _MIN_FONT = 4.0         # below this no label is drawn
 
@@ -232,17 +234,26 @@ def _polys(bars: Sequence[Bar], lane: tuple[float, float]):
     return verts
 
 
-def _collection(ax, bars: Sequence[Bar], lane: tuple[float, float], gid: str, edge: str | None):
-    """``edge``: "white" separates touching bars; "self" outlines a bar in its own colour, so a
-    transfer shorter than a pixel still shows; None draws faces only."""
+def _collection(ax, bars: Sequence[Bar], lane: tuple[float, float], gid: str, edge: str | None,
+                px_per_ns: float, thin_px: float = 0.5):
+    """The bars of one band as one PolyCollection (``gid`` names it). ``edge`` "white"
+    separates touching bars, None draws faces only. Bars narrower than ``thin_px`` pixels are
+    drawn again on top, outlined in their own colour, so they still show (collection
+    ``gid-thin``); the data extents stay exact."""
     from matplotlib.collections import PolyCollection
 
-    faces = [b.color for b in bars]
-    edges = {"white": "white", "self": faces, None: "none"}[edge]
-    coll = PolyCollection(_polys(bars, lane), facecolors=faces, edgecolors=edges,
-                          linewidths=0.0 if edge is None else 0.5, antialiaseds=True, zorder=2)
+    color, width = {"white": ("white", 0.5), None: ("none", 0.0)}[edge]
+    coll = PolyCollection(_polys(bars, lane), facecolors=[b.color for b in bars],
+                          edgecolors=color, linewidths=width, antialiaseds=True, zorder=2)
     coll.set_gid(gid)
     ax.add_collection(coll)
+    thin = [b for b in bars if (b.end - b.start) * px_per_ns < thin_px]
+    if thin:
+        faces = [b.color for b in thin]
+        over = PolyCollection(_polys(thin, lane), facecolors=faces, edgecolors=faces,
+                              linewidths=_THIN_LW, antialiaseds=True, zorder=2.5)
+        over.set_gid(f"{gid}-thin")
+        ax.add_collection(over)
     return coll
 
 
@@ -304,13 +315,13 @@ def _draw(ax, result: Any, *, unit: tuple[str, float], t_end: float, title: str 
     px_per_ns = ax.get_window_extent().width / t_end
     widths = sorted((b.end - b.start) * px_per_ns for b in compute)
     edge = "white" if widths and widths[len(widths) // 2] >= 6.0 else None
-    _collection(ax, compute, lanes["compute"], "compute", edge)
+    _collection(ax, compute, lanes["compute"], "compute", edge, px_per_ns)
     if its:
-        _collection(ax, its, lanes["compute"], "iteration", edge)
+        _collection(ax, its, lanes["compute"], "iteration", edge, px_per_ns)
     if p2p:
-        _collection(ax, p2p, lanes["p2p"], "p2p", "self")
+        _collection(ax, p2p, lanes["p2p"], "p2p", None, px_per_ns, _THIN_COMM_PX)
     if dp:
-        _collection(ax, dp, lanes["dp"], "dp", "self")
+        _collection(ax, dp, lanes["dp"], "dp", None, px_per_ns, _THIN_COMM_PX)
     _labels(ax, compute, lanes["compute"], pp, t_end)
 
     # rank separators, iteration boundaries, axes
