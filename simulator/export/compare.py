@@ -131,6 +131,8 @@ def render_table(table: Sequence[dict[str, Any]]) -> str:
             fmt_pct(r["theoretical_bubble_ratio"]), str(r["peak_inflight_microbatches"]),
             fmt_bytes(r["p2p_bytes"]),
             "n/a" if r["speedup"] is None else f"{r['speedup']:.2f}x", ""])
+    if not any(c[-1] for c in cells):
+        headers[-1] = ""
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
 
     def line(row: list[str]) -> str:
