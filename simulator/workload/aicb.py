@@ -16,7 +16,9 @@ How the block is found (:func:`recover_stage`):
   update time, the value most repeats have is used and a note says so.
 - ``ga == 1``: nothing repeats, so the iteration rows are recognised by AICB's names (a leading
   run of ``grad_*``, ``moe_grad_norm*``, ``embedding_grads``, ``layernorm``, ``norm`` rows and a
-  trailing run of ``cross_entropy*``/``optimizer*`` rows); what lies between is the block.
+  trailing run of ``cross_entropy*``/``optimizer*`` rows); what lies between is the block. A
+  file without ``ga:`` whose rows show neither those names nor transformer layers is not read
+  as a stage trace even when the layout is forced.
 
 Inside the block the transformer layers are found by structure too: the shortest unit of rows
 that repeats the most rows back to back is one layer. Its first row is the layer's first row
@@ -171,6 +173,9 @@ def recover_stage(workload: Workload) -> AicbStage:
     L = len(spans)
     if ga >= 2 and L == 0:
         raise NotAicb("a repeated block with no transformer layers")
+    if L == 0 and size == len(rows) and "ga" in h.defaults_used:
+        # no ga: key, no AICB iteration rows, no layers: nothing says this is a stage trace
+        raise NotAicb("no iteration rows and no layers", rows[0].line)
     if L and L != h.vpp and "vpp" not in h.defaults_used:
         notes.append(f"{workload.path}:1: vpp: is {h.vpp}, but the block (lines "
                      f"{block[0].line}-{block[-1].line}) has {L} transformer layer(s); AICB "
