@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from simulator import simulate  # noqa: E402
-from simulator.analysis import SIMAI_BUBBLE_FORMULA, pipeline_bubble, simai_pipeline_terms  # noqa: E402
+from simulator.analysis import (SIMAI_BUBBLE_FORMULA, pipeline_bubble,  # noqa: E402
+                                simai_pipeline_terms)
 from simulator.errors import ConfigError  # noqa: E402
 from simulator.schedules import names  # noqa: E402
 from simulator.system.collectives import collective_time_ns  # noqa: E402
@@ -99,13 +100,13 @@ def explain(name: str, wl, runs: dict, system: SystemConfig) -> list[str]:
     h, st = wl.header, wl.aicb
     terms = simai_pipeline_terms(wl, system)
     per_mb = terms["pre_bubble_ns"] / h.ga
-    iteration_share = simai_pipeline_terms(
-        type(wl)(path=wl.path, header=h, layers=st.pre + st.post), system, ga=h.ga)["pre_bubble_ns"]
+    iteration_share = rows_ns(st.pre + st.post, h, system)
     out = [f"### `{name}`", ""]
     out.append(
         f"AICB stage trace: {st.repeats} repeats of a block of {st.block_rows} rows, "
-        f"{st.layers_per_stage} transformer layers per stage, head `{', '.join(r.name for r in st.head)}` on the first "
-        f"stage, tail `{', '.join(r.name for r in st.tail) or '-'}` on the last, "
+        f"{st.layers_per_stage} transformer layers per stage, head "
+        f"`{', '.join(r.name for r in st.head)}` on the first stage, tail "
+        f"`{', '.join(r.name for r in st.tail) or '-'}` on the last, "
         f"{len(st.pre) + len(st.post)} iteration rows; header pp {h.pp}, ga {h.ga}, vpp {h.vpp}, "
         f"pp_comm {h.pp_comm} B.")
     out.append("")
