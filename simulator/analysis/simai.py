@@ -26,6 +26,7 @@ from typing import Any
 
 from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
+from ..system.topology import LinkModel
 from ..workload.model import Workload
 
 SIMAI_BUBBLE_FORMULA = ("(pp-1)/(ga*vpp) x (compute + TP/EP comm of the rows not named "
@@ -40,7 +41,8 @@ def simai_pipeline_terms(workload: Workload, system: SystemConfig | None = None,
 
     ``pp``, ``ga``, ``vpp`` default to the header's values, as SimAI reads them;
     ``pp_overlap_ratio`` is SimAI's parameter of that name (default 1: no exposed PP comm).
-    The PP bandwidth is the system's point-to-point link bandwidth.
+    The PP bandwidth is that of the link between stages 0 and 1 (the system's point-to-point
+    link, or its topology's link for that pair); latency is not counted, as in SimAI.
     """
     system = system or SystemConfig()
     h = workload.header
@@ -48,18 +50,20 @@ def simai_pipeline_terms(workload: Workload, system: SystemConfig | None = None,
     M = h.ga if ga is None else ga
     V = h.vpp if vpp is None else vpp
     scale = system.gpu.compute_scale
+    links = LinkModel(h, system, P)
     compute = comm = pre_bubble = 0.0
     for row in workload.layers:
         rc = (row.fwd_compute + row.ig_compute + row.wg_compute) * scale
-        fwd = collective_time_ns(row.fwd_comm, h, system, forward=True)
-        ig = collective_time_ns(row.ig_comm, h, system)
-        wg = collective_time_ns(row.wg_comm, h, system)
+        fwd = collective_time_ns(row.fwd_comm, h, system, forward=True, links=links)
+        ig = collective_time_ns(row.ig_comm, h, system, links=links)
+        wg = collective_time_ns(row.wg_comm, h, system, links=links)
         compute += rc
         comm += fwd + ig + wg
         if row.name != EMBEDDING_ROW:
             pre_bubble += rc + fwd + ig
     bubble = pre_bubble * (P - 1) / (M * V)
-    pp_comm_full = 2 * V * M * h.pp_comm * 8.0 / system.links.bandwidth_gbps
+    pp_link = links.p2p(0, 1) if P > 1 else system.links
+    pp_comm_full = 2 * V * M * h.pp_comm * 8.0 / pp_link.bandwidth_gbps
     pp_comm = pp_comm_full * (1.0 - pp_overlap_ratio)
     total = compute + comm + bubble + pp_comm
     return {
