@@ -183,6 +183,7 @@ class DaskExecutor:
                 self._client = Client(self._cluster)
             else:
                 self._client = Client(self.address, timeout=30)
+                _ship_code(self._client)
         except (OSError, TimeoutError) as err:
             self.__exit__()
             raise ExecutorError(f"--address {self.address}: cannot reach the Dask scheduler: "
@@ -219,6 +220,24 @@ class DaskExecutor:
             if nxt is not None:
                 running.add(client.submit(fn, nxt, pure=False))
             yield result
+
+
+def _ship_code(client: Any) -> None:
+    """Upload this simulator package (a zip) to the Dask scheduler and workers: they run the
+    driver's code, as Ray's ``py_modules`` does; their environment supplies the dependencies."""
+    import tempfile
+    import zipfile
+
+    import simulator
+
+    root = Path(simulator.__file__).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "pipesim_simulator.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    zf.write(path, path.relative_to(root.parent))
+        client.upload_file(str(archive))
 
 
 def _first_line(err: BaseException) -> str:
