@@ -119,7 +119,8 @@ class RayExecutor:
             if self.address is None and self.jobs:
                 kwargs["num_cpus"] = self.jobs
             try:
-                ray.init(address=self.address, **kwargs)
+                # "local": always a new instance here, never a cluster found lying around
+                ray.init(address=self.address or "local", **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as err:
                 raise ExecutorError(f"--address {self.address}: cannot reach the Ray cluster: "
                                     f"{_first_line(err)}") from None
