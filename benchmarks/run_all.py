@@ -145,24 +145,29 @@ def floor_and_workload(workload: Path | None, repeats: int,
 def scaling_section(series: dict[str, list[tuple[int, int, int]]], repeats: int,
                     per_event: float) -> str:
     header = ["series", "pp", "microbatches", "layers", "layer-ops", "actions",
-              "median (runs)", "layer-ops/s", "vs bare loop", "peak RSS (after import)"]
+              "median wall (runs)", "median CPU", "layer-ops/s", "vs bare loop",
+              "peak RSS (after import)"]
     rows = []
     fits = []
     for name, points in series.items():
         measured = [scaling.run_point(name, pp, m, n, repeats) for pp, m, n in points]
         for p in measured:
             rows.append([name, p.pp, p.microbatches, p.layers, f"{p.layer_ops:,}",
-                         f"{p.actions:,}", f"{md.seconds(p.median_s)} ({len(p.times)})", md.rate(p.layer_ops, p.median_s),
+                         f"{p.actions:,}", f"{md.seconds(p.median_s)} ({len(p.times)})",
+                         md.seconds(p.cpu_s), md.rate(p.layer_ops, p.median_s),
                          f"{p.median_s / (p.layer_ops * per_event):.2f}",
                          f"{p.rss_peak_mb:.0f} MB ({p.rss_base_mb:.0f} MB)"])
-        exp = scaling.fit_exponent([p.layer_ops for p in measured], [p.median_s for p in measured])
+        ops = [p.layer_ops for p in measured]
+        exp = scaling.fit_exponent(ops, [p.median_s for p in measured])
+        exp_cpu = scaling.fit_exponent(ops, [p.cpu_s for p in measured])
         big = measured[-1]
-        fits.append([name, f"{exp:.3f} ({md.verdict(exp <= EXPONENT_TARGET)})",
+        fits.append([name, f"{exp:.3f} ({md.verdict(exp <= EXPONENT_TARGET)})", f"{exp_cpu:.3f}",
                      f"{big.layer_ops:,}",
                      f"{md.seconds(big.median_s)} ({md.verdict(big.median_s <= MILLION_S_TARGET)})"
                      if big.layer_ops >= 900_000 else f"{md.seconds(big.median_s)} (not 1M)",
                      f"{big.rss_peak_mb:.0f} MB ({md.verdict(big.rss_peak_mb <= RSS_TARGET_MB)})"])
-    fit_table = md.table(["series", "exponent (target ≤ 1.05)", "largest point, layer-ops",
+    fit_table = md.table(["series", "exponent, wall (target ≤ 1.05)", "exponent, CPU",
+                          "largest point, layer-ops",
                           "time (target ≤ 5 s at 1M)", "peak RSS (target ≤ 300 MB)"], fits)
     return ("### (c) scaling with uniform_workload (tracing off, fresh process per point)\n\n"
             "`vs bare loop` = time / (layer-ops x the bare loop's time per event).\n\n"
@@ -174,22 +179,27 @@ def startup_section(workload: Path | None, repeats: int, simulate_s: float | Non
     py = sys.executable
     base_cmd, shown = startup.pipesim_command()
     rows = []
-    floor, _ = startup.wall_seconds([py, "-c", "pass"], repeats)
-    rows.append(["`python -c pass` (interpreter floor)", md.seconds(floor), "-"])
-    imp, _ = startup.wall_seconds([py, "-c", "import simulator"], repeats)
-    rows.append(["`python -c \"import simulator\"`", md.seconds(imp),
-                 f"import simulator ≈ {md.seconds(imp - floor)}"])
+    floor, floor_cpu = startup.wall_seconds([py, "-c", "pass"], repeats)
+    rows.append(["`python -c pass` (interpreter floor)", md.seconds(floor), md.seconds(floor_cpu),
+                 "-"])
+    imp, imp_cpu = startup.wall_seconds([py, "-c", "import simulator"], repeats)
+    rows.append(["`python -c \"import simulator\"`", md.seconds(imp), md.seconds(imp_cpu),
+                 f"import simulator ≈ {md.seconds(imp - floor)} wall, "
+                 f"{md.seconds(imp_cpu - floor_cpu)} CPU"])
     parts = ["### (d) whole process (subprocess, start-up included)"]
     if workload is not None and workload.exists():
-        run_s, _ = startup.wall_seconds(base_cmd + ["run", str(workload)], repeats)
-        note = f"{run_s / SIMAI_O3_S:.1f}x SimAI -O3's {SIMAI_O3_S} s (long-range goal)"
+        run_s, run_cpu = startup.wall_seconds(base_cmd + ["run", str(workload)], repeats)
+        note = (f"{run_s / SIMAI_O3_S:.1f}x (wall), {run_cpu / SIMAI_O3_S:.1f}x (CPU) SimAI -O3's "
+                f"{SIMAI_O3_S} s (long-range goal)")
         if simulate_s is not None:
             note += f"; in-process simulate() is {md.seconds(simulate_s)} of it"
-        rows.append([f"`{shown} run {workload.name}`", md.seconds(run_s), note])
+        rows.append([f"`{shown} run {workload.name}`", md.seconds(run_s), md.seconds(run_cpu),
+                     note])
         entries = startup.importtime(["-m", "simulator", "run", str(workload)])
     else:
         entries = startup.importtime(["-c", "import simulator"])
-    parts.append(md.table(["command", f"median of {repeats}", "note"], rows))
+    parts.append(md.table(["command", f"median wall of {repeats}", "median CPU (user+sys)",
+                           "note"], rows))
     top = sorted((e for e in entries if e.level == 0), key=lambda e: -e.cumulative_us)[:8]
     ext = startup.external_imports(entries)[:10]
     parts.append("`-X importtime` of the same run, top-level imports:\n\n" + md.table(

@@ -50,6 +50,7 @@ class Point:
     actions: int
     median_s: float
     times: list[float]
+    cpu_s: float            # median CPU time (user + sys) of the same runs: robust to load
     rss_base_mb: float      # peak RSS after imports and a tiny warm-up run
     rss_peak_mb: float      # peak RSS of the whole process
 
@@ -68,15 +69,17 @@ def measure_point(pp: int, microbatches: int, layers: int, repeats: int,
     simulate(uniform_workload(2, pp=2, ga=2))           # lazy imports out of the timing
     base = _maxrss_mb()
     wl = uniform_workload(layers, pp=pp, ga=microbatches)
-    times = []
+    times: list[float] = []
+    cpu: list[float] = []
     result = None
     while len(times) < repeats and (not times or sum(times) < budget_s):
         result = None                                    # free the previous run's records first
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         result = simulate(wl)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     return {"layer_ops": int(result.summary["layer_ops"]), "actions": len(result.records.actions),
-            "times": times, "rss_base_mb": base, "rss_peak_mb": _maxrss_mb()}
+            "times": times, "cpu": cpu, "rss_base_mb": base, "rss_peak_mb": _maxrss_mb()}
 
 
 def run_point(series: str, pp: int, microbatches: int, layers: int, repeats: int,
@@ -93,7 +96,8 @@ def run_point(series: str, pp: int, microbatches: int, layers: int, repeats: int
                            f"(exit {proc.returncode}): {last}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     return Point(series, pp, microbatches, layers, data["layer_ops"], data["actions"],
-                 statistics.median(data["times"]), data["times"], data["rss_base_mb"],
+                 statistics.median(data["times"]), data["times"], statistics.median(data["cpu"]),
+                 data["rss_base_mb"],
                  data["rss_peak_mb"])
 
 

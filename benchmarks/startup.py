@@ -4,6 +4,7 @@ simulate, report), ``import simulator`` alone, and ``python -X importtime``'s bi
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -28,17 +29,24 @@ def pipesim_command() -> tuple[list[str], str]:
     return [sys.executable, "-m", "simulator"], "python -m simulator"
 
 
-def wall_seconds(cmd: list[str], repeats: int) -> tuple[float, list[float]]:
-    """Median wall time of running ``cmd`` to completion (it must exit 0)."""
-    times = []
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def wall_seconds(cmd: list[str], repeats: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + sys, robust to a loaded machine) of running
+    ``cmd`` to completion; it must exit 0."""
+    times, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = _children_cpu(), time.perf_counter()
         proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
+        cpu.append(_children_cpu() - c0)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {last}")
-    return statistics.median(times), times
+    return statistics.median(times), statistics.median(cpu)
 
 
 @dataclass(frozen=True)
