@@ -37,6 +37,17 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _simai_lines(d: dict[str, Any]) -> list[str]:
+    if "simai" not in d:
+        return []
+    s, pb = d["simai"], d["pipeline_bubble_ns"]
+    return [f"  pipeline bubble     {fmt_time(pb['mean_ns'])} per rank (mean, up to the last "
+            "compute; the DP/optimizer tail excluded)",
+            f"  SimAI's formula     {fmt_time(s['bubble_ns'])} as SimAI computes it (pp {s['pp']}, "
+            f"ga {s['ga']}, vpp {s['vpp']}); {fmt_time(s['bubble_at_schedule_ns'])} at this "
+            "run's P, M, v"]
+
+
 def render_run(d: dict[str, Any]) -> str:
     lines = [
         f"pipesim: {d['schedule']} on {d['workload']} ({d['layout']} layout)",
@@ -60,6 +71,7 @@ def render_run(d: dict[str, Any]) -> str:
         bubble_lines = [f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
                         f"(closed form {formula}: {fmt_pct(theory)})"]
     lines += bubble_lines + [
+        *_simai_lines(d),
         f"  utilisation         {fmt_pct(d['utilization'])}",
         f"  forward / backward  {fmt_time(d['forward_ns'])} / {fmt_time(d['backward_ns'])} "
         f"busy, {fmt_time(d['forward_bubble_ns'])} / {fmt_time(d['backward_bubble_ns'])} idle "

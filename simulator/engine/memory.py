@@ -1,13 +1,15 @@
 """What each rank holds in memory: static weights and optimizer state, plus stashed activations.
 
 - Static, per rank: for every chunk it runs, the rows' parameters × ``bytes_per_param``; a row's
-  parameters are ``params_per_layer`` when given, else its weight-gradient collective bytes ÷
-  ``grad_bytes_per_param`` (the DP all-reduce moves one gradient per parameter). A schedule
+  parameters are ``params_per_layer`` when given, else its weight-gradient all-reduce or
+  reduce-scatter bytes ÷ ``grad_bytes_per_param`` (one gradient per parameter; all-gathers of
+  the same weights are not counted again). A schedule
   that keeps several weight versions (PipeDream-2BW: ``meta["weight_versions"]``) holds the extra
   versions of the weights (``grad_bytes_per_param`` bytes per parameter each).
 - Activations, per (stage, microbatch): allocated when its forward starts, freed when its last
-  weight-carrying backward (W, or B when the backward is not split) ends. A row stashes
-  ``activation_bytes_per_layer``, or ``activation_factor × pp_comm``; a row that will be
+  weight-carrying backward (W, or B when the backward is not split) ends. A transformer layer
+  stashes ``activation_bytes_per_layer``, or ``activation_factor × pp_comm``, spread evenly over
+  its rows (one row per layer in the model layout; AICB's sub-layer rows); a row that will be
   recomputed keeps nothing, except the first row of a recompute range, which keeps its input
   (``pp_comm`` bytes).
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from ..schedules.schedule import Schedule
 from ..system.config import MemoryConfig
-from ..workload.model import Header, Layer, Partition
+from ..workload.model import CommType, Header, Layer, Partition
 
 
 @dataclass(frozen=True)
@@ -32,14 +34,20 @@ class MemoryModel:
 
 
 def _params(layer: Layer, cfg: MemoryConfig) -> float:
+    """Parameters behind a row: its gradient reduction (all-reduce or reduce-scatter) moves one
+    gradient per parameter; an all-gather of the same weights must not count them again."""
     if cfg.params_per_layer > 0:
         return cfg.params_per_layer
-    return layer.wg_comm.bytes / cfg.grad_bytes_per_param if layer.wg_comm.active else 0.0
+    comm = layer.wg_comm
+    if comm.active and comm.type in (CommType.ALLREDUCE, CommType.REDUCESCATTER):
+        return comm.bytes / cfg.grad_bytes_per_param
+    return 0.0
 
 
 def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
                        cfg: MemoryConfig) -> MemoryModel:
-    per_row = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
+    per_layer = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
+    per_row = per_layer / partition.rows_per_layer
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
     acts = []
     for c, layers in enumerate(partition.chunks):

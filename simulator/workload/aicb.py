@@ -199,7 +199,10 @@ def partition_aicb(workload: Workload, n_chunks: int) -> Partition:
     st: AicbStage = workload.aicb  # type: ignore[assignment]
     chunks = tuple(tuple(st.model[a:b]) for a, b in chunk_rows(st, n_chunks, workload.path))
     recompute = _recompute(workload, st, chunks)
-    return Partition(chunks=chunks, iteration_layers=st.iteration, recompute=recompute)
+    rows = sum(b - a for a, b in st.layer_spans)
+    per_layer = rows / len(st.layer_spans) if st.layer_spans else 1.0
+    return Partition(chunks=chunks, iteration_layers=st.iteration, recompute=recompute,
+                     rows_per_layer=per_layer)
 
 
 def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:

@@ -133,12 +133,14 @@ class Partition:
     ``chunks[c]`` are the layers of chunk c (forward order). ``iteration_layers`` run once per
     iteration on every rank after its last microbatch (AICB's DP/optimizer rows).
     ``recompute[c]`` maps a layer position in chunk c whose input-gradient triggers a recompute to
-    the positions recomputed first (Forward_In_BackPass).
+    the positions recomputed first (Forward_In_BackPass). ``rows_per_layer`` lets per-layer
+    figures (activation memory) be spread over the rows of a layer.
     """
 
     chunks: tuple[tuple[Layer, ...], ...]
     iteration_layers: tuple[Layer, ...] = ()
     recompute: tuple[dict[int, tuple[int, ...]], ...] = field(default=())
+    rows_per_layer: float = 1.0   # rows that make one transformer layer (AICB: sub-layer rows)
 
     @property
     def n_chunks(self) -> int:
