@@ -263,6 +263,13 @@ def _label_font(ax, lane: tuple[float, float], pp: int) -> float:
     return min(_MAX_FONT, 0.62 * row_pt * (lane[1] - lane[0]))
 
 
+def _renderer(fig):
+    """The renderer text is measured with: the canvas's own (Agg and its GUI subclasses), else
+    the one matplotlib makes for layout (vector-only canvases have none of their own)."""
+    get = getattr(fig.canvas, "get_renderer", None)
+    return get() if get is not None else fig._get_renderer()
+
+
 def label_fits(text_width_px: float, bar_width_px: float, fontsize: float, dpi: float) -> bool:
     """A label fits when it and a quarter-em margin on each side lie inside the bar."""
     pad = 0.25 * fontsize * dpi / 72.0
@@ -278,7 +285,7 @@ def _labels(ax, bars: Sequence[Bar], lane: tuple[float, float], pp: int, t_end: 
     if not sizes:
         return
     fig = ax.figure
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     props = [FontProperties(size=s) for s in sizes]
     px_per_ns = ax.get_window_extent().width / t_end
     widths: dict[tuple[str, int], float] = {}

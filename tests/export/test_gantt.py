@@ -322,6 +322,18 @@ def test_comparison_shares_the_time_axis(tmp_path):
     assert write_comparison(results, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_draws_into_the_callers_axes(one_f_one_b):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(2, 1, 2)
+    assert draw_gantt(one_f_one_b, ax=ax, title="") is fig
+    assert len(collection(ax, "compute").get_paths()) == len(one_f_one_b.records.actions)
+    assert ax.get_title(loc="left") == "" and not fig.legends
+
+
 def test_comparison_of_nothing_is_an_error():
     with pytest.raises(ConfigError, match="^--gantt: no schedule ran, nothing to draw$"):
         draw_comparison([])
