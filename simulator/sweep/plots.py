@@ -61,16 +61,23 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _slice(rows: Any, dims: dict[str, str], keep: set[str], x: str) -> tuple[Any, list[str]]:
-    """Hold every varying parameter not in ``keep`` (and not moving with x) at its mode."""
-    held = []
+def _slice(rows: Any, dims: dict[str, str], keep: set[str],
+           anchors: list[str]) -> tuple[Any, list[str]]:
+    """Hold every varying parameter not in ``keep`` at its mode, except those moving with an
+    anchor (the x axis, the panel parameter): those are named as moving with it."""
+    notes = []
+    names = {col: name for name, col in dims.items()}
     for name, col in dims.items():
-        if col in keep or not _varies(rows, col) or _moves_with(rows, x, col):
+        if col in keep or not _varies(rows, col):
+            continue
+        anchor = next((a for a in anchors if _moves_with(rows, a, col)), None)
+        if anchor is not None:
+            notes.append(f"{name} moves with {names.get(anchor, anchor)}")
             continue
         value = _mode(rows, col)
         rows = rows[rows[col] == value]
-        held.append(f"{name} = {_fmt(value)}")
-    return rows, held
+        notes.append(f"{name} = {_fmt(value)}")
+    return rows, notes
 
 
 def _series(rows: Any, dims: dict[str, str]) -> tuple[list[str], Any]:
@@ -113,7 +120,7 @@ def _figure(n_panels: int, sharey: bool):
 
 def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: str,
           xlabel: str, ylabel: str, out_dir: Path, colors: dict[str, Any], scale: float = 1.0,
-          closed_form: bool = False, logx: bool = False, percent: bool = False,
+          closed_form: bool = False, percent: bool = False,
           sharey: bool = False) -> Path | None:
     dims = _dims(frame)
     rows = frame[frame["status"] == "ok"]
@@ -124,7 +131,7 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
         and not _moves_with(rows, x, facet)
     if use_facet:
         keep.add(facet)
-    rows, held = _slice(rows, dims, keep, x)
+    rows, held = _slice(rows, dims, keep, [x, facet] if use_facet else [x])
     panels = sorted(rows[facet].dropna().unique())[:MAX_PANELS] if use_facet else [None]
     names, labels = _series(rows, dims)
     plt, fig, axes = _figure(len(panels), sharey)
@@ -146,9 +153,9 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
         if panel is not None:
             ax.set_title(f"{facet_name} = {_fmt(panel)}", fontsize=10)
         ax.set_xlabel(xlabel)
-        if logx:
-            ax.set_xscale("log", base=2)
         xs = sorted(sub[x].dropna().astype(float).unique())
+        if xs and xs[0] > 0 and xs[-1] / xs[0] >= 4:  # doublings (2, 4, 8 ...) evenly spaced
+            ax.set_xscale("log", base=2)
         if len(xs) <= 12:
             ax.set_xticks(xs, [_fmt(v) for v in xs])
             ax.minorticks_off()
@@ -163,7 +170,12 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
     for i, ax in enumerate(axes[:len(panels)]):
         if not sharey or i % n_cols == 0:
             ax.set_ylabel(ylabel)
-    handles, texts = axes[0].get_legend_handles_labels()
+    found: dict[str, Any] = {}
+    for ax in axes[:len(panels)]:  # a series may be missing from some panels
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            found.setdefault(text, handle)
+    texts = [n for n in names if n in found]
+    handles = [found[n] for n in texts]
     if closed_form:
         from matplotlib.lines import Line2D
 
@@ -181,13 +193,15 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
 
 
 def _draw_closed_form(ax: Any, pts: Any, dims: dict[str, str], x: str, color: Any) -> None:
-    """The schedule's closed form over every integer M in the plotted range (dashed)."""
+    """The schedule's closed form over every integer M in the plotted range (dashed); at the
+    points only when pp or vpp changes along the line (zipped with M)."""
     first = pts.iloc[0]
     schedule = str(first[dims["schedule"]])
     pp, vpp = int(first[dims["pp"]]), int(first[dims["vpp"]])
     lo, hi = int(pts[x].min()), int(pts[x].max())
     ms = list(range(lo, hi + 1)) if hi - lo <= 512 else [int(v) for v in pts[x]]
-    curve = _closed_form(schedule, pp, vpp, ms)
+    fixed = pts[dims["pp"]].nunique() == 1 and pts[dims["vpp"]].nunique() == 1
+    curve = _closed_form(schedule, pp, vpp, ms) if fixed else None
     if curve is None:
         ok = pts["theoretical_bubble_ratio"].notna()
         ms, curve = list(pts[x][ok].astype(int)), list(pts["theoretical_bubble_ratio"][ok])
@@ -217,7 +231,7 @@ def write_plots(frame: Any, out_dir: str | Path) -> list[Path]:
         _plot(frame, x=dims.get("pp", ""), y="makespan_ns", facet=dims.get("microbatches"),
               name="makespan_vs_pp.png", title="Iteration time vs pipeline stages",
               xlabel="pipeline stages (pp)", ylabel="iteration time (ms)", scale=1e-6,
-              logx=True, **common),
+              **common),
     ]
     for col in frame.columns:
         if col.startswith("system.") and col.endswith("bandwidth_gbps"):
@@ -228,5 +242,5 @@ def write_plots(frame: Any, out_dir: str | Path) -> list[Path]:
                 frame, x=col, y="makespan_ns", facet=dims.get("pp"),
                 name=f"makespan_vs_{key.replace('.', '_')}.png",
                 title=f"Iteration time vs {what} ({col})", xlabel=f"{what} (Gb/s)",
-                ylabel="iteration time (ms)", scale=1e-6, logx=True, **common))
+                ylabel="iteration time (ms)", scale=1e-6, **common))
     return [p for p in written if p is not None]

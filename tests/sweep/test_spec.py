@@ -175,3 +175,11 @@ def test_point_ids_are_stable_and_follow_file_content(base, tmp_path_factory):
     # an edited workload file makes new points
     write(other / "w.txt", workload_text(cost=2000))
     assert set(p.point_id for p in expand(spec_from_dict(data, "b.yaml", other))[0]).isdisjoint(ids)
+
+
+def test_the_example_specs_load_and_expand():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
+    counts = {p.name: len(expand(load_spec(p))[0]) for p in sorted(folder.glob("*.yaml"))}
+    assert counts == {"example.yaml": 4 * 3 * 4 * 3 - 3 * 3, "weak-scaling.yaml": 4 * 2 * 3 - 2 * 2}
