@@ -106,7 +106,7 @@ def _actions(result: Any) -> tuple[list[dict], dict]:
 def _layer_slices(result: Any, where: dict) -> list[dict]:
     """The FSM states of each action's layers, nested in the action's slice: each clamped into
     its parent and after its previous sibling (rounding must not break the nesting)."""
-    names = {layer.index: layer.name for layer in result.workload.layers}
+    names = {layer.index: layer.name for layer in _model_layers(result).values()}
     by_parent: dict[tuple, list] = defaultdict(list)
     kinds_of: dict[tuple, list[tuple[str, tuple]]] = defaultdict(list)
     for key, place in where.items():
@@ -229,7 +229,7 @@ def _producer(where: dict, rank: int, it: int, stage: int, mb: int, data: str):
 
 
 def _collectives(result: Any, tracks: _Tracks) -> list[dict]:
-    layers = {layer.index: layer for layer in result.workload.layers}
+    layers = _model_layers(result)
     by_rank: dict[int, list] = defaultdict(list)
     for c in result.records.collectives:
         by_rank[c.rank].append(c)
@@ -394,3 +394,11 @@ def write_trace(result: Any, path: str | Path) -> Path:
     except OSError as err:
         raise ConfigError(f"--trace: cannot write {str(path)!r}: {err.strerror or err}") from None
     return out
+
+
+def _model_layers(result: Any) -> dict:
+    """Layer index -> layer as the run numbers them (model order; the AICB layout re-indexes)."""
+    part = result.partition
+    layers = {layer.index: layer for chunk in part.chunks for layer in chunk}
+    layers.update({layer.index: layer for layer in part.iteration_layers})
+    return layers

@@ -81,6 +81,10 @@ def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, it
     from ...engine.options import parse_slow_rank
 
     configure_logging(log_level)
+    if gantt:
+        from ...export.gantt import gantt_format
+
+        gantt_format(gantt)  # a bad extension is refused before the run, not after it
     sched = schedule
     if schedule_file is not None:
         if schedule is not None:
