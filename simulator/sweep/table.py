@@ -110,8 +110,8 @@ class ResultsTable:
             self._fh = None
 
     def finish(self, order: dict[str, int]) -> Any:
-        """Sort the CSV into point order (rows of points not in ``order`` last), write the
-        parquet file from it, and return the table as a pandas DataFrame."""
+        """Sort the CSV into point order (rows of points not in ``order`` last, with an empty
+        ``point``), write the parquet file from it, and return the table as a DataFrame."""
         self.close()
         rows = _read_rows(self.csv_path)
         header, body = rows[0], rows[1:]
@@ -124,6 +124,10 @@ class ResultsTable:
                 unique.append(row)
         big = len(order)
         unique.sort(key=lambda r: order.get(r[at], big))  # stable: unknown rows keep their order
+        if "point" in header:  # the current spec's numbering; empty for points it no longer has
+            pos = header.index("point")
+            for row in unique:
+                row[pos] = str(order[row[at]]) if row[at] in order else ""
         tmp = self.csv_path.with_suffix(".csv.tmp")
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")

@@ -183,3 +183,13 @@ def test_damaged_table_is_refused(base):
     n = len(lines[0].split(","))
     assert str(info.value) == (f"--resume: {path}:2: expected {n} cells, found 3; the table was "
                                "edited or damaged")
+
+
+def test_resume_with_edited_values_keeps_old_rows_last(base):
+    first = spec_from_dict({"workload": "w.txt", "grid": {"pp": [1, 2]}}, "s.yaml", base)
+    run_sweep(first, base / "out", jobs=1)
+    edited = spec_from_dict({"workload": "w.txt", "grid": {"pp": [2, 4]}}, "s.yaml", base)
+    outcome = run_sweep(edited, base / "out", jobs=1, resume=True)
+    assert (outcome.skipped, outcome.ran) == (1, 1)
+    assert list(outcome.table["pp"]) == [2, 4, 1]
+    assert list(outcome.table["point"].astype(object).fillna(-1)) == [0, 1, -1]
