@@ -46,7 +46,7 @@ def test_quick_run_prints_every_table_and_appends_it(tmp_path, capsys):
     by_head = {t[0][0] + "/" + t[0][1]: t for t in tables}
 
     ab = by_head["case/resolved as"]
-    assert ab[0] == ["case", "resolved as", "layer-ops", "SimPy events", "median of 1", "min",
+    assert ab[0] == ["case", "resolved as", "layer-ops", "SimPy events", "median of 3", "min",
                      "layer-ops/s", "bare loop, same count", "ratio (target ≤ 1.0)",
                      "per SimPy event vs bare"]
     assert [r[0] for r in ab[1:]] == [
