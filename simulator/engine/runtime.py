@@ -58,18 +58,19 @@ class RunRecords:
     layer_ops: int = 0
 
 
-@dataclass
-class _Step:
-    """A compiled compute op: one action or an overlapped pair."""
+@dataclass(frozen=True)
+class _StepCost:
+    """Timing of a compute step, shared by every step with the same stages, kinds and roles."""
 
     duration: float          # without variation
-    compute: float           # the part of `duration` variation scales
-    parts: tuple  # ((action, phase, start_fraction, end_fraction, chunk, ActionCost), ...)
+    compute: float           # the part variation scales
+    comm: float              # blocking collectives inside the step
+    paired: bool
+    shares: tuple            # per action: (start fraction, end fraction, chunk, ActionCost)
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
     fwd_chunks: tuple[int, ...]
     alloc: float             # activation bytes allocated when the step starts
     free: float              # activation bytes freed when it ends
-    label: str
 
 
 @dataclass
@@ -102,8 +103,8 @@ class Runtime:
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
         self.compiled = [self._compile(r) for r in range(schedule.pp)]
         self.layer_ops_per_iteration = sum(
-            part[5].layer_ops for prog in self.compiled for op in prog if op[0] == _COMPUTE
-            for part in op[1].parts) + schedule.pp * self.iter_cost[2]
+            share[3].layer_ops for prog in self.compiled for op in prog if op[0] == _COMPUTE
+            for share in op[1].shares) + schedule.pp * self.iter_cost[2]
 
     # -- compile ---------------------------------------------------------------------------
     def _iteration_layers_cost(self) -> tuple[float, tuple[DPCollective, ...], int]:
@@ -118,25 +119,34 @@ class Runtime:
         return (total, dps, c.F.layer_ops + c.B.layer_ops)
 
     def _compile(self, rank: int) -> list[tuple]:
-        sched = self.schedule
-        actions = sched.ranks[rank]
+        """The rank's op list as tuples: (_COMPUTE, cost, actions, phases, op), (_RECV, key,
+        src, label, op), (_SEND, key, dst, bytes, op), (_BATCH, ops)."""
+        actions = self.schedule.ranks[rank]
         labels = self.labels[rank]
-        phase_of = {id(a): labels[i] for i, a in enumerate(actions)}
         # the last weight-carrying backward of each stage on this rank issues its DP collectives
         split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
-        weight_bwd = {id(a) for a in actions
-                      if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)}
+        weight_bwd = [a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
+                      for a in actions]
         last_wb: dict[int, int] = {}
         for i, a in enumerate(actions):
-            if id(a) in weight_bwd:
+            if weight_bwd[i]:
                 last_wb[a.stage] = i
-        last_ids = {id(actions[i]) for i in last_wb.values()}
+        last = set(last_wb.values())
+        cache: dict[tuple, _StepCost] = {}
         ops: list[tuple] = []
+        pos = 0   # compute steps appear in the order of the rank's actions
         for op in self.programs[rank]:
-            if isinstance(op, Compute):
-                ops.append((_COMPUTE, self._step(op, phase_of, last_ids, weight_bwd)))
+            if type(op) is Compute:
+                n = len(op.actions)
+                key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last)
+                            for k, a in enumerate(op.actions))
+                cost = cache.get(key)
+                if cost is None:
+                    cost = cache[key] = self._step_cost(key)
+                ops.append((_COMPUTE, cost, op.actions, tuple(labels[pos:pos + n]), op))
+                pos += n
             elif op.op == "recv":
-                ops.append((_RECV, op.key, op.src_rank, str(op), op))
+                ops.append((_RECV, op.key, op.src_rank, None, op))
             else:
                 ops.append((_SEND, op.key, op.dst_rank, self.pp_comm, op))
         mode = self.options.p2p
@@ -154,37 +164,37 @@ class Runtime:
                 out.append((_BATCH, (op,)))
         return out
 
-    def _step(self, op: Compute, phase_of: dict, last_ids: set, weight_bwd: set) -> _Step:
+    def _step_cost(self, key: tuple) -> _StepCost:
+        """``key``: per action (stage, kind, carries weights, issues the DP collectives)."""
         chunk_of = self.schedule.stage_chunk
-        costs = [self.costs[chunk_of[a.stage]].of(a.kind) for a in op.actions]
+        costs = [self.costs[chunk_of[stage]].of(kind) for stage, kind, _, _ in key]
         total = sum(c.duration for c in costs)
         comm = sum(c.comm for c in costs)
-        if len(costs) > 1:  # overlapped pair: communication hides under the other half's compute
-            duration = max(total - comm, comm)
-        else:
-            duration = total
-        parts = []
+        paired = len(costs) > 1
+        # an overlapped pair: communication hides under the other half's compute
+        duration = max(total - comm, comm) if paired else total
+        shares = []
         dp = []
         acc = 0.0
         alloc = free = 0.0
-        for a, c in zip(op.actions, costs):
+        for (stage, kind, weights, issues_dp), c in zip(key, costs):
             lo = acc / total if total else 0.0
             acc += c.duration
             hi = acc / total if total else 0.0
-            chunk = chunk_of[a.stage]
-            parts.append((a, phase_of[id(a)], lo, hi, chunk, c))
-            if a.kind == "F":
+            chunk = chunk_of[stage]
+            shares.append((lo, hi, chunk, c))
+            if kind == "F":
                 alloc += self.memory.activation_bytes[chunk]
-            if id(a) in weight_bwd:
+            if weights:
                 free += self.memory.activation_bytes[chunk]
-            if id(a) in last_ids:
+            if issues_dp:
                 offset = lo * duration
                 scale = (duration / total) if total else 0.0
-                for d in self.costs[chunk].dp_after(a.kind):
+                for d in self.costs[chunk].dp_after(kind):
                     dp.append((chunk, offset + d.ready_offset * scale, d))
-        fwd_chunks = tuple(chunk_of[a.stage] for a in op.actions if a.kind == "F")
-        return _Step(duration, total - comm, tuple(parts), tuple(dp), fwd_chunks, alloc, free,
-                     str(op))
+        fwd_chunks = tuple(chunk_of[stage] for stage, kind, _, _ in key if kind == "F")
+        return _StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
+                         fwd_chunks, alloc, free)
 
     # -- run -------------------------------------------------------------------------------
     def run(self) -> RunRecords:
@@ -212,12 +222,19 @@ class Runtime:
         env.run()
         stuck = [r for r, p in enumerate(procs) if p.is_alive]
         if stuck:
-            waits = [self.waiting.get(r) or Wait(r, "the iteration barrier", None, env.now)
-                     for r in stuck]
-            raise DeadlockError(waits, env.now)
+            raise DeadlockError([self._wait_of(r) for r in stuck], env.now)
         self.rec.links = self.net.links
         self.rec.layer_ops = self.layer_ops_per_iteration * self.iterations
         return self.rec
+
+    def _wait_of(self, rank: int) -> Wait:
+        w = self.waiting.get(rank)
+        if w is None:
+            return Wait(rank, "the iteration barrier", None, self.env.now)
+        if isinstance(w, Wait):
+            return w
+        op, since = w   # a receive, recorded cheaply in the hot loop
+        return Wait(rank, str(op[4]), op[2], since)
 
     def _variation(self, rank: int):
         """Per-step compute factors for one rank: slow-rank factor × lognormal(mean 1)."""
@@ -242,48 +259,50 @@ class Runtime:
         rec_actions = self.rec.actions.append
         debug = self.debug
         variation = self._variation(rank)
+        dp_done = self.dp_done_chunk
+        trace_layers = self.trace_layers
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
                 if code == _COMPUTE:
-                    step: _Step = op[1]
-                    for chunk in step.fwd_chunks:   # Forward_Pass waits for a pending WG collective
-                        ready = self.dp_done_chunk.get((rank, chunk), 0.0)
+                    _, cost, acts, phases, cop = op
+                    for chunk in cost.fwd_chunks:   # Forward_Pass waits for a pending WG collective
+                        ready = dp_done.get((rank, chunk), 0.0)
                         if ready > env.now:
                             yield env.timeout(ready - env.now)
                     start = env.now
-                    if step.alloc:
-                        self._allocate(rank, step, start)
+                    if cost.alloc:
+                        self._allocate(rank, cost.alloc, cop, start)
                     if debug:
-                        self._log_start(rank, step, start)
-                    duration = step.duration
+                        self._log(rank, acts, phases, start, True)
+                    duration = cost.duration
                     if variation is not None:
-                        duration = self._vary(step, variation)
+                        duration = self._vary(cost, variation)
                     if duration > 0:
                         yield env.timeout(duration)
                     end = env.now
                     span = end - start
-                    for a, phase, lo, hi, chunk, cost in step.parts:
+                    for a, phase, (lo, hi, chunk, acost) in zip(acts, phases, cost.shares):
                         s0 = start + lo * span
                         rec_actions(ActionRecord(rank, a.stage, a.kind, a.microbatch, it, s0,
                                                  start + hi * span, phase, chunk, a.pair))
-                        if self.trace_layers:
-                            self._record_layers(rank, a, it, s0, (hi - lo) * span, cost)
-                    if step.free:
-                        self.mem[rank] -= step.free
+                        if trace_layers:
+                            self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
+                    if cost.free:
+                        self.mem[rank] -= cost.free
                         self.rec.memory.append((rank, end, self.mem[rank]))
-                    if step.dp:
-                        self._issue_dp(rank, it, start, step.dp, span / step.duration
-                                       if step.duration else 1.0)
+                    if cost.dp:
+                        self._issue_dp(rank, it, start, cost.dp, span / cost.duration
+                                       if cost.duration else 1.0)
                     if debug:
-                        self._log_end(rank, step, end)
+                        self._log(rank, acts, phases, end, False)
                 elif code == _RECV:
                     key = (it,) + op[1]
                     ev = mailbox.get(key)
                     if ev is None:
                         ev = mailbox[key] = env.event()
                     if ev.callbacks is not None:   # not yet processed: wait for the data
-                        self.waiting[rank] = Wait(rank, op[3], op[2], env.now)
+                        self.waiting[rank] = (op, env.now)
                         yield ev
                         self.waiting[rank] = None
                     del mailbox[key]
@@ -297,18 +316,15 @@ class Runtime:
                     yield from self._batch(rank, it, op[1])
             yield from self._end_iteration(rank, it)
 
-    def _vary(self, step: _Step, variation) -> float:
+    def _vary(self, cost: _StepCost, variation) -> float:
         if isinstance(variation, float):
             factor = variation
         else:
             rng, mu, sigma, slow = variation
             factor = slow * math.exp(rng.normal(mu, sigma))
-        if len(step.parts) > 1:
-            comm = step.duration - step.compute if step.duration > step.compute else 0.0
-            total_comm = sum(p[5].comm for p in step.parts)
-            return max(step.compute * factor, total_comm) if comm == 0.0 else max(
-                step.compute * factor, comm)
-        return step.compute * factor + (step.duration - step.compute)
+        if cost.paired:
+            return max(cost.compute * factor, cost.comm)
+        return cost.compute * factor + cost.comm
 
     def _transfer(self, rank: int, dst: int, nbytes: int, t: Transfer, it: int,
                   arrival: simpy.Event, sent: simpy.Event | None = None) -> None:
@@ -404,13 +420,14 @@ class Runtime:
         self.dp_free[rank] = free
         self.iter_end_candidates.append(done)
 
-    def _allocate(self, rank: int, step: _Step, now: float) -> None:
-        self.mem[rank] += step.alloc
+    def _allocate(self, rank: int, nbytes: float, op: Compute, now: float) -> None:
+        self.mem[rank] += nbytes
         m = self.mem[rank]
         self.rec.memory.append((rank, now, m))
         if m > self.rec.peak_memory[rank]:
             self.rec.peak_memory[rank] = m
-        self._check_memory(rank, now, f"starting {step.label}")
+        if self.options.memory_limit_bytes is not None:
+            self._check_memory(rank, now, f"starting {op}")
 
     def _check_memory(self, rank: int, now: float, what: str) -> None:
         limit = self.options.memory_limit_bytes
@@ -428,8 +445,13 @@ class Runtime:
                                                seg.state, s, s + seg.duration * scale))
 
     # -- document 000's debug lines ---------------------------------------------------------
-    def _log_start(self, rank: int, step: _Step, now: float) -> None:
-        for a, phase, *_ in step.parts:
+    def _log(self, rank: int, acts: tuple, phases: tuple, now: float, starting: bool) -> None:
+        for a, phase in zip(acts, phases):
+            if not starting:
+                tag = "PP_FWD_DONE" if a.kind == "F" else "PP_BWD_DONE"
+                log.debug("t=%.0f [%s] Stage %d completed %s for microbatch %d", now, tag, rank,
+                          _KIND_WORD[a.kind], a.microbatch)
+                continue
             if phase == WARMUP:
                 tag = "WARMUP"
             elif phase == COOLDOWN:
@@ -440,12 +462,6 @@ class Runtime:
             log.debug("t=%.0f [%s] Stage %d starting %s for microbatch %d%s", now, tag, rank,
                       _KIND_WORD[a.kind], a.microbatch, chunk)
 
-    def _log_end(self, rank: int, step: _Step, now: float) -> None:
-        for a, *_ in step.parts:
-            tag = "PP_FWD_DONE" if a.kind == "F" else "PP_BWD_DONE"
-            log.debug("t=%.0f [%s] Stage %d completed %s for microbatch %d", now, tag, rank,
-                      _KIND_WORD[a.kind], a.microbatch)
-
 
 def _describe(op: tuple) -> str:
-    return str(op[4]) if op[0] == _SEND else op[3]
+    return str(op[4])

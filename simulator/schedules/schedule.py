@@ -7,6 +7,7 @@ Generating an order (``library/``), checking it (``validate``), adding communica
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .action import Action
 
@@ -51,21 +52,23 @@ class Schedule:
     def stages_of(self, rank: int) -> tuple[int, ...]:
         return tuple(s for s, r in enumerate(self.placement) if r == rank)
 
+    @cached_property
+    def _neighbours(self) -> tuple[dict[int, int | None], dict[int, int | None]]:
+        prev: dict[int, int | None] = {}
+        nxt: dict[int, int | None] = {}
+        for pipe in self.pipelines:
+            for i, stage in enumerate(pipe):
+                prev.setdefault(stage, pipe[i - 1] if i > 0 else None)
+                nxt.setdefault(stage, pipe[i + 1] if i + 1 < len(pipe) else None)
+        return prev, nxt
+
     def prev_stage(self, stage: int) -> int | None:
         """The stage feeding ``stage`` its activations (None for a pipeline's first stage)."""
-        for pipe in self.pipelines:
-            if stage in pipe:
-                i = pipe.index(stage)
-                return pipe[i - 1] if i > 0 else None
-        return None
+        return self._neighbours[0].get(stage)
 
     def next_stage(self, stage: int) -> int | None:
         """The stage ``stage`` sends its activations to (None for a pipeline's last stage)."""
-        for pipe in self.pipelines:
-            if stage in pipe:
-                i = pipe.index(stage)
-                return pipe[i + 1] if i + 1 < len(pipe) else None
-        return None
+        return self._neighbours[1].get(stage)
 
     @property
     def split_backward(self) -> bool:
