@@ -25,7 +25,7 @@ class RichReporter:
         if not self.enabled:
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
-                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+                                   TextColumn, TimeRemainingColumn)
         from rich.markup import escape
         from rich.text import Text
 
@@ -36,11 +36,11 @@ class RichReporter:
 
         resumed = f", {already} done before" if already else ""
         self._progress = Progress(
-            TextColumn(f"[bold]{escape(self.label)}[/] ({workers} {executor} workers{resumed})"),
-            BarColumn(), MofNCompleteColumn(),
+            TextColumn(f"[bold]{escape(self.label)}[/] ({workers} {executor}{resumed})"),
+            BarColumn(bar_width=None), MofNCompleteColumn(),
             TextColumn("[red]{task.fields[failed]} failed"), Rate(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=self.console, transient=False)
+            TextColumn("ETA"), TimeRemainingColumn(),
+            console=self.console, transient=False, expand=True)
         self._progress.start()
         self._task = self._progress.add_task("sweep", total=total, failed=0)
 

@@ -108,7 +108,7 @@ def test_progress_bar_counts_done_and_failed():
         rep.advance(ok)
     rep.close()
     text = buf.getvalue()
-    assert "demo.yaml (4 local workers, 2 done before)" in text
+    assert "demo.yaml (4 local, 2 done before)" in text
     assert "3/3" in text and "1 failed" in text and "pts/s" in text
     quiet = RichReporter("demo.yaml", enabled=False, console=console)
     quiet.start(3, 0, 1, "local")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ...sweep.executors import EXECUTORS
@@ -9,7 +11,8 @@ from ...sweep.executors import EXECUTORS
 
 @click.command("sweep")
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "-o", "out_dir", required=True, metavar="DIR",
+              type=click.Path(file_okay=False),
               help="Folder for results.csv, results.parquet (and the plots).")
 @click.option("--jobs", "-j", type=int, default=None,
               help="Parallel workers (default: the CPU count, or the cluster's CPUs); "
@@ -29,7 +32,7 @@ def command(spec, out_dir, jobs, resume, executor, address, plot, quiet):
     from ...sweep.progress import RichReporter
     from ...sweep.runner import run_sweep
 
-    reporter = RichReporter(spec, enabled=not quiet)
+    reporter = RichReporter(Path(spec).name, enabled=not quiet)
     try:
         outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
                             address=address, reporter=reporter)
