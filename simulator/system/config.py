@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from ..errors import ConfigError
 
@@ -192,6 +191,8 @@ def load_system(path: str | Path | None) -> SystemConfig:
     """The system at ``path``, or the built-in default when ``path`` is None."""
     if path is None:
         return SystemConfig()
+    import yaml  # only when a file is given: keeps `pipesim run` start-up light
+
     p = Path(path)
     try:
         text = p.read_text()

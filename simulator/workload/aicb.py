@@ -39,8 +39,7 @@ import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass
-
-import numpy as np
+from itertools import accumulate
 
 from ..errors import ConfigError, WorkloadError
 from .model import Layer, Partition, Workload
@@ -238,10 +237,9 @@ def signature(layer: Layer) -> tuple:
             layer.ig_comm.bytes, layer.wg_comm.raw, layer.wg_comm.bytes)
 
 
-def _ids(rows) -> np.ndarray:
+def _ids(rows) -> list[int]:
     table: dict[tuple, int] = {}
-    return np.fromiter((table.setdefault(signature(r), len(table)) for r in rows), dtype=np.int64,
-                       count=len(rows))
+    return [table.setdefault(signature(r), len(table)) for r in rows]
 
 
 def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]]:
@@ -249,29 +247,44 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
     ``ga`` times back to back."""
     n = len(rows)
     ids = _ids(rows)
-    for size in range(n // ga, 0, -1):
+    for size in range(n // ga, 0, -1):   # the longest block first: real files stop at once
         slack = n - ga * size
         span = (ga - 1) * size
-        differ = np.concatenate(([0], np.cumsum(ids[:n - size] != ids[size:])))
-        starts = np.arange(slack + 1)
-        ok = starts[differ[starts + span] - differ[starts] == 0]
-        if ok.size == 0:
+        # differ[i] = rows among the first i that differ from the row `size` further on
+        differ = [0, *accumulate(a != b for a, b in zip(ids, ids[size:]))]
+        ok = [s for s in range(slack + 1) if differ[s + span] == differ[s]]
+        if not ok:
             continue
-        pre = int(ok[0])
+        pre = ok[0]
         period = _period(ids[pre:pre + size])
         if period < size:
             raise NotAicb(f"each repeat is {size // period} x the same {period} rows")
-        return pre, size, [int(p) for p in ok[1:]]
+        return pre, size, ok[1:]
     raise NotAicb(f"no block of rows repeated {ga} times")
 
 
-def _period(ids: np.ndarray) -> int:
+def _period(ids: list[int]) -> int:
     """The smallest p dividing len(ids) such that ids is len/p copies of its first p entries."""
     n = len(ids)
     for p in range(1, n // 2 + 1):
-        if n % p == 0 and np.array_equal(ids[p:], ids[:-p]):
+        if n % p == 0 and ids[p:] == ids[:-p]:
             return p
     return n
+
+
+def _longest_match_run(ids: list[int], p: int) -> tuple[int, int]:
+    """[start, stop) of the first longest run of i with ids[i] == ids[i + p] ((0, 0) if none)."""
+    best = (0, 0)
+    start = None
+    for i in range(len(ids) - p + 1):
+        same = i < len(ids) - p and ids[i] == ids[i + p]
+        if same and start is None:
+            start = i
+        elif not same and start is not None:
+            if i - start > best[1] - best[0]:
+                best = (start, i)
+            start = None
+    return best
 
 
 def _find_by_names(rows: tuple[Layer, ...]) -> tuple[int, int]:
@@ -318,13 +331,10 @@ def _split_block(block: tuple[Layer, ...]) -> tuple[int, list[tuple[int, int]], 
     n = len(ids)
     best = None  # (covered rows, -period, run start, run stop)
     for p in range(1, n // 2 + 1):
-        eq = np.concatenate(([False], ids[:-p] == ids[p:], [False]))
-        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
-        if edges.size == 0:
+        start, stop = _longest_match_run(ids, p)
+        if stop == start:
             continue
-        lengths = edges[1::2] - edges[::2]
-        k = int(np.argmax(lengths))
-        start, stop = int(edges[2 * k]), int(edges[2 * k + 1]) + p   # rows start..stop-1
+        stop += p   # rows start..stop-1 repeat with period p
         units = (stop - start) // p
         if units < 2:
             continue
