@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from ..errors import ConfigError
+from ..yaml_file import read_yaml
 from .keys import OPTIONS_PREFIX, BadValue, KeyKind, key_order, kind_of
 
 STRUCTURE = ("name", "grid", "zip", "exclude")
@@ -238,17 +238,6 @@ def spec_from_dict(data: Any, label: str = "<sweep>", base_dir: str | Path = "."
 
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate the spec at ``path`` (errors name ``path`` and the key)."""
-    p = Path(path)
     label = str(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise ConfigError(f"{label}: cannot read the sweep spec: {err.strerror or err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
-        raise ConfigError(f"{where}: invalid YAML: {getattr(err, 'problem', None) or err}") \
-            from None
-    return spec_from_dict(data, label, p.parent)
+    data = read_yaml(path, f"{label}: cannot read the sweep spec")
+    return spec_from_dict(data, label, Path(path).parent)

@@ -16,6 +16,7 @@ from typing import Any
 
 
 from ..errors import ConfigError
+from ..yaml_file import read_yaml
 
 
 @dataclass(frozen=True)
@@ -191,19 +192,7 @@ def load_system(path: str | Path | None) -> SystemConfig:
     """The system at ``path``, or the built-in default when ``path`` is None."""
     if path is None:
         return SystemConfig()
-    import yaml  # only when a file is given: keeps `pipesim run` start-up light
-
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise ConfigError(f"--system: cannot read {p}: {err.strerror or err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(err, 'problem', err)}") from None
+    data = read_yaml(path, f"--system: cannot read {path}")
     if data is None:
         data = {}
-    return system_from_dict(data, str(p))
+    return system_from_dict(data, str(path))
