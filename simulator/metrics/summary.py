@@ -52,7 +52,7 @@ def summarize(result: Any) -> dict[str, Any]:
     for r in range(sched.pp):
         busy = idle_own = span_own = fwd = bwd = fwd_bub = bwd_bub = 0.0
         for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
-            acts = sorted(per_rank_iter.get((r, it), ()), key=lambda a: (a.start, a.end))
+            acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
             t = it_start
             for a in acts:
                 d = a.end - a.start

@@ -10,7 +10,7 @@ runtime decides whether a send blocks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .action import Action
 from .schedule import Schedule
@@ -19,8 +19,7 @@ ACTIVATION = "F"  # data for a forward: the previous stage's output
 GRADIENT = "B"    # data for a backward: the next stage's input gradient
 
 
-@dataclass(frozen=True, slots=True)
-class Compute:
+class Compute(NamedTuple):
     """One compute step: a single action, or the two halves of an overlapped pair."""
 
     actions: tuple[Action, ...]
@@ -29,8 +28,7 @@ class Compute:
         return "+".join(str(a) for a in self.actions)
 
 
-@dataclass(frozen=True, slots=True)
-class Transfer:
+class Transfer(NamedTuple):
     """A receive or send of one tensor between stages on different ranks.
 
     ``data`` is ACTIVATION or GRADIENT; ``dst_stage`` is the stage that consumes it, so a send and
