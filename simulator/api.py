@@ -79,7 +79,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              iterations: int = 1, layout: str = "auto", schedule_options: dict | None = None,
              trace_layers: bool = False, validate: bool = True, p2p: str = "async",
              memory_limit_gb: float | None = None, jitter: float = 0.0, seed: int = 0,
-             slow_ranks: dict[int, float] | None = None) -> SimulationResult:
+             slow_ranks: dict[int, float] | None = None,
+             layer_by_layer: bool = False) -> SimulationResult:
     """Simulate ``workload`` under ``schedule`` on ``system``.
 
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
@@ -88,7 +89,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     ``p2p`` is async | blocking | batched; ``memory_limit_gb`` (default: the system's
     ``memory.capacity_gb``, 0 = none) turns an overflow into an OutOfMemoryError; ``jitter`` is
     the sigma of lognormal compute noise (seeded by ``seed``); ``slow_ranks`` maps a rank to a
-    compute slow-down factor.
+    compute slow-down factor. ``layer_by_layer`` runs the reference path (one SimPy event per
+    layer state) instead of one event per action; both give the same timeline.
     """
     wl = _load(workload, layout)
     sysconf = _system(system)
@@ -98,7 +100,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     options = EngineOptions(
         p2p=p2p, memory_limit_bytes=None if memory_limit_gb is None else memory_limit_gb * 1e9,
         jitter_sigma=jitter, seed=seed, slow_ranks=tuple(sorted((slow_ranks or {}).items())),
-        trace_layers=trace_layers)
+        trace_layers=trace_layers, layer_by_layer=layer_by_layer)
     notes: list[str] = []
     sched, spec = resolve_schedule(wl, schedule, pp, microbatches, vpp, schedule_options, notes)
     if validate:

@@ -27,6 +27,7 @@ class EngineOptions:
     seed: int = 0
     slow_ranks: tuple[tuple[int, float], ...] = ()
     trace_layers: bool = False
+    layer_by_layer: bool = False   # reference path: one SimPy event per layer state (slower)
 
     def __post_init__(self) -> None:
         if self.p2p not in P2P_MODES:
@@ -36,6 +37,9 @@ class EngineOptions:
         if self.memory_limit_bytes is not None and not self.memory_limit_bytes > 0:
             raise ConfigError(f"--memory-limit: expected a positive size in GB, got "
                               f"{self.memory_limit_bytes / 1e9!r}")
+        if self.layer_by_layer and (self.jitter_sigma > 0 or self.slow_ranks):
+            raise ConfigError("--layer-by-layer: the reference path runs without --jitter and "
+                              "--slow-rank")
         for rank, factor in self.slow_ranks:
             if not factor > 0:
                 raise ConfigError(f"--slow-rank: expected RANK:FACTOR with FACTOR > 0, got "

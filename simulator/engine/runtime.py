@@ -66,7 +66,7 @@ class _StepCost:
     compute: float           # the part variation scales
     comm: float              # blocking collectives inside the step
     paired: bool
-    shares: tuple            # per action: (start fraction, end fraction, chunk, ActionCost)
+    shares: tuple  # per action: (start fraction, end fraction, chunk, ActionCost, DP kind|None)
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
     fwd_chunks: tuple[int, ...]
     alloc: float             # activation bytes allocated when the step starts
@@ -182,7 +182,7 @@ class Runtime:
             acc += c.duration
             hi = acc / total if total else 0.0
             chunk = chunk_of[stage]
-            shares.append((lo, hi, chunk, c))
+            shares.append((lo, hi, chunk, c, kind if issues_dp else None))
             if kind == "F":
                 alloc += self.memory.activation_bytes[chunk]
             if weights:
@@ -261,6 +261,7 @@ class Runtime:
         variation = self._variation(rank)
         dp_done = self.dp_done_chunk
         trace_layers = self.trace_layers
+        layer_by_layer = self.options.layer_by_layer
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
@@ -275,14 +276,17 @@ class Runtime:
                         self._allocate(rank, cost.alloc, cop, start)
                     if debug:
                         self._log(rank, acts, phases, start, True)
-                    duration = cost.duration
-                    if variation is not None:
-                        duration = self._vary(cost, variation)
-                    if duration > 0:
-                        yield env.timeout(duration)
+                    if layer_by_layer:
+                        yield from self._layers(rank, it, cost)
+                    else:
+                        duration = cost.duration
+                        if variation is not None:
+                            duration = self._vary(cost, variation)
+                        if duration > 0:
+                            yield env.timeout(duration)
                     end = env.now
                     span = end - start
-                    for a, phase, (lo, hi, chunk, acost) in zip(acts, phases, cost.shares):
+                    for a, phase, (lo, hi, chunk, acost, _) in zip(acts, phases, cost.shares):
                         s0 = start + lo * span
                         rec_actions(ActionRecord(rank, a.stage, a.kind, a.microbatch, it, s0,
                                                  start + hi * span, phase, chunk, a.pair))
@@ -291,7 +295,7 @@ class Runtime:
                     if cost.free:
                         self.mem[rank] -= cost.free
                         self.rec.memory.append((rank, end, self.mem[rank]))
-                    if cost.dp:
+                    if cost.dp and not layer_by_layer:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
                     if debug:
@@ -315,6 +319,22 @@ class Runtime:
                 else:
                     yield from self._batch(rank, it, op[1])
             yield from self._end_iteration(rank, it)
+
+    def _layers(self, rank: int, it: int, cost: _StepCost):
+        """The reference path: one SimPy timeout per layer state, each DP collective issued
+        the moment its weight gradient ends. The fast path must give the same timeline."""
+        env = self.env
+        total = sum(share[3].duration for share in cost.shares)
+        scale = cost.duration / total if total else 0.0
+        for _, _, chunk, acost, dp_kind in cost.shares:
+            dps = ({d.layer: d for d in self.costs[chunk].dp_after(dp_kind)}
+                   if dp_kind is not None else {})
+            for seg in acost.segments:
+                if seg.duration > 0:
+                    yield env.timeout(seg.duration * scale)
+                d = dps.get(seg.layer) if seg.state == "Weight_Gradient" else None
+                if d is not None:
+                    self._issue_dp(rank, it, env.now, ((chunk, 0.0, d),), 1.0)
 
     def _vary(self, cost: _StepCost, variation) -> float:
         if isinstance(variation, float):

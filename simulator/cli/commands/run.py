@@ -71,10 +71,14 @@ def write_json(data: dict, dest: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --jitter.")
 @click.option("--slow-rank", "slow_rank", multiple=True, metavar="R:FACTOR",
               help="Make rank R's compute FACTOR times slower (repeatable).")
+@click.option("--layer-by-layer", is_flag=True, default=False,
+              help="Reference path: one simulation event per layer state instead of per action "
+              "(slower; same timeline).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, iterations, layout,
-            json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, log_level):
+            json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
+            log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     from ...api import simulate
@@ -99,7 +103,7 @@ def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, it
     result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
                       iterations=iterations, layout=layout, trace_layers=trace is not None,
                       p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
-                      slow_ranks=slow)
+                      slow_ranks=slow, layer_by_layer=layer_by_layer)
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt
