@@ -90,12 +90,12 @@ def _check_actions(s: Schedule) -> dict[Key, tuple[int, int]]:
             if owner != rank:
                 raise ScheduleError(f"stage {a.stage} runs on rank {owner} (placement), "
                                     f"not on rank {rank}", rank, pos, str(a))
-            if a.key in where:
-                r0, p0 = where[a.key]
-                raise ScheduleError(f"duplicate: {_name(a.key)} already at rank {r0} "
+            st, kind, mb = key = (a.stage, a.kind, a.microbatch)
+            if key in where:
+                r0, p0 = where[key]
+                raise ScheduleError(f"duplicate: {_name(key)} already at rank {r0} "
                                     f"position {p0}", rank, pos, str(a))
-            where[a.key] = (rank, pos)
-            st, kind, mb = a.key
+            where[key] = (rank, pos)
             if kind == "B" and ((st, "I", mb) in where or (st, "W", mb) in where):
                 other = (st, "I", mb) if (st, "I", mb) in where else (st, "W", mb)
                 raise ScheduleError(f"full backward mixed with split backward: "
@@ -212,7 +212,7 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
         return (stage, "B", mb) if (stage, "B", mb) in where else (stage, "I", mb)
 
     def needs(a: Action) -> list[Key]:
-        st, kind, mb = a.key
+        st, kind, mb = a.stage, a.kind, a.microbatch
         if kind == "F":
             return [] if prev[st] is None else [(prev[st], "F", mb)]
         if kind == "W":
@@ -245,7 +245,7 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
                 if unmet(step):
                     break
                 for a in step:
-                    done.add(a.key)
+                    done.add((a.stage, a.kind, a.microbatch))
                 pointer[rank] += len(step)
                 progress = True
 
