@@ -51,9 +51,15 @@ def collective_time_ns(comm: Comm, header: Header, system: SystemConfig,
                        stage_rank: int = 0) -> float:
     if not comm.active:
         return 0.0
+    model = links if links is not None else LinkModel(header, system)
+    key = (comm, forward, stage_rank)
+    cached = model.memo.get(key)
+    if cached is not None:
+        return cached
     nbytes = comm.bytes
     if forward and 0 < nbytes < SIMAI_MIN_FWD_BYTES:
         nbytes = SIMAI_MIN_FWD_BYTES
-    model = links if links is not None else LinkModel(header, system)
     link = model.collective(comm.group, comm.type, stage_rank)
-    return ring_time_ns(comm.type, nbytes, group_size(comm.group, header, model.placement.pp), link)
+    t = ring_time_ns(comm.type, nbytes, group_size(comm.group, header, model.placement.pp), link)
+    model.memo[key] = t
+    return t

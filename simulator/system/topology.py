@@ -67,6 +67,7 @@ class LinkModel:
         self.system = system
         self.topology = system.topology
         self.placement = Placement.of(header, system, pp)
+        self.memo: dict = {}   # collective times already priced in this run
 
     def p2p(self, src_rank: int, dst_rank: int) -> LinkConfig:
         if not self.topology.enabled:
