@@ -114,3 +114,28 @@ def test_real_files_run_or_are_refused_without_traceback(real_dir):
         else:
             assert proc.returncode == 0, (path, proc.stderr)
             assert json.loads(proc.stdout)["makespan_ns"] > 0
+
+
+def test_schedule_file_round_trip_and_refusal(capsys, tmp_path):
+    csv = tmp_path / "1f1b.csv"
+    assert main(["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    rc, out, _ = run(capsys, DOC000, "--schedule-file", csv, "--json", "-")
+    custom = json.loads(out)
+    rc2, out2, _ = run(capsys, DOC000, "-s", "1f1b", "--json", "-")
+    named = json.loads(out2)
+    assert rc == rc2 == 0
+    assert custom["makespan_ns"] == named["makespan_ns"]
+    assert [s["busy_ns"] for s in custom["stages"]] == [s["busy_ns"] for s in named["stages"]]
+    # swap rank 0's first backward in front of its forward: the validator names it
+    rows = csv.read_text().splitlines()
+    cells = rows[0].split(",")
+    i, j = cells.index("0F0"), cells.index("0B0")
+    cells[i], cells[j] = cells[j], cells[i]
+    rows[0] = ",".join(cells)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(rows) + "\n")
+    rc, out, err = run(capsys, DOC000, "--schedule-file", bad)
+    assert rc == 2 and out == ""
+    assert err.startswith("pipesim: error: rank 0, position 0, action 0B0: ")
+    assert err.count("\n") == 1
