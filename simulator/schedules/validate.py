@@ -72,24 +72,28 @@ def _check_shape(s: Schedule) -> None:
                                 "consecutive chunks in model order")
 
 
+def check_place(s: Schedule, rank: int, pos: int, a: Action) -> None:
+    """An action at ``rank``/``pos`` names an existing stage and microbatch of that rank."""
+    if not isinstance(a, Action):
+        raise ScheduleError(f"expected an Action, found {type(a).__name__} {a!r}", rank, pos)
+    if not 0 <= a.stage < s.n_stages:
+        raise ScheduleError(f"stage {a.stage} does not exist (stages are "
+                            f"0..{s.n_stages - 1})", rank, pos, str(a))
+    if not 0 <= a.microbatch < s.microbatches:
+        raise ScheduleError(f"microbatch {a.microbatch} does not exist (microbatches "
+                            f"are 0..{s.microbatches - 1})", rank, pos, str(a))
+    owner = s.placement[a.stage]
+    if owner != rank:
+        raise ScheduleError(f"stage {a.stage} runs on rank {owner} (placement), "
+                            f"not on rank {rank}", rank, pos, str(a))
+
+
 def _check_actions(s: Schedule) -> dict[Key, tuple[int, int]]:
     """Per-action checks in rank order; returns where each action is: key -> (rank, position)."""
     where: dict[Key, tuple[int, int]] = {}
     for rank, acts in enumerate(s.ranks):
         for pos, a in enumerate(acts):
-            if not isinstance(a, Action):
-                raise ScheduleError(f"expected an Action, found {type(a).__name__} {a!r}",
-                                    rank, pos)
-            if not 0 <= a.stage < s.n_stages:
-                raise ScheduleError(f"stage {a.stage} does not exist (stages are "
-                                    f"0..{s.n_stages - 1})", rank, pos, str(a))
-            if not 0 <= a.microbatch < s.microbatches:
-                raise ScheduleError(f"microbatch {a.microbatch} does not exist (microbatches "
-                                    f"are 0..{s.microbatches - 1})", rank, pos, str(a))
-            owner = s.placement[a.stage]
-            if owner != rank:
-                raise ScheduleError(f"stage {a.stage} runs on rank {owner} (placement), "
-                                    f"not on rank {rank}", rank, pos, str(a))
+            check_place(s, rank, pos, a)
             st, kind, mb = key = (a.stage, a.kind, a.microbatch)
             if key in where:
                 r0, p0 = where[key]

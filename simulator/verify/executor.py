@@ -28,6 +28,7 @@ from ..errors import DeadlockError, ScheduleError, Wait
 from ..schedules.action import Action
 from ..schedules.comm_pass import ACTIVATION, GRADIENT, Compute, Op, Transfer, add_communication
 from ..schedules.schedule import Schedule
+from ..schedules.validate import check_place
 from .model import Activations, Model, Params, forward, input_grad, mse, mse_grad, weight_grad
 from .semantics import Training, training_of
 
@@ -430,12 +431,4 @@ def _check_layout(schedule: Schedule, model: Model, n_data: int) -> None:
                             f"{schedule.microbatches}")
     for rank, acts in enumerate(schedule.ranks):
         for pos, a in enumerate(acts):
-            if not 0 <= a.stage < schedule.n_stages:
-                raise ScheduleError(f"stage {a.stage} does not exist (stages are "
-                                    f"0..{schedule.n_stages - 1})", rank, pos, str(a))
-            if not 0 <= a.microbatch < schedule.microbatches:
-                raise ScheduleError(f"microbatch {a.microbatch} does not exist (microbatches are "
-                                    f"0..{schedule.microbatches - 1})", rank, pos, str(a))
-            if schedule.placement[a.stage] != rank:
-                raise ScheduleError(f"stage {a.stage} runs on rank {schedule.placement[a.stage]} "
-                                    f"(placement), not on rank {rank}", rank, pos, str(a))
+            check_place(schedule, rank, pos, a)
