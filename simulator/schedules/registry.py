@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
@@ -93,4 +94,16 @@ def generate(name: str, pp: int, microbatches: int, vpp: int | None = None, **op
     v = spec.default_vpp if vpp is None else vpp
     if v < 1:
         raise ConfigError(f"--vpp: expected a positive number of chunks per rank, got {v}")
+    accepted = options_of(spec)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = ", ".join(accepted) if accepted else "no options"
+        raise ConfigError(f"--option: {spec.name} has no option {unknown[0]!r}; it takes {takes}")
     return spec.generate(pp, microbatches, v, **options)
+
+
+def options_of(spec: ScheduleSpec) -> list[str]:
+    """The keyword options a generator takes beyond (pp, microbatches, vpp)."""
+    params = list(inspect.signature(spec.generate).parameters.values())[3:]
+    return [p.name for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")]

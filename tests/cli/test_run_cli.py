@@ -139,3 +139,29 @@ def test_schedule_file_round_trip_and_refusal(capsys, tmp_path):
     assert rc == 2 and out == ""
     assert err.startswith("pipesim: error: rank 0, position 0, action 0B0: ")
     assert err.count("\n") == 1
+
+
+def test_schedule_options_and_system_overrides(capsys, tmp_path):
+    wl = tmp_path / "w.txt"
+    wl.write_text(HEADER.replace("pp_comm: 0", "pp_comm: 1000") + "4\n" + ROW * 4)
+    rc, out, _ = run(capsys, wl, "-s", "2bw", "-O", "iterations=3", "--json", "-")
+    d = json.loads(out)
+    assert rc == 0 and d["minibatches"] == 3 and d["microbatches"] == 12
+    # 1000 B at 8 Gb/s = 1000 ns + latency per transfer: slower links, longer iteration
+    rc, fast, _ = run(capsys, wl, "--json", "-", "--set", "links.latency_ns=0")
+    rc2, slow, _ = run(capsys, wl, "--json", "-", "--set", "links.bandwidth_gbps=8",
+                       "--set", "links.latency_ns=0")
+    assert rc == rc2 == 0
+    assert json.loads(slow)["makespan_ns"] > json.loads(fast)["makespan_ns"]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["-O", "foo=1"], "--option: 1f1b has no option 'foo'; it takes no options"),
+    (["-s", "interleaved-1f1b", "-O", "waves=2"],
+     "--option: interleaved-1f1b has no option 'waves'; it takes group_size"),
+    (["-O", "x"], "--option: expected KEY=VALUE, got 'x'"),
+    (["--set", "links.speed=1"], "--set: unknown system key 'links.speed'"),
+])
+def test_bad_schedule_options_and_overrides_are_named(capsys, args, msg):
+    rc, _, err = run(capsys, DOC000, *args)
+    assert rc == 2 and err == f"pipesim: error: {msg}\n"

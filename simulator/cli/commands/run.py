@@ -40,6 +40,24 @@ def write_json(data: dict, dest: str) -> None:
         raise ConfigError(f"--json: cannot write {dest}: {err.strerror or err}") from None
 
 
+def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
+    """``("group_size=4", "name=x")`` -> ``{"group_size": 4, "name": "x"}`` (numbers parsed)."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option}: expected KEY=VALUE, got {item!r}")
+        value: object = text
+        for cast in (int, float):
+            try:
+                value = cast(text)
+                break
+            except ValueError:
+                continue
+        out[key.strip()] = value
+    return out
+
+
 @click.command("run")
 @click.argument("workload", type=click.Path(dir_okay=False))
 @click.option("--schedule", "-s", default=None, help="Registered schedule (see `pipesim schedule --list`); "
@@ -48,6 +66,12 @@ def write_json(data: dict, dest: str) -> None:
               help="A PyTorch-style CSV schedule (one row per rank) to simulate instead.")
 @click.option("--system", type=click.Path(dir_okay=False), default=None,
               help="System YAML (default: the built-in, configs/system/default.yaml).")
+@click.option("--option", "-O", "schedule_options", multiple=True, metavar="KEY=VALUE",
+              help="A schedule option, e.g. group_size=4 (interleaved), waves=2 (hanayo), "
+              "iterations=3 (2bw); repeatable.")
+@click.option("--set", "system_sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a system value by dotted path, e.g. links.bandwidth_gbps=100; "
+              "repeatable.")
 @click.option("--pp", type=int, default=None, help="Pipeline stages (overrides the header's pp).")
 @click.option("--microbatches", "-m", type=int, default=None,
               help="Microbatches per iteration (overrides the header's ga).")
@@ -76,7 +100,8 @@ def write_json(data: dict, dest: str) -> None:
               "(slower; same timeline).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
-def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, iterations, layout,
+def command(workload, schedule, schedule_file, system, schedule_options, system_sets, pp,
+            microbatches, vpp, iterations, layout,
             json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
             log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
@@ -96,12 +121,19 @@ def command(workload, schedule, schedule_file, system, pp, microbatches, vpp, it
         from ...schedules.csv_io import load_schedule_csv
 
         sched = load_schedule_csv(schedule_file)
+    options = parse_assignments(schedule_options, "--option")
+    if system_sets:
+        from ...system.config import load_system
+
+        system = load_system(system).with_overrides(parse_assignments(system_sets, "--set"),
+                                                     "--set")
     slow: dict[int, float] = {}
     for text in slow_rank:
         r, f = parse_slow_rank(text)
         slow[r] = slow.get(r, 1.0) * f
     result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
                       iterations=iterations, layout=layout, trace_layers=trace is not None,
+                      schedule_options=options,
                       p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
                       slow_ranks=slow, layer_by_layer=layer_by_layer)
     data = result.to_dict()
