@@ -49,7 +49,8 @@ class RunRecords:
     transfers: list[TransferRecord] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     layers: list[LayerRecord] = field(default_factory=list)
-    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes)
+    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
+    # recorded with trace_layers (a trace's memory counter); the peaks are always kept
     peak_memory: list[float] = field(default_factory=list)               # per rank
     static_memory: list[float] = field(default_factory=list)             # per rank
     iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
@@ -71,6 +72,7 @@ class _StepCost:
     fwd_chunks: tuple[int, ...]
     alloc: float             # activation bytes allocated when the step starts
     free: float              # activation bytes freed when it ends
+    phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
 
 
 @dataclass
@@ -119,8 +121,8 @@ class Runtime:
         return (total, dps, c.F.layer_ops + c.B.layer_ops)
 
     def _compile(self, rank: int) -> list[tuple]:
-        """The rank's op list as tuples: (_COMPUTE, cost, actions, phases, op), (_RECV, key,
-        src, label, op), (_SEND, key, dst, bytes, op), (_BATCH, ops)."""
+        """The rank's op list as tuples: (_COMPUTE, cost, actions), (_RECV, key, src, None, op),
+        (_SEND, key, dst, bytes, op), (_BATCH, ops)."""
         actions = self.schedule.ranks[rank]
         labels = self.labels[rank]
         # the last weight-carrying backward of each stage on this rank issues its DP collectives
@@ -138,12 +140,12 @@ class Runtime:
         for op in self.programs[rank]:
             if type(op) is Compute:
                 n = len(op.actions)
-                key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last)
-                            for k, a in enumerate(op.actions))
+                key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
+                             labels[pos + k]) for k, a in enumerate(op.actions))
                 cost = cache.get(key)
                 if cost is None:
                     cost = cache[key] = self._step_cost(key)
-                ops.append((_COMPUTE, cost, op.actions, tuple(labels[pos:pos + n]), op))
+                ops.append((_COMPUTE, cost, op.actions))
                 pos += n
             elif op.op == "recv":
                 ops.append((_RECV, op.key, op.src_rank, None, op))
@@ -165,9 +167,9 @@ class Runtime:
         return out
 
     def _step_cost(self, key: tuple) -> _StepCost:
-        """``key``: per action (stage, kind, carries weights, issues the DP collectives)."""
+        """``key``: per action (stage, kind, carries weights, issues the DP collectives, phase)."""
         chunk_of = self.schedule.stage_chunk
-        costs = [self.costs[chunk_of[stage]].of(kind) for stage, kind, _, _ in key]
+        costs = [self.costs[chunk_of[stage]].of(kind) for stage, kind, *_ in key]
         total = sum(c.duration for c in costs)
         comm = sum(c.comm for c in costs)
         paired = len(costs) > 1
@@ -177,7 +179,7 @@ class Runtime:
         dp = []
         acc = 0.0
         alloc = free = 0.0
-        for (stage, kind, weights, issues_dp), c in zip(key, costs):
+        for (stage, kind, weights, issues_dp, _), c in zip(key, costs):
             lo = acc / total if total else 0.0
             acc += c.duration
             hi = acc / total if total else 0.0
@@ -192,9 +194,9 @@ class Runtime:
                 scale = (duration / total) if total else 0.0
                 for d in self.costs[chunk].dp_after(kind):
                     dp.append((chunk, offset + d.ready_offset * scale, d))
-        fwd_chunks = tuple(chunk_of[stage] for stage, kind, _, _ in key if kind == "F")
+        fwd_chunks = tuple(chunk_of[stage] for stage, kind, *_ in key if kind == "F")
         return _StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
-                         fwd_chunks, alloc, free)
+                         fwd_chunks, alloc, free, tuple(k[4] for k in key))
 
     # -- run -------------------------------------------------------------------------------
     def run(self) -> RunRecords:
@@ -266,14 +268,15 @@ class Runtime:
             for op in program:
                 code = op[0]
                 if code == _COMPUTE:
-                    _, cost, acts, phases, cop = op
+                    _, cost, acts = op
+                    phases = cost.phases
                     for chunk in cost.fwd_chunks:   # Forward_Pass waits for a pending WG collective
                         ready = dp_done.get((rank, chunk), 0.0)
                         if ready > env.now:
                             yield env.timeout(ready - env.now)
                     start = env.now
                     if cost.alloc:
-                        self._allocate(rank, cost.alloc, cop, start)
+                        self._allocate(rank, cost.alloc, acts, start)
                     if debug:
                         self._log(rank, acts, phases, start, True)
                     if layer_by_layer:
@@ -294,7 +297,8 @@ class Runtime:
                             self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
                     if cost.free:
                         self.mem[rank] -= cost.free
-                        self.rec.memory.append((rank, end, self.mem[rank]))
+                        if trace_layers:
+                            self.rec.memory.append((rank, end, self.mem[rank]))
                     if cost.dp and not layer_by_layer:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
@@ -440,14 +444,15 @@ class Runtime:
         self.dp_free[rank] = free
         self.iter_end_candidates.append(done)
 
-    def _allocate(self, rank: int, nbytes: float, op: Compute, now: float) -> None:
+    def _allocate(self, rank: int, nbytes: float, acts: tuple, now: float) -> None:
         self.mem[rank] += nbytes
         m = self.mem[rank]
-        self.rec.memory.append((rank, now, m))
+        if self.trace_layers:
+            self.rec.memory.append((rank, now, m))
         if m > self.rec.peak_memory[rank]:
             self.rec.peak_memory[rank] = m
         if self.options.memory_limit_bytes is not None:
-            self._check_memory(rank, now, f"starting {op}")
+            self._check_memory(rank, now, "starting " + "+".join(str(a) for a in acts))
 
     def _check_memory(self, rank: int, now: float, what: str) -> None:
         limit = self.options.memory_limit_bytes
