@@ -129,10 +129,13 @@ class Runtime:
         split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
         weight_bwd = [a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
                       for a in actions]
-        last_wb: dict[int, int] = {}
+        # (with no flush, e.g. 2BW, each minibatch of the continuous schedule reduces its own)
+        per_minibatch = self.schedule.meta.get("microbatches_per_iteration") or 0
+        last_wb: dict[tuple[int, int], int] = {}
         for i, a in enumerate(actions):
             if weight_bwd[i]:
-                last_wb[a.stage] = i
+                minibatch = a.microbatch // per_minibatch if per_minibatch else 0
+                last_wb[(a.stage, minibatch)] = i
         last = set(last_wb.values())
         cache: dict[tuple, _StepCost] = {}
         ops: list[tuple] = []
@@ -264,13 +267,16 @@ class Runtime:
         dp_done = self.dp_done_chunk
         trace_layers = self.trace_layers
         layer_by_layer = self.options.layer_by_layer
+        # without a flush (2BW) a forward runs on the stashed older weight version: no wait
+        fwd_waits = self.schedule.flush
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
                 if code == _COMPUTE:
                     _, cost, acts = op
                     phases = cost.phases
-                    for chunk in cost.fwd_chunks:   # Forward_Pass waits for a pending WG collective
+                    for chunk in (cost.fwd_chunks if fwd_waits else ()):
+                        # Forward_Pass waits for its chunk's pending weight-gradient collective
                         ready = dp_done.get((rank, chunk), 0.0)
                         if ready > env.now:
                             yield env.timeout(ready - env.now)

@@ -199,3 +199,19 @@ def test_forward_and_backward_bubbles_add_up_to_idle():
     assert d["stages"][3]["forward_bubble_ns"] == 3000
     assert d["stages"][3]["backward_bubble_ns"] == 6000
     assert d["stages"][0]["forward_bubble_ns"] == 0
+
+
+def test_2bw_reduces_gradients_per_minibatch_and_forwards_do_not_wait():
+    # P=1, M=2, two minibatches in one continuous schedule: F0 B0 F1 B1 | F2 B2 F3 B3.
+    # dp = 2: all-reduce 2*(1/2)*8000 B at 1 B/ns = 8000 ns, one per minibatch, after its last
+    # weight gradient (B = WG then IG; WG of B1 ends at 5000, of B3 at 11000).
+    dp = LinkConfig(bandwidth_gbps=8.0, latency_ns=0.0)
+    ar = Comm(CommType.ALLREDUCE, CommGroup.DP, 8000, "ALLREDUCE")
+    wl = uniform_workload(1, 1000, 1000, 1000, all_gpus=2, wg_comm=ar)
+    r = run(wl, "2bw", pp=1, microbatches=2, schedule_options={"iterations": 2},
+            system=SystemConfig(collectives=CollectiveConfig(dp=dp)))
+    assert [(c.ready, c.start, c.end) for c in r.records.collectives] == [
+        (5000.0, 5000.0, 13000.0), (11000.0, 13000.0, 21000.0)]
+    f2 = next(a for a in r.records.actions if a.kind == "F" and a.microbatch == 2)
+    assert f2.start == 6000.0   # the 1-stale weights: no wait for minibatch 0's reduction
+    assert r.makespan_ns == 21000.0
