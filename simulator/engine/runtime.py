@@ -18,29 +18,25 @@ every blocked rank waits for.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 
 import simpy
 
 from ..errors import DeadlockError, OutOfMemoryError, Wait
-from ..metrics.phases import COOLDOWN, WARMUP, phase_labels
-from ..schedules.comm_pass import Compute, Transfer, add_communication
+from ..metrics.phases import phase_labels
+from ..schedules.comm_pass import Transfer, add_communication
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Header, Partition
-from .costs import ChunkCosts, DPCollective, chunk_costs, partition_costs
+from .costs import ChunkCosts, DPCollective, partition_costs
+from .eventlog import log, log_complete, log_step
 from .memory import MemoryModel, build_memory_model
 from .network import LinkStats, Network, fire_at
 from .options import EngineOptions
+from .program import COMPUTE, RECV, SEND, ProgramBuilder, StepCost, iteration_rows
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
-
-log = logging.getLogger("pipesim.engine")
-
-_RECV, _COMPUTE, _SEND, _BATCH = 0, 1, 2, 3
-_KIND_WORD = {"F": "forward", "B": "backward", "I": "input-gradient backward",
-              "W": "weight-gradient backward"}
+from .variation import RankVariation
 
 
 @dataclass
@@ -57,22 +53,6 @@ class RunRecords:
     rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]
     links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
     layer_ops: int = 0
-
-
-@dataclass(frozen=True)
-class _StepCost:
-    """Timing of a compute step, shared by every step with the same stages, kinds and roles."""
-
-    duration: float          # without variation
-    compute: float           # the part variation scales
-    comm: float              # blocking collectives inside the step
-    paired: bool
-    shares: tuple  # per action: (start fraction, end fraction, chunk, ActionCost, DP kind|None)
-    dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
-    fwd_chunks: tuple[int, ...]
-    alloc: float             # activation bytes allocated when the step starts
-    free: float              # activation bytes freed when it ends
-    phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
 
 
 @dataclass
@@ -100,106 +80,16 @@ class Runtime:
         self.links = LinkModel(header, system, schedule.pp)
         self.costs: list[ChunkCosts] = partition_costs(partition, header, system, self.links)
         self.memory: MemoryModel = build_memory_model(schedule, partition, header, system.memory)
-        self.iter_cost = self._iteration_layers_cost()
+        self.iter_rows = iteration_rows(partition.iteration_layers, header, system, self.links)
         self.programs = add_communication(schedule)
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
-        self.compiled = [self._compile(r) for r in range(schedule.pp)]
+        builder = ProgramBuilder(schedule, self.costs, self.memory, self.labels,
+                                 self.options.p2p, self.pp_comm)
+        self.compiled = [builder.compile(r, self.programs[r]) for r in range(schedule.pp)]
         self.layer_ops_per_iteration = sum(
-            share[3].layer_ops for prog in self.compiled for op in prog if op[0] == _COMPUTE
-            for share in op[1].shares) + schedule.pp * self.iter_cost[2]
+            share[3].layer_ops for prog in self.compiled for op in prog if op[0] == COMPUTE
+            for share in op[1].shares) + schedule.pp * self.iter_rows.layer_ops
 
-    # -- compile ---------------------------------------------------------------------------
-    def _iteration_layers_cost(self) -> tuple[float, tuple[DPCollective, ...], int]:
-        """(compute-stream ns, DP collectives, layer ops) of the once-per-iteration rows."""
-        layers = self.partition.iteration_layers
-        if not layers:
-            return (0.0, (), 0)
-        c = chunk_costs(layers, {}, self.header, self.system, self.links)
-        total = c.F.duration + c.B.duration
-        dps = tuple(DPCollective(d.layer, c.F.duration + d.ready_offset, d.duration, d.update_ns,
-                                 d.nbytes) for d in c.dp_after_B)
-        return (total, dps, c.F.layer_ops + c.B.layer_ops)
-
-    def _compile(self, rank: int) -> list[tuple]:
-        """The rank's op list as tuples: (_COMPUTE, cost, actions), (_RECV, key, src, None, op),
-        (_SEND, key, dst, bytes, op), (_BATCH, ops)."""
-        actions = self.schedule.ranks[rank]
-        labels = self.labels[rank]
-        # the last weight-carrying backward of each stage on this rank issues its DP collectives
-        split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
-        weight_bwd = [a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
-                      for a in actions]
-        # (with no flush, e.g. 2BW, each minibatch of the continuous schedule reduces its own)
-        per_minibatch = self.schedule.meta.get("microbatches_per_iteration") or 0
-        last_wb: dict[tuple[int, int], int] = {}
-        for i, a in enumerate(actions):
-            if weight_bwd[i]:
-                minibatch = a.microbatch // per_minibatch if per_minibatch else 0
-                last_wb[(a.stage, minibatch)] = i
-        last = set(last_wb.values())
-        cache: dict[tuple, _StepCost] = {}
-        ops: list[tuple] = []
-        pos = 0   # compute steps appear in the order of the rank's actions
-        for op in self.programs[rank]:
-            if type(op) is Compute:
-                n = len(op.actions)
-                key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
-                             labels[pos + k]) for k, a in enumerate(op.actions))
-                cost = cache.get(key)
-                if cost is None:
-                    cost = cache[key] = self._step_cost(key)
-                ops.append((_COMPUTE, cost, op.actions))
-                pos += n
-            elif op.op == "recv":
-                ops.append((_RECV, op.key, op.src_rank, None, op))
-            else:
-                ops.append((_SEND, op.key, op.dst_rank, self.pp_comm, op))
-        mode = self.options.p2p
-        if mode == "async":
-            return ops
-        # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
-        # (Megatron's send_forward_recv_backward and friends) are posted and complete together
-        out: list[tuple] = []
-        for op in ops:
-            if op[0] == _COMPUTE:
-                out.append(op)
-            elif mode == "batched" and out and out[-1][0] == _BATCH:
-                out[-1] = (_BATCH, out[-1][1] + (op,))
-            else:
-                out.append((_BATCH, (op,)))
-        return out
-
-    def _step_cost(self, key: tuple) -> _StepCost:
-        """``key``: per action (stage, kind, carries weights, issues the DP collectives, phase)."""
-        chunk_of = self.schedule.stage_chunk
-        costs = [self.costs[chunk_of[stage]].of(kind) for stage, kind, *_ in key]
-        total = sum(c.duration for c in costs)
-        comm = sum(c.comm for c in costs)
-        paired = len(costs) > 1
-        # an overlapped pair: communication hides under the other half's compute
-        duration = max(total - comm, comm) if paired else total
-        shares = []
-        dp = []
-        acc = 0.0
-        alloc = free = 0.0
-        for (stage, kind, weights, issues_dp, _), c in zip(key, costs):
-            lo = acc / total if total else 0.0
-            acc += c.duration
-            hi = acc / total if total else 0.0
-            chunk = chunk_of[stage]
-            shares.append((lo, hi, chunk, c, kind if issues_dp else None))
-            if kind == "F":
-                alloc += self.memory.activation_bytes[chunk]
-            if weights:
-                free += self.memory.activation_bytes[chunk]
-            if issues_dp:
-                offset = lo * duration
-                scale = (duration / total) if total else 0.0
-                for d in self.costs[chunk].dp_after(kind):
-                    dp.append((chunk, offset + d.ready_offset * scale, d))
-        fwd_chunks = tuple(chunk_of[stage] for stage, kind, *_ in key if kind == "F")
-        return _StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
-                         fwd_chunks, alloc, free, tuple(k[4] for k in key))
 
     # -- run -------------------------------------------------------------------------------
     def run(self) -> RunRecords:
@@ -241,29 +131,14 @@ class Runtime:
         op, since = w   # a receive, recorded cheaply in the hot loop
         return Wait(rank, str(op[4]), op[2], since)
 
-    def _variation(self, rank: int):
-        """Per-step compute factors for one rank: slow-rank factor × lognormal(mean 1)."""
-        opts = self.options
-        slow = 1.0
-        for r, f in opts.slow_ranks:
-            if r == rank:
-                slow *= f
-        if opts.jitter_sigma <= 0:
-            return None if slow == 1.0 else slow
-        import numpy as np  # only for jitter: keeps `pipesim run` start-up light
-
-        rng = np.random.default_rng([opts.seed, rank])
-        sigma = opts.jitter_sigma
-        mu = -0.5 * sigma * sigma
-        return (rng, mu, sigma, slow)
-
     def _rank(self, rank: int):
         env = self.env
         program = self.compiled[rank]
         mailbox = self.mailbox
         rec_actions = self.rec.actions.append
         debug = self.debug
-        variation = self._variation(rank)
+        virtual = self.schedule.n_stages > self.schedule.pp
+        variation = RankVariation.of(self.options, rank)
         dp_done = self.dp_done_chunk
         trace_layers = self.trace_layers
         layer_by_layer = self.options.layer_by_layer
@@ -272,7 +147,7 @@ class Runtime:
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
-                if code == _COMPUTE:
+                if code == COMPUTE:
                     _, cost, acts = op
                     phases = cost.phases
                     for chunk in (cost.fwd_chunks if fwd_waits else ()):
@@ -284,13 +159,13 @@ class Runtime:
                     if cost.alloc:
                         self._allocate(rank, cost.alloc, acts, start)
                     if debug:
-                        self._log(rank, acts, phases, start, True)
+                        log_step(rank, acts, phases, start, True, virtual)
                     if layer_by_layer:
                         yield from self._layers(rank, it, cost)
                     else:
                         duration = cost.duration
                         if variation is not None:
-                            duration = self._vary(cost, variation)
+                            duration = variation.duration(cost)
                         if duration > 0:
                             yield env.timeout(duration)
                     end = env.now
@@ -309,8 +184,8 @@ class Runtime:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
                     if debug:
-                        self._log(rank, acts, phases, end, False)
-                elif code == _RECV:
+                        log_step(rank, acts, phases, end, False, virtual)
+                elif code == RECV:
                     key = (it,) + op[1]
                     ev = mailbox.get(key)
                     if ev is None:
@@ -320,7 +195,7 @@ class Runtime:
                         yield ev
                         self.waiting[rank] = None
                     del mailbox[key]
-                elif code == _SEND:
+                elif code == SEND:
                     mkey = (it,) + op[1]
                     ev = mailbox.get(mkey)
                     if ev is None:
@@ -330,7 +205,7 @@ class Runtime:
                     yield from self._batch(rank, it, op[1])
             yield from self._end_iteration(rank, it)
 
-    def _layers(self, rank: int, it: int, cost: _StepCost):
+    def _layers(self, rank: int, it: int, cost: StepCost):
         """The reference path: one SimPy timeout per layer state, each DP collective issued
         the moment its weight gradient ends. The fast path must give the same timeline."""
         env = self.env
@@ -345,16 +220,6 @@ class Runtime:
                 d = dps.get(seg.layer) if seg.state == "Weight_Gradient" else None
                 if d is not None:
                     self._issue_dp(rank, it, env.now, ((chunk, 0.0, d),), 1.0)
-
-    def _vary(self, cost: _StepCost, variation) -> float:
-        if isinstance(variation, float):
-            factor = variation
-        else:
-            rng, mu, sigma, slow = variation
-            factor = slow * math.exp(rng.normal(mu, sigma))
-        if cost.paired:
-            return max(cost.compute * factor, cost.comm)
-        return cost.compute * factor + cost.comm
 
     def _transfer(self, rank: int, dst: int, nbytes: int, t: Transfer, it: int,
                   arrival: simpy.Event, sent: simpy.Event | None = None) -> None:
@@ -380,7 +245,7 @@ class Runtime:
         waits = []
         for op in ops:
             ch = self._channel((it,) + op[1])
-            if op[0] == _RECV:
+            if op[0] == RECV:
                 ch.recv_posted = True
                 if ch.pending is not None:
                     src, dst, nbytes, t, pit = ch.pending
@@ -402,20 +267,20 @@ class Runtime:
                 yield ev
                 self.waiting[rank] = None
         for op in ops:
-            if op[0] == _RECV:
+            if op[0] == RECV:
                 self.channels.pop((it,) + op[1], None)
 
     # -- iteration end, DP stream, memory ----------------------------------------------------
     def _end_iteration(self, rank: int, it: int):
         env = self.env
-        compute, dps, _ = self.iter_cost
+        compute, dps = self.iter_rows.compute_ns, self.iter_rows.dp
         if compute > 0 or dps:
             start = env.now
             if compute > 0:
                 yield env.timeout(compute)
             self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps), 1.0)
         if self.debug:
-            log.debug("t=%.0f [PP_COMPLETE] Stage %d finished all microbatches", env.now, rank)
+            log_complete(rank, env.now)
         self.rec.rank_finish[it][rank] = env.now
         self.iter_end_candidates.append(env.now)
         self.finished += 1
@@ -474,25 +339,6 @@ class Runtime:
             s = start + seg.offset * scale
             self.rec.layers.append(LayerRecord(rank, a.stage, a.microbatch, it, seg.layer,
                                                seg.state, s, s + seg.duration * scale))
-
-    # -- document 000's debug lines ---------------------------------------------------------
-    def _log(self, rank: int, acts: tuple, phases: tuple, now: float, starting: bool) -> None:
-        for a, phase in zip(acts, phases):
-            if not starting:
-                tag = "PP_FWD_DONE" if a.kind == "F" else "PP_BWD_DONE"
-                log.debug("t=%.0f [%s] Stage %d completed %s for microbatch %d", now, tag, rank,
-                          _KIND_WORD[a.kind], a.microbatch)
-                continue
-            if phase == WARMUP:
-                tag = "WARMUP"
-            elif phase == COOLDOWN:
-                tag = "COOLDOWN"
-            else:
-                tag = "STEADY-1F" if a.kind == "F" else "STEADY-1B"
-            chunk = f" (virtual stage {a.stage})" if self.schedule.n_stages > self.schedule.pp else ""
-            log.debug("t=%.0f [%s] Stage %d starting %s for microbatch %d%s", now, tag, rank,
-                      _KIND_WORD[a.kind], a.microbatch, chunk)
-
 
 def _describe(op: tuple) -> str:
     return str(op[4])
