@@ -252,7 +252,8 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
         span = (ga - 1) * size
         # differ[i] = rows among the first i that differ from the row `size` further on
         differ = [0, *accumulate(a != b for a, b in zip(ids, ids[size:]))]
-        ok = [s for s in range(slack + 1) if differ[s + span] == differ[s]]
+        ok = [s for s in range(slack + 1) if differ[s + span] == differ[s]
+              and _maximal(ids, s, size, ga)]
         if not ok:
             continue
         pre = ok[0]
@@ -261,6 +262,14 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
             raise NotAicb(f"each repeat is {size // period} x the same {period} rows")
         return pre, size, ok[1:]
     raise NotAicb(f"no block of rows repeated {ga} times")
+
+
+def _maximal(ids: list[int], start: int, size: int, ga: int) -> bool:
+    """The ``ga`` repeats from ``start`` are not part of a longer run of the same block (a model
+    written once with more than ``ga`` identical layers is not an AICB stage)."""
+    block = ids[start:start + size]
+    end = start + ga * size
+    return ids[start - size:start] != block and ids[end:end + size] != block
 
 
 def _period(ids: list[int]) -> int:

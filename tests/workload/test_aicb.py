@@ -228,3 +228,18 @@ def test_load_workload_forced_layouts(tmp_path):
     assert load_workload(path).layout == "aicb"
     assert load_workload(path, layout="model").layout == "model"
     assert load_workload(path, layout="aicb").aicb.layers_per_stage == 2
+
+
+def test_model_layout_with_more_identical_layers_than_ga_is_not_an_aicb_stage(tmp_path):
+    # 96 identical layers and ga 64: a run of 64 equal blocks exists, but it is part of a longer
+    # run, so the rows are a model written once, not one stage unrolled over 64 microbatches
+    from simulator.cli.main import main
+    from simulator.workload import load_workload
+
+    out = tmp_path / "gpt.txt"
+    assert main(["generate", "--model", "gpt", "--layers", "96", "--hidden", "1024",
+                 "--heads", "16", "--seq", "1024", "--micro-batch", "1", "--tp", "2",
+                 "--pp", "8", "--vpp", "1", "--ga", "64", "-o", str(out)]) == 0
+    wl = load_workload(out)
+    assert wl.layout == "model"
+    assert wl.partition(16).n_chunks == 16
