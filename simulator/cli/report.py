@@ -66,10 +66,10 @@ def render_run(d: dict[str, Any]) -> str:
         bubble_lines = [
             f"  bubble ratio        {fmt_pct(d['bubble_ratio'])} of the iteration time",
             f"  per-stage bubble    {fmt_pct(d['bubble_ratio_own'])} of each stage's own span   "
-            f"(closed form {formula}: {fmt_pct(theory)})"]
+            f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
     else:
         bubble_lines = [f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
-                        f"(closed form {formula}: {fmt_pct(theory)})"]
+                        f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
     lines += bubble_lines + [
         *_simai_lines(d),
         f"  utilisation         {fmt_pct(d['utilization'])}",

@@ -90,8 +90,7 @@ def check_dualpipe(pp: int, microbatches: int, vpp: int) -> None:
 
 @register("dualpipe", summary="DualPipe (DeepSeek-V3): bidirectional, microbatches enter at both "
           "ends, overlapped F/B pairs, 2x parameters; needs P even, M even, M >= 2P",
-          closed_form=_closed_form, formula="(PP/2-1)(F&B+B-3W), PP = P ranks: "
-          "(P-2)/(3M+P-2) at F=W=1, B=2", default_vpp=2)
+          closed_form=_closed_form, formula="(P-2)/(3M+P-2)", default_vpp=2)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check_dualpipe(pp, microbatches, vpp)
     ranks = tuple(tuple(dualpipe_order(r, pp, microbatches)) for r in range(pp))

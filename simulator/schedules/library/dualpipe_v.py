@@ -113,8 +113,7 @@ def check_dualpipe_v(pp: int, microbatches: int, vpp: int) -> None:
 
 @register("dualpipe-v", summary="DualPipeV: V placement, overlapped F/B pairs, zero-bubble "
           "warm-up/cool-down; PyTorch ScheduleDualPipeV order; needs M >= 2P",
-          closed_form=_closed_form, formula="(PP/2-1)(F&B+B-3W), PP = 2P stages: "
-          "2(P-1)/(6M+2(P-1)) at F=W=1, B=2", default_vpp=2,
+          closed_form=_closed_form, formula="2(P-1)/(6M+2(P-1))", default_vpp=2,
           aliases=("dualpipev",))
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check_dualpipe_v(pp, microbatches, vpp)

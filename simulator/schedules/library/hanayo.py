@@ -208,8 +208,7 @@ def resolve_waves(vpp: int, waves: object) -> int:
 
 @register("hanayo", summary="Hanayo wave-like pipeline: W waves zig-zag over the ranks "
           "(vpp = 2W stages per rank), full backward, one model copy; option waves",
-          formula="measured: idle 3(P-1) units per rank at M = 2P (F=1, B=2), "
-          "~(P-1)/(2WM+P-1); no closed form", default_vpp=2, variable_vpp=True,
+          formula="none (about (P-1)/(2WM+P-1))", default_vpp=2, variable_vpp=True,
           aliases=("wave", "wave-like"))
 def generate(pp: int, microbatches: int, vpp: int = 2, waves: int | None = None,
              **_: object) -> Schedule:

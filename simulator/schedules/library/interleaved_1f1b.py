@@ -91,7 +91,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
           summary="Interleaved 1F1B (Megatron virtual pipeline, PyTorch Interleaved1F1B): v chunks "
                   "per rank (loop placement), microbatch groups of N",
           closed_form=_closed_form,
-          formula="(P-1)/(v*M+P-1) of the makespan, unit costs F=1, B=2 per chunk, M >= P",
+          formula="(P-1)/(vM+P-1)",
           default_vpp=2, variable_vpp=True, aliases=("interleaved", "interleaved1f1b"))
 def generate(pp: int, microbatches: int, vpp: int = 2, group_size: int | None = None,
              **_: object) -> Schedule:

@@ -21,7 +21,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
           summary="Looped BFS (PyTorch LoopedBFS): v chunks per rank, all microbatches through "
                   "one chunk before the next; backwards in reverse",
           closed_form=_closed_form,
-          formula="(P-1)/(v*M+P-1) of the makespan, unit costs F=1, B=2 per chunk, M >= P",
+          formula="(P-1)/(vM+P-1)",
           default_vpp=2, variable_vpp=True, aliases=("bfs", "loopedbfs"))
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     ranks = []

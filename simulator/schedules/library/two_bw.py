@@ -29,7 +29,7 @@ def weight_version(microbatch: int, microbatches: int) -> int:
 
 @register("2bw", summary="PipeDream-2BW: 1F1B across minibatches without a flush, two weight "
           "versions per stage, 1-stale updates; option iterations (default 2)",
-          closed_form=_closed_form, formula="(P-1)/(I*M+P-1) over its I minibatches",
+          closed_form=_closed_form, formula="(P-1)/(IM+P-1), I minibatches",
           aliases=("pipedream-2bw", "two-bw"))
 def generate(pp: int, microbatches: int, vpp: int = 1, iterations: int = 2,
              **_: object) -> Schedule:

@@ -72,7 +72,7 @@ def zb_v_order(rank: int, pp: int, microbatches: int) -> list[Action]:
 
 @register("zb-v", summary="ZB-V: two chunks per rank in a V, backward split into I and W; "
           "PyTorch ScheduleZBVZeroBubble order", closed_form=_closed_form,
-          formula="b/(6M+b), b = max(P-1, 4P-2-2M) units of F=I=W", default_vpp=2,
+          formula="b/(6M+b), b = max(P-1, 4P-2-2M)", default_vpp=2,
           aliases=("zbv", "zero-bubble-v", "zbvzerobubble"))
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     if vpp != 2:

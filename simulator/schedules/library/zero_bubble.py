@@ -33,8 +33,7 @@ def _zb_h1_closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "into I and W, Ws deferred into the cool-down; 1F1B's memory; --vpp > 1 "
                   "interleaves chunks",
           closed_form=_zb_h1_closed_form,
-          formula="bubble (P-1)(F+I-W); unit costs F=I=W=1 (B=2) per chunk: makespan "
-                  "3vM+P-1, ratio (P-1)/(3vM+P-1) for M >= P",
+          formula="(P-1)/(3vM+P-1)",
           variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"))
 def generate_zb_h1(pp: int, microbatches: int, vpp: int = 1, group_size: int | None = None,
                    **_: object) -> Schedule:
@@ -97,7 +96,7 @@ def _zb_h2_closed_form(pp: int, microbatches: int, vpp: int) -> float:
           closed_form=_zb_h2_closed_form,
           # as the zero-bubble paper counts it: each rank's idle time between its own first and
           # last action at F=I=W (B=2); the global makespan is still 3M+P-1 units
-          formula="(P-1)(F+I-2W) = 0 per stage for M >= 2P-1",
+          formula="0 per stage (M >= 2P-1)",
           aliases=("zb2p", "zbh2"), closed_form_basis="own")
 def generate_zb_h2(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
