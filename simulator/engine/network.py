@@ -76,33 +76,38 @@ class Network:
             link = self.links[(src, dst)] = LinkStats(src, dst, self.model.p2p(src, dst))
         return link
 
+    def book(self, src: int, dst: int, nbytes: int) -> tuple[float, float]:
+        """FIFO sharing only: book a transfer issued now; (start, end), known at once."""
+        now = self.env.now
+        link = self._stats(src, dst)
+        link.bytes += nbytes
+        link.transfers += 1
+        if nbytes <= 0:
+            return now, now
+        cfg = link.config
+        serial = nbytes * 8.0 / cfg.bandwidth_gbps
+        start = link.free_at if link.free_at > now else now
+        link.free_at = start + serial
+        link.busy_ns += serial
+        return start, start + serial + cfg.latency_ns
+
     def send(self, src: int, dst: int, nbytes: int, arrival: simpy.Event, done: Done,
              sent: simpy.Event | None = None) -> None:
         """Start a transfer now; ``arrival`` fires when the data is at ``dst``, ``sent`` (if
         given) when the last byte has left ``src`` (where a blocking send returns)."""
         env = self.env
         now = env.now
+        if not self.fair or nbytes <= 0:
+            start, end = self.book(src, dst, nbytes)
+            done(start, end)
+            fire_at(env, arrival, end - now)
+            if sent is not None:  # the last byte leaves `latency` before it lands
+                latency = self.links[(src, dst)].config.latency_ns if nbytes > 0 else 0.0
+                fire_at(env, sent, end - latency - now)
+            return
         link = self._stats(src, dst)
         link.bytes += nbytes
         link.transfers += 1
-        if nbytes <= 0:
-            done(now, now)
-            fire_at(env, arrival, 0.0)
-            if sent is not None:
-                fire_at(env, sent, 0.0)
-            return
-        cfg = link.config
-        serial = nbytes * 8.0 / cfg.bandwidth_gbps
-        if not self.fair:
-            start = link.free_at if link.free_at > now else now
-            link.free_at = start + serial
-            link.busy_ns += serial
-            end = start + serial + cfg.latency_ns
-            done(start, end)
-            fire_at(env, arrival, end - now)
-            if sent is not None:
-                fire_at(env, sent, start + serial - now)
-            return
         fl = self._fair.get((src, dst))
         if fl is None:
             fl = self._fair[(src, dst)] = _FairLink(link)

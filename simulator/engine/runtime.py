@@ -136,6 +136,9 @@ class Runtime:
         program = self.compiled[rank]
         mailbox = self.mailbox
         rec_actions = self.rec.actions.append
+        rec_transfers = self.rec.transfers.append
+        net = self.net
+        fifo = not net.fair
         debug = self.debug
         virtual = self.schedule.n_stages > self.schedule.pp
         variation = RankVariation.of(self.options, rank)
@@ -186,21 +189,38 @@ class Runtime:
                     if debug:
                         log_step(rank, acts, phases, end, False, virtual)
                 elif code == RECV:
+                    # the mailbox holds the arrival time (fifo links), or an event to wait on
                     key = (it,) + op[1]
-                    ev = mailbox.get(key)
-                    if ev is None:
+                    got = mailbox.pop(key, None)
+                    if got is None:            # nothing sent yet: wait for the sender
                         ev = mailbox[key] = env.event()
-                    if ev.callbacks is not None:   # not yet processed: wait for the data
                         self.waiting[rank] = (op, env.now)
                         yield ev
                         self.waiting[rank] = None
-                    del mailbox[key]
+                        del mailbox[key]
+                    elif type(got) is float:
+                        if got > env.now:
+                            yield env.timeout(got - env.now)
+                    elif got.callbacks is not None:
+                        yield got
                 elif code == SEND:
                     mkey = (it,) + op[1]
-                    ev = mailbox.get(mkey)
-                    if ev is None:
-                        ev = mailbox[mkey] = env.event()
-                    self._transfer(rank, op[2], op[3], op[4], it, ev)
+                    waiter = mailbox.get(mkey)
+                    if fifo:                   # the arrival time is known now
+                        dst, nbytes, t = op[2], op[3], op[4]
+                        now = env.now
+                        start, end = net.book(rank, dst, nbytes)
+                        rec_transfers(TransferRecord(rank, dst, t.src_stage, t.dst_stage,
+                                                     t.data, t.microbatch, it, nbytes, now,
+                                                     start, end))
+                        if waiter is None:
+                            mailbox[mkey] = float(end)
+                        else:
+                            fire_at(env, waiter, end - now)
+                    else:
+                        if waiter is None:
+                            waiter = mailbox[mkey] = env.event()
+                        self._transfer(rank, op[2], op[3], op[4], it, waiter)
                 else:
                     yield from self._batch(rank, it, op[1])
             yield from self._end_iteration(rank, it)
