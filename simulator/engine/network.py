@@ -139,9 +139,14 @@ class Network:
             return
         now = self.env.now
         self._advance(fl, now)
-        eps = 1e-6
-        finished = [f for f in fl.flows if f.remaining <= eps]
-        fl.flows = [f for f in fl.flows if f.remaining > eps]
+        rate = fl.stats.config.bandwidth_gbps / 8.0 / len(fl.flows)
+
+        def done(f: _Flow) -> bool:
+            # done, up to rounding: nothing left, or too little to move the clock any more
+            return f.remaining <= 1e-6 or now + f.remaining / rate <= now
+
+        finished = [f for f in fl.flows if done(f)]
+        fl.flows = [f for f in fl.flows if not done(f)]
         latency = fl.stats.config.latency_ns
         for f in finished:
             f.done(f.start, now + latency)

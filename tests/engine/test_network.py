@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import simpy
 
@@ -126,3 +128,30 @@ def test_bad_topology_values_are_named():
         system_from_dict({"topology": {"order": "pp-tp"}}, "s.yaml")
     with pytest.raises(ConfigError, match=r"busbw_overrides.tp.allreduse: expected a key"):
         system_from_dict({"busbw_overrides": {"tp.allreduse": 3}}, "s.yaml")
+
+
+def test_fair_sharing_finishes_at_late_times_despite_rounding():
+    # At t ~ 1e15 ns a float cannot resolve sub-ns steps; a flow with a sliver of bytes left
+    # used to be rescheduled at the same instant forever (a hang). Every flow must finish.
+    rng = random.Random(1)
+    for _ in range(60):
+        link = LinkConfig(bandwidth_gbps=rng.choice([8 / 3, 8 / 7, 3.3, 100 / 3]), latency_ns=0.0)
+        system = SystemConfig(links=link, topology=TopologyConfig(sharing="fair"))
+        env = simpy.Environment(initial_time=rng.choice([1e12, 1e14, 1e15, 3.3e15]))
+        net = Network(env, LinkModel(Header("MODEL", pp=2, all_gpus=2), system))
+        ends: list[float] = []
+        sizes = [rng.randint(1, 5000) for _ in range(4)]
+        gaps = [rng.random() * 100 for _ in range(4)]
+
+        def sender(sizes=sizes, gaps=gaps, env=env, net=net, ends=ends):
+            for n, gap in zip(sizes, gaps):
+                net.send(0, 1, n, env.event(), lambda s, e: ends.append(e))
+                yield env.timeout(gap)
+
+        env.process(sender())
+        steps = 0
+        while env.peek() < float("inf"):
+            env.step()
+            steps += 1
+            assert steps < 1000, "the fair-share link keeps rescheduling without progress"
+        assert len(ends) == 4
