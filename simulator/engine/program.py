@@ -36,7 +36,6 @@ class StepCost:
     paired: bool
     shares: tuple  # per action: (start fraction, end fraction, chunk, ActionCost, DP kind|None)
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
-    fwd_chunks: tuple[int, ...]
     alloc: float             # activation bytes allocated when the step starts
     free: float              # activation bytes freed when it ends
     phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
@@ -144,6 +143,5 @@ class ProgramBuilder:
                 scale = (duration / total) if total else 0.0
                 for d in self.costs[chunk].dp_after(kind):
                     dp.append((chunk, offset + d.ready_offset * scale, d))
-        fwd_chunks = tuple(chunk_of[stage] for stage, kind, *_ in key if kind == "F")
         return StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
-                        fwd_chunks, alloc, free, tuple(k[4] for k in key))
+                        alloc, free, tuple(k[4] for k in key))

@@ -102,7 +102,6 @@ class Runtime:
         self.finished = 0
         P = self.schedule.pp
         self.dp_free = [0.0] * P          # communication stream per rank
-        self.dp_done_chunk: dict[tuple[int, int], float] = {}
         self.iter_end_candidates: list[float] = []
         self.barrier = env.event()
         self.debug = log.isEnabledFor(logging.DEBUG)
@@ -142,22 +141,14 @@ class Runtime:
         debug = self.debug
         virtual = self.schedule.n_stages > self.schedule.pp
         variation = RankVariation.of(self.options, rank)
-        dp_done = self.dp_done_chunk
         trace_layers = self.trace_layers
         layer_by_layer = self.options.layer_by_layer
-        # without a flush (2BW) a forward runs on the stashed older weight version: no wait
-        fwd_waits = self.schedule.flush
         for it in range(self.iterations):
             for op in program:
                 code = op[0]
                 if code == COMPUTE:
                     _, cost, acts = op
                     phases = cost.phases
-                    for chunk in (cost.fwd_chunks if fwd_waits else ()):
-                        # Forward_Pass waits for its chunk's pending weight-gradient collective
-                        ready = dp_done.get((rank, chunk), 0.0)
-                        if ready > env.now:
-                            yield env.timeout(ready - env.now)
                     start = env.now
                     if cost.alloc:
                         self._allocate(rank, cost.alloc, acts, start)
@@ -329,9 +320,6 @@ class Runtime:
             self.rec.collectives.append(CollectiveRecord(rank, chunk, d.layer, it, d.nbytes,
                                                          ready, s, free))
             done = max(done, free + d.update_ns)
-            if chunk >= 0:
-                key = (rank, chunk)
-                self.dp_done_chunk[key] = max(self.dp_done_chunk.get(key, 0.0), free + d.update_ns)
         self.dp_free[rank] = free
         self.iter_end_candidates.append(done)
 
