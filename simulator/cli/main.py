@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("pipesim: aborted", err=True)
         return 130
-    except click.ClickException as err:
-        err.show()
+    except click.ClickException as err:   # a bad option or argument: one line, like ours
+        click.echo(f"pipesim: error: {err.format_message()}", err=True)
         return err.exit_code
     except click.exceptions.Exit as err:
         return err.exit_code

@@ -165,3 +165,15 @@ def test_schedule_options_and_system_overrides(capsys, tmp_path):
 def test_bad_schedule_options_and_overrides_are_named(capsys, args, msg):
     rc, _, err = run(capsys, DOC000, *args)
     assert rc == 2 and err == f"pipesim: error: {msg}\n"
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["run"], "Missing argument 'WORKLOAD'."),
+    (["nope"], "No such command 'nope'."),
+    (["run", "x.txt", "--p2p", "smoke"], "Invalid value for '--p2p': 'smoke' is not one of "
+                                          "'async', 'blocking', 'batched'."),
+])
+def test_usage_errors_are_one_line(capsys, argv, msg):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"pipesim: error: {msg}\n" and captured.out == ""
