@@ -81,11 +81,11 @@ class Runtime:
         self.costs: list[ChunkCosts] = partition_costs(partition, header, system, self.links)
         self.memory: MemoryModel = build_memory_model(schedule, partition, header, system.memory)
         self.iter_rows = iteration_rows(partition.iteration_layers, header, system, self.links)
-        self.programs = add_communication(schedule)
+        programs = add_communication(schedule)   # compiled below, then let go
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
         builder = ProgramBuilder(schedule, self.costs, self.memory, self.labels,
                                  self.options.p2p, self.pp_comm)
-        self.compiled = [builder.compile(r, self.programs[r]) for r in range(schedule.pp)]
+        self.compiled = [builder.compile(r, programs[r]) for r in range(schedule.pp)]
         self.layer_ops_per_iteration = sum(
             share[3].layer_ops for prog in self.compiled for op in prog if op[0] == COMPUTE
             for share in op[1].shares) + schedule.pp * self.iter_rows.layer_ops
