@@ -38,14 +38,17 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _simai_lines(d: dict[str, Any]) -> list[str]:
-    if "simai" not in d:
-        return []
-    s, pb = d["simai"], d["pipeline_bubble_ns"]
-    return [f"  pipeline bubble     {fmt_time(pb['mean_ns'])} per rank (mean, up to the last "
-            "compute; the DP/optimizer tail excluded)",
-            f"  SimAI's formula     {fmt_time(s['bubble_ns'])} as SimAI computes it (pp {s['pp']}, "
-            f"ga {s['ga']}, vpp {s['vpp']}); {fmt_time(s['bubble_at_schedule_ns'])} at this "
-            "run's P, M, v"]
+    lines = []
+    if "pipeline_bubble_ns" in d:
+        pb = d["pipeline_bubble_ns"]
+        lines.append(f"  pipeline bubble     {fmt_time(pb['mean_ns'])} per rank (mean, up to the "
+                     "last compute; the DP/optimizer tail excluded)")
+    if "simai" in d:
+        s = d["simai"]
+        lines.append(f"  SimAI's formula     {fmt_time(s['bubble_ns'])} as SimAI computes it "
+                     f"(pp {s['pp']}, ga {s['ga']}, vpp {s['vpp']}); "
+                     f"{fmt_time(s['bubble_at_schedule_ns'])} at this run's P, M, v")
+    return lines
 
 
 def render_run(d: dict[str, Any]) -> str:

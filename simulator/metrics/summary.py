@@ -155,12 +155,15 @@ def summarize(result: Any) -> dict[str, Any]:
     if n_it:
         from ..analysis import pipeline_bubble, simai_pipeline_terms
 
-        simai = simai_pipeline_terms(result.workload, result.system)
-        simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
-            result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
-            vpp=sched.vpp)["bubble_ns"]
-        out["simai"] = simai
         out["pipeline_bubble_ns"] = pipeline_bubble(result)
+        if result.workload.layout == "aicb":
+            # SimAI's formula reads the rows as one stage over ga microbatches: only meaningful
+            # for files in that layout
+            simai = simai_pipeline_terms(result.workload, result.system)
+            simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
+                result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
+                vpp=sched.vpp)["bubble_ns"]
+            out["simai"] = simai
     if not sched.flush and sched.meta.get("iterations"):  # e.g. 2BW: minibatches run as one
         out["minibatches"] = sched.meta["iterations"]
         out["time_per_minibatch_ns"] = makespan / sched.meta["iterations"]

@@ -177,3 +177,18 @@ def test_usage_errors_are_one_line(capsys, argv, msg):
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err == f"pipesim: error: {msg}\n" and captured.out == ""
+
+
+def test_simai_formula_shown_only_for_aicb_stage_traces(capsys):
+    aicb = REPO / "tests" / "data" / "real" / "workload_gpt13b_128g.txt"
+    rc, out, _ = run(capsys, aicb, "--json", "-")
+    d = json.loads(out)
+    assert rc == 0 and d["layout"] == "aicb"
+    assert (d["simai"]["pp"], d["simai"]["ga"], d["simai"]["vpp"]) == (2, 16, 20)
+    assert d["simai"]["bubble_at_schedule_ns"] == pytest.approx(20 * d["simai"]["bubble_ns"])
+    assert d["pipeline_bubble_ns"]["mean_ns"] > 0
+    rc, out, _ = run(capsys, aicb)
+    assert "SimAI's formula" in out and "pipeline bubble" in out
+    # a model-layout file is the whole model once, not one stage over ga microbatches
+    rc, out, _ = run(capsys, DOC000, "--json", "-")
+    assert "simai" not in json.loads(out)
