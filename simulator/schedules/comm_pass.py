@@ -60,34 +60,27 @@ class Transfer(NamedTuple):
 Op = Compute | Transfer
 
 
-def _inputs(schedule: Schedule, a: Action, rank: int) -> list[Transfer]:
-    place = schedule.placement
+def _peer(schedule: Schedule, a: Action, rank: int, op: str) -> list[Transfer]:
+    """The receive (``op="recv"``) or send (``"send"``) action ``a`` needs, if it crosses ranks.
+
+    A forward takes activations from the previous stage and gives them to the next; a
+    gradient-carrying backward (B or I) runs the other way; W moves no data.
+    """
     if a.kind == "F":
-        src = schedule.prev_stage(a.stage)
-        data = ACTIVATION
+        data, upstream = ACTIVATION, schedule.prev_stage
+        downstream = schedule.next_stage
     elif a.kind in ("B", "I"):
-        src = schedule.next_stage(a.stage)
-        data = GRADIENT
+        data, upstream = GRADIENT, schedule.next_stage
+        downstream = schedule.prev_stage
     else:
         return []
-    if src is None or place[src] == rank:
+    other = (upstream if op == "recv" else downstream)(a.stage)
+    if other is None or schedule.placement[other] == rank:
         return []
-    return [Transfer("recv", data, src, a.stage, a.microbatch, place[src], rank)]
-
-
-def _outputs(schedule: Schedule, a: Action, rank: int) -> list[Transfer]:
-    place = schedule.placement
-    if a.kind == "F":
-        dst = schedule.next_stage(a.stage)
-        data = ACTIVATION
-    elif a.kind in ("B", "I"):
-        dst = schedule.prev_stage(a.stage)
-        data = GRADIENT
-    else:
-        return []
-    if dst is None or place[dst] == rank:
-        return []
-    return [Transfer("send", data, a.stage, dst, a.microbatch, rank, place[dst])]
+    peer = schedule.placement[other]
+    if op == "recv":
+        return [Transfer("recv", data, other, a.stage, a.microbatch, peer, rank)]
+    return [Transfer("send", data, a.stage, other, a.microbatch, rank, peer)]
 
 
 def _steps(actions: tuple[Action, ...]) -> list[tuple[Action, ...]]:
@@ -112,9 +105,9 @@ def add_communication(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
         ops: list[Op] = []
         for step in _steps(actions):
             for a in step:
-                ops.extend(_inputs(schedule, a, rank))
+                ops.extend(_peer(schedule, a, rank, "recv"))
             ops.append(Compute(step))
             for a in step:
-                ops.extend(_outputs(schedule, a, rank))
+                ops.extend(_peer(schedule, a, rank, "send"))
         programs.append(tuple(ops))
     return tuple(programs)
