@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,73 @@ def _run_chunk(fn: Callable[[Any], Any], chunk: list) -> list:
     return [fn(task) for task in chunk]
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the driver, which stops the sweep cleanly."""
+def _init_worker(driver_pid: int) -> None:
+    """Set up a local worker process: it leaves Ctrl-C to the driver (which stops the sweep
+    cleanly) and dies with the driver, ``kill -9`` included.
+
+    A killed driver runs no cleanup, and its workers would live on: each holds the pipes of the
+    pool, so none sees an end of file, and the forkserver and the resource tracker (which exit
+    only when every holder of their pipe is gone) stay with them. The worker's parent is the
+    forkserver, not the driver, so ``PR_SET_PDEATHSIG`` alone covers only the forkserver's
+    death; a thread waits on the driver's pid itself and ends the process when it exits.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _set_parent_death_signal()
+    _exit_when_gone(driver_pid)
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: the kernel sends SIGKILL to this process when its parent dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # no prctl: the watch thread still covers the driver
+        pass
+
+
+def _exit_when_gone(pid: int, poll_s: float = 0.2) -> None:
+    """End this process (``os._exit``) as soon as process ``pid`` has exited.
+
+    Linux waits on a pidfd (no polling, no pid-reuse race); elsewhere the thread polls.
+    """
+    import threading
+
+    fd = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(_ORPHANED)  # the driver died before this worker started
+    except (AttributeError, OSError):
+        pass
+
+    def watch() -> None:
+        if fd is not None:
+            import select
+
+            select.select([fd], [], [])
+        else:
+            while _alive(pid):
+                time.sleep(poll_s)
+        os._exit(_ORPHANED)
+
+    threading.Thread(target=watch, name="pipesim-driver-watch", daemon=True).start()
+
+
+_ORPHANED = 70  # a worker's exit status when its driver is gone (nobody reads it)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class LocalExecutor:
@@ -63,7 +129,8 @@ class LocalExecutor:
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(["simulator.sweep.worker", "simulator.api"])
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
-                                             initializer=_ignore_sigint)
+                                             initializer=_init_worker,
+                                             initargs=(os.getpid(),))
         return self
 
     def __exit__(self, *exc: Any) -> None:

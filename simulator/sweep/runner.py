@@ -98,38 +98,38 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
     hashes = FileHashes(spec.base_dir)
     points, notes = expand(spec, hashes)
     columns, dtypes = table_columns(spec)
-    table = ResultsTable.open(out_dir, columns, dtypes, resume)
-    try:
-        todo = [p for p in points if p.point_id not in table.done]
-        base = str(spec.base_dir.resolve())
-        tasks = []
-        for p in todo:
-            sha = hashes(p.params["workload"])
-            # parse each workload here first: a bad file is one error before anything runs
-            # (and with --jobs 1 the points reuse this parse)
-            cached_workload(str(Path(base) / p.params["workload"]),
-                            p.params.get("layout", "auto"), sha)
-            tasks.append(Task(p.index, p.point_id, p.params, base, sha))
-        failed = 0
-        first_error = None
-        with ex:
-            reporter.start(len(todo), len(points) - len(todo), ex.workers, ex.name)
-            try:
-                for index, result in ex.map_unordered(run_point, tasks):
-                    point = points[index]
-                    table.append({"point": index, "point_id": point.point_id, **point.params,
-                                  **result})
-                    ok = result["status"] == "ok"
-                    if not ok:
-                        failed += 1
-                        if first_error is None or index < first_error[0]:
-                            first_error = (index, f"{_describe(point)}: {result['error']}")
-                    reporter.advance(ok)
-            finally:
-                reporter.close()
-    except BaseException:
-        table.close()
-        raise
+    # checked and read now, created only once the executor is up: a cluster that cannot be
+    # reached leaves no table behind
+    table = ResultsTable.prepare(out_dir, columns, dtypes, resume)
+    todo = [p for p in points if p.point_id not in table.done]
+    base = str(spec.base_dir.resolve())
+    tasks = []
+    for p in todo:
+        sha = hashes(p.params["workload"])
+        # parse each workload here first: a bad file is one error before anything runs
+        # (and with --jobs 1 the points reuse this parse)
+        cached_workload(str(Path(base) / p.params["workload"]),
+                        p.params.get("layout", "auto"), sha)
+        tasks.append(Task(p.index, p.point_id, p.params, base, sha))
+    failed = 0
+    first_error = None
+    with ex:
+        table.start()
+        reporter.start(len(todo), len(points) - len(todo), ex.workers, ex.name)
+        try:
+            for index, result in ex.map_unordered(run_point, tasks):
+                point = points[index]
+                table.append({"point": index, "point_id": point.point_id, **point.params,
+                              **result})
+                ok = result["status"] == "ok"
+                if not ok:
+                    failed += 1
+                    if first_error is None or index < first_error[0]:
+                        first_error = (index, f"{_describe(point)}: {result['error']}")
+                reporter.advance(ok)
+        finally:
+            reporter.close()
+            table.close()
     frame = table.finish({p.point_id: p.index for p in points})
     return SweepOutcome(spec, Path(out_dir), table.csv_path, table.parquet_path, len(points),
                         len(points) - len(todo), len(todo), failed, ex.workers,

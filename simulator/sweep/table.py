@@ -50,31 +50,72 @@ class ResultsTable:
         self.rows_written = 0
         self._fh = None
         self._writer = None
+        self._fresh = True
 
     @classmethod
     def open(cls, out_dir: str | Path, columns: list[str], dtypes: dict[str, str],
              resume: bool) -> "ResultsTable":
-        """Start a table, or with ``resume`` continue the one in ``out_dir`` (repairing a cut
-        last line). Without ``resume`` an existing table is an error, never overwritten."""
-        out = Path(out_dir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise ConfigError(f"--out: cannot create {out}: {err.strerror or err}") from None
-        table = cls(out, columns, dtypes)
-        path = table.csv_path
-        if path.exists() and path.stat().st_size > 0:
-            if not resume:
-                raise ConfigError(f"--out: {path} exists; pass --resume to complete that sweep, "
-                                  "or choose another --out")
-            table._repair_and_load()
-        fresh = not path.exists() or path.stat().st_size == 0
-        table._fh = open(path, "a", newline="")
-        table._writer = csv.writer(table._fh, lineterminator="\n")
-        if fresh:
-            table._writer.writerow(columns)
-            table._fh.flush()
+        """:meth:`prepare` then :meth:`start`: the table, open for appending."""
+        table = cls.prepare(out_dir, columns, dtypes, resume)
+        table.start()
         return table
+
+    @classmethod
+    def prepare(cls, out_dir: str | Path, columns: list[str], dtypes: dict[str, str],
+                resume: bool) -> "ResultsTable":
+        """Check ``out_dir`` and, with ``resume``, read which points its table has (repairing a
+        cut last line); create nothing yet, so a sweep that fails before its first point (a
+        cluster it cannot reach) leaves no table behind.
+
+        Without ``resume`` a table with finished points is an error, never overwritten; one
+        without any (just the header, as a sweep killed while starting leaves it) counts as new.
+        """
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out: {out} is a file; expected a folder")
+        table = cls(out, columns, dtypes)
+        table._fresh = table._finished_rows() == 0
+        if not table._fresh:
+            if not resume:
+                raise ConfigError(f"--out: {table.csv_path} exists; pass --resume to complete "
+                                  "that sweep, or choose another --out")
+            table._repair_and_load()
+        return table
+
+    def _finished_rows(self) -> int:
+        """Complete lines after the header (0: no table, or only a pipesim header, perhaps with
+        a line cut by a kill); any other one-line file counts as 1 (it is not ours to replace)."""
+        try:
+            with open(self.csv_path, "rb") as fh:
+                head = b""
+                while head.count(b"\n") < 2:
+                    block = fh.read(1 << 16)
+                    if not block:
+                        break
+                    head += block
+        except FileNotFoundError:
+            return 0
+        except OSError as err:
+            raise ConfigError(f"--out: cannot read {self.csv_path}: {err.strerror or err}") \
+                from None
+        lines = head.count(b"\n")
+        if lines >= 2:
+            return lines - 1
+        first = head.split(b"\n", 1)[0]
+        return 0 if not head or (lines == 1 and b"point_id" in first.split(b",")) else 1
+
+    def start(self) -> None:
+        """Create the folder and open the table for appending (a new table: with its header)."""
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"--out: cannot create {self.out_dir}: {err.strerror or err}") \
+                from None
+        self._fh = open(self.csv_path, "w" if self._fresh else "a", newline="")
+        self._writer = csv.writer(self._fh, lineterminator="\n")
+        if self._fresh:
+            self._writer.writerow(self.columns)
+            self._fh.flush()
 
     def _repair_and_load(self) -> None:
         path = self.csv_path
