@@ -69,7 +69,8 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     for r in range(schedule.pp):
         chunks = sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)})
         params = sum(_params(layer, cfg) for c in chunks for layer in partition.chunks[c])
-        params += sum(_params(layer, cfg) for layer in partition.iteration_layers)
+        params += sum(_params(layer, cfg)
+                      for layer in partition.iteration_rows_of(chunks, schedule.pp))
         static.append(params * cfg.bytes_per_param
                       + (versions - 1) * params * cfg.grad_bytes_per_param)
     return MemoryModel(tuple(static), tuple(acts))

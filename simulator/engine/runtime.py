@@ -34,7 +34,8 @@ from .eventlog import log, log_complete, log_step
 from .memory import MemoryModel, build_memory_model
 from .network import LinkStats, Network, fire_at
 from .options import EngineOptions
-from .program import COMPUTE, RECV, SEND, ProgramBuilder, StepCost, iteration_rows
+from .program import (COMPUTE, RECV, SEND, IterationRows, ProgramBuilder, StepCost,
+                      iteration_rows)
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
@@ -80,7 +81,16 @@ class Runtime:
         self.links = LinkModel(header, system, schedule.pp)
         self.costs: list[ChunkCosts] = partition_costs(partition, header, system, self.links)
         self.memory: MemoryModel = build_memory_model(schedule, partition, header, system.memory)
-        self.iter_rows = iteration_rows(partition.iteration_layers, header, system, self.links)
+        # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
+        by_share: dict[tuple[int, ...], IterationRows] = {}
+        self.iter_rows: list[IterationRows] = []
+        for r in range(schedule.pp):
+            chunks = tuple(sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)}))
+            rows = by_share.get(chunks)
+            if rows is None:
+                own = partition.iteration_rows_of(chunks, schedule.pp)
+                rows = by_share[chunks] = iteration_rows(own, header, system, self.links)
+            self.iter_rows.append(rows)
         programs = add_communication(schedule)   # compiled below, then let go
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
         builder = ProgramBuilder(schedule, self.costs, self.memory, self.labels,
@@ -88,7 +98,7 @@ class Runtime:
         self.compiled = [builder.compile(r, programs[r]) for r in range(schedule.pp)]
         self.layer_ops_per_iteration = sum(
             share[3].layer_ops for prog in self.compiled for op in prog if op[0] == COMPUTE
-            for share in op[1].shares) + schedule.pp * self.iter_rows.layer_ops
+            for share in op[1].shares) + sum(rows.layer_ops for rows in self.iter_rows)
 
 
     # -- run -------------------------------------------------------------------------------
@@ -284,7 +294,7 @@ class Runtime:
     # -- iteration end, DP stream, memory ----------------------------------------------------
     def _end_iteration(self, rank: int, it: int):
         env = self.env
-        compute, dps = self.iter_rows.compute_ns, self.iter_rows.dp
+        compute, dps = self.iter_rows[rank].compute_ns, self.iter_rows[rank].dp
         if compute > 0 or dps:
             start = env.now
             if compute > 0:

@@ -43,11 +43,12 @@ from itertools import accumulate
 
 from ..errors import ConfigError, WorkloadError
 from .model import Layer, Partition, Workload
+from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
 from .partition import chunk_bounds, recompute_plan
 
 # AICB's iteration-level row names, used only when ga == 1 (nothing repeats to find the block by)
-_PRE_NAME = re.compile(r"^(grad_\w*|moe_grad_norm\d*|embedding_grads|layernorm|norm)$")
-_POST_NAME = re.compile(r"^(cross_entropy\d*|optimizer\d*)$")
+_PRE_NAME = PRE_NAME
+_POST_NAME = POST_NAME
 _LAYER_NAME = ("attention", "mlp", "moe")
 _TIMED = ("fwd_compute", "ig_compute", "wg_compute", "update_time")
 
@@ -201,7 +202,9 @@ def partition_aicb(workload: Workload, n_chunks: int) -> Partition:
     rows = sum(b - a for a, b in st.layer_spans)
     per_layer = rows / len(st.layer_spans) if st.layer_spans else 1.0
     return Partition(chunks=chunks, iteration_layers=st.iteration, recompute=recompute,
-                     rows_per_layer=per_layer)
+                     rows_per_layer=per_layer,
+                     iteration_share=chunk_shares(chunks, st.stages) if st.iteration else (),
+                     iteration_stages=st.stages)
 
 
 def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:

@@ -131,7 +131,9 @@ class Partition:
     """What each model chunk runs, in model order.
 
     ``chunks[c]`` are the layers of chunk c (forward order). ``iteration_layers`` run once per
-    iteration on every rank after its last microbatch (AICB's DP/optimizer rows).
+    iteration on every rank after its last microbatch (AICB's DP/optimizer rows), each rank its
+    share: ``iteration_share[c]`` per chunk it runs (empty: every rank runs them in full; see
+    :mod:`.iteration_rows`).
     ``recompute[c]`` maps a layer position in chunk c whose input-gradient triggers a recompute to
     the positions recomputed first (Forward_In_BackPass). ``rows_per_layer`` lets per-layer
     figures (activation memory) be spread over the rows of a layer.
@@ -141,6 +143,18 @@ class Partition:
     iteration_layers: tuple[Layer, ...] = ()
     recompute: tuple[dict[int, tuple[int, ...]], ...] = field(default=())
     rows_per_layer: float = 1.0   # rows that make one transformer layer (AICB: sub-layer rows)
+    iteration_share: tuple[float, ...] = ()
+    iteration_stages: int = 1     # pipeline stages the iteration rows describe
+
+    def iteration_rows_of(self, chunks, n_ranks: int) -> tuple[Layer, ...]:
+        """The iteration rows as the rank running ``chunks`` (of ``n_ranks``) runs them."""
+        if (not self.iteration_share or not self.iteration_layers
+                or n_ranks == self.iteration_stages):
+            return self.iteration_layers
+        from .iteration_rows import scale_rows
+
+        return scale_rows(self.iteration_layers,
+                          sum(self.iteration_share[c] for c in set(chunks)))
 
     @property
     def n_chunks(self) -> int:
