@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..yaml_file import read_yaml
+from .runtime_profile import RuntimeProfile, runtime_from_dict
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class SystemConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     # SimAI-style bus bandwidths per collective: {"tp.allreduce": 1800.0, ...} (Gb/s)
     busbw_overrides: dict = field(default_factory=dict)
+    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)  # runtime_profile.py
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,7 +139,9 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
             raise ConfigError(f"{source}: unknown key {dotted!r}; expected one of: "
                               + ", ".join(sorted(known)))
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if dataclasses.is_dataclass(default):
+        if isinstance(default, RuntimeProfile):
+            kwargs[key] = runtime_from_dict(value, source, dotted)
+        elif dataclasses.is_dataclass(default):
             kwargs[key] = _build(type(default), value, source, dotted)
         elif isinstance(default, dict):
             kwargs[key] = _busbw(value, source, dotted)

@@ -1,0 +1,175 @@
+"""The ``runtime:`` section of a system YAML: what a real pipeline runtime adds to the compute
+the workload rows describe (see docs/model.md, *The runtime model*).
+
+Every key is optional and the defaults are the ideal machine (no overheads, transfers as the
+``async`` mode prices them), so a system without this section simulates exactly what it did
+before. Keys:
+
+- ``p2p``: the point-to-point mode used when ``--p2p`` is not given;
+- ``action_overhead_ns: {F, B, I, W}``: a launch cost the rank pays before each action of that
+  kind (an overlapped F/B pair pays one: the larger of its two kinds');
+- ``step_prologue_ns`` / ``step_epilogue_ns``: paid by every rank at the start / end of every
+  iteration (torch's ``step()``);
+- ``exchange_ns``: the extra cost of a simultaneous two-way exchange between two ranks;
+- ``first_stage_backward``: ``rows`` (I and W as the rows say) or ``torch`` (the first stage
+  computes no input gradient: its I costs nothing and its W runs the whole backward);
+- ``action_costs_ns: {"<stage>": {F, B, I, W}}`` (global virtual stage) with
+  ``calibrated_for: {pp, vpp}``: measured action costs that replace the rows' sums when the
+  run's P and v are the calibrated ones;
+- ``layer_scale: {"<layer>": factor | {F, I, W}}``: per-layer factors on the rows' compute,
+  which apply wherever ``action_costs_ns`` does not.
+
+Layering: this module belongs to the system layer; the engine reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+
+P2P_MODES = ("async", "blocking", "batched", "torch", "torch-single", "torch-multi")
+KINDS = ("F", "B", "I", "W")
+LAYER_KINDS = ("F", "I", "W")          # a layer's forward, input- and weight-gradient compute
+FIRST_STAGE_BACKWARD = ("rows", "torch")
+
+
+def _zero_overheads() -> dict[str, float]:
+    return {k: 0.0 for k in KINDS}
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    """The ``runtime:`` section (see the module docstring); stage and layer keys are strings,
+    as YAML and ``--set runtime.action_costs_ns.3.F=...`` spell them."""
+
+    p2p: str = "async"
+    action_overhead_ns: dict = field(default_factory=_zero_overheads)
+    step_prologue_ns: float = 0.0
+    step_epilogue_ns: float = 0.0
+    exchange_ns: float = 0.0
+    first_stage_backward: str = "rows"
+    calibrated_for: dict | None = None          # {"pp": P, "vpp": v}
+    action_costs_ns: dict = field(default_factory=dict)   # {"3": {"F": ns, ...}}
+    layer_scale: dict = field(default_factory=dict)       # {"7": {"F": x, "I": y, "W": z}}
+
+    @property
+    def has_overheads(self) -> bool:
+        return any(self.action_overhead_ns.values())
+
+    def overhead(self, kinds: tuple[str, ...]) -> float:
+        """What a step of these kinds pays before it starts (a pair pays one overhead)."""
+        return max(self.action_overhead_ns[k] for k in kinds)
+
+    def calibrated(self, pp: int, vpp: int) -> bool:
+        """Whether ``action_costs_ns`` applies to a run with this P and v."""
+        cf = self.calibrated_for
+        return bool(self.action_costs_ns) and cf is not None and cf["pp"] == pp \
+            and cf["vpp"] == vpp
+
+    def action_costs(self) -> dict[tuple[int, str], float]:
+        """``{(stage, kind): ns}``."""
+        return {(int(s), k): v for s, kinds in self.action_costs_ns.items()
+                for k, v in kinds.items()}
+
+    def layer_factors(self, layer: int) -> tuple[float, float, float] | None:
+        """(F, I, W) compute factors of one layer (file-order index), or None for 1, 1, 1."""
+        f = self.layer_scale.get(str(layer))
+        if f is None:
+            return None
+        return (f["F"], f["I"], f["W"])
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value < 0 or value == float("inf"):
+        raise ConfigError(f"{where}: expected a number >= 0, found {value!r}")
+    return float(value)
+
+
+def _mapping(value: Any, where: str, example: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping like {example}, found {value!r}")
+    return value
+
+
+def _index(key: Any, where: str, what: str) -> str:
+    text = str(key)
+    if isinstance(key, bool) or not text.isdigit():
+        raise ConfigError(f"{where}: expected {what} (an integer >= 0) as key, found {key!r}")
+    return str(int(text))
+
+
+def _kinds(value: Any, where: str, allowed: tuple[str, ...]) -> dict[str, float]:
+    example = "{" + ", ".join(f"{k}: ..." for k in allowed) + "}"
+    out = {}
+    for k, v in _mapping(value, where, example).items():
+        if k not in allowed:
+            raise ConfigError(f"{where}: unknown kind {k!r}; expected one of "
+                              + ", ".join(allowed))
+        out[k] = _number(v, f"{where}.{k}")
+    return out
+
+
+def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> RuntimeProfile:
+    """Validate a ``runtime:`` mapping; errors name ``source`` and the dotted key."""
+    if data is None:
+        return RuntimeProfile()
+    data = _mapping(data, f"{source}: {prefix}", "{p2p: torch, exchange_ns: 2000000}")
+    names = {f for f in RuntimeProfile.__dataclass_fields__}
+    kw: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{source}: {prefix}.{key}"
+        if key not in names:
+            raise ConfigError(f"{source}: unknown key '{prefix}.{key}'; expected one of: "
+                              + ", ".join(sorted(names)))
+        if key == "p2p":
+            if value not in P2P_MODES:
+                raise ConfigError(f"{where}: expected one of {', '.join(P2P_MODES)}, "
+                                  f"found {value!r}")
+            kw[key] = value
+        elif key == "first_stage_backward":
+            if value not in FIRST_STAGE_BACKWARD:
+                raise ConfigError(f"{where}: expected one of {', '.join(FIRST_STAGE_BACKWARD)}, "
+                                  f"found {value!r}")
+            kw[key] = value
+        elif key == "action_overhead_ns":
+            kw[key] = {**_zero_overheads(), **_kinds(value, where, KINDS)}
+        elif key == "calibrated_for":
+            if value is None:
+                kw[key] = None
+                continue
+            value = _mapping(value, where, "{pp: 4, vpp: 2}")
+            if set(value) != {"pp", "vpp"}:
+                raise ConfigError(f"{where}: expected exactly the keys pp and vpp, found "
+                                  + ", ".join(map(str, value)))
+            for k, n in value.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    raise ConfigError(f"{where}.{k}: expected a positive integer, found {n!r}")
+            kw[key] = {"pp": value["pp"], "vpp": value["vpp"]}
+        elif key == "action_costs_ns":
+            costs = {}
+            for s, kinds in _mapping(value, where, "{'0': {F: 1000, B: 2000}}").items():
+                stage = _index(s, where, "a stage")
+                costs[stage] = _kinds(kinds, f"{where}.{stage}", KINDS)
+            kw[key] = costs
+        elif key == "layer_scale":
+            scales = {}
+            for i, f in _mapping(value, where, "{'3': 1.2}").items():
+                layer = _index(i, where, "a layer")
+                w = f"{where}.{layer}"
+                if isinstance(f, dict):
+                    given = _kinds(f, w, LAYER_KINDS)
+                    scales[layer] = {k: given.get(k, 1.0) for k in LAYER_KINDS}
+                else:
+                    x = _number(f, w)
+                    scales[layer] = {k: x for k in LAYER_KINDS}
+            kw[key] = scales
+        else:
+            kw[key] = _number(value, where)
+    profile = RuntimeProfile(**kw)
+    if profile.action_costs_ns and profile.calibrated_for is None:
+        raise ConfigError(f"{source}: {prefix}.action_costs_ns: needs {prefix}.calibrated_for: "
+                          "{pp: P, vpp: v} (the stages are numbered for one P and v)")
+    return profile
