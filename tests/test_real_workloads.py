@@ -1,7 +1,7 @@
 """Every real SimAI / AICB / ASTRA-sim file simulates with the pipeline its header implies (and
 under every registered schedule that accepts its P, M), or is refused with a precise message.
 
-Runs on the copies in tests/data/real/ always, and on ../shared/workloads-real/ when present.
+Runs on the copies vendored in tests/data/real/ (provenance in its SOURCES.md).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from simulator.schedules import names
 from simulator.workload.parser import load_workload
 
 DATA = Path(__file__).resolve().parent / "data" / "real"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "workloads-real"
 
 # file: (layout, P, M, rows per chunk under the header's pipeline, iteration rows)
 EXPECTED = {
@@ -28,29 +27,19 @@ EXPECTED = {
                                                                       7 + 26 * 12 + 1], 13),
     "workload_gpt7b_64g.txt": ("aicb", 1, 8, [1 + 32 * 4 + 2], 10),
     "microAllReduce.txt": ("aicb", 1, 1, [2], 0),
-    "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt": ("model", 1, 1, [92], 0),
+    # AICB model file: its whole-model DP/optimizer rows run once per iteration (issue 14)
+    "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt": ("model", 1, 1, [82], 10),
     "Transformer_HybridParallel_Fwd_In_Bckwd.txt": ("model", 1, 1, [21], 0),
 }
 MALFORMED = "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
 
 
 def _files() -> list:
-    out = []
-    for name in sorted(EXPECTED):
-        if (DATA / name).is_file():      # the copies kept in the repo (not DeepSeek: 190 KB)
-            out.append(pytest.param(DATA / name, id=f"data:{name}"))
-        out.append(pytest.param(SHARED / name, id=f"shared:{name}"))
-    return out
-
-
-def _need(path: Path) -> None:
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+    return [pytest.param(DATA / name, id=name) for name in sorted(EXPECTED)]
 
 
 @pytest.mark.parametrize("path", _files())
 def test_real_file_simulates_with_its_header_pipeline(path):
-    _need(path)
     layout, P, M, chunk_rows, iteration_rows = EXPECTED[path.name]
     result = simulate(path)
     assert result.workload.layout == layout
@@ -64,7 +53,6 @@ def test_real_file_simulates_with_its_header_pipeline(path):
 
 @pytest.mark.parametrize("path", _files())
 def test_real_file_runs_under_every_registered_schedule(path):
-    _need(path)
     ran = []
     for name in names():
         try:
@@ -76,10 +64,8 @@ def test_real_file_runs_under_every_registered_schedule(path):
     assert "1f1b" in ran and "gpipe" in ran
 
 
-@pytest.mark.parametrize("folder", [DATA, SHARED], ids=["data", "shared"])
-def test_malformed_l65b_is_refused_with_the_counts_and_path(folder, capsys):
-    path = folder / MALFORMED
-    _need(path)
+def test_malformed_l65b_is_refused_with_the_counts_and_path(capsys):
+    path = DATA / MALFORMED
     with pytest.raises(WorkloadError) as err:
         simulate(path)
     assert str(err.value) == (f"{path}:2:1: layer count: expected as many layer rows as declared "
@@ -124,7 +110,9 @@ def test_interleaved_on_an_aicb_file_splits_each_stage():
 def test_forcing_the_model_layout_reads_the_rows_as_one_model():
     result = simulate(DATA / "workload_gpt7b_64g.txt", layout="model")
     assert result.workload.layout == "model"
-    assert sum(len(c) for c in result.partition.chunks) == 1058
+    # AICB's named DP/optimizer rows still run once per iteration (issue 14), the rest is model
+    assert len(result.partition.iteration_layers) == 10
+    assert sum(len(c) for c in result.partition.chunks) == 1058 - 10
 
 
 def test_inspect_reports_the_recovered_block(capsys):
