@@ -80,7 +80,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              trace_layers: bool = False, validate: bool = True, p2p: str = "async",
              memory_limit_gb: float | None = None, jitter: float = 0.0, seed: int = 0,
              slow_ranks: dict[int, float] | None = None,
-             layer_by_layer: bool = False) -> SimulationResult:
+             layer_by_layer: bool = False, engine: str = "simpy") -> SimulationResult:
     """Simulate ``workload`` under ``schedule`` on ``system``.
 
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
@@ -90,11 +90,15 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     ``memory.capacity_gb``, 0 = none) turns an overflow into an OutOfMemoryError; ``jitter`` is
     the sigma of lognormal compute noise (seeded by ``seed``); ``slow_ranks`` maps a rank to a
     compute slow-down factor. ``layer_by_layer`` runs the reference path (one SimPy event per
-    layer state) instead of one event per action; both give the same timeline.
+    layer state) instead of one event per action; both give the same timeline. ``engine``:
+    ``simpy`` (the event-driven engine) or ``evaluator`` (the exact critical-path sweep, same
+    timeline; where it does not apply the SimPy engine runs and a note says why).
     """
     wl = _load(workload, layout)
     sysconf = _system(system)
     iterations = _positive("iterations", iterations)
+    if engine not in ("simpy", "evaluator"):
+        raise ConfigError(f"--engine: expected simpy or evaluator, got {engine!r}")
     if memory_limit_gb is None and sysconf.memory.capacity_gb > 0:
         memory_limit_gb = sysconf.memory.capacity_gb
     options = EngineOptions(
@@ -117,9 +121,21 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     try:
         runtime = Runtime(sched, partition, wl.header, sysconf, iterations=iterations,
                           options=options)
-        records = runtime.run()
+        engine_used = "simpy"
+        if engine == "evaluator":
+            from .engine.evaluator import evaluate, unsupported
+
+            reason = unsupported(runtime)
+            if reason is None:
+                engine_used = "evaluator"
+            else:
+                notes.append(f"engine: the evaluator does not cover {reason}; the SimPy "
+                             "engine ran")
+        records = runtime.run() if engine_used == "simpy" else evaluate(runtime)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
-                            runtime.labels, notes, options)
+    result = SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
+                              runtime.labels, notes, options)
+    result.engine_used = engine_used   # read by the summary (`engine_used`)
+    return result
