@@ -1,7 +1,7 @@
 """Fuzz: mutated real files either parse or raise WorkloadError pointing inside the file.
 
 Seeds are the real files kept in tests/data/real, the hand-made tiny_model.txt, DLRM and
-HYBRID_CUSTOMIZED examples, and (when ../shared is present) the first rows of the big real files
+HYBRID_CUSTOMIZED examples, and the first rows of the big real files (also in tests/data/real)
 with line 2 set to match. Runs are derandomized so CI is reproducible.
 """
 
@@ -18,7 +18,7 @@ from simulator.workload import Workload
 from simulator.workload.parser import parse_workload_bytes
 
 TESTS = Path(__file__).resolve().parents[1]
-REAL_DIR = TESTS.parents[1] / "shared" / "workloads-real"
+REAL_DIR = TESTS / "data" / "real"
 HEAD_ROWS = 40
 
 

@@ -1,5 +1,5 @@
-"""The parser on real files (copies in tests/data/real, all of ../shared/workloads-real when
-present), on the hand-made tests/data/tiny_model.txt, and on each grammar feature."""
+"""The parser on the real files vendored in tests/data/real, on the hand-made
+tests/data/tiny_model.txt, and on each grammar feature."""
 
 from __future__ import annotations
 
@@ -112,12 +112,8 @@ def test_l65b_declares_839_rows_but_has_33(data_dir):
     assert (err.value.line, err.value.column, err.value.field) == (2, 1, "layer count")
 
 
-def test_copies_are_byte_identical_to_shared(data_dir, real_dir):
-    for name in (MICRO, TRANSFORMER, G13B, L65B):
-        assert (data_dir / "real" / name).read_bytes() == (real_dir / name).read_bytes()
-
-
-# --- every file in ../shared/workloads-real ---------------------------------------------------
+# --- every real file in tests/data/real (the top level; aicb/ and astra-sim-1.0/ are checked by
+# tests/test_vendored_real_files.py) ----------------------------------------------------------
 
 REAL_EXPECTED = {
     # name: (tp, ep, pp, vpp, ga, all_gpus, pp_comm, rows, defaults_used)
