@@ -145,6 +145,7 @@ def summarize(result: Any) -> dict[str, Any]:
                                           default=0),
         "peak_memory_bytes": max((s["peak_memory_bytes"] for s in stages), default=0.0),
         "p2p_mode": result.options.p2p if result.options else "async",
+        "engine_used": getattr(result, "engine_used", "simpy"),
         "stages": stages,
         "links": links,
     }
