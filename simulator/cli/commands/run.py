@@ -98,12 +98,16 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 @click.option("--layer-by-layer", is_flag=True, default=False,
               help="Reference path: one simulation event per layer state instead of per action "
               "(slower; same timeline).")
+@click.option("--engine", type=click.Choice(["simpy", "evaluator"]), default="simpy",
+              show_default=True, help="simpy: the event-driven engine; evaluator: the exact "
+              "critical-path sweep (same timeline, faster; falls back to simpy with a note "
+              "where it does not apply).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, schedule_options, system_sets, pp,
             microbatches, vpp, iterations, layout,
             json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
-            log_level):
+            engine, log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     from ...api import simulate
@@ -135,7 +139,7 @@ def command(workload, schedule, schedule_file, system, schedule_options, system_
                       iterations=iterations, layout=layout, trace_layers=trace is not None,
                       schedule_options=options,
                       p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
-                      slow_ranks=slow, layer_by_layer=layer_by_layer)
+                      slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine)
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt
