@@ -139,8 +139,11 @@ def test_inspect_json_and_model_layout(capsys):
     d = json.loads(capsys.readouterr().out)
     assert (d["layout"], d["aicb"], d["rows"], d["defaults_used"]) == (
         "model", None, 92, ["ep", "pp", "vpp", "ga", "all_gpus", "pp_comm"])
-    assert d["chunks"] == [{"chunk": 0, "rank": 0, "rows": 92, "model_rows": [0, 91],
-                            "lines": [3, 94], "names": d["chunks"][0]["names"]}]
+    # rows 0-2 (norm, grad_norm, layernorm) and the last 7 (cross_entropy*, optimizer*) are
+    # AICB's whole-model DP/optimizer rows: they run once per iteration (issue 14)
+    assert d["iteration_rows"] == 10
+    assert d["chunks"] == [{"chunk": 0, "rank": 0, "rows": 82, "model_rows": [3, 84],
+                            "lines": [6, 87], "names": d["chunks"][0]["names"]}]
     assert main(["inspect", str(DATA / "workload_gpt7b_64g.txt"), "--layout", "model"]) == 0
     out = capsys.readouterr().out
     assert "  layout: model (the rows are the whole model, once)" in out
