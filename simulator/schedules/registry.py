@@ -1,5 +1,10 @@
 """Name -> schedule generator. A new schedule is one module in ``library/`` that calls
 :func:`register`; the CLI, sweeps and docs list what is registered here.
+
+Generators that need per-stage costs (schedule synthesis) live in a layer above the engine; that
+layer calls :func:`register_cost_aware` when it is imported, so this module never imports it.
+Such generators are found by :func:`get` and :func:`generate` but listed apart
+(:func:`cost_aware_names`), not by :func:`names`, which stays the hand-made library.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from ..errors import ConfigError
 from .schedule import Schedule
 
 Generator = Callable[..., Schedule]
+# sizes(pp, microbatches, vpp, options) -> (model chunks, an upper bound on the actions): what a
+# run needs, known from the parameters alone, before anything is built
+Sizes = Callable[[int, int, int, dict], "tuple[int, int]"]
 # closed_form(pp, microbatches, vpp) -> bubble ratio under uniform costs (F = I = W, B = 2F, no
 # communication), of the makespan (``closed_form_basis="makespan"``) or of each stage's own span
 # from its first to its last action (``"own"``, how the zero-bubble paper counts)
@@ -31,24 +39,39 @@ class ScheduleSpec:
     aliases: tuple[str, ...] = ()
     variable_vpp: bool = False   # takes any --vpp (interleaved); else fixed at default_vpp
     closed_form_basis: str = "makespan"   # or "own": see ClosedForm
+    sizes: Sizes | None = None   # default: pp x vpp chunks, 3 actions per stage and microbatch
+
+    def size_of(self, pp: int, microbatches: int, vpp: int, options: dict | None = None
+                ) -> tuple[int, int]:
+        """(model chunks, most actions) of the schedule at these sizes, without building it."""
+        if self.sizes is not None:
+            return self.sizes(pp, microbatches, vpp, options or {})
+        return pp * vpp, 3 * pp * vpp * microbatches
+    needs_costs: bool = False   # takes stage_costs=...; registered by a layer above (planning)
+
+
+def fb_sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
+    """Sizes of a schedule whose backward is one B: a forward and a backward per stage-mb."""
+    return pp * vpp, 2 * pp * vpp * microbatches
 
 
 _REGISTRY: dict[str, ScheduleSpec] = {}
+_COST_AWARE: dict[str, ScheduleSpec] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False
 
 
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
-             variable_vpp: bool = False,
-             closed_form_basis: str = "makespan") -> Callable[[Generator], Generator]:
+             variable_vpp: bool = False, closed_form_basis: str = "makespan",
+             sizes: Sizes | None = None) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
         if name in _REGISTRY:
             raise RuntimeError(f"schedule {name!r} registered twice")
         _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
-                                        variable_vpp, closed_form_basis)
+                                        variable_vpp, closed_form_basis, sizes=sizes)
         for alias in aliases:
             if alias in _ALIASES or alias in _REGISTRY:
                 raise RuntimeError(f"schedule alias {alias!r} registered twice")
@@ -56,6 +79,25 @@ def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
         return fn
 
     return deco
+
+
+def register_cost_aware(name: str, generate: Generator, *, summary: str, default_vpp: int = 1,
+                        variable_vpp: bool = False) -> None:
+    """Register a generator that takes ``stage_costs=`` (e.g. synthesis' ``auto``); idempotent
+    for the same function, so the registering module may be imported more than once."""
+    key = name.lower()
+    old = _COST_AWARE.get(key)
+    if old is not None and old.generate is not generate:
+        raise RuntimeError(f"cost-aware schedule {name!r} registered twice")
+    _load_library()
+    if key in _REGISTRY or key in _ALIASES:
+        raise RuntimeError(f"cost-aware schedule {name!r} clashes with a library schedule")
+    _COST_AWARE[key] = ScheduleSpec(key, generate, summary, default_vpp=default_vpp,
+                                    variable_vpp=variable_vpp, needs_costs=True)
+
+
+def cost_aware_names() -> list[str]:
+    return list(_COST_AWARE)
 
 
 def _load_library() -> None:
@@ -77,7 +119,7 @@ def names() -> list[str]:
 def get(name: str) -> ScheduleSpec:
     _load_library()
     key = _ALIASES.get(name.lower(), name.lower())
-    spec = _REGISTRY.get(key)
+    spec = _REGISTRY.get(key) or _COST_AWARE.get(key)
     if spec is None:
         raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "
                           + ", ".join(sorted(_REGISTRY)))

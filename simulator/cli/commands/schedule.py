@@ -11,6 +11,7 @@ import json
 
 import click
 
+from ... import planning  # noqa: F401  (registers the cost-aware schedule auto)
 from ...errors import ConfigError
 from ...schedules import registry
 from ...schedules.csv_io import write_schedule_csv
@@ -31,8 +32,15 @@ from ...schedules.validate import validate
               help='Print {"schedule", "pp", "vpp", "microbatches", "ranks"} and nothing else.')
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the schedule as PyTorch's CSV (one row per rank).")
+@click.option("--stage-costs", type=click.Path(dir_okay=False), default=None,
+              help="auto only: costs.yaml {f: [...], i: [...], w: [...], comm: c}, one cost "
+                   "per stage (global virtual-stage order); default unit costs.")
+@click.option("--max-in-flight", type=int, default=None,
+              help="auto only: activations a rank may hold (default P; at least 1, 2 with "
+                   "--vpp 2).")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
-def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, list_all) -> None:
+def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, stage_costs,
+            max_in_flight, list_all) -> None:
     """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
     if list_all:
         _list()
@@ -43,11 +51,18 @@ def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, list_all
         if value is None:
             raise ConfigError(f"{option}: required to build schedule {name!r}")
     try:
-        registry.get(name)
+        spec = registry.get(name)
     except ConfigError:
         raise ConfigError(f"NAME: unknown schedule {name!r}; expected one of: "
                           + ", ".join(sorted(registry.names()))) from None
     options = {} if group_size is None else {"group_size": group_size}
+    for option, value, key in (("--stage-costs", stage_costs, "stage_costs"),
+                               ("--max-in-flight", max_in_flight, "max_in_flight")):
+        if value is not None:
+            if not spec.needs_costs:
+                raise ConfigError(f"{option}: only for a synthesized schedule (auto), not "
+                                  f"{spec.name}")
+            options[key] = value
     sched = registry.generate(name, pp, microbatches, vpp, **options)
     validate(sched)
     if csv_path is not None:

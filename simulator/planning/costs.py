@@ -1,0 +1,86 @@
+"""Per-stage costs for schedule synthesis: the zero-bubble paper's model.
+
+Each virtual stage ``s`` has a forward ``f[s]``, an input-gradient backward ``i[s]`` and a
+weight-gradient backward ``w[s]`` (a fused backward costs ``i[s] + w[s]``); an activation or a
+gradient moving between two ranks arrives a fixed ``comm`` after it was produced (no link
+contention). Costs are in one arbitrary time unit; lists are in global virtual-stage order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+KEYS = ("f", "i", "w")
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    f: tuple[float, ...]
+    i: tuple[float, ...]
+    w: tuple[float, ...]
+    comm: float = 0.0
+
+    @property
+    def n_stages(self) -> int:
+        return len(self.f)
+
+    def b(self, stage: int) -> float:
+        """A fused backward: input and weight gradients in one action."""
+        return self.i[stage] + self.w[stage]
+
+    @classmethod
+    def unit(cls, n_stages: int) -> "StageCosts":
+        """F = I = W = 1, no communication: what ``auto`` assumes without ``--stage-costs``."""
+        ones = (1,) * n_stages
+        return cls(ones, ones, ones, 0)
+
+
+def _number(value: object, where: str) -> float:
+    # bool is an int subclass: `true` in YAML is not a cost
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a non-negative number, found {value!r}")
+    if value < 0:
+        raise ConfigError(f"{where}: expected a non-negative number, found {value!r}")
+    return value
+
+
+def stage_costs_from(data: object, n_stages: int, where: str, how: str = "") -> StageCosts:
+    """Check a parsed ``{f, i, w, comm}`` mapping; ``where`` starts every message (the file).
+
+    ``how`` says where ``n_stages`` comes from (e.g. ``"--pp 4"``), for the length message.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping with keys f, i, w (lists) and comm, "
+                          f"found {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in (*KEYS, "comm"))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected f, i, w and comm")
+    lists = {}
+    for key in KEYS:
+        if key not in data:
+            raise ConfigError(f"{where}: {key}: missing; expected a list of {n_stages} "
+                              f"non-negative numbers")
+        value = data[key]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {key}: expected a list of {n_stages} non-negative "
+                              f"numbers, found {value!r}")
+        if len(value) != n_stages:
+            suffix = f" ({how})" if how else ""
+            raise ConfigError(f"{where}: {key}: expected {n_stages} costs, one per "
+                              f"stage{suffix}, found {len(value)}")
+        lists[key] = tuple(_number(x, f"{where}: {key}[{n}]") for n, x in enumerate(value))
+    comm = _number(data.get("comm", 0), f"{where}: comm")
+    return StageCosts(lists["f"], lists["i"], lists["w"], comm)
+
+
+def load_stage_costs(path: str | Path, n_stages: int, option: str = "--stage-costs",
+                     how: str = "") -> StageCosts:
+    """Read ``costs.yaml``; every problem is one ConfigError naming the file."""
+    from ..yaml_file import read_yaml
+
+    data = read_yaml(path, f"{option}: cannot read {path}")
+    return stage_costs_from(data, n_stages, str(path), how)

@@ -1,0 +1,414 @@
+"""Schedule synthesis: the schedule ``auto``.
+
+For P ranks, M microbatches, one stage per rank (v = 1) or two in V placement (v = 2), per-stage
+costs and a cap K on the activations a rank holds, find per-rank orders of F, I, W (B where the
+split does not pay) with a small makespan under :mod:`.evaluate`'s model. Three steps:
+
+1. *Construct* (:func:`greedy`): a list scheduler on simulated time in the spirit of the
+   zero-bubble paper's heuristic — a free rank runs a ready input-gradient (critical path) or a
+   forward while under its cap, and fills what would be idle time with pending Ws. Several
+   variants (priority, per-rank warm-up cap, whether a W may delay an arriving I) plus the
+   registry's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
+   the best is kept.
+2. *Improve* (:func:`local_search`): move one action of one rank's list to another position,
+   mostly actions on the critical path; keep the move when the makespan (then the sum of the
+   ranks' finish times) does not get worse, the order does not deadlock and the cap holds.
+   Seeded and bounded by an iteration count, never by the clock: same inputs, same schedule.
+   Stops early when the makespan meets :func:`.bounds.lower_bound` (then it is optimal).
+3. *Fuse*: an I directly followed by its W becomes one B when that does not lengthen the
+   makespan (one action instead of two in the runtime).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import ConfigError
+from ..schedules.action import Action
+from ..schedules.schedule import Schedule, loop_placement, v_placement
+from .bounds import heads_tails, lower_bound
+from .costs import StageCosts, load_stage_costs
+from .evaluate import Problem
+
+DEFAULT_ITERATIONS = 3000
+_INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Policy:
+    backward_first: bool = True   # a ready I before a ready F
+    warm_extra: int | None = None  # rank r holds at most min(K, P - r + warm_extra); None = K
+    w_guard: bool = False          # idle instead of starting a W an I would wait behind
+    slope: int = 1                 # the per-rank cap is min(K, slope * (P - r) + warm_extra)
+    warm_only: bool = False        # that cap holds only until the rank's first backward
+
+
+def min_cap(vpp: int) -> int:
+    return 2 if vpp == 2 else 1
+
+
+def problem_for(pp: int, microbatches: int, vpp: int, costs: StageCosts | None) -> Problem:
+    placement = v_placement(pp) if vpp == 2 else loop_placement(pp, 1)
+    return Problem(pp, microbatches, costs or StageCosts.unit(len(placement)), placement)
+
+
+# -- step 1: construction ------------------------------------------------------------------
+
+def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]] | None:
+    """Per-rank orders (action ids) from a list scheduler on simulated time; None if stuck.
+
+    Time advances from event to event (a rank finishing, an input arriving). At each, every
+    idle rank, lowest first, picks a ready action: an I (the one with the longest tail, then the
+    lowest microbatch), else a forward it has room for (its microbatches in order; a microbatch
+    entering a rank reserves a slot for each of its stages there, so V placement cannot fill a
+    rank with chunk-0 activations whose chunk-1 forwards then find no room), else its oldest
+    pending W. ``policy`` varies the priorities.
+    """
+    P, S, M = prob.pp, prob.n_stages, prob.m
+    SM = S * M
+    cost, place = prob.cost, prob.placement
+    fwd_comm, bwd_comm = prob.fwd_comm, prob.bwd_comm
+    _, tails = heads_tails(prob)
+    stages_of = [[s for s in range(S) if place[s] == r] for r in range(P)]
+    entry = [min(st) for st in stages_of]
+    width = [len(st) for st in stages_of]
+    caps = [cap if policy.warm_extra is None
+            else max(min(cap, policy.slope * (P - r) + policy.warm_extra), width[r])
+            for r in range(P)]
+    f_end = [-1.0] * SM
+    g_end = [-1.0] * SM
+    next_f = [0] * S
+    ready_i: list[list[int]] = [[] for _ in range(P)]
+    pend_w: list[list[int]] = [[] for _ in range(P)]
+    reserved = [0] * P
+    started = [False] * P       # has the rank run a backward yet
+    free = [0.0] * P
+    orders: list[list[int]] = [[] for _ in range(P)]
+    total, done = 3 * SM, 0
+    events: list[float] = []
+    now = 0.0
+
+    def f_ready(s: int) -> float:
+        m = next_f[s]
+        if s == 0:
+            return 0.0
+        e = f_end[(s - 1) * M + m]
+        return _INF if e < 0 else e + fwd_comm[s - 1]
+
+    def i_ready(sm: int) -> float:
+        s = sm // M
+        t = f_end[sm]
+        if s + 1 < S:
+            e = g_end[sm + M]
+            if e < 0:
+                return _INF
+            t = max(t, e + bwd_comm[s + 1])
+        return t
+
+    def pick(r: int) -> int:
+        best_i, best_i_key = -1, None
+        arrival = _INF
+        for sm in ready_i[r]:
+            t = i_ready(sm)
+            if t <= now:
+                key = (-tails[1][sm // M], sm % M)
+                if best_i_key is None or key < best_i_key:
+                    best_i, best_i_key = sm, key
+            elif t < arrival:
+                arrival = t
+        best_f, best_f_key = -1, None
+        for s in stages_of[r]:
+            if next_f[s] >= M:
+                continue
+            limit = cap if policy.warm_only and started[r] else caps[r]
+            if reserved[r] + (width[r] if s == entry[r] else 0) > limit:
+                continue
+            t = f_ready(s)
+            if t <= now:
+                key = (-tails[0][s], next_f[s])
+                if best_f_key is None or key < best_f_key:
+                    best_f, best_f_key = s, key
+        if best_i >= 0 and (policy.backward_first or best_f < 0):
+            return SM + best_i
+        if best_f >= 0:
+            return best_f * M + next_f[best_f]
+        if pend_w[r]:
+            sm = pend_w[r][0]
+            if policy.w_guard and arrival < now + cost[2 * SM + sm]:
+                return -1
+            return 2 * SM + sm
+        return -1
+
+    while done < total:
+        progress = True
+        while progress:
+            progress = False
+            for r in range(P):
+                if free[r] > now:
+                    continue
+                x = pick(r)
+                if x < 0:
+                    continue
+                kind, sm = divmod(x, SM)
+                t = now + cost[x]
+                free[r] = t
+                orders[r].append(x)
+                done += 1
+                progress = True
+                heapq.heappush(events, t)
+                s = sm // M
+                if kind == 0:
+                    next_f[s] += 1
+                    if s == entry[r]:
+                        reserved[r] += width[r]
+                    f_end[sm] = t
+                    ready_i[r].append(sm)
+                    if s + 1 < S:
+                        heapq.heappush(events, t + fwd_comm[s])
+                elif kind == 1:
+                    ready_i[r].remove(sm)
+                    started[r] = True
+                    g_end[sm] = t
+                    pend_w[r].append(sm)
+                    if s > 0:
+                        heapq.heappush(events, t + bwd_comm[s])
+                else:
+                    pend_w[r].remove(sm)
+                    reserved[r] -= 1
+        if done == total:
+            break
+        while events and events[0] <= now:
+            heapq.heappop(events)
+        if not events:
+            return None
+        now = heapq.heappop(events)
+    return orders
+
+
+# -- step 2: local search ------------------------------------------------------------------
+
+def _critical(prob: Problem, orders: Sequence[Sequence[int]], end: list[float]) -> list[tuple[int, int]]:
+    """(rank, position) of the actions on one longest path, from the last back to the first."""
+    S, M = prob.n_stages, prob.m
+    SM = S * M
+    cost = prob.cost
+    pos = {}
+    for r, order in enumerate(orders):
+        for p, x in enumerate(order):
+            pos[x] = (r, p)
+    grad_id = {}
+    for order in orders:
+        for x in order:
+            if x // SM in (1, 3):
+                grad_id[x % SM] = x
+    x = max(range(len(end)), key=lambda k: end[k])
+    path = []
+    while True:
+        r, p = pos[x]
+        path.append((r, p))
+        start = end[x] - cost[x]
+        if start <= 0:
+            break
+        if p > 0 and end[orders[r][p - 1]] == start:
+            x = orders[r][p - 1]
+            continue
+        kind, sm = divmod(x, SM)
+        s = sm // M
+        nxt = None
+        if kind == 0 and s > 0 and end[sm - M] + prob.fwd_comm[s - 1] == start:
+            nxt = sm - M
+        elif kind in (1, 3):
+            if end[sm] == start:
+                nxt = sm
+            elif s + 1 < S and end[grad_id[sm + M]] + prob.bwd_comm[s + 1] == start:
+                nxt = grad_id[sm + M]
+        elif kind == 2 and end[grad_id[sm]] == start:
+            nxt = grad_id[sm]
+        if nxt is None:
+            break
+        x = nxt
+    return path
+
+
+def _score(prob: Problem, orders) -> tuple[float, float] | None:
+    end = prob.times(orders)
+    if end is None:
+        return None
+    finish = [end[o[-1]] for o in orders if o]
+    return (max(finish), sum(finish))
+
+
+def local_search(prob: Problem, orders: list[list[int]], cap: int, iterations: int,
+                 seed: int = 0, bound: float | None = None) -> list[list[int]]:
+    """Improve ``orders`` by single-action moves; ``iterations`` moves tried, seeded."""
+    rng = random.Random(seed)
+    best = [list(o) for o in orders]
+    best_score = _score(prob, best)
+    assert best_score is not None
+    cur, cur_score = [list(o) for o in best], best_score
+    end = prob.times(cur)
+    path = _critical(prob, cur, end)
+    n_ranks = len(cur)
+    for _ in range(iterations):
+        if bound is not None and best_score[0] <= bound:
+            break
+        if path and rng.random() < 0.7:
+            r, p = path[rng.randrange(len(path))]
+        else:
+            r = rng.randrange(n_ranks)
+            p = rng.randrange(len(cur[r]))
+        order = cur[r]
+        span = max(2, min(len(order) // 2, 12))
+        q = p + rng.choice([d for d in range(-span, span + 1) if d])
+        if not 0 <= q < len(order):
+            continue
+        x = order.pop(p)
+        order.insert(q, x)
+        ok = prob.peak_inflight(order) <= cap
+        score = _score(prob, cur) if ok else None
+        if score is not None and score <= cur_score:
+            cur_score = score
+            if score < best_score:
+                best, best_score = [list(o) for o in cur], score
+            end = prob.times(cur)
+            path = _critical(prob, cur, end)
+        else:
+            order.pop(q)
+            order.insert(p, x)
+    return best
+
+
+# -- step 3: fuse I + W into B -------------------------------------------------------------
+
+def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
+    """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays."""
+    SM = prob.n_stages * prob.m
+    target = prob.makespan(orders)
+    out = [list(o) for o in orders]
+    for r in range(len(out)):
+        p = 0
+        while p + 1 < len(out[r]):
+            x, y = out[r][p], out[r][p + 1]
+            if x // SM == 1 and y == x + SM:
+                trial = out[r][:p] + [3 * SM + x % SM] + out[r][p + 2:]
+                saved = out[r]
+                out[r] = trial
+                if prob.makespan(out) != target:
+                    out[r] = saved
+            p += 1
+    return out
+
+
+# -- the whole search and the schedule `auto` ----------------------------------------------
+
+POLICIES = tuple(Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 1, 2, 4)
+                 for wg in (False, True)) + tuple(
+    Policy(bf, we, False, 2) for bf in (True, False) for we in (-2, -1, 0, 1, 2)) + tuple(
+    Policy(bf, we, False, sl, True) for bf in (True, False) for sl in (1, 2)
+    for we in (-2, -1, 0, 1, 2, 4))
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    schedule: Schedule
+    makespan: float
+    lower_bound: float
+    start: str                      # what the search started from ("greedy", "zb-h1", ...)
+    start_makespan: float
+
+
+def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
+    """Starting orders: every greedy variant and every registered schedule that fits."""
+    from ..schedules import registry
+
+    out: list[tuple[str, list[list[int]]]] = []
+    seen = set()
+    for policy in POLICIES:
+        if prob.vpp == 2 and policy.warm_extra is not None:
+            continue
+        orders = greedy(prob, cap, policy)
+        if orders is not None:
+            key = tuple(map(tuple, orders))
+            if key not in seen:
+                seen.add(key)
+                out.append(("greedy", orders))
+    for name in sorted(registry.names()):
+        try:
+            sched = registry.generate(name, prob.pp, prob.m, prob.vpp)
+        except Exception:   # a schedule that does not exist at this size is simply not a seed
+            continue
+        if (sched.placement != prob.placement or len(sched.pipelines) != 1 or not sched.flush
+                or sched.microbatches != prob.m
+                or any(a.pair is not None for acts in sched.ranks for a in acts)):
+            continue
+        orders = prob.encode_ranks(sched.ranks)
+        if max(prob.peak_inflight(o) for o in orders) <= cap and prob.times(orders) is not None:
+            out.append((name, orders))
+    return out
+
+
+def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | None = None,
+               cap: int | None = None, *, seed: int = 0,
+               iterations: int = DEFAULT_ITERATIONS) -> Synthesis:
+    """The best schedule found for these inputs (deterministic: same inputs, same schedule)."""
+    if vpp not in (1, 2):
+        raise ConfigError(f"--vpp: auto builds one stage per rank (1) or two in V placement "
+                          f"(2), got {vpp}")
+    k = pp * vpp if cap is None else cap   # 1F1B's memory, in chunk activations
+    lowest = min_cap(vpp)
+    if k < lowest:
+        what = "1 activation per rank" if lowest == 1 else "2 activations per rank in V mode " \
+                                                            "(--vpp 2)"
+        raise ConfigError(f"--max-in-flight: expected at least {what}, got {k}")
+    prob = problem_for(pp, microbatches, vpp, costs)
+    bound = lower_bound(prob, k)
+    scored = []
+    for n, (name, orders) in enumerate(seeds(prob, k)):
+        score = _score(prob, orders)
+        if score is not None:
+            scored.append((score, n, name, orders))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    (start_score, _, start_name, start_orders) = scored[0]
+    best = start_orders
+    if start_score[0] > bound and iterations > 0:
+        # improve the best two different starting points, half the budget each
+        tries = scored[:2]
+        results = []
+        for j, (_, _, _, orders) in enumerate(tries):
+            res = local_search(prob, orders, k, iterations // len(tries), seed + j, bound)
+            results.append((_score(prob, res), j, res))
+        best = min(results, key=lambda t: (t[0], t[1]))[2]
+    best = fuse(prob, best)
+    ranks = tuple(tuple(prob.decode(x) for x in o) for o in best)
+    sched = Schedule("auto", pp, vpp, microbatches, prob.placement, ranks,
+                     meta={"max_in_flight": k, "makespan": prob.makespan(best),
+                           "lower_bound": bound})
+    return Synthesis(sched, prob.makespan(best), bound, start_name, start_score[0])
+
+
+def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int | None = None,
+                  stage_costs: StageCosts | str | None = None, seed: int = 0,
+                  iterations: int = DEFAULT_ITERATIONS) -> Schedule:
+    """Registry entry: ``stage_costs`` is a :class:`StageCosts`, a costs.yaml path or None
+    (unit costs)."""
+    n_stages = pp * vpp
+    if isinstance(stage_costs, str):
+        stage_costs = load_stage_costs(stage_costs, n_stages,
+                                       how=f"--pp {pp}" + (f" x --vpp {vpp}" if vpp > 1 else ""))
+    elif stage_costs is not None and stage_costs.n_stages != n_stages:
+        raise ConfigError(f"--stage-costs: expected {n_stages} costs per list, one per stage, "
+                          f"found {stage_costs.n_stages}")
+    if max_in_flight is not None:
+        max_in_flight = _int_option("max_in_flight", max_in_flight)
+    return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight, seed=int(seed),
+                      iterations=int(iterations)).schedule
+
+
+def _int_option(name: str, value: object) -> int:
+    try:
+        return int(str(value), 10) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(f"--max-in-flight: expected an integer, found {value!r}") from None
