@@ -1,28 +1,36 @@
 """The exact critical-path evaluator: the SimPy engine's timeline without an event queue.
 
 The planner screens thousands of configurations; for them the SimPy run is mostly event-queue
-overhead. With fixed costs (slow ranks and seeded jitter included: each rank draws its factors
-in its own op order, as the engine does), asynchronous point-to-point and FIFO links, a rank's
-timeline depends only on its own op list and the arrival times of what it receives, so a sweep
-over the compiled op lists gives the same times:
+overhead. With fixed costs (slow ranks, seeded jitter and the runtime profile's overheads
+included: each rank draws its factors in its own op order, as the engine does) and FIFO links,
+a rank's timeline depends only on its own op list and on when the data it exchanges is
+booked, so a sweep over the compiled op lists gives the same times:
 
-- each rank keeps a cursor and a clock and runs its ops until a receive whose data has not been
-  sent yet; the sender, when it gets there, books its link and hands the receiver the arrival
-  time (a worklist of ranks, not a time-ordered queue);
-- a link (one direction of a rank pair) is only ever booked by its source rank, in that rank's
-  op order: FIFO booking order cannot depend on how the ranks interleave, so ties at equal
-  times cannot change a result;
+- each rank keeps a cursor and a clock and runs its ops until it needs something a peer has
+  not produced yet; the peer, when it gets there, hands over the time and puts the rank back on
+  a worklist (ranks are not visited in time order: no event queue);
+- asynchronous point-to-point: a link (one direction of a rank pair) is only ever booked by its
+  source rank, in that rank's op order, so FIFO booking order cannot depend on how ranks
+  interleave and ties at equal times cannot change a result;
+- blocking / batched point-to-point: a transfer is booked when both sides have posted, at
+  ``b = max(send posted, receive posted)``; bookings on a link are applied in order of ``b``.
+  Two positive-size bookings on one link at the same ``b`` are ordered by the one rank that
+  posted both of them last (its batch order); if two ranks could be processed in either order
+  at that instant (SimPy would decide by its queue order), or bookings arrive out of order,
+  the SimPy engine runs instead (:class:`_Ambiguous`; the tests show it does not arise on the
+  registered schedules);
 - every time is computed with the engine's float expressions (``now + (arrival - now)`` where
   SimPy schedules a timeout of ``arrival - now``): equal to the nanosecond, compared with ``==``;
 - the iteration barrier (flush) waits for every rank and every DP collective and update, as
   the engine's does.
 
-The records are the engine's: every rank's actions, transfers, collectives and memory samples
-in the same per-rank order (only the interleaving of different ranks in the lists differs, and
-nothing reads it). A deadlock (no cursor can move) raises the engine's DeadlockError with the
-same waits and time. Out of memory is rare and the engine's message names the first overflow in
-time order: there the SimPy engine is run to raise it. Where the evaluator does not apply,
-:func:`unsupported` says why and the caller runs the SimPy engine.
+The records are the engine's: every rank's actions, collectives and memory samples in the same
+per-rank order, transfers per source rank in booking order (only the interleaving of different
+ranks in the lists differs, and nothing reads it). A deadlock (no cursor can move) raises the
+engine's DeadlockError with the same waits and time. Out of memory is rare and the engine's
+message names the first overflow in time order: there the SimPy engine runs to raise it.
+Where the evaluator does not apply, :func:`unsupported` says why and the caller runs the SimPy
+engine.
 """
 
 from __future__ import annotations
@@ -32,15 +40,25 @@ import logging
 from ..errors import DeadlockError, Wait
 from .eventlog import log
 from .network import LinkStats
-from .program import COMPUTE, RECV, SEND
+from .program import BATCH, COMPUTE, RECV, SEND, StepCost
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
 _INF = float("inf")
+COVERED_P2P = ("async", "blocking", "batched")
 
 
 class _Overflow(Exception):
-    """A rank went over the memory limit: the SimPy engine reports it (see module docstring)."""
+    """A rank went over the memory limit: the SimPy engine reports it (module docstring)."""
+
+
+class _Ambiguous(Exception):
+    """Two bookings of one link whose order only SimPy's queue order decides."""
+
+
+def p2p_mode(runtime) -> str:
+    """The point-to-point mode the runtime compiled for (its options', or its profile's)."""
+    return getattr(runtime, "p2p", None) or runtime.options.p2p
 
 
 def unsupported(runtime) -> str | None:
@@ -48,8 +66,9 @@ def unsupported(runtime) -> str | None:
     o = runtime.options
     if runtime.links.topology.sharing != "fifo":
         return f"{runtime.links.topology.sharing} link sharing"
-    if o.p2p != "async":
-        return f"--p2p {o.p2p}"
+    mode = p2p_mode(runtime)
+    if mode not in COVERED_P2P:
+        return f"--p2p {mode}"
     if o.layer_by_layer:
         return "--layer-by-layer (the reference path)"
     if not runtime.schedule.flush and runtime.iterations > 1:
@@ -67,13 +86,28 @@ def evaluate(runtime):
         raise ValueError(f"the evaluator does not cover {reason}")
     try:
         return _Sweep(runtime).run()
-    except _Overflow:
-        return runtime.run()   # raises the engine's OutOfMemoryError
+    except (_Overflow, _Ambiguous):
+        return runtime.run()   # the engine's OutOfMemoryError, or its queue order
 
 
 def _iter_rows(runtime, rank: int):
     rows = runtime.iter_rows
     return rows[rank] if isinstance(rows, (list, tuple)) else rows
+
+
+class _Channel:
+    """One blocking / batched transfer: who posted which side when, and once both have, its
+    booking and the times its two events fire."""
+
+    __slots__ = ("send", "recv_t", "recv_rank", "arrival", "sent", "waiters")
+
+    def __init__(self) -> None:
+        self.send = None        # (rank, posted at, dst, bytes, transfer, iteration)
+        self.recv_t = None      # receive posted at
+        self.recv_rank = -1
+        self.arrival = None     # fire time of the arrival event (receiver side)
+        self.sent = None        # fire time of the sent event (sender side)
+        self.waiters = []       # ranks blocked on this channel
 
 
 class _Sweep:
@@ -83,6 +117,9 @@ class _Sweep:
         self.rt = runtime
         self.P = runtime.schedule.pp
         self.rec = RunRecords()
+        self.latest = 0.0             # latest event time seen (the deadlock report's clock)
+        self.last_booking: dict = {}  # link -> (b, booker rank, step number, positive bytes)
+        self.step = 0
 
     def run(self):
         rt = self.rt
@@ -92,6 +129,9 @@ class _Sweep:
         options = rt.options
         limit = options.memory_limit_bytes
         trace_layers = rt.trace_layers
+        profile = getattr(rt, "profile", None)
+        prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
+        epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
         mem = list(rt.memory.static_bytes)
         rec.static_memory = list(mem)
         peak = rec.peak_memory = list(mem)
@@ -101,8 +141,7 @@ class _Sweep:
                 raise _Overflow
         rec.rank_finish = [[0.0] * P for _ in range(iterations)]
         bounds = rec.iteration_bounds
-        actions = rec.actions
-        act_append = actions.append
+        act_append = rec.actions.append
         tr_append = rec.transfers.append
         coll_append = rec.collectives.append
         mem_append = rec.memory.append
@@ -110,18 +149,23 @@ class _Sweep:
         link_model = rt.links
 
         compiled = rt.compiled
+        has_pre = hasattr(StepCost, "pre")   # the runtime profile's launch overhead
         variations = [RankVariation.of(options, r) for r in range(P)]
         rows = [_iter_rows(rt, r) for r in range(P)]
         dp_free = [0.0] * P
         clock = [0.0] * P
         pcs = [0] * P
         its = [0] * P
-        blocked: list = [None] * P      # (op, since) of a waiting receive, or a barrier Wait
-        mailbox: dict = {}              # (it, data, dst stage, mb) -> arrival time
-        waiting: dict = {}              # same key -> the rank blocked on it
+        fresh = [True] * P            # at the start of an iteration (prologue not paid yet)
+        blocked: list = [None] * P    # (op, since) of a waiting receive, or a Wait
+        batch_state: list = [None] * P   # (next wait, waits) of a rank inside a batch
+        mailbox: dict = {}            # (it, data, dst stage, mb) -> arrival time
+        waiting: dict = {}            # same key -> the rank blocked on it
+        self.channels: dict = {}      # blocking / batched rendezvous
         ready = list(range(P - 1, -1, -1))
-        finished = 0                    # ranks at the barrier of the current iteration
-        cand = -_INF                    # latest iteration-end candidate of the iteration
+        self.ready = ready
+        finished = 0                  # ranks at the barrier of the current iteration
+        cand = -_INF                  # latest iteration-end candidate of the iteration
         done_ranks = 0
         CollRec = CollectiveRecord
         ActRec = ActionRecord
@@ -136,9 +180,15 @@ class _Sweep:
             it = its[r]
             var = variations[r]
             m = mem[r]
+            if fresh[r]:
+                fresh[r] = False
+                if prologue:
+                    now = now + prologue
             while True:
                 if i == n:
-                    # end of the iteration: the once-per-iteration rows, then the barrier
+                    # end of the iteration: epilogue, the once-per-iteration rows, the barrier
+                    if epilogue:
+                        now = now + epilogue
                     ir = rows[r]
                     compute, dps = ir.compute_ns, ir.dp
                     if compute > 0 or dps:
@@ -178,6 +228,7 @@ class _Sweep:
                             clock[q] = t_barrier
                             pcs[q] = 0
                             its[q] = nxt
+                            fresh[q] = True
                         if nxt < iterations:
                             ready.extend(range(P - 1, -1, -1))
                         else:
@@ -187,7 +238,8 @@ class _Sweep:
                 code = op[0]
                 if code == COMPUTE:
                     cost = op[1]
-                    start = now
+                    pre = cost.pre if has_pre else 0.0
+                    start = now + pre if pre else now
                     if cost.alloc:
                         m += cost.alloc
                         if trace_layers:
@@ -197,6 +249,8 @@ class _Sweep:
                         if limit is not None and m > limit:
                             raise _Overflow
                     duration = cost.duration if var is None else var.duration(cost)
+                    if pre:
+                        duration += pre
                     if duration > 0:
                         now = now + duration
                     span = now - start
@@ -271,17 +325,120 @@ class _Sweep:
                             clock[w] = tr + (e - tr)
                         blocked[w] = None
                         ready.append(w)
+                elif code == BATCH:
+                    state = batch_state[r]
+                    if state is None:
+                        state = self._post(r, it, now, op[1])
+                    k, waits = state
+                    while k < len(waits):
+                        wop, ch, is_recv = waits[k]
+                        fire = ch.arrival if is_recv else ch.sent
+                        if fire is None:   # its peer has not posted: wait here
+                            what = str(wop[4])
+                            if len(op[1]) > 1:
+                                what += " in batch [" + ", ".join(str(o[4]) for o in op[1]) + "]"
+                            blocked[r] = Wait(r, what, wop[2], now)
+                            ch.waiters.append(r)
+                            break
+                        if fire > now:
+                            now = fire
+                        k += 1
+                    if k < len(waits):
+                        batch_state[r] = (k, waits)
+                        pcs[r] = i
+                        clock[r] = now
+                        mem[r] = m
+                        break
+                    batch_state[r] = None
+                    blocked[r] = None
+                    for o in op[1]:
+                        if o[0] == RECV:
+                            self.channels.pop((it,) + o[1], None)
                 else:
-                    raise ValueError("the evaluator covers asynchronous point-to-point only")
+                    raise ValueError(f"the evaluator does not cover op code {code}")
                 i += 1
         if done_ranks < P:
-            self._deadlock(blocked, clock, its)
+            self._deadlock(blocked, clock)
+        if p2p_mode(rt) != "async":
+            # transfers per source rank in booking (b) order, as the engine appends them
+            rec.transfers.sort(key=lambda t: (t.src_rank, t.issued))
         rec.layer_ops = rt.layer_ops_per_iteration * iterations
         return rec
 
-    def _deadlock(self, blocked, clock, its) -> None:
+    # -- blocking / batched point-to-point ---------------------------------------------------
+    def _post(self, rank: int, it: int, now: float, ops: tuple) -> tuple:
+        """Post a batch's sends and receives at ``now``; book every transfer both of whose
+        sides are now posted (in order of their booking times); return the waits."""
+        self.step += 1
+        channels = self.channels
+        waits = []
+        complete = []
+        for pos, op in enumerate(ops):
+            key = (it,) + op[1]
+            ch = channels.get(key)
+            if ch is None:
+                ch = channels[key] = _Channel()
+            if op[0] == RECV:
+                ch.recv_t = now
+                ch.recv_rank = rank
+                if ch.send is not None:
+                    complete.append((max(ch.send[1], now), pos, ch))
+                waits.append((op, ch, True))
+            else:
+                ch.send = (rank, now, op[2], op[3], op[4], it)
+                if ch.recv_t is not None:
+                    complete.append((max(now, ch.recv_t), pos, ch))
+                waits.append((op, ch, False))
+        complete.sort(key=lambda c: (c[0], c[1]))
+        for b, _, ch in complete:
+            self._book(rank, now, b, ch)
+        return 0, waits
+
+    def _book(self, poster: int, posted: float, b: float, ch: _Channel) -> None:
+        src, ts, dst, nbytes, t, sit = ch.send
+        tr = ch.recv_t
+        links = self.rec.links
+        link = links.get((src, dst))
+        if link is None:
+            link = links[(src, dst)] = LinkStats(src, dst, self.rt.links.p2p(src, dst))
+        # who books in the engine: whoever posts last; at equal times, the queue decides
+        booker = (src if ts > tr else ch.recv_rank) if ts != tr else None
+        prev = self.last_booking.get((src, dst))
+        if nbytes > 0 and prev is not None:
+            pb, pbooker, pstep = prev
+            if b < pb or (b == pb and (booker is None or booker != pbooker
+                                       or pbooker != poster or pstep != self.step)):
+                raise _Ambiguous
+        if nbytes > 0:
+            self.last_booking[(src, dst)] = (b, booker, self.step)
+        link.bytes += nbytes
+        link.transfers += 1
+        if nbytes <= 0:
+            s = e = b
+        else:
+            cfg = link.config
+            serial = nbytes * 8.0 / cfg.bandwidth_gbps
+            s = link.free_at if link.free_at > b else b
+            link.free_at = s + serial
+            link.busy_ns += serial
+            e = s + serial + cfg.latency_ns
+        self.rec.transfers.append(TransferRecord(src, dst, t.src_stage, t.dst_stage, t.data,
+                                                 t.microbatch, sit, nbytes, b, s, e))
+        latency = link.config.latency_ns if nbytes > 0 else 0.0
+        ch.arrival = b + (e - b)
+        ch.sent = b + (e - latency - b)
+        if ch.arrival > self.latest:
+            self.latest = ch.arrival
+        if ch.sent > self.latest:
+            self.latest = ch.sent
+        if ch.waiters:
+            self.ready.extend(ch.waiters)
+            ch.waiters = []
+
+    # -- reports ------------------------------------------------------------------------------
+    def _deadlock(self, blocked, clock) -> None:
         """The engine's DeadlockError: every rank still running, what it waits for and since
-        when; the time is the engine's clock when its queue ran dry (the latest rank clock)."""
+        when; the time is the engine's clock when its queue ran dry (the latest event)."""
         waits = []
         for r in range(self.P):
             b = blocked[r]
@@ -292,7 +449,7 @@ class _Sweep:
             else:
                 op, since = b
                 waits.append(Wait(r, str(op[4]), op[2], since))
-        raise DeadlockError(waits, max(clock))
+        raise DeadlockError(waits, max(max(clock), self.latest))
 
     def _layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
         scale = span / cost.duration if cost.duration else 0.0
