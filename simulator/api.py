@@ -8,9 +8,12 @@ from typing import Any
 
 from .engine.options import EngineOptions
 from .engine.runtime import Runtime
+from .diagnostics import enforce_strict
 from .errors import ConfigError
+from .preflight import check_sizes, header_for_run, memory_warnings
 from .result import SimulationResult
 from .schedules import registry
+from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .system.config import SystemConfig, load_system, system_from_dict
 from .workload.model import Workload
@@ -38,10 +41,10 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
-def resolve_schedule(workload: Workload, schedule: Schedule | str | None, pp: int | None,
-                     microbatches: int | None, vpp: int | None,
-                     options: dict | None, notes: list[str]) -> tuple[Schedule, Any]:
-    """Pick the schedule and its P, M, v: options override the header."""
+def resolve_shape(workload: Workload, schedule: Schedule | str | None, pp: int | None,
+                  microbatches: int | None, vpp: int | None,
+                  notes: list[str]) -> tuple[ScheduleSpec | None, int, int, int]:
+    """The schedule's spec and its P, M, v (options override the header); nothing is built."""
     h = workload.header
     if isinstance(schedule, Schedule):
         for opt, given, have in (("pp", pp, schedule.pp), ("microbatches", microbatches,
@@ -52,7 +55,7 @@ def resolve_schedule(workload: Workload, schedule: Schedule | str | None, pp: in
             spec = registry.get(schedule.name)
         except ConfigError:
             spec = None
-        return schedule, spec
+        return spec, schedule.pp, schedule.microbatches, schedule.vpp
     P = _positive("pp", h.pp if pp is None else pp)
     M = _positive("microbatches", h.ga if microbatches is None else microbatches)
     header_vpp = h.vpp if workload.layout == "model" else 1
@@ -70,6 +73,16 @@ def resolve_schedule(workload: Workload, schedule: Schedule | str | None, pp: in
                              "per rank")
     else:
         v = _positive("vpp", vpp)
+    return spec, P, M, v
+
+
+def resolve_schedule(workload: Workload, schedule: Schedule | str | None, pp: int | None,
+                     microbatches: int | None, vpp: int | None,
+                     options: dict | None, notes: list[str]) -> tuple[Schedule, Any]:
+    """Pick the schedule and its P, M, v (options override the header), and build it."""
+    spec, P, M, v = resolve_shape(workload, schedule, pp, microbatches, vpp, notes)
+    if isinstance(schedule, Schedule):
+        return schedule, spec
     return registry.generate(spec.name, P, M, v, **(options or {})), spec
 
 
@@ -80,7 +93,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              trace_layers: bool = False, validate: bool = True, p2p: str = "async",
              memory_limit_gb: float | None = None, jitter: float = 0.0, seed: int = 0,
              slow_ranks: dict[int, float] | None = None,
-             layer_by_layer: bool = False, engine: str = "simpy") -> SimulationResult:
+             layer_by_layer: bool = False, engine: str = "simpy",
+             pp_comm: int | None = None, gpus: int | None = None, dp: int | None = None,
+             max_actions: int | None = None, strict: bool = False) -> SimulationResult:
     """Simulate ``workload`` under ``schedule`` on ``system``.
 
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
@@ -93,28 +108,43 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     layer state) instead of one event per action; both give the same timeline. ``engine``:
     ``simpy`` (the event-driven engine) or ``evaluator`` (the exact critical-path sweep, same
     timeline; where it does not apply the SimPy engine runs and a note says why).
+    ``pp_comm`` (bytes per microbatch between stages) overrides the header's; ``gpus`` (the world
+    size) or ``dp`` sets the data-parallel size; ``max_actions`` caps the run's size (default
+    :data:`~simulator.preflight.DEFAULT_MAX_ACTIONS`, 0 = none), checked before anything is
+    built; ``strict`` refuses a run that has warnings (:mod:`simulator.diagnostics`).
     """
     wl = _load(workload, layout)
     sysconf = _system(system)
     iterations = _positive("iterations", iterations)
     if engine not in ("simpy", "evaluator"):
         raise ConfigError(f"--engine: expected simpy or evaluator, got {engine!r}")
-    if memory_limit_gb is None and sysconf.memory.capacity_gb > 0:
-        memory_limit_gb = sysconf.memory.capacity_gb
+    if memory_limit_gb is None and sysconf.memory.capacity_bytes > 0:
+        memory_limit_gb = sysconf.memory.capacity_bytes / 1e9
     options = EngineOptions(
         p2p=p2p, memory_limit_bytes=None if memory_limit_gb is None else memory_limit_gb * 1e9,
         jitter_sigma=jitter, seed=seed, slow_ranks=tuple(sorted((slow_ranks or {}).items())),
         trace_layers=trace_layers, layer_by_layer=layer_by_layer)
     notes: list[str] = []
-    sched, spec = resolve_schedule(wl, schedule, pp, microbatches, vpp, schedule_options, notes)
+    spec, P, M, v = resolve_shape(wl, schedule, pp, microbatches, vpp, notes)
+    for rank, _ in options.slow_ranks:
+        if rank >= P:
+            raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {P})")
+    wl, warnings = header_for_run(wl, P, pp_comm=pp_comm, gpus=gpus, dp=dp)
+    if spec is not None and not isinstance(schedule, Schedule):
+        check_sizes(wl, spec, P, M, v, schedule_options, max_actions)
+    else:
+        from .workload.partition import check_chunks
+
+        check_chunks(wl, schedule.n_chunks)
+    if strict:
+        enforce_strict(warnings)
+    sched = schedule if isinstance(schedule, Schedule) else registry.generate(
+        spec.name, P, M, v, **(schedule_options or {}))
     if validate:
         from .schedules.validate import validate as check
 
         check(sched)
     partition = wl.partition(sched.n_chunks)
-    for rank, _ in options.slow_ranks:
-        if rank >= sched.pp:
-            raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {sched.pp})")
     # The run allocates many small, acyclic objects: the cyclic collector only costs time here.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -135,7 +165,10 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     finally:
         if gc_was_enabled:
             gc.enable()
+    warnings += memory_warnings(runtime.memory, records, sysconf, memory_limit_gb, wl)
+    if strict:
+        enforce_strict(warnings)
     result = SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
-                              runtime.labels, notes, options)
+                              runtime.labels, notes, options, warnings)
     result.engine_used = engine_used   # read by the summary (`engine_used`)
     return result

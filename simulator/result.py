@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .diagnostics import RunWarning
 from .engine.options import EngineOptions
 from .engine.runtime import RunRecords
 from .schedules.registry import ScheduleSpec
@@ -26,6 +27,7 @@ class SimulationResult:
     phase_labels: list[list[str]]
     notes: list[str] = field(default_factory=list)
     options: EngineOptions | None = None
+    warnings: list[RunWarning] = field(default_factory=list)
 
     @cached_property
     def summary(self) -> dict[str, Any]:
@@ -44,5 +46,6 @@ class SimulationResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary (``pipesim run --json``)."""
         out = dict(self.summary)
+        out["warnings"] = [w.to_dict() for w in self.warnings]
         out["notes"] = list(self.notes) + list(self.workload.warnings)
         return out

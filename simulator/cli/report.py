@@ -98,6 +98,13 @@ def render_run(d: dict[str, Any]) -> str:
         ])
     lines.append(table(["stage", "layers", "busy", "idle", "bubble", "bubble(own)",
                         "warm/steady/cool", "peak mb", "peak mem", "sent", "received"], rows))
+    warnings = d.get("warnings") or []
+    if warnings:
+        lines.append("")
+        lines.append(f"warnings ({len(warnings)}): numbers above rest on these assumptions")
+        for w in warnings:
+            fix = f" [set {w['option']}]" if w.get("option") else ""
+            lines.append(f"  ! {w['message']}{fix}")
     notes = d.get("notes") or []
     if notes:
         lines.append("")

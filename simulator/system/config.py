@@ -86,7 +86,15 @@ class MemoryConfig:
     the header's ``pp_comm`` (Megatron's 34·s·b·h bytes per transformer layer = 17 x 2·s·b·h).
     """
 
-    capacity_gb: float = 0.0          # 0 = no limit; --memory-limit overrides
+    capacity_gb: float = 0.0          # 10^9 bytes; 0 = no limit; --memory-limit overrides
+    capacity_gib: float = 0.0         # 2^30 bytes, as vendors quote HBM ("80 GB" = 80 GiB)
+
+    @property
+    def capacity_bytes(self) -> float:
+        """The per-GPU capacity in bytes (0: none set); ``capacity_gib`` wins when both are."""
+        if self.capacity_gib > 0:
+            return self.capacity_gib * 2**30
+        return self.capacity_gb * 1e9
     bytes_per_param: float = 16.0
     grad_bytes_per_param: float = 2.0
     params_per_layer: float = 0.0

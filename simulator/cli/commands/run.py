@@ -85,9 +85,10 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
               help="Draw a Gantt chart (.png, .svg or .pdf).")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome/Perfetto trace (JSON).")
-@click.option("--p2p", type=click.Choice(["async", "blocking", "batched"]), default="async",
-              show_default=True, help="Point-to-point semantics: isend/irecv, blocking send/recv "
-              "(document 001's naive order), or Megatron's batched send/recv pairs.")
+@click.option("--p2p", type=click.Choice(["async", "blocking", "batched", "torch", "torch-single",
+              "torch-multi"]), default=None, help="Point-to-point semantics: isend/irecv, blocking "
+              "send/recv (document 001's naive order), Megatron's batched send/recv pairs, or "
+              "torch's runtimes (docs/model.md). Default: the system's runtime.p2p, else async.")
 @click.option("--memory-limit", type=float, default=None, metavar="GB",
               help="Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.")
 @click.option("--jitter", type=float, default=0.0, metavar="SIGMA",
@@ -102,12 +103,26 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
               show_default=True, help="simpy: the event-driven engine; evaluator: the exact "
               "critical-path sweep (same timeline, faster; falls back to simpy with a note "
               "where it does not apply).")
+@click.option("--pp-comm", "pp_comm", type=click.IntRange(min=0), default=None, metavar="BYTES",
+              help="Bytes one microbatch sends between adjacent stages (overrides the file's "
+              "pp_comm; when the file has none it is derived from the rows, with a warning).")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
+              help="World size; DP = N / (TP x PP) must be whole (default: the header's "
+              "all_gpus).")
+@click.option("--dp", type=click.IntRange(min=1), default=None, metavar="D",
+              help="Data-parallel size instead of --gpus.")
+@click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Refuse a run with more actions than N before building it (default "
+              "700000, about 10 s; 0 = no limit).")
+@click.option("--strict", is_flag=True, default=False,
+              help="Treat every warning as an error (exit 2): no number pipesim cannot stand "
+              "behind.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, schedule_options, system_sets, pp,
             microbatches, vpp, iterations, layout,
             json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
-            engine, log_level):
+            engine, pp_comm, gpus, dp, max_actions, strict, log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     from ...api import simulate
@@ -139,7 +154,8 @@ def command(workload, schedule, schedule_file, system, schedule_options, system_
                       iterations=iterations, layout=layout, trace_layers=trace is not None,
                       schedule_options=options,
                       p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
-                      slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine)
+                      slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine,
+                      pp_comm=pp_comm, gpus=gpus, dp=dp, max_actions=max_actions, strict=strict)
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt

@@ -88,9 +88,14 @@ def check_dualpipe(pp: int, microbatches: int, vpp: int) -> None:
                           f"least 2 x pp = {2 * pp}, got {microbatches}")
 
 
+def _sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
+    """Both directions share the P chunks (two model copies); at most F, I, W per stage-mb."""
+    return pp, 3 * 2 * pp * microbatches
+
+
 @register("dualpipe", summary="DualPipe (DeepSeek-V3): bidirectional, microbatches enter at both "
           "ends, overlapped F/B pairs, 2x parameters; needs P even, M even, M >= 2P",
-          closed_form=_closed_form, formula="(P-2)/(3M+P-2)", default_vpp=2)
+          closed_form=_closed_form, formula="(P-2)/(3M+P-2)", default_vpp=2, sizes=_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check_dualpipe(pp, microbatches, vpp)
     ranks = tuple(tuple(dualpipe_order(r, pp, microbatches)) for r in range(pp))

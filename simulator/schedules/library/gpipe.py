@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action
-from ..registry import register
+from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 
@@ -13,7 +13,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
 
 
 @register("gpipe", summary="GPipe: all forwards then all backwards; holds M microbatches",
-          closed_form=_closed_form, formula="(P-1)/(M+P-1)")
+          closed_form=_closed_form, formula="(P-1)/(M+P-1)", sizes=fb_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
         raise ConfigError(f"--vpp: gpipe runs one chunk per rank, got --vpp {vpp}")

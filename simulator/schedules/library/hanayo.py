@@ -31,7 +31,7 @@ import heapq
 
 from ...errors import ConfigError
 from ..action import Action
-from ..registry import register
+from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order
 
@@ -209,7 +209,7 @@ def resolve_waves(vpp: int, waves: object) -> int:
 @register("hanayo", summary="Hanayo wave-like pipeline: W waves zig-zag over the ranks "
           "(vpp = 2W stages per rank), full backward, one model copy; option waves",
           formula="none (about (P-1)/(2WM+P-1))", default_vpp=2, variable_vpp=True,
-          aliases=("wave", "wave-like"))
+          aliases=("wave", "wave-like"), sizes=fb_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 2, waves: int | None = None,
              **_: object) -> Schedule:
     w = resolve_waves(vpp, waves)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action
-from ..registry import register
+from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 
@@ -92,7 +92,8 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "per rank (loop placement), microbatch groups of N",
           closed_form=_closed_form,
           formula="(P-1)/(vM+P-1)",
-          default_vpp=2, variable_vpp=True, aliases=("interleaved", "interleaved1f1b"))
+          default_vpp=2, variable_vpp=True, aliases=("interleaved", "interleaved1f1b"),
+          sizes=fb_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 2, group_size: int | None = None,
              **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "interleaved-1f1b")

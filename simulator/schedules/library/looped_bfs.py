@@ -9,7 +9,7 @@ only when M < P. Orders are action for action PyTorch 2.13's.
 from __future__ import annotations
 
 from ..action import Action
-from ..registry import register
+from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 
@@ -22,7 +22,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "one chunk before the next; backwards in reverse",
           closed_form=_closed_form,
           formula="(P-1)/(vM+P-1)",
-          default_vpp=2, variable_vpp=True, aliases=("bfs", "loopedbfs"))
+          default_vpp=2, variable_vpp=True, aliases=("bfs", "loopedbfs"), sizes=fb_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     ranks = []
     for r in range(pp):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action
-from ..registry import register
+from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 
@@ -30,7 +30,7 @@ def one_f_one_b_order(rank: int, pp: int, microbatches: int, stage: int | None =
 
 @register("1f1b", summary="1F1B (PipeDream-Flush / Megatron): warm-up, one F one B, cool-down; "
           "holds at most P microbatches", closed_form=_closed_form, formula="(P-1)/(M+P-1)",
-          aliases=("pipedream-flush", "one-f-one-b"))
+          aliases=("pipedream-flush", "one-f-one-b"), sizes=fb_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
         raise ConfigError(f"--vpp: 1f1b runs one chunk per rank, got --vpp {vpp}; "

@@ -27,10 +27,16 @@ def weight_version(microbatch: int, microbatches: int) -> int:
     return max(microbatch // microbatches - 1, 0)
 
 
+def _sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
+    iterations = options.get("iterations", 2)
+    n = iterations if isinstance(iterations, int) and iterations > 0 else 1
+    return pp, 2 * pp * microbatches * n
+
+
 @register("2bw", summary="PipeDream-2BW: 1F1B across minibatches without a flush, two weight "
           "versions per stage, 1-stale updates; option iterations (default 2)",
           closed_form=_closed_form, formula="(P-1)/(IM+P-1), I minibatches",
-          aliases=("pipedream-2bw", "two-bw"))
+          aliases=("pipedream-2bw", "two-bw"), sizes=_sizes)
 def generate(pp: int, microbatches: int, vpp: int = 1, iterations: int = 2,
              **_: object) -> Schedule:
     if vpp != 1:

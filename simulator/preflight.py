@@ -1,0 +1,181 @@
+"""Before any work: what the run's options make of the workload, and whether its sizes are sane.
+
+Everything here is decided from the parameters and the parsed rows alone, in well under a
+second, so an impossible run is refused before a schedule is built, and every default that will
+change a number is a :class:`~simulator.diagnostics.RunWarning` from the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .diagnostics import RunWarning
+from .errors import ConfigError
+from .schedules.registry import ScheduleSpec
+from .workload.activations import derive_pp_comm
+from .workload.model import CommGroup, Layer, Workload
+
+# The most actions a run may have unless --max-actions says otherwise: the largest allowed run
+# finishes in about 10 s on a 2-core machine (docs/performance.md).
+DEFAULT_MAX_ACTIONS = 700_000
+# What a GPU holds when no system says (A100 / H100 SXM: "80 GB" is 80 GiB of HBM).
+TYPICAL_CAPACITY_BYTES = 80 * 2**30
+
+
+def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
+                options: dict | None, max_actions: int | None) -> int:
+    """Refuse a run its sizes make impossible or too large; returns the model chunks it needs."""
+    from .workload.partition import check_chunks
+
+    chunks, actions = spec.size_of(pp, microbatches, vpp, options)
+    check_chunks(workload, chunks)
+    limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
+    if limit > 0 and actions > limit:
+        raise ConfigError(
+            f"--max-actions: {spec.name} with pp {pp}, vpp {vpp}, {microbatches} microbatches "
+            f"runs up to {actions:,} actions, above the limit of {limit:,} (about 10 s of "
+            f"simulation); pass --max-actions {actions} (or 0 for no limit) to run it anyway")
+    return chunks
+
+
+def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
+    """Bytes moved per collective group by the rows (forward, input- and weight-gradient)."""
+    used: dict[CommGroup, int] = {}
+    for r in layers:
+        for c in (r.fwd_comm, r.ig_comm, r.wg_comm):
+            if c.active:
+                used[c.group] = used.get(c.group, 0) + c.bytes
+    return used
+
+
+def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
+                   gpus: int | None = None, dp: int | None = None
+                   ) -> tuple[Workload, list[RunWarning]]:
+    """The workload with the run's ``pp_comm`` and world size in its header, and the warnings
+    for what had to be assumed (see docs/model.md, "What pipesim assumes")."""
+    h = workload.header
+    warnings: list[RunWarning] = []
+    changes: dict[str, object] = {}
+    path = workload.path
+    # -- stage-to-stage bytes ---------------------------------------------------------------
+    if pp_comm is not None:
+        if isinstance(pp_comm, bool) or not isinstance(pp_comm, int) or pp_comm < 0:
+            raise ConfigError(f"--pp-comm: expected a non-negative whole number of bytes, "
+                              f"got {pp_comm!r}")
+        changes["pp_comm"] = pp_comm
+    elif h.pp_comm == 0:
+        absent = "pp_comm" in h.defaults_used
+        rows = workload.aicb.model if workload.aicb is not None else workload.layers
+        derived = derive_pp_comm(rows, h.tp)
+        said = "has no pp_comm" if absent else "says pp_comm: 0"
+        if derived is not None:
+            changes["pp_comm"] = derived.nbytes
+            warnings.append(RunWarning(
+                "pp_comm_derived",
+                f"{path} {said}; using {derived.nbytes} bytes per microbatch between stages "
+                f"(and for activation memory), derived from line {derived.layer.line} "
+                f"({derived.layer.name}: {derived.rule})", "--pp-comm"))
+        elif pp > 1:
+            warnings.append(RunWarning(
+                "p2p_free",
+                f"{path} {said} and no activation size can be derived from its rows (no "
+                f"tensor-parallel forward collective); the {pp - 1} stage boundaries move 0 "
+                f"bytes, so transfers cost nothing and activations take no memory", "--pp-comm"))
+    # -- world size ---------------------------------------------------------------------------
+    tp = max(1, h.tp)
+    if gpus is not None and dp is not None:
+        raise ConfigError("--gpus and --dp: give one, not both (DP = GPUs / (TP x PP))")
+    if gpus is not None:
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus!r}")
+        if gpus % (tp * pp):
+            raise ConfigError(f"--gpus: {gpus} GPUs do not divide into TP {tp} x PP {pp} = "
+                              f"{tp * pp} per data-parallel replica; expected a multiple of "
+                              f"{tp * pp}")
+        changes["all_gpus"] = gpus
+    elif dp is not None:
+        if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+            raise ConfigError(f"--dp: expected a positive data-parallel size, got {dp!r}")
+        changes["all_gpus"] = dp * tp * pp
+    else:
+        rows = workload.layers
+        used = _groups_used(rows)
+        world = h.all_gpus
+        dp_now = max(1, world // (tp * pp))
+        dp_groups = {g: b for g, b in used.items() if g in (CommGroup.DP, CommGroup.DP_EP)}
+        if "all_gpus" in h.defaults_used and dp_groups:
+            total = sum(dp_groups.values())
+            warnings.append(RunWarning(
+                "gpus_defaulted",
+                f"{path} has no all_gpus; assuming {world} GPU(s) (tp x the header's pp), so "
+                f"at pp {pp} DP = {dp_now} and its data-parallel collectives ({total} bytes "
+                f"named in the rows) run on a group of one and cost nothing", "--gpus or --dp"))
+        elif world % (tp * pp):
+            warnings.append(RunWarning(
+                "gpus_indivisible",
+                f"{path}: all_gpus {world} is not a multiple of TP {tp} x PP {pp}; using DP = "
+                f"{dp_now} (the remainder of the GPUs is left out)", "--gpus or --dp"))
+        if CommGroup.TP in used and tp == 1:
+            warnings.append(RunWarning(
+                "tp_group_of_one",
+                f"{path}: rows name tensor-parallel collectives but model_parallel_NPU_group is "
+                f"{'absent' if 'tp' in h.defaults_used else '1'}; they run on a group of one "
+                "and cost nothing", "model_parallel_NPU_group: in the header"))
+    # -- rows pipesim reads but does not model -------------------------------------------------
+    if h.policy == "HYBRID_CUSTOMIZED":
+        policies = sorted({r.policy for r in workload.layers if r.policy})
+        warnings.append(RunWarning(
+            "layer_policy_ignored",
+            f"{path}: HYBRID_CUSTOMIZED rows carry their own policy ({', '.join(policies)}); "
+            "pipesim prices each collective by its group suffix instead (TP for forward and "
+            "input-gradient rows, DP for weight-gradient rows)", ""))
+    if changes:
+        workload = dataclasses.replace(workload,
+                                       header=dataclasses.replace(h, **changes))
+    return workload, warnings
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def memory_warnings(memory, records, system, limit_gb: float | None,
+                    workload: Workload) -> list[RunWarning]:
+    """After the run: peaks no GPU could hold, and ranks whose memory the file does not say.
+
+    With a capacity (``--memory-limit`` or the system's ``memory.capacity_*``) an overflow has
+    already stopped the run as out of memory; without one the peak is held against a typical
+    80 GiB GPU and the warning names what drives it.
+    """
+    out: list[RunWarning] = []
+    peaks = list(records.peak_memory)
+    if not peaks:
+        return out
+    cfg = system.memory
+    if limit_gb is None:
+        worst = max(range(len(peaks)), key=lambda r: peaks[r])
+        peak = peaks[worst]
+        if peak > TYPICAL_CAPACITY_BYTES:
+            static = records.static_memory[worst] if records.static_memory else 0.0
+            if cfg.activation_bytes_per_layer:
+                act_rule = f"memory.activation_bytes_per_layer {cfg.activation_bytes_per_layer:g}"
+            else:
+                act_rule = (f"activation_factor {cfg.activation_factor:g} x pp_comm "
+                            f"{workload.header.pp_comm} bytes per layer and microbatch")
+            out.append(RunWarning(
+                "memory_over_capacity",
+                f"rank {worst} peaks at {_gib(peak)}, above the 80 GiB of a typical A100/H100 "
+                f"(no memory capacity set): {_gib(static)} weights and optimizer state "
+                f"({cfg.bytes_per_param:g} bytes per parameter) and {_gib(peak - static)} of "
+                f"stashed activations ({act_rule})",
+                "--memory-limit or memory.capacity_gib in --system"))
+    zero = [r for r, p in enumerate(peaks) if p <= 0]
+    if zero:
+        listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")
+        out.append(RunWarning(
+            "memory_unknown",
+            f"rank(s) {listed} hold 0 B: {workload.path} names no parameter sizes for their "
+            f"layers (no weight-gradient ALLREDUCE/REDUCESCATTER bytes) and no activation size "
+            f"(pp_comm {workload.header.pp_comm})",
+            "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or --pp-comm"))
+    return out

@@ -1,0 +1,59 @@
+"""What a stage boundary carries per microbatch when the file does not say (no ``pp_comm``).
+
+A transformer layer's tensor-parallel collectives move its activation, so the bytes a stage
+sends to the next can be read off the layer rows (Megatron-LM; AICB's mocked Megatron writes
+``comm_size = 2 * s * b * h``, bf16):
+
+- without sequence parallelism, the layer's forward ALLREDUCE carries the full ``s·b·h``
+  activation, and that is what Megatron sends between stages (tensor shape ``(s, b, h)``):
+  ``pp_comm = bytes``;
+- with sequence parallelism the forward collective is an ALLGATHER (column-parallel input) or a
+  REDUCESCATTER (row-parallel output) of the full ``s·b·h`` tensor, and each GPU holds and sends
+  its ``1/TP`` sequence shard across the boundary: ``pp_comm = bytes / TP``.
+
+The row used is the first transformer row (a name starting with ``attention``/``mlp``/``moe``,
+else the first row) whose forward collective runs on the TP group. Nothing is derived when TP is
+1 or no row has such a collective; the caller then warns that transfers cost nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import CommGroup, CommType, Layer
+
+_LAYER_PREFIXES = ("attention", "mlp", "moe")
+
+
+@dataclass(frozen=True)
+class DerivedPPComm:
+    nbytes: int
+    layer: Layer
+    rule: str
+
+    def describe(self, path: str) -> str:
+        return (f"{path} has no pp_comm; using {self.nbytes} bytes per microbatch between "
+                f"stages, derived from line {self.layer.line} ({self.layer.name}: {self.rule})")
+
+
+def _tp_forward(layer: Layer) -> bool:
+    c = layer.fwd_comm
+    return (c.active and c.group is CommGroup.TP
+            and c.type in (CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER))
+
+
+def derive_pp_comm(layers: tuple[Layer, ...], tp: int) -> DerivedPPComm | None:
+    """The activation bytes of one microbatch at a stage boundary, or None (see module doc)."""
+    if tp <= 1:
+        return None
+    candidates = [r for r in layers if _tp_forward(r)]
+    if not candidates:
+        return None
+    named = [r for r in candidates if r.name.lower().startswith(_LAYER_PREFIXES)]
+    row = (named or candidates)[0]
+    c = row.fwd_comm
+    if c.type is CommType.ALLREDUCE:
+        return DerivedPPComm(c.bytes, row, f"forward ALLREDUCE of {c.bytes} bytes = the s·b·h "
+                                           "activation")
+    return DerivedPPComm(c.bytes // tp, row, f"forward {c.type.value} of {c.bytes} bytes, "
+                                             f"sequence parallel: each GPU sends its 1/{tp} shard")
