@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..system.runtime_profile import P2P_MODES
 
-P2P_MODES = ("async", "blocking", "batched")
+__all__ = ["EngineOptions", "P2P_MODES", "parse_slow_rank"]
 
 
 @dataclass(frozen=True)
@@ -14,14 +15,18 @@ class EngineOptions:
     """``p2p``: ``async`` (isend/irecv: a send never waits for its receiver), ``blocking`` (a send
     completes when the matching receive is posted and the data is across; document 001's naive
     order, which deadlocks 1F1B), ``batched`` (Megatron's fused send/recv pairs,
-    batch_isend_irecv: adjacent sends and receives are posted together and complete together).
+    batch_isend_irecv: adjacent sends and receives are posted together and complete together),
+    ``torch`` (torch.distributed.pipelining on gloo: rendezvous transfers, torch's single-stage
+    rules for gpipe and 1f1b, its multi-stage rules - receives posted early, sends waited at the
+    end of the step - for every other schedule; ``torch-single`` / ``torch-multi`` force one;
+    see docs/model.md). None: the system's ``runtime.p2p`` (``async`` unless it says otherwise).
 
     ``jitter_sigma``: compute times scaled by seeded lognormal noise of mean 1; ``slow_ranks``:
     (rank, factor) pairs multiplying one rank's compute; ``memory_limit_bytes``: an overflow is an
     OutOfMemoryError.
     """
 
-    p2p: str = "async"
+    p2p: str | None = None
     memory_limit_bytes: float | None = None
     jitter_sigma: float = 0.0
     seed: int = 0
@@ -30,7 +35,7 @@ class EngineOptions:
     layer_by_layer: bool = False   # reference path: one SimPy event per layer state (slower)
 
     def __post_init__(self) -> None:
-        if self.p2p not in P2P_MODES:
+        if self.p2p is not None and self.p2p not in P2P_MODES:
             raise ConfigError(f"--p2p: expected one of {', '.join(P2P_MODES)}, got {self.p2p!r}")
         if not self.jitter_sigma >= 0:
             raise ConfigError(f"--jitter: expected a non-negative sigma, got {self.jitter_sigma!r}")

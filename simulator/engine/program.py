@@ -5,25 +5,33 @@ Ops are plain tuples, cheap to walk in the hot loop:
 
 - ``(COMPUTE, cost, actions)``: one action, or the two halves of an overlapped pair;
 - ``(RECV, key, src_rank, None, transfer)`` and ``(SEND, key, dst_rank, bytes, transfer)``;
-- ``(BATCH, ops)``: sends and receives posted together (blocking / batched point-to-point).
+- ``(BATCH, ops)``: sends and receives posted together (blocking / batched point-to-point);
+- torch's runtimes (``torch-single`` / ``torch-multi``, see docs/model.md): ``(IRECV, key, src,
+  None, transfer)`` posts a receive, ``(WAIT, key, src, None, transfer)`` waits for it,
+  ``(TSEND, key, dst, bytes, transfer)`` posts a send without waiting, ``(WAITSENDS, keys,
+  transfers)`` waits for earlier sends; every send left is waited for at the end of the step.
 
 A :class:`StepCost` is shared by every step with the same stages, kinds, roles and phases: only
-the microbatch differs between them.
+the microbatch differs between them. It carries the runtime profile's launch overhead (``pre``)
+and the costs the profile replaces (calibrated action costs, the first stage's torch backward).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..schedules.comm_pass import Compute, Op
+from ..errors import ConfigError
+from ..schedules.comm_pass import GRADIENT, Compute, Op
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Header, Layer
-from .costs import ChunkCosts, DPCollective, chunk_costs
+from ..system.runtime_profile import RuntimeProfile
+from .costs import WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs
 from .memory import MemoryModel
 
-RECV, COMPUTE, SEND, BATCH = 0, 1, 2, 3
+RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
+EMPTY = ActionCost(0.0, 0.0, (), 0)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class StepCost:
     alloc: float             # activation bytes allocated when the step starts
     free: float              # activation bytes freed when it ends
     phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
+    pre: float = 0.0         # launch overhead paid before the step starts (runtime profile)
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,25 @@ class ProgramBuilder:
     costs: list[ChunkCosts]
     memory: MemoryModel
     labels: list[list[str]]          # phase of every action, per rank
-    p2p: str                         # async | blocking | batched
+    p2p: str                         # async | blocking | batched | torch-single | torch-multi
     pp_comm: int
+    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
+
+    def __post_init__(self) -> None:
+        rt = self.runtime
+        sched = self.schedule
+        self.overrides: dict[tuple[int, str], float] = {}
+        if rt.calibrated(sched.pp, sched.vpp):
+            self.overrides = rt.action_costs()
+            for stage, _ in self.overrides:
+                if stage >= sched.n_stages:
+                    raise ConfigError(
+                        f"runtime.action_costs_ns: stage {stage} does not exist (calibrated "
+                        f"for pp {sched.pp}, vpp {sched.vpp}: stages 0-{sched.n_stages - 1})")
+        # torch's first stage computes no input gradient: its I is empty, its W the backward
+        self.torch_first = ({p[0] for p in sched.pipelines}
+                            if rt.first_stage_backward == "torch" else set())
+        self.overhead = rt.action_overhead_ns if rt.has_overheads else None
 
     def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
         actions = self.schedule.ranks[rank]
@@ -99,10 +125,18 @@ class ProgramBuilder:
                 pos += n
             elif op.op == "recv":
                 ops.append((RECV, op.key, op.src_rank, None, op))
-            else:
+            elif op.op == "send":
                 ops.append((SEND, op.key, op.dst_rank, self.pp_comm, op))
+            elif op.op == "irecv":
+                ops.append((IRECV, op.key, op.src_rank, None, op))
+            else:   # "wait"
+                ops.append((WAIT, op.key, op.src_rank, None, op))
         if self.p2p == "async":
             return ops
+        if self.p2p == "torch-multi":   # receives posted early by the comm pass
+            return [(TSEND,) + op[1:] if op[0] == SEND else op for op in ops]
+        if self.p2p == "torch-single":
+            return self._single_stage(ops)
         # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
         # (Megatron's send_forward_recv_backward and friends) are posted and complete together
         out: list[tuple] = []
@@ -115,10 +149,74 @@ class ProgramBuilder:
                 out.append((BATCH, (op,)))
         return out
 
+    def _single_stage(self, ops: list[tuple]) -> list[tuple]:
+        """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
+
+        A receive is posted right before the compute that needs it and waited for at once.
+        1F1B: a send followed by a receive of the other direction (send forward + receive
+        backward, or the reverse) is one fused batch, posted together and waited for
+        together; any other send is waited for just before the rank posts its next send.
+        GPipe: nothing is fused; the forward sends are waited for when the forwards are done,
+        the backward sends at the end of the step."""
+        gpipe = self.schedule.name == "gpipe"
+        out: list[tuple] = []
+        unwaited: list[tuple] = []          # posted sends not waited for yet
+
+        def wait_sends() -> None:
+            if unwaited:
+                out.append((WAITSENDS, tuple(o[1] for o in unwaited),
+                            tuple(o[4] for o in unwaited)))
+                unwaited.clear()
+
+        i = 0
+        backward_seen = False
+        while i < len(ops):
+            op = ops[i]
+            code = op[0]
+            if gpipe and not backward_seen and (
+                    (code == RECV and op[4].data == GRADIENT)
+                    or (code == COMPUTE and op[2][0].kind != "F")):
+                backward_seen = True
+                wait_sends()
+            if code == COMPUTE:
+                out.append(op)
+            elif code == RECV:
+                out += [(IRECV,) + op[1:], (WAIT,) + op[1:]]
+            else:   # SEND
+                nxt = ops[i + 1] if i + 1 < len(ops) else None
+                if not gpipe and nxt is not None and nxt[0] == RECV \
+                        and nxt[4].data != op[4].data:
+                    wait_sends()
+                    out += [(TSEND,) + op[1:], (IRECV,) + nxt[1:],
+                            (WAITSENDS, (op[1],), (op[4],)), (WAIT,) + nxt[1:]]
+                    i += 2
+                    continue
+                if not gpipe:
+                    wait_sends()
+                out.append((TSEND,) + op[1:])
+                unwaited.append(op)
+            i += 1
+        return out
+
+    def action_cost(self, stage: int, kind: str) -> tuple[ActionCost, str]:
+        """What one action costs and which DP list it issues (the profile may replace the
+        rows' sum: torch's first-stage backward, a calibrated cost)."""
+        c = self.costs[self.schedule.stage_chunk[stage]]
+        dp_kind = kind
+        if stage in self.torch_first and kind in ("I", "W"):
+            cost, dp_kind = (EMPTY, "I") if kind == "I" else (c.B, "B")
+        else:
+            cost = c.of(kind)
+        target = self.overrides.get((stage, kind)) if self.overrides else None
+        if target is not None:
+            cost = _rescaled(cost, target)
+        return cost, dp_kind
+
     def step_cost(self, key: tuple) -> StepCost:
         """``key``: per action (stage, kind, carries weights, issues the DP collectives, phase)."""
         chunk_of = self.schedule.stage_chunk
-        costs = [self.costs[chunk_of[stage]].of(kind) for stage, kind, *_ in key]
+        effective = [self.action_cost(stage, kind) for stage, kind, *_ in key]
+        costs = [c for c, _ in effective]
         total = sum(c.duration for c in costs)
         comm = sum(c.comm for c in costs)
         paired = len(costs) > 1
@@ -128,12 +226,12 @@ class ProgramBuilder:
         dp = []
         acc = 0.0
         alloc = free = 0.0
-        for (stage, kind, weights, issues_dp, _), c in zip(key, costs):
+        for (stage, kind, weights, issues_dp, _), (c, dp_kind) in zip(key, effective):
             lo = acc / total if total else 0.0
             acc += c.duration
             hi = acc / total if total else 0.0
             chunk = chunk_of[stage]
-            shares.append((lo, hi, chunk, c, kind if issues_dp else None))
+            shares.append((lo, hi, chunk, c, dp_kind if issues_dp else None))
             if kind == "F":
                 alloc += self.memory.activation_bytes[chunk]
             if weights:
@@ -141,7 +239,25 @@ class ProgramBuilder:
             if issues_dp:
                 offset = lo * duration
                 scale = (duration / total) if total else 0.0
-                for d in self.costs[chunk].dp_after(kind):
-                    dp.append((chunk, offset + d.ready_offset * scale, d))
+                ready = {seg.layer: seg.offset + seg.duration for seg in c.segments
+                         if seg.state == WEIGHT_GRADIENT}
+                for d in self.costs[chunk].dp_after(dp_kind):
+                    dp.append((chunk, offset + ready.get(d.layer, c.duration) * scale, d))
+        pre = self.overhead and max(self.overhead[k[1]] for k in key) or 0.0
         return StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
-                        alloc, free, tuple(k[4] for k in key))
+                        alloc, free, tuple(k[4] for k in key), pre)
+
+
+def _rescaled(cost: ActionCost, target: float) -> ActionCost:
+    """``cost`` stretched to last ``target`` ns, every layer state in proportion (equal shares
+    when the rows sum to nothing)."""
+    segs = cost.segments
+    if cost.duration > 0:
+        f = target / cost.duration
+        new = tuple(Segment(s.layer, s.state, s.offset * f, s.duration * f) for s in segs)
+        return ActionCost(target, cost.comm * f, new, cost.layer_ops)
+    if not segs:
+        return ActionCost(target, 0.0, (), cost.layer_ops)
+    each = target / len(segs)
+    new = tuple(Segment(s.layer, s.state, i * each, each) for i, s in enumerate(segs))
+    return ActionCost(target, 0.0, new, cost.layer_ops)

@@ -6,8 +6,11 @@ layers go through Forward_Pass / Forward_In_BackPass / Input_Gradient / Weight_G
 their blocking TP/EP collectives, and the whole action costs one SimPy timeout (per-layer times
 are derived, see ``costs``). The communication stream carries each layer's weight-gradient (DP)
 collective, issued when the last microbatch's weight gradient of that layer is done (gradient
-accumulation), first in first out. Point-to-point semantics follow ``EngineOptions.p2p``; a
-receive waits on a bare event that fires when the data lands.
+accumulation), first in first out. Point-to-point semantics follow ``EngineOptions.p2p`` (or,
+when that is None, the system's ``runtime.p2p``); a receive waits on a bare event that fires when
+the data lands. The system's runtime profile adds a launch overhead before each action
+(``StepCost.pre``, folded into the action's one timeout) and a prologue / epilogue per iteration;
+torch's point-to-point rules live in ``rendezvous``.
 
 An iteration ends when every rank has finished its actions and every DP collective and layer
 update is done; with a flush the next iteration starts then (the optimizer step is a barrier).
@@ -18,7 +21,7 @@ every blocked rank waits for.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import simpy
 
@@ -34,8 +37,9 @@ from .eventlog import log, log_complete, log_step
 from .memory import MemoryModel, build_memory_model
 from .network import LinkStats, Network, fire_at
 from .options import EngineOptions
-from .program import (COMPUTE, RECV, SEND, IterationRows, ProgramBuilder, StepCost,
-                      iteration_rows)
+from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, IterationRows,
+                      ProgramBuilder, StepCost, iteration_rows)
+from .rendezvous import Rendezvous
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
@@ -75,7 +79,15 @@ class Runtime:
         self.header = header
         self.system = system
         self.iterations = iterations
-        self.options = options or EngineOptions()
+        options = options or EngineOptions()
+        self.profile = system.runtime
+        mode = options.p2p or self.profile.p2p
+        if options.p2p != mode:
+            options = replace(options, p2p=mode)
+        self.options = options
+        # torch: the single-stage runtime runs gpipe and 1f1b, the multi-stage one the rest
+        self.p2p = mode if mode != "torch" else (
+            "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
         self.trace_layers = self.options.trace_layers
         self.pp_comm = header.pp_comm if pp_comm is None else pp_comm
         self.links = LinkModel(header, system, schedule.pp)
@@ -91,10 +103,11 @@ class Runtime:
                 own = partition.iteration_rows_of(chunks, schedule.pp)
                 rows = by_share[chunks] = iteration_rows(own, header, system, self.links)
             self.iter_rows.append(rows)
-        programs = add_communication(schedule)   # compiled below, then let go
+        # compiled below, then let go
+        programs = add_communication(schedule, early_receives=self.p2p == "torch-multi")
         self.labels = [phase_labels(acts) for acts in schedule.ranks]
         builder = ProgramBuilder(schedule, self.costs, self.memory, self.labels,
-                                 self.options.p2p, self.pp_comm)
+                                 self.p2p, self.pp_comm, self.profile)
         self.compiled = [builder.compile(r, programs[r]) for r in range(schedule.pp)]
         self.layer_ops_per_iteration = sum(
             share[3].layer_ops for prog in self.compiled for op in prog if op[0] == COMPUTE
@@ -114,6 +127,7 @@ class Runtime:
         self.dp_free = [0.0] * P          # communication stream per rank
         self.iter_end_candidates: list[float] = []
         self.barrier = env.event()
+        self.rdv = Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append)
         self.debug = log.isEnabledFor(logging.DEBUG)
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
         self.mem = list(self.memory.static_bytes)
@@ -153,23 +167,34 @@ class Runtime:
         variation = RankVariation.of(self.options, rank)
         trace_layers = self.trace_layers
         layer_by_layer = self.options.layer_by_layer
+        prologue = self.profile.step_prologue_ns
+        epilogue = self.profile.step_epilogue_ns
+        torch = self.p2p.startswith("torch")
         for it in range(self.iterations):
+            if prologue:
+                yield env.timeout(prologue)
+            sends: dict = {}     # torch: posted sends not waited for yet
             for op in program:
                 code = op[0]
                 if code == COMPUTE:
                     _, cost, acts = op
                     phases = cost.phases
-                    start = env.now
+                    pre = cost.pre
+                    start = env.now + pre if pre else env.now
                     if cost.alloc:
                         self._allocate(rank, cost.alloc, acts, start)
                     if debug:
                         log_step(rank, acts, phases, start, True, virtual)
                     if layer_by_layer:
+                        if pre:
+                            yield env.timeout(pre)
                         yield from self._layers(rank, it, cost)
                     else:
                         duration = cost.duration
                         if variation is not None:
                             duration = variation.duration(cost)
+                        if pre:
+                            duration += pre
                         if duration > 0:
                             yield env.timeout(duration)
                     end = env.now
@@ -222,9 +247,40 @@ class Runtime:
                         if waiter is None:
                             waiter = mailbox[mkey] = env.event()
                         self._transfer(rank, op[2], op[3], op[4], it, waiter)
-                else:
+                elif code == BATCH:
                     yield from self._batch(rank, it, op[1])
+                else:
+                    yield from self._torch_op(rank, it, op, sends)
+            if torch:
+                for key, (ev, op) in list(sends.items()):   # torch waits for its sends
+                    yield from self._wait(rank, ev, op)
+            if epilogue:
+                yield env.timeout(epilogue)
             yield from self._end_iteration(rank, it)
+
+    def _torch_op(self, rank: int, it: int, op: tuple, sends: dict):
+        """One of torch's point-to-point steps (see ``rendezvous`` and ``program``)."""
+        code = op[0]
+        rdv = self.rdv
+        if code == IRECV:
+            rdv.post_recv((it,) + op[1])
+        elif code == WAIT:
+            key = (it,) + op[1]
+            yield from self._wait(rank, rdv.arrival(key), op)
+            rdv.received(key)
+        elif code == TSEND:
+            key = (it,) + op[1]
+            sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
+        else:   # WAITSENDS
+            for key in op[1]:
+                ev, sop = sends.pop((it,) + key)
+                yield from self._wait(rank, ev, sop)
+
+    def _wait(self, rank: int, ev: simpy.Event, op: tuple):
+        if ev.callbacks is not None:
+            self.waiting[rank] = Wait(rank, str(op[4]), op[2], self.env.now)
+            yield ev
+            self.waiting[rank] = None
 
     def _layers(self, rank: int, it: int, cost: StepCost):
         """The reference path: one SimPy timeout per layer state, each DP collective issued
@@ -357,6 +413,9 @@ class Runtime:
             s = start + seg.offset * scale
             self.rec.layers.append(LayerRecord(rank, a.stage, a.microbatch, it, seg.layer,
                                                seg.state, s, s + seg.duration * scale))
+
+SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
+
 
 def _describe(op: tuple) -> str:
     return str(op[4])

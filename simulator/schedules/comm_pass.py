@@ -6,12 +6,19 @@ and a send right after it when its output goes to another rank (stages on the sa
 over locally, without a transfer). An overlapped F/B pair receives both inputs before it starts
 and sends both outputs after it ends. This is the naive order of source document 001; the
 runtime decides whether a send blocks.
+
+With ``early_receives`` (torch's multi-stage runtime, ``_add_send_recv``) a receive is split in
+two: ``irecv`` posts it as early as possible - in the receiver's list at the moment the sender's
+compute is placed, walking the ranks in lock-step, rank 0 first - and ``wait`` waits for it just
+before the compute that needs it. A rank's next step is placed only once all its receives are
+posted, which is torch's rule too, so the lowered lists equal torch's.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..errors import ScheduleError
 from .action import Action
 from .schedule import Schedule
 
@@ -35,7 +42,7 @@ class Transfer(NamedTuple):
     its matching receive have equal ``(data, dst_stage, microbatch)``.
     """
 
-    op: str  # "recv" or "send"
+    op: str  # "recv" or "send"; with early receives "irecv" (post) and "wait"
     data: str
     src_stage: int
     dst_stage: int
@@ -98,8 +105,11 @@ def _steps(actions: tuple[Action, ...]) -> list[tuple[Action, ...]]:
     return steps
 
 
-def add_communication(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
+def add_communication(schedule: Schedule,
+                      early_receives: bool = False) -> tuple[tuple[Op, ...], ...]:
     """Per rank, the compute steps with their receives and sends, in execution order."""
+    if early_receives:
+        return _early_receives(schedule)
     programs = []
     for rank, actions in enumerate(schedule.ranks):
         ops: list[Op] = []
@@ -111,3 +121,42 @@ def add_communication(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
                 ops.extend(_peer(schedule, a, rank, "send"))
         programs.append(tuple(ops))
     return tuple(programs)
+
+
+def _early_receives(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
+    """torch's ``_add_send_recv``: rounds over the ranks in order; a rank places its next step
+    when every receive it needs is posted, then its sends, and posts the matching receives at
+    the end of the receivers' lists."""
+    P = len(schedule.ranks)
+    steps = [_steps(actions) for actions in schedule.ranks]
+    out: list[list[Op]] = [[] for _ in range(P)]
+    posted: list[set] = [set() for _ in range(P)]
+    nxt = [0] * P
+    left = sum(len(s) for s in steps)
+    while left:
+        progress = False
+        for rank in range(P):
+            if nxt[rank] == len(steps[rank]):
+                continue
+            step = steps[rank][nxt[rank]]
+            recvs = [t for a in step for t in _peer(schedule, a, rank, "recv")]
+            if any(t.key not in posted[rank] for t in recvs):
+                continue
+            ops = out[rank]
+            for t in recvs:
+                posted[rank].discard(t.key)
+                ops.append(t._replace(op="wait"))
+            ops.append(Compute(step))
+            for a in step:
+                for t in _peer(schedule, a, rank, "send"):
+                    ops.append(t)
+                    out[t.dst_rank].append(t._replace(op="irecv"))
+                    posted[t.dst_rank].add(t.key)
+            nxt[rank] += 1
+            left -= 1
+            progress = True
+        if not progress:
+            stuck = ", ".join(f"rank {r} at {'+'.join(map(str, steps[r][nxt[r]]))}"
+                              for r in range(P) if nxt[r] < len(steps[r]))
+            raise ScheduleError(f"cannot post receives early: no rank can go on ({stuck})")
+    return tuple(tuple(ops) for ops in out)

@@ -171,7 +171,8 @@ def test_bad_schedule_options_and_overrides_are_named(capsys, args, msg):
     (["run"], "Missing argument 'WORKLOAD'."),
     (["nope"], "No such command 'nope'."),
     (["run", "x.txt", "--p2p", "smoke"], "Invalid value for '--p2p': 'smoke' is not one of "
-                                          "'async', 'blocking', 'batched'."),
+                                          "'async', 'blocking', 'batched', 'torch', "
+                                          "'torch-single', 'torch-multi'."),
 ])
 def test_usage_errors_are_one_line(capsys, argv, msg):
     assert main(argv) == 2
