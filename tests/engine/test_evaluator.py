@@ -1,0 +1,325 @@
+"""The exact critical-path evaluator gives the SimPy engine's records to the nanosecond: every
+time compared with ==, on every registered schedule, every point-to-point mode it covers, the
+bundled workloads and random workloads; where it does not apply the SimPy engine runs and the
+result says so."""
+
+from __future__ import annotations
+
+import glob
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator import DeadlockError, OutOfMemoryError, simulate
+from simulator.cli.main import main
+from simulator.engine import evaluator as ev
+from simulator.engine.evaluator import evaluate, unsupported
+from simulator.engine.options import EngineOptions
+from simulator.engine.runtime import Runtime
+from simulator.errors import ConfigError, PipesimError
+from simulator.schedules import generate, get, names
+from simulator.schedules.action import Action
+from simulator.schedules.schedule import Schedule
+from simulator.system import SystemConfig
+from simulator.system.config import CollectiveConfig, LinkConfig, TopologyConfig
+from simulator.workload import Comm, CommGroup, CommType, make_layer, uniform_workload
+from simulator.workload.model import Header, Workload
+
+REPO = Path(__file__).resolve().parents[2]
+LINK = LinkConfig(bandwidth_gbps=8.0, latency_ns=100.0)     # 1 byte per ns + 100 ns
+SYSTEM = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK))
+TP = Comm(CommType.ALLREDUCE, CommGroup.TP, 6000, "ALLREDUCE")
+DP = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
+
+
+def workload(n_chunks: int, pp_comm: int = 3000) -> Workload:
+    """Three rows per chunk with uneven costs (thirds of a ns appear in the times), TP
+    collectives, DP all-reduces with an update time, and recompute."""
+    layers = []
+    for i in range(3 * n_chunks):
+        layers.append(make_layer(i, 1000 + 37 * i, 900 + 11 * (i % 5), 500 + 3 * i,
+                                 fwd_comm=TP if i % 2 else Comm(CommType.NONE, CommGroup.TP, 0),
+                                 ig_comm=TP, wg_comm=DP, update_time=50))
+    header = Header("HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=2, pp=1, all_gpus=6, pp_comm=pp_comm,
+                    checkpoints=(0,), checkpoint_initiates=(2,))
+    return Workload("<evaluator>", header, tuple(layers))
+
+
+def by_rank(records, rank_of) -> dict:
+    out = defaultdict(list)
+    for x in records:
+        out[rank_of(x)].append(x)
+    return dict(out)
+
+
+def assert_same(simpy, fast) -> None:
+    """Everything a run records, exactly: per rank, in the engine's order (the lists only
+    interleave the ranks differently)."""
+    assert by_rank(fast.actions, lambda a: a.rank) == by_rank(simpy.actions, lambda a: a.rank)
+    assert (by_rank(fast.transfers, lambda t: t.src_rank)
+            == by_rank(simpy.transfers, lambda t: t.src_rank))
+    assert (by_rank(fast.collectives, lambda c: c.rank)
+            == by_rank(simpy.collectives, lambda c: c.rank))
+    assert by_rank(fast.layers, lambda x: x.rank) == by_rank(simpy.layers, lambda x: x.rank)
+    assert by_rank(fast.memory, lambda m: m[0]) == by_rank(simpy.memory, lambda m: m[0])
+    assert fast.iteration_bounds == simpy.iteration_bounds
+    assert fast.rank_finish == simpy.rank_finish
+    assert fast.peak_memory == simpy.peak_memory
+    assert fast.static_memory == simpy.static_memory
+    assert fast.links == simpy.links
+    assert fast.layer_ops == simpy.layer_ops
+    assert len(fast.actions) == len(simpy.actions)
+
+
+def check(rt) -> object | None:
+    """Both engines on ``rt``: the same records, or the same deadlock (None then)."""
+    assert unsupported(rt) is None
+    try:
+        simpy = rt.run()
+    except DeadlockError as err:
+        with pytest.raises(DeadlockError) as again:
+            evaluate(rt)
+        assert str(again.value) == str(err) and again.value.waits == err.waits
+        return None
+    fast = evaluate(rt)
+    assert_same(simpy, fast)
+    return fast
+
+
+def both(sched, wl, system=SYSTEM, iterations=2, **options):
+    rt = Runtime(sched, wl.partition(sched.n_chunks), wl.header, system,
+                 iterations=iterations if sched.flush else 1, options=EngineOptions(**options))
+    return check(rt)
+
+
+def cases(name: str):
+    spec = get(name)
+    vs = (1, 2, 3) if spec.variable_vpp else (spec.default_vpp,)
+    for P, M in ((2, 4), (4, 8), (3, 7)):
+        for v in vs:
+            try:
+                yield generate(name, P, M, v)
+            except ConfigError:
+                continue
+
+
+@pytest.mark.parametrize("name", sorted(names()))
+@pytest.mark.parametrize("p2p", ["async", "batched"])
+def test_equals_simpy_on_every_schedule(name, p2p):
+    runs = []
+    for sched in cases(name):
+        fast = both(sched, workload(sched.n_chunks), p2p=p2p,
+                    slow_ranks=((sched.pp - 1, 1.25),))
+        runs.append(fast is not None)   # None: the same deadlock in both
+        if fast is not None:
+            assert fast.collectives and fast.transfers
+    # batched, the naive order deadlocks many schedules (fused pairs wait on each other): the
+    # evaluator must then raise the engine's error, word for word
+    assert runs and (all(runs) or p2p == "batched")
+
+
+@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved-1f1b", "zb-v", "dualpipe-v"])
+def test_blocking_equals_simpy_or_deadlocks_the_same_way(name):
+    outcomes = [both(sched, workload(sched.n_chunks), p2p="blocking") is None
+                for sched in cases(name)]
+    assert outcomes
+
+
+def test_known_times_uniform_1f1b():
+    # F = 1000, B = 2000 per stage, no transfers: (M + P - 1)(F + B) = 33000 ns, every action
+    # where the closed form puts it
+    wl = uniform_workload(4, 1000, 1000, 1000, pp_comm=0)
+    r = simulate(wl, "1f1b", SYSTEM, pp=4, microbatches=8, engine="evaluator")
+    assert r.to_dict()["engine_used"] == "evaluator"
+    assert r.records.iteration_bounds == [(0.0, 33000.0)]
+    last = [(a.kind, a.microbatch, a.start, a.end) for a in r.records.actions if a.rank == 3]
+    assert last[:4] == [("F", 0, 3000.0, 4000.0), ("B", 0, 4000.0, 6000.0),
+                        ("F", 1, 6000.0, 7000.0), ("B", 1, 7000.0, 9000.0)]
+
+
+def test_jitter_slow_ranks_layers_and_memory_samples():
+    sched = generate("interleaved-1f1b", 4, 8, 2)
+    fast = both(sched, workload(8), jitter_sigma=0.3, seed=7, slow_ranks=((1, 1.7),),
+                trace_layers=True)
+    assert fast.layers and len(fast.memory) > 4
+
+
+def test_runtime_profile_overheads_prologue_and_epilogue():
+    from simulator.system.runtime_profile import RuntimeProfile
+
+    profile = RuntimeProfile(action_overhead_ns={"F": 130.0, "B": 70.0, "I": 40.0, "W": 25.0},
+                             step_prologue_ns=1000.0, step_epilogue_ns=333.3)
+    system = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK),
+                          runtime=profile)
+    for name in ("1f1b", "zb-h1", "dualpipe-v"):
+        sched = next(cases(name))
+        assert both(sched, workload(sched.n_chunks), system) is not None
+
+
+def test_links_that_queue():
+    # 100 kB per transfer at 1 B/ns: transfers take longer than the compute; async sends queue
+    # on their links (FIFO), batched ones hold their senders
+    sched = generate("1f1b", 4, 8, 1)
+    fast = both(sched, workload(4, pp_comm=100_000), p2p="async")
+    assert max(t.start - t.issued for t in fast.transfers) > 50_000
+    fast = both(sched, workload(4, pp_comm=100_000), p2p="batched")
+    assert fast.iteration_bounds[0][1] > 8 * 100_000
+
+
+BUNDLED = sorted(glob.glob(str(REPO / "workloads" / "*.txt"))
+                 + glob.glob(str(REPO / "workloads" / "generated" / "*.txt"))
+                 + glob.glob(str(REPO / "tests" / "data" / "*.txt"))
+                 + glob.glob(str(REPO / "tests" / "data" / "real" / "*.txt")))
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: str(Path(p).relative_to(REPO)))
+def test_bundled_workloads_same_summary(path):
+    try:
+        simpy = simulate(path)
+    except PipesimError as err:
+        with pytest.raises(type(err)) as again:
+            simulate(path, engine="evaluator")
+        assert str(again.value) == str(err)
+        return
+    fast = simulate(path, engine="evaluator")
+    assert_same(simpy.records, fast.records)
+    a, b = simpy.to_dict(), fast.to_dict()
+    assert (a.pop("engine_used"), b.pop("engine_used")) == ("simpy", "evaluator")
+    assert a == b
+
+
+def test_async_deadlock_same_error():
+    # rank 1 runs its microbatch-1 backward before that microbatch's forward: nobody can move
+    A = Action.parse
+    sched = Schedule("custom", 3, 1, 2, (0, 1, 2), (
+        (A("0F0"), A("0F1"), A("0B0"), A("0B1")),
+        (A("1F0"), A("1B1"), A("1F1"), A("1B0")),
+        (A("2F0"), A("2B0"), A("2F1"), A("2B1"))))
+    wl = uniform_workload(3, 1000, 700, 500, pp_comm=4096)
+    with pytest.raises(DeadlockError) as simpy:
+        simulate(wl, sched, validate=False, iterations=2)
+    with pytest.raises(DeadlockError) as fast:
+        simulate(wl, sched, validate=False, iterations=2, engine="evaluator")
+    assert str(fast.value) == str(simpy.value) == (
+        "deadlock at t=8364 ns: rank 0 waits on recv 0B0 (1->0) from rank 1 (since t=2000 ns); "
+        "rank 1 waits on recv 1B1 (2->1) from rank 2 (since t=4082 ns); rank 2 waits on recv "
+        "2F1 (1->2) from rank 1 (since t=8364 ns)")
+    assert fast.value.waits == simpy.value.waits
+
+
+def test_document_001_blocking_deadlock_same_error():
+    wl = uniform_workload(4, 1000, 1000, 1000, pp_comm=1000)
+    fast_sys = SystemConfig(links=LinkConfig(bandwidth_gbps=8000.0, latency_ns=10.0))
+    errors = []
+    for engine in ("simpy", "evaluator"):
+        with pytest.raises(DeadlockError) as err:
+            simulate(wl, "1f1b", fast_sys, pp=4, microbatches=8, p2p="blocking", engine=engine)
+        errors.append(err.value)
+    assert str(errors[0]) == str(errors[1])
+    assert "rank 2 waits on send 3F1 (2->3) to rank 3 (its receive is not posted)" in str(
+        errors[1])
+
+
+def test_out_of_memory_same_error():
+    # 480 kB of weights per rank; rank 1 peaks at 939 kB of activations on top: a limit of
+    # 800 kB is crossed in the middle of the run, at its first forward that does not fit
+    wl = workload(4)
+    msgs = []
+    for engine in ("simpy", "evaluator"):
+        with pytest.raises(OutOfMemoryError) as err:
+            simulate(wl, "1f1b", SYSTEM, pp=4, microbatches=8, memory_limit_gb=8e-4,
+                     engine=engine)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+    assert msgs[1].startswith("rank 1 out of memory at t=") and "starting 1F" in msgs[1]
+
+
+@pytest.mark.parametrize("kwargs, system, reason", [
+    ({"layer_by_layer": True}, SYSTEM, "--layer-by-layer (the reference path)"),
+    ({}, SystemConfig(links=LINK, topology=TopologyConfig(sharing="fair")),
+     "fair link sharing"),
+    ({"schedule": "2bw", "iterations": 2}, SYSTEM,
+     "several iterations of a schedule without a flush"),
+])
+def test_falls_back_to_simpy_with_a_note(kwargs, system, reason):
+    kwargs = {"schedule": "1f1b", **kwargs}
+    wl = workload(4)
+    r = simulate(wl, system=system, pp=4, microbatches=8, engine="evaluator", **kwargs)
+    ref = simulate(wl, system=system, pp=4, microbatches=8, **kwargs)
+    note = f"engine: the evaluator does not cover {reason}; the SimPy engine ran"
+    assert r.to_dict()["engine_used"] == "simpy"
+    assert note in r.to_dict()["notes"] and note not in ref.to_dict()["notes"]
+    assert r.records.iteration_bounds == ref.records.iteration_bounds
+
+
+def test_ambiguous_booking_order_runs_simpy(monkeypatch):
+    sched = generate("1f1b", 4, 8, 1)
+    wl = workload(4)
+    rt = Runtime(sched, wl.partition(4), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
+
+    def tie(*_args):
+        raise ev._Ambiguous
+
+    monkeypatch.setattr(ev._Sweep, "_book", tie)
+    assert_same(simulate(wl, sched, SYSTEM, p2p="batched").records, evaluate(rt))
+
+
+def test_unknown_engine_is_one_line_error(capsys):
+    with pytest.raises(ConfigError, match=r"^--engine: expected simpy or evaluator, got 'x'$"):
+        simulate(workload(4), "1f1b", SYSTEM, pp=4, microbatches=8, engine="x")
+    rc = main(["run", str(REPO / "workloads" / "gpt-24l.txt"), "--engine", "x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--engine" in err
+
+
+def test_cli_engine_evaluator_same_json_and_trace(tmp_path, capsys):
+    path = str(REPO / "workloads" / "gpt-24l.txt")
+    out = {}
+    for engine in ("simpy", "evaluator"):
+        trace = tmp_path / f"{engine}.json"
+        assert main(["run", path, "-s", "interleaved-1f1b", "--vpp", "2", "--iterations", "2",
+                     "--engine", engine, "--trace", str(trace), "--json", "-"]) == 0
+        out[engine] = json.loads(capsys.readouterr().out)
+        out[engine + "-trace"] = trace.read_text()
+    assert out["simpy"].pop("engine_used") == "simpy"
+    assert out["evaluator"].pop("engine_used") == "evaluator"
+    assert out["simpy"] == out["evaluator"]
+    assert out["simpy-trace"] == out["evaluator-trace"]
+
+
+@st.composite
+def random_case(draw):
+    name = draw(st.sampled_from(sorted(names())))
+    spec = get(name)
+    P = draw(st.integers(1, 5))
+    M = draw(st.integers(1, 10))
+    v = draw(st.integers(1, 3)) if spec.variable_vpp else spec.default_vpp
+    try:
+        sched = generate(name, P, M, v)
+    except ConfigError:
+        sched = generate("1f1b", P, M, 1)
+    costs = draw(st.lists(st.tuples(*[st.sampled_from([0, 1000, 1500, 3333])] * 3),
+                          min_size=1, max_size=3))
+    rows = sched.n_chunks * draw(st.integers(1, 2))
+    layers = tuple(make_layer(i, *costs[i % len(costs)],
+                              wg_comm=DP if i % 2 else Comm(CommType.NONE, CommGroup.DP, 0))
+                   for i in range(rows))
+    wl = Workload("<random>", Header("HYBRID_TRANSFORMER", pp=1, all_gpus=2 * P,
+                                     pp_comm=draw(st.sampled_from([0, 1000, 8000]))), layers)
+    link = LinkConfig(bandwidth_gbps=draw(st.sampled_from([1.0, 8.0, 16.0])),
+                      latency_ns=draw(st.sampled_from([0.0, 500.0])))
+    system = SystemConfig(links=link, collectives=CollectiveConfig(tp=link, dp=link))
+    p2p = draw(st.sampled_from(["async", "batched", "blocking"]))
+    iterations = draw(st.integers(1, 2))
+    return sched, wl, system, p2p, iterations
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_case())
+def test_random_workloads_equal_simpy(case):
+    sched, wl, system, p2p, iterations = case
+    both(sched, wl, system, iterations, p2p=p2p)
