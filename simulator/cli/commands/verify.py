@@ -81,6 +81,7 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check):
     for option, value in (("--pp", pp), ("--microbatches", microbatches)):
         if value is None:
             raise ConfigError(f"{option}: required with a schedule name")
+    from ... import planning  # noqa: F401  (registers the cost-aware schedule auto)
     from ...schedules import registry
 
     spec = registry.get(name)

@@ -1,0 +1,91 @@
+"""The schedule auto: optimal on hand-checked cases, valid, numerically right, within its cap,
+deterministic."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.metrics.phases import peak_inflight
+from simulator.planning import StageCosts, synthesize
+from simulator.planning.evaluate import evaluate
+from simulator.schedules import registry
+from simulator.schedules.validate import validate
+from simulator.verify import verify_schedule
+
+
+@pytest.mark.parametrize("pp, m, cap, costs, optimum", [
+    # K >= P, unit costs: 3M + P - 1 — the last rank is busy from the moment F0 reaches it
+    (2, 2, 2, None, 7), (2, 3, 2, None, 10), (2, 4, 2, None, 13), (3, 6, 3, None, 20),
+    # K = 1: one microbatch at a time; rank 0 holds each for 3 F + 3 I + 1 W = 7 units
+    (3, 3, 1, None, 21),
+    # one microbatch, f=(1,2) i=(3,4) w=(5,6), comm 1: the chain 1+1+2+4+1+3+5 = 17
+    (2, 1, 1, StageCosts((1, 2), (3, 4), (5, 6), 1), 17),
+    # heavy last stage (i=3): rank 1 does 4 x (1+3+1) = 20 after F0 reaches it at 1
+    (2, 4, 2, StageCosts((1, 1), (1, 3), (1, 1), 0), 21),
+    # V placement, unit costs per chunk: zb-v's 38 for P=3, M=6 meets the bound
+    (3, 6, None, None, 38),
+])
+def test_reaches_the_known_optimum(pp, m, cap, costs, optimum):
+    vpp = 2 if (pp, m, optimum) == (3, 6, 38) else 1
+    res = synthesize(pp, m, vpp, costs, cap)
+    assert res.lower_bound == optimum
+    assert res.makespan == optimum
+    assert evaluate(res.schedule, costs or StageCosts.unit(pp * vpp)).makespan == optimum
+
+
+def test_k1_order_is_strictly_one_microbatch_at_a_time():
+    sched = synthesize(3, 3, 1, None, 1).schedule
+    assert sched.as_strings() == [
+        ["0F0", "0B0", "0F1", "0B1", "0F2", "0B2"],
+        ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1", "1F2", "1I2", "1W2"],
+        ["2F0", "2I0", "2W0", "2F1", "2I1", "2W1", "2F2", "2I2", "2W2"]]
+
+
+CASES = [
+    (2, 4, 1, None, None), (3, 6, 1, None, 1), (3, 6, 1, None, 2), (4, 8, 1, None, None),
+    (4, 8, 1, StageCosts((15, 10, 10, 10), (15, 10, 10, 12), (12, 10, 10, 6), 2), 6),
+    (3, 5, 1, StageCosts((1, 1, 2), (1, 2, 3), (0, 1, 1), 0.5), 4),
+    (2, 4, 2, None, 2), (2, 4, 2, None, None), (3, 6, 2, None, 5),
+    (3, 6, 2, StageCosts((2, 1, 1, 1, 1, 2), (2, 1, 1, 1, 1, 3), (1,) * 6, 1), 6),
+]
+
+
+@pytest.mark.parametrize("pp, m, vpp, costs, cap", CASES)
+def test_valid_numerically_right_and_within_cap(pp, m, vpp, costs, cap):
+    res = synthesize(pp, m, vpp, costs, cap)
+    sched = res.schedule
+    validate(sched)
+    report = verify_schedule(sched)
+    assert report.ok, report.failure()
+    k = pp * vpp if cap is None else cap
+    # what the run summary reports as peak_inflight_activations
+    assert max(peak_inflight(acts)[1] for acts in sched.ranks) <= k
+    assert res.lower_bound <= res.makespan
+
+
+@pytest.mark.parametrize("pp, m, vpp, costs, cap", CASES[3:6] + CASES[-1:])
+def test_no_worse_than_any_registered_schedule_within_the_cap(pp, m, vpp, costs, cap):
+    costs = costs or StageCosts.unit(pp * vpp)
+    res = synthesize(pp, m, vpp, costs, cap)
+    k = pp * vpp if cap is None else cap
+    for name in registry.names():
+        try:
+            other = registry.generate(name, pp, m, vpp)
+            ev = evaluate(other, costs)
+        except Exception:
+            continue
+        if other.placement == res.schedule.placement and max(ev.peak_inflight) <= k:
+            assert res.makespan <= ev.makespan, name
+
+
+def test_same_inputs_same_schedule():
+    costs = StageCosts((15, 10, 10, 10), (15, 10, 10, 12), (12, 10, 10, 6), 2)
+    a = registry.generate("auto", 4, 12, 1, max_in_flight=6, stage_costs=costs)
+    b = registry.generate("auto", 4, 12, 1, max_in_flight=6, stage_costs=costs)
+    assert a.ranks == b.ranks
+
+
+def test_registered_apart_from_the_library():
+    assert "auto" not in registry.names()
+    assert "auto" in registry.cost_aware_names()
+    assert registry.get("AUTO").needs_costs

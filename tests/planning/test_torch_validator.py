@@ -1,0 +1,30 @@
+"""The CSVs auto writes pass PyTorch's own schedule validator (torch 2.13's
+``_validate_schedule``). Off by default (torch is not a test dependency and takes seconds to
+import): ``PIPESIM_TORCH=1 python -m pytest tests/planning/test_torch_validator.py``."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import pytest
+
+from simulator.planning import synthesize
+from simulator.schedules.csv_io import write_schedule_csv
+
+pytestmark = pytest.mark.skipif(not os.environ.get("PIPESIM_TORCH"),
+                                reason="set PIPESIM_TORCH=1 to check against torch's validator")
+
+
+@pytest.mark.parametrize("pp, m, vpp, cap", [(4, 12, 1, 6), (4, 8, 1, None), (3, 6, 1, 1),
+                                             (4, 8, 2, None), (3, 6, 2, 4)])
+def test_torch_accepts_the_csv(tmp_path, pp, m, vpp, cap):
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    sched = synthesize(pp, m, vpp, None, cap).schedule
+    path = tmp_path / "auto.csv"
+    write_schedule_csv(sched, path)
+    with open(path) as fh:
+        actions = {r: [schedules._Action.from_str(c) for c in row]
+                   for r, row in enumerate(csv.reader(fh))}
+    stage_to_rank = schedules._validate_schedule(actions, pp, pp * vpp, m)
+    assert stage_to_rank == dict(enumerate(sched.placement))
