@@ -1,0 +1,199 @@
+"""Run torch.distributed.pipelining for real and hold pipesim's predictions against it.
+
+    python -m benchmarks.fidelity.harness --out DIR [--classes A,B] [--cases uniform,...]
+        [--iterations 6] [--warmup 2] [--no-profile]
+
+P = 4 gloo processes on this machine's CPU, M = 8, every schedule class on every cost case
+(``cases.py``), a barrier before each step. Writes into DIR:
+
+- ``workloads/<case>.txt``: the same model as a pipesim workload (per-layer costs in ns);
+- ``traces/<case>/<class>/rank<r>.json``: per-rank profiler Chrome traces of the timed steps
+  (``ITER<k>`` spans; Schedule1F1B's compute labelled ``fidelity:<stage><kind><mb>``);
+- ``results.json``: per (class, case) the per-iteration times, median / min / max / spread, the
+  per-rank executed order (read back from the traces) and whether it equals pipesim's, and
+  pipesim's prediction from the per-layer costs;
+- ``table.md``: the same as a markdown table.
+
+An iteration's time is the last rank's end minus the first rank's start of that step.
+Needs torch (``pip install -e ".[validate]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from .cases import CASES, CLASSES, USER_PATTERN, M, P, workload_text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _names(text: str, known: dict, what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in known:
+            raise SystemExit(f"--{what}: unknown {n!r}; expected some of: {', '.join(known)}")
+    return names
+
+
+def run_live(out: Path, classes: list[str], cases: list[str], *, iterations: int, warmup: int,
+             profile: bool, timeout_s: int, verbose: bool) -> dict[str, dict]:
+    """Spawn the P rank processes; return {"<class>/<case>": {"iter_ns": [[start, end]...] per
+    rank, "trace_dir": ...}} merged over ranks."""
+    import torch.multiprocessing as mp
+
+    from .live import worker
+
+    plan = {"out": str(out), "classes": classes, "cases": cases, "iterations": iterations,
+            "warmup": warmup, "profile": profile, "timeout_s": timeout_s, "verbose": verbose}
+    mp.spawn(worker, args=(P, _free_port(), plan), nprocs=P, join=True)
+    per_rank = [json.loads((out / f"rank{r}.times.json").read_text()) for r in range(P)]
+    merged: dict[str, dict] = {}
+    for key in per_rank[0]:
+        merged[key] = {"iter_ns": [pr[key]["iter_ns"] for pr in per_rank],
+                       "trace_dir": (str(Path(per_rank[0][key]["trace"]).parent)
+                                     if per_rank[0][key]["trace"] else None)}
+    for r in range(P):
+        (out / f"rank{r}.times.json").unlink()
+    return merged
+
+
+def iteration_times_ms(iter_ns: list[list[list[int]]]) -> list[float]:
+    """Per step: max over ranks of its end minus min over ranks of its start, in ms."""
+    n = len(iter_ns[0])
+    return [(max(r[k][1] for r in iter_ns) - min(r[k][0] for r in iter_ns)) / 1e6
+            for k in range(n)]
+
+
+def stats(times: list[float]) -> dict:
+    med = statistics.median(times)
+    return {"median_ms": med, "min_ms": min(times), "max_ms": max(times),
+            "spread_pct": 100.0 * (max(times) - min(times)) / med if med else 0.0}
+
+
+def predict_ms(workload: Path, cls_name: str) -> float:
+    """pipesim's iteration time from the per-layer costs alone (default system)."""
+    from simulator import simulate
+
+    cls = CLASSES[cls_name]
+    res = simulate(str(workload), schedule=cls.pipesim, pp=P, microbatches=M, vpp=cls.vpp)
+    return res.makespan_ns / 1e6
+
+
+def executed_orders(out: Path, trace_dir: str) -> dict:
+    """The per-rank compute order read back from the traces, and whether every step agrees."""
+    from simulator.calibration import read_traces, trace_files
+
+    ts = read_traces(trace_files([out / trace_dir]), label_pattern=USER_PATTERN)
+    orders = [ts.orders(k) for k in range(ts.n_iterations)]
+    return {"order": orders[0], "same_every_iteration": all(o == orders[0] for o in orders),
+            "pp": ts.pp, "vpp": ts.vpp, "microbatches": ts.microbatches,
+            "trace_iteration_ms": [t / 1e6 for t in ts.iteration_times_ns()]}
+
+
+def pipesim_order(cls_name: str) -> list[list[str]]:
+    from simulator.schedules import registry
+
+    cls = CLASSES[cls_name]
+    return registry.generate(cls.pipesim, P, M, cls.vpp).as_strings()
+
+
+def analyse(out: Path, merged: dict[str, dict]) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    for key, m in merged.items():
+        cls_name, case = key.split("/")
+        times = iteration_times_ms(m["iter_ns"])
+        cls = CLASSES[cls_name]
+        row = {"class": cls_name, "case": case, "pipesim_schedule": cls.pipesim, "vpp": cls.vpp,
+               "iteration_ms": times, **stats(times)}
+        row["pipesim_ms"] = predict_ms(out / "workloads" / f"{case}.txt", cls_name)
+        row["error_pct"] = 100.0 * (row["pipesim_ms"] - row["median_ms"]) / row["median_ms"]
+        row["pipesim_command"] = (f"pipesim run workloads/{case}.txt -s {cls.pipesim} "
+                                  f"--vpp {cls.vpp}")
+        if m["trace_dir"]:
+            got = executed_orders(out, m["trace_dir"])
+            row["executed_order"] = got["order"]
+            row["order_same_every_iteration"] = got["same_every_iteration"]
+            row["order_equals_pipesim"] = got["order"] == pipesim_order(cls_name)
+            row["trace_dir"] = m["trace_dir"]
+        results[key] = row
+    return results
+
+
+def rankings(results: dict[str, dict]) -> dict[str, dict[str, list[str]]]:
+    """Per case: the classes fastest first, measured and predicted."""
+    out = {}
+    for case in dict.fromkeys(r["case"] for r in results.values()):
+        rows = [r for r in results.values() if r["case"] == case]
+        out[case] = {"measured": [r["class"] for r in sorted(rows, key=lambda r: r["median_ms"])],
+                     "pipesim": [r["class"] for r in sorted(rows, key=lambda r: r["pipesim_ms"])]}
+    return out
+
+
+def table(results: dict[str, dict]) -> str:
+    lines = ["| class | pipesim | case | measured median (ms) | min–max (ms) | spread % | "
+             "pipesim (ms) | error % | order = pipesim |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in results.values():
+        sched = r["pipesim_schedule"] + (f" --vpp {r['vpp']}" if r["vpp"] > 1 else "")
+        order = {True: "yes", False: "NO"}.get(r.get("order_equals_pipesim"), "–")
+        lines.append(f"| {r['class']} | {sched} | {r['case']} | {r['median_ms']:.1f} | "
+                     f"{r['min_ms']:.1f}–{r['max_ms']:.1f} | {r['spread_pct']:.1f} | "
+                     f"{r['pipesim_ms']:.1f} | {r['error_pct']:+.1f} | {order} |")
+    lines.append("")
+    for case, rk in rankings(results).items():
+        lines.append(f"- {case}: measured {' < '.join(rk['measured'])}; "
+                     f"pipesim {' < '.join(rk['pipesim'])}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.fidelity.harness",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path, help="output folder")
+    ap.add_argument("--classes", default=",".join(CLASSES), help="torch schedule classes")
+    ap.add_argument("--cases", default=",".join(CASES), help="cost cases")
+    ap.add_argument("--iterations", type=int, default=6, help="timed steps (>= 5 for the table)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    ap.add_argument("--no-profile", action="store_true", help="time without the profiler")
+    ap.add_argument("--timeout", type=int, default=300, help="gloo timeout, seconds")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    classes = _names(a.classes, CLASSES, "classes")
+    cases = _names(a.cases, CASES, "cases")
+    if a.iterations < 1 or a.warmup < 0:
+        raise SystemExit("--iterations: expected >= 1 (and --warmup >= 0)")
+    out: Path = a.out
+    (out / "workloads").mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        (out / "workloads" / f"{case}.txt").write_text(workload_text(CASES[case]))
+    t0 = time.perf_counter()
+    merged = run_live(out, classes, cases, iterations=a.iterations, warmup=a.warmup,
+                      profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet)
+    results = analyse(out, merged)
+    doc = {"P": P, "M": M, "iterations": a.iterations, "warmup": a.warmup,
+           "profiled": not a.no_profile, "wall_s": time.perf_counter() - t0,
+           "results": results, "rankings": rankings(results)}
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
+    md = table(results)
+    (out / "table.md").write_text(md)
+    if not a.quiet:
+        print(md)
+    bad = [k for k, r in results.items() if r.get("order_equals_pipesim") is False]
+    if bad:
+        print(f"executed order differs from pipesim's: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

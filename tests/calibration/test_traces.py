@@ -1,0 +1,148 @@
+"""Reading the recorded torch traces (tests/data/traces, made by its record.py): what a
+calibration gets out of a real run of each of torch's seven schedule classes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fidelity.cases import CASES, CLASSES, USER_PATTERN, workload_text
+from simulator import simulate
+from simulator.calibration import TraceSet, read_traces, trace_files
+from simulator.schedules import registry
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+MS = 1_000_000
+
+
+@lru_cache(maxsize=None)
+def traces(cls: str) -> TraceSet:
+    return read_traces(trace_files([TRACES / cls]),
+                       label_pattern=USER_PATTERN if cls == "Schedule1F1B" else None)
+
+
+@pytest.mark.parametrize("cls", list(CLASSES))
+def test_executed_order_equals_pipesim_schedule(cls):
+    spec = CLASSES[cls]
+    ts = traces(cls)
+    expected = registry.generate(spec.pipesim, 4, 8, spec.vpp)
+    assert (ts.pp, ts.vpp, ts.microbatches, ts.n_iterations) == (4, spec.vpp, 8, 2)
+    assert ts.placement == expected.placement
+    assert ts.orders(0) == expected.as_strings()
+    assert ts.orders(1) == expected.as_strings()
+    assert ts.split_backward == expected.split_backward
+
+
+def test_interleaved_actions_counted_and_ordered():
+    ts = traces("ScheduleInterleaved1F1B")
+    it = ts.ranks[0].iterations[0]
+    assert Counter(a.kind for a in it.actions) == {
+        "F": 16, "B": 16, "SEND_F": 16, "RECV_F": 8, "SEND_B": 8, "RECV_B": 16,
+        "UNSHARD": 2, "RESHARD": 2, "REDUCE_GRAD": 2}
+    first = ts.ranks[1].iterations[0].actions[:6]
+    assert [a.label for a in first] == ["PP:1UNSHARD", "PP:5UNSHARD", "PP:1RECV_F0", "PP:1F0",
+                                        "PP:1SEND_F0", "PP:1RECV_F1"]
+    assert [(a.stage, a.kind, a.microbatch) for a in first[:4]] == [
+        (1, "UNSHARD", None), (5, "UNSHARD", None), (1, "RECV_F", 0), (1, "F", 0)]
+    for r in ts.ranks:   # within a rank, actions follow one another
+        acts = r.iterations[0].actions
+        assert all(a.end_ns <= b.start_ns for a, b in zip(acts, acts[1:]))
+        assert all(r.iterations[0].start_ns <= a.start_ns for a in acts)
+
+
+def test_busy_time_is_the_known_cost_and_waits_are_not_busy():
+    """Every compute action's operator time covers its layers' known cost; a receive is no work."""
+    ts = traces("ScheduleInterleaved1F1B")
+    costs = CASES["uniform"].stage_costs(8)
+    for r in ts.ranks:
+        for it in r.iterations:
+            for a in it.actions:
+                c = costs[a.stage]
+                if a.kind == "F":
+                    assert c.fwd_ns <= a.busy_ns <= a.span_ns
+                elif a.kind == "B":
+                    assert c.ig_ns + c.wg_ns <= a.busy_ns <= a.span_ns
+                elif a.kind.startswith("RECV"):
+                    assert a.busy_ns == 0
+
+
+def test_gpipe_span_includes_the_receive_wait():
+    ts = traces("ScheduleGPipe")
+    first = ts.ranks[3].iterations[0].compute[0]
+    assert (first.stage, first.kind, first.microbatch, first.label) == (3, "F", 0, "Forward 0")
+    # rank 3 waits for stages 0..2 to forward microbatch 0: 3 x 4 ms at least, none of it busy
+    assert first.wait_ns >= 3 * 4 * MS
+    assert 4 * MS <= first.busy_ns < 6 * MS
+
+
+def test_first_stage_split_backward_runs_all_in_w():
+    """torch's stage 0 computes no input gradient: its I is empty, its W the whole backward."""
+    ts = traces("ScheduleInterleavedZeroBubble")
+    c0 = CASES["uniform"].stage_costs(8)[0]
+    assert c0.ig_ns == 1 * MS   # what pipesim's rows put in stage 0's I
+    assert max(ts.samples(0, "I")) < 0.2 * MS
+    assert min(ts.samples(0, "W")) >= c0.ig_ns + c0.wg_ns
+    c1 = CASES["uniform"].stage_costs(8)[1]
+    assert min(ts.samples(1, "I")) >= c1.ig_ns
+    assert min(ts.samples(1, "W")) >= c1.wg_ns
+    med = ts.median_busy_ns()
+    assert set(med) == {(s, k) for s in range(8) for k in "FIW"}
+
+
+def test_dualpipev_overlapped_pairs():
+    ts = traces("ScheduleDualPipeV")
+    it = ts.ranks[0].iterations[0]
+    assert Counter(a.kind for a in it.actions) == {
+        "F": 16, "B": 9, "I": 7, "W": 7, "SEND_F": 8, "RECV_F": 8, "SEND_B": 8, "RECV_B": 8,
+        "UNSHARD": 2, "RESHARD": 2, "REDUCE_GRAD": 2}
+    pairs = [a for a in it.compute if a.pair is not None]
+    assert [str(a.action()) for a in pairs] == [
+        "0F7@0", "7B3@0", "7F4@1", "0B0@1", "7F5@2", "0B1@2", "7F6@3", "0B2@3", "7F7@4", "0B3@4"]
+    assert pairs[0].label == "PP:(0F7;7B3)OVERLAP_F_B"
+    for f, b in zip(pairs[::2], pairs[1::2]):
+        assert (f.start_ns, f.end_ns, f.busy_ns) == (b.start_ns, b.end_ns, b.busy_ns)
+        cf, cb = CASES["uniform"].stage_costs(8)[f.stage], CASES["uniform"].stage_costs(8)[b.stage]
+        assert f.busy_ns >= cf.fwd_ns + cb.ig_ns + cb.wg_ns   # run one after the other
+    assert ts.samples(7, "B", paired=True) and ts.samples(7, "B")
+    assert len(ts.samples(7, "B", paired=None)) == len(ts.samples(7, "B", paired=True)) \
+        + len(ts.samples(7, "B"))
+
+
+def test_1f1b_needs_its_label_pattern():
+    from simulator.calibration import TraceError
+
+    with pytest.raises(TraceError, match="found none .Schedule1F1B records none"):
+        read_traces(trace_files([TRACES / "Schedule1F1B"]))
+    ts = traces("Schedule1F1B")
+    assert ts.ranks[2].iterations[0].order()[:4] == ["2F0", "2F1", "2B0", "2F2"]
+    assert ts.ranks[2].iterations[0].compute[0].label == "fidelity:2F0"
+
+
+def test_iteration_times_agree_with_the_measured_steps():
+    """The trace clock is one for all ranks: ITER spans give the step times the harness timed."""
+    manifest = json.loads((TRACES / "MANIFEST.json").read_text())
+    for cls in CLASSES:
+        got = [t / MS for t in traces(cls).iteration_times_ns()]
+        want = manifest["classes"][cls]["iteration_ms"]
+        assert got == pytest.approx(want, abs=0.1), cls
+
+
+def test_read_schedule_replays_like_the_registered_one(tmp_path):
+    wl = tmp_path / "uniform.txt"
+    wl.write_text(workload_text(CASES["uniform"]))
+    for cls in ("ScheduleDualPipeV", "ScheduleZBVZeroBubble"):
+        sched = traces(cls).to_schedule()
+        spec = CLASSES[cls]
+        assert simulate(str(wl), schedule=sched).makespan_ns == \
+            simulate(str(wl), schedule=spec.pipesim, vpp=spec.vpp).makespan_ns
+
+
+def test_rank_from_distributed_info_not_file_order():
+    files = trace_files([TRACES / "ScheduleZBVZeroBubble"])
+    ts = read_traces(list(reversed(files)))
+    assert [Path(r.path).name for r in ts.ranks] == [f"rank{r}.json.gz" for r in range(4)]
+    assert ts.orders(0) == traces("ScheduleZBVZeroBubble").orders(0)
