@@ -88,17 +88,23 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
                 header: Header, system: SystemConfig, links: LinkModel | None = None) -> ChunkCosts:
     scale = system.gpu.compute_scale
     links = links if links is not None else LinkModel(header, system)
+    # the runtime profile's per-layer factors (F, I, W) on the compute, not the collectives
+    layer_scale = system.runtime.layer_factors if system.runtime.layer_scale else None
+
+    def factor(layer: Layer, kind: int) -> float:
+        f = layer_scale(layer.index) if layer_scale is not None else None
+        return scale if f is None else scale * f[kind]
 
     def fwd(layer: Layer, state: str = FORWARD_PASS) -> tuple[int, str, float, float]:
-        return (layer.index, state, layer.fwd_compute * scale,
+        return (layer.index, state, layer.fwd_compute * factor(layer, 0),
                 collective_time_ns(layer.fwd_comm, header, system, forward=True, links=links))
 
     def ig(layer: Layer) -> tuple[int, str, float, float]:
-        return (layer.index, INPUT_GRADIENT, layer.ig_compute * scale,
+        return (layer.index, INPUT_GRADIENT, layer.ig_compute * factor(layer, 1),
                 collective_time_ns(layer.ig_comm, header, system, links=links))
 
     def wg(layer: Layer) -> tuple[int, str, float, float]:
-        return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * scale, 0.0)
+        return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * factor(layer, 2), 0.0)
 
     f_parts = [fwd(layer) for layer in layers]
     i_parts: list[tuple[int, str, float, float]] = []
