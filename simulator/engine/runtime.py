@@ -114,6 +114,14 @@ class Runtime:
             for share in op[1].shares) + sum(rows.layer_ops for rows in self.iter_rows)
 
 
+    @property
+    def has_runtime_overheads(self) -> bool:
+        """Launch overheads (``StepCost.pre``) or a step prologue / epilogue are on: times the
+        compiled step durations alone do not carry. (Calibrated costs, layer scales and the
+        first stage's torch backward are already in the compiled ``StepCost``s.)"""
+        rt = self.profile
+        return rt.has_overheads or rt.step_prologue_ns > 0 or rt.step_epilogue_ns > 0
+
     # -- run -------------------------------------------------------------------------------
     def run(self) -> RunRecords:
         env = self.env = simpy.Environment()
