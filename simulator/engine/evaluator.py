@@ -153,19 +153,23 @@ class _Sweep:
         variations = [RankVariation.of(options, r) for r in range(P)]
         rows = [_iter_rows(rt, r) for r in range(P)]
         dp_free = [0.0] * P
-        clock = [0.0] * P
-        pcs = [0] * P
+        clock = self.clock = [0.0] * P
+        cursors: list = [None] * P     # each rank's iterator over its op list (None: restart)
         its = [0] * P
-        fresh = [True] * P            # at the start of an iteration (prologue not paid yet)
-        blocked: list = [None] * P    # (op, since) of a waiting receive, or a Wait
-        batch_state: list = [None] * P   # (next wait, waits) of a rank inside a batch
-        mailbox: dict = {}            # (it, data, dst stage, mb) -> arrival time
-        waiting: dict = {}            # same key -> the rank blocked on it
-        self.channels: dict = {}      # blocking / batched rendezvous
+        blocked: list = [None] * P     # (op, since) of a waiting receive, or a Wait
+        batch_state: list = [None] * P  # (batch op, next wait, waits) of a rank in a batch
+        # (data, dst stage, mb) -> arrival time; the iteration is left out of the key (a
+        # flush separates iterations) and the box emptied at every barrier
+        mailbox: dict = {}
+        waiting: dict = {}             # same key -> the rank blocked on it
+        out_links: list[dict] = [{} for _ in range(P)]   # per source rank: dst -> LinkStats
+        new = tuple.__new__            # a record without the named tuple's Python __new__
+        digest: dict = {}              # id(StepCost) -> the fields the loop reads
+        self.channels: dict = {}       # blocking / batched rendezvous
         ready = list(range(P - 1, -1, -1))
         self.ready = ready
-        finished = 0                  # ranks at the barrier of the current iteration
-        cand = -_INF                  # latest iteration-end candidate of the iteration
+        finished = 0                   # ranks at the barrier of the current iteration
+        cand = -_INF                   # latest iteration-end candidate of the iteration
         done_ranks = 0
         CollRec = CollectiveRecord
         ActRec = ActionRecord
@@ -173,102 +177,70 @@ class _Sweep:
 
         while ready:
             r = ready.pop()
-            prog = compiled[r]
-            n = len(prog)
-            i = pcs[r]
             now = clock[r]
             it = its[r]
             var = variations[r]
             m = mem[r]
-            if fresh[r]:
-                fresh[r] = False
+            ops = cursors[r]
+            if ops is None:
+                ops = cursors[r] = iter(compiled[r])
                 if prologue:
                     now = now + prologue
-            while True:
-                if i == n:
-                    # end of the iteration: epilogue, the once-per-iteration rows, the barrier
-                    if epilogue:
-                        now = now + epilogue
-                    ir = rows[r]
-                    compute, dps = ir.compute_ns, ir.dp
-                    if compute > 0 or dps:
-                        start = now
-                        if compute > 0:
-                            now = now + compute
-                        free = dp_free[r]
-                        done = 0.0
-                        for d in dps:
-                            rdy = start + d.ready_offset * 1.0
-                            s = free if free > rdy else rdy
-                            free = s + d.duration
-                            coll_append(CollRec(r, -1, d.layer, it, d.nbytes, rdy, s, free))
-                            x = free + d.update_ns
-                            if x > done:
-                                done = x
-                        dp_free[r] = free
-                        if done > cand:
-                            cand = done
-                    rec.rank_finish[it][r] = now
-                    if now > cand:
-                        cand = now
-                    finished += 1
-                    blocked[r] = Wait(r, "the iteration barrier", None, now)
-                    clock[r] = now
-                    mem[r] = m
-                    if finished == P:
-                        b0 = bounds[-1][1] if bounds else 0.0
-                        bounds.append((b0, cand))
-                        last = max(rec.rank_finish[it])
-                        t_barrier = last + (cand - last)
-                        finished = 0
-                        cand = -_INF
-                        nxt = it + 1
-                        for q in range(P):
-                            blocked[q] = None
-                            clock[q] = t_barrier
-                            pcs[q] = 0
-                            its[q] = nxt
-                            fresh[q] = True
-                        if nxt < iterations:
-                            ready.extend(range(P - 1, -1, -1))
-                        else:
-                            done_ranks = P
-                    break
-                op = prog[i]
+            state = batch_state[r]
+            if state is not None:      # resume inside a batch
+                now = self._wait_batch(r, now, state, blocked)
+                if now is None:
+                    continue
+                batch_state[r] = None
+            for op in ops:
                 code = op[0]
                 if code == COMPUTE:
                     cost = op[1]
-                    pre = cost.pre if has_pre else 0.0
+                    dg = digest.get(id(cost))
+                    if dg is None:
+                        dg = digest[id(cost)] = (
+                            cost.pre if has_pre else 0.0, cost.alloc, cost.duration,
+                            cost.free, cost.dp, len(cost.shares) == 1 and not trace_layers,
+                            cost.shares[0], cost.phases[0])
+                    pre, alloc, duration, cfree, dp, single, sh, phase = dg
                     start = now + pre if pre else now
-                    if cost.alloc:
-                        m += cost.alloc
+                    if alloc:
+                        m += alloc
                         if trace_layers:
                             mem_append((r, start, m))
                         if m > peak[r]:
                             peak[r] = m
                         if limit is not None and m > limit:
                             raise _Overflow
-                    duration = cost.duration if var is None else var.duration(cost)
+                    if var is not None:
+                        duration = var.duration(cost)
                     if pre:
                         duration += pre
                     if duration > 0:
                         now = now + duration
                     span = now - start
-                    for a, phase, sh in zip(op[2], cost.phases, cost.shares):
-                        s0 = start + sh[0] * span
-                        act_append(ActRec(r, a.stage, a.kind, a.microbatch, it, s0,
-                                          start + sh[1] * span, phase, sh[2], a.pair))
-                        if trace_layers:
-                            self._layers(r, a, it, s0, (sh[1] - sh[0]) * span, sh[3])
-                    if cost.free:
-                        m -= cost.free
+                    if single:
+                        a = op[2][0]
+                        act_append(new(ActRec, (r, a.stage, a.kind, a.microbatch, it,
+                                                start + sh[0] * span, start + sh[1] * span,
+                                                phase, sh[2], a.pair)))
+                    else:
+                        for a, phase, sh in zip(op[2], cost.phases, cost.shares):
+                            s0 = start + sh[0] * span
+                            act_append(new(ActRec, (r, a.stage, a.kind, a.microbatch, it, s0,
+                                                    start + sh[1] * span, phase, sh[2],
+                                                    a.pair)))
+                            if trace_layers:
+                                self._layers(r, a, it, s0, (sh[1] - sh[0]) * span, sh[3])
+                    if cfree:
+                        m -= cfree
                         if trace_layers:
                             mem_append((r, now, m))
-                    if cost.dp:
+                    if dp:
                         stretch = span / cost.duration if cost.duration else 1.0
                         free = dp_free[r]
                         done = 0.0
-                        for chunk, offset, d in cost.dp:
+                        for chunk, offset, d in dp:
                             rdy = start + offset * stretch
                             s = free if free > rdy else rdy
                             free = s + d.duration
@@ -280,22 +252,20 @@ class _Sweep:
                         if done > cand:
                             cand = done
                 elif code == RECV:
-                    key = (it,) + op[1]
+                    key = op[1]
                     got = mailbox.pop(key, None)
                     if got is None:        # not sent yet: the sender wakes this rank
                         waiting[key] = r
                         blocked[r] = (op, now)
-                        pcs[r] = i + 1
-                        clock[r] = now
-                        mem[r] = m
                         break
                     if got > now:
                         now = now + (got - now)
                 elif code == SEND:
                     dst, nbytes, t = op[2], op[3], op[4]
-                    link = links.get((r, dst))
+                    link = out_links[r].get(dst)
                     if link is None:
-                        link = links[(r, dst)] = LinkStats(r, dst, link_model.p2p(r, dst))
+                        link = links[(r, dst)] = out_links[r][dst] = LinkStats(
+                            r, dst, link_model.p2p(r, dst))
                     link.bytes += nbytes
                     link.transfers += 1
                     if nbytes <= 0:
@@ -307,9 +277,9 @@ class _Sweep:
                         link.free_at = s + serial
                         link.busy_ns += serial
                         e = s + serial + cfg.latency_ns
-                    tr_append(TrRec(r, dst, t.src_stage, t.dst_stage, t.data, t.microbatch, it,
-                                    nbytes, now, s, e))
-                    key = (it,) + op[1]
+                    tr_append(new(TrRec, (r, dst, t.src_stage, t.dst_stage, t.data,
+                                          t.microbatch, it, nbytes, now, s, e)))
+                    key = op[1]
                     w = waiting.pop(key, None)
                     if w is None:
                         mailbox[key] = e
@@ -326,37 +296,65 @@ class _Sweep:
                         blocked[w] = None
                         ready.append(w)
                 elif code == BATCH:
-                    state = batch_state[r]
-                    if state is None:
-                        state = self._post(r, it, now, op[1])
-                    k, waits = state
-                    while k < len(waits):
-                        wop, ch, is_recv = waits[k]
-                        fire = ch.arrival if is_recv else ch.sent
-                        if fire is None:   # its peer has not posted: wait here
-                            what = str(wop[4])
-                            if len(op[1]) > 1:
-                                what += " in batch [" + ", ".join(str(o[4]) for o in op[1]) + "]"
-                            blocked[r] = Wait(r, what, wop[2], now)
-                            ch.waiters.append(r)
-                            break
-                        if fire > now:
-                            now = fire
-                        k += 1
-                    if k < len(waits):
-                        batch_state[r] = (k, waits)
-                        pcs[r] = i
-                        clock[r] = now
-                        mem[r] = m
+                    state = self._post(r, it, now, op)
+                    t_done = self._wait_batch(r, now, state, blocked)
+                    if t_done is None:
+                        batch_state[r] = state
+                        now = clock[r]     # as far as its waits got
                         break
-                    batch_state[r] = None
-                    blocked[r] = None
-                    for o in op[1]:
-                        if o[0] == RECV:
-                            self.channels.pop((it,) + o[1], None)
+                    now = t_done
                 else:
                     raise ValueError(f"the evaluator does not cover op code {code}")
-                i += 1
+            else:
+                # end of the iteration: epilogue, the once-per-iteration rows, the barrier
+                if epilogue:
+                    now = now + epilogue
+                ir = rows[r]
+                compute, dps = ir.compute_ns, ir.dp
+                if compute > 0 or dps:
+                    start = now
+                    if compute > 0:
+                        now = now + compute
+                    free = dp_free[r]
+                    done = 0.0
+                    for d in dps:
+                        rdy = start + d.ready_offset * 1.0
+                        s = free if free > rdy else rdy
+                        free = s + d.duration
+                        coll_append(CollRec(r, -1, d.layer, it, d.nbytes, rdy, s, free))
+                        x = free + d.update_ns
+                        if x > done:
+                            done = x
+                    dp_free[r] = free
+                    if done > cand:
+                        cand = done
+                rec.rank_finish[it][r] = now
+                if now > cand:
+                    cand = now
+                finished += 1
+                blocked[r] = Wait(r, "the iteration barrier", None, now)
+                if finished == P:
+                    b0 = bounds[-1][1] if bounds else 0.0
+                    bounds.append((b0, cand))
+                    last = max(rec.rank_finish[it])
+                    t_barrier = last + (cand - last)
+                    finished = 0
+                    cand = -_INF
+                    nxt = it + 1
+                    for q in range(P):
+                        blocked[q] = None
+                        clock[q] = t_barrier
+                        cursors[q] = None
+                        its[q] = nxt
+                    mem[r] = m
+                    mailbox.clear()   # sends nobody received (an unchecked schedule)
+                    if nxt < iterations:
+                        ready.extend(range(P - 1, -1, -1))
+                    else:
+                        done_ranks = P
+                    continue
+            clock[r] = now
+            mem[r] = m
         if done_ranks < P:
             self._deadlock(blocked, clock)
         if p2p_mode(rt) != "async":
@@ -366,9 +364,10 @@ class _Sweep:
         return rec
 
     # -- blocking / batched point-to-point ---------------------------------------------------
-    def _post(self, rank: int, it: int, now: float, ops: tuple) -> tuple:
+    def _post(self, rank: int, it: int, now: float, batch: tuple) -> list:
         """Post a batch's sends and receives at ``now``; book every transfer both of whose
-        sides are now posted (in order of their booking times); return the waits."""
+        sides are now posted (in order of their booking times); return its wait state."""
+        ops = batch[1]
         self.step += 1
         channels = self.channels
         waits = []
@@ -392,7 +391,33 @@ class _Sweep:
         complete.sort(key=lambda c: (c[0], c[1]))
         for b, _, ch in complete:
             self._book(rank, now, b, ch)
-        return 0, waits
+        return [batch, 0, waits, it]
+
+    def _wait_batch(self, rank: int, now: float, state: list, blocked: list) -> float | None:
+        """Wait for a posted batch's events in order, as the engine does: the time it is done,
+        or None (with what it waits for recorded) while a peer has not posted yet."""
+        batch, k, waits, it = state
+        while k < len(waits):
+            wop, ch, is_recv = waits[k]
+            fire = ch.arrival if is_recv else ch.sent
+            if fire is None:
+                what = str(wop[4])
+                ops = batch[1]
+                if len(ops) > 1:
+                    what += " in batch [" + ", ".join(str(o[4]) for o in ops) + "]"
+                blocked[rank] = Wait(rank, what, wop[2], now)
+                ch.waiters.append(rank)
+                state[1] = k
+                self.clock[rank] = now
+                return None
+            if fire > now:
+                now = fire
+            k += 1
+        blocked[rank] = None
+        for o in batch[1]:
+            if o[0] == RECV:
+                self.channels.pop((it,) + o[1], None)
+        return now
 
     def _book(self, poster: int, posted: float, b: float, ch: _Channel) -> None:
         src, ts, dst, nbytes, t, sit = ch.send

@@ -323,3 +323,14 @@ def random_case(draw):
 def test_random_workloads_equal_simpy(case):
     sched, wl, system, p2p, iterations = case
     both(sched, wl, system, iterations, p2p=p2p)
+
+
+def test_batched_rank_that_waits_part_of_a_batch_then_blocks():
+    # found by a random sweep: a rank whose batch's first wait advances its clock before the
+    # second wait blocks must resume from the advanced clock
+    sched = generate("interleaved-1f1b", 5, 6, 3)
+    layers = tuple(make_layer(i, *((3000, 2000, 0), (3000, 1000, 1000))[i % 2])
+                   for i in range(15))
+    wl = Workload("<r>", Header("HYBRID_TRANSFORMER", pp=1, pp_comm=0), layers)
+    system = SystemConfig(links=LinkConfig(bandwidth_gbps=1.0, latency_ns=500.0))
+    assert both(sched, wl, system, iterations=1, p2p="batched") is not None
