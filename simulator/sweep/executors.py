@@ -28,6 +28,18 @@ class ExecutorError(PipesimError):
     exit_code = 1
 
 
+class ConnectError(ExecutorError):
+    """The cluster named by ``--address`` cannot be reached, or refuses this client: bad input."""
+
+    exit_code = 2
+
+
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+
+# what Ray's gRPC layer logs, once a second, while the cluster refuses this client's token
+_RAY_AUTH_MARKERS = ("InvalidAuthToken", "UNAUTHENTICATED", "Unauthenticated")
+
+
 def _run_chunk(fn: Callable[[Any], Any], chunk: list) -> list:
     return [fn(task) for task in chunk]
 
@@ -173,9 +185,11 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, jobs: int | None = None, address: str | None = None) -> None:
+    def __init__(self, jobs: int | None = None, address: str | None = None,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
         self.jobs = jobs
         self.address = address
+        self.connect_timeout = connect_timeout
         self.workers = jobs or 1
         self._ray = None
         self._owned = False
@@ -195,14 +209,17 @@ class RayExecutor:
                 # ship this simulator package: the workers run exactly the driver's code
                 "runtime_env": {"py_modules": [str(Path(simulator.__file__).parent)]},
             }
-            if self.address is None and self.jobs:
-                kwargs["num_cpus"] = self.jobs
-            try:
-                # "local": always a new instance here, never a cluster found lying around
-                ray.init(address=self.address or "local", **kwargs)
-            except (ConnectionError, ValueError, RuntimeError) as err:
-                raise ExecutorError(f"--address {self.address}: cannot reach the Ray cluster: "
-                                    f"{_first_line(err)}") from None
+            if self.address is None:
+                if self.jobs:
+                    kwargs["num_cpus"] = self.jobs
+                try:
+                    # "local": always a new instance here, never a cluster found lying around
+                    ray.init(address="local", **kwargs)
+                except (ConnectionError, ValueError, RuntimeError) as err:
+                    raise ExecutorError(f"--executor ray: cannot start a local Ray: "
+                                        f"{_first_line(err)}") from None
+            else:
+                _ray_connect(ray, self.address, kwargs, self.connect_timeout)
             self._owned = True
         if not self.jobs:
             self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -239,9 +256,11 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, jobs: int | None = None, address: str | None = None) -> None:
+    def __init__(self, jobs: int | None = None, address: str | None = None,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
         self.jobs = jobs
         self.address = address
+        self.connect_timeout = connect_timeout
         self.workers = jobs or 1
         self._client = None
         self._cluster = None
@@ -262,12 +281,20 @@ class DaskExecutor:
                                              silence_logs=logging.ERROR)
                 self._client = Client(self._cluster)
             else:
-                self._client = Client(self.address, timeout=30)
+                self._client = _connect_within(
+                    self.address, "Dask scheduler", self.connect_timeout,
+                    lambda: Client(self.address, timeout=self.connect_timeout))
                 _ship_code(self._client)
         except (OSError, TimeoutError) as err:
             self.__exit__()
-            raise ExecutorError(f"--address {self.address}: cannot reach the Dask scheduler: "
-                                f"{_first_line(err)}") from None
+            if self.address is None:
+                raise ExecutorError(f"--executor dask: cannot start a local cluster: "
+                                    f"{_first_line(err)}") from None
+            raise ConnectError(f"--address {self.address}: cannot reach the Dask scheduler: "
+                               f"{_first_line(err)}") from None
+        except ConnectError:
+            self.__exit__()
+            raise
         if not self.jobs:
             self.workers = max(1, sum(self._client.nthreads().values()))
         return self
@@ -320,21 +347,165 @@ def _ship_code(client: Any) -> None:
         client.upload_file(str(archive))
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """The ``(host, port)`` an address names (``HOST:PORT``, ``ray://HOST:PORT``,
+    ``tcp://[::1]:PORT``), or None when it names none (Ray's ``auto``)."""
+    rest = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str, what: str, timeout: float) -> None:
+    """Open (and close) a TCP connection to the address first: a closed port or an unknown
+    host fails at once, a silent one after ``timeout``, where Ray would retry for minutes."""
+    import socket
+
+    where = _host_port(address)
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=timeout).close()
+    except socket.timeout:
+        raise ConnectError(_no_answer(address, what, timeout)) from None
+    except OSError as err:
+        raise ConnectError(f"--address {address}: cannot reach the {what}: "
+                           f"{err.strerror or _first_line(err)}") from None
+
+
+def _ray_auth_error(address: str) -> ConnectError:
+    return ConnectError(
+        f"--address {address}: the Ray cluster refused this client's token (InvalidAuthToken): "
+        "it uses token authentication; set RAY_AUTH_MODE=token and the cluster's token in "
+        "RAY_AUTH_TOKEN (or ~/.ray/auth_token), or start the cluster with RAY_AUTH_MODE=disabled")
+
+
+def _ray_connect(ray: Any, address: str, kwargs: dict[str, Any], timeout: float) -> None:
+    """``ray.init`` on the cluster at ``address``, failing within ``timeout`` with one line.
+
+    Ray retries a connection for minutes and, when the cluster refuses the client's token,
+    logs an ``InvalidAuthToken`` line a second from its C++ core, straight to file descriptor
+    2: that is kept from the terminal and recognised at its first line.
+    """
+    def refused(text: str) -> bool:
+        return any(m in text for m in _RAY_AUTH_MARKERS)
+
+    def given_up() -> None:  # the half-made connection: Ray's exit hook would wait on it
+        import atexit
+
+        atexit.unregister(ray.shutdown)
+
+    try:
+        _connect_within(address, "Ray cluster", timeout,
+                        lambda: ray.init(address=address, **kwargs), refused, given_up)
+    except _Refused:
+        raise _ray_auth_error(address) from None
+    except ConnectError:
+        raise
+    except Exception as err:  # noqa: BLE001 -- any failure of ray.init is a failed connection
+        if type(err).__name__ == "AuthenticationError" or refused(str(err)):
+            raise _ray_auth_error(address) from None
+        raise ConnectError(f"--address {address}: cannot reach the Ray cluster: "
+                           f"{_first_line(err)}") from None
+
+
+class _Refused(Exception):
+    """What the connection logged says the cluster refused it."""
+
+
+def _connect_within(address: str, what: str, timeout: float, connect: Callable[[], Any],
+                    refused: Callable[[str], bool] = lambda text: False,
+                    given_up: Callable[[], None] = lambda: None) -> Any:
+    """``connect()`` within ``timeout`` seconds, or :class:`ConnectError`.
+
+    A TCP check comes first (a closed port fails at once). Ray and Dask retry, or wait on a
+    port that accepts but never answers, far longer than asked, so ``connect`` runs in a
+    daemon thread that this one gives up on at the deadline (it ends with the process; then
+    ``given_up`` runs). Meanwhile file descriptor 2 goes to a file, as C++ libraries log
+    there; :class:`_Refused` as soon as ``refused(logged text)``. ``connect``'s own exception
+    is re-raised here.
+    """
+    import threading
+
+    deadline = time.monotonic() + timeout
+    _check_reachable(address, what, timeout)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = connect()
+        except BaseException as err:  # noqa: BLE001 -- re-raised by the waiting thread
+            outcome["error"] = err
+
+    with _stderr_to_file() as logged:
+        thread = threading.Thread(target=run, name="pipesim-connect", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.05)
+            if thread.is_alive() and refused(logged()):
+                given_up()
+                raise _Refused()
+            if thread.is_alive() and time.monotonic() > deadline:
+                given_up()
+                raise ConnectError(_no_answer(address, what, timeout))
+        if refused(logged()):
+            raise _Refused()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _no_answer(address: str, what: str, timeout: float) -> str:
+    return f"--address {address}: cannot reach the {what}: no answer within {timeout:g} s " \
+           "(--connect-timeout)"
+
+
+class _stderr_to_file:
+    """Send file descriptor 2 (what C++ libraries write to) to a temporary file meanwhile;
+    calling the context's value returns what was written so far."""
+
+    def __enter__(self) -> Callable[[], str]:
+        import tempfile
+
+        sys.stderr.flush()
+        self._tmp = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._tmp.fileno(), 2)
+        return self.text
+
+    def text(self) -> str:
+        size = os.fstat(self._tmp.fileno()).st_size
+        return os.pread(self._tmp.fileno(), size, 0).decode(errors="replace")
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.close()
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def make_executor(name: str, jobs: int | None = None, address: str | None = None) -> Any:
-    """The executor called ``name`` (``local``, ``ray`` or ``dask``); not yet started."""
+def make_executor(name: str, jobs: int | None = None, address: str | None = None,
+                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Any:
+    """The executor called ``name`` (``local``, ``ray`` or ``dask``); not yet started.
+
+    ``connect_timeout``: seconds to reach the cluster at ``address`` before giving up."""
     if jobs is not None and jobs < 1:
         raise ConfigError(f"--jobs: expected a positive integer, got {jobs}")
+    if not connect_timeout > 0:  # also refuses nan
+        raise ConfigError(f"--connect-timeout: expected a positive number of seconds, got "
+                          f"{connect_timeout:g}")
     if name == "local":
         if address is not None:
             raise ConfigError("--address: only with --executor ray or dask")
         return LocalExecutor(jobs)
     if name == "ray":
-        return RayExecutor(jobs, address)
+        return RayExecutor(jobs, address, connect_timeout)
     if name == "dask":
-        return DaskExecutor(jobs, address)
+        return DaskExecutor(jobs, address, connect_timeout)
     raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)}, found {name!r}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .executors import make_executor
+from .executors import DEFAULT_CONNECT_TIMEOUT_S, make_executor
 from .points import FileHashes, Point, expand
 from .spec import SweepSpec, load_spec
 from .table import ResultsTable
@@ -83,18 +83,20 @@ def _describe(point: Point) -> str:
 
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | None = None,
               resume: bool = False, executor: str = "local", address: str | None = None,
-              reporter: Reporter | None = None) -> SweepOutcome:
+              reporter: Reporter | None = None,
+              connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> SweepOutcome:
     """Run every point of ``spec`` (a :class:`SweepSpec` or a spec file) into ``out_dir``.
 
     ``executor`` is ``local`` (``jobs`` processes, default the CPU count; 1 runs in this
-    process), ``ray`` or ``dask`` (``address`` of the cluster, or None for a local one).
+    process), ``ray`` or ``dask`` (``address`` of the cluster, or None for a local one;
+    ``connect_timeout`` seconds to reach it).
     With ``resume``, points already in ``out_dir/results.csv`` are not run again.
     """
     t0 = time.perf_counter()
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     reporter = reporter or NullReporter()
-    ex = make_executor(executor, jobs, address)
+    ex = make_executor(executor, jobs, address, connect_timeout)
     hashes = FileHashes(spec.base_dir)
     points, notes = expand(spec, hashes)
     columns, dtypes = table_columns(spec)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,159 @@ def test_a_header_only_table_counts_as_new(tmp_path):
         run_sweep(spec, tmp_path / "other", jobs=1)
     assert str(info.value) == (f"--out: {tmp_path / 'other' / 'results.csv'} exists; pass "
                                "--resume to complete that sweep, or choose another --out")
+
+
+# --- reaching a cluster: --connect-timeout, one line naming the address, exit 2 ---------------
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def silent_port():
+    """A port that accepts connections (the kernel's backlog) but never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
+
+
+def sweep_cli(tmp_path: Path, *args: str) -> tuple[int, str, float]:
+    """``python -m simulator sweep`` in a process of its own (a connection given up on ends
+    with it): exit code, stderr, seconds."""
+    write(tmp_path / "w.txt", workload_text(8, pp_comm=1 << 20))
+    spec = write(tmp_path / "s.yaml", "workload: w.txt\ngrid:\n  pp: [1, 2]\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "simulator", "sweep", str(spec), "--out",
+                           str(tmp_path / "out"), "-q", *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stderr, time.monotonic() - t0
+
+
+CLUSTERS = [("ray", "ray", "Ray cluster"), ("dask", "distributed", "Dask scheduler")]
+
+
+@pytest.mark.parametrize("executor, module, what", CLUSTERS)
+def test_a_closed_port_fails_at_once_and_leaves_no_table(tmp_path, executor, module, what):
+    pytest.importorskip(module)
+    port = closed_port()
+    rc, err, took = sweep_cli(tmp_path, "--executor", executor, "--address", f"127.0.0.1:{port}")
+    assert (rc, err) == (2, f"pipesim: error: --address 127.0.0.1:{port}: cannot reach the "
+                            f"{what}: Connection refused\n")
+    assert took < 15  # the interpreter and the import; the refusal itself is immediate
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("executor, module, what", CLUSTERS)
+def test_a_silent_port_fails_after_the_connect_timeout(tmp_path, silent_port, executor, module,
+                                                       what):
+    pytest.importorskip(module)
+    rc, err, took = sweep_cli(tmp_path, "--executor", executor, "--address",
+                              f"127.0.0.1:{silent_port}", "--connect-timeout", "1.5")
+    assert (rc, err) == (2, f"pipesim: error: --address 127.0.0.1:{silent_port}: cannot reach "
+                            f"the {what}: no answer within 1.5 s (--connect-timeout)\n")
+    assert 1.5 < took < 15
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_hosts_and_addresses_without_a_port():
+    from simulator.sweep.executors import ConnectError, _check_reachable, _host_port
+
+    assert _host_port("10.0.0.1:6379") == ("10.0.0.1", 6379)
+    assert _host_port("ray://head.example:10001") == ("head.example", 10001)
+    assert _host_port("tcp://[::1]:8786") == ("::1", 8786)
+    assert _host_port("auto") is None
+    _check_reachable("auto", "Ray cluster", 1)  # nothing to check: Ray resolves it
+    with pytest.raises(ConnectError) as info:
+        _check_reachable("no-such-host.invalid:6379", "Ray cluster", 1)
+    assert str(info.value).startswith("--address no-such-host.invalid:6379: cannot reach the Ray "
+                                      "cluster: ")
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan"])
+def test_connect_timeout_must_be_positive(tmp_path, bad, capsys):
+    from simulator.cli.main import main
+
+    write(tmp_path / "w.txt", workload_text(8))
+    spec = write(tmp_path / "s.yaml", "workload: w.txt\ngrid:\n  pp: [1, 2]\n")
+    rc = main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--executor", "dask",
+               "--address", "127.0.0.1:1", "--connect-timeout", bad])
+    assert rc == 2
+    assert capsys.readouterr().err == ("pipesim: error: --connect-timeout: expected a positive "
+                                       f"number of seconds, got {float(bad):g}\n")
+
+
+# --- Ray's InvalidAuthToken -----------------------------------------------------------------
+
+AUTH_LINE = ("[2026-11-23 12:48:24,539 W 22189 22189] gcs_client.cc:210: Failed to get cluster ID "
+             "from GCS server: Unauthenticated: RPC error: InvalidAuthToken: Authentication token "
+             "is missing or incorrect\n")
+AUTH_MESSAGE = ("--address 127.0.0.1:{port}: the Ray cluster refused this client's token "
+                "(InvalidAuthToken): it uses token authentication; set RAY_AUTH_MODE=token and "
+                "the cluster's token in RAY_AUTH_TOKEN (or ~/.ray/auth_token), or start the "
+                "cluster with RAY_AUTH_MODE=disabled")
+
+
+class FakeRay:
+    """What Ray 2.60's ``ray.init`` does on a token-auth cluster without the token: its C++
+    core writes AUTH_LINE to file descriptor 2 every second and gives up after about 20 s."""
+
+    def __init__(self, released: threading.Event) -> None:
+        self.released = released
+        self.exceptions = types.SimpleNamespace(RayError=RuntimeError)
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, address: str, **kwargs) -> None:
+        for _ in range(3):
+            os.write(2, AUTH_LINE.encode())
+            time.sleep(0.02)
+        self.released.wait(20)  # (the test releases it at its end)
+        raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_invalid_auth_token_is_one_line_naming_the_variable(silent_port, monkeypatch, capfd):
+    from simulator.sweep.executors import ConnectError, make_executor
+
+    released = threading.Event()
+    monkeypatch.setitem(sys.modules, "ray", FakeRay(released))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ConnectError) as info:
+            with make_executor("ray", 1, f"127.0.0.1:{silent_port}"):
+                pass
+        took = time.monotonic() - t0
+        assert str(info.value) == AUTH_MESSAGE.format(port=silent_port)
+        assert info.value.exit_code == 2
+        assert took < 2  # not Ray's 20 s of retries
+        assert capfd.readouterr().err == ""  # none of Ray's lines reach the terminal
+    finally:
+        released.set()
+
+
+def test_ray_authentication_error_raised_by_init_is_explained(silent_port, monkeypatch):
+    from simulator.sweep.executors import ConnectError, make_executor
+
+    class AuthenticationError(RuntimeError):
+        pass
+
+    fake = FakeRay(threading.Event())
+
+    def init(address, **kwargs):
+        raise AuthenticationError("Token authentication is enabled but no token was found")
+
+    fake.init = init
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(ConnectError) as info:
+        with make_executor("ray", 1, f"127.0.0.1:{silent_port}"):
+            pass
+    assert str(info.value) == AUTH_MESSAGE.format(port=silent_port)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ...sweep.executors import EXECUTORS
+from ...sweep.executors import DEFAULT_CONNECT_TIMEOUT_S, EXECUTORS
 
 
 @click.command("sweep")
@@ -24,9 +24,12 @@ from ...sweep.executors import EXECUTORS
 @click.option("--address", default=None, metavar="ADDR",
               help="Cluster to use: Ray 'auto', HOST:PORT or ray://HOST:PORT; Dask HOST:PORT "
                    "(default: start a local one).")
+@click.option("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S,
+              show_default=True, metavar="SECONDS",
+              help="With --address: give up on a cluster that cannot be reached after this long.")
 @click.option("--plot", is_flag=True, help="Also draw the plots (PNG) into --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
-def command(spec, out_dir, jobs, resume, executor, address, plot, quiet):
+def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plot, quiet):
     """Run every point of the sweep SPEC (YAML: a base, a grid:, zip: groups, exclude: rules)
     and write one row per point to DIR/results.csv (streamed) and DIR/results.parquet."""
     from ...sweep.progress import RichReporter
@@ -35,7 +38,8 @@ def command(spec, out_dir, jobs, resume, executor, address, plot, quiet):
     reporter = RichReporter(Path(spec).name, enabled=not quiet)
     try:
         outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
-                            address=address, reporter=reporter)
+                            address=address, reporter=reporter,
+                            connect_timeout=connect_timeout)
     except KeyboardInterrupt:
         click.echo(f"pipesim sweep: interrupted; the finished points are in {out_dir}/results.csv:"
                    " rerun with --resume to complete the sweep", err=True)
