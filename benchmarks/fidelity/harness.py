@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import sys
@@ -37,16 +38,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _usage_error(message: str) -> None:
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _names(text: str, known: dict, what: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        _usage_error(f"--{what}: expected a comma-separated list of: {', '.join(known)}")
     for n in names:
         if n not in known:
-            raise SystemExit(f"--{what}: unknown {n!r}; expected some of: {', '.join(known)}")
+            _usage_error(f"--{what}: unknown {n!r}; expected some of: {', '.join(known)}")
     return names
 
 
 def run_live(out: Path, classes: list[str], cases: list[str], *, iterations: int, warmup: int,
-             profile: bool, timeout_s: int, verbose: bool) -> dict[str, dict]:
+             profile: bool, timeout_s: int, verbose: bool, backend: str = "gloo",
+             device: str = "cpu") -> dict[str, dict]:
     """Spawn the P rank processes; return {"<class>/<case>": {"iter_ns": [[start, end]...] per
     rank, "trace_dir": ...}} merged over ranks."""
     import torch.multiprocessing as mp
@@ -54,7 +63,8 @@ def run_live(out: Path, classes: list[str], cases: list[str], *, iterations: int
     from .live import worker
 
     plan = {"out": str(out), "classes": classes, "cases": cases, "iterations": iterations,
-            "warmup": warmup, "profile": profile, "timeout_s": timeout_s, "verbose": verbose}
+            "warmup": warmup, "profile": profile, "timeout_s": timeout_s, "verbose": verbose,
+            "backend": backend, "device": device}
     mp.spawn(worker, args=(P, _free_port(), plan), nprocs=P, join=True)
     per_rank = [json.loads((out / f"rank{r}.times.json").read_text()) for r in range(P)]
     merged: dict[str, dict] = {}
@@ -166,25 +176,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     ap.add_argument("--no-profile", action="store_true", help="time without the profiler")
     ap.add_argument("--timeout", type=int, default=300, help="gloo timeout, seconds")
+    ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda: rank r on GPU r (with --backend nccl); not run on the CPU CI")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     classes = _names(a.classes, CLASSES, "classes")
     cases = _names(a.cases, CASES, "cases")
-    if a.iterations < 1 or a.warmup < 0:
-        raise SystemExit("--iterations: expected >= 1 (and --warmup >= 0)")
+    if a.iterations < 1:
+        _usage_error(f"--iterations: expected a positive number, got {a.iterations}")
+    if a.warmup < 0:
+        _usage_error(f"--warmup: expected a number >= 0, got {a.warmup}")
     out: Path = a.out
     (out / "workloads").mkdir(parents=True, exist_ok=True)
     for case in cases:
         (out / "workloads" / f"{case}.txt").write_text(workload_text(CASES[case]))
     t0 = time.perf_counter()
+    load_before = os.getloadavg()
     merged = run_live(out, classes, cases, iterations=a.iterations, warmup=a.warmup,
-                      profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet)
+                      profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet,
+                      backend=a.backend, device=a.device)
+    load_after = os.getloadavg()
+    (out / "raw_times.json").write_text(json.dumps(merged))   # kept even if the analysis fails
     results = analyse(out, merged)
+    import torch
+
     doc = {"P": P, "M": M, "iterations": a.iterations, "warmup": a.warmup,
-           "profiled": not a.no_profile, "wall_s": time.perf_counter() - t0,
+           "profiled": not a.no_profile, "backend": a.backend, "device": a.device,
+           "torch": torch.__version__, "cpus": os.cpu_count(),
+           "loadavg_1min": [load_before[0], load_after[0]],
+           "wall_s": time.perf_counter() - t0,
            "results": results, "rankings": rankings(results)}
     (out / "results.json").write_text(json.dumps(doc, indent=1))
-    md = table(results)
+    md = (f"torch {torch.__version__}, {a.backend} on {a.device}, P={P}, M={M}, "
+          f"{a.iterations} timed steps after {a.warmup} warm-up; {os.cpu_count()} CPUs, load "
+          f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n\n" + table(results))
     (out / "table.md").write_text(md)
     if not a.quiet:
         print(md)

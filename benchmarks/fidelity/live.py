@@ -113,7 +113,8 @@ def _label_compute(stage) -> None:
 
 
 def run_config(rank: int, world: int, cls: ScheduleClass, case: Case, *, warmup: int,
-               iterations: int, trace_path: Path | None) -> list[list[int]]:
+               iterations: int, trace_path: Path | None,
+               device: torch.device = torch.device("cpu")) -> list[list[int]]:
     """Run one (class, case): ``warmup`` untimed steps, then ``iterations`` timed, profiled ones.
 
     Returns [start_ns, end_ns] of every timed step on this rank (``perf_counter_ns``, one
@@ -123,8 +124,7 @@ def run_config(rank: int, world: int, cls: ScheduleClass, case: Case, *, warmup:
 
     n_stages = world * cls.vpp
     own = stages_of_rank(cls, rank, world)
-    device = torch.device("cpu")
-    stages = [pl.PipelineStage(build_chunk(case, s, n_stages), s, n_stages, device)
+    stages = [pl.PipelineStage(build_chunk(case, s, n_stages).to(device), s, n_stages, device)
               for s in own]
     klass = getattr(pl, cls.torch_name)
     if cls.vpp == 1:
@@ -136,13 +136,15 @@ def run_config(rank: int, world: int, cls: ScheduleClass, case: Case, *, warmup:
     has_first = 0 in own
     has_last = n_stages - 1 in own
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(M * ROWS_PER_MB, HIDDEN, generator=gen)
-    target = torch.zeros(M * ROWS_PER_MB, HIDDEN)
+    x = torch.randn(M * ROWS_PER_MB, HIDDEN, generator=gen).to(device)
+    target = torch.zeros(M * ROWS_PER_MB, HIDDEN, device=device)
     params = [p for st in stages for p in st.submod.parameters()]
 
     def one_step() -> None:
         args = (x,) if has_first else ()
         schedule.step(*args, target=target if has_last else None)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         for p in params:
             p.grad = None
 
@@ -150,7 +152,9 @@ def run_config(rank: int, world: int, cls: ScheduleClass, case: Case, *, warmup:
         dist.barrier()
         one_step()
     times: list[list[int]] = []
-    prof = profile(activities=[ProfilerActivity.CPU]) if trace_path is not None else None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
+                                           else [])
+    prof = profile(activities=activities) if trace_path is not None else None
     if prof is not None:
         prof.__enter__()
     try:
@@ -175,7 +179,11 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world,
+    device = torch.device("cpu")
+    if plan.get("device", "cpu") == "cuda":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    dist.init_process_group(plan.get("backend", "gloo"), rank=rank, world_size=world,
                             timeout=timedelta(seconds=plan["timeout_s"]))
     out = Path(plan["out"])
     results: dict[str, dict] = {}
@@ -188,7 +196,7 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
                 t = time.perf_counter()
                 times = run_config(rank, world, CLASSES[cls_name], CASES[case_name],
                                    warmup=plan["warmup"], iterations=plan["iterations"],
-                                   trace_path=trace)
+                                   trace_path=trace, device=device)
                 results[key] = {"iter_ns": times,
                                 "trace": None if trace is None else str(trace.relative_to(out)),
                                 "wall_s": time.perf_counter() - t}

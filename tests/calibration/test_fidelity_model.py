@@ -1,0 +1,101 @@
+"""The fidelity harness's model as pipesim sees it (no torch): the workload it writes, the stage
+placement it builds, what pipesim predicts from the per-layer costs alone, and its reporting."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.fidelity import harness
+from benchmarks.fidelity.cases import CASES, CLASSES, LayerCost, stages_of_rank, workload_text
+from simulator import simulate
+from simulator.schedules import registry
+from simulator.workload.parser import load_workload
+
+# pipesim's iteration time (ms) from the per-layer costs alone, default system (async p2p,
+# 2 us latency): the "prediction from per-layer costs" column of the validation table
+PREDICTED_MS = {
+    "uniform": {"gpipe": 131.012, "1f1b": 131.028, "interleaved-1f1b": 113.028,
+                "looped-bfs": 113.012, "zb-h1": 102.030, "zb-v": 102.026, "dualpipe-v": 107.030},
+    "heavy-last": {"gpipe": 227.012, "1f1b": 227.012, "interleaved-1f1b": 167.032,
+                   "looped-bfs": 167.012, "zb-h1": 154.026, "zb-v": 150.018,
+                   "dualpipe-v": 151.018},
+    "heavy-first": {"gpipe": 212.012, "1f1b": 188.012, "interleaved-1f1b": 158.020,
+                    "looped-bfs": 166.012, "zb-h1": 154.022, "zb-v": 148.002,
+                    "dualpipe-v": 148.014},
+}
+
+
+def test_workload_file_is_the_model(tmp_path):
+    p = tmp_path / "heavy-last.txt"
+    p.write_text(workload_text(CASES["heavy-last"]))
+    wl = load_workload(p)
+    assert (wl.header.pp, wl.header.ga, wl.header.pp_comm, len(wl.layers)) == (4, 8, 128, 16)
+    assert CASES["heavy-last"].stage_costs(4) == [
+        LayerCost(4_000_000, 3_000_000, 4_000_000), LayerCost(4_000_000, 4_000_000, 4_000_000),
+        LayerCost(4_000_000, 4_000_000, 4_000_000), LayerCost(8_000_000, 8_000_000, 8_000_000)]
+    assert CASES["heavy-first"].stage_costs(8)[:3] == [
+        LayerCost(4_000_000, 2_000_000, 4_000_000), LayerCost(4_000_000, 4_000_000, 4_000_000),
+        LayerCost(2_000_000, 2_000_000, 2_000_000)]
+
+
+@pytest.mark.parametrize("cls", list(CLASSES.values()), ids=list(CLASSES))
+def test_torch_stage_placement_is_pipesims(cls):
+    sched = registry.generate(cls.pipesim, 4, 8, cls.vpp)
+    for r in range(4):
+        assert stages_of_rank(cls, r) == list(sched.stages_of(r))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_prediction_from_layer_costs(tmp_path, case):
+    p = tmp_path / f"{case}.txt"
+    p.write_text(workload_text(CASES[case]))
+    for cls in CLASSES.values():
+        ms = simulate(str(p), schedule=cls.pipesim, vpp=cls.vpp).makespan_ns / 1e6
+        assert round(ms, 3) == PREDICTED_MS[case][cls.pipesim], cls.pipesim
+
+
+def test_iteration_time_spans_the_ranks():
+    # two steps on two ranks: [start, end] ns each
+    iter_ns = [[[0, 100_000_000], [200_000_000, 290_000_000]],
+               [[1_000_000, 102_000_000], [199_000_000, 300_000_000]]]
+    assert harness.iteration_times_ms(iter_ns) == [102.0, 101.0]
+    assert harness.stats([100.0, 110.0, 104.0]) == {
+        "median_ms": 104.0, "min_ms": 100.0, "max_ms": 110.0,
+        "spread_pct": pytest.approx(100 * 10 / 104)}
+
+
+def test_table_and_rankings():
+    results = {
+        "ScheduleGPipe/uniform": {"class": "ScheduleGPipe", "case": "uniform",
+                                  "pipesim_schedule": "gpipe", "vpp": 1, "median_ms": 150.0,
+                                  "min_ms": 149.0, "max_ms": 152.0, "spread_pct": 2.0,
+                                  "pipesim_ms": 131.0, "error_pct": -12.666,
+                                  "order_equals_pipesim": True},
+        "ScheduleZBVZeroBubble/uniform": {"class": "ScheduleZBVZeroBubble", "case": "uniform",
+                                          "pipesim_schedule": "zb-v", "vpp": 2,
+                                          "median_ms": 155.0, "min_ms": 150.0, "max_ms": 160.0,
+                                          "spread_pct": 6.45, "pipesim_ms": 102.0,
+                                          "error_pct": -34.19, "order_equals_pipesim": False},
+    }
+    md = harness.table(results)
+    assert "| ScheduleGPipe | gpipe | uniform | 150.0 | 149.0–152.0 | 2.0 | 131.0 | -12.7 | yes |" \
+        in md
+    assert "| ScheduleZBVZeroBubble | zb-v --vpp 2 | uniform | 155.0 | 150.0–160.0 | 6.5 | " \
+        "102.0 | -34.2 | NO |" in md
+    assert md.rstrip().endswith("- uniform: measured ScheduleGPipe < ScheduleZBVZeroBubble; "
+                                "pipesim ScheduleZBVZeroBubble < ScheduleGPipe")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--classes", "ScheduleFoo"], "--classes: unknown 'ScheduleFoo'; expected some of: "
+                                   + ", ".join(CLASSES)),
+    (["--cases", ","], "--cases: expected a comma-separated list of: "
+                       "uniform, heavy-last, heavy-first"),
+    (["--iterations", "0"], "--iterations: expected a positive number, got 0"),
+    (["--warmup", "-1"], "--warmup: expected a number >= 0, got -1"),
+])
+def test_harness_bad_options(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        harness.main(["--out", str(tmp_path)] + args)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == message + "\n"
