@@ -112,6 +112,18 @@ class Iteration:
         """The compute order as pipesim writes it (``0F7@0`` for a pair's half)."""
         return [str(a.action()) for a in self.compute]
 
+    def busy_ns(self) -> int:
+        """Operator time of the compute actions (an overlapped pair counted once)."""
+        seen: set[int] = set()
+        total = 0
+        for a in self.compute:
+            if a.pair is not None:
+                if a.pair in seen:
+                    continue
+                seen.add(a.pair)
+            total += a.busy_ns
+        return total
+
 
 @dataclass(frozen=True)
 class RankTrace:
@@ -147,6 +159,32 @@ class TraceSet:
             its = [r.iterations[k] for r in self.ranks]
             out.append(max(i.end_ns for i in its) - min(i.start_ns for i in its))
         return out
+
+    def timelines(self, iteration: int = 0) -> list[dict[str, int]]:
+        """Per rank: compute busy, idle and end time of one iteration, in ns from its start.
+
+        The start is the earliest rank's iteration span; ``end`` is the rank's last compute
+        action's end and ``idle = end - busy`` (what a replay is held against).
+        """
+        t0 = min(r.iterations[iteration].start_ns for r in self.ranks)
+        out = []
+        for r in self.ranks:
+            it = r.iterations[iteration]
+            end = max(a.end_ns for a in it.compute) - t0
+            busy = it.busy_ns()
+            out.append({"rank": r.rank, "busy_ns": busy, "idle_ns": end - busy, "end_ns": end})
+        return out
+
+    def require(self, *, pp: int | None = None, vpp: int | None = None,
+                microbatches: int | None = None, against: str = "the workload") -> None:
+        """Raise a one-line :class:`TraceError` unless P, v and M equal the given ones."""
+        for name, have, want in (("pp", self.pp, pp), ("vpp", self.vpp, vpp),
+                                 ("microbatches", self.microbatches, microbatches)):
+            if want is not None and have != want:
+                raise TraceError(f"{_where([r.path for r in self.ranks])}: the traces show "
+                                 f"{name} {have} (P={self.pp}, v={self.vpp}, "
+                                 f"M={self.microbatches}); expected {name} {want} as in "
+                                 f"{against}")
 
     def orders(self, iteration: int = 0) -> list[list[str]]:
         """Per rank, the compute order of one iteration (pipesim's notation)."""

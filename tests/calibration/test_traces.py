@@ -146,3 +146,32 @@ def test_rank_from_distributed_info_not_file_order():
     ts = read_traces(list(reversed(files)))
     assert [Path(r.path).name for r in ts.ranks] == [f"rank{r}.json.gz" for r in range(4)]
     assert ts.orders(0) == traces("ScheduleZBVZeroBubble").orders(0)
+
+
+def test_rank_timelines():
+    ts = traces("ScheduleGPipe")
+    lines = ts.timelines(0)
+    it_ms = ts.iteration_times_ns()[0]
+    assert [t["rank"] for t in lines] == [0, 1, 2, 3]
+    for t in lines:
+        # GPipe at uniform costs: 8 x (4 ms F + 8 ms B) on ranks 1-3, rank 0's B is 7 ms
+        nominal = 8 * (4 + (7 if t["rank"] == 0 else 8)) * MS
+        assert nominal <= t["busy_ns"] < 1.5 * nominal
+        assert t["idle_ns"] == t["end_ns"] - t["busy_ns"] > 0
+        assert t["end_ns"] <= it_ms
+    # the pipeline drains back to rank 0: it ends last
+    assert max(lines, key=lambda t: t["end_ns"])["rank"] == 0
+    dv = traces("ScheduleDualPipeV").ranks[0].iterations[0]
+    pairs = [a for a in dv.compute if a.pair is not None]
+    assert dv.busy_ns() == sum(a.busy_ns for a in dv.compute) - sum(a.busy_ns for a in pairs[1::2])
+
+
+def test_traces_must_fit_the_workload():
+    from simulator.calibration import TraceError
+
+    ts = traces("ScheduleInterleaved1F1B")
+    ts.require(pp=4, vpp=2, microbatches=8)
+    with pytest.raises(TraceError) as e:
+        ts.require(pp=4, vpp=1, microbatches=8, against="w.txt")
+    assert str(e.value) == (f"{TRACES / 'ScheduleInterleaved1F1B'}/: the traces show vpp 2 "
+                            "(P=4, v=2, M=8); expected vpp 1 as in w.txt")
