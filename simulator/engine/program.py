@@ -48,6 +48,10 @@ class StepCost:
     free: float              # activation bytes freed when it ends
     phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
     pre: float = 0.0         # launch overhead paid before the step starts (runtime profile)
+    total: float = field(init=False)   # pre + duration: the one timeout of the fast path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.pre + self.duration)
 
 
 @dataclass(frozen=True)

@@ -187,22 +187,19 @@ class Runtime:
                 if code == COMPUTE:
                     _, cost, acts = op
                     phases = cost.phases
-                    pre = cost.pre
-                    start = env.now + pre if pre else env.now
+                    start = env.now + cost.pre     # the launch overhead (x + 0.0 == x)
                     if cost.alloc:
                         self._allocate(rank, cost.alloc, acts, start)
                     if debug:
                         log_step(rank, acts, phases, start, True, virtual)
                     if layer_by_layer:
-                        if pre:
-                            yield env.timeout(pre)
+                        if cost.pre:
+                            yield env.timeout(cost.pre)
                         yield from self._layers(rank, it, cost)
                     else:
-                        duration = cost.duration
+                        duration = cost.total      # overhead + duration
                         if variation is not None:
-                            duration = variation.duration(cost)
-                        if pre:
-                            duration += pre
+                            duration = variation.duration(cost) + cost.pre
                         if duration > 0:
                             yield env.timeout(duration)
                     end = env.now
