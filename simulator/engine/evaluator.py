@@ -156,13 +156,14 @@ class _Sweep:
         clock = self.clock = [0.0] * P
         cursors: list = [None] * P     # each rank's iterator over its op list (None: restart)
         its = [0] * P
-        blocked: list = [None] * P     # (op, since) of a waiting receive, or a Wait
+        blocked: list = [None] * P     # the receive op a rank waits on (since: its clock), or a Wait
         batch_state: list = [None] * P  # (batch op, next wait, waits) of a rank in a batch
         # (data, dst stage, mb) -> arrival time; the iteration is left out of the key (a
         # flush separates iterations) and the box emptied at every barrier
         mailbox: dict = {}
         waiting: dict = {}             # same key -> the rank blocked on it
         out_links: list[dict] = [{} for _ in range(P)]   # per source rank: dst -> LinkStats
+        free_sends = [[0] * P for _ in range(P)]         # zero-byte sends per (src, dst)
         new = tuple.__new__            # a record without the named tuple's Python __new__
         digest: dict = {}              # id(StepCost) -> the fields the loop reads
         self.channels: dict = {}       # blocking / batched rendezvous
@@ -256,29 +257,34 @@ class _Sweep:
                     got = mailbox.pop(key, None)
                     if got is None:        # not sent yet: the sender wakes this rank
                         waiting[key] = r
-                        blocked[r] = (op, now)
+                        blocked[r] = op    # since: its clock
                         break
                     if got > now:
                         now = now + (got - now)
                 elif code == SEND:
                     dst, nbytes, t = op[2], op[3], op[4]
-                    link = out_links[r].get(dst)
-                    if link is None:
-                        link = links[(r, dst)] = out_links[r][dst] = LinkStats(
-                            r, dst, link_model.p2p(r, dst))
-                    link.bytes += nbytes
-                    link.transfers += 1
-                    if nbytes <= 0:
+                    if not nbytes:         # no cost at all: counted, applied at the end
                         s = e = now
+                        free_sends[r][dst] += 1
                     else:
-                        cfg = link.config
-                        serial = nbytes * 8.0 / cfg.bandwidth_gbps
-                        s = link.free_at if link.free_at > now else now
-                        link.free_at = s + serial
-                        link.busy_ns += serial
-                        e = s + serial + cfg.latency_ns
-                    tr_append(new(TrRec, (r, dst, t.src_stage, t.dst_stage, t.data,
-                                          t.microbatch, it, nbytes, now, s, e)))
+                        link = out_links[r].get(dst)
+                        if link is None:
+                            link = links[(r, dst)] = out_links[r][dst] = LinkStats(
+                                r, dst, link_model.p2p(r, dst))
+                        link.bytes += nbytes
+                        link.transfers += 1
+                        if nbytes < 0:
+                            s = e = now
+                        else:
+                            cfg = link.config
+                            serial = nbytes * 8.0 / cfg.bandwidth_gbps
+                            s = link.free_at if link.free_at > now else now
+                            link.free_at = s + serial
+                            link.busy_ns += serial
+                            e = s + serial + cfg.latency_ns
+                    # Transfer: (op, data, src_stage, dst_stage, microbatch, ...)
+                    tr_append(new(TrRec, (r, dst, t[2], t[3], t[1], t[4], it, nbytes, now,
+                                          s, e)))
                     key = op[1]
                     w = waiting.pop(key, None)
                     if w is None:
@@ -355,6 +361,13 @@ class _Sweep:
                     continue
             clock[r] = now
             mem[r] = m
+        for r in range(P):
+            for dst, n in enumerate(free_sends[r]):
+                if n:
+                    link = links.get((r, dst))
+                    if link is None:
+                        link = links[(r, dst)] = LinkStats(r, dst, link_model.p2p(r, dst))
+                    link.transfers += n
         if done_ranks < P:
             self._deadlock(blocked, clock)
         if p2p_mode(rt) != "async":
@@ -471,9 +484,8 @@ class _Sweep:
                 continue
             if isinstance(b, Wait):
                 waits.append(b)
-            else:
-                op, since = b
-                waits.append(Wait(r, str(op[4]), op[2], since))
+            else:              # a receive, waited on since the rank's clock stopped
+                waits.append(Wait(r, str(b[4]), b[2], clock[r]))
         raise DeadlockError(waits, max(max(clock), self.latest))
 
     def _layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
