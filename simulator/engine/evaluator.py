@@ -156,7 +156,7 @@ class _Sweep:
         clock = self.clock = [0.0] * P
         cursors: list = [None] * P     # each rank's iterator over its op list (None: restart)
         its = [0] * P
-        blocked: list = [None] * P     # the receive op a rank waits on (since: its clock), or a Wait
+        blocked: list = [None] * P     # the receive a rank waits on (since: its clock), or a Wait
         batch_state: list = [None] * P  # (batch op, next wait, waits) of a rank in a batch
         # (data, dst stage, mb) -> arrival time; the iteration is left out of the key (a
         # flush separates iterations) and the box emptied at every barrier
