@@ -69,6 +69,9 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 @click.option("--option", "-O", "schedule_options", multiple=True, metavar="KEY=VALUE",
               help="A schedule option, e.g. group_size=4 (interleaved), waves=2 (hanayo), "
               "iterations=3 (2bw); repeatable.")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="YAML laid over the system (e.g. fitted runtime: keys and action costs); "
+              "--set and flags still win.")
 @click.option("--set", "system_sets", multiple=True, metavar="KEY=VALUE",
               help="Override a system value by dotted path, e.g. links.bandwidth_gbps=100; "
               "repeatable.")
@@ -119,8 +122,8 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
               "behind.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
-def command(workload, schedule, schedule_file, system, schedule_options, system_sets, pp,
-            microbatches, vpp, iterations, layout,
+def command(workload, schedule, schedule_file, system, calibration, schedule_options,
+            system_sets, pp, microbatches, vpp, iterations, layout,
             json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
             engine, pp_comm, gpus, dp, max_actions, strict, log_level):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
@@ -141,11 +144,16 @@ def command(workload, schedule, schedule_file, system, schedule_options, system_
 
         sched = load_schedule_csv(schedule_file)
     options = parse_assignments(schedule_options, "--option")
-    if system_sets:
+    if calibration is not None or system_sets:
         from ...system.config import load_system
 
-        system = load_system(system).with_overrides(parse_assignments(system_sets, "--set"),
-                                                     "--set")
+        system = load_system(system)
+        if calibration is not None:
+            from ...system.overlay import apply_calibration
+
+            system = apply_calibration(system, calibration)
+        if system_sets:
+            system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
     slow: dict[int, float] = {}
     for text in slow_rank:
         r, f = parse_slow_rank(text)
