@@ -25,7 +25,7 @@ from .records import TransferRecord
 
 class _Flight:
     __slots__ = ("src", "dst", "nbytes", "transfer", "it", "issued", "arrival", "start",
-                 "end", "landed", "partner", "delivered")
+                 "end", "landed", "partner")
 
     def __init__(self, src: int, dst: int, nbytes: int, transfer, it: int, issued: float,
                  arrival: simpy.Event) -> None:
@@ -36,7 +36,6 @@ class _Flight:
         self.end: float | None = None      # arrival over the link, known at once on fifo links
         self.landed = False
         self.partner: _Flight | None = None
-        self.delivered = False
 
 
 class _Channel:
@@ -90,10 +89,6 @@ class Rendezvous:
         """The receiver has its data: the channel is done with."""
         del self.channels[key]
 
-    def pending_send(self, key: tuple) -> bool:
-        ch = self.channels.get(key)
-        return ch is not None and not ch.recv_posted
-
     # -- transfers ------------------------------------------------------------------------
     def _start(self, key: tuple, ch: _Channel) -> None:
         src, dst, nbytes, transfer, it, issued = ch.send
@@ -101,8 +96,11 @@ class Rendezvous:
         fl = _Flight(src, dst, nbytes, transfer, it, issued, ch.arrival)
         if nbytes <= 0 or not self.net.fair:
             fl.start, fl.end = self.net.book(src, dst, nbytes)
-            if self.exchange_ns > 0 and nbytes > 0:
-                self._pair(fl)
+            if self.exchange_ns <= 0 or nbytes <= 0:    # no exchange to wait for: land now
+                fl.landed = True
+                self._deliver_at(fl, fl.end)
+                return
+            self._pair(fl)
             landed = env.event()
             landed.callbacks.append(lambda _e: self._landed(fl))
             fire_at(env, landed, fl.end - env.now)
@@ -128,7 +126,11 @@ class Rendezvous:
                 other = back.pop(0)
                 other.partner, fl.partner = fl, other
                 return
-        self.flying.setdefault((fl.src, fl.dst), []).append(fl)
+        own = self.flying.setdefault((fl.src, fl.dst), [])
+        if len(own) > 16:      # drop what has landed or paired meanwhile
+            own[:] = [f for f in own if f.partner is None and not f.landed
+                      and (f.end is None or f.end > now)]
+        own.append(fl)
 
     def _landed(self, fl: _Flight) -> None:
         fl.landed = True
@@ -140,9 +142,10 @@ class Rendezvous:
             self._deliver(p, self.exchange_ns)
 
     def _deliver(self, fl: _Flight, delay: float) -> None:
-        now = self.env.now
+        self._deliver_at(fl, self.env.now + delay)
+
+    def _deliver_at(self, fl: _Flight, end: float) -> None:
         t = fl.transfer
         self.record(TransferRecord(fl.src, fl.dst, t.src_stage, t.dst_stage, t.data,
-                                   t.microbatch, fl.it, fl.nbytes, fl.issued, fl.start,
-                                   now + delay))
-        fire_at(self.env, fl.arrival, delay)
+                                   t.microbatch, fl.it, fl.nbytes, fl.issued, fl.start, end))
+        fire_at(self.env, fl.arrival, end - self.env.now)
