@@ -193,6 +193,7 @@ class RayExecutor:
         self.workers = jobs or 1
         self._ray = None
         self._owned = False
+        self._reaper: Any = None
 
     def __enter__(self) -> "RayExecutor":
         try:
@@ -212,12 +213,14 @@ class RayExecutor:
             if self.address is None:
                 if self.jobs:
                     kwargs["num_cpus"] = self.jobs
+                before = _descendants()
                 try:
                     # "local": always a new instance here, never a cluster found lying around
                     ray.init(address="local", **kwargs)
                 except (ConnectionError, ValueError, RuntimeError) as err:
                     raise ExecutorError(f"--executor ray: cannot start a local Ray: "
                                         f"{_first_line(err)}") from None
+                self._reaper = _start_reaper(_descendants() - before)
             else:
                 _ray_connect(ray, self.address, kwargs, self.connect_timeout)
             self._owned = True
@@ -229,6 +232,10 @@ class RayExecutor:
         if self._owned:
             self._ray.shutdown()
             self._owned = False
+        if self._reaper is not None:
+            self._reaper.stdin.close()  # its cue: whatever of the local Ray is left goes now
+            self._reaper.wait()
+            self._reaper = None
 
     def map_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
         ray = self._ray
@@ -249,6 +256,54 @@ class RayExecutor:
             except ray.exceptions.RayError as err:
                 raise ExecutorError(f"a Ray worker failed: {_first_line(err)}; the finished "
                                     "points are saved: rerun with --resume") from None
+
+
+def _descendants() -> set[tuple[int, float]]:
+    """``(pid, start time)`` of every process this one started, directly or not (psutil comes
+    with Ray)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            found.add((child.pid, child.create_time()))
+        except psutil.Error:  # it exited meanwhile
+            pass
+    return found
+
+
+# The reaper: waits for end of file on its stdin (the driver closes it, or the driver dies,
+# kill -9 included), then kills the listed processes that are still the ones listed (same
+# start time: a pid reused meanwhile is left alone).
+_REAPER = """\
+import sys, psutil
+sys.stdin.buffer.read()
+for item in sys.argv[1:]:
+    pid, started = item.split("@")
+    try:
+        proc = psutil.Process(int(pid))
+        if proc.create_time() == float(started):
+            proc.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def _start_reaper(processes: set[tuple[int, float]]) -> Any:
+    """A process that kills ``processes`` (a local Ray) once this process is gone.
+
+    Ray ties its local cluster to the driver (``PR_SET_PDEATHSIG``), and after a ``kill -9`` its
+    GCS, raylet and workers go within a second or two; but its two agent processes (runtime
+    env, dashboard) first try to report the raylet's death to the dead GCS and stay for Ray's
+    fixed 60 s timeout. The reaper ends them at once.
+    """
+    import subprocess
+
+    if not processes:
+        return None
+    args = [f"{pid}@{started!r}" for pid, started in sorted(processes)]
+    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 class DaskExecutor:
