@@ -110,11 +110,12 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                 f"{path} has no all_gpus; assuming {world} GPU(s) (tp x the header's pp), so "
                 f"at pp {pp} DP = {dp_now} and its data-parallel collectives ({total} bytes "
                 f"named in the rows) run on a group of one and cost nothing", "--gpus or --dp"))
-        elif world % (tp * pp):
+        elif world % (tp * pp) and dp_groups:
             warnings.append(RunWarning(
                 "gpus_indivisible",
                 f"{path}: all_gpus {world} is not a multiple of TP {tp} x PP {pp}; using DP = "
-                f"{dp_now} (the remainder of the GPUs is left out)", "--gpus or --dp"))
+                f"{dp_now} for its data-parallel collectives (the remainder of the GPUs is left "
+                "out)", "--gpus or --dp"))
         if CommGroup.TP in used and tp == 1:
             warnings.append(RunWarning(
                 "tp_group_of_one",

@@ -45,7 +45,21 @@ class SimulationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary (``pipesim run --json``)."""
-        out = dict(self.summary)
+        out = _json_numbers(dict(self.summary))
         out["warnings"] = [w.to_dict() for w in self.warnings]
         out["notes"] = list(self.notes) + list(self.workload.warnings)
         return out
+
+
+def _json_numbers(obj: Any, key: str = "") -> Any:
+    """Bytes as integers (a byte count has no fraction), other whole floats as integers."""
+    if isinstance(obj, dict):
+        return {k: _json_numbers(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_json_numbers(v, key) for v in obj]
+    if isinstance(obj, float) and obj == obj and obj not in (float("inf"), float("-inf")):
+        if "bytes" in key:
+            return int(round(obj))
+        if obj.is_integer() and key.endswith("_ns"):
+            return int(obj)
+    return obj

@@ -97,7 +97,7 @@ def rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
                         "makespan_ns": None, "bubble_ratio": None,
                         "theoretical_bubble_ratio": None, "theoretical_formula": None,
                         "peak_inflight_microbatches": None, "p2p_bytes": None,
-                        "speedup": None, "baseline": None, "error": run.error})
+                        "speedup": None, "baseline": None, "error": run.error, "warnings": []})
             continue
         s = run.result.summary
         out.append({"schedule": run.schedule, "pp": s["pp"], "vpp": s["vpp"],
@@ -107,8 +107,27 @@ def rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
                     "theoretical_formula": s.get("theoretical_formula"),
                     "peak_inflight_microbatches": s["peak_inflight_microbatches"],
                     "p2p_bytes": s["p2p_bytes"], "speedup": speedup(run, base),
-                    "baseline": base.schedule, "error": None})
+                    "baseline": base.schedule, "error": None,
+                    "warnings": [w.to_dict() for w in run.result.warnings]})
     return out
+
+
+def render_warnings(table: Sequence[dict[str, Any]]) -> str:
+    """Each distinct warning once, with the schedules it applies to."""
+    seen: dict[str, list[str]] = {}
+    fixes: dict[str, str] = {}
+    for r in table:
+        for w in r.get("warnings") or []:
+            seen.setdefault(w["message"], []).append(r["schedule"])
+            fixes[w["message"]] = w.get("option") or ""
+    if not seen:
+        return ""
+    lines = [f"warnings ({len(seen)}): numbers above rest on these assumptions"]
+    for message, who in seen.items():
+        scope = "" if len(who) == len(table) else f" ({', '.join(who)})"
+        fix = f" [set {fixes[message]}]" if fixes[message] else ""
+        lines.append(f"  ! {message}{scope}{fix}")
+    return "\n".join(lines)
 
 
 HEADERS = ["schedule", "v", "iteration time", "bubble", "closed form", "peak in flight",

@@ -1,7 +1,7 @@
 """The options a sweep can set, and how each value is checked at the edge.
 
 A key is one of the ``pipesim run`` options (``workload``, ``system``, ``schedule``, ``pp``,
-``vpp``, ``microbatches``, ``iterations``, ``layout``), a system value by dotted path
+``vpp``, ``microbatches``, ``iterations``, ``layout``, ``pp_comm``, ``gpus``, ``dp``, ``strict``), a system value by dotted path
 (``system.links.bandwidth_gbps``; applied with :meth:`SystemConfig.with_overrides`), or a schedule
 generator option (``schedule_options.group_size``). Every checker returns the normalised value or
 raises :class:`BadValue` saying what it expected; the spec loader adds the file and the key.
@@ -61,6 +61,18 @@ def _layout(value: Any, base: Path) -> str:
     return value
 
 
+def _non_negative_int(value: Any, base: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadValue()
+    return value
+
+
+def _bool(value: Any, base: Path) -> bool:
+    if not isinstance(value, bool):
+        raise BadValue()
+    return value
+
+
 def _file(value: Any, base: Path) -> str:
     if not isinstance(value, str) or not value:
         raise BadValue()
@@ -94,6 +106,11 @@ RUN_KEYS: dict[str, KeyKind] = {
     "iterations": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
     "layout": KeyKind("one of " + ", ".join(LAYOUTS), "layouts (" + ", ".join(LAYOUTS) + ")",
                       _layout, "string"),
+    "pp_comm": KeyKind("a whole number of bytes >= 0", "whole numbers of bytes >= 0",
+                       _non_negative_int, "Int64"),
+    "gpus": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
+    "dp": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
+    "strict": KeyKind("true or false", "booleans", _bool, "boolean"),
 }
 
 

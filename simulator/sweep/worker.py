@@ -45,6 +45,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("layer_ops", "Int64"),
     ("iteration_times_json", "string"),
     ("stages_json", "string"),
+    ("warnings", "string"),   # JSON list of {code, message, option}; "[]" when none
 )
 
 # summary keys copied as they are
@@ -122,7 +123,9 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
     return simulate(workload, params.get("schedule"), _system(system_path, overrides),
                     pp=params.get("pp"), microbatches=params.get("microbatches"),
                     vpp=params.get("vpp"), iterations=params.get("iterations", 1), layout=layout,
-                    schedule_options=options or None)
+                    schedule_options=options or None, pp_comm=params.get("pp_comm"),
+                    gpus=params.get("gpus"), dp=params.get("dp"),
+                    strict=bool(params.get("strict", False)))
 
 
 def metrics(result: Any) -> dict[str, Any]:
@@ -138,6 +141,8 @@ def metrics(result: Any) -> dict[str, Any]:
                                          default=0),
         "iteration_times_json": json.dumps(d["iteration_times_ns"]),
         "stages_json": json.dumps(stages, separators=(",", ":")),
+        "warnings": json.dumps([w.to_dict() for w in getattr(result, "warnings", ())],
+                               separators=(",", ":")),
     }
     out.update({k: d[k] for k in _SCALARS})
     return out

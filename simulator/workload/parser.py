@@ -36,6 +36,11 @@ def parse_workload_text(text: str, path: str = "<string>") -> Workload:
         line = text.count("\n", 0, at) + 1
         column = at - (text.rfind("\n", 0, at) + 1) + 1
         raise WorkloadError(path, line, column, "text", "a text workload file", junk.group())
+    if "\n" not in text and "\r" in text.rstrip("\r"):
+        # classic Mac text: every line ends in a bare CR, so the file reads as one long line
+        raise WorkloadError(path, 1, text.index("\r") + 1, "line breaks",
+                            "lines ending in LF or CRLF (convert with: tr '\\r' '\\n')",
+                            f"no line breaks ({text.count(chr(13))} bare CRs)")
     lines = text.split("\n")
     parsed = parse_header(lines[0], path)
     declared = _declared_rows(lines[1] if len(lines) > 1 else "", path)

@@ -47,6 +47,15 @@ def test_table(capsys, workload):
         "        0 B             1.16x",
         "zb-v              2       51.000 us   5.88 %       5.88 %               8  "
         "        0 B             1.29x",
+        "",
+        "warnings (2): numbers above rest on these assumptions",
+        f"  ! {workload} says pp_comm: 0 and no activation size can be derived from its rows "
+        "(no tensor-parallel forward collective); the 3 stage boundaries move 0 bytes, so "
+        "transfers cost nothing and activations take no memory [set --pp-comm]",
+        f"  ! rank(s) 0, 1, 2, 3 hold 0 B: {workload} names no parameter sizes for their layers "
+        "(no weight-gradient ALLREDUCE/REDUCESCATTER bytes) and no activation size (pp_comm 0) "
+        "[set --set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or "
+        "--pp-comm]",
     ]
 
 

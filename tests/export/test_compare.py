@@ -28,7 +28,10 @@ def test_unit_cost_makespans_and_speedups():
                      "makespan_ns": 66000.0, "bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_formula": "(P-1)/(M+P-1)", "peak_inflight_microbatches": 4,
-                     "p2p_bytes": 0, "speedup": 1.0, "baseline": "1f1b", "error": None}
+                     "p2p_bytes": 0, "speedup": 1.0, "baseline": "1f1b", "error": None,
+                     "warnings": first["warnings"]}
+    # the uniform file's explicit pp_comm: 0 and its missing parameter sizes are warned about
+    assert [w["code"] for w in first["warnings"]] == ["p2p_free", "memory_unknown"]
     assert table[1]["peak_inflight_microbatches"] == 8     # GPipe holds every microbatch
 
 

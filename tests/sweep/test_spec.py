@@ -31,7 +31,7 @@ def error(data, base) -> str:
     ({"grid": {"pp": []}}, "grid.pp: expected a non-empty list of positive integers, found []"),
     ({"grid": {"pp": [2, 2]}}, "grid.pp: 2 is listed twice"),
     ({"grid": {"pq": [1]}}, "grid.pq: unknown option; expected one of: workload, system, "
-     "schedule, pp, vpp, microbatches, iterations, layout, system.<dotted key> (e.g. "
+     "schedule, pp, vpp, microbatches, iterations, layout, pp_comm, gpus, dp, strict, system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),
     ({"grid": {"system.links.bandwith_gbps": [1]}},
      "grid.system.links.bandwith_gbps: unknown system key 'links.bandwith_gbps'"),

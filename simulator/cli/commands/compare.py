@@ -38,7 +38,8 @@ LAYOUTS = ["auto", "model", "aicb"]
                    "with '-'.")
 def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, json_dest):
     """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
-    from ...export.compare import parse_schedules, render_table, rows, run_schedules
+    from ...export.compare import (parse_schedules, render_table, render_warnings, rows,
+                                   run_schedules)
     from .run import write_json
 
     names = parse_schedules(schedules)
@@ -67,6 +68,9 @@ def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, j
         where = f", P={first.pp}, M={first.microbatches}" if first is not None else ""
         click.echo(f"pipesim compare: {workload}{where}\n")
         click.echo(render_table(table))
+        warned = render_warnings(table)
+        if warned:
+            click.echo("\n" + warned)
     if not done:
         raise ConfigError("--schedules: none of " + ", ".join(names) + " could run; each "
                           "row says why")
