@@ -122,6 +122,13 @@ class ProgramBuilder:
                 n = len(op.actions)
                 key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
                              labels[pos + k]) for k, a in enumerate(op.actions))
+                # a pair run as two steps (torch-multi) is one launch
+                first = op.actions[0]
+                if n == 1 and first.pair is not None:
+                    if pos > 0 and actions[pos - 1].pair == first.pair:
+                        key += (None,)
+                    elif pos + 1 < len(actions) and actions[pos + 1].pair == first.pair:
+                        key += (actions[pos + 1].kind,)
                 cost = cache.get(key)
                 if cost is None:
                     cost = cache[key] = self.step_cost(key)
@@ -217,7 +224,16 @@ class ProgramBuilder:
         return cost, dp_kind
 
     def step_cost(self, key: tuple) -> StepCost:
-        """``key``: per action (stage, kind, carries weights, issues the DP collectives, phase)."""
+        """``key``: per action (stage, kind, carries weights, issues the DP collectives, phase);
+        a pair run as two steps (torch-multi) ends the first half's key with its partner's kind
+        (the pair's one launch overhead is the larger of the two) and the second half's with
+        None (no launch of its own)."""
+        continues = key[-1] is None
+        kinds = [k[1] for k in key if type(k) is tuple]
+        if type(key[-1]) is not tuple:        # a pair run as two steps: see ``compile``
+            if not continues:
+                kinds.append(key[-1])
+            key = key[:-1]
         chunk_of = self.schedule.stage_chunk
         effective = [self.action_cost(stage, kind) for stage, kind, *_ in key]
         costs = [c for c, _ in effective]
@@ -247,7 +263,9 @@ class ProgramBuilder:
                          if seg.state == WEIGHT_GRADIENT}
                 for d in self.costs[chunk].dp_after(dp_kind):
                     dp.append((chunk, offset + ready.get(d.layer, c.duration) * scale, d))
-        pre = self.overhead and max(self.overhead[k[1]] for k in key) or 0.0
+        pre = 0.0
+        if self.overhead and not continues:
+            pre = max(self.overhead[k] for k in kinds)
         return StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
                         alloc, free, tuple(k[4] for k in key), pre)
 

@@ -11,7 +11,9 @@ With ``early_receives`` (torch's multi-stage runtime, ``_add_send_recv``) a rece
 two: ``irecv`` posts it as early as possible - in the receiver's list at the moment the sender's
 compute is placed, walking the ranks in lock-step, rank 0 first - and ``wait`` waits for it just
 before the compute that needs it. A rank's next step is placed only once all its receives are
-posted, which is torch's rule too, so the lowered lists equal torch's.
+posted, which is torch's rule too, so the lowered lists equal torch's. An overlapped pair
+becomes its two halves in turn (F, then B), each after its own ``wait``, as torch runs
+``OVERLAP_F_B`` by default.
 """
 
 from __future__ import annotations
@@ -143,10 +145,16 @@ def _early_receives(schedule: Schedule) -> tuple[tuple[Op, ...], ...]:
             if any(t.key not in posted[rank] for t in recvs):
                 continue
             ops = out[rank]
-            for t in recvs:
-                posted[rank].discard(t.key)
-                ops.append(t._replace(op="wait"))
-            ops.append(Compute(step))
+            # an overlapped pair runs as torch's OVERLAP_F_B does by default: each half in
+            # turn, each after waiting for its own input
+            for a in step:
+                for t in _peer(schedule, a, rank, "recv"):
+                    posted[rank].discard(t.key)
+                    ops.append(t._replace(op="wait"))
+                if len(step) > 1:
+                    ops.append(Compute((a,)))
+            if len(step) == 1:
+                ops.append(Compute(step))
             for a in step:
                 for t in _peer(schedule, a, rank, "send"):
                     ops.append(t)

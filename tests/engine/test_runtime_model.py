@@ -417,3 +417,28 @@ def test_calibration_file_lies_between_the_system_and_set(tmp_path, capsys):
                                        "like {p2p: torch, exchange_ns: 2000000}, found [1, 2]\n")
     assert main(["run", str(wl), "--calibration", str(tmp_path / "none.yaml")]) == 2
     assert "--calibration: cannot read" in capsys.readouterr().err
+
+
+def test_multi_stage_runtime_runs_an_overlapped_pair_half_by_half():
+    # rank 0: F0, the pair (F1;B0), B1; rank 1: F0 B0 F1 B1. torch's OVERLAP_F_B runs F1,
+    # then waits for B0's gradient, then runs B0; the pair's sends follow both halves. F1 runs
+    # 1000-2000 while the gradient is on its way; B0 waits for it (lands at 5200).
+    pair = Schedule("pair", 2, 1, 2, (0, 1), (
+        (Action(0, "F", 0), Action(0, "F", 1, 0), Action(0, "B", 0, 0), Action(0, "B", 1)),
+        (Action(1, "F", 0), Action(1, "B", 0), Action(1, "F", 1), Action(1, "B", 1))))
+    assert [str(op) for op in add_communication(pair, early_receives=True)[0]] == [
+        "0F0", "send 1F0 (0->1)", "irecv 0B0 (1->0)", "0F1@0", "wait 0B0 (1->0)", "0B0@0",
+        "send 1F1 (0->1)", "irecv 0B1 (1->0)", "wait 0B1 (1->0)", "0B1"]
+    wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
+    r = simulate(wl, pair, system(), p2p="torch-multi")
+    assert actions(r, 0) == [("0F0", 0.0, 1000.0), ("0F1", 1000.0, 2000.0),
+                             ("0B0", 5200.0, 7200.0), ("0B1", 11400.0, 13400.0)]
+    assert transfer(r, "F", 1) == (7200.0, 7200.0, 7800.0)
+    # one launch for the pair: the larger overhead (B's 300) before its F half, none before B0
+    r = simulate(wl, pair, system(action_overhead_ns={"F": 100, "B": 300}), p2p="torch-multi")
+    assert actions(r, 0) == [("0F0", 100.0, 1100.0), ("0F1", 1400.0, 2400.0),
+                             ("0B0", 5700.0, 7700.0), ("0B1", 12600.0, 14600.0)]
+    assert r.makespan_ns == 14600.0
+    # isend/irecv keeps the pair one step: it starts when both inputs are there
+    a = simulate(wl, pair, system(), p2p="async")
+    assert actions(a, 0)[1:3] == [("0F1", 5200.0, 6200.0), ("0B0", 6200.0, 8200.0)]
