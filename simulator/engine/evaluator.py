@@ -41,7 +41,8 @@ from ..errors import DeadlockError, Wait
 from .eventlog import log
 from .network import LinkStats
 from .program import BATCH, COMPUTE, RECV, SEND, StepCost
-from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
+from .columns import ActionColumns, TransferColumns
+from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
 _INF = float("inf")
@@ -141,8 +142,15 @@ class _Sweep:
                 raise _Overflow
         rec.rank_finish = [[0.0] * P for _ in range(iterations)]
         bounds = rec.iteration_bounds
-        act_append = rec.actions.append
-        tr_append = rec.transfers.append
+        # records as columns of times (see columns.py); batched transfers stay tuples
+        actions = rec.actions = ActionColumns(rt.schedule, rt.labels)
+        if p2p_mode(rt) == "async":
+            transfers = rec.transfers = TransferColumns(rt.schedule, rt.pp_comm)
+            tcols = [(transfers.issued[r].append, transfers.start[r].append,
+                      transfers.end[r].append) for r in range(P)]
+        else:
+            tcols = [(None, None, None)] * P
+        acols = [(actions.start[r].append, actions.end[r].append) for r in range(P)]
         coll_append = rec.collectives.append
         mem_append = rec.memory.append
         links = rec.links
@@ -164,7 +172,6 @@ class _Sweep:
         waiting: dict = {}             # same key -> the rank blocked on it
         out_links: list[dict] = [{} for _ in range(P)]   # per source rank: dst -> LinkStats
         free_sends = [[0] * P for _ in range(P)]         # zero-byte sends per (src, dst)
-        new = tuple.__new__            # a record without the named tuple's Python __new__
         digest: dict = {}              # id(StepCost) -> the fields the loop reads
         self.channels: dict = {}       # blocking / batched rendezvous
         ready = list(range(P - 1, -1, -1))
@@ -173,8 +180,6 @@ class _Sweep:
         cand = -_INF                   # latest iteration-end candidate of the iteration
         done_ranks = 0
         CollRec = CollectiveRecord
-        ActRec = ActionRecord
-        TrRec = TransferRecord
 
         while ready:
             r = ready.pop()
@@ -182,6 +187,9 @@ class _Sweep:
             it = its[r]
             var = variations[r]
             m = mem[r]
+            a_start, a_end = acols[r]
+            zero_sends = free_sends[r]
+            t_issued, t_start, t_end = tcols[r]
             ops = cursors[r]
             if ops is None:
                 ops = cursors[r] = iter(compiled[r])
@@ -202,8 +210,8 @@ class _Sweep:
                         dg = digest[id(cost)] = (
                             cost.pre if has_pre else 0.0, cost.alloc, cost.duration,
                             cost.free, cost.dp, len(cost.shares) == 1 and not trace_layers,
-                            cost.shares[0], cost.phases[0])
-                    pre, alloc, duration, cfree, dp, single, sh, phase = dg
+                            cost.shares[0])
+                    pre, alloc, duration, cfree, dp, single, sh = dg
                     start = now + pre if pre else now
                     if alloc:
                         m += alloc
@@ -221,16 +229,13 @@ class _Sweep:
                         now = now + duration
                     span = now - start
                     if single:
-                        a = op[2][0]
-                        act_append(new(ActRec, (r, a.stage, a.kind, a.microbatch, it,
-                                                start + sh[0] * span, start + sh[1] * span,
-                                                phase, sh[2], a.pair)))
+                        a_start(start + sh[0] * span)
+                        a_end(start + sh[1] * span)
                     else:
-                        for a, phase, sh in zip(op[2], cost.phases, cost.shares):
+                        for a, sh in zip(op[2], cost.shares):
                             s0 = start + sh[0] * span
-                            act_append(new(ActRec, (r, a.stage, a.kind, a.microbatch, it, s0,
-                                                    start + sh[1] * span, phase, sh[2],
-                                                    a.pair)))
+                            a_start(s0)
+                            a_end(start + sh[1] * span)
                             if trace_layers:
                                 self._layers(r, a, it, s0, (sh[1] - sh[0]) * span, sh[3])
                     if cfree:
@@ -262,10 +267,10 @@ class _Sweep:
                     if got > now:
                         now = now + (got - now)
                 elif code == SEND:
-                    dst, nbytes, t = op[2], op[3], op[4]
+                    dst, nbytes = op[2], op[3]
                     if not nbytes:         # no cost at all: counted, applied at the end
                         s = e = now
-                        free_sends[r][dst] += 1
+                        zero_sends[dst] += 1
                     else:
                         link = out_links[r].get(dst)
                         if link is None:
@@ -282,9 +287,9 @@ class _Sweep:
                             link.free_at = s + serial
                             link.busy_ns += serial
                             e = s + serial + cfg.latency_ns
-                    # Transfer: (op, data, src_stage, dst_stage, microbatch, ...)
-                    tr_append(new(TrRec, (r, dst, t[2], t[3], t[1], t[4], it, nbytes, now,
-                                          s, e)))
+                    t_issued(now)
+                    t_start(s)
+                    t_end(e)
                     key = op[1]
                     w = waiting.pop(key, None)
                     if w is None:

@@ -334,3 +334,22 @@ def test_batched_rank_that_waits_part_of_a_batch_then_blocks():
     wl = Workload("<r>", Header("HYBRID_TRANSFORMER", pp=1, pp_comm=0), layers)
     system = SystemConfig(links=LinkConfig(bandwidth_gbps=1.0, latency_ns=500.0))
     assert both(sched, wl, system, iterations=1, p2p="batched") is not None
+
+
+def test_records_are_time_columns_that_read_as_the_engine_lists():
+    from simulator.engine.columns import ActionColumns, TransferColumns
+    from simulator.engine.records import ActionRecord, TransferRecord
+
+    wl = uniform_workload(4, 1000, 1000, 1000, pp_comm=1000)   # 1000 B at 1 B/ns + 100 ns
+    sched = generate("1f1b", 4, 8, 1)
+    simpy, fast = (simulate(wl, sched, SYSTEM, engine=e).records for e in ("simpy", "evaluator"))
+    assert isinstance(fast.actions, ActionColumns) and isinstance(fast.transfers, TransferColumns)
+    assert len(fast.actions) == len(simpy.actions) == 64
+    assert len(fast.transfers) == len(simpy.transfers) == 48
+    assert fast.actions[0] == ActionRecord(0, 0, "F", 0, 0, 0.0, 1000.0, "Warmup", 0, None)
+    assert fast.transfers[0] == TransferRecord(0, 1, 0, 1, "F", 0, 0, 1000, 1000.0, 1000.0,
+                                               2100.0)
+    assert sorted(fast.actions) == sorted(simpy.actions)
+    # rank by rank, each in the engine's order
+    assert fast.transfers == sorted(simpy.transfers, key=lambda t: t.src_rank)
+    assert repr(fast.actions) == "<ActionColumns: 64 records>"
