@@ -75,7 +75,7 @@ def _set_parent_death_signal() -> None:
 def _exit_when_gone(pid: int, poll_s: float = 0.2) -> None:
     """End this process (``os._exit``) as soon as process ``pid`` has exited.
 
-    Linux waits on a pidfd (no polling, no pid-reuse race); elsewhere the thread polls.
+    Linux waits on a pidfd (woken the moment it exits); elsewhere the thread polls.
     """
     import threading
 
@@ -260,9 +260,11 @@ class RayExecutor:
 
 def _descendants() -> set[tuple[int, float]]:
     """``(pid, start time)`` of every process this one started, directly or not (psutil comes
-    with Ray)."""
-    import psutil
-
+    with Ray, perhaps only in Ray's own folder of third-party packages)."""
+    try:
+        import psutil
+    except ImportError:
+        return set()
     found = set()
     for child in psutil.Process().children(recursive=True):
         try:
@@ -276,9 +278,12 @@ def _descendants() -> set[tuple[int, float]]:
 # kill -9 included), then kills the listed processes that are still the ones listed (same
 # start time: a pid reused meanwhile is left alone).
 _REAPER = """\
-import sys, psutil
+import signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the driver
+sys.path.insert(0, sys.argv[1])
+import psutil
 sys.stdin.buffer.read()
-for item in sys.argv[1:]:
+for item in sys.argv[2:]:
     pid, started = item.split("@")
     try:
         proc = psutil.Process(int(pid))
@@ -299,11 +304,15 @@ def _start_reaper(processes: set[tuple[int, float]]) -> Any:
     """
     import subprocess
 
+    import psutil
+
     if not processes:
         return None
+    where = str(Path(psutil.__file__).parents[1])  # the folder psutil was imported from
     args = [f"{pid}@{started!r}" for pid, started in sorted(processes)]
-    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, "-c", _REAPER, where, *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
 
 
 class DaskExecutor:
