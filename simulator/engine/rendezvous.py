@@ -81,13 +81,7 @@ class Rendezvous:
             self._start(key, ch)
         return ch.arrival
 
-    def arrival(self, key: tuple) -> simpy.Event:
-        """The event a posted receive waits on."""
-        return self.channels[key].arrival
-
-    def received(self, key: tuple) -> None:
-        """The receiver has its data: the channel is done with."""
-        del self.channels[key]
+    # the runtime waits on ``channels[key].arrival`` and deletes the channel once it has the data
 
     # -- transfers ------------------------------------------------------------------------
     def _start(self, key: tuple, ch: _Channel) -> None:

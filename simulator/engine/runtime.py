@@ -178,6 +178,7 @@ class Runtime:
         prologue = self.profile.step_prologue_ns
         epilogue = self.profile.step_epilogue_ns
         torch = self.p2p.startswith("torch")
+        rdv = self.rdv
         for it in range(self.iterations):
             if prologue:
                 yield env.timeout(prologue)
@@ -254,38 +255,36 @@ class Runtime:
                         self._transfer(rank, op[2], op[3], op[4], it, waiter)
                 elif code == BATCH:
                     yield from self._batch(rank, it, op[1])
-                else:
-                    yield from self._torch_op(rank, it, op, sends)
+                # torch's point-to-point (see ``rendezvous`` and ``program``)
+                elif code == IRECV:
+                    rdv.post_recv((it,) + op[1])
+                elif code == WAIT:
+                    key = (it,) + op[1]
+                    ev = rdv.channels[key].arrival
+                    if ev.callbacks is not None:
+                        self.waiting[rank] = (op, env.now)
+                        yield ev
+                        self.waiting[rank] = None
+                    del rdv.channels[key]
+                elif code == TSEND:
+                    key = (it,) + op[1]
+                    sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
+                else:   # WAITSENDS
+                    for key in op[1]:
+                        ev, sop = sends.pop((it,) + key)
+                        if ev.callbacks is not None:
+                            self.waiting[rank] = (sop, env.now)
+                            yield ev
+                            self.waiting[rank] = None
             if torch:
-                for key, (ev, op) in list(sends.items()):   # torch waits for its sends
-                    yield from self._wait(rank, ev, op)
+                for ev, sop in sends.values():     # torch waits for its sends at the end
+                    if ev.callbacks is not None:
+                        self.waiting[rank] = (sop, env.now)
+                        yield ev
+                        self.waiting[rank] = None
             if epilogue:
                 yield env.timeout(epilogue)
             yield from self._end_iteration(rank, it)
-
-    def _torch_op(self, rank: int, it: int, op: tuple, sends: dict):
-        """One of torch's point-to-point steps (see ``rendezvous`` and ``program``)."""
-        code = op[0]
-        rdv = self.rdv
-        if code == IRECV:
-            rdv.post_recv((it,) + op[1])
-        elif code == WAIT:
-            key = (it,) + op[1]
-            yield from self._wait(rank, rdv.arrival(key), op)
-            rdv.received(key)
-        elif code == TSEND:
-            key = (it,) + op[1]
-            sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
-        else:   # WAITSENDS
-            for key in op[1]:
-                ev, sop = sends.pop((it,) + key)
-                yield from self._wait(rank, ev, sop)
-
-    def _wait(self, rank: int, ev: simpy.Event, op: tuple):
-        if ev.callbacks is not None:
-            self.waiting[rank] = Wait(rank, str(op[4]), op[2], self.env.now)
-            yield ev
-            self.waiting[rank] = None
 
     def _layers(self, rank: int, it: int, cost: StepCost):
         """The reference path: one SimPy timeout per layer state, each DP collective issued
