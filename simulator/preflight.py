@@ -110,6 +110,13 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                 f"{path} has no all_gpus; assuming {world} GPU(s) (tp x the header's pp), so "
                 f"at pp {pp} DP = {dp_now} and its data-parallel collectives ({total} bytes "
                 f"named in the rows) run on a group of one and cost nothing", "--gpus or --dp"))
+        elif dp_now == 1 and dp_groups and world % (tp * pp) == 0:
+            total = sum(dp_groups.values())
+            warnings.append(RunWarning(
+                "dp_group_of_one",
+                f"{path}: all_gpus {world} = TP {tp} x PP {pp}, so DP = 1 and its "
+                f"data-parallel collectives ({total} bytes named in the rows) run on a group of "
+                "one and cost nothing", "--gpus or --dp"))
         elif world % (tp * pp) and dp_groups:
             warnings.append(RunWarning(
                 "gpus_indivisible",
@@ -122,6 +129,12 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                 f"{path}: rows name tensor-parallel collectives but model_parallel_NPU_group is "
                 f"{'absent' if 'tp' in h.defaults_used else '1'}; they run on a group of one "
                 "and cost nothing", "model_parallel_NPU_group: in the header"))
+    if CommGroup.EP in _groups_used(workload.layers) and max(1, h.ep) == 1:
+        warnings.append(RunWarning(
+            "ep_group_of_one",
+            f"{path}: rows name expert-parallel collectives (_EP) but ep is "
+            f"{'absent' if 'ep' in h.defaults_used else '1'}; they run on a group of one and "
+            "cost nothing", "ep: in the header"))
     # -- rows pipesim reads but does not model -------------------------------------------------
     if h.policy == "HYBRID_CUSTOMIZED":
         policies = sorted({r.policy for r in workload.layers if r.policy})

@@ -233,3 +233,44 @@ def test_hybrid_customized_layer_policy_is_warned(capsys):
     d = run_json(capsys, CUSTOM, "--gpus", "4")
     w = [x for x in d["warnings"] if x["code"] == "layer_policy_ignored"]
     assert len(w) == 1 and "HYBRID_DATA_MODEL" in w[0]["message"]
+
+
+# -- the target: over every vendored real file at pp 1, 2, 4, 8, no suspicious number without a
+# -- warning about exactly that -------------------------------------------------------------
+
+def _real_files() -> list[Path]:
+    return sorted(p for p in DATA.rglob("*.txt") if not p.name.startswith("L65B"))
+
+
+@pytest.mark.parametrize("path", _real_files(), ids=lambda p: str(p.relative_to(DATA)))
+def test_every_suspicious_number_on_real_files_is_warned(path):
+    from simulator.system.topology import Placement
+    from simulator.workload.model import CommGroup
+
+    checked = 0
+    for P in (1, 2, 4, 8):
+        try:
+            r = simulate(path, pp=P)
+        except ConfigError as err:         # refused from the sizes (too few rows for P chunks)
+            assert "cannot split" in str(err)
+            continue
+        checked += 1
+        d = r.to_dict()
+        got = set(codes(d))
+        if P > 1 and d["p2p_bytes"] == 0:
+            assert "p2p_free" in got, (P, got)
+        if any(s["peak_memory_bytes"] == 0 for s in d["stages"]):
+            assert "memory_unknown" in got, (P, got)
+        if d["peak_memory_bytes"] > 80 * 2**30:
+            assert "memory_over_capacity" in got, (P, got)
+        h = r.workload.header
+        dp = Placement.of(h, r.system, P).dp
+        if d["dp_collective_bytes"] > 0 and dp == 1:
+            assert got & {"gpus_defaulted", "dp_group_of_one", "gpus_indivisible"}, (P, got)
+        groups = {c.group for layer in r.workload.layers
+                  for c in (layer.fwd_comm, layer.ig_comm, layer.wg_comm) if c.active}
+        if CommGroup.TP in groups and h.tp == 1:
+            assert "tp_group_of_one" in got, (P, got)
+        if CommGroup.EP in groups and h.ep == 1:
+            assert "ep_group_of_one" in got, (P, got)
+    assert checked >= 1
