@@ -123,6 +123,7 @@ class LocalExecutor:
 
     name = "local"
     MAX_CHUNK = 4
+    starting = None  # (its workers start in a moment: nothing to say while waiting)
 
     def __init__(self, jobs: int | None = None) -> None:
         self.workers = jobs or os.cpu_count() or 1
@@ -194,6 +195,14 @@ class RayExecutor:
         self._ray = None
         self._owned = False
         self._reaper: Any = None
+
+    @property
+    def starting(self) -> str:
+        """What the sweep waits for before its first point."""
+        if self.address is None:
+            return "starting a local Ray instance"
+        return (f"connecting to the Ray cluster at {self.address} (up to "
+                f"{self.connect_timeout:g} s, --connect-timeout)")
 
     def __enter__(self) -> "RayExecutor":
         try:
@@ -328,6 +337,14 @@ class DaskExecutor:
         self.workers = jobs or 1
         self._client = None
         self._cluster = None
+
+    @property
+    def starting(self) -> str:
+        """What the sweep waits for before its first point."""
+        if self.address is None:
+            return "starting a local Dask cluster"
+        return (f"connecting to the Dask scheduler at {self.address} (up to "
+                f"{self.connect_timeout:g} s, --connect-timeout)")
 
     def __enter__(self) -> "DaskExecutor":
         try:
@@ -526,8 +543,9 @@ def _no_answer(address: str, what: str, timeout: float) -> str:
 
 
 class _stderr_to_file:
-    """Send file descriptor 2 (what C++ libraries write to) to a temporary file meanwhile;
-    calling the context's value returns what was written so far."""
+    """Send file descriptor 2 (where C++ libraries log) to a temporary file meanwhile, while
+    ``sys.stderr`` (pipesim's own messages, the progress spinner) still reaches the terminal;
+    calling the context's value returns what was logged so far."""
 
     def __enter__(self) -> Callable[[], str]:
         import tempfile
@@ -535,6 +553,10 @@ class _stderr_to_file:
         sys.stderr.flush()
         self._tmp = tempfile.TemporaryFile()
         self._saved = os.dup(2)
+        self._stderr = sys.stderr
+        sys.stderr = open(os.dup(self._saved), "w", buffering=1,  # noqa: SIM115
+                          encoding=getattr(self._stderr, "encoding", None) or "utf-8",
+                          errors="backslashreplace")
         os.dup2(self._tmp.fileno(), 2)
         return self.text
 
@@ -543,7 +565,8 @@ class _stderr_to_file:
         return os.pread(self._tmp.fileno(), size, 0).decode(errors="replace")
 
     def __exit__(self, *exc: Any) -> None:
-        sys.stderr.flush()
+        ours, sys.stderr = sys.stderr, self._stderr
+        ours.close()
         os.dup2(self._saved, 2)
         os.close(self._saved)
         self._tmp.close()

@@ -19,9 +19,27 @@ class RichReporter:
         self.enabled = enabled and self.console.is_terminal
         self._progress: Any = None
         self._task: Any = None
+        self._status: Any = None
         self.failed = 0
 
+    def waiting(self, what: str) -> None:
+        """A spinner saying what the sweep waits for before its first point (a local cluster
+        starting, a remote one being reached: up to --connect-timeout)."""
+        if not self.enabled:
+            return
+        from rich.markup import escape
+
+        self._stop_waiting()
+        self._status = self.console.status(escape(what))
+        self._status.start()
+
+    def _stop_waiting(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
     def start(self, total: int, already: int, workers: int, executor: str) -> None:
+        self._stop_waiting()
         if not self.enabled:
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
@@ -51,6 +69,7 @@ class RichReporter:
             self._progress.update(self._task, advance=1, failed=self.failed)
 
     def close(self) -> None:
+        self._stop_waiting()
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

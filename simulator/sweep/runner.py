@@ -21,12 +21,16 @@ from .worker import RESULT_COLUMNS, Task, cached_workload, run_point
 class Reporter(Protocol):
     """Progress of a sweep (the CLI shows a rich progress bar; the default shows nothing)."""
 
+    def waiting(self, what: str) -> None: ...
     def start(self, total: int, already: int, workers: int, executor: str) -> None: ...
     def advance(self, ok: bool) -> None: ...
     def close(self) -> None: ...
 
 
 class NullReporter:
+    def waiting(self, what: str) -> None:
+        pass
+
     def start(self, total: int, already: int, workers: int, executor: str) -> None:
         pass
 
@@ -115,23 +119,28 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
         tasks.append(Task(p.index, p.point_id, p.params, base, sha))
     failed = 0
     first_error = None
-    with ex:
-        table.start()
-        reporter.start(len(todo), len(points) - len(todo), ex.workers, ex.name)
-        try:
-            for index, result in ex.map_unordered(run_point, tasks):
-                point = points[index]
-                table.append({"point": index, "point_id": point.point_id, **point.params,
-                              **result})
-                ok = result["status"] == "ok"
-                if not ok:
-                    failed += 1
-                    if first_error is None or index < first_error[0]:
-                        first_error = (index, f"{_describe(point)}: {result['error']}")
-                reporter.advance(ok)
-        finally:
-            reporter.close()
-            table.close()
+    try:
+        waiting = getattr(reporter, "waiting", None)  # (a reporter written before it existed)
+        if ex.starting and waiting is not None:
+            waiting(ex.starting)
+        with ex:
+            table.start()
+            reporter.start(len(todo), len(points) - len(todo), ex.workers, ex.name)
+            try:
+                for index, result in ex.map_unordered(run_point, tasks):
+                    point = points[index]
+                    table.append({"point": index, "point_id": point.point_id, **point.params,
+                                  **result})
+                    ok = result["status"] == "ok"
+                    if not ok:
+                        failed += 1
+                        if first_error is None or index < first_error[0]:
+                            first_error = (index, f"{_describe(point)}: {result['error']}")
+                    reporter.advance(ok)
+            finally:
+                table.close()
+    finally:
+        reporter.close()
     frame = table.finish({p.point_id: p.index for p in points})
     return SweepOutcome(spec, Path(out_dir), table.csv_path, table.parquet_path, len(points),
                         len(points) - len(todo), len(todo), failed, ex.workers,

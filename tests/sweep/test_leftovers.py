@@ -295,3 +295,67 @@ def test_ray_authentication_error_raised_by_init_is_explained(silent_port, monke
         with make_executor("ray", 1, f"127.0.0.1:{silent_port}"):
             pass
     assert str(info.value) == AUTH_MESSAGE.format(port=silent_port)
+
+
+# --- what the sweep says while it waits -------------------------------------------------------
+
+class Recorder:
+    """A reporter that records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def waiting(self, what: str) -> None:
+        self.calls.append(("waiting", what))
+
+    def start(self, total: int, already: int, workers: int, executor: str) -> None:
+        self.calls.append(("start", total, already, workers, executor))
+
+    def advance(self, ok: bool) -> None:
+        self.calls.append(("advance", ok))
+
+    def close(self) -> None:
+        self.calls.append(("close",))
+
+
+def test_the_reporter_says_what_is_awaited_and_is_closed_when_the_connect_fails(tmp_path):
+    pytest.importorskip("distributed")
+    from simulator.sweep.executors import ConnectError
+
+    write(tmp_path / "w.txt", workload_text(8, pp_comm=1 << 20))
+    spec = spec_from_dict({"workload": "w.txt", "grid": {"pp": [1, 2]}}, "s.yaml", tmp_path)
+    port = closed_port()
+    rec = Recorder()
+    with pytest.raises(ConnectError):
+        run_sweep(spec, tmp_path / "out", executor="dask", address=f"127.0.0.1:{port}",
+                  connect_timeout=7, reporter=rec)
+    assert rec.calls == [("waiting", f"connecting to the Dask scheduler at 127.0.0.1:{port} "
+                                     "(up to 7 s, --connect-timeout)"), ("close",)]
+    rec = Recorder()
+    run_sweep(spec, tmp_path / "local", jobs=1, reporter=rec)  # local: nothing to wait for
+    assert rec.calls == [("start", 2, 0, 1, "local"), ("advance", True), ("advance", True),
+                         ("close",)]
+
+
+def test_the_waiting_spinner_is_drawn_on_a_terminal_and_cleared():
+    import io
+
+    from rich.console import Console
+
+    from simulator.sweep.progress import RichReporter
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=160, color_system=None)
+    rep = RichReporter("demo.yaml", console=console)
+    rep.waiting("connecting to the Ray cluster at h:6379 (up to 30 s, --connect-timeout)")
+    time.sleep(0.2)
+    rep.start(1, 0, 2, "ray")
+    rep.advance(True)
+    rep.close()
+    text = buf.getvalue()
+    assert "connecting to the Ray cluster at h:6379 (up to 30 s, --connect-timeout)" in text
+    assert text.index("connecting to") < text.index("demo.yaml (2 ray)")
+    quiet = RichReporter("demo.yaml", enabled=False, console=console)
+    quiet.waiting("connecting")
+    quiet.close()
+    assert buf.getvalue() == text
