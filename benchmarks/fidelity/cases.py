@@ -24,7 +24,7 @@ PP_COMM_BYTES = ROWS_PER_MB * HIDDEN * BYTES_PER_ELEMENT   # one activation / gr
 USER_LABEL = "fidelity:{stage}{kind}{mb}"
 USER_PATTERN = r"^fidelity:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$"
 
-BASE_NS = 1_000_000   # 1 ms per layer and pass in the uniform case
+BASE_NS = 4_000_000   # per layer and pass in the uniform case (--layer-ms)
 
 
 @dataclass(frozen=True)
@@ -51,23 +51,29 @@ class Case:
         return out
 
 
-def _layers(scale: list[float]) -> tuple[LayerCost, ...]:
+def _layers(scale: list[float], base_ns: int) -> tuple[LayerCost, ...]:
     out = []
     for i, k in enumerate(scale):
-        ns = int(round(BASE_NS * k))
+        ns = int(round(base_ns * k))
         out.append(LayerCost(ns, 0 if i == 0 else ns, ns))
     return tuple(out)
 
 
-_QUARTER = LAYERS // P
-CASES: dict[str, Case] = {
-    "uniform": Case("uniform", "every layer 1 ms per pass",
-                    _layers([1.0] * LAYERS)),
-    "heavy-last": Case("heavy-last", "the last quarter of the layers (stage 3 at v = 1) 2x",
-                       _layers([1.0] * (LAYERS - _QUARTER) + [2.0] * _QUARTER)),
-    "heavy-first": Case("heavy-first", "the first quarter of the layers (stage 0 at v = 1) 2x",
-                        _layers([2.0] * _QUARTER + [1.0] * (LAYERS - _QUARTER))),
-}
+def make_cases(base_ns: int = BASE_NS) -> dict[str, Case]:
+    """The three cost cases with ``base_ns`` per layer and pass (2x on the heavy quarter)."""
+    q = LAYERS // P
+    ms = f"{base_ns / 1e6:g} ms"
+    return {
+        "uniform": Case("uniform", f"every layer {ms} per pass",
+                        _layers([1.0] * LAYERS, base_ns)),
+        "heavy-last": Case("heavy-last", "the last quarter of the layers (stage 3 at v = 1) 2x",
+                           _layers([1.0] * (LAYERS - q) + [2.0] * q, base_ns)),
+        "heavy-first": Case("heavy-first", "the first quarter of the layers (stage 0 at v = 1) 2x",
+                            _layers([2.0] * q + [1.0] * (LAYERS - q), base_ns)),
+    }
+
+
+CASES: dict[str, Case] = make_cases()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cases import CASES, CLASSES, USER_PATTERN, M, P, workload_text
+from .cases import BASE_NS, CASES, CLASSES, USER_PATTERN, M, P, Case, make_cases, workload_text
 
 
 def _free_port() -> int:
@@ -55,7 +55,7 @@ def _names(text: str, known: dict, what: str) -> list[str]:
 
 def run_live(out: Path, classes: list[str], cases: list[str], *, iterations: int, warmup: int,
              profile: bool, timeout_s: int, verbose: bool, backend: str = "gloo",
-             device: str = "cpu") -> dict[str, dict]:
+             device: str = "cpu", base_ns: int = BASE_NS) -> dict[str, dict]:
     """Spawn the P rank processes; return {"<class>/<case>": {"iter_ns": [[start, end]...] per
     rank, "trace_dir": ...}} merged over ranks."""
     import torch.multiprocessing as mp
@@ -64,7 +64,7 @@ def run_live(out: Path, classes: list[str], cases: list[str], *, iterations: int
 
     plan = {"out": str(out), "classes": classes, "cases": cases, "iterations": iterations,
             "warmup": warmup, "profile": profile, "timeout_s": timeout_s, "verbose": verbose,
-            "backend": backend, "device": device}
+            "backend": backend, "device": device, "base_ns": base_ns}
     mp.spawn(worker, args=(P, _free_port(), plan), nprocs=P, join=True)
     per_rank = [json.loads((out / f"rank{r}.times.json").read_text()) for r in range(P)]
     merged: dict[str, dict] = {}
@@ -99,14 +99,21 @@ def predict_ms(workload: Path, cls_name: str) -> float:
     return res.makespan_ns / 1e6
 
 
-def executed_orders(out: Path, trace_dir: str) -> dict:
-    """The per-rank compute order read back from the traces, and whether every step agrees."""
+def from_traces(out: Path, trace_dir: str, case: Case) -> dict:
+    """What the traces say: the per-rank compute order (and whether every step agrees), and
+    each rank's compute busy time over its known cost (median over steps): how much longer
+    the known work took on this machine (sleep wake-ups, CPU contention)."""
     from simulator.calibration import read_traces, trace_files
 
     ts = read_traces(trace_files([out / trace_dir]), label_pattern=USER_PATTERN)
     orders = [ts.orders(k) for k in range(ts.n_iterations)]
+    costs = case.stage_costs(ts.n_stages)
+    known = [sum((c.fwd_ns + c.ig_ns + c.wg_ns) * ts.microbatches
+                 for s, c in enumerate(costs) if ts.placement[s] == r) for r in range(ts.pp)]
+    busy = [statistics.median(ts.timelines(k)[r]["busy_ns"] for k in range(ts.n_iterations))
+            for r in range(ts.pp)]
     return {"order": orders[0], "same_every_iteration": all(o == orders[0] for o in orders),
-            "pp": ts.pp, "vpp": ts.vpp, "microbatches": ts.microbatches,
+            "busy_over_known": [b / k for b, k in zip(busy, known)],
             "trace_iteration_ms": [t / 1e6 for t in ts.iteration_times_ns()]}
 
 
@@ -117,7 +124,8 @@ def pipesim_order(cls_name: str) -> list[list[str]]:
     return registry.generate(cls.pipesim, P, M, cls.vpp).as_strings()
 
 
-def analyse(out: Path, merged: dict[str, dict]) -> dict[str, dict]:
+def analyse(out: Path, merged: dict[str, dict], base_ns: int = BASE_NS) -> dict[str, dict]:
+    cases = make_cases(base_ns)
     results: dict[str, dict] = {}
     for key, m in merged.items():
         cls_name, case = key.split("/")
@@ -130,9 +138,10 @@ def analyse(out: Path, merged: dict[str, dict]) -> dict[str, dict]:
         row["pipesim_command"] = (f"pipesim run workloads/{case}.txt -s {cls.pipesim} "
                                   f"--vpp {cls.vpp}")
         if m["trace_dir"]:
-            got = executed_orders(out, m["trace_dir"])
+            got = from_traces(out, m["trace_dir"], cases[case])
             row["executed_order"] = got["order"]
             row["order_same_every_iteration"] = got["same_every_iteration"]
+            row["busy_over_known"] = got["busy_over_known"]
             row["order_equals_pipesim"] = got["order"] == pipesim_order(cls_name)
             row["trace_dir"] = m["trace_dir"]
         results[key] = row
@@ -151,14 +160,16 @@ def rankings(results: dict[str, dict]) -> dict[str, dict[str, list[str]]]:
 
 def table(results: dict[str, dict]) -> str:
     lines = ["| class | pipesim | case | measured median (ms) | min–max (ms) | spread % | "
-             "pipesim (ms) | error % | order = pipesim |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "pipesim (ms) | error % | busy / known | order = pipesim |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in results.values():
         sched = r["pipesim_schedule"] + (f" --vpp {r['vpp']}" if r["vpp"] > 1 else "")
         order = {True: "yes", False: "NO"}.get(r.get("order_equals_pipesim"), "–")
+        ratio = r.get("busy_over_known")
+        ratio = f"{statistics.median(ratio):.3f}" if ratio else "–"
         lines.append(f"| {r['class']} | {sched} | {r['case']} | {r['median_ms']:.1f} | "
                      f"{r['min_ms']:.1f}–{r['max_ms']:.1f} | {r['spread_pct']:.1f} | "
-                     f"{r['pipesim_ms']:.1f} | {r['error_pct']:+.1f} | {order} |")
+                     f"{r['pipesim_ms']:.1f} | {r['error_pct']:+.1f} | {ratio} | {order} |")
     lines.append("")
     for case, rk in rankings(results).items():
         lines.append(f"- {case}: measured {' < '.join(rk['measured'])}; "
@@ -174,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=",".join(CASES), help="cost cases")
     ap.add_argument("--iterations", type=int, default=6, help="timed steps (>= 5 for the table)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    ap.add_argument("--layer-ms", type=float, default=BASE_NS / 1e6,
+                    help="known time of one layer's forward (and of each backward half) in the "
+                         "uniform case")
     ap.add_argument("--no-profile", action="store_true", help="time without the profiler")
     ap.add_argument("--timeout", type=int, default=300, help="gloo timeout, seconds")
     ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
@@ -187,28 +201,34 @@ def main(argv: list[str] | None = None) -> int:
         _usage_error(f"--iterations: expected a positive number, got {a.iterations}")
     if a.warmup < 0:
         _usage_error(f"--warmup: expected a number >= 0, got {a.warmup}")
+    if not 0.01 <= a.layer_ms <= 1000:
+        _usage_error(f"--layer-ms: expected a time in ms from 0.01 to 1000, got {a.layer_ms:g}")
+    base_ns = int(round(a.layer_ms * 1e6))
+    cases_run = make_cases(base_ns)
     out: Path = a.out
     (out / "workloads").mkdir(parents=True, exist_ok=True)
     for case in cases:
-        (out / "workloads" / f"{case}.txt").write_text(workload_text(CASES[case]))
+        (out / "workloads" / f"{case}.txt").write_text(workload_text(cases_run[case]))
     t0 = time.perf_counter()
     load_before = os.getloadavg()
     merged = run_live(out, classes, cases, iterations=a.iterations, warmup=a.warmup,
                       profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet,
-                      backend=a.backend, device=a.device)
+                      backend=a.backend, device=a.device, base_ns=base_ns)
     load_after = os.getloadavg()
     (out / "raw_times.json").write_text(json.dumps(merged))   # kept even if the analysis fails
-    results = analyse(out, merged)
+    results = analyse(out, merged, base_ns)
     import torch
 
     doc = {"P": P, "M": M, "iterations": a.iterations, "warmup": a.warmup,
            "profiled": not a.no_profile, "backend": a.backend, "device": a.device,
+           "layer_ns": base_ns,
            "torch": torch.__version__, "cpus": os.cpu_count(),
            "loadavg_1min": [load_before[0], load_after[0]],
            "wall_s": time.perf_counter() - t0,
            "results": results, "rankings": rankings(results)}
     (out / "results.json").write_text(json.dumps(doc, indent=1))
-    md = (f"torch {torch.__version__}, {a.backend} on {a.device}, P={P}, M={M}, "
+    md = (f"torch {torch.__version__}, {a.backend} on {a.device}, P={P}, M={M}, layer "
+          f"{a.layer_ms:g} ms per pass, "
           f"{a.iterations} timed steps after {a.warmup} warm-up; {os.cpu_count()} CPUs, load "
           f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n\n" + table(results))
     (out / "table.md").write_text(md)

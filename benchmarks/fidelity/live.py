@@ -23,8 +23,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from .cases import CASES, CLASSES, HIDDEN, LAYERS, M, ROWS_PER_MB, USER_LABEL, Case, \
-    ScheduleClass, stages_of_rank
+from .cases import CLASSES, HIDDEN, LAYERS, M, ROWS_PER_MB, USER_LABEL, Case, ScheduleClass, \
+    make_cases, stages_of_rank
 
 SPIN_NS = int(os.environ.get("FIDELITY_SPIN_NS", "150000"))   # sleep until this close, then spin
 
@@ -186,6 +186,7 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
     dist.init_process_group(plan.get("backend", "gloo"), rank=rank, world_size=world,
                             timeout=timedelta(seconds=plan["timeout_s"]))
     out = Path(plan["out"])
+    cases = make_cases(plan["base_ns"])
     results: dict[str, dict] = {}
     try:
         for case_name in plan["cases"]:
@@ -194,7 +195,7 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
                 trace = (out / "traces" / case_name / cls_name / f"rank{rank}.json"
                          if plan["profile"] else None)
                 t = time.perf_counter()
-                times = run_config(rank, world, CLASSES[cls_name], CASES[case_name],
+                times = run_config(rank, world, CLASSES[cls_name], cases[case_name],
                                    warmup=plan["warmup"], iterations=plan["iterations"],
                                    trace_path=trace, device=device)
                 results[key] = {"iter_ns": times,

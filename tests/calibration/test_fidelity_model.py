@@ -6,22 +6,23 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.fidelity import harness
-from benchmarks.fidelity.cases import CASES, CLASSES, LayerCost, stages_of_rank, workload_text
+from benchmarks.fidelity.cases import CASES, CLASSES, LayerCost, make_cases, stages_of_rank, \
+    workload_text
 from simulator import simulate
 from simulator.schedules import registry
 from simulator.workload.parser import load_workload
 
-# pipesim's iteration time (ms) from the per-layer costs alone, default system (async p2p,
-# 2 us latency): the "prediction from per-layer costs" column of the validation table
+# pipesim's iteration time (ms) from the per-layer costs alone (4 ms per layer and pass),
+# default system (async p2p, 2 us latency): the "prediction from per-layer costs" column
 PREDICTED_MS = {
-    "uniform": {"gpipe": 131.012, "1f1b": 131.028, "interleaved-1f1b": 113.028,
-                "looped-bfs": 113.012, "zb-h1": 102.030, "zb-v": 102.026, "dualpipe-v": 107.030},
-    "heavy-last": {"gpipe": 227.012, "1f1b": 227.012, "interleaved-1f1b": 167.032,
-                   "looped-bfs": 167.012, "zb-h1": 154.026, "zb-v": 150.018,
-                   "dualpipe-v": 151.018},
-    "heavy-first": {"gpipe": 212.012, "1f1b": 188.012, "interleaved-1f1b": 158.020,
-                    "looped-bfs": 166.012, "zb-h1": 154.022, "zb-v": 148.002,
-                    "dualpipe-v": 148.014},
+    "uniform": {"gpipe": 524.012, "1f1b": 524.028, "interleaved-1f1b": 452.028,
+                "looped-bfs": 452.012, "zb-h1": 408.030, "zb-v": 408.026, "dualpipe-v": 428.030},
+    "heavy-last": {"gpipe": 908.012, "1f1b": 908.012, "interleaved-1f1b": 668.032,
+                   "looped-bfs": 668.012, "zb-h1": 616.026, "zb-v": 600.018,
+                   "dualpipe-v": 604.018},
+    "heavy-first": {"gpipe": 848.012, "1f1b": 752.012, "interleaved-1f1b": 632.020,
+                    "looped-bfs": 664.012, "zb-h1": 616.022, "zb-v": 592.002,
+                    "dualpipe-v": 592.014},
 }
 
 
@@ -30,12 +31,15 @@ def test_workload_file_is_the_model(tmp_path):
     p.write_text(workload_text(CASES["heavy-last"]))
     wl = load_workload(p)
     assert (wl.header.pp, wl.header.ga, wl.header.pp_comm, len(wl.layers)) == (4, 8, 128, 16)
-    assert CASES["heavy-last"].stage_costs(4) == [
+    cases = make_cases(1_000_000)
+    assert cases["heavy-last"].stage_costs(4) == [
         LayerCost(4_000_000, 3_000_000, 4_000_000), LayerCost(4_000_000, 4_000_000, 4_000_000),
         LayerCost(4_000_000, 4_000_000, 4_000_000), LayerCost(8_000_000, 8_000_000, 8_000_000)]
-    assert CASES["heavy-first"].stage_costs(8)[:3] == [
+    assert cases["heavy-first"].stage_costs(8)[:3] == [
         LayerCost(4_000_000, 2_000_000, 4_000_000), LayerCost(4_000_000, 4_000_000, 4_000_000),
         LayerCost(2_000_000, 2_000_000, 2_000_000)]
+    assert CASES["uniform"].layers[:2] == (LayerCost(4_000_000, 0, 4_000_000),
+                                           LayerCost(4_000_000, 4_000_000, 4_000_000))
 
 
 @pytest.mark.parametrize("cls", list(CLASSES.values()), ids=list(CLASSES))
@@ -70,7 +74,8 @@ def test_table_and_rankings():
                                   "pipesim_schedule": "gpipe", "vpp": 1, "median_ms": 150.0,
                                   "min_ms": 149.0, "max_ms": 152.0, "spread_pct": 2.0,
                                   "pipesim_ms": 131.0, "error_pct": -12.666,
-                                  "order_equals_pipesim": True},
+                                  "order_equals_pipesim": True,
+                                  "busy_over_known": [1.02, 1.04, 1.01, 1.03]},
         "ScheduleZBVZeroBubble/uniform": {"class": "ScheduleZBVZeroBubble", "case": "uniform",
                                           "pipesim_schedule": "zb-v", "vpp": 2,
                                           "median_ms": 155.0, "min_ms": 150.0, "max_ms": 160.0,
@@ -78,10 +83,10 @@ def test_table_and_rankings():
                                           "error_pct": -34.19, "order_equals_pipesim": False},
     }
     md = harness.table(results)
-    assert "| ScheduleGPipe | gpipe | uniform | 150.0 | 149.0–152.0 | 2.0 | 131.0 | -12.7 | yes |" \
-        in md
+    assert "| ScheduleGPipe | gpipe | uniform | 150.0 | 149.0–152.0 | 2.0 | 131.0 | -12.7 | " \
+        "1.025 | yes |" in md
     assert "| ScheduleZBVZeroBubble | zb-v --vpp 2 | uniform | 155.0 | 150.0–160.0 | 6.5 | " \
-        "102.0 | -34.2 | NO |" in md
+        "102.0 | -34.2 | – | NO |" in md
     assert md.rstrip().endswith("- uniform: measured ScheduleGPipe < ScheduleZBVZeroBubble; "
                                 "pipesim ScheduleZBVZeroBubble < ScheduleGPipe")
 

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.fidelity.cases import CASES, CLASSES, USER_PATTERN, workload_text
+from benchmarks.fidelity.cases import CLASSES, USER_PATTERN, make_cases, workload_text
 from simulator import simulate
 from simulator.calibration import TraceSet, read_traces, trace_files
 from simulator.schedules import registry
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+MANIFEST = json.loads((TRACES / "MANIFEST.json").read_text())
+UNIFORM = make_cases(MANIFEST["layer_ns"])["uniform"]   # the costs the traces were run with
+L = MANIFEST["layer_ns"]   # one layer's forward (and each backward half)
 MS = 1_000_000
 
 
@@ -57,7 +60,7 @@ def test_interleaved_actions_counted_and_ordered():
 def test_busy_time_is_the_known_cost_and_waits_are_not_busy():
     """Every compute action's operator time covers its layers' known cost; a receive is no work."""
     ts = traces("ScheduleInterleaved1F1B")
-    costs = CASES["uniform"].stage_costs(8)
+    costs = UNIFORM.stage_costs(8)
     for r in ts.ranks:
         for it in r.iterations:
             for a in it.actions:
@@ -74,19 +77,19 @@ def test_gpipe_span_includes_the_receive_wait():
     ts = traces("ScheduleGPipe")
     first = ts.ranks[3].iterations[0].compute[0]
     assert (first.stage, first.kind, first.microbatch, first.label) == (3, "F", 0, "Forward 0")
-    # rank 3 waits for stages 0..2 to forward microbatch 0: 3 x 4 ms at least, none of it busy
-    assert first.wait_ns >= 3 * 4 * MS
-    assert 4 * MS <= first.busy_ns < 6 * MS
+    # rank 3 waits for stages 0..2 to forward microbatch 0 (4 layers each), none of it busy
+    assert first.wait_ns >= 3 * 4 * L
+    assert 4 * L <= first.busy_ns < 1.5 * 4 * L
 
 
 def test_first_stage_split_backward_runs_all_in_w():
     """torch's stage 0 computes no input gradient: its I is empty, its W the whole backward."""
     ts = traces("ScheduleInterleavedZeroBubble")
-    c0 = CASES["uniform"].stage_costs(8)[0]
-    assert c0.ig_ns == 1 * MS   # what pipesim's rows put in stage 0's I
+    c0 = UNIFORM.stage_costs(8)[0]
+    assert c0.ig_ns == L   # what pipesim's rows put in stage 0's I (layer 0 has none)
     assert max(ts.samples(0, "I")) < 0.2 * MS
     assert min(ts.samples(0, "W")) >= c0.ig_ns + c0.wg_ns
-    c1 = CASES["uniform"].stage_costs(8)[1]
+    c1 = UNIFORM.stage_costs(8)[1]
     assert min(ts.samples(1, "I")) >= c1.ig_ns
     assert min(ts.samples(1, "W")) >= c1.wg_ns
     med = ts.median_busy_ns()
@@ -105,7 +108,7 @@ def test_dualpipev_overlapped_pairs():
     assert pairs[0].label == "PP:(0F7;7B3)OVERLAP_F_B"
     for f, b in zip(pairs[::2], pairs[1::2]):
         assert (f.start_ns, f.end_ns, f.busy_ns) == (b.start_ns, b.end_ns, b.busy_ns)
-        cf, cb = CASES["uniform"].stage_costs(8)[f.stage], CASES["uniform"].stage_costs(8)[b.stage]
+        cf, cb = UNIFORM.stage_costs(8)[f.stage], UNIFORM.stage_costs(8)[b.stage]
         assert f.busy_ns >= cf.fwd_ns + cb.ig_ns + cb.wg_ns   # run one after the other
     assert ts.samples(7, "B", paired=True) and ts.samples(7, "B")
     assert len(ts.samples(7, "B", paired=None)) == len(ts.samples(7, "B", paired=True)) \
@@ -123,17 +126,17 @@ def test_1f1b_needs_its_label_pattern():
 
 
 def test_iteration_times_agree_with_the_measured_steps():
-    """The trace clock is one for all ranks: ITER spans give the step times the harness timed."""
-    manifest = json.loads((TRACES / "MANIFEST.json").read_text())
+    """The trace clock is one for all ranks: ITER spans give the step times the harness timed
+    (to within the few operations between the harness's clock reads and the span)."""
     for cls in CLASSES:
         got = [t / MS for t in traces(cls).iteration_times_ns()]
-        want = manifest["classes"][cls]["iteration_ms"]
-        assert got == pytest.approx(want, abs=0.1), cls
+        want = MANIFEST["classes"][cls]["iteration_ms"]
+        assert got == pytest.approx(want, abs=0.5), cls
 
 
 def test_read_schedule_replays_like_the_registered_one(tmp_path):
     wl = tmp_path / "uniform.txt"
-    wl.write_text(workload_text(CASES["uniform"]))
+    wl.write_text(workload_text(UNIFORM))
     for cls in ("ScheduleDualPipeV", "ScheduleZBVZeroBubble"):
         sched = traces(cls).to_schedule()
         spec = CLASSES[cls]
@@ -154,8 +157,8 @@ def test_rank_timelines():
     it_ms = ts.iteration_times_ns()[0]
     assert [t["rank"] for t in lines] == [0, 1, 2, 3]
     for t in lines:
-        # GPipe at uniform costs: 8 x (4 ms F + 8 ms B) on ranks 1-3, rank 0's B is 7 ms
-        nominal = 8 * (4 + (7 if t["rank"] == 0 else 8)) * MS
+        # GPipe at uniform costs: 8 x (4 F + 8 B) layer times on ranks 1-3, rank 0's B is 7
+        nominal = 8 * (4 + (7 if t["rank"] == 0 else 8)) * L
         assert nominal <= t["busy_ns"] < 1.5 * nominal
         assert t["idle_ns"] == t["end_ns"] - t["busy_ns"] > 0
         assert t["end_ns"] <= it_ms

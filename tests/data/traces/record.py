@@ -3,12 +3,12 @@
     python tests/data/traces/record.py
 
 Runs the fidelity harness's live path (benchmarks/fidelity: P = 4 gloo processes on CPU, M = 8,
-the ``uniform`` cost case) for every schedule class, 1 warm-up and 2 profiled steps each, and
-writes ``<class>/rank<r>.json.gz`` beside this script. To keep the files small each trace is
-trimmed: the flow events (``s``/``f``) and every event's ``args`` are dropped; names,
-categories, threads, ``ts``/``dur``, the metadata events and the top-level keys
+the ``uniform`` cost case at the default layer time) for every schedule class, 1 warm-up and
+2 profiled steps each, and writes ``<class>/rank<r>.json.gz`` beside this script. To keep the
+files small each trace is trimmed: the flow events (``s``/``f``) and every event's ``args`` are
+dropped; names, categories, threads, ``ts``/``dur``, the metadata events and the top-level keys
 (``distributedInfo`` ...) are kept as torch wrote them. ``MANIFEST.json`` records the torch
-version, the classes and the measured step times.
+version, the layer time, the classes and the measured step times.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ def trim(data: dict) -> dict:
 def main() -> None:
     import torch
 
+    from benchmarks.fidelity.cases import BASE_NS
     from benchmarks.fidelity.harness import iteration_times_ms, run_live
 
     tmp = Path(tempfile.mkdtemp(prefix="pipesim-traces-"))
     try:
         merged = run_live(tmp, CLASSES, [CASE], iterations=2, warmup=1, profile=True,
                           timeout_s=120, verbose=True)
-        manifest = {"torch": torch.__version__, "case": CASE, "P": 4, "M": 8,
-                    "warmup": 1, "iterations": 2, "classes": {}}
+        manifest = {"torch": torch.__version__, "case": CASE, "layer_ns": BASE_NS, "P": 4,
+                    "M": 8, "warmup": 1, "iterations": 2, "classes": {}}
         for cls in CLASSES:
             dst = HERE / cls
             if dst.exists():
