@@ -7,6 +7,9 @@ weight-gradient compute (its collective is non-blocking and goes to the DP strea
 sum over its chunk's layers, so the runtime advances time once per action while per-layer times
 stay known (for traces, and for when each weight-gradient collective becomes ready).
 
+Compute times are the rows' times x ``gpu.compute_scale`` x the runtime profile's per-layer
+``layer_scale`` (F, I, W factors; collectives are not scaled).
+
 Within a full backward (B) each layer runs Weight_Gradient then Input_Gradient (ASTRA-sim's
 order), last layer first; with split backward, I runs every Input_Gradient and W every
 Weight_Gradient, last layer first.
