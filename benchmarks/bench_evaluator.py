@@ -81,7 +81,16 @@ def point(microbatches: int, engine: str) -> dict:
     rec = runtime.run() if engine == "simpy" else evaluate(runtime)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     rss1 = _rss_mb()
-    return {"engine": engine, "microbatches": microbatches, "actions": len(rec.actions),
+    # the floor of any sweep over these op lists: walking them with the type test alone
+    c0 = time.process_time()
+    n_ops = 0
+    for prog in runtime.compiled:
+        n_ops += len(prog)
+        for op in prog:
+            if op[0] == 1:
+                pass
+    walk = time.process_time() - c0
+    return {"engine": engine, "ops": n_ops, "walk_cpu_s": walk, "microbatches": microbatches, "actions": len(rec.actions),
             "setup_cpu_s": setup, "cpu_s": cpu, "wall_s": wall, "rss_before_mb": rss0,
             "rss_after_mb": rss1, "makespan_ns": rec.iteration_bounds[-1][1],
             "digest": _digest(rec)}
@@ -122,10 +131,13 @@ def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
              "CPU = `process_time` of the engine's run alone (the schedule and the Runtime's "
              "compiled op lists are built first and shared by both engines: `setup`); RSS = "
              "growth of peak RSS over the run (the records it keeps); `same` = equal digests "
-             "of every action's and transfer's exact times (0 ns difference).", ""]
+             "of every action's and transfer's exact times (0 ns difference); `walk` = CPU "
+             "to loop over the compiled op lists testing each op's type and nothing else, the "
+             "floor of any sweep over them.", ""]
     body = []
     for ev, sp in rows:
         body.append([f"{ev['actions']:,}", f"{ev['setup_cpu_s']:.2f} s",
+                     f"{ev['ops']:,}", f"{ev['walk_cpu_s']:.3f} s",
                      f"{ev['cpu_s']:.3f} s", f"{ev['wall_s']:.3f} s",
                      f"{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB",
                      f"{sp['cpu_s']:.3f} s", f"{sp['wall_s']:.3f} s",
@@ -133,7 +145,7 @@ def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
                      f"{sp['cpu_s'] / ev['cpu_s']:.2f}x",
                      f"{ev['rss_before_mb']:.0f} MB",
                      "yes" if ev["digest"] == sp["digest"] else "NO"])
-    lines.append(table(["actions", "setup CPU", "evaluator CPU", "wall", "RSS",
+    lines.append(table(["actions", "setup CPU", "ops", "walk", "evaluator CPU", "wall", "RSS",
                         "SimPy run CPU", "wall", "RSS", "speed-up", "RSS before run", "same"],
                        body))
     acts = [ev["actions"] for ev, _ in rows]

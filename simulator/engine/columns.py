@@ -75,11 +75,14 @@ class ActionColumns(_Columns):
 
 class TransferColumns(_Columns):
     """Asynchronous transfer records: per source rank, when each send was issued, started and
-    arrived, in op order; the sends themselves are the comm pass's, rebuilt when read."""
+    arrived, in op order; the sends themselves are the comm pass's, rebuilt when read. Every
+    send of a run has the same size; at 0 bytes a transfer starts and arrives when issued, and
+    only that time is kept."""
 
     def __init__(self, schedule, nbytes: int) -> None:
         self.schedule = schedule
         self.nbytes = nbytes
+        self.instant = nbytes == 0
         self.issued = [array("d") for _ in range(schedule.pp)]
         self.start = [array("d") for _ in range(schedule.pp)]
         self.end = [array("d") for _ in range(schedule.pp)]
@@ -98,8 +101,10 @@ class TransferColumns(_Columns):
         n = len(sends)
         nbytes = self.nbytes
         new = tuple.__new__
-        for j, (i, s, e) in enumerate(zip(self.issued[rank], self.start[rank],
-                                          self.end[rank])):
+        issued = self.issued[rank]
+        times = (zip(issued, issued, issued) if self.instant
+                 else zip(issued, self.start[rank], self.end[rank]))
+        for j, (i, s, e) in enumerate(times):
             it, k = divmod(j, n)
             t = sends[k]
             yield new(TransferRecord, (rank, t.dst_rank, t.src_stage, t.dst_stage, t.data,

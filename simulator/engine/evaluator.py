@@ -269,8 +269,9 @@ class _Sweep:
                 elif code == SEND:
                     dst, nbytes = op[2], op[3]
                     if not nbytes:         # no cost at all: counted, applied at the end
-                        s = e = now
+                        e = now
                         zero_sends[dst] += 1
+                        t_issued(now)      # starts and arrives when issued
                     else:
                         link = out_links[r].get(dst)
                         if link is None:
@@ -287,9 +288,9 @@ class _Sweep:
                             link.free_at = s + serial
                             link.busy_ns += serial
                             e = s + serial + cfg.latency_ns
-                    t_issued(now)
-                    t_start(s)
-                    t_end(e)
+                        t_issued(now)
+                        t_start(s)
+                        t_end(e)
                     key = op[1]
                     w = waiting.pop(key, None)
                     if w is None:

@@ -353,3 +353,12 @@ def test_records_are_time_columns_that_read_as_the_engine_lists():
     # rank by rank, each in the engine's order
     assert fast.transfers == sorted(simpy.transfers, key=lambda t: t.src_rank)
     assert repr(fast.actions) == "<ActionColumns: 64 records>"
+
+
+def test_zero_byte_transfers_keep_one_time_and_read_back_whole():
+    wl = uniform_workload(8, 1000, 1000, 1000, pp_comm=0)
+    sched = generate("interleaved-1f1b", 4, 8, 2)
+    simpy, fast = (simulate(wl, sched, SYSTEM, engine=e).records for e in ("simpy", "evaluator"))
+    assert fast.transfers.instant and not any(len(c) for c in fast.transfers.start)
+    assert fast.transfers == sorted(simpy.transfers, key=lambda t: t.src_rank)
+    assert all(t.issued == t.start == t.end for t in fast.transfers)
