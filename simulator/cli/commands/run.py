@@ -158,12 +158,16 @@ def command(workload, schedule, schedule_file, system, calibration, schedule_opt
     for text in slow_rank:
         r, f = parse_slow_rank(text)
         slow[r] = slow.get(r, 1.0) * f
-    result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
-                      iterations=iterations, layout=layout, trace_layers=trace is not None,
-                      schedule_options=options,
-                      p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
-                      slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine,
-                      pp_comm=pp_comm, gpus=gpus, dp=dp, max_actions=max_actions, strict=strict)
+    from ..ticker import ticker
+
+    with ticker(f"simulating {workload}"):
+        result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
+                          iterations=iterations, layout=layout, trace_layers=trace is not None,
+                          schedule_options=options,
+                          p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
+                          slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine,
+                          pp_comm=pp_comm, gpus=gpus, dp=dp, max_actions=max_actions,
+                          strict=strict)
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt
