@@ -33,7 +33,7 @@ from .bounds import heads_tails, lower_bound
 from .costs import StageCosts, load_stage_costs
 from .evaluate import Problem
 
-DEFAULT_ITERATIONS = 3000
+DEFAULT_ITERATIONS = 2000   # moves per starting point (three starts)
 _INF = float("inf")
 
 
@@ -44,6 +44,8 @@ class Policy:
     w_guard: bool = False          # idle instead of starting a W an I would wait behind
     slope: int = 1                 # the per-rank cap is min(K, slope * (P - r) + warm_extra)
     warm_only: bool = False        # that cap holds only until the rank's first backward
+    depth_first: bool = False      # among ready forwards, the later stage first (V: chunk 1)
+    spare_one: bool = False        # V: a new microbatch needs one spare slot, not all of its own
 
 
 def min_cap(vpp: int) -> int:
@@ -84,6 +86,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     ready_i: list[list[int]] = [[] for _ in range(P)]
     pend_w: list[list[int]] = [[] for _ in range(P)]
     reserved = [0] * P
+    held = [0] * P
     started = [False] * P       # has the rank run a backward yet
     free = [0.0] * P
     orders: list[list[int]] = [[] for _ in range(P)]
@@ -124,11 +127,14 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             if next_f[s] >= M:
                 continue
             limit = cap if policy.warm_only and started[r] else caps[r]
-            if reserved[r] + (width[r] if s == entry[r] else 0) > limit:
+            if policy.spare_one:
+                if held[r] + (2 if s == entry[r] and width[r] > 1 else 1) > limit:
+                    continue
+            elif reserved[r] + (width[r] if s == entry[r] else 0) > limit:
                 continue
             t = f_ready(s)
             if t <= now:
-                key = (-tails[0][s], next_f[s])
+                key = (tails[0][s] if policy.depth_first else -tails[0][s], next_f[s])
                 if best_f_key is None or key < best_f_key:
                     best_f, best_f_key = s, key
         if best_i >= 0 and (policy.backward_first or best_f < 0):
@@ -164,6 +170,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     next_f[s] += 1
                     if s == entry[r]:
                         reserved[r] += width[r]
+                    held[r] += 1
                     f_end[sm] = t
                     ready_i[r].append(sm)
                     if s + 1 < S:
@@ -178,6 +185,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                 else:
                     pend_w[r].remove(sm)
                     reserved[r] -= 1
+                    held[r] -= 1
         if done == total:
             break
         while events and events[0] <= now:
@@ -309,6 +317,10 @@ POLICIES = tuple(Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 
     Policy(bf, we, False, 2) for bf in (True, False) for we in (-2, -1, 0, 1, 2)) + tuple(
     Policy(bf, we, False, sl, True) for bf in (True, False) for sl in (1, 2)
     for we in (-2, -1, 0, 1, 2, 4))
+V_POLICIES = tuple(Policy(bf, we, False, sl, wo, df, so) for bf in (True, False)
+                   for we, sl, wo in ((None, 1, False), (0, 2, True), (-1, 2, True), (1, 2, True),
+                                      (0, 4, True), (-2, 4, True), (0, 3, True), (-1, 3, True))
+                   for df in (False, True) for so in (False, True))
 
 
 @dataclass(frozen=True)
@@ -326,9 +338,7 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
 
     out: list[tuple[str, list[list[int]]]] = []
     seen = set()
-    for policy in POLICIES:
-        if prob.vpp == 2 and policy.warm_extra is not None:
-            continue
+    for policy in (V_POLICIES if prob.vpp == 2 else POLICIES):
         orders = greedy(prob, cap, policy)
         if orders is not None:
             key = tuple(map(tuple, orders))
@@ -374,11 +384,16 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
     (start_score, _, start_name, start_orders) = scored[0]
     best = start_orders
     if start_score[0] > bound and iterations > 0:
-        # improve the best two different starting points, half the budget each
-        tries = scored[:2]
+        # improve the best start and the best of the other family (greedy vs hand-made):
+        # the search from the second-best often ends lower than from the best
+        first = scored[0]
+        other = next((t for t in scored[1:] if (t[2] == "greedy") != (first[2] == "greedy")),
+                     scored[1] if len(scored) > 1 else None)
+        tries = [first] + ([other] if other is not None else [])
+        tries += [t for t in scored[1:3] if t is not other][:3 - len(tries)]
         results = []
         for j, (_, _, _, orders) in enumerate(tries):
-            res = local_search(prob, orders, k, iterations // len(tries), seed + j, bound)
+            res = local_search(prob, orders, k, iterations, seed + j, bound)
             results.append((_score(prob, res), j, res))
         best = min(results, key=lambda t: (t[0], t[1]))[2]
     best = fuse(prob, best)
