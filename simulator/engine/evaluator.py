@@ -157,6 +157,7 @@ class _Sweep:
         link_model = rt.links
 
         compiled = rt.compiled
+        pp_comm = rt.pp_comm              # what every send carries (the columns rely on it)
         has_pre = hasattr(StepCost, "pre")   # the runtime profile's launch overhead
         variations = [RankVariation.of(options, r) for r in range(P)]
         rows = [_iter_rows(rt, r) for r in range(P)]
@@ -272,6 +273,9 @@ class _Sweep:
                         e = now
                         zero_sends[dst] += 1
                         t_issued(now)      # starts and arrives when issued
+                        if nbytes != pp_comm:
+                            raise ValueError("the evaluator expects every send to carry "
+                                             "pp_comm bytes")
                     else:
                         link = out_links[r].get(dst)
                         if link is None:
@@ -288,6 +292,9 @@ class _Sweep:
                             link.free_at = s + serial
                             link.busy_ns += serial
                             e = s + serial + cfg.latency_ns
+                        if nbytes != pp_comm:
+                            raise ValueError("the evaluator expects every send to carry "
+                                             "pp_comm bytes")
                         t_issued(now)
                         t_start(s)
                         t_end(e)
