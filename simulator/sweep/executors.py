@@ -359,6 +359,9 @@ class DaskExecutor:
                 self._cluster = LocalCluster(n_workers=self.jobs or os.cpu_count() or 1,
                                              threads_per_worker=1, processes=True,
                                              dashboard_address=None,
+                                             # no dashboard, and its HTTP server on a free port
+                                             # (the default, 8787, warns when taken)
+                                             scheduler_kwargs={"dashboard_address": ":0"},
                                              silence_logs=logging.ERROR)
                 self._client = Client(self._cluster)
             else:
