@@ -1,7 +1,7 @@
 """The live fidelity harness: real torch.distributed.pipelining runs (4 gloo processes on CPU).
 
 Deselected by default (marker ``live``); run them with ``python -m pytest -m live`` after
-``pip install -e ".[validate]"``. About a minute on a 2-core machine.
+``pip install -e ".[validate]"``. About 1.5 minutes on a 2-core machine.
 """
 
 from __future__ import annotations
