@@ -350,6 +350,11 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
     user = compile_pattern(label_pattern)
     events = [e for e in data["traceEvents"]
               if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e]
+    for i, e in enumerate(events):
+        if not all(isinstance(e[k], (int, float)) and not isinstance(e[k], bool)
+                   and e[k] == e[k] for k in ("ts", "dur")) or e["dur"] < 0:
+            raise TraceError(f"{p}: event {e.get('name', '?')!r}: expected numbers 'ts' and "
+                             f"'dur' >= 0 (µs), found ts={e['ts']!r}, dur={e['dur']!r}")
     labels: list[tuple[dict, list]] = []
     steps: list[tuple[int, int, int]] = []   # (k, start, end)
     iters: list[tuple[int, int, int]] = []

@@ -193,3 +193,10 @@ def test_label_pattern_without_stage_takes_the_rank():
     ts = read_traces(files, label_pattern=r"^fidelity:\d+(?P<kind>[FB])(?P<mb>\d+)$")
     assert ts.placement == (0, 1, 2, 3)
     assert ts.orders(0)[3][:4] == ["3F0", "3B0", "3F1", "3B1"]
+
+
+def test_event_times_must_be_numbers(tmp_path):
+    p = save(tmp_path / "rank0.json", {"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "ts": "12", "dur": 5}]})
+    assert error([p]) == (f"{p}: event 'PP:0F0': expected numbers 'ts' and 'dur' >= 0 (µs), "
+                          "found ts='12', dur=5")

@@ -178,3 +178,46 @@ def test_traces_must_fit_the_workload():
         ts.require(pp=4, vpp=1, microbatches=8, against="w.txt")
     assert str(e.value) == (f"{TRACES / 'ScheduleInterleaved1F1B'}/: the traces show vpp 2 "
                             "(P=4, v=2, M=8); expected vpp 1 as in w.txt")
+
+
+def _x(name, ts, dur, tid=1, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def test_hand_made_trace_exact_times(tmp_path):
+    """Busy = union of the operator events nested on the span's thread, communication ops out."""
+    ua = "user_annotation"
+    rank0 = [_x("ITER0", 0, 100, cat=ua),
+             _x("PP:0F0", 10, 20, cat=ua), _x("aten::a", 12, 5), _x("aten::b", 14, 6),
+             _x("c10d::send", 25, 3), _x("aten::c", 15, 10, tid=2),
+             _x("PP:0SEND_F0", 31, 2, cat=ua), _x("c10d::send", 31.5, 1),
+             _x("PP:0RECV_B0", 40, 1, cat=ua),
+             _x("PP:0B0", 45, 30, cat=ua), _x("autograd::engine::evaluate_function: X", 60, 10),
+             _x("PP:0REDUCE_GRAD", 76, 0.5, cat=ua)]
+    rank1 = [_x("ITER0", 1, 99, cat=ua), _x("PP:1RECV_F0", 2, 1, cat=ua),
+             _x("PP:1F0", 5, 35, cat=ua), _x("aten::mm", 33.0004, 6.0001),
+             _x("PP:1B0", 41, 5, cat=ua), _x("aten::mm", 41, 4),
+             _x("PP:1SEND_B0", 46, 1, cat=ua)]
+    paths = []
+    for r, evs in enumerate((rank0, rank1)):
+        p = tmp_path / f"r{r}.json"
+        p.write_text(json.dumps({"distributedInfo": {"rank": r, "world_size": 2},
+                                 "traceEvents": evs}))
+        paths.append(p)
+    ts = read_traces(paths)
+    assert (ts.pp, ts.vpp, ts.microbatches, ts.placement) == (2, 1, 1, (0, 1))
+    acts = ts.ranks[0].iterations[0].actions
+    assert [(a.stage, a.kind, a.microbatch, a.start_ns, a.end_ns, a.busy_ns) for a in acts] == [
+        (0, "F", 0, 10_000, 30_000, 8_000), (0, "SEND_F", 0, 31_000, 33_000, 0),
+        (0, "RECV_B", 0, 40_000, 41_000, 0), (0, "B", 0, 45_000, 75_000, 10_000),
+        (0, "REDUCE_GRAD", None, 76_000, 76_500, 0)]
+    assert acts[3].wait_ns == 20_000
+    f1 = ts.ranks[1].iterations[0].compute[0]
+    assert (f1.busy_ns, f1.span_ns) == (6_000, 35_000)
+    assert ts.orders() == [["0F0", "0B0"], ["1F0", "1B0"]]
+    assert ts.iteration_times_ns() == [100_000]
+    assert ts.timelines(0) == [
+        {"rank": 0, "busy_ns": 18_000, "idle_ns": 57_000, "end_ns": 75_000},
+        {"rank": 1, "busy_ns": 10_000, "idle_ns": 36_000, "end_ns": 46_000}]
+    assert ts.median_busy_ns() == {(0, "B"): 10_000.0, (0, "F"): 8_000.0,
+                                   (1, "B"): 4_000.0, (1, "F"): 6_000.0}
