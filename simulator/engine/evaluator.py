@@ -24,9 +24,12 @@ booked, so a sweep over the compiled op lists gives the same times:
 - the iteration barrier (flush) waits for every rank and every DP collective and update, as
   the engine's does.
 
-The records are the engine's: every rank's actions, collectives and memory samples in the same
-per-rank order, transfers per source rank in booking order (only the interleaving of different
-ranks in the lists differs, and nothing reads it). A deadlock (no cursor can move) raises the
+The records are the engine's: every rank's actions, collectives, memory samples and transfers
+in the same per-rank order; the lists hold the ranks one after another instead of interleaved
+(nothing reads that order). Actions and asynchronous transfers are kept as time columns
+(``columns.py``). Blocking / batched transfers are listed per source rank by booking time; two
+booked at the same instant on different links may be listed the other way round (their times
+are equal to the engine's either way). A deadlock (no cursor can move) raises the
 engine's DeadlockError with the same waits and time. Out of memory is rare and the engine's
 message names the first overflow in time order: there the SimPy engine runs to raise it.
 Where the evaluator does not apply, :func:`unsupported` says why and the caller runs the SimPy
