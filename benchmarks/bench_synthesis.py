@@ -17,6 +17,8 @@ Get the reference code (it is never committed here) and run:
 
 ``--zb-repo`` may be a checkout or a bare git directory (files read with ``git show HEAD:``).
 Without it the greedy column is left out. Exit 1 if ``auto`` loses to a baseline somewhere.
+A second table (not with ``--quick``/``--no-v``) compares auto in V placement with the
+registry's V schedules (ZB-V, V-Half, V-Min) the same way.
 """
 
 from __future__ import annotations
@@ -168,6 +170,51 @@ def run(zb_repo: Path | None, sizes, markdown: bool, iterations: int) -> int:
     return worst
 
 
+def run_v(sizes, markdown: bool, iterations: int) -> None:
+    """V placement (two chunks per rank): auto against the registry's V schedules."""
+    names = ("zb-v", "v-half", "v-min")
+    head = ["P", "M", "costs", "cap K", *names, "auto", "bound", "gap", "auto s"]
+    lines, gaps = [], []
+    for pp in sizes["pp"]:
+        for m in sizes["m"]:
+            for label, costs in profiles(2 * pp).items():
+                for cap_name, cap in (("P", pp), ("1.5P", pp * 3 // 2), ("2P", 2 * pp)):
+                    res_t = time.perf_counter()
+                    res = synthesize(pp, m, 2, costs, cap, iterations=iterations)
+                    secs = time.perf_counter() - res_t
+                    prob = Problem(pp, m, costs, res.schedule.placement)
+                    cells = []
+                    for name in names:
+                        sched = registry.generate(name, pp, m, 2)
+                        orders = prob.encode_ranks(sched.ranks)
+                        peak = max(prob.peak_inflight(o) for o in orders)
+                        ms = prob.makespan(orders)
+                        cells.append(_fmt(ms) + ("" if peak <= cap else f" (peak {peak})"))
+                    gap = (res.makespan - res.lower_bound) / res.lower_bound
+                    gaps.append(gap)
+                    lines.append([str(pp), str(m), label, f"{cap_name}={cap}", *cells,
+                                  _fmt(res.makespan), _fmt(res.lower_bound),
+                                  f"{100 * gap:.2f}%", f"{secs:.1f}"])
+    print("\nV placement (--vpp 2; K in chunk activations, 2P = ZB-V's memory)\n")
+    _table(head, lines, markdown)
+    at_bound = sum(1 for g in gaps if g <= 1e-12)
+    print(f"\n{len(lines)} cases; auto at the lower bound in {at_bound}; mean gap to the bound "
+          f"{100 * sum(gaps) / len(gaps):.2f}%, max {100 * max(gaps):.2f}%")
+
+
+def _table(head, lines, markdown: bool) -> None:
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(line[k]) for line in lines)) for k, h in enumerate(head)]
+        print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+        for line in lines:
+            print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+
+
 def _fmt(x) -> str:
     if x is None:
         return "-"
@@ -188,16 +235,7 @@ def _print(rows, markdown: bool, with_greedy: bool) -> None:
         gaps.append(gap)
         lines.append([str(pp), str(m), label, f"{cap_name}={cap}", g, _fmt(f1b), _fmt(zbh1),
                       _fmt(ours), _fmt(lb), f"{100 * gap:.2f}%", f"{secs:.1f}"])
-    if markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for line in lines:
-            print("| " + " | ".join(line) + " |")
-    else:
-        widths = [max(len(h), *(len(line[k]) for line in lines)) for k, h in enumerate(head)]
-        print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-        for line in lines:
-            print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+    _table(head, lines, markdown)
     at_bound = sum(1 for g in gaps if g <= 1e-12)
     print(f"\n{len(rows)} cases; auto at the lower bound in {at_bound}; mean gap to the bound "
           f"{100 * sum(gaps) / len(gaps):.2f}%, max {100 * max(gaps):.2f}%")
@@ -209,15 +247,19 @@ def main(argv=None) -> int:
                     help="checkout or bare git dir of sail-sg/zero-bubble-pipeline-parallelism "
                          "(default: $ZB_REPO)")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
-    ap.add_argument("--quick", action="store_true", help="P=4, M=8 only")
+    ap.add_argument("--quick", action="store_true", help="P=4, M=8 only, no V section")
+    ap.add_argument("--no-v", action="store_true", help="leave out the V-placement section")
     ap.add_argument("--iterations", type=int, default=None,
                     help="local-search moves per case (default: auto's default)")
     args = ap.parse_args(argv)
     sizes = {"pp": [4], "m": [8]} if args.quick else {"pp": [4, 8], "m": [8, 16, 24]}
     from simulator.planning.synthesis import DEFAULT_ITERATIONS
 
-    return run(Path(args.zb_repo) if args.zb_repo else None, sizes, args.markdown,
-               args.iterations or DEFAULT_ITERATIONS)
+    iterations = args.iterations or DEFAULT_ITERATIONS
+    worst = run(Path(args.zb_repo) if args.zb_repo else None, sizes, args.markdown, iterations)
+    if not args.quick and not args.no_v:
+        run_v({"pp": [4, 8], "m": [8, 16]}, args.markdown, iterations)
+    return worst
 
 
 if __name__ == "__main__":

@@ -57,9 +57,17 @@ def heads_tails(prob: Problem) -> tuple[list[list[float]], list[list[float]]]:
     return [hF, hI, hW], [tF, tI, [0.0] * S]
 
 
+def heads_tails_cache(prob: Problem):
+    cached = getattr(prob, "_heads_tails", None)
+    if cached is None:
+        cached = heads_tails(prob)
+        prob._heads_tails = cached
+    return cached
+
+
 def rank_bounds(prob: Problem, cap: int | None = None) -> list[float]:
     """The best bound of each rank (the makespan bound is their maximum)."""
-    heads, tails = heads_tails(prob)
+    heads, tails = heads_tails_cache(prob)
     c, M = prob.costs, prob.m
     costs = [c.f, c.i, c.w]
     out = []
@@ -92,8 +100,13 @@ def _memory_bound(prob: Problem, r: int, stages: list[int], heads, cap: int) -> 
         eps = min(hI[s] - hF[s] - c.f[s] for s in stages)
         grads = sorted((c.i[s] + c.w[s] for s in stages for _ in range(M)), reverse=True)
         idle_end = max(0.0, eps - sum(grads[:max(cap - 1, 0)]))
+    # after the rank's last I only Ws are left (every F is followed by its I), one per held
+    # activation; the upstream chain of that I (its tail) must fit after it too
+    tails = heads_tails_cache(prob)[1][1]
+    ws = sorted((c.w[s] for s in stages for _ in range(M)), reverse=True)
+    idle_tail = max(0.0, min(tails[s] for s in stages) - sum(ws[:min(cap, n_fwd)]))
     slots = M * sum(hI[s] + c.i[s] + c.w[s] - hF[s] for s in stages) / cap
-    return max(t0 + work + idle_start + idle_end, t0 + slots)
+    return max(t0 + work + idle_start + idle_end + idle_tail, t0 + slots)
 
 
 def lower_bound(prob: Problem, cap: int | None = None) -> float:

@@ -34,6 +34,7 @@ from .costs import StageCosts, load_stage_costs
 from .evaluate import Problem
 
 DEFAULT_ITERATIONS = 2000   # moves per starting point (three starts)
+MOVE_BUDGET = 4_000_000     # moves x actions per start: caps the moves of big problems
 _INF = float("inf")
 
 
@@ -391,9 +392,11 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
                      scored[1] if len(scored) > 1 else None)
         tries = [first] + ([other] if other is not None else [])
         tries += [t for t in scored[1:3] if t is not other][:3 - len(tries)]
+        # each move re-evaluates every action: big problems get fewer moves (still a count)
+        moves = min(iterations, max(200, MOVE_BUDGET // (3 * prob.n_stages * prob.m)))
         results = []
         for j, (_, _, _, orders) in enumerate(tries):
-            res = local_search(prob, orders, k, iterations, seed + j, bound)
+            res = local_search(prob, orders, k, moves, seed + j, bound)
             results.append((_score(prob, res), j, res))
         best = min(results, key=lambda t: (t[0], t[1]))[2]
     best = fuse(prob, best)
