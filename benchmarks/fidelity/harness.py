@@ -1,17 +1,20 @@
 """Run torch.distributed.pipelining for real and hold pipesim's predictions against it.
 
     python -m benchmarks.fidelity.harness --out DIR [--classes A,B] [--cases uniform,...]
-        [--iterations 6] [--warmup 2] [--no-profile]
+        [--iterations 6] [--warmup 2] [--layer-ms 4] [--no-profile]
+        [--backend nccl --device cuda]
 
 P = 4 gloo processes on this machine's CPU, M = 8, every schedule class on every cost case
 (``cases.py``), a barrier before each step. Writes into DIR:
 
 - ``workloads/<case>.txt``: the same model as a pipesim workload (per-layer costs in ns);
+- ``raw_times.json``: per rank, the start/end of every timed step (written before analysis);
 - ``traces/<case>/<class>/rank<r>.json``: per-rank profiler Chrome traces of the timed steps
   (``ITER<k>`` spans; Schedule1F1B's compute labelled ``fidelity:<stage><kind><mb>``);
 - ``results.json``: per (class, case) the per-iteration times, median / min / max / spread, the
   per-rank executed order (read back from the traces) and whether it equals pipesim's, and
-  pipesim's prediction from the per-layer costs;
+  pipesim's prediction from the per-layer costs, and per rank the compute busy time over its
+  known cost;
 - ``table.md``: the same as a markdown table.
 
 An iteration's time is the last rank's end minus the first rank's start of that step.
