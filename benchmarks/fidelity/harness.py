@@ -214,9 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         (out / "workloads" / f"{case}.txt").write_text(workload_text(cases_run[case]))
     t0 = time.perf_counter()
     load_before = os.getloadavg()
-    merged = run_live(out, classes, cases, iterations=a.iterations, warmup=a.warmup,
-                      profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet,
-                      backend=a.backend, device=a.device, base_ns=base_ns)
+    try:
+        merged = run_live(out, classes, cases, iterations=a.iterations, warmup=a.warmup,
+                          profile=not a.no_profile, timeout_s=a.timeout, verbose=not a.quiet,
+                          backend=a.backend, device=a.device, base_ns=base_ns)
+    except Exception as e:   # a rank process died: its error's last line says why
+        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
+        print(f"live run failed: {lines[-1].strip()}", file=sys.stderr)
+        return 1
     load_after = os.getloadavg()
     (out / "raw_times.json").write_text(json.dumps(merged))   # kept even if the analysis fails
     results = analyse(out, merged, base_ns)
