@@ -206,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         _usage_error(f"--warmup: expected a number >= 0, got {a.warmup}")
     if not 0.01 <= a.layer_ms <= 1000:
         _usage_error(f"--layer-ms: expected a time in ms from 0.01 to 1000, got {a.layer_ms:g}")
+    if a.device == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < P:
+            _usage_error(f"--device cuda: expected {P} CUDA devices, torch "
+                         f"{torch.__version__} sees {torch.cuda.device_count()}")
     base_ns = int(round(a.layer_ms * 1e6))
     cases_run = make_cases(base_ns)
     out: Path = a.out
