@@ -90,7 +90,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              system: SystemConfig | str | PathLike | dict | None = None, *,
              pp: int | None = None, microbatches: int | None = None, vpp: int | None = None,
              iterations: int = 1, layout: str = "auto", schedule_options: dict | None = None,
-             trace_layers: bool = False, validate: bool = True, p2p: str = "async",
+             trace_layers: bool = False, validate: bool = True, p2p: str | None = None,
              memory_limit_gb: float | None = None, jitter: float = 0.0, seed: int = 0,
              slow_ranks: dict[int, float] | None = None,
              layer_by_layer: bool = False, engine: str = "simpy",
@@ -101,7 +101,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
     :class:`Schedule`, or None (1f1b, or interleaved-1f1b when vpp > 1). ``pp``,
     ``microbatches`` (default: the header's ``ga``) and ``vpp`` override the header.
-    ``p2p`` is async | blocking | batched; ``memory_limit_gb`` (default: the system's
+    ``p2p`` is async | blocking | batched | torch | torch-single | torch-multi (default: the
+    system's ``runtime.p2p``, async on the built-in system); ``memory_limit_gb`` (default: the system's
     ``memory.capacity_gb``, 0 = none) turns an overflow into an OutOfMemoryError; ``jitter`` is
     the sigma of lognormal compute noise (seeded by ``seed``); ``slow_ranks`` maps a rank to a
     compute slow-down factor. ``layer_by_layer`` runs the reference path (one SimPy event per
@@ -169,6 +170,6 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if strict:
         enforce_strict(warnings)
     result = SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
-                              runtime.labels, notes, options, warnings)
+                              runtime.labels, notes, runtime.options, warnings)
     result.engine_used = engine_used   # read by the summary (`engine_used`)
     return result
