@@ -43,7 +43,7 @@ import logging
 from ..errors import DeadlockError, Wait
 from .eventlog import log
 from .network import LinkStats
-from .program import BATCH, COMPUTE, RECV, SEND, StepCost
+from .program import BATCH, COMPUTE, RECV, SEND
 from .columns import ActionColumns, TransferColumns
 from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
@@ -161,7 +161,6 @@ class _Sweep:
 
         compiled = rt.compiled
         pp_comm = rt.pp_comm              # what every send carries (the columns rely on it)
-        has_pre = hasattr(StepCost, "pre")   # the runtime profile's launch overhead
         variations = [RankVariation.of(options, r) for r in range(P)]
         rows = [_iter_rows(rt, r) for r in range(P)]
         dp_free = [0.0] * P
@@ -212,11 +211,11 @@ class _Sweep:
                     dg = digest.get(id(cost))
                     if dg is None:
                         dg = digest[id(cost)] = (
-                            cost.pre if has_pre else 0.0, cost.alloc, cost.duration,
+                            cost.pre, cost.alloc, cost.total,
                             cost.free, cost.dp, len(cost.shares) == 1 and not trace_layers,
                             cost.shares[0])
                     pre, alloc, duration, cfree, dp, single, sh = dg
-                    start = now + pre if pre else now
+                    start = now + pre      # the launch overhead (x + 0.0 == x)
                     if alloc:
                         m += alloc
                         if trace_layers:
@@ -225,10 +224,8 @@ class _Sweep:
                             peak[r] = m
                         if limit is not None and m > limit:
                             raise _Overflow
-                    if var is not None:
-                        duration = var.duration(cost)
-                    if pre:
-                        duration += pre
+                    if var is not None:    # overhead + duration, as the engine adds them
+                        duration = var.duration(cost) + pre
                     if duration > 0:
                         now = now + duration
                     span = now - start
