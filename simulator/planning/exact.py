@@ -7,7 +7,8 @@ Model (disjunctive, big-M): a start time per action, every dependency of :mod:`.
 each forward the cap: 1 + (forwards of the rank before it) - (Ws/Bs of the rank before it) <= K.
 Every backward is split (I, W): a fused B is never faster in this model. Microbatches are
 interchangeable, so stage 0 runs its forwards in microbatch order (symmetry breaking).
-The solver's ``time_limit`` is wall-clock, so only the proven status is reported as a result.
+The solver's ``time_limit`` is wall-clock, so only a proven status ("optimal", "infeasible") is
+a result; "unknown" means the limit ran out.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def solve(prob: Problem, cap: int, upper: float, time_limit: float = 60.0) -> Ex
 
     for (a, b) in pairs:
         v = ycol[(a, b)]
-        row({col[b]: 1.0, col[a]: -1.0, v: -big}, cost[a] - big, np.inf)   # y=1: a before b
-        row({col[a]: 1.0, col[b]: -1.0, v: big}, cost[b], np.inf)          # y=0: b before a
+        row({col[b]: 1.0, col[a]: -1.0, v: -big}, cost[a] - big, np.inf)  # y=1: a before b
+        row({col[a]: 1.0, col[b]: -1.0, v: big}, cost[b], np.inf)         # y=0: b before a
     for r in range(prob.pp):
         for a in per_rank[r]:
             if a // SM != F:
@@ -126,7 +127,10 @@ def solve(prob: Problem, cap: int, upper: float, time_limit: float = 60.0) -> Ex
     ub[n_t + 1:] = 1
     ub[C] = upper
     res = milp(c, constraints=LinearConstraint(A.tocsr(), lo, hi), integrality=integrality,
-               bounds=Bounds(lb, ub), options={"time_limit": time_limit, "disp": False, "presolve": False})
+               bounds=Bounds(lb, ub),
+               # HiGHS' presolve called some feasible big-M models infeasible (seen with
+               # SciPy 1.17 at a target equal to the optimum); without it the answers agree
+               options={"time_limit": time_limit, "disp": False, "presolve": False})
     if res.status == 0:
         t = res.x[:n_t]
         orders = [sorted(per_rank[r], key=lambda a: (t[col[a]], a)) for r in range(prob.pp)]

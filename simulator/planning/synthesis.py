@@ -9,7 +9,7 @@ split does not pay) with a small makespan under :mod:`.evaluate`'s model. Three 
    forward while under its cap, and fills what would be idle time with pending Ws. Several
    variants (priority, per-rank warm-up cap, whether a W may delay an arriving I) plus the
    registry's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
-   the best is kept.
+   the best, the best of the other family (greedy vs hand-made) and the runner-up start step 2.
 2. *Improve* (:func:`local_search`): move one action of one rank's list to another position,
    mostly actions on the critical path; keep the move when the makespan (then the sum of the
    ranks' finish times) does not get worse, the order does not deadlock and the cap holds.
@@ -26,8 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ConfigError
-from ..schedules.action import Action
+from ..errors import ConfigError, PipesimError
 from ..schedules.schedule import Schedule, loop_placement, v_placement
 from .bounds import heads_tails, lower_bound
 from .costs import StageCosts, load_stage_costs
@@ -41,7 +40,7 @@ _INF = float("inf")
 @dataclass(frozen=True)
 class Policy:
     backward_first: bool = True   # a ready I before a ready F
-    warm_extra: int | None = None  # rank r holds at most min(K, P - r + warm_extra); None = K
+    warm_extra: int | None = None  # rank r holds at most min(K, slope(P-r) + warm_extra); None: K
     w_guard: bool = False          # idle instead of starting a W an I would wait behind
     slope: int = 1                 # the per-rank cap is min(K, slope * (P - r) + warm_extra)
     warm_only: bool = False        # that cap holds only until the rank's first backward
@@ -199,7 +198,8 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
 
 # -- step 2: local search ------------------------------------------------------------------
 
-def _critical(prob: Problem, orders: Sequence[Sequence[int]], end: list[float]) -> list[tuple[int, int]]:
+def _critical(prob: Problem, orders: Sequence[Sequence[int]],
+              end: list[float]) -> list[tuple[int, int]]:
     """(rank, position) of the actions on one longest path, from the last back to the first."""
     S, M = prob.n_stages, prob.m
     SM = S * M
@@ -349,7 +349,7 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
     for name in sorted(registry.names()):
         try:
             sched = registry.generate(name, prob.pp, prob.m, prob.vpp)
-        except Exception:   # a schedule that does not exist at this size is simply not a seed
+        except PipesimError:   # a schedule that does not exist at this size is not a seed
             continue
         if (sched.placement != prob.placement or len(sched.pipelines) != 1 or not sched.flush
                 or sched.microbatches != prob.m
@@ -420,12 +420,12 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
         raise ConfigError(f"--stage-costs: expected {n_stages} costs per list, one per stage, "
                           f"found {stage_costs.n_stages}")
     if max_in_flight is not None:
-        max_in_flight = _int_option("max_in_flight", max_in_flight)
+        max_in_flight = _int_option(max_in_flight)
     return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight, seed=int(seed),
                       iterations=int(iterations)).schedule
 
 
-def _int_option(name: str, value: object) -> int:
+def _int_option(value: object) -> int:
     try:
         return int(str(value), 10) if not isinstance(value, int) else value
     except ValueError:

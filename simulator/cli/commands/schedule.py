@@ -36,8 +36,8 @@ from ...schedules.validate import validate
               help="auto only: costs.yaml {f: [...], i: [...], w: [...], comm: c}, one cost "
                    "per stage (global virtual-stage order); default unit costs.")
 @click.option("--max-in-flight", type=int, default=None,
-              help="auto only: activations a rank may hold (default P; at least 1, 2 with "
-                   "--vpp 2).")
+              help="auto only: activations a rank may hold (default P, 1F1B's memory: 2P "
+                   "chunk activations with --vpp 2; at least 1, 2 with --vpp 2).")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
 def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, stage_costs,
             max_in_flight, list_all) -> None:
