@@ -88,13 +88,15 @@ def _describe(point: Point) -> str:
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | None = None,
               resume: bool = False, executor: str = "local", address: str | None = None,
               reporter: Reporter | None = None,
-              connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> SweepOutcome:
+              connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+              strict: bool = False) -> SweepOutcome:
     """Run every point of ``spec`` (a :class:`SweepSpec` or a spec file) into ``out_dir``.
 
     ``executor`` is ``local`` (``jobs`` processes, default the CPU count; 1 runs in this
     process), ``ray`` or ``dask`` (``address`` of the cluster, or None for a local one;
     ``connect_timeout`` seconds to reach it).
-    With ``resume``, points already in ``out_dir/results.csv`` are not run again.
+    With ``resume``, points already in ``out_dir/results.csv`` are not run again. With
+    ``strict``, a point whose run has warnings is recorded as failed with the first one.
     """
     t0 = time.perf_counter()
     if not isinstance(spec, SweepSpec):
@@ -116,7 +118,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
         # (and with --jobs 1 the points reuse this parse)
         cached_workload(str(Path(base) / p.params["workload"]),
                         p.params.get("layout", "auto"), sha)
-        tasks.append(Task(p.index, p.point_id, p.params, base, sha))
+        tasks.append(Task(p.index, p.point_id, p.params, base, sha, strict))
     failed = 0
     first_error = None
     try:

@@ -64,6 +64,7 @@ class Task:
     params: dict[str, Any]
     base_dir: str               # absolute; the spec's paths are relative to it
     workload_sha256: str        # cache key: an edited file is parsed again
+    strict: bool = False        # pipesim sweep --strict: a warning fails the point
 
 
 _lock = threading.Lock()        # Dask runs tasks on threads
@@ -108,7 +109,8 @@ def _system(path: str | None, overrides: dict[str, Any]) -> Any:
     return found
 
 
-def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256: str = "") -> Any:
+def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256: str = "",
+                   strict: bool = False) -> Any:
     """The :class:`SimulationResult` of one point: what ``pipesim run`` with its options gives."""
     from ..api import simulate
 
@@ -125,7 +127,7 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
                     vpp=params.get("vpp"), iterations=params.get("iterations", 1), layout=layout,
                     schedule_options=options or None, pp_comm=params.get("pp_comm"),
                     gpus=params.get("gpus"), dp=params.get("dp"),
-                    strict=bool(params.get("strict", False)))
+                    strict=strict or bool(params.get("strict", False)))
 
 
 def metrics(result: Any) -> dict[str, Any]:
@@ -163,7 +165,7 @@ def failure(err: BaseException) -> dict[str, Any]:
 def run_point(task: Task) -> tuple[int, dict[str, Any]]:
     """(task.index, result columns) of one point; never raises for a bad point or a bug."""
     try:
-        result = simulate_point(task.params, task.base_dir, task.workload_sha256)
+        result = simulate_point(task.params, task.base_dir, task.workload_sha256, task.strict)
         return task.index, metrics(result)
     except Exception as err:  # noqa: BLE001 -- a bug in one point is recorded, the sweep goes on
         return task.index, failure(err)

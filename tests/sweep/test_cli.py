@@ -115,3 +115,24 @@ def test_progress_bar_counts_done_and_failed():
     quiet.advance(True)
     quiet.close()
     assert buf.getvalue() == text
+
+
+def test_strict_sweep_fails_points_with_warnings_and_keeps_the_warnings_column(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    write(tmp_path / "w.txt", workload_text(8, pp_comm=0))     # pp_comm 0: transfers free
+    spec = write(tmp_path / "s.yaml", "workload: w.txt\ngrid:\n  pp: [1, 2]\n")
+    out = tmp_path / "lax"
+    assert main(["sweep", str(spec), "--out", str(out), "-j", "1", "-q"]) == 0
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["status"]) == ["ok", "ok"]
+    assert [[w["code"] for w in json.loads(x)] for x in table["warnings"]] == [
+        ["memory_unknown"], ["p2p_free", "memory_unknown"]]
+    out = tmp_path / "strict"
+    assert main(["sweep", str(spec), "--out", str(out), "-j", "1", "-q", "--strict"]) == 0
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["status"]) == ["error", "error"]
+    assert table["error"][1].startswith("--strict: ") and table["error"][1].endswith(
+        "[p2p_free]")

@@ -29,7 +29,10 @@ from ...sweep.executors import DEFAULT_CONNECT_TIMEOUT_S, EXECUTORS
               help="With --address: give up on a cluster that cannot be reached after this long.")
 @click.option("--plot", is_flag=True, help="Also draw the plots (PNG) into --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
-def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plot, quiet):
+@click.option("--strict", is_flag=True,
+              help="Record a point whose run has warnings as failed, with the warning.")
+def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plot, quiet,
+            strict):
     """Run every point of the sweep SPEC (YAML: a base, a grid:, zip: groups, exclude: rules)
     and write one row per point to DIR/results.csv (streamed) and DIR/results.parquet."""
     from ...sweep.progress import RichReporter
@@ -39,7 +42,7 @@ def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plo
     try:
         outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
                             address=address, reporter=reporter,
-                            connect_timeout=connect_timeout)
+                            connect_timeout=connect_timeout, strict=strict)
     except KeyboardInterrupt:
         click.echo(f"pipesim sweep: interrupted; the finished points are in {out_dir}/results.csv:"
                    " rerun with --resume to complete the sweep", err=True)
