@@ -89,3 +89,14 @@ def test_registered_apart_from_the_library():
     assert "auto" not in registry.names()
     assert "auto" in registry.cost_aware_names()
     assert registry.get("AUTO").needs_costs
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_cap_holds_in_a_simulated_run(cap, data_dir):
+    from simulator.api import simulate
+
+    sched = synthesize(2, 4, 1, None, cap).schedule
+    summary = simulate(data_dir / "tiny_model.txt", sched).summary
+    peaks = [stage["peak_inflight_activations"] for stage in summary["stages"]]
+    assert max(peaks) <= cap
+    assert max(peaks) == min(cap, 4)   # rank 0 uses the room it is given
