@@ -100,3 +100,23 @@ def test_cap_holds_in_a_simulated_run(cap, data_dir):
     peaks = [stage["peak_inflight_activations"] for stage in summary["stages"]]
     assert max(peaks) <= cap
     assert max(peaks) == min(cap, 4)   # rank 0 uses the room it is given
+
+
+def test_random_problems_valid_within_cap_and_above_the_bound():
+    """Seeded random sizes, caps and costs (zeros, floats, comm, P = 1, V placement)."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(60):
+        pp, vpp, m = rng.randint(1, 4), rng.choice([1, 1, 2]), rng.randint(1, 6)
+        n = pp * vpp
+        cap = rng.randint(2 if vpp == 2 else 1, 2 * n)
+        costs = StageCosts(tuple(rng.choice([0, 0.5, 1, 2, 3]) for _ in range(n)),
+                           tuple(rng.choice([0, 1, 2.5]) for _ in range(n)),
+                           tuple(rng.choice([0, 1, 2]) for _ in range(n)),
+                           rng.choice([0, 0, 1, 0.3]))
+        res = synthesize(pp, m, vpp, costs, cap, iterations=100)
+        validate(res.schedule)
+        assert evaluate(res.schedule, costs).makespan == res.makespan
+        assert max(peak_inflight(acts)[1] for acts in res.schedule.ranks) <= cap
+        assert res.lower_bound <= res.makespan + 1e-9
