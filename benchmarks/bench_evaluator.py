@@ -28,6 +28,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from simulator.workload.partition import partition
 
 REPO = Path(__file__).resolve().parents[1]
 P = 32
@@ -73,7 +74,7 @@ def point(microbatches: int, engine: str) -> dict:
     gc.disable()    # as simulate() runs the engines
     t0 = time.process_time()
     sched = registry.generate("1f1b", P, microbatches, 1)
-    runtime = Runtime(sched, wl.partition(sched.n_chunks), wl.header, system)
+    runtime = Runtime(sched, partition(wl, sched.n_chunks), wl.header, system)
     setup = time.process_time() - t0
     del sched
     rss0 = _rss_mb()

@@ -17,6 +17,7 @@ from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .system.config import SystemConfig, load_system, system_from_dict
 from .workload.model import Workload
+from .workload.partition import check_chunks, partition
 
 
 def _load(workload: Workload | str | PathLike, layout: str) -> Workload:
@@ -134,8 +135,6 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if spec is not None and not isinstance(schedule, Schedule):
         check_sizes(wl, spec, P, M, v, schedule_options, max_actions)
     else:
-        from .workload.partition import check_chunks
-
         check_chunks(wl, schedule.n_chunks)
     if strict:
         enforce_strict(warnings)
@@ -145,12 +144,12 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
         from .schedules.validate import validate as check
 
         check(sched)
-    partition = wl.partition(sched.n_chunks)
+    part = partition(wl, sched.n_chunks)
     # The run allocates many small, acyclic objects: the cyclic collector only costs time here.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        runtime = Runtime(sched, partition, wl.header, sysconf, iterations=iterations,
+        runtime = Runtime(sched, part, wl.header, sysconf, iterations=iterations,
                           options=options)
         engine_used = "simpy"
         if engine == "evaluator":
@@ -169,7 +168,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     warnings += memory_warnings(runtime.memory, records, sysconf, memory_limit_gb, wl)
     if strict:
         enforce_strict(warnings)
-    result = SimulationResult(wl, sched, spec, sysconf, partition, records, iterations,
+    result = SimulationResult(wl, sched, spec, sysconf, part, records, iterations,
                               runtime.labels, notes, runtime.options, warnings)
     result.engine_used = engine_used   # read by the summary (`engine_used`)
     return result

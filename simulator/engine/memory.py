@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..schedules.schedule import Schedule
 from ..system.config import MemoryConfig
+from ..workload.iteration_rows import rank_iteration_rows
 from ..workload.model import CommType, Header, Layer, Partition
 
 
@@ -70,7 +71,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         chunks = sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)})
         params = sum(_params(layer, cfg) for c in chunks for layer in partition.chunks[c])
         params += sum(_params(layer, cfg)
-                      for layer in partition.iteration_rows_of(chunks, schedule.pp))
+                      for layer in rank_iteration_rows(partition, chunks, schedule.pp))
         static.append(params * cfg.bytes_per_param
                       + (versions - 1) * params * cfg.grad_bytes_per_param)
     return MemoryModel(tuple(static), tuple(acts))

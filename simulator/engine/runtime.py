@@ -31,6 +31,7 @@ from ..schedules.comm_pass import Transfer, add_communication
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
+from ..workload.iteration_rows import rank_iteration_rows
 from ..workload.model import Header, Partition
 from .costs import ChunkCosts, DPCollective, partition_costs
 from .eventlog import log, log_complete, log_step
@@ -100,7 +101,7 @@ class Runtime:
             chunks = tuple(sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)}))
             rows = by_share.get(chunks)
             if rows is None:
-                own = partition.iteration_rows_of(chunks, schedule.pp)
+                own = rank_iteration_rows(partition, chunks, schedule.pp)
                 rows = by_share[chunks] = iteration_rows(own, header, system, self.links)
             self.iter_rows.append(rows)
         # compiled below, then let go

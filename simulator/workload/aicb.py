@@ -44,7 +44,7 @@ from itertools import accumulate
 from ..errors import ConfigError, WorkloadError
 from .model import Layer, Partition, Workload
 from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
-from .partition import chunk_bounds, recompute_plan
+from .chunks import chunk_bounds, recompute_plan
 
 # AICB's iteration-level row names, used only when ga == 1 (nothing repeats to find the block by)
 _PRE_NAME = PRE_NAME

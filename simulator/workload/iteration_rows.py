@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .model import Comm, CommType, Layer
+from .model import Comm, CommType, Layer, Partition
 
 PRE_NAME = re.compile(r"^(grad_\w*|moe_grad_norm\d*|embedding_grads|layernorm|norm)$")
 POST_NAME = re.compile(r"^(cross_entropy\d*|optimizer\d*)$")
@@ -85,3 +85,12 @@ def scale_rows(rows: tuple[Layer, ...], share: float) -> tuple[Layer, ...]:
             wg_compute=round(r.wg_compute * share), fwd_comm=_scaled_comm(r.fwd_comm, share),
             ig_comm=_scaled_comm(r.ig_comm, share), wg_comm=_scaled_comm(r.wg_comm, share)))
     return tuple(out)
+
+
+def rank_iteration_rows(partition: Partition, chunks, n_ranks: int) -> tuple[Layer, ...]:
+    """The iteration rows as the rank running ``chunks`` (of ``n_ranks``) runs them."""
+    if (not partition.iteration_share or not partition.iteration_layers
+            or n_ranks == partition.iteration_stages):
+        return partition.iteration_layers
+    return scale_rows(partition.iteration_layers,
+                      sum(partition.iteration_share[c] for c in set(chunks)))

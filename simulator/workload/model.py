@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # a type only: aicb.py builds on this module, not the other way round
+    from .aicb import AicbStage
 
 POLICIES = (
     "DATA",
@@ -113,17 +117,7 @@ class Workload:
     layers: tuple[Layer, ...]
     warnings: tuple[str, ...] = ()
     layout: str = "model"
-    aicb: object | None = None
-
-    def partition(self, n_chunks: int) -> "Partition":
-        """Layers of each model chunk (virtual stage), per this workload's layout."""
-        if self.layout == "aicb" and self.aicb is not None:
-            from .aicb import partition_aicb  # added by the AICB-layout support
-
-            return partition_aicb(self, n_chunks)
-        from .partition import partition_model
-
-        return partition_model(self, n_chunks)
+    aicb: AicbStage | None = None
 
 
 @dataclass(frozen=True)
@@ -145,16 +139,6 @@ class Partition:
     rows_per_layer: float = 1.0   # rows that make one transformer layer (AICB: sub-layer rows)
     iteration_share: tuple[float, ...] = ()
     iteration_stages: int = 1     # pipeline stages the iteration rows describe
-
-    def iteration_rows_of(self, chunks, n_ranks: int) -> tuple[Layer, ...]:
-        """The iteration rows as the rank running ``chunks`` (of ``n_ranks``) runs them."""
-        if (not self.iteration_share or not self.iteration_layers
-                or n_ranks == self.iteration_stages):
-            return self.iteration_layers
-        from .iteration_rows import scale_rows
-
-        return scale_rows(self.iteration_layers,
-                          sum(self.iteration_share[c] for c in set(chunks)))
 
     @property
     def n_chunks(self) -> int:

@@ -28,6 +28,7 @@ from simulator.system import SystemConfig
 from simulator.system.config import CollectiveConfig, LinkConfig, TopologyConfig
 from simulator.workload import Comm, CommGroup, CommType, make_layer, uniform_workload
 from simulator.workload.model import Header, Workload
+from simulator.workload.partition import partition
 
 REPO = Path(__file__).resolve().parents[2]
 LINK = LinkConfig(bandwidth_gbps=8.0, latency_ns=100.0)     # 1 byte per ns + 100 ns
@@ -91,7 +92,7 @@ def check(rt) -> object | None:
 
 
 def both(sched, wl, system=SYSTEM, iterations=2, **options):
-    rt = Runtime(sched, wl.partition(sched.n_chunks), wl.header, system,
+    rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, system,
                  iterations=iterations if sched.flush else 1, options=EngineOptions(**options))
     return check(rt)
 
@@ -261,7 +262,7 @@ def test_falls_back_to_simpy_with_a_note(kwargs, system, reason):
 def test_ambiguous_booking_order_runs_simpy(monkeypatch):
     sched = generate("1f1b", 4, 8, 1)
     wl = workload(4)
-    rt = Runtime(sched, wl.partition(4), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
+    rt = Runtime(sched, partition(wl, 4), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
 
     def tie(*_args):
         raise ev._Ambiguous

@@ -10,6 +10,7 @@ from simulator import simulate
 from simulator.errors import ConfigError, WorkloadError
 from simulator.workload.aicb import AicbStage, detect_layout, partition_aicb, recover_stage
 from simulator.workload.parser import load_workload, parse_workload_text
+from simulator.workload.partition import partition
 
 HEAD = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: {pp} vpp: {vpp} "
         "ga: {ga} all_gpus: {pp} checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0")
@@ -173,7 +174,7 @@ def test_recover_stage_on_a_model_file_raises_not_aicb():
 
 def test_partition_puts_head_first_tail_last_and_iteration_rows_aside():
     wl = aicb(aicb_text(pp=2, ga=3, layers=2))
-    part = wl.partition(2)
+    part = partition(wl, 2)
     assert [[r.name for r in c] for c in part.chunks] == [
         ["embedding_layer", *LAYER, *LAYER], [*LAYER, *LAYER, "final_column"]]
     assert [r.name for r in part.iteration_layers] == ["grad_norm", "cross_entropy1",
@@ -186,7 +187,7 @@ def test_partition_into_more_chunks_gives_the_remainder_to_the_first():
     part = partition_aicb(wl, 4)
     assert [len(c) for c in part.chunks] == [1 + 8, 8, 4, 4 + 1]
     with pytest.raises(ConfigError) as err:
-        wl.partition(7)
+        partition(wl, 7)
     assert str(err.value) == (
         "w.txt: cannot split the 6 transformer layer(s) of the AICB model (2 stage(s) x 3 "
         "layer(s) recovered from the block) into 7 pipeline chunks (pp x vpp); every chunk "
@@ -198,7 +199,7 @@ def test_checkpoints_map_to_every_copy_of_the_block_row():
               "ga: 2 all_gpus: 2 checkpoints: 1 1 checkpoint_initiates: 1 8 pp_comm: 0")
     # file rows: 0 grad_norm, 1 embedding, 2-5 layer 0, 6-9 layer 1, 10 final (repeat 0)
     wl = aicb(aicb_text(pp=2, ga=2, layers=2, header=header))
-    part = wl.partition(2)
+    part = partition(wl, 2)
     # row 8 is layer 1's mlp_column (model rows 7 and 15): recompute from the checkpoint (row
     # 1, the embedding, model row 0) in chunk 0; chunk 1 has no embedding, so from its first row
     assert part.recompute[0] == {7: (0, 1, 2, 3, 4, 5, 6)}
@@ -242,4 +243,4 @@ def test_model_layout_with_more_identical_layers_than_ga_is_not_an_aicb_stage(tm
                  "--pp", "8", "--vpp", "1", "--ga", "64", "-o", str(out)]) == 0
     wl = load_workload(out)
     assert wl.layout == "model"
-    assert wl.partition(16).n_chunks == 16
+    assert partition(wl, 16).n_chunks == 16

@@ -8,6 +8,7 @@ from simulator.errors import ConfigError
 from simulator.workload import (Partition, chunk_bounds, load_workload, partition_model,
                                 uniform_workload)
 from simulator.workload.partition import recompute_plan
+from simulator.workload.partition import partition
 
 
 @pytest.mark.parametrize("n_layers, n_chunks, bounds", [
@@ -61,7 +62,7 @@ def test_empty_chunk_layer_range():
 ])
 def test_recompute_on_the_astra_sim_example(data_dir, n_chunks, sizes, recompute):
     w = load_workload(data_dir / "real" / "Transformer_HybridParallel_Fwd_In_Bckwd.txt", "model")
-    p = w.partition(n_chunks)
+    p = partition(w, n_chunks)
     assert p == partition_model(w, n_chunks)
     assert [len(chunk) for chunk in p.chunks] == sizes
     assert p.recompute == recompute
@@ -81,7 +82,7 @@ def test_recompute_plan_cases():
 
 def test_tiny_model_two_stages(data_dir):
     w = load_workload(data_dir / "tiny_model.txt", "model")
-    p = w.partition(w.header.pp * w.header.vpp)
+    p = partition(w, w.header.pp * w.header.vpp)
     assert [[layer.name for layer in chunk] for chunk in p.chunks] == [
         ["embedding", "attention_0", "mlp_moe_0"], ["attention_1", "mlp_moe_1", "head"]]
     # initiate 3 is chunk 1's first layer: its checkpoint 0 is on chunk 0, nothing to recompute

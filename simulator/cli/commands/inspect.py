@@ -52,7 +52,9 @@ def inspect_workload(workload: Workload, pp: int | None = None,
                                "the rows were read as the whole model")
         except NotAicb as err:
             out["not_aicb"] = err.found
-    part = workload.partition(P * V)
+    from ...workload.partition import partition
+
+    part = partition(workload, P * V)
     out["iteration_rows"] = len(part.iteration_layers)
     layer_ranges = None
     if workload.aicb is not None:
