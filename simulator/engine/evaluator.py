@@ -43,13 +43,13 @@ import logging
 from ..errors import DeadlockError, Wait
 from .eventlog import log
 from .network import LinkStats
-from .program import BATCH, COMPUTE, RECV, SEND
+from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS
 from .columns import ActionColumns, TransferColumns
 from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
 _INF = float("inf")
-COVERED_P2P = ("async", "blocking", "batched")
+COVERED_P2P = ("async", "blocking", "batched", "torch-single", "torch-multi")
 
 
 class _Overflow(Exception):
@@ -73,6 +73,9 @@ def unsupported(runtime) -> str | None:
     mode = p2p_mode(runtime)
     if mode not in COVERED_P2P:
         return f"--p2p {mode}"
+    profile = getattr(runtime, "profile", None)
+    if mode.startswith("torch") and getattr(profile, "exchange_ns", 0.0) > 0:
+        return "runtime.exchange_ns (two-way exchanges pair transfers in time order)"
     if o.layer_by_layer:
         return "--layer-by-layer (the reference path)"
     if not runtime.schedule.flush and runtime.iterations > 1:
@@ -123,7 +126,8 @@ class _Sweep:
         self.rec = RunRecords()
         self.latest = 0.0             # latest event time seen (the deadlock report's clock)
         self.last_booking: dict = {}  # link -> (b, booker rank, step number, positive bytes)
-        self.step = 0
+        self.step = 0                 # runs of ops (see _book)
+        self.booked: list = []        # (src, b, sequence, record) of rendezvous transfers
 
     def run(self):
         rt = self.rt
@@ -168,7 +172,11 @@ class _Sweep:
         cursors: list = [None] * P     # each rank's iterator over its op list (None: restart)
         its = [0] * P
         blocked: list = [None] * P     # the receive a rank waits on (since: its clock), or a Wait
-        batch_state: list = [None] * P  # (batch op, next wait, waits) of a rank in a batch
+        pending: list = [None] * P     # a rank's unfinished wait: ("batch", state) or
+        #                                ("waits", [(channel, op), ...]) (torch)
+        torch = p2p_mode(rt).startswith("torch")
+        tsends: list[dict] = [{} for _ in range(P)]   # torch: posted sends not waited for
+        async_mode = p2p_mode(rt) == "async"
         # (data, dst stage, mb) -> arrival time; the iteration is left out of the key (a
         # flush separates iterations) and the box emptied at every barrier
         mailbox: dict = {}
@@ -176,7 +184,8 @@ class _Sweep:
         out_links: list[dict] = [{} for _ in range(P)]   # per source rank: dst -> LinkStats
         free_sends = [[0] * P for _ in range(P)]         # zero-byte sends per (src, dst)
         digest: dict = {}              # id(StepCost) -> the fields the loop reads
-        self.channels: dict = {}       # blocking / batched rendezvous
+        self.channels: dict = {}       # blocking / batched / torch rendezvous
+        channels = self.channels
         ready = list(range(P - 1, -1, -1))
         self.ready = ready
         finished = 0                   # ranks at the barrier of the current iteration
@@ -198,12 +207,19 @@ class _Sweep:
                 ops = cursors[r] = iter(compiled[r])
                 if prologue:
                     now = now + prologue
-            state = batch_state[r]
-            if state is not None:      # resume inside a batch
-                now = self._wait_batch(r, now, state, blocked)
-                if now is None:
+            state = pending[r]
+            if state is not None:      # resume inside a wait
+                self.step += 1
+                if state[0] == "batch":
+                    t_done = self._wait_batch(r, now, state[1], blocked)
+                else:
+                    t_done = self._wait_all(r, now, state[1], blocked)
+                if t_done is None:
                     continue
-                batch_state[r] = None
+                now = t_done
+                pending[r] = None
+            elif not async_mode:
+                self.step += 1         # a new run of this rank's ops (see _book)
             for op in ops:
                 code = op[0]
                 if code == COMPUTE:
@@ -318,14 +334,54 @@ class _Sweep:
                     state = self._post(r, it, now, op)
                     t_done = self._wait_batch(r, now, state, blocked)
                     if t_done is None:
-                        batch_state[r] = state
+                        pending[r] = ("batch", state)
                         now = clock[r]     # as far as its waits got
+                        break
+                    now = t_done
+                # torch's steps (see rendezvous.py): posts never block, waits do
+                elif code == IRECV:
+                    key = (it,) + op[1]
+                    ch = channels.get(key)
+                    if ch is None:
+                        ch = channels[key] = _Channel()
+                    ch.recv_t = now
+                    ch.recv_rank = r
+                    if ch.send is not None:
+                        self._book(r, max(ch.send[1], now), ch, True)
+                elif code == TSEND:
+                    key = (it,) + op[1]
+                    ch = channels.get(key)
+                    if ch is None:
+                        ch = channels[key] = _Channel()
+                    ch.send = (r, now, op[2], op[3], op[4], it)
+                    tsends[r][key] = (ch, op)
+                    if ch.recv_t is not None:
+                        self._book(r, max(now, ch.recv_t), ch, True)
+                elif code == WAIT or code == WAITSENDS:
+                    if code == WAIT:
+                        items = [(channels[(it,) + op[1]], op)]
+                    else:
+                        items = [tsends[r].pop((it,) + k) for k in op[1]]
+                    t_done = self._wait_all(r, now, items, blocked)
+                    if t_done is None:
+                        pending[r] = ("waits", items)
+                        now = clock[r]
                         break
                     now = t_done
                 else:
                     raise ValueError(f"the evaluator does not cover op code {code}")
             else:
-                # end of the iteration: epilogue, the once-per-iteration rows, the barrier
+                # end of the iteration: torch waits for its sends; epilogue, the
+                # once-per-iteration rows, the barrier
+                if torch and tsends[r]:
+                    items = list(tsends[r].values())
+                    tsends[r].clear()
+                    t_done = self._wait_all(r, now, items, blocked)
+                    if t_done is None:
+                        pending[r] = ("waits", items)
+                        mem[r] = m
+                        continue
+                    now = t_done
                 if epilogue:
                     now = now + epilogue
                 ir = rows[r]
@@ -367,6 +423,7 @@ class _Sweep:
                         its[q] = nxt
                     mem[r] = m
                     mailbox.clear()   # sends nobody received (an unchecked schedule)
+                    channels.clear()
                     if nxt < iterations:
                         ready.extend(range(P - 1, -1, -1))
                     else:
@@ -383,9 +440,9 @@ class _Sweep:
                     link.transfers += n
         if done_ranks < P:
             self._deadlock(blocked, clock)
-        if p2p_mode(rt) != "async":
-            # transfers per source rank in booking (b) order, as the engine appends them
-            rec.transfers.sort(key=lambda t: (t.src_rank, t.issued))
+        if not async_mode:
+            # transfers per source rank in booking order, as the engine appends them
+            rec.transfers = [x[3] for x in sorted(self.booked)]
         rec.layer_ops = rt.layer_ops_per_iteration * iterations
         return rec
 
@@ -416,7 +473,7 @@ class _Sweep:
                 waits.append((op, ch, False))
         complete.sort(key=lambda c: (c[0], c[1]))
         for b, _, ch in complete:
-            self._book(rank, now, b, ch)
+            self._book(rank, b, ch)
         return [batch, 0, waits, it]
 
     def _wait_batch(self, rank: int, now: float, state: list, blocked: list) -> float | None:
@@ -445,7 +502,32 @@ class _Sweep:
                 self.channels.pop((it,) + o[1], None)
         return now
 
-    def _book(self, poster: int, posted: float, b: float, ch: _Channel) -> None:
+    def _wait_all(self, rank: int, now: float, items: list, blocked: list) -> float | None:
+        """torch: wait for these transfers' arrivals in order (a receive's, or the sends the
+        rank waits for); the time it is done, or None while one is not booked yet (``items``
+        keeps what is left)."""
+        self.step += 1
+        while items:
+            ch, op = items[0]
+            fire = ch.arrival
+            if fire is None:
+                blocked[rank] = op      # since: its clock
+                ch.waiters.append(rank)
+                self.clock[rank] = now
+                return None
+            if fire > now:
+                now = fire
+            del items[0]
+        blocked[rank] = None
+        return now
+
+    def _book(self, poster: int, b: float, ch: _Channel, torch: bool = False) -> None:
+        """Book a transfer both sides of which are posted, at ``b`` (the later post), on its
+        FIFO link. Bookings of one link must come in order of ``b``; two positive-size ones
+        at the same ``b`` only when the rank posting now booked both in one run of its ops
+        (its op order is then the engine's); else the engine's queue order would decide and
+        :class:`_Ambiguous` hands the run to the engine. torch records a transfer as issued
+        when its send was posted; blocking / batched when it started."""
         src, ts, dst, nbytes, t, sit = ch.send
         tr = ch.recv_t
         links = self.rec.links
@@ -473,8 +555,9 @@ class _Sweep:
             link.free_at = s + serial
             link.busy_ns += serial
             e = s + serial + cfg.latency_ns
-        self.rec.transfers.append(TransferRecord(src, dst, t.src_stage, t.dst_stage, t.data,
-                                                 t.microbatch, sit, nbytes, b, s, e))
+        self.booked.append((src, b, len(self.booked), TransferRecord(
+            src, dst, t.src_stage, t.dst_stage, t.data, t.microbatch, sit, nbytes,
+            ts if torch else b, s, e)))
         latency = link.config.latency_ns if nbytes > 0 else 0.0
         ch.arrival = b + (e - b)
         ch.sent = b + (e - latency - b)
