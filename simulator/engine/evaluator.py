@@ -12,13 +12,14 @@ booked, so a sweep over the compiled op lists gives the same times:
 - asynchronous point-to-point: a link (one direction of a rank pair) is only ever booked by its
   source rank, in that rank's op order, so FIFO booking order cannot depend on how ranks
   interleave and ties at equal times cannot change a result;
-- blocking / batched point-to-point: a transfer is booked when both sides have posted, at
-  ``b = max(send posted, receive posted)``; bookings on a link are applied in order of ``b``.
-  Two positive-size bookings on one link at the same ``b`` are ordered by the one rank that
-  posted both of them last (its batch order); if two ranks could be processed in either order
-  at that instant (SimPy would decide by its queue order), or bookings arrive out of order,
-  the SimPy engine runs instead (:class:`_Ambiguous`; the tests show it does not arise on the
-  registered schedules);
+- blocking / batched point-to-point and torch's rules (rendezvous; posts never block, waits
+  do): a transfer is booked when both sides have posted, at ``b = max(send posted, receive
+  posted)``; bookings on a link are applied in order of ``b``. Two positive-size bookings on
+  one link at the same ``b`` are ordered by the one rank that posted both of them last, in
+  one run of its ops (its op order); if two ranks could be processed in either order at that
+  instant (SimPy would decide by its queue order), or bookings arrive out of order, the SimPy
+  engine runs instead (:class:`_Ambiguous`: none on the registered schedules batched; with
+  torch's rules DualPipeV with transfers that take time, and about 1 % of random cases);
 - every time is computed with the engine's float expressions (``now + (arrival - now)`` where
   SimPy schedules a timeout of ``arrival - now``): equal to the nanosecond, compared with ``==``;
 - the iteration barrier (flush) waits for every rank and every DP collective and update, as
@@ -27,9 +28,9 @@ booked, so a sweep over the compiled op lists gives the same times:
 The records are the engine's: every rank's actions, collectives, memory samples and transfers
 in the same per-rank order; the lists hold the ranks one after another instead of interleaved
 (nothing reads that order). Actions and asynchronous transfers are kept as time columns
-(``columns.py``). Blocking / batched transfers are listed per source rank by booking time; two
-booked at the same instant on different links may be listed the other way round (their times
-are equal to the engine's either way). A deadlock (no cursor can move) raises the
+(``columns.py``). Rendezvous transfers are listed per source rank by booking time; two booked
+at the same instant on different links may be listed the other way round (their times are
+equal to the engine's either way). A deadlock (no cursor can move) raises the
 engine's DeadlockError with the same waits and time. Out of memory is rare and the engine's
 message names the first overflow in time order: there the SimPy engine runs to raise it.
 Where the evaluator does not apply, :func:`unsupported` says why and the caller runs the SimPy
