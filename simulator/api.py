@@ -153,15 +153,15 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                           options=options)
         engine_used = "simpy"
         if engine == "evaluator":
-            from .engine.evaluator import evaluate, unsupported
+            from .engine.evaluator import run as evaluate
 
-            reason = unsupported(runtime)
+            records, reason = evaluate(runtime)
             if reason is None:
                 engine_used = "evaluator"
             else:
-                notes.append(f"engine: the evaluator does not cover {reason}; the SimPy "
-                             "engine ran")
-        records = runtime.run() if engine_used == "simpy" else evaluate(runtime)
+                notes.append(f"engine: {reason}; the SimPy engine ran")
+        else:
+            records = runtime.run()
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -98,6 +98,21 @@ def evaluate(runtime):
         return runtime.run()   # the engine's OutOfMemoryError, or its queue order
 
 
+def run(runtime):
+    """``(records, None)`` when the evaluator computed them; else ``(records, why)`` with the
+    SimPy engine's records and why it ran them (a note for the user)."""
+    reason = unsupported(runtime)
+    if reason is not None:
+        return runtime.run(), f"the evaluator does not cover {reason}"
+    try:
+        return _Sweep(runtime).run(), None
+    except _Ambiguous:
+        return runtime.run(), ("two bookings of one link at one instant whose order only the "
+                               "event queue decides")
+    except _Overflow:
+        return runtime.run(), "a rank over its memory limit"   # the engine raises it
+
+
 def _iter_rows(runtime, rank: int):
     rows = runtime.iter_rows
     return rows[rank] if isinstance(rows, (list, tuple)) else rows
