@@ -105,10 +105,10 @@ def test_known_costs_give_the_closed_form(base):
 def test_a_bug_in_one_point_is_recorded_with_its_type(base, monkeypatch):
     real = worker_mod.simulate_point
 
-    def flaky(params, base_dir, sha=""):
+    def flaky(params, base_dir, sha="", strict=False):
         if params["pp"] == 4:
             raise ZeroDivisionError("division by zero")
-        return real(params, base_dir, sha)
+        return real(params, base_dir, sha, strict)
 
     monkeypatch.setattr(worker_mod, "simulate_point", flaky)
     spec = spec_from_dict({"workload": "w.txt", "grid": {"pp": [2, 4, 8]}}, "s.yaml", base)
