@@ -46,6 +46,7 @@ class Policy:
     warm_only: bool = False        # that cap holds only until the rank's first backward
     depth_first: bool = False      # among ready forwards, the later stage first (V: chunk 1)
     spare_one: bool = False        # V: a new microbatch needs one spare slot, not all of its own
+    w_early: int = 0               # with held >= K - w_early, a pending W goes before a forward
 
 
 def min_cap(vpp: int) -> int:
@@ -139,6 +140,8 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     best_f, best_f_key = s, key
         if best_i >= 0 and (policy.backward_first or best_f < 0):
             return SM + best_i
+        if best_f >= 0 and pend_w[r] and policy.w_early and held[r] >= cap - policy.w_early:
+            return 2 * SM + pend_w[r][0]
         if best_f >= 0:
             return best_f * M + next_f[best_f]
         if pend_w[r]:
@@ -321,7 +324,8 @@ POLICIES = tuple(Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 
 V_POLICIES = tuple(Policy(bf, we, False, sl, wo, df, so) for bf in (True, False)
                    for we, sl, wo in ((None, 1, False), (0, 2, True), (-1, 2, True), (1, 2, True),
                                       (0, 4, True), (-2, 4, True), (0, 3, True), (-1, 3, True))
-                   for df in (False, True) for so in (False, True))
+                   for df in (False, True) for so in (False, True)) + tuple(
+    Policy(True, None, False, 1, False, df, True, we) for df in (False, True) for we in (1, 2, 3))
 
 
 @dataclass(frozen=True)
