@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from simulator import simulate  # noqa: E402
-from simulator.analysis import (SIMAI_BUBBLE_FORMULA, pipeline_bubble,  # noqa: E402
+from simulator.metrics import (SIMAI_BUBBLE_FORMULA, pipeline_bubble,  # noqa: E402
                                 simai_pipeline_terms)
 from simulator.errors import ConfigError  # noqa: E402
 from simulator.schedules import names  # noqa: E402

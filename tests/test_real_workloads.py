@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from simulator import simulate
-from simulator.analysis import pipeline_bubble, simai_pipeline_terms
+from simulator.metrics import pipeline_bubble, simai_pipeline_terms
 from simulator.cli.main import main
 from simulator.errors import ConfigError, WorkloadError
 from simulator.schedules import names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..metrics.phases import COOLDOWN, WARMUP
+from ..schedules.phases import COOLDOWN, WARMUP
 
 log = logging.getLogger("pipesim.engine")
 

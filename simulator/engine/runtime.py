@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 import simpy
 
 from ..errors import DeadlockError, OutOfMemoryError, Wait
-from ..metrics.phases import phase_labels
+from ..schedules.phases import phase_labels
 from ..schedules.comm_pass import Transfer, add_communication
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig

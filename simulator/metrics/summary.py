@@ -18,7 +18,7 @@ from collections import defaultdict
 from statistics import mean, median
 from typing import Any
 
-from .phases import peak_inflight, phase_counts
+from ..schedules.phases import peak_inflight, phase_counts
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -154,7 +154,8 @@ def summarize(result: Any) -> dict[str, Any]:
             "mean": makespan, "p50": median(makespans), "p99": _percentile(makespans, 0.99),
             "min": min(makespans), "max": max(makespans)}
     if n_it:
-        from ..analysis import pipeline_bubble, simai_pipeline_terms
+        from .bubble import pipeline_bubble
+        from .simai import simai_pipeline_terms
 
         out["pipeline_bubble_ns"] = pipeline_bubble(result)
         if result.workload.layout == "aicb":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..schedules.action import Action
+from .action import Action
 
 WARMUP, STEADY, COOLDOWN = "Warmup", "Steady", "Cooldown"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PipesimError
-from ..metrics.phases import peak_inflight
+from ..schedules.phases import peak_inflight
 from ..schedules.schedule import Schedule
 from .executor import Execution, execute
 from .model import Model, Params, build_model, make_batch

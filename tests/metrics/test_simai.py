@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator import simulate
-from simulator.analysis import SIMAI_BUBBLE_FORMULA, pipeline_bubble, simai_pipeline_terms
+from simulator.metrics import SIMAI_BUBBLE_FORMULA, pipeline_bubble, simai_pipeline_terms
 from simulator.system.config import system_from_dict
 from simulator.workload import (Comm, CommGroup, CommType, Header, Workload, make_layer,
                                 uniform_workload)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.metrics.phases import peak_inflight
+from simulator.schedules.phases import peak_inflight
 from simulator.planning import StageCosts, synthesize
 from simulator.planning.evaluate import evaluate
 from simulator.schedules import registry

@@ -15,7 +15,7 @@ import inspect
 import pytest
 
 from simulator.errors import ConfigError
-from simulator.metrics.phases import peak_inflight
+from simulator.schedules.phases import peak_inflight
 from simulator.schedules import generate, get, names
 from simulator.verify import build_model, execute, make_batch, verify_schedule
 
