@@ -15,11 +15,11 @@ booked, so a sweep over the compiled op lists gives the same times:
 - blocking / batched point-to-point and torch's rules (rendezvous; posts never block, waits
   do): a transfer is booked when both sides have posted, at ``b = max(send posted, receive
   posted)``; bookings on a link are applied in order of ``b``. Two positive-size bookings on
-  one link at the same ``b`` are ordered by the one rank that posted both of them last, in
-  one run of its ops (its op order); if two ranks could be processed in either order at that
-  instant (SimPy would decide by its queue order), or bookings arrive out of order, the SimPy
-  engine runs instead (:class:`_Ambiguous`: none on the registered schedules batched; with
-  torch's rules DualPipeV with transfers that take time, and about 1 % of random cases);
+  one link at the same ``b`` must be ordered the same way however SimPy interleaves the ranks
+  at that instant: every post made at ``b`` for the first is followed, on its rank (ranks post
+  in op order), by one for the second. Otherwise, or if bookings arrive out of order, SimPy's
+  queue order would decide and the SimPy engine runs instead (:class:`_Ambiguous`; it did not
+  arise on any registered schedule or random case of the tests);
 - every time is computed with the engine's float expressions (``now + (arrival - now)`` where
   SimPy schedules a timeout of ``arrival - now``): equal to the nanosecond, compared with ``==``;
 - the iteration barrier (flush) waits for every rank and every DP collective and update, as
@@ -122,12 +122,15 @@ class _Channel:
     """One blocking / batched transfer: who posted which side when, and once both have, its
     booking and the times its two events fire."""
 
-    __slots__ = ("send", "recv_t", "recv_rank", "arrival", "sent", "waiters")
+    __slots__ = ("send", "recv_t", "recv_rank", "arrival", "sent", "waiters", "send_post",
+                 "recv_post")
 
     def __init__(self) -> None:
         self.send = None        # (rank, posted at, dst, bytes, transfer, iteration)
         self.recv_t = None      # receive posted at
         self.recv_rank = -1
+        self.send_post = None   # the order in which each side was posted (see _book)
+        self.recv_post = None
         self.arrival = None     # fire time of the arrival event (receiver side)
         self.sent = None        # fire time of the sent event (sender side)
         self.waiters = []       # ranks blocked on this channel
@@ -141,8 +144,8 @@ class _Sweep:
         self.P = runtime.schedule.pp
         self.rec = RunRecords()
         self.latest = 0.0             # latest event time seen (the deadlock report's clock)
-        self.last_booking: dict = {}  # link -> (b, booker rank, step number, positive bytes)
-        self.step = 0                 # runs of ops (see _book)
+        self.last_booking: dict = {}  # link -> (b, posts at b) of its last booking
+        self.seq = 0                  # posts, in the order they are made
         self.booked: list = []        # (src, b, sequence, record) of rendezvous transfers
 
     def run(self):
@@ -225,7 +228,6 @@ class _Sweep:
                     now = now + prologue
             state = pending[r]
             if state is not None:      # resume inside a wait
-                self.step += 1
                 if state[0] == "batch":
                     t_done = self._wait_batch(r, now, state[1], blocked)
                 else:
@@ -234,8 +236,6 @@ class _Sweep:
                     continue
                 now = t_done
                 pending[r] = None
-            elif not async_mode:
-                self.step += 1         # a new run of this rank's ops (see _book)
             for op in ops:
                 code = op[0]
                 if code == COMPUTE:
@@ -362,17 +362,19 @@ class _Sweep:
                         ch = channels[key] = _Channel()
                     ch.recv_t = now
                     ch.recv_rank = r
+                    ch.recv_post = self._post_id()
                     if ch.send is not None:
-                        self._book(r, max(ch.send[1], now), ch, True)
+                        self._book(max(ch.send[1], now), ch, True)
                 elif code == TSEND:
                     key = (it,) + op[1]
                     ch = channels.get(key)
                     if ch is None:
                         ch = channels[key] = _Channel()
                     ch.send = (r, now, op[2], op[3], op[4], it)
+                    ch.send_post = self._post_id()
                     tsends[r][key] = (ch, op)
                     if ch.recv_t is not None:
-                        self._book(r, max(now, ch.recv_t), ch, True)
+                        self._book(max(now, ch.recv_t), ch, True)
                 elif code == WAIT or code == WAITSENDS:
                     if code == WAIT:
                         items = [(channels[(it,) + op[1]], op)]
@@ -467,7 +469,6 @@ class _Sweep:
         """Post a batch's sends and receives at ``now``; book every transfer both of whose
         sides are now posted (in order of their booking times); return its wait state."""
         ops = batch[1]
-        self.step += 1
         channels = self.channels
         waits = []
         complete = []
@@ -479,17 +480,19 @@ class _Sweep:
             if op[0] == RECV:
                 ch.recv_t = now
                 ch.recv_rank = rank
+                ch.recv_post = self._post_id()
                 if ch.send is not None:
                     complete.append((max(ch.send[1], now), pos, ch))
                 waits.append((op, ch, True))
             else:
                 ch.send = (rank, now, op[2], op[3], op[4], it)
+                ch.send_post = self._post_id()
                 if ch.recv_t is not None:
                     complete.append((max(now, ch.recv_t), pos, ch))
                 waits.append((op, ch, False))
         complete.sort(key=lambda c: (c[0], c[1]))
         for b, _, ch in complete:
-            self._book(rank, b, ch)
+            self._book(b, ch)
         return [batch, 0, waits, it]
 
     def _wait_batch(self, rank: int, now: float, state: list, blocked: list) -> float | None:
@@ -518,11 +521,14 @@ class _Sweep:
                 self.channels.pop((it,) + o[1], None)
         return now
 
+    def _post_id(self) -> int:
+        self.seq += 1
+        return self.seq
+
     def _wait_all(self, rank: int, now: float, items: list, blocked: list) -> float | None:
         """torch: wait for these transfers' arrivals in order (a receive's, or the sends the
         rank waits for); the time it is done, or None while one is not booked yet (``items``
         keeps what is left)."""
-        self.step += 1
         while items:
             ch, op = items[0]
             fire = ch.arrival
@@ -537,11 +543,11 @@ class _Sweep:
         blocked[rank] = None
         return now
 
-    def _book(self, poster: int, b: float, ch: _Channel, torch: bool = False) -> None:
+    def _book(self, b: float, ch: _Channel, torch: bool = False) -> None:
         """Book a transfer both sides of which are posted, at ``b`` (the later post), on its
         FIFO link. Bookings of one link must come in order of ``b``; two positive-size ones
-        at the same ``b`` only when the rank posting now booked both in one run of its ops
-        (its op order is then the engine's); else the engine's queue order would decide and
+        at the same ``b`` in the order the engine books them whatever order it runs the ranks
+        in at that instant (below). Else the engine's queue order would decide:
         :class:`_Ambiguous` hands the run to the engine. torch records a transfer as issued
         when its send was posted; blocking / batched when it started."""
         src, ts, dst, nbytes, t, sit = ch.send
@@ -550,16 +556,23 @@ class _Sweep:
         link = links.get((src, dst))
         if link is None:
             link = links[(src, dst)] = LinkStats(src, dst, self.rt.links.p2p(src, dst))
-        # who books in the engine: whoever posts last; at equal times, the queue decides
-        booker = (src if ts > tr else ch.recv_rank) if ts != tr else None
+        # the posts made at the booking instant: the engine books at the last of them
+        last = []
+        if ts == b:
+            last.append((src, ch.send_post))
+        if tr == b:
+            last.append((ch.recv_rank, ch.recv_post))
         prev = self.last_booking.get((src, dst))
         if nbytes > 0 and prev is not None:
-            pb, pbooker, pstep = prev
-            if b < pb or (b == pb and (booker is None or booker != pbooker
-                                       or pbooker != poster or pstep != self.step)):
+            pb, plast = prev
+            # at one instant, this booking comes after the previous one in the engine however
+            # the ranks interleave if each post of the previous one is followed, on its rank,
+            # by a post of this one (posts are numbered in each rank's op order)
+            if b < pb or (b == pb and not all(any(q == p and n > m for q, n in last)
+                                              for p, m in plast)):
                 raise _Ambiguous
         if nbytes > 0:
-            self.last_booking[(src, dst)] = (b, booker, self.step)
+            self.last_booking[(src, dst)] = (b, last)
         link.bytes += nbytes
         link.transfers += 1
         if nbytes <= 0:
