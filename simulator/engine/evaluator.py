@@ -584,7 +584,9 @@ class _Sweep:
             link.free_at = s + serial
             link.busy_ns += serial
             e = s + serial + cfg.latency_ns
-        self.booked.append((src, b, len(self.booked), TransferRecord(
+        # listed per source rank by booking instant, then by the post that made the booking
+        # (a rank's posts are in its op order; two ranks' at one instant in either order)
+        self.booked.append((src, b, max(n for _, n in last), TransferRecord(
             src, dst, t.src_stage, t.dst_stage, t.data, t.microbatch, sit, nbytes,
             ts if torch else b, s, e)))
         latency = link.config.latency_ns if nbytes > 0 else 0.0
