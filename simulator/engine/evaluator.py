@@ -42,10 +42,10 @@ from __future__ import annotations
 import logging
 
 from ..errors import DeadlockError, Wait
+from .columns import ActionColumns, TransferColumns
 from .eventlog import log
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS
-from .columns import ActionColumns, TransferColumns
 from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
