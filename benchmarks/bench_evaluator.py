@@ -28,7 +28,6 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from simulator.workload.partition import partition
 
 REPO = Path(__file__).resolve().parents[1]
 P = 32
@@ -68,6 +67,7 @@ def point(microbatches: int, engine: str) -> dict:
     from simulator.schedules import registry
     from simulator.system.config import load_system
     from simulator.workload import uniform_workload
+    from simulator.workload.partition import partition
 
     system = load_system(None)
     wl = uniform_workload(P, 1000, 1000, 1000, pp=P, ga=microbatches, pp_comm=0)
@@ -91,7 +91,8 @@ def point(microbatches: int, engine: str) -> dict:
             if op[0] == 1:
                 pass
     walk = time.process_time() - c0
-    return {"engine": engine, "ops": n_ops, "walk_cpu_s": walk, "microbatches": microbatches, "actions": len(rec.actions),
+    return {"engine": engine, "ops": n_ops, "walk_cpu_s": walk, "microbatches": microbatches,
+            "actions": len(rec.actions),
             "setup_cpu_s": setup, "cpu_s": cpu, "wall_s": wall, "rss_before_mb": rss0,
             "rss_after_mb": rss1, "makespan_ns": rec.iteration_bounds[-1][1],
             "digest": _digest(rec)}
