@@ -252,7 +252,7 @@ BEFORE_HONEST = [
 
 def changed_by_honest_defaults() -> list[str]:
     """What the honest defaults (derived pp_comm, iteration rows shared by stage) changed."""
-    from simulator.cli.report import fmt_bytes
+    from simulator.units import fmt_bytes
 
     real = Path(__file__).resolve().parents[1] / "tests" / "data" / "real"
     out = [

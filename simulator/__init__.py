@@ -1,15 +1,42 @@
 """pipesim: a discrete-event simulator of pipeline-parallel training.
 
 ``simulate(workload, schedule=..., system=..., **overrides)`` runs one simulation and returns a
-:class:`SimulationResult` whose ``to_dict()`` is the JSON summary.
+:class:`SimulationResult` whose ``to_dict()`` is the JSON summary; ``compare`` runs several
+schedules on one workload. The names load on first use, so importing one layer of the package
+(``simulator.workload``, say) does not import the engine.
 """
 
-from .api import simulate
-from .errors import (ConfigError, DeadlockError, OutOfMemoryError, PipesimError, ScheduleError,
-                     WorkloadError)
-from .result import SimulationResult
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["simulate", "SimulationResult", "PipesimError", "WorkloadError", "ConfigError",
-           "ScheduleError", "DeadlockError", "OutOfMemoryError", "__version__"]
+_LAZY = {
+    "simulate": ("api", "simulate"),
+    "compare": ("api", "compare"),
+    "SimulationResult": ("result", "SimulationResult"),
+    "PipesimError": ("errors", "PipesimError"),
+    "WorkloadError": ("errors", "WorkloadError"),
+    "ConfigError": ("errors", "ConfigError"),
+    "ScheduleError": ("errors", "ScheduleError"),
+    "DeadlockError": ("errors", "DeadlockError"),
+    "OutOfMemoryError": ("errors", "OutOfMemoryError"),
+}
+
+__all__ = [*_LAZY, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module 'simulator' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{found[0]}"), found[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import gc
 from os import PathLike
+from collections.abc import Sequence
 from typing import Any
 
 from .engine.options import EngineOptions
 from .engine.runtime import Runtime
 from .diagnostics import enforce_strict
-from .errors import ConfigError
+from .errors import ConfigError, PipesimError
 from .preflight import check_sizes, header_for_run, memory_warnings
-from .result import SimulationResult
+from .result import ScheduleRun, SimulationResult
 from .schedules import registry
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
@@ -172,3 +173,31 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                               runtime.labels, notes, runtime.options, warnings)
     result.engine_used = engine_used   # read by the summary (`engine_used`)
     return result
+
+
+def compare(workload: Workload | str | PathLike, schedules: Sequence[str],
+            system: SystemConfig | str | PathLike | dict | None = None, *,
+            pp: int | None = None, microbatches: int | None = None, vpp: int | None = None,
+            layout: str = "auto", trace_layers: bool = False, **run_options: Any
+            ) -> list[ScheduleRun]:
+    """Simulate ``workload`` under each schedule with the same P, M and system, in order.
+
+    The workload is parsed once. A schedule that cannot run with these numbers (an illegal
+    P/M/v, a deadlock) keeps its place with the error, and the others still run. ``vpp`` applies
+    to the schedules that take any number of chunks (interleaved ones); the others run their own
+    fixed number (ZB-V and DualPipeV: 2). ``run_options`` go to :func:`simulate` unchanged.
+    """
+    wl = _load(workload, layout)
+    sysconf = _system(system)
+    runs = []
+    for name in schedules:
+        spec = registry.get(name)
+        v = vpp if spec.variable_vpp else None
+        try:
+            result = simulate(wl, spec.name, sysconf, pp=pp, microbatches=microbatches, vpp=v,
+                              trace_layers=trace_layers, **run_options)
+        except PipesimError as err:
+            runs.append(ScheduleRun(spec.name, error=str(err)))
+            continue
+        runs.append(ScheduleRun(spec.name, result=result))
+    return runs

@@ -51,6 +51,15 @@ class SimulationResult:
         return out
 
 
+@dataclass
+class ScheduleRun:
+    """One schedule's outcome in a comparison: a result, or the one-line error that stopped it."""
+
+    schedule: str
+    result: SimulationResult | None = None
+    error: str | None = None
+
+
 def _json_numbers(obj: Any, key: str = "") -> Any:
     """Bytes as integers (a byte count has no fraction), other whole floats as integers."""
     if isinstance(obj, dict):

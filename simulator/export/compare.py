@@ -1,29 +1,17 @@
-"""Several schedules on one workload and system, and the table that compares them.
+"""The table that compares several schedules' runs (:func:`simulator.api.compare` runs them).
 
-The workload is parsed once and every schedule runs on it with the same P, M and system. A
-schedule that cannot run with these numbers (an illegal P/M/v, a deadlock) keeps its row, with
-the error, and the others still run. ``--vpp`` applies to the schedules that take any number of
-chunks (interleaved ones); the others run their own fixed number (ZB-V and DualPipeV: 2).
+A schedule that could not run with the given numbers keeps its row, with the error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..cli.report import fmt_bytes, fmt_pct, fmt_time
-from ..errors import ConfigError, PipesimError
+from ..errors import ConfigError
+from ..result import ScheduleRun as Run
 from ..schedules import registry
-
-
-@dataclass
-class Run:
-    """One schedule's outcome: a result, or the one-line error that stopped it."""
-
-    schedule: str
-    result: Any = None
-    error: str | None = None
+from ..units import fmt_bytes, fmt_pct, fmt_time
 
 
 def parse_schedules(text: str, option: str = "--schedules") -> list[str]:
@@ -43,36 +31,6 @@ def parse_schedules(text: str, option: str = "--schedules") -> list[str]:
             raise ConfigError(f"{option}: {spec.name!r} is given twice")
         out.append(spec.name)
     return out
-
-
-def run_schedules(workload: Any, schedules: Sequence[str], system: Any = None, *,
-                  pp: int | None = None, microbatches: int | None = None,
-                  vpp: int | None = None, layout: str = "auto",
-                  trace_layers: bool = False) -> list[Run]:
-    """Simulate ``workload`` (a path or a Workload) under each schedule, in order."""
-    from ..api import simulate
-    from ..system.config import SystemConfig, load_system, system_from_dict
-    from ..workload import Workload, load_workload
-
-    wl = workload if isinstance(workload, Workload) else load_workload(workload, layout=layout)
-    if isinstance(system, dict):
-        sysconf = system_from_dict(system)
-    elif isinstance(system, SystemConfig):
-        sysconf = system
-    else:
-        sysconf = load_system(system)
-    runs = []
-    for name in schedules:
-        spec = registry.get(name)
-        v = vpp if spec.variable_vpp else None
-        try:
-            result = simulate(wl, spec.name, sysconf, pp=pp, microbatches=microbatches, vpp=v,
-                              trace_layers=trace_layers)
-        except PipesimError as err:
-            runs.append(Run(spec.name, error=str(err)))
-            continue
-        runs.append(Run(spec.name, result=result))
-    return runs
 
 
 def baseline(runs: Sequence[Run]) -> Run | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cli.report import fmt_pct, fmt_time
+from ..units import fmt_pct, fmt_time
 from ..errors import ConfigError
 from . import palette
 

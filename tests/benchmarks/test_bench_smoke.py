@@ -80,7 +80,8 @@ def test_quick_run_prints_every_table_and_appends_it(tmp_path, capsys):
     assert [r[0] for r in su[1:]] == ["`python -c pass` (interpreter floor)",
                                       "`python -c \"import simulator\"`",
                                       f"`{startup.pipesim_command()[1]} run gpt-24l.txt`"]
-    assert "simulator" in [r[0] for r in by_head["module/cumulative"][1:]]
+    # the package face is lazy: its biggest entries are its layers (simulator.api, ...)
+    assert any(r[0].startswith("simulator") for r in by_head["module/cumulative"][1:])
 
     assert text.count("#### Profile: ") == 4
     phases = [t for t in tables if t[0] == ["phase", "cumulative", "share"]]

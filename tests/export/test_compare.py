@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from simulator.errors import ConfigError
-from simulator.export.compare import parse_schedules, render_table, rows, run_schedules
+from simulator.api import compare as run_schedules
+from simulator.export.compare import parse_schedules, render_table, rows
 from simulator.workload import uniform_workload
 
 # 8 identical layers, F = I = W = 1000 ns per layer, no communication: the closed forms hold

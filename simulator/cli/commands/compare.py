@@ -38,8 +38,8 @@ LAYOUTS = ["auto", "model", "aicb"]
                    "with '-'.")
 def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, json_dest):
     """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
-    from ...export.compare import (parse_schedules, render_table, render_warnings, rows,
-                                   run_schedules)
+    from ...api import compare
+    from ...export.compare import parse_schedules, render_table, render_warnings, rows
     from .run import write_json
 
     names = parse_schedules(schedules)
@@ -47,8 +47,8 @@ def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, j
         from ...export.gantt import gantt_format
 
         gantt_format(gantt)          # a bad extension fails before anything runs
-    runs = run_schedules(workload, names, system, pp=pp, microbatches=microbatches, vpp=vpp,
-                         layout=layout)
+    runs = compare(workload, names, system, pp=pp, microbatches=microbatches, vpp=vpp,
+                   layout=layout)
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:
