@@ -47,6 +47,9 @@ class Policy:
     depth_first: bool = False      # among ready forwards, the later stage first (V: chunk 1)
     spare_one: bool = False        # V: a new microbatch needs one spare slot, not all of its own
     w_early: int = 0               # with held >= K - w_early, a pending W goes before a forward
+    by_tail: bool = False          # a ready I or F by the longer remaining chain (HLFET)
+    loose: bool = False            # V: no spare slot needed while a held microbatch has run
+                                   # all its forwards on the rank (its Ws will free one)
 
 
 def min_cap(vpp: int) -> int:
@@ -88,6 +91,9 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     pend_w: list[list[int]] = [[] for _ in range(P)]
     reserved = [0] * P
     held = [0] * P
+    through = [0] * P            # held microbatches whose forwards on the rank are all done
+    f_count: dict[tuple[int, int], int] = {}
+    w_count: dict[tuple[int, int], int] = {}
     started = [False] * P       # has the rank run a backward yet
     free = [0.0] * P
     orders: list[list[int]] = [[] for _ in range(P)]
@@ -124,20 +130,35 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             elif t < arrival:
                 arrival = t
         best_f, best_f_key = -1, None
+        blocked = -1.0      # longest tail of a ready forward the cap keeps out
         for s in stages_of[r]:
             if next_f[s] >= M:
                 continue
             limit = cap if policy.warm_only and started[r] else caps[r]
-            if policy.spare_one:
-                if held[r] + (2 if s == entry[r] and width[r] > 1 else 1) > limit:
-                    continue
-            elif reserved[r] + (width[r] if s == entry[r] else 0) > limit:
+            if policy.loose:
+                need = 2 if s == entry[r] and width[r] > 1 and not through[r] else 1
+                room = held[r] + need <= limit
+            elif policy.spare_one:
+                room = held[r] + (2 if s == entry[r] and width[r] > 1 else 1) <= limit
+            else:
+                room = reserved[r] + (width[r] if s == entry[r] else 0) <= limit
+            if not room:
+                if policy.by_tail and f_ready(s) <= now:
+                    blocked = max(blocked, tails[0][s])
                 continue
             t = f_ready(s)
             if t <= now:
                 key = (tails[0][s] if policy.depth_first else -tails[0][s], next_f[s])
                 if best_f_key is None or key < best_f_key:
                     best_f, best_f_key = s, key
+        if policy.by_tail:
+            i_tail = tails[1][best_i // M] if best_i >= 0 else -1.0
+            if best_f >= 0 and tails[0][best_f] > i_tail:
+                return best_f * M + next_f[best_f]
+            if blocked > i_tail and pend_w[r]:      # make room for the more critical forward
+                return 2 * SM + pend_w[r][0]
+            if best_i >= 0:
+                return SM + best_i
         if best_i >= 0 and (policy.backward_first or best_f < 0):
             return SM + best_i
         if best_f >= 0 and pend_w[r] and policy.w_early and held[r] >= cap - policy.w_early:
@@ -174,6 +195,10 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     if s == entry[r]:
                         reserved[r] += width[r]
                     held[r] += 1
+                    key = (r, sm % M)
+                    f_count[key] = f_count.get(key, 0) + 1
+                    if f_count[key] == width[r]:
+                        through[r] += 1
                     f_end[sm] = t
                     ready_i[r].append(sm)
                     if s + 1 < S:
@@ -189,6 +214,10 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     pend_w[r].remove(sm)
                     reserved[r] -= 1
                     held[r] -= 1
+                    key = (r, sm % M)
+                    w_count[key] = w_count.get(key, 0) + 1
+                    if w_count[key] == 1:      # its first W: no longer waiting to free a slot
+                        through[r] -= 1
         if done == total:
             break
         while events and events[0] <= now:
@@ -321,11 +350,11 @@ POLICIES = tuple(Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 
     Policy(bf, we, False, 2) for bf in (True, False) for we in (-2, -1, 0, 1, 2)) + tuple(
     Policy(bf, we, False, sl, True) for bf in (True, False) for sl in (1, 2)
     for we in (-2, -1, 0, 1, 2, 4))
-V_POLICIES = tuple(Policy(bf, we, False, sl, wo, df, so) for bf in (True, False)
-                   for we, sl, wo in ((None, 1, False), (0, 2, True), (-1, 2, True), (1, 2, True),
-                                      (0, 4, True), (-2, 4, True), (0, 3, True), (-1, 3, True))
-                   for df in (False, True) for so in (False, True)) + tuple(
-    Policy(True, None, False, 1, False, df, True, we) for df in (False, True) for we in (1, 2, 3))
+V_POLICIES = tuple(
+    Policy(True, we, False, sl, wo, df, adm == "spare", early, bt, adm == "loose")
+    for bt in (True, False) for df in (True, False) for early in (0, 2)
+    for we, sl, wo in ((None, 1, False), (0, 2, True), (0, 3, True), (1, 2, True))
+    for adm in ("reserve", "spare", "loose"))
 
 
 @dataclass(frozen=True)
