@@ -216,7 +216,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     held[r] -= 1
                     key = (r, sm % M)
                     w_count[key] = w_count.get(key, 0) + 1
-                    if w_count[key] == 1:      # its first W: no longer waiting to free a slot
+                    if w_count[key] == width[r]:   # its last W: it holds nothing here now
                         through[r] -= 1
         if done == total:
             break
