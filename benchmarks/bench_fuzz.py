@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import random
 import resource
 import sys

@@ -36,15 +36,13 @@ and the iteration rows run once per iteration on every rank.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import Counter
-from dataclasses import dataclass
 from itertools import accumulate
 
 from ..errors import ConfigError, WorkloadError
-from .model import Layer, Partition, Workload
-from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
 from .chunks import chunk_bounds, recompute_plan
+from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
+from .model import AicbStage, Layer, Partition, Workload
 
 # AICB's iteration-level row names, used only when ga == 1 (nothing repeats to find the block by)
 _PRE_NAME = PRE_NAME
@@ -60,64 +58,6 @@ class NotAicb(Exception):
         super().__init__(found)
         self.found = found
         self.line = line
-
-
-@dataclass(frozen=True)
-class AicbStage:
-    """What was recovered from an AICB stage trace.
-
-    File-order rows keep their ``index``/``line``. ``model`` is the recovered model (header ``pp``
-    stages of the block: head, ``pp x L`` transformer layers, tail) re-indexed 0.. in model order,
-    each row's ``line`` the line it was taken from in the first repeat; ``iteration`` are the
-    iteration rows (before, then after the block) re-indexed after the model.
-    """
-
-    found_by: str                              # "repetition" or "names"
-    repeats: int                               # ga
-    block_start: int                           # file row index of the first repeat's first row
-    block_rows: int                            # rows per repeat
-    repeat_lines: tuple[tuple[int, int], ...]  # (first line, last line) of each repeat
-    pre: tuple[Layer, ...]                     # iteration rows before the repeats (file rows)
-    post: tuple[Layer, ...]                    # iteration rows after them (file rows)
-    head: tuple[Layer, ...]                    # block rows before the first layer (file rows)
-    layers: tuple[tuple[Layer, ...], ...]      # one stage's transformer layers (file rows)
-    tail: tuple[Layer, ...]                    # block rows after the last layer (file rows)
-    stages: int                                # header pp: stages of this block in the model
-    model: tuple[Layer, ...]
-    layer_spans: tuple[tuple[int, int], ...]   # [start, stop) in ``model`` of each layer
-    offsets: tuple[int, ...]                   # block offset of each ``model`` row
-    iteration: tuple[Layer, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def layers_per_stage(self) -> int:
-        return len(self.layers)
-
-    @property
-    def model_layers(self) -> int:
-        return len(self.layer_spans)
-
-    def to_dict(self) -> dict:
-        """What ``pipesim inspect --json`` prints about the recovery."""
-        def rows(layers: tuple[Layer, ...]) -> list[dict]:
-            return [{"line": r.line, "name": r.name} for r in layers]
-
-        return {
-            "found_by": self.found_by,
-            "repeats": self.repeats,
-            "block_rows": self.block_rows,
-            "repeat_lines": [list(x) for x in self.repeat_lines],
-            "iteration_rows_before": rows(self.pre),
-            "iteration_rows_after": rows(self.post),
-            "head": rows(self.head),
-            "layers_per_stage": self.layers_per_stage,
-            "layer_lines": [[layer[0].line, layer[-1].line] for layer in self.layers],
-            "layer_rows": [len(layer) for layer in self.layers],
-            "tail": rows(self.tail),
-            "stages_in_model": self.stages,
-            "model_layers": self.model_layers,
-            "notes": list(self.notes),
-        }
 
 
 # -- public entry points -------------------------------------------------------------------
