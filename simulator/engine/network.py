@@ -19,19 +19,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import simpy
-from simpy.events import NORMAL
 
 from ..system.config import LinkConfig
 from ..system.topology import LinkModel
+from .simpy_fast import fire_at
 
 Done = Callable[[float, float], None]  # (start, end) of a finished transfer
-
-
-def fire_at(env: simpy.Environment, event: simpy.Event, delay: float) -> None:
-    """Trigger a bare event ``delay`` ns from now (what ``Timeout`` does, for an existing event)."""
-    event._ok = True
-    event._value = None
-    env.schedule(event, NORMAL, delay)
 
 
 @dataclass

@@ -21,14 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..schedules.comm_pass import GRADIENT, Compute, Op
+from ..schedules.comm_pass import GRADIENT, Compute, Op, add_communication
+from ..schedules.phases import phase_labels
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
-from ..workload.model import Header, Layer
+from ..workload.iteration_rows import rank_iteration_rows
+from ..workload.model import Header, Layer, Partition
 from ..system.runtime_profile import RuntimeProfile
-from .costs import WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs
-from .memory import MemoryModel
+from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs,
+                    partition_costs)
+from .memory import MemoryModel, build_memory_model
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 EMPTY = ActionCost(0.0, 0.0, (), 0)
@@ -71,6 +74,86 @@ def iteration_rows(layers: tuple[Layer, ...], header: Header, system: SystemConf
     dps = tuple(DPCollective(d.layer, c.F.duration + d.ready_offset, d.duration, d.update_ns,
                              d.nbytes) for d in c.dp_after_B)
     return IterationRows(c.F.duration + c.B.duration, dps, c.F.layer_ops + c.B.layer_ops)
+
+
+SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """Everything a run needs that does not change from run to run: compiled once, then reused
+    by any number of runs (sweep points that differ only in run options, repeated iterations,
+    both engines). Nothing here is mutated by a run.
+
+    ``p2p_option`` is the point-to-point mode asked for (the option, or the system's
+    ``runtime.p2p``); ``p2p`` the one compiled (``torch`` resolved to ``torch-single`` for gpipe
+    and 1f1b, ``torch-multi`` otherwise). ``compiled[r]`` is rank r's op list (module docstring),
+    ``iter_rows[r]`` its share of the once-per-iteration rows, ``labels[r]`` the phase of each
+    of its actions."""
+
+    schedule: Schedule
+    partition: Partition
+    header: Header
+    system: SystemConfig
+    pp_comm: int
+    p2p_option: str
+    p2p: str
+    links: LinkModel
+    costs: tuple[ChunkCosts, ...]
+    memory: MemoryModel
+    iter_rows: tuple[IterationRows, ...]
+    labels: tuple[list[str], ...]
+    compiled: tuple
+    layer_ops_per_iteration: int
+
+    @property
+    def profile(self) -> RuntimeProfile:
+        return self.system.runtime
+
+    @property
+    def has_runtime_overheads(self) -> bool:
+        """Launch overheads (``StepCost.pre``) or a step prologue / epilogue are on: times the
+        compiled step durations alone do not carry. (Calibrated costs, layer scales and the
+        first stage's torch backward are already in the compiled ``StepCost``s.)"""
+        rt = self.profile
+        return rt.has_overheads or rt.step_prologue_ns > 0 or rt.step_epilogue_ns > 0
+
+    @classmethod
+    def compile(cls, schedule: Schedule, partition: Partition, header: Header,
+                system: SystemConfig, *, p2p: str | None = None,
+                pp_comm: int | None = None) -> "Program":
+        """Cost the chunks, lay out memory, add the communication and compile every rank's op
+        list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``)."""
+        profile = system.runtime
+        mode = p2p or profile.p2p
+        # torch: the single-stage runtime runs gpipe and 1f1b, the multi-stage one the rest
+        compiled_mode = mode if mode != "torch" else (
+            "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
+        pp_comm = header.pp_comm if pp_comm is None else pp_comm
+        links = LinkModel(header, system, schedule.pp)
+        costs = partition_costs(partition, header, system, links)
+        memory = build_memory_model(schedule, partition, header, system.memory)
+        # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
+        by_share: dict[tuple[int, ...], IterationRows] = {}
+        iter_rows: list[IterationRows] = []
+        for r in range(schedule.pp):
+            chunks = tuple(sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)}))
+            rows = by_share.get(chunks)
+            if rows is None:
+                own = rank_iteration_rows(partition, chunks, schedule.pp)
+                rows = by_share[chunks] = iteration_rows(own, header, system, links)
+            iter_rows.append(rows)
+        programs = add_communication(schedule, early_receives=compiled_mode == "torch-multi")
+        labels = tuple(phase_labels(acts) for acts in schedule.ranks)
+        builder = ProgramBuilder(schedule, costs, memory, list(labels), compiled_mode, pp_comm,
+                                 profile)
+        compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
+        del programs
+        layer_ops = sum(
+            share[3].layer_ops for prog in compiled for op in prog if op[0] == COMPUTE
+            for share in op[1].shares) + sum(rows.layer_ops for rows in iter_rows)
+        return cls(schedule, partition, header, system, pp_comm, mode, compiled_mode, links,
+                   tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
 
 
 @dataclass

@@ -19,7 +19,8 @@ from typing import Callable
 
 import simpy
 
-from .network import Network, fire_at
+from .network import Network
+from .simpy_fast import fire_at
 from .records import TransferRecord
 
 

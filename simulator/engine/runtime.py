@@ -26,20 +26,17 @@ from dataclasses import dataclass, field, replace
 import simpy
 
 from ..errors import DeadlockError, OutOfMemoryError, Wait
-from ..schedules.phases import phase_labels
-from ..schedules.comm_pass import Transfer, add_communication
+from ..schedules.comm_pass import Transfer
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
-from ..system.topology import LinkModel
-from ..workload.iteration_rows import rank_iteration_rows
 from ..workload.model import Header, Partition
-from .costs import ChunkCosts, DPCollective, partition_costs
+from .costs import DPCollective
 from .eventlog import log, log_complete, log_step
-from .memory import MemoryModel, build_memory_model
-from .network import LinkStats, Network, fire_at
+from .network import LinkStats, Network
 from .options import EngineOptions
-from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, IterationRows,
-                      ProgramBuilder, StepCost, iteration_rows)
+from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, Program,
+                      StepCost)
+from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
@@ -72,58 +69,83 @@ class _Channel:
 
 
 class Runtime:
+    """A compiled :class:`~simulator.engine.program.Program` and one run's options.
+
+    The program (op lists, step costs, memory model, iteration rows, labels) is immutable and
+    can be shared: ``Runtime.of(program, ...)`` runs it again with other options or another
+    number of iterations without compiling anything. Each :meth:`run` builds its own state
+    (:class:`_Run`: the SimPy environment, mailbox, network, records), so a Runtime can run any
+    number of times."""
+
     def __init__(self, schedule: Schedule, partition: Partition, header: Header,
                  system: SystemConfig, *, iterations: int = 1, pp_comm: int | None = None,
-                 options: EngineOptions | None = None) -> None:
-        self.schedule = schedule
-        self.partition = partition
-        self.header = header
-        self.system = system
-        self.iterations = iterations
+                 options: EngineOptions | None = None, program: Program | None = None) -> None:
         options = options or EngineOptions()
-        self.profile = system.runtime
-        mode = options.p2p or self.profile.p2p
-        if options.p2p != mode:
-            options = replace(options, p2p=mode)
+        if program is None:
+            program = Program.compile(schedule, partition, header, system, p2p=options.p2p,
+                                      pp_comm=pp_comm)
+        elif (options.p2p or program.profile.p2p) != program.p2p_option:
+            raise ValueError(f"the program was compiled for --p2p {program.p2p_option}, the "
+                             f"options ask for {options.p2p or program.profile.p2p}")
+        if options.p2p != program.p2p_option:
+            options = replace(options, p2p=program.p2p_option)
+        self.program = program
         self.options = options
-        # torch: the single-stage runtime runs gpipe and 1f1b, the multi-stage one the rest
-        self.p2p = mode if mode != "torch" else (
-            "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
-        self.trace_layers = self.options.trace_layers
-        self.pp_comm = header.pp_comm if pp_comm is None else pp_comm
-        self.links = LinkModel(header, system, schedule.pp)
-        self.costs: list[ChunkCosts] = partition_costs(partition, header, system, self.links)
-        self.memory: MemoryModel = build_memory_model(schedule, partition, header, system.memory)
-        # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
-        by_share: dict[tuple[int, ...], IterationRows] = {}
-        self.iter_rows: list[IterationRows] = []
-        for r in range(schedule.pp):
-            chunks = tuple(sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)}))
-            rows = by_share.get(chunks)
-            if rows is None:
-                own = rank_iteration_rows(partition, chunks, schedule.pp)
-                rows = by_share[chunks] = iteration_rows(own, header, system, self.links)
-            self.iter_rows.append(rows)
-        # compiled below, then let go
-        programs = add_communication(schedule, early_receives=self.p2p == "torch-multi")
-        self.labels = [phase_labels(acts) for acts in schedule.ranks]
-        builder = ProgramBuilder(schedule, self.costs, self.memory, self.labels,
-                                 self.p2p, self.pp_comm, self.profile)
-        self.compiled = [builder.compile(r, programs[r]) for r in range(schedule.pp)]
-        self.layer_ops_per_iteration = sum(
-            share[3].layer_ops for prog in self.compiled for op in prog if op[0] == COMPUTE
-            for share in op[1].shares) + sum(rows.layer_ops for rows in self.iter_rows)
+        self.iterations = iterations
 
+    @classmethod
+    def of(cls, program: Program, *, iterations: int = 1,
+           options: EngineOptions | None = None) -> "Runtime":
+        """Run an already compiled program (its p2p mode must be the options')."""
+        options = options or EngineOptions(p2p=program.p2p_option)
+        return cls(program.schedule, program.partition, program.header, program.system,
+                   iterations=iterations, options=options, program=program)
+
+    # the program's parts, read by the evaluator, the API and the tests
+    schedule = property(lambda self: self.program.schedule)
+    partition = property(lambda self: self.program.partition)
+    header = property(lambda self: self.program.header)
+    system = property(lambda self: self.program.system)
+    profile = property(lambda self: self.program.profile)
+    p2p = property(lambda self: self.program.p2p)
+    pp_comm = property(lambda self: self.program.pp_comm)
+    links = property(lambda self: self.program.links)
+    costs = property(lambda self: self.program.costs)
+    memory = property(lambda self: self.program.memory)
+    iter_rows = property(lambda self: self.program.iter_rows)
+    labels = property(lambda self: self.program.labels)
+    compiled = property(lambda self: self.program.compiled)
+    layer_ops_per_iteration = property(lambda self: self.program.layer_ops_per_iteration)
+    has_runtime_overheads = property(lambda self: self.program.has_runtime_overheads)
 
     @property
-    def has_runtime_overheads(self) -> bool:
-        """Launch overheads (``StepCost.pre``) or a step prologue / epilogue are on: times the
-        compiled step durations alone do not carry. (Calibrated costs, layer scales and the
-        first stage's torch backward are already in the compiled ``StepCost``s.)"""
-        rt = self.profile
-        return rt.has_overheads or rt.step_prologue_ns > 0 or rt.step_epilogue_ns > 0
+    def trace_layers(self) -> bool:
+        return self.options.trace_layers
 
-    # -- run -------------------------------------------------------------------------------
+    def run(self) -> RunRecords:
+        """Run the program on SimPy (fresh state each call)."""
+        return _Run(self).run()
+
+
+class _Run:
+    """The state of one SimPy run of a program: environment, network, mailbox, rendezvous
+    channels, memory counters, records. Made by :meth:`Runtime.run`, used once."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        program = runtime.program
+        self.schedule = program.schedule
+        self.costs = program.costs
+        self.profile = program.profile
+        self.p2p = program.p2p
+        self.links = program.links
+        self.memory = program.memory
+        self.iter_rows = program.iter_rows
+        self.compiled = program.compiled
+        self.layer_ops_per_iteration = program.layer_ops_per_iteration
+        self.options = runtime.options
+        self.iterations = runtime.iterations
+        self.trace_layers = runtime.options.trace_layers
+
     def run(self) -> RunRecords:
         env = self.env = simpy.Environment()
         self.rec = RunRecords()
@@ -418,8 +440,6 @@ class Runtime:
             s = start + seg.offset * scale
             self.rec.layers.append(LayerRecord(rank, a.stage, a.microbatch, it, seg.layer,
                                                seg.state, s, s + seg.duration * scale))
-
-SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
 
 
 def _describe(op: tuple) -> str:

@@ -215,3 +215,35 @@ def test_2bw_reduces_gradients_per_minibatch_and_forwards_do_not_wait():
     f2 = next(a for a in r.records.actions if a.kind == "F" and a.microbatch == 2)
     assert f2.start == 6000.0   # the 1-stale weights: no wait for minibatch 0's reduction
     assert r.makespan_ns == 21000.0
+
+
+def test_a_compiled_program_is_reused_by_runs_with_other_options():
+    """One Program, several runs: same records as compiling afresh; the program is untouched."""
+    from simulator.engine.options import EngineOptions
+    from simulator.engine.program import Program
+    from simulator.engine.runtime import Runtime
+    from simulator.schedules import generate
+    from simulator.system import SystemConfig
+    from simulator.workload import uniform_workload
+    from simulator.workload.partition import partition
+
+    wl = uniform_workload(4, pp=2, ga=4, pp_comm=1000)
+    sched = generate("1f1b", 2, 4, 1)
+    part = partition(wl, sched.n_chunks)
+    system = SystemConfig()
+    program = Program.compile(sched, part, wl.header, system)
+    ops_before = [list(p) for p in program.compiled]
+    for iterations, options in ((1, EngineOptions()), (2, EngineOptions(slow_ranks=((1, 2.0),))),
+                                (1, EngineOptions())):
+        fresh = Runtime(sched, part, wl.header, system, iterations=iterations,
+                        options=options).run()
+        reused_rt = Runtime.of(program, iterations=iterations, options=options)
+        reused = reused_rt.run()
+        assert list(reused.actions) == list(fresh.actions)
+        assert list(reused.transfers) == list(fresh.transfers)
+        assert reused.iteration_bounds == fresh.iteration_bounds
+        assert reused_rt.run().iteration_bounds == fresh.iteration_bounds   # runs again
+    assert [list(p) for p in program.compiled] == ops_before
+    with pytest.raises(ValueError, match="compiled for --p2p async, the options ask for "
+                                         "batched"):
+        Runtime.of(program, options=EngineOptions(p2p="batched"))
