@@ -2,14 +2,17 @@
 (a click command); modules are found by name, so adding a command is adding a file.
 
 User errors (:class:`~simulator.errors.PipesimError`) print one line and exit with their code.
+
+Start-up is most of a small run's cost, so sub-commands are imported only when they run, and
+SimPy is imported without ``importlib.metadata`` (see :func:`_simpy_without_metadata`).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
+import types
 
 import click
 
@@ -21,14 +24,121 @@ class _LazyGroup(click.Group):
     """Imports a sub-command's module only when it runs (keeps ``pipesim run`` start-up small)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        import pkgutil  # only for --help and completion
+
         return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
                       if not m.name.startswith("_"))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in self.list_commands(ctx):
+        # the names list_commands gives: a module `a_b` is the command `a-b`, `_x` is private
+        module_name = name.replace("-", "_")
+        if "_" in name or not module_name.isidentifier() or module_name.startswith("_"):
             return None
-        module = importlib.import_module(f"{commands.__name__}.{name.replace('-', '_')}")
+        full = f"{commands.__name__}.{module_name}"
+        try:
+            module = importlib.import_module(full)
+        except ModuleNotFoundError as err:
+            if err.name != full:
+                raise
+            return None
         return module.command
+
+
+class _SimpyWithoutMetadata:
+    """A one-shot import hook: SimPy's ``__init__`` imports ``importlib.metadata`` only to read its
+    own version, and that import (email, zipfile, socket, ...) costs more CPU than SimPy itself.
+    When ``simpy`` is imported, this hook lets it see a stand-in ``importlib.metadata`` whose
+    ``version("simpy")`` reads the ``Version:`` line of the installed ``simpy-*.dist-info`` that
+    ``importlib.metadata`` would find; the real module is back in place as soon as SimPy's
+    ``__init__`` has run. Anything unusual (an egg, two dist-infos, metadata already imported)
+    leaves the import as it is."""
+
+    @classmethod
+    def find_spec(cls, name: str, path=None, target=None):
+        if name != "simpy":
+            return None
+        sys.meta_path.remove(cls)   # one shot; the real finders locate SimPy
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        version = None if ("importlib.metadata" in sys.modules
+                           or "metadata" in vars(importlib)) else _dist_version("simpy")
+        if spec is None or version is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _StubMetadataLoader(spec.loader, version)
+        return spec
+
+
+class _StubMetadataLoader:
+    """Runs the real loader with the stand-in ``importlib.metadata`` installed, then removes it
+    (and puts the real loader back on the module and its spec)."""
+
+    def __init__(self, loader, version: str) -> None:
+        self.loader = loader
+        self.version = version
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader
+        stub = types.ModuleType("importlib.metadata")
+        stub.PackageNotFoundError = type("PackageNotFoundError", (ModuleNotFoundError,), {})
+        version = self.version
+
+        def stub_version(name: str) -> str:
+            if name == "simpy":
+                return version
+            _restore(stub)   # anything else: the real lookup
+            return importlib.import_module("importlib.metadata").version(name)
+
+        stub.version = stub_version
+        sys.modules["importlib.metadata"] = stub
+        importlib.metadata = stub   # type: ignore[attr-defined]  # `import importlib.metadata`
+        try:
+            self.loader.exec_module(module)
+        finally:
+            _restore(stub)
+
+
+def _restore(stub: types.ModuleType) -> None:
+    """Take the stand-in away (the real module, if anything imports it, is found as usual)."""
+    if sys.modules.get("importlib.metadata") is stub:
+        del sys.modules["importlib.metadata"]
+    if vars(importlib).get("metadata") is stub:
+        del importlib.metadata   # type: ignore[attr-defined]
+
+
+def _dist_version(dist: str) -> str | None:
+    """``Version:`` of the first ``<dist>-*.dist-info`` on ``sys.path`` (the one
+    ``importlib.metadata.version`` reads), or None when the answer is not that simple."""
+    prefix = dist.lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found = [n for n in names if n.lower().startswith(prefix)
+                 and n.lower().endswith((".dist-info", ".egg-info", ".egg"))]
+        if not found:
+            continue
+        if len(found) > 1 or not found[0].endswith(".dist-info") \
+                or not found[0][len(prefix):len(prefix) + 1].isdigit():
+            return None
+        try:
+            with open(os.path.join(entry or ".", found[0], "METADATA"), encoding="utf-8") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        return line[len("Version:"):].strip() or None
+                    if line in ("\n", "\r\n"):
+                        break
+        except OSError:
+            pass
+        return None
+    return None
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,6 +148,8 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "simpy" not in sys.modules and _SimpyWithoutMetadata not in sys.meta_path:
+        sys.meta_path.insert(0, _SimpyWithoutMetadata)
     try:
         rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
     except PipesimError as err:

@@ -1,0 +1,51 @@
+"""What `pipesim run` loads: only what it uses (start-up is most of a small run's cost)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from simulator.cli.main import _dist_version, _LazyGroup, cli
+
+REPO = Path(__file__).resolve().parents[2]
+DOC000 = REPO / "workloads" / "doc000-1f1b-test.txt"
+
+PROBE = """
+import json, sys
+from simulator.cli.main import main
+rc = main(["run", sys.argv[1], "--json", sys.argv[2]])
+import simpy
+loaded = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"rc": rc, "loaded": loaded, "simpy": simpy.__version__,
+                  "metadata": "importlib.metadata" in sys.modules}))
+"""
+
+
+def test_run_loads_no_heavy_modules_and_no_metadata(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PROBE, str(DOC000), str(tmp_path / "o.json")],
+                         capture_output=True, text=True, cwd=REPO, check=True)
+    d = json.loads(out.stdout.splitlines()[-1])   # the report comes first
+    assert d["rc"] == 0 and json.loads((tmp_path / "o.json").read_text())["pp"] == 4
+    heavy = {"numpy", "pandas", "matplotlib", "rich", "yaml", "pyarrow", "email"}
+    assert heavy & set(d["loaded"]) == set()
+    assert d["metadata"] is False
+    # SimPy still knows its own version, the one importlib.metadata reads
+    from importlib.metadata import version
+    assert d["simpy"] == version("simpy")
+
+
+def test_dist_version_reads_the_installed_metadata():
+    from importlib.metadata import version
+    assert _dist_version("simpy") == version("simpy")
+    assert _dist_version("no-such-dist-here") is None
+
+
+def test_unknown_and_private_command_names_are_not_commands(capsys):
+    group = _LazyGroup()
+    assert group.get_command(None, "nosuch") is None
+    assert group.get_command(None, "_private") is None
+    assert group.get_command(None, "run_x") is None       # modules a_b are the command a-b only
+    assert group.get_command(None, "run").name == "run"
+    assert "run" in cli.list_commands(None) and "schedule" in cli.list_commands(None)
