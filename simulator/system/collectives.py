@@ -49,17 +49,30 @@ def group_size(group: CommGroup, header: Header, pp: int | None = None) -> int:
 def collective_time_ns(comm: Comm, header: Header, system: SystemConfig,
                        forward: bool = False, links: LinkModel | None = None,
                        stage_rank: int = 0) -> float:
-    if not comm.active:
-        return 0.0
-    model = links if links is not None else LinkModel(header, system)
-    key = (comm, forward, stage_rank)
-    cached = model.memo.get(key)
-    if cached is not None:
-        return cached
+    """Time of ``comm`` on its group's link; with ``links`` (one run's link model) each distinct
+    (collective, forward, stage rank) is priced once per run.
+
+    The memo is keyed by the Comm's identity, not its value: hashing a frozen dataclass runs
+    Python code, and a run prices the same few interned Comm objects thousands of times. The memo
+    entry holds the Comm, so its id cannot be reused by another object while the entry exists; an
+    equal Comm that is a different object is simply priced again (same value).
+    """
+    if links is None:
+        if not comm.active:
+            return 0.0
+        links = LinkModel(header, system)
+    key = (id(comm), forward, stage_rank)
+    hit = links.memo.get(key)
+    if hit is not None:
+        return hit[1]
+    t = _price(comm, header, forward, links, stage_rank) if comm.active else 0.0
+    links.memo[key] = (comm, t)
+    return t
+
+
+def _price(comm: Comm, header: Header, forward: bool, model: LinkModel, stage_rank: int) -> float:
     nbytes = comm.bytes
     if forward and 0 < nbytes < SIMAI_MIN_FWD_BYTES:
         nbytes = SIMAI_MIN_FWD_BYTES
     link = model.collective(comm.group, comm.type, stage_rank)
-    t = ring_time_ns(comm.type, nbytes, group_size(comm.group, header, model.placement.pp), link)
-    model.memo[key] = t
-    return t
+    return ring_time_ns(comm.type, nbytes, group_size(comm.group, header, model.placement.pp), link)
