@@ -18,7 +18,13 @@ from .records import ActionRecord, TransferRecord
 
 
 class _Columns(Sequence):
-    """A read-only sequence of records built from per-rank time columns."""
+    """A read-only sequence of records built from per-rank time columns.
+
+    ``order`` (the SimPy engine's): the rank of each record in the order the run made them, so
+    reading gives the records in that order, as a list appended during the run would; without
+    it (the evaluator's) the ranks come one after another."""
+
+    order: array | None = None
 
     def _records(self, rank: int):
         raise NotImplementedError
@@ -30,8 +36,13 @@ class _Columns(Sequence):
         return sum(len(c) for c in self._columns())
 
     def __iter__(self):
-        for r in range(len(self._columns())):
-            yield from self._records(r)
+        if self.order is None:
+            for r in range(len(self._columns())):
+                yield from self._records(r)
+            return
+        nexts = [self._records(r).__next__ for r in range(len(self._columns()))]
+        for r in self.order:
+            yield nexts[r]()
 
     def __getitem__(self, index):
         return list(self)[index]
@@ -51,9 +62,10 @@ class ActionColumns(_Columns):
     """Action records: per rank, the start and end of each action in execution order
     (iteration after iteration of ``schedule.ranks[rank]``)."""
 
-    def __init__(self, schedule, labels: list[list[str]]) -> None:
+    def __init__(self, schedule, labels: list[list[str]], ordered: bool = False) -> None:
         self.schedule = schedule
         self.labels = labels
+        self.order = array("I") if ordered else None
         self.start = [array("d") for _ in range(schedule.pp)]
         self.end = [array("d") for _ in range(schedule.pp)]
 
@@ -79,9 +91,14 @@ class TransferColumns(_Columns):
     send of a run has the same size; at 0 bytes a transfer starts and arrives when issued, and
     only that time is kept."""
 
-    def __init__(self, schedule, nbytes: int) -> None:
+    def __init__(self, schedule, nbytes: int, ordered: bool = False,
+                 sends=None) -> None:
+        """``sends``: a callable giving, per rank, its sends in op order (the compiled
+        program's, cheaper than running the comm pass again); None: the comm pass's."""
         self.schedule = schedule
+        self._sends_of = sends
         self.nbytes = nbytes
+        self.order = array("I") if ordered else None
         self.instant = nbytes == 0
         self.issued = [array("d") for _ in range(schedule.pp)]
         self.start = [array("d") for _ in range(schedule.pp)]
@@ -92,6 +109,8 @@ class TransferColumns(_Columns):
         return self.issued
 
     def _records(self, rank: int):
+        if self._sends is None and self._sends_of is not None:
+            self._sends = self._sends_of()
         if self._sends is None:
             from ..schedules.comm_pass import Transfer, add_communication
 

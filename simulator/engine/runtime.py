@@ -38,7 +38,8 @@ from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS,
                       StepCost)
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
-from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
+from .columns import ActionColumns, TransferColumns
+from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
 
@@ -142,6 +143,8 @@ class _Run:
         self.iter_rows = program.iter_rows
         self.compiled = program.compiled
         self.layer_ops_per_iteration = program.layer_ops_per_iteration
+        self.program_labels = program.labels
+        self.pp_comm = program.pp_comm
         self.options = runtime.options
         self.iterations = runtime.iterations
         self.trace_layers = runtime.options.trace_layers
@@ -150,6 +153,15 @@ class _Run:
         env = self.env = simpy.Environment()
         self.rec = RunRecords()
         self.net = Network(env, self.links)
+        # actions (and, on FIFO links, asynchronous transfers) as time columns (columns.py):
+        # a few bytes per record instead of a tuple of ten fields
+        self.rec.actions = ActionColumns(self.schedule, self.program_labels, ordered=True)
+        self.fifo_columns = self.p2p == "async" and not self.net.fair
+        if self.fifo_columns:
+            compiled = self.compiled
+            self.rec.transfers = TransferColumns(
+                self.schedule, self.pp_comm, ordered=True,
+                sends=lambda: [[op[4] for op in prog if op[0] == SEND] for prog in compiled])
         self.mailbox: dict = {}
         self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}
@@ -158,7 +170,8 @@ class _Run:
         self.dp_free = [0.0] * P          # communication stream per rank
         self.iter_end_candidates: list[float] = []
         self.barrier = env.event()
-        self.rdv = Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append)
+        self.rdv = (None if self.fifo_columns else   # torch's modes only
+                    Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append))
         self.debug = log.isEnabledFor(logging.DEBUG)
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
         self.mem = list(self.memory.static_bytes)
@@ -189,8 +202,15 @@ class _Run:
         env = self.env
         program = self.compiled[rank]
         mailbox = self.mailbox
-        rec_actions = self.rec.actions.append
-        rec_transfers = self.rec.transfers.append
+        a_start = self.rec.actions.start[rank].append
+        a_end = self.rec.actions.end[rank].append
+        a_order = self.rec.actions.order.append
+        if self.fifo_columns:
+            tcols = self.rec.transfers
+            t_issued = tcols.issued[rank].append
+            t_start, t_end = tcols.start[rank].append, tcols.end[rank].append
+            instant = tcols.instant
+            t_order = tcols.order.append
         net = self.net
         fifo = not net.fair
         debug = self.debug
@@ -202,6 +222,11 @@ class _Run:
         epilogue = self.profile.step_epilogue_ns
         torch = self.p2p.startswith("torch")
         rdv = self.rdv
+        mem, peak = self.mem, self.rec.peak_memory
+        limit = self.options.memory_limit_bytes
+        waiting = self.waiting
+        # one run of one iteration: the mailbox needs no iteration in its keys
+        one_box = self.iterations == 1
         for it in range(self.iterations):
             if prologue:
                 yield env.timeout(prologue)
@@ -209,13 +234,19 @@ class _Run:
             for op in program:
                 code = op[0]
                 if code == COMPUTE:
-                    _, cost, acts = op
-                    phases = cost.phases
+                    cost = op[1]
                     start = env.now + cost.pre     # the launch overhead (x + 0.0 == x)
                     if cost.alloc:
-                        self._allocate(rank, cost.alloc, acts, start)
+                        m = mem[rank] = mem[rank] + cost.alloc
+                        if trace_layers:
+                            self.rec.memory.append((rank, start, m))
+                        if m > peak[rank]:
+                            peak[rank] = m
+                        if limit is not None:
+                            self._check_memory(rank, start, "starting " + "+".join(
+                                str(a) for a in op[2]))
                     if debug:
-                        log_step(rank, acts, phases, start, True, virtual)
+                        log_step(rank, op[2], cost.phases, start, True, virtual)
                     if layer_by_layer:
                         if cost.pre:
                             yield env.timeout(cost.pre)
@@ -228,30 +259,38 @@ class _Run:
                             yield env.timeout(duration)
                     end = env.now
                     span = end - start
-                    for a, phase, (lo, hi, chunk, acost, _) in zip(acts, phases, cost.shares):
-                        s0 = start + lo * span
-                        rec_actions(ActionRecord(rank, a.stage, a.kind, a.microbatch, it, s0,
-                                                 start + hi * span, phase, chunk, a.pair))
-                        if trace_layers:
-                            self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
+                    shares = cost.shares
+                    if len(shares) == 1 and not trace_layers:
+                        sh = shares[0]
+                        a_start(start + sh[0] * span)
+                        a_end(start + sh[1] * span)
+                        a_order(rank)
+                    else:
+                        for a, (lo, hi, _, acost, _) in zip(op[2], shares):
+                            s0 = start + lo * span
+                            a_start(s0)
+                            a_end(start + hi * span)
+                            a_order(rank)
+                            if trace_layers:
+                                self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
                     if cost.free:
-                        self.mem[rank] -= cost.free
+                        mem[rank] -= cost.free
                         if trace_layers:
-                            self.rec.memory.append((rank, end, self.mem[rank]))
+                            self.rec.memory.append((rank, end, mem[rank]))
                     if cost.dp and not layer_by_layer:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
                     if debug:
-                        log_step(rank, acts, phases, end, False, virtual)
+                        log_step(rank, op[2], cost.phases, end, False, virtual)
                 elif code == RECV:
                     # the mailbox holds the arrival time (fifo links), or an event to wait on
-                    key = (it,) + op[1]
+                    key = op[1] if one_box else (it,) + op[1]
                     got = mailbox.pop(key, None)
                     if got is None:            # nothing sent yet: wait for the sender
                         ev = mailbox[key] = env.event()
-                        self.waiting[rank] = (op, env.now)
+                        waiting[rank] = (op, env.now)
                         yield ev
-                        self.waiting[rank] = None
+                        waiting[rank] = None
                         del mailbox[key]
                     elif type(got) is float:
                         if got > env.now:
@@ -259,15 +298,17 @@ class _Run:
                     elif got.callbacks is not None:
                         yield got
                 elif code == SEND:
-                    mkey = (it,) + op[1]
+                    mkey = op[1] if one_box else (it,) + op[1]
                     waiter = mailbox.get(mkey)
                     if fifo:                   # the arrival time is known now
                         dst, nbytes, t = op[2], op[3], op[4]
                         now = env.now
                         start, end = net.book(rank, dst, nbytes)
-                        rec_transfers(TransferRecord(rank, dst, t.src_stage, t.dst_stage,
-                                                     t.data, t.microbatch, it, nbytes, now,
-                                                     start, end))
+                        t_issued(now)
+                        t_order(rank)
+                        if not instant:
+                            t_start(start)
+                            t_end(end)
                         if waiter is None:
                             mailbox[mkey] = float(end)
                         else:
