@@ -26,10 +26,132 @@ Key = tuple[int, str, int]
 def validate(schedule: Schedule) -> None:
     """Raise :class:`ScheduleError` naming rank, position and action for the first problem."""
     _check_shape(schedule)
+    if _valid_fast(schedule):
+        return
     where = _check_actions(schedule)
     _check_pairs(schedule)
     _check_complete(schedule, where)
     _check_dataflow(schedule, where)
+
+
+_KIND_INDEX = {"F": 0, "B": 1, "I": 2, "W": 3}
+
+
+def _valid_fast(s: Schedule) -> bool:
+    """True when every rule holds, in one linear pass over flat flags (a bytearray indexed by
+    (stage, kind, microbatch)) instead of tuples in dicts; False when anything is off (or the
+    schedule has several pipelines), and then the detailed checks below find and name the first
+    problem. It accepts exactly what they accept: the same rules, in the same order of visits."""
+    if len(s.pipelines) != 1:
+        return False
+    n_st, M, placement = s.n_stages, s.microbatches, s.placement
+    kind_index = _KIND_INDEX
+    seen = bytearray(n_st * 4 * M)
+    counts = [0] * (n_st * 4)
+    steps: list[list[tuple[int, ...]]] = []   # per rank: codes of each step's actions
+    for rank, acts in enumerate(s.ranks):
+        rank_steps: list[tuple[int, ...]] = []
+        last_pair = None
+        for a in acts:
+            if type(a) is not Action:
+                return False
+            st, kind, mb, pair = a.stage, a.kind, a.microbatch, a.pair
+            k = kind_index.get(kind)
+            if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
+                    or not 0 <= mb < M or placement[st] != rank:
+                return False
+            base = st * 4 * M + mb
+            code = base + k * M
+            if seen[code]:
+                return False                      # duplicate
+            if k == 1:
+                if seen[base + 2 * M] or seen[base + 3 * M]:
+                    return False                  # B mixed with I/W
+            elif k >= 2:
+                if seen[base + M]:
+                    return False                  # I/W mixed with B
+                if k == 3 and not seen[base + 2 * M]:
+                    return False                  # W before its I
+            seen[code] = 1
+            counts[st * 4 + k] += 1
+            if pair is not None and pair == last_pair:
+                rank_steps[-1] = rank_steps[-1] + (code,)
+                last_pair = None
+            else:
+                rank_steps.append((code,))
+                last_pair = pair
+        steps.append(rank_steps)
+    # pairs: exactly two consecutive halves, one F and one B/I (checked by the detailed pass
+    # when anything about them is unusual)
+    for rank_steps in steps:
+        for step in rank_steps:
+            if len(step) == 2:
+                ks = sorted((c // M) % 4 for c in step)
+                if ks not in ([0, 1], [0, 2]):
+                    return False
+    for rank, acts in enumerate(s.ranks):
+        pairs = [a.pair for a in acts if a.pair is not None]
+        if len(pairs) != 2 * len(set(pairs)) or 2 * sum(len(st) == 2 for st in steps[rank]) \
+                != len(pairs):
+            return False
+    # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
+    for st in range(n_st):
+        c = counts[st * 4: st * 4 + 4]
+        if c[0] != M or c[1] + c[3] != M:
+            return False
+    # dataflow: run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward
+    # of next(s); W(s) needs I(s)
+    pipe = s.pipelines[0]
+    prev = [-1] * n_st
+    nxt = [-1] * n_st
+    for i, st in enumerate(pipe):
+        if i > 0:
+            prev[st] = pipe[i - 1]
+        if i + 1 < len(pipe):
+            nxt[st] = pipe[i + 1]
+    done = bytearray(n_st * 4 * M)
+    M4 = 4 * M
+
+    def met(code: int, own: tuple[int, ...]) -> bool:
+        st, rest = divmod(code, M4)
+        k, mb = divmod(rest, M)
+        if k == 0:
+            p = prev[st]
+            return p < 0 or done[p * M4 + mb] == 1
+        if k == 3:
+            return done[code - M] == 1
+        if not done[st * M4 + mb]:
+            return False
+        n = nxt[st]
+        if n < 0:
+            return True
+        b = n * M4 + mb
+        return done[b + M] == 1 or done[b + 2 * M] == 1
+
+    pointer = [0] * s.pp
+    lengths = [len(x) for x in steps]
+    progress = True
+    while progress:
+        progress = False
+        for rank in range(s.pp):
+            rank_steps = steps[rank]
+            i = pointer[rank]
+            n = lengths[rank]
+            while i < n:
+                step = rank_steps[i]
+                if len(step) == 1:
+                    if not met(step[0], step):
+                        break
+                    done[step[0]] = 1
+                else:
+                    if not (met(step[0], step) and met(step[1], step)):
+                        break
+                    done[step[0]] = done[step[1]] = 1
+                i += 1
+            if i != pointer[rank]:
+                pointer[rank] = i
+                progress = True
+    return pointer == lengths
 
 
 def _check_shape(s: Schedule) -> None:
