@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from itertools import accumulate
+from operator import attrgetter
 
 from ..errors import ConfigError, WorkloadError
 from .chunks import chunk_bounds, recompute_plan
@@ -49,6 +50,7 @@ _PRE_NAME = PRE_NAME
 _POST_NAME = POST_NAME
 _LAYER_NAME = ("attention", "mlp", "moe")
 _TIMED = ("fwd_compute", "ig_compute", "wg_compute", "update_time")
+_timed = attrgetter(*_TIMED)
 
 
 class NotAicb(Exception):
@@ -257,6 +259,10 @@ def _representative(rows: tuple[Layer, ...], pre: int, size: int, ga: int, path:
     out = []
     for off in range(size):
         first = rows[pre + off]
+        ref = _timed(first)
+        if all(_timed(rows[pre + k * size + off]) == ref for k in range(1, ga)):
+            out.append(first)   # the repeats agree (the common case): nothing to choose
+            continue
         changes = {}
         for fld in _TIMED:
             values = [getattr(rows[pre + k * size + off], fld) for k in range(ga)]
@@ -331,11 +337,16 @@ def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
             model_spans.append((len(picks), len(picks) + b - a))
             picks += [(block[i], i) for i in range(a, b)]
     picks += [(block[i], i) for i in range(tail_start, len(block))]
-    model = tuple(dataclasses.replace(layer, index=k) for k, (layer, _) in enumerate(picks))
+    model = tuple(_reindexed(layer, k) for k, (layer, _) in enumerate(picks))
     offsets = tuple(off for _, off in picks)
-    iteration = tuple(dataclasses.replace(layer, index=len(model) + k)
-                      for k, layer in enumerate(iteration_rows))
+    iteration = tuple(_reindexed(layer, len(model) + k) for k, layer in enumerate(iteration_rows))
     return model, tuple(model_spans), offsets, iteration
+
+
+def _reindexed(r: Layer, index: int) -> Layer:
+    """``dataclasses.replace(r, index=index)`` at a third of the cost (every field, in order)."""
+    return Layer(index, r.name, r.fwd_compute, r.fwd_comm, r.ig_compute, r.ig_comm, r.wg_compute,
+                 r.wg_comm, r.update_time, r.line, r.policy, r.reserved)
 
 
 def _recompute(workload: Workload, st: AicbStage,

@@ -9,9 +9,6 @@ compares them with the row counter); they are checked once the row count is know
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from ..errors import WorkloadError
 from .model import POLICIES, Header
 from .rows import MAX_INT, end_column, int_range_text, to_int
@@ -38,23 +35,37 @@ _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp":
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:")
-_TOKEN_RE = re.compile(r"\S+")
 
 
-@dataclass(frozen=True)
 class ParsedHeader:
     """The header, its warnings, and the layer numbers it names (checked against the rows later).
 
-    ``layer_refs`` holds ``(field, layer number, column)``.
+    ``layer_refs`` holds ``(field, layer number, column)``. A plain class: the parser's own
+    record, and a dataclass costs start-up time to create.
     """
 
-    header: Header
-    warnings: tuple[str, ...]
-    layer_refs: tuple[tuple[str, int, int], ...]
+    __slots__ = ("header", "layer_refs", "warnings")
+
+    def __init__(self, header: Header, warnings: tuple[str, ...],
+                 layer_refs: tuple[tuple[str, int, int], ...]) -> None:
+        self.header = header
+        self.warnings = warnings
+        self.layer_refs = layer_refs
+
+
+def _tokens(line: str) -> list[tuple[str, int]]:
+    """``(token, 1-based column)`` of each whitespace-separated token (str.split's whitespace)."""
+    out = []
+    at = 0
+    for tok in line.split():
+        at = line.index(tok, at)   # only whitespace lies between ``at`` and the token
+        out.append((tok, at + 1))
+        at += len(tok)
+    return out
 
 
 def parse_header(line: str, path: str) -> ParsedHeader:
-    toks = [(m.group(), m.start() + 1) for m in _TOKEN_RE.finditer(line)]
+    toks = _tokens(line)
     if not toks:
         raise WorkloadError(path, 1, 1, "policy", f"one of {', '.join(POLICIES)}", "")
     policy, col = toks[0]

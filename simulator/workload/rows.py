@@ -13,6 +13,7 @@ Rows are the hot path of loading (2.6k rows in the biggest real file), so tokens
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from ..errors import WorkloadError
 from .model import POLICIES, Comm, CommGroup, CommType, Layer
@@ -24,8 +25,10 @@ ROW_FIELDS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_byte
               "update_time", "policy")
 CUSTOMIZED = "HYBRID_CUSTOMIZED"  # its rows carry the layer's own policy as a 13th column
 
-_INT_RE = re.compile(r"([+-]?[0-9]+)(?:\.0*)?")  # an integer, or a float with a zero fraction
-_TOKEN_RE = re.compile(r"\S+")                   # same whitespace as str.split()
+_INT_PATTERN = r"([+-]?[0-9]+)(?:\.0*)?"  # an integer, or a float with a zero fraction
+_TOKEN_PATTERN = r"\S+"                   # same whitespace as str.split()
+_NUMBER_COLUMNS = (2, 4, 5, 7, 8, 10, 11)
+_numbers = itemgetter(*_NUMBER_COLUMNS)
 
 _COMM_BASES = (("ALLREDUCE", CommType.ALLREDUCE), ("ALLTOALL", CommType.ALLTOALL),
                ("ALLGATHER", CommType.ALLGATHER), ("REDUCESCATTER", CommType.REDUCESCATTER))
@@ -36,13 +39,13 @@ def to_int(token: str) -> int | None:
     """The integer a token spells (``8388608.0`` counts), or None if it is not one."""
     if token.isdigit() and token.isascii():
         return int(token)
-    match = _INT_RE.fullmatch(token)
+    match = re.fullmatch(_INT_PATTERN, token)   # rare (``8388608.0``): compiled on first use
     return int(match.group(1)) if match else None
 
 
 def column_of(line: str, k: int) -> int:
     """1-based character column of whitespace-separated token ``k`` (end of line if absent)."""
-    for i, match in enumerate(_TOKEN_RE.finditer(line)):
+    for i, match in enumerate(re.finditer(_TOKEN_PATTERN, line)):   # error messages only
         if i == k:
             return match.start() + 1
     return end_column(line)
@@ -61,7 +64,10 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
     """Layers of ``lines`` (file line ``first_line`` on); blank lines are skipped, as SimAI does."""
     width = 13 if policy == CUSTOMIZED else 12
     ints: dict[str, int] = {}      # token -> value; real files repeat a few numbers a lot
-    comms: dict[tuple[str, CommGroup, int], Comm] = {}
+    get_int = ints.get
+    # (token, DP default?, bytes) -> Comm; a bool, not the CommGroup, in the key: an Enum's hash
+    # is Python code
+    comms: dict[tuple[str, bool, int], Comm] = {}
     layers: list[Layer] = []
     append = layers.append
     for offset, line in enumerate(lines):
@@ -71,23 +77,25 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
         lineno = first_line + offset
         if len(parts) != width:
             _wrong_width(parts, width, line, lineno, path)
-        vals = []
-        for k in (2, 4, 5, 7, 8, 10, 11):
-            tok = parts[k]
-            value = ints.get(tok)
-            if value is None:
-                value = ints[tok] = _number(tok, 0, line, lineno, k, path)
-            vals.append(value)
+        vals = list(map(get_int, _numbers(parts)))
+        if None in vals:
+            for j, k in enumerate(_NUMBER_COLUMNS):
+                if vals[j] is None:
+                    tok = parts[k]
+                    value = get_int(tok)
+                    if value is None:
+                        value = ints[tok] = _number(tok, 0, line, lineno, k, path)
+                    vals[j] = value
         reserved = parts[1]
         if reserved != "-1":
             _number(reserved, -MAX_INT, line, lineno, 1, path)
-        fwd = comms.get((parts[3], CommGroup.TP, vals[1]))
+        fwd = comms.get((parts[3], False, vals[1]))
         if fwd is None:
             fwd = _comm(parts, 3, CommGroup.TP, vals[1], comms, line, lineno, path)
-        ig = comms.get((parts[6], CommGroup.TP, vals[3]))
+        ig = comms.get((parts[6], False, vals[3]))
         if ig is None:
             ig = _comm(parts, 6, CommGroup.TP, vals[3], comms, line, lineno, path)
-        wg = comms.get((parts[9], CommGroup.DP, vals[5]))
+        wg = comms.get((parts[9], True, vals[5]))
         if wg is None:
             wg = _comm(parts, 9, CommGroup.DP, vals[5], comms, line, lineno, path)
         layer_policy = None
@@ -97,9 +105,9 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
                 raise WorkloadError(path, lineno, column_of(line, 12), "policy",
                                     f"the layer's policy, one of {', '.join(POLICIES)}",
                                     layer_policy)
-        append(Layer(index=len(layers), name=parts[0], fwd_compute=vals[0], fwd_comm=fwd,
-                     ig_compute=vals[2], ig_comm=ig, wg_compute=vals[4], wg_comm=wg,
-                     update_time=vals[6], line=lineno, policy=layer_policy, reserved=reserved))
+        # positional, in Layer's field order (keywords cost more per row)
+        append(Layer(len(layers), parts[0], vals[0], fwd, vals[2], ig, vals[4], wg, vals[6],
+                     lineno, layer_policy, reserved))
     return tuple(layers)
 
 
@@ -114,10 +122,10 @@ def _number(tok: str, minimum: int, line: str, lineno: int, k: int, path: str) -
 
 
 def _comm(parts: list[str], k: int, default: CommGroup, nbytes: int,
-          cache: dict[tuple[str, CommGroup, int], Comm], line: str, lineno: int, path: str) -> Comm:
+          cache: dict[tuple[str, bool, int], Comm], line: str, lineno: int, path: str) -> Comm:
     """The Comm of column ``k``, made once per (token, default group, bytes) and cached."""
     ctype, group = _comm_kind(parts[k], default, line, lineno, k, path)
-    comm = cache[(parts[k], default, nbytes)] = Comm(ctype, group, nbytes, parts[k])
+    comm = cache[(parts[k], default is CommGroup.DP, nbytes)] = Comm(ctype, group, nbytes, parts[k])
     return comm
 
 

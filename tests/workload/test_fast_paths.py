@@ -1,0 +1,40 @@
+"""The parser's and the AICB recovery's fast paths build exactly what the general ones did."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from simulator.workload import aicb
+from simulator.workload.header import _tokens
+from simulator.workload.model import Comm, CommGroup, CommType, Layer
+from simulator.workload.rows import parse_rows
+
+
+def test_layer_fields_are_the_ones_the_positional_constructors_fill():
+    # rows.parse_rows and aicb._reindexed build Layer positionally: a new field must be added there
+    assert [f.name for f in dataclasses.fields(Layer)] == [
+        "index", "name", "fwd_compute", "fwd_comm", "ig_compute", "ig_comm", "wg_compute",
+        "wg_comm", "update_time", "line", "policy", "reserved"]
+    c = Comm(CommType.ALLGATHER, CommGroup.EP, 8, "ALLGATHER_EP")
+    d = Comm(CommType.ALLREDUCE, CommGroup.DP, 16, "ALLREDUCE")
+    r = Layer(3, "mlp", 1, c, 2, c, 4, d, 5, line=9, policy="DATA", reserved="7")
+    assert aicb._reindexed(r, 11) == dataclasses.replace(r, index=11)
+
+
+def test_rows_share_comm_objects_per_token_default_group_and_bytes():
+    lines = ["a -1 1 ALLREDUCE 8 2 ALLREDUCE 8 3 ALLREDUCE 8 0",
+             "b -1 1 ALLREDUCE 8 2 NONE 0 3 ALLREDUCE 8.0 4"]
+    a, b = parse_rows(lines, 3, "HYBRID_TRANSFORMER", "w.txt")
+    assert a.fwd_comm is a.ig_comm is b.fwd_comm           # TP default, same token and bytes
+    assert a.wg_comm is b.wg_comm and a.wg_comm is not a.fwd_comm   # DP default: its own
+    assert (a.wg_comm.group, a.fwd_comm.group) == (CommGroup.DP, CommGroup.TP)
+    assert (b.update_time, b.line, b.index, b.reserved) == (4, 4, 1, "-1")
+
+
+def test_header_tokens_and_columns():
+    assert _tokens("\tHYBRID  pp: 2\u00a0ga:\t4 ") == [
+        ("HYBRID", 2), ("pp:", 10), ("2", 14), ("ga:", 16), ("4", 20)]
+    assert _tokens("   ") == []
+    for line in ("a\x1cb  c", " x\u2003y\u3000z\x0b", "pp_comm 8388608.0\r"):
+        assert _tokens(line) == [(m.group(), m.start() + 1) for m in re.finditer(r"\S+", line)]
