@@ -139,8 +139,16 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
         check_chunks(wl, schedule.n_chunks)
     if strict:
         enforce_strict(warnings)
+    opts = schedule_options or {}
+    if spec is not None and spec.needs_costs and not isinstance(schedule, Schedule) \
+            and opts.get("stage_costs") is None:
+        # a cost-aware schedule (auto) is built for this run's own per-stage costs
+        from .engine.stage_costs import run_stage_costs
+
+        opts = {**opts, "stage_costs": run_stage_costs(partition(wl, P * v), wl.header,
+                                                       sysconf, P)}
     sched = schedule if isinstance(schedule, Schedule) else registry.generate(
-        spec.name, P, M, v, **(schedule_options or {}))
+        spec.name, P, M, v, **opts)
     if validate:
         from .schedules.validate import validate as check
 

@@ -4,39 +4,20 @@ Each virtual stage ``s`` has a forward ``f[s]``, an input-gradient backward ``i[
 weight-gradient backward ``w[s]`` (a fused backward costs ``i[s] + w[s]``); an activation or a
 gradient moving between two ranks arrives a fixed ``comm`` after it was produced (no link
 contention). Costs are in one arbitrary time unit; lists are in global virtual-stage order.
+The dataclass lives in :mod:`simulator.schedules.stage_costs` (``api`` builds one from a run);
+this module reads and checks ``costs.yaml``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..schedules.stage_costs import StageCosts
 
 KEYS = ("f", "i", "w")
-
-
-@dataclass(frozen=True)
-class StageCosts:
-    f: tuple[float, ...]
-    i: tuple[float, ...]
-    w: tuple[float, ...]
-    comm: float = 0.0
-
-    @property
-    def n_stages(self) -> int:
-        return len(self.f)
-
-    def b(self, stage: int) -> float:
-        """A fused backward: input and weight gradients in one action."""
-        return self.i[stage] + self.w[stage]
-
-    @classmethod
-    def unit(cls, n_stages: int) -> "StageCosts":
-        """F = I = W = 1, no communication: what ``auto`` assumes without ``--stage-costs``."""
-        ones = (1,) * n_stages
-        return cls(ones, ones, ones, 0)
+__all__ = ["KEYS", "StageCosts", "load_stage_costs", "stage_costs_from"]
 
 
 def _number(value: object, where: str) -> float:

@@ -5,6 +5,11 @@ Generators that need per-stage costs (schedule synthesis) live in a layer above 
 layer calls :func:`register_cost_aware` when it is imported, so this module never imports it.
 Such generators are found by :func:`get` and :func:`generate` but listed apart
 (:func:`cost_aware_names`), not by :func:`names`, which stays the hand-made library.
+
+So that ``simulate(..., "auto")`` works from any caller without ``api`` importing the planning
+layer, :data:`ENTRY_POINTS` names, as a string, the module that registers each cost-aware
+schedule; :func:`get` imports it by name the first time the schedule is asked for. The registry
+holds no planning code and no import edge to it, only the module's name.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ _REGISTRY: dict[str, ScheduleSpec] = {}
 _COST_AWARE: dict[str, ScheduleSpec] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False
+# cost-aware schedule -> the module whose import registers it (loaded on first use by get())
+ENTRY_POINTS: dict[str, str] = {"auto": "simulator.planning"}
 
 
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
@@ -97,7 +104,16 @@ def register_cost_aware(name: str, generate: Generator, *, summary: str, default
 
 
 def cost_aware_names() -> list[str]:
+    """Every cost-aware schedule, registered or known by its entry point (loads them)."""
+    for key in ENTRY_POINTS:
+        _load_entry_point(key)
     return list(_COST_AWARE)
+
+
+def _load_entry_point(key: str) -> None:
+    module = ENTRY_POINTS.get(key)
+    if module is not None and key not in _COST_AWARE:
+        importlib.import_module(module)
 
 
 def _load_library() -> None:
@@ -119,6 +135,8 @@ def names() -> list[str]:
 def get(name: str) -> ScheduleSpec:
     _load_library()
     key = _ALIASES.get(name.lower(), name.lower())
+    if key not in _REGISTRY:
+        _load_entry_point(key)
     spec = _REGISTRY.get(key) or _COST_AWARE.get(key)
     if spec is None:
         raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "
