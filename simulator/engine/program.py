@@ -18,10 +18,14 @@ and the costs the profile replaces (calibrated action costs, the first stage's t
 
 from __future__ import annotations
 
+from array import array
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..schedules.comm_pass import GRADIENT, Compute, Op, add_communication
+from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
+                                   add_communication)
 from ..schedules.phases import phase_labels
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
@@ -143,15 +147,22 @@ class Program:
                 own = rank_iteration_rows(partition, chunks, schedule.pp)
                 rows = by_share[chunks] = iteration_rows(own, header, system, links)
             iter_rows.append(rows)
-        programs = add_communication(schedule, early_receives=compiled_mode == "torch-multi")
         labels = tuple(phase_labels(acts) for acts in schedule.ranks)
         builder = ProgramBuilder(schedule, costs, memory, list(labels), compiled_mode, pp_comm,
                                  profile)
-        compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
-        del programs
-        layer_ops = sum(
-            share[3].layer_ops for prog in compiled for op in prog if op[0] == COMPUTE
-            for share in op[1].shares) + sum(rows.layer_ops for rows in iter_rows)
+        if compiled_mode == "async":     # compact, generated when walked
+            lazy = tuple(builder.compile_async(r) for r in range(schedule.pp))
+            compiled: tuple = lazy
+            layer_ops = sum(ops.layer_ops() for ops in lazy)
+        else:
+            programs = add_communication(schedule,
+                                         early_receives=compiled_mode == "torch-multi")
+            compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
+            del programs
+            layer_ops = sum(
+                share[3].layer_ops for prog in compiled for op in prog if op[0] == COMPUTE
+                for share in op[1].shares)
+        layer_ops += sum(rows.layer_ops for rows in iter_rows)
         return cls(schedule, partition, header, system, pp_comm, mode, compiled_mode, links,
                    tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
 
@@ -182,11 +193,12 @@ class ProgramBuilder:
                             if rt.first_stage_backward == "torch" else set())
         self.overhead = rt.action_overhead_ns if rt.has_overheads else None
 
-    def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
+    def _roles(self, rank: int) -> tuple[list[bool], set[int]]:
+        """Per action of ``rank``: does it carry the weights (W, or a B not split), and the
+        positions of the last weight-carrying backward of each stage (and minibatch), which
+        issue the DP collectives (with no flush, e.g. 2BW, each minibatch of the continuous
+        schedule reduces its own)."""
         actions = self.schedule.ranks[rank]
-        labels = self.labels[rank]
-        # the last weight-carrying backward of each stage issues its DP collectives (with no
-        # flush, e.g. 2BW, each minibatch of the continuous schedule reduces its own)
         split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
         weight_bwd = [a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
                       for a in actions]
@@ -196,27 +208,38 @@ class ProgramBuilder:
             if weight_bwd[i]:
                 minibatch = a.microbatch // per_minibatch if per_minibatch else 0
                 last_wb[(a.stage, minibatch)] = i
-        last = set(last_wb.values())
+        return weight_bwd, set(last_wb.values())
+
+    def _step_key(self, rank: int, pos: int, step: tuple, weight_bwd: list[bool],
+                  last: set[int]) -> tuple:
+        """The :meth:`step_cost` key of the step at action position ``pos``."""
+        actions = self.schedule.ranks[rank]
+        labels = self.labels[rank]
+        n = len(step)
+        key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
+                     labels[pos + k]) for k, a in enumerate(step))
+        # a pair run as two steps (torch-multi) is one launch
+        first = step[0]
+        if n == 1 and first.pair is not None:
+            if pos > 0 and actions[pos - 1].pair == first.pair:
+                key += (None,)
+            elif pos + 1 < len(actions) and actions[pos + 1].pair == first.pair:
+                key += (actions[pos + 1].kind,)
+        return key
+
+    def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
+        weight_bwd, last = self._roles(rank)
         cache: dict[tuple, StepCost] = {}
         ops: list[tuple] = []
         pos = 0   # compute steps appear in the order of the rank's actions
         for op in program:
             if type(op) is Compute:
-                n = len(op.actions)
-                key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
-                             labels[pos + k]) for k, a in enumerate(op.actions))
-                # a pair run as two steps (torch-multi) is one launch
-                first = op.actions[0]
-                if n == 1 and first.pair is not None:
-                    if pos > 0 and actions[pos - 1].pair == first.pair:
-                        key += (None,)
-                    elif pos + 1 < len(actions) and actions[pos + 1].pair == first.pair:
-                        key += (actions[pos + 1].kind,)
+                key = self._step_key(rank, pos, op.actions, weight_bwd, last)
                 cost = cache.get(key)
                 if cost is None:
                     cost = cache[key] = self.step_cost(key)
                 ops.append((COMPUTE, cost, op.actions))
-                pos += n
+                pos += len(op.actions)
             elif op.op == "recv":
                 ops.append((RECV, op.key, op.src_rank, None, op))
             elif op.op == "send":
@@ -242,6 +265,47 @@ class ProgramBuilder:
             else:
                 out.append((BATCH, (op,)))
         return out
+
+    def compile_async(self, rank: int) -> "AsyncOps":
+        """Rank ``rank``'s op list for asynchronous point-to-point, kept compact: the comm
+        pass's receives and sends follow from each action (see :class:`AsyncOps`), so only
+        each step's cost is stored (an index into a small table)."""
+        actions = self.schedule.ranks[rank]
+        weight_bwd, last = self._roles(rank)
+        labels = self.labels[rank]
+        index: dict[tuple, int] = {}
+        table: list[StepCost] = []
+        steps = array("I")
+        put = steps.append
+        quick: dict[tuple, int] = {}   # plain single actions: (stage, kind, roles, label)
+        n = len(actions)
+        pos = 0
+        while pos < n:
+            a = actions[pos]
+            pair = a.pair
+            if pair is not None and pos + 1 < n and actions[pos + 1].pair == pair:
+                step: tuple = (a, actions[pos + 1])
+            else:
+                step = (a,)
+            if pair is None:
+                q = (a.stage, a.kind, weight_bwd[pos], pos in last, labels[pos])
+                i = quick.get(q)
+                if i is None:
+                    key = self._step_key(rank, pos, step, weight_bwd, last)
+                    i = index.get(key)
+                    if i is None:
+                        i = index[key] = len(table)
+                        table.append(self.step_cost(key))
+                    quick[q] = i
+            else:
+                key = self._step_key(rank, pos, step, weight_bwd, last)
+                i = index.get(key)
+                if i is None:
+                    i = index[key] = len(table)
+                    table.append(self.step_cost(key))
+            put(i)
+            pos += len(step)
+        return AsyncOps(self.schedule, rank, tuple(table), steps, self.pp_comm)
 
     def _single_stage(self, ops: list[tuple]) -> list[tuple]:
         """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
@@ -351,6 +415,114 @@ class ProgramBuilder:
             pre = max(self.overhead[k] for k in kinds)
         return StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
                         alloc, free, tuple(k[4] for k in key), pre)
+
+
+class AsyncOps(Sequence):
+    """A rank's asynchronous op list, generated when walked (what ``ProgramBuilder.compile``
+    would list for ``async``, equal op for op): per step only the index of its
+    :class:`StepCost` is stored (4 bytes); its actions are the schedule's, and their receives
+    and sends follow from each action as the comm pass places them (a receive before the step
+    when the input comes from another rank, a send after it when the output goes to one).
+    A million actions then cost a few MB instead of a few hundred."""
+
+    def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
+                 steps: array, pp_comm: int) -> None:
+        self.schedule = schedule
+        self.rank = rank
+        self.costs = costs
+        self.steps = steps
+        self.pp_comm = pp_comm
+        # per (stage, kind): (data, upstream stage, its rank) / (data, downstream, its rank)
+        self._recv: dict[tuple[int, str], tuple | None] = {}
+        self._send: dict[tuple[int, str], tuple | None] = {}
+        for st in schedule.stages_of(rank):
+            for kind in ("F", "B", "I", "W"):
+                self._recv[(st, kind)] = self._peer(st, kind, True)
+                self._send[(st, kind)] = self._peer(st, kind, False)
+        self._len: int | None = None
+
+    def _peer(self, stage: int, kind: str, recv: bool) -> tuple | None:
+        s = self.schedule
+        if kind == "F":
+            data, other = ACTIVATION, (s.prev_stage if recv else s.next_stage)(stage)
+        elif kind in ("B", "I"):
+            data, other = GRADIENT, (s.next_stage if recv else s.prev_stage)(stage)
+        else:
+            return None
+        if other is None or s.placement[other] == self.rank:
+            return None
+        return data, other, s.placement[other]
+
+    def __iter__(self):
+        actions = self.schedule.ranks[self.rank]
+        costs = self.costs
+        recv_of, send_of = self._recv, self._send
+        rank = self.rank
+        nbytes = self.pp_comm
+        new = tuple.__new__
+        pos = 0
+        for i in self.steps:
+            cost = costs[i]
+            if len(cost.shares) == 1:
+                a = actions[pos]
+                pos += 1
+                step = (a,)
+            else:
+                step = actions[pos:pos + 2]
+                pos += 2
+            for a in step:
+                r = recv_of.get((a.stage, a.kind))
+                if r is not None:
+                    data, other, peer = r
+                    mb = a.microbatch
+                    yield (RECV, (data, a.stage, mb), peer, None,
+                           new(Transfer, ("recv", data, other, a.stage, mb, peer, rank)))
+            yield (COMPUTE, cost, step)
+            for a in step:
+                r = send_of.get((a.stage, a.kind))
+                if r is not None:
+                    data, other, peer = r
+                    mb = a.microbatch
+                    yield (SEND, (data, other, mb), peer, nbytes,
+                           new(Transfer, ("send", data, a.stage, other, mb, rank, peer)))
+
+    def sends(self) -> list[Transfer]:
+        """The sends in op order (what the transfer columns rebuild records from)."""
+        out = []
+        send_of = self._send
+        rank = self.rank
+        new = tuple.__new__
+        for a in self.schedule.ranks[self.rank]:
+            r = send_of.get((a.stage, a.kind))
+            if r is not None:
+                data, other, peer = r
+                out.append(new(Transfer, ("send", data, a.stage, other, a.microbatch, rank,
+                                          peer)))
+        return out
+
+    def layer_ops(self) -> int:
+        """Layer-level operations of one pass over the list."""
+        use = Counter(self.steps)
+        return sum(n * sum(share[3].layer_ops for share in self.costs[i].shares)
+                   for i, n in use.items())
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = sum(1 for _ in self)
+        return self._len
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, AsyncOps)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<AsyncOps rank {self.rank}: {len(self.steps)} steps>"
 
 
 def _rescaled(cost: ActionCost, target: float) -> ActionCost:

@@ -161,7 +161,8 @@ class _Run:
             compiled = self.compiled
             self.rec.transfers = TransferColumns(
                 self.schedule, self.pp_comm, ordered=True,
-                sends=lambda: [[op[4] for op in prog if op[0] == SEND] for prog in compiled])
+                sends=lambda: [prog.sends() if hasattr(prog, "sends") else
+                               [op[4] for op in prog if op[0] == SEND] for prog in compiled])
         self.mailbox: dict = {}
         self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}

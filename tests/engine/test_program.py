@@ -1,0 +1,44 @@
+"""The compact asynchronous op lists (``AsyncOps``, generated when walked) equal the op lists
+compiled from the comm pass, op for op, on every registered schedule."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.engine.program import AsyncOps, Program, ProgramBuilder
+from simulator.schedules import generate, get, names
+from simulator.schedules.comm_pass import add_communication
+from simulator.system import SystemConfig
+from simulator.workload import uniform_workload
+from simulator.workload.partition import partition
+
+
+def cases():
+    for name in names():
+        spec = get(name)
+        for P, M in ((2, 4), (4, 8)):
+            v = 2 if spec.variable_vpp else spec.default_vpp
+            try:
+                yield name, generate(name, P, M, v)
+            except Exception:
+                continue
+
+
+@pytest.mark.parametrize("name,sched", list(cases()), ids=lambda x: x if isinstance(x, str)
+                         else "")
+def test_async_ops_equal_the_comm_pass_compile(name, sched):
+    wl = uniform_workload(2 * sched.n_chunks, pp=sched.pp, ga=sched.microbatches,
+                          pp_comm=4096)
+    program = Program.compile(sched, partition(wl, sched.n_chunks), wl.header, SystemConfig(),
+                              p2p="async")
+    builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
+                             "async", program.pp_comm, program.profile)
+    comm = add_communication(sched)
+    for r in range(sched.pp):
+        ops = program.compiled[r]
+        assert isinstance(ops, AsyncOps)
+        expected = builder.compile(r, comm[r])
+        assert list(ops) == expected
+        assert list(ops) == expected           # walks again
+        assert len(ops) == len(expected)
+        assert ops.sends() == [op[4] for op in expected if op[0] == 2]
