@@ -49,3 +49,14 @@ def test_unknown_and_private_command_names_are_not_commands(capsys):
     assert group.get_command(None, "run_x") is None       # modules a_b are the command a-b only
     assert group.get_command(None, "run").name == "run"
     assert "run" in cli.list_commands(None) and "schedule" in cli.list_commands(None)
+
+
+def test_run_gives_the_cyclic_collector_back(tmp_path, capsys):
+    import gc
+
+    from simulator.cli.main import main
+    assert gc.isenabled()
+    assert main(["run", str(DOC000), "--json", str(tmp_path / "o.json")]) == 0
+    assert main(["run", str(tmp_path / "missing.txt")]) == 2      # an error path too
+    assert gc.isenabled()
+    assert "missing.txt" in capsys.readouterr().err
