@@ -1,0 +1,359 @@
+"""Fit a runtime calibration to profiler traces by replaying them with pipesim's own engine.
+
+What is measured directly (medians over iterations, design notes §6):
+
+- per (global stage, kind) the action's operator ("busy") time: ``runtime.action_costs_ns``;
+- per layer, its stage's measured / nominal time (``runtime.layer_scale``), so the calibration
+  also predicts another chunking of the same model (v = 2 -> v = 1), where the stage costs no
+  longer apply;
+- the step epilogue: the last rank's iteration span end minus its last compute end.
+
+What is fitted, because no span shows it alone: the per-action launch overhead, the step
+prologue, the one-way link latency and the two-way exchange cost of torch's rendezvous
+transfers. A deterministic coordinate search (fixed start, step halving, fixed order of
+parameters and signs) replays the traced schedule under ``--p2p torch`` for each candidate and
+keeps the one whose per-rank end times and iteration time are closest to the measured medians.
+The replay is the run ``pipesim run W -s SCHED --vpp V --calibration calib.yaml`` makes, so
+the printed fit is what a user gets back.
+
+Layering: calibration sits above the api; nothing below imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from statistics import median
+from typing import Sequence
+
+from ..errors import ConfigError
+from ..schedules import registry
+from ..schedules.schedule import Schedule
+from ..system.config import SystemConfig, system_from_dict
+from ..workload.model import Workload
+from .traces import TraceError, TraceSet, read_traces, trace_files
+
+# parameters fitted by replay: (key, start, first step, smallest step), in ns; the start is the
+# torch-on-gloo figures of configs/system/torch-gloo-cpu.yaml
+SEARCH = (
+    ("overhead_ns", 435_000.0, 200_000.0, 5_000.0),
+    ("exchange_ns", 2_141_000.0, 1_000_000.0, 20_000.0),
+    ("latency_ns", 59_000.0, 50_000.0, 5_000.0),
+    ("prologue_ns", 500_000.0, 250_000.0, 10_000.0),
+)
+MAX_REPLAYS = 240
+
+
+@dataclass(frozen=True)
+class RankFit:
+    """One rank's measured (median over iterations) and replayed busy, idle and end (ns)."""
+
+    rank: int
+    measured: dict
+    replayed: dict
+
+
+@dataclass
+class Calibration:
+    """What ``pipesim calibrate`` fitted, and how well the replay reproduces the traces."""
+
+    pp: int
+    vpp: int
+    microbatches: int
+    iterations: int
+    schedule: str                      # registered name the traces' order equals, or "trace"
+    action_costs: dict                 # {(stage, kind): ns}
+    layer_scale: dict                  # {layer: {"F": x, "I": y, "W": z}}
+    overhead_ns: float
+    exchange_ns: float
+    latency_ns: float
+    prologue_ns: float
+    epilogue_ns: float
+    measured_iteration_ns: float
+    replayed_iteration_ns: float
+    ranks: list[RankFit] = field(default_factory=list)
+    replays: int = 0
+    sources: tuple[str, ...] = ()
+
+    def runtime(self) -> dict:
+        """The ``runtime:`` section (YAML-ready: plain ints, floats, strings)."""
+        costs: dict[str, dict] = {}
+        for (s, k), v in sorted(self.action_costs.items()):
+            costs.setdefault(str(s), {})[k] = int(round(v))
+        return {
+            "p2p": "torch",
+            "action_overhead_ns": {k: int(round(self.overhead_ns)) for k in "FBIW"},
+            "step_prologue_ns": int(round(self.prologue_ns)),
+            "step_epilogue_ns": int(round(self.epilogue_ns)),
+            "exchange_ns": int(round(self.exchange_ns)),
+            "first_stage_backward": "torch",
+            "calibrated_for": {"pp": self.pp, "vpp": self.vpp},
+            "action_costs_ns": costs,
+            "layer_scale": {str(i): {k: round(f[k], 4) for k in ("F", "I", "W")}
+                            for i, f in sorted(self.layer_scale.items())},
+        }
+
+    def to_dict(self) -> dict:
+        """The calibration file's content (a fragment of a system file)."""
+        return {"links": {"latency_ns": int(round(self.latency_ns))}, "runtime": self.runtime()}
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        head = (f"# pipesim calibrate: {self.schedule} traces, P={self.pp} v={self.vpp} "
+                f"M={self.microbatches}, {self.iterations} iteration(s); measured iteration "
+                f"{self.measured_iteration_ns / 1e6:.3f} ms, replayed "
+                f"{self.replayed_iteration_ns / 1e6:.3f} ms\n"
+                "# use: pipesim run W.txt -s SCHEDULE --vpp V --calibration THIS_FILE\n")
+        return head + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None,
+                                     width=100)
+
+    def report(self) -> str:
+        """The fit, per rank: measured vs replayed busy, idle and end time (ms)."""
+        lines = [f"calibrated on {self.schedule} (P={self.pp}, v={self.vpp}, "
+                 f"M={self.microbatches}, {self.iterations} iteration(s), medians), "
+                 f"{self.replays} replays",
+                 f"fitted: overhead {self.overhead_ns / 1e3:.1f} us per action, exchange "
+                 f"{self.exchange_ns / 1e3:.1f} us, latency {self.latency_ns / 1e3:.1f} us, "
+                 f"prologue {self.prologue_ns / 1e3:.1f} us; measured: epilogue "
+                 f"{self.epilogue_ns / 1e3:.1f} us",
+                 "rank  busy meas/replay (ms)  idle meas/replay (ms)  end meas/replay (ms)"]
+        for r in self.ranks:
+            m, p = r.measured, r.replayed
+            lines.append(f"{r.rank:>4}  {m['busy_ns'] / 1e6:9.3f} {p['busy_ns'] / 1e6:9.3f}  "
+                         f"{m['idle_ns'] / 1e6:10.3f} {p['idle_ns'] / 1e6:9.3f}  "
+                         f"{m['end_ns'] / 1e6:9.3f} {p['end_ns'] / 1e6:9.3f}")
+        err = 100.0 * (self.replayed_iteration_ns - self.measured_iteration_ns) \
+            / self.measured_iteration_ns
+        lines.append(f"iteration: measured {self.measured_iteration_ns / 1e6:.3f} ms, replayed "
+                     f"{self.replayed_iteration_ns / 1e6:.3f} ms ({err:+.2f} %)")
+        return "\n".join(lines)
+
+
+def _load_workload(workload: Workload | str | PathLike) -> tuple[Workload, str]:
+    if isinstance(workload, Workload):
+        return workload, "the workload"
+    from ..workload.parser import load_workload
+
+    return load_workload(workload), str(workload)
+
+
+def _schedule_of(ts: TraceSet) -> tuple[Schedule, str]:
+    """The registered schedule whose order the traces show (so ``--p2p torch`` picks torch's
+    single- or multi-stage rules by name, as the predicted runs do), else the order itself."""
+    orders = ts.orders(0)
+    for name in registry.names():
+        try:
+            sched = registry.generate(name, ts.pp, ts.microbatches, ts.vpp)
+        except Exception:   # noqa: BLE001 - a schedule that does not exist at this shape
+            continue
+        if sched.placement == ts.placement and sched.as_strings() == orders:
+            return sched, name
+    return ts.to_schedule(), "trace"
+
+
+def _measured(ts: TraceSet) -> tuple[list[dict], float, float, float]:
+    """Per rank median busy/idle/end, the median iteration time, the measured epilogue and
+    the first compute start on rank 0 (an upper bound of prologue + overhead)."""
+    n = ts.n_iterations
+    tls = [ts.timelines(k) for k in range(n)]
+    ranks = []
+    for r in range(ts.pp):
+        ranks.append({key: float(median(tls[k][r][key] for k in range(n)))
+                      for key in ("busy_ns", "idle_ns", "end_ns")})
+    its = ts.iteration_times_ns()
+    epilogue = float(median(max(0, its[k] - max(t["end_ns"] for t in tls[k]))
+                            for k in range(n)))
+    first = []
+    for k in range(n):
+        t0 = min(rt.iterations[k].start_ns for rt in ts.ranks)
+        first.append(min(a.start_ns for a in ts.ranks[0].iterations[k].compute) - t0)
+    return ranks, float(median(its)), epilogue, float(median(first))
+
+
+def action_costs(ts: TraceSet) -> dict[tuple[int, str], float]:
+    """(stage, kind) -> busy time: per iteration the mean over its microbatches, then the
+    median over iterations (so a rank's busy time per iteration is what the traces show,
+    and one slow iteration does not move it).
+
+    The halves of an overlapped pair share one busy time: a kind a stage runs only in pairs
+    gets the pair's time split in proportion of the stage's unpaired F and backward (B, or
+    I + W); a kind also run unpaired is priced from the unpaired actions alone."""
+    per: dict[tuple[int, str], list[list[int]]] = {}
+    paired: dict[tuple[int, str], list[list[int]]] = {}
+    for r in ts.ranks:
+        for k, it in enumerate(r.iterations):
+            for a in it.compute:
+                into = per if a.pair is None else paired
+                rows = into.setdefault((a.stage, a.kind), [[] for _ in range(ts.n_iterations)])
+                rows[k].append(a.busy_ns)
+
+    def med(rows: list[list[int]]) -> float:
+        return float(median(sum(x) / len(x) for x in rows if x))
+
+    costs = {k: med(v) for k, v in per.items()}
+    for (s, k), rows in paired.items():
+        if (s, k) in costs:
+            continue
+        f = costs.get((s, "F"), 0.0)
+        bw = costs.get((s, "B")) or (costs.get((s, "I"), 0.0) + costs.get((s, "W"), 0.0))
+        share = (f if k == "F" else bw) / (f + bw) if f + bw else 0.5
+        costs[(s, k)] = med(rows) * share
+    return dict(sorted(costs.items()))
+
+
+def layer_scales(wl: Workload, sched: Schedule, costs: dict, first_torch: bool = True
+                 ) -> dict[int, dict[str, float]]:
+    """Per file-order layer: its stage's measured / nominal F and backward factors.
+
+    The backward factor is measured B / rows' I + W, or I and W apart where the traces split
+    them (not on the first stage, whose split torch does its own way: there I + W together)."""
+    from ..workload.partition import partition
+
+    part = partition(wl, sched.n_chunks)
+    out: dict[int, dict[str, float]] = {}
+    for s in range(sched.n_stages):
+        layers = part.chunks[sched.stage_chunk[s]]
+        nf = sum(ly.fwd_compute for ly in layers)
+        ni = sum(ly.ig_compute for ly in layers)
+        nw = sum(ly.wg_compute for ly in layers)
+        f = costs.get((s, "F"))
+        fx = f / nf if f is not None and nf > 0 else 1.0
+        if (s, "B") in costs or (s == 0 and first_torch):
+            b = costs.get((s, "B"))
+            if b is None:
+                b = costs.get((s, "I"), 0.0) + costs.get((s, "W"), 0.0)
+            bx = b / (ni + nw) if ni + nw > 0 else 1.0
+            ix = wx = bx
+        else:
+            i, w = costs.get((s, "I")), costs.get((s, "W"))
+            ix = i / ni if i is not None and ni > 0 else 1.0
+            wx = w / nw if w is not None and nw > 0 else 1.0
+        for ly in layers:
+            out[ly.index] = {"F": fx, "I": ix, "W": wx}
+    return out
+
+
+def _system(params: dict, costs: dict, scales: dict, ts: TraceSet, epilogue: float
+            ) -> SystemConfig:
+    cal = Calibration(ts.pp, ts.vpp, ts.microbatches, ts.n_iterations, "", costs, scales,
+                      params["overhead_ns"], params["exchange_ns"], params["latency_ns"],
+                      params["prologue_ns"], epilogue, 0.0, 0.0)
+    return calibrated_system(cal.to_dict())
+
+
+def calibrated_system(fragment: dict, base: SystemConfig | None = None) -> SystemConfig:
+    """``base`` (default: the built-in system) with a calibration fragment laid over it, as
+    ``--calibration`` lays it."""
+    from ..system.overlay import _merge
+
+    return system_from_dict(_merge((base or SystemConfig()).to_dict(), fragment), "calibration")
+
+
+def _replay(wl: Workload, sched: Schedule, system: SystemConfig) -> tuple[list[dict], float]:
+    from ..api import simulate
+
+    res = simulate(wl, sched, system, p2p="torch")
+    spans: dict[int, list[tuple[float, float]]] = {r: [] for r in range(sched.pp)}
+    for a in res.records.actions:
+        if a.iteration == 0:
+            spans[a.rank].append((a.start, a.end))
+    ranks = []
+    for r in range(sched.pp):
+        iv = sorted(set(spans[r]))
+        busy, cur_s, cur_e = 0.0, None, None
+        for s, e in iv:
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    busy += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            busy += cur_e - cur_s
+        end = max(e for _, e in iv)
+        ranks.append({"busy_ns": busy, "idle_ns": end - busy, "end_ns": end})
+    return ranks, float(res.makespan_ns)
+
+
+def _score(meas: list[dict], meas_it: float, rep: list[dict], rep_it: float) -> float:
+    """Mean |error| of the per-rank end times plus |error| of the iteration time (ns)."""
+    ends = sum(abs(p["end_ns"] - m["end_ns"]) for m, p in zip(meas, rep)) / len(meas)
+    return ends + abs(rep_it - meas_it)
+
+
+def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name: str | None = None
+        ) -> Calibration:
+    """Calibrate ``workload``'s runtime on ``traces`` (see the module docstring)."""
+    wl, where = _load_workload(workload)
+    where = workload_name or where
+    h = wl.header
+    against = f"{where} (pp {h.pp}, ga {h.ga})"
+    traces.require(pp=h.pp, microbatches=h.ga, against=against)
+    if h.vpp > 1 and h.vpp != traces.vpp:
+        traces.require(vpp=h.vpp, against=f"{where} (vpp {h.vpp})")
+    sched, name = _schedule_of(traces)
+    try:
+        from ..workload.partition import partition
+
+        partition(wl, sched.n_chunks)
+    except ConfigError as e:
+        raise TraceError(f"{where}: cannot split the workload into the traces' "
+                         f"{traces.n_stages} stages (P={traces.pp}, v={traces.vpp}): {e}") \
+            from None
+    costs = action_costs(traces)
+    scales = layer_scales(wl, sched, costs)
+    meas, meas_it, epilogue, first = _measured(traces)
+    params = {key: start for key, start, _, _ in SEARCH}
+    params["prologue_ns"] = max(0.0, first - params["overhead_ns"])
+    steps = {key: step for key, _, step, _ in SEARCH}
+    floor = {key: lo for key, _, _, lo in SEARCH}
+    cache: dict[tuple, tuple[float, list, float]] = {}
+
+    def evaluate(p: dict) -> tuple[float, list, float]:
+        key = tuple(round(p[k]) for k, *_ in SEARCH)
+        if key not in cache:
+            rep, it = _replay(wl, sched, _system(p, costs, scales, traces, epilogue))
+            cache[key] = (_score(meas, meas_it, rep, it), rep, it)
+        return cache[key]
+
+    best = evaluate(params)
+    while len(cache) < MAX_REPLAYS and any(steps[k] >= floor[k] for k in steps):
+        improved = False
+        for key, *_ in SEARCH:
+            if steps[key] < floor[key]:
+                continue
+            for sign in (1, -1):
+                cand = dict(params)
+                cand[key] = max(0.0, params[key] + sign * steps[key])
+                if cand[key] == params[key]:
+                    continue
+                got = evaluate(cand)
+                if got[0] < best[0]:
+                    params, best, improved = cand, got, True
+                    break
+                if len(cache) >= MAX_REPLAYS:
+                    break
+        if not improved:
+            for key in steps:
+                steps[key] /= 2
+    score, rep, rep_it = best
+    cal = Calibration(traces.pp, traces.vpp, traces.microbatches, traces.n_iterations, name,
+                      costs, scales, params["overhead_ns"], params["exchange_ns"],
+                      params["latency_ns"], params["prologue_ns"], epilogue, meas_it, rep_it,
+                      [RankFit(r, meas[r], rep[r]) for r in range(traces.pp)], len(cache),
+                      tuple(rt.path for rt in traces.ranks))
+    return cal
+
+
+def calibrate(paths: Sequence[str | PathLike], workload: Workload | str | PathLike, *,
+              label_pattern: str | re.Pattern | None = None) -> Calibration:
+    """Read the traces (files or folders of ``*.json[.gz]``, one per rank) and fit."""
+    files = trace_files(paths)
+    return fit(read_traces(files, label_pattern=label_pattern), workload)
+
+
+def write_calibration(cal: Calibration, path: str | PathLike) -> None:
+    Path(path).write_text(cal.to_yaml())
