@@ -102,3 +102,61 @@ def external_imports(entries: list[ImportEntry], package: str = "simulator") -> 
     picked = [e for e in entries if e.parent is not None and e.parent.startswith(inside)
               and not e.name.startswith(inside)]
     return sorted(picked, key=lambda e: -e.cumulative_us)
+
+
+# -- whole-process comparisons from an installed wheel (bench_startup_simai) -------------------
+
+@dataclass(frozen=True)
+class ProcessRun:
+    wall_s: float
+    cpu_s: float          # user + sys of the child, from wait4
+    peak_mb: float        # the child's own peak RSS
+    returncode: int
+
+
+def run_once(cmd: list[str], cwd: Path | str, env: dict[str, str] | None = None,
+             pipe: bool = True) -> ProcessRun:
+    """One run of ``cmd`` to completion; times from the kernel's accounting of that child alone
+    (``wait4``), wall from a monotonic clock. Its output is read through a pipe and thrown away
+    (``pipe``; as a terminal or ``| less`` would take it), else written to /dev/null."""
+    out = subprocess.PIPE if pipe else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                            stderr=subprocess.STDOUT)
+    if pipe:
+        while proc.stdout.read(1 << 16):
+            pass
+        proc.stdout.close()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ProcessRun(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, proc.returncode)
+
+
+def interleaved(a: tuple[list[str], Path | str], b: tuple[list[str], Path | str] | None,
+                pairs: int, warmup: int = 1,
+                pipe: bool = True) -> tuple[list[ProcessRun], list[ProcessRun]]:
+    """``pairs`` runs of A and of B in turn (A B A B ...), after ``warmup`` uncounted pairs, so
+    a ratio taken pair by pair holds while the shared machine's speed drifts. ``b`` None: A only.
+    Every run must exit 0."""
+    runs_a: list[ProcessRun] = []
+    runs_b: list[ProcessRun] = []
+    for i in range(warmup + pairs):
+        for spec, out in ((a, runs_a), (b, runs_b)):
+            if spec is None:
+                continue
+            r = run_once(spec[0], spec[1], pipe=pipe)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(spec[0])} (in {spec[1]}) exited {r.returncode}")
+            if i >= warmup:
+                out.append(r)
+    return runs_a, runs_b
+
+
+def pair_ratios(a: list[ProcessRun], b: list[ProcessRun], attr: str) -> list[float]:
+    """A/B of ``attr`` (``wall_s`` or ``cpu_s``), pair by pair."""
+    return [getattr(x, attr) / getattr(y, attr) for x, y in zip(a, b)]
+
+
+def median_of(runs: list[ProcessRun], attr: str) -> float:
+    return statistics.median(getattr(r, attr) for r in runs)
