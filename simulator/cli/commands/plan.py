@@ -1,0 +1,243 @@
+"""``pipesim plan WORKLOAD --gpus N``: which pipeline degree, virtual stages, microbatch count
+and schedule to run on N GPUs within their memory (see :mod:`simulator.planning.plan`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ...errors import ConfigError
+
+TOP = 10
+
+
+@click.command("plan")
+@click.argument("workload", type=click.Path(dir_okay=False))
+@click.option("--gpus", type=int, required=True, metavar="N",
+              help="World size; every pipeline degree dividing N / TP is tried, DP = N / (TP x PP).")
+@click.option("--memory-limit", type=float, default=None, metavar="GB",
+              help="Per-GPU memory in GB (10^9 bytes); default the system's memory.capacity_gib "
+                   "(none on the built-in system).")
+@click.option("--global-batch", type=int, default=None, metavar="B",
+              help="Microbatches per iteration across DP: M = B / DP (default: the file's ga x "
+                   "its DP).")
+@click.option("--system", type=click.Path(dir_okay=False), default=None,
+              help="System YAML (default: the built-in).")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="YAML laid over the system (as in `pipesim run`).")
+@click.option("--p2p", type=click.Choice(["async", "blocking", "batched", "torch", "torch-single",
+              "torch-multi"]), default=None, help="Point-to-point semantics (as in `pipesim run`).")
+@click.option("--jitter", type=float, default=0.0, metavar="SIGMA",
+              help="Confirm the best candidates under seeded lognormal compute noise and rank "
+                   "them by p95 iteration time.")
+@click.option("--iterations", type=int, default=1, show_default=True,
+              help="Iterations of each confirming run (with --jitter).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --jitter.")
+@click.option("--confirm", type=int, default=3, show_default=True, metavar="K",
+              help="Candidates confirmed on the SimPy engine after the evaluator's screen.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Stream every screened candidate to DIR/candidates.jsonl and write "
+                   "DIR/plan.json.")
+@click.option("--resume", is_flag=True, help="Screen only the candidates not yet in --out.")
+@click.option("--json", "json_dest", default=None, metavar="PATH|-",
+              help="Write {candidates, best} to PATH, or to stdout (and nothing else) with '-'.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="PNG|SVG|PDF",
+              help="Iteration time against peak memory per GPU, the Pareto front marked.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the winner's schedule as torch's CSV (default plan-best.csv beside "
+                   "the JSON when the winner is auto).")
+@click.option("--executor", type=click.Choice(["local", "ray", "dask"]), default="local",
+              show_default=True, help="Where candidates are screened (the sweep executors).")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Workers (default: the CPU count; 1 screens in this process).")
+@click.option("--address", default=None, metavar="ADDR", help="Ray or Dask cluster address.")
+@click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Candidates with more actions are listed infeasible (as `pipesim run`).")
+def command(workload, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
+            iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
+            jobs, address, max_actions):
+    """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
+    WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
+    engine, and print the ranking and the `pipesim run` command of the winner."""
+    from ...planning.plan import PlanSettings, plan
+    from .run import write_json
+
+    if plot:
+        from ...export.gantt import gantt_format
+
+        gantt_format(plot, "--plot")   # a bad extension is refused before the search
+    settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
+                            jitter, iterations, seed, confirm, max_actions)
+    quiet = json_dest == "-" or not sys.stderr.isatty()
+    with _Progress(Path(workload).name, enabled=not quiet) as bar:
+        result = plan(settings, executor=executor, jobs=jobs, address=address, out_dir=out_dir,
+                      resume=resume, progress=bar.update)
+    best = result.best
+    written_csv = _write_csv(result, csv_path, json_dest)
+    data = result.to_dict()
+    if written_csv is not None:
+        from ...planning.plan import command_for
+
+        data["best"]["csv"] = written_csv
+        # the same number from the written CSV (what torch's runtime would load)
+        data["best"]["command_schedule_file"] = command_for(result.settings, best, written_csv)
+    if out_dir is not None:
+        write_json(data, str(Path(out_dir) / "plan.json"))
+    if plot:
+        _plot(result, plot)
+    if json_dest == "-":
+        write_json(data, "-")
+        return
+    if json_dest:
+        write_json(data, json_dest)
+    click.echo(_render(result))
+    click.echo(f"\nbest: {best.command}")
+    if written_csv is not None:
+        click.echo(f"  its schedule as torch's CSV: {written_csv}; the same number: "
+                   f"{data['best']['command_schedule_file']}")
+
+
+def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | None:
+    best = result.best
+    if csv_path is None:
+        if best.candidate.schedule != "auto" or not json_dest or json_dest == "-":
+            return None
+        csv_path = str(Path(json_dest).with_name("plan-best.csv"))
+    from ...api import simulate
+    from ...planning.plan import _workload
+    from ...schedules import registry
+    from ...schedules.csv_io import write_schedule_csv
+
+    c = best.candidate
+    spec = registry.get(c.schedule)
+    if spec.needs_costs:   # the same schedule the run builds: from the run's own costs
+        res = simulate(_workload(result.settings.workload), c.schedule,
+                       _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
+                       vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
+                       memory_limit_gb=float("inf"), engine="evaluator")
+        sched = res.schedule
+    else:
+        sched = registry.generate(c.schedule, c.pp, c.microbatches, c.vpp, **c.options)
+    try:
+        write_schedule_csv(sched, csv_path)
+    except OSError as err:
+        raise ConfigError(f"--csv: cannot write {csv_path}: {err.strerror or err}") from None
+    return csv_path
+
+
+def _system_of(settings):
+    from ...planning.plan import _load_system
+
+    return _load_system(settings)
+
+
+def _render(result) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from ...units import fmt_time as format_ns
+
+    s = result.settings
+    title = (f"pipesim plan: {s.workload} on {s.gpus} GPUs, "
+             f"{len(result.outcomes)} candidates ({result.screened} screened"
+             + (f", {result.resumed} resumed" if result.resumed else "") + "), ranked by "
+             + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time"))
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
+                "peak mem/GPU", "engine"):
+        table.add_column(col, justify="left" if col in ("schedule", "engine") else "right")
+    feasible = [o for o in result.outcomes if o.feasible]
+    for n, o in enumerate(feasible[:TOP], 1):
+        c = o.candidate
+        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "")
+        table.add_row(str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
+                      format_ns(o.makespan_ns),
+                      format_ns(o.p95_ns) if o.p95_ns is not None else "-",
+                      f"{o.bubble_ratio:.1%}", f"{o.peak_memory_bytes / 1e9:.2f} GB", o.engine)
+    out = StringIO()
+    Console(file=out, width=140, force_terminal=False, color_system=None).print(table)
+    dropped: dict[str, int] = {}
+    for o in result.outcomes:
+        if not o.feasible:
+            why = o.reason or "?"
+            key = why.split(" over the limit")[0].split(" GB")[0] if why.startswith("peak") \
+                else why
+            key = "over the memory limit" if why.startswith("peak memory") else key
+            dropped[key] = dropped.get(key, 0) + 1
+    lines = [out.getvalue().rstrip()]
+    if dropped:
+        lines.append(f"dropped {sum(dropped.values())}:")
+        lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def _plot(result, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = [o for o in result.outcomes if o.makespan_ns is not None]
+    pts = sorted(((o.peak_memory_bytes / 1e9, o.makespan_ns / 1e6, o) for o in ran),
+                 key=lambda t: (t[0], t[1]))
+    front, best_t = [], float("inf")
+    for mem, t, o in pts:
+        if t < best_t:
+            front.append((mem, t))
+            best_t = t
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter([p[0] for p in pts if p[2].feasible], [p[1] for p in pts if p[2].feasible],
+               s=12, color="tab:blue", label="fits")
+    ax.scatter([p[0] for p in pts if not p[2].feasible],
+               [p[1] for p in pts if not p[2].feasible], s=12, color="tab:gray", marker="x",
+               label="dropped")
+    ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="tab:red",
+            label="Pareto front")
+    b = result.best
+    ax.scatter([b.peak_memory_bytes / 1e9], [b.makespan_ns / 1e6], s=80, facecolors="none",
+               edgecolors="black", label="best")
+    if result.memory_limit_bytes > 0:
+        ax.axvline(result.memory_limit_bytes / 1e9, color="tab:gray", ls="--", label="limit")
+    ax.set_xlabel("peak memory per GPU (GB)")
+    ax.set_ylabel("iteration time (ms)")
+    ax.set_title(f"pipesim plan: {Path(result.settings.workload).name}, "
+                 f"{result.settings.gpus} GPUs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as err:
+        raise ConfigError(f"--plot: cannot write {path}: {err.strerror or err}") from None
+    finally:
+        plt.close(fig)
+
+
+class _Progress:
+    """A rich progress bar on stderr, only on a terminal."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled = label, enabled
+        self._bar = self._task = None
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._bar = Progress(console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(f"planning {self.label}", total=None)
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,524 @@
+"""``pipesim plan``: which pipeline degree, virtual stages, microbatch count and schedule to run
+on N GPUs, within their memory.
+
+The search space, for a workload file (its tensor-parallel size fixed by the header):
+
+- ``pp``: every divisor of N / TP; ``dp = N / (TP * pp)``;
+- ``microbatches``: the global batch (``--global-batch B`` microbatches, default the file's
+  ``ga x dp``) over DP, ``M = B / dp`` (a pp whose DP does not divide B is listed infeasible);
+- ``schedule`` and ``vpp``: every registered schedule, at 1, 2 and 4 chunks per rank for those
+  that take any number, else at their own; then ``auto``, synthesized for the run's own per-stage
+  costs, at v = 1 and 2 and caps K = P and 2P activations (2P and 4P in V mode), on the
+  :data:`AUTO_SHAPES` pipeline degrees whose best hand-made schedule fits and is fastest (a
+  synthesis costs ~0.1-1 s, a screen ~10 ms: synthesizing on every shape would be most of the
+  plan's time), with :data:`AUTO_ITERATIONS` search moves per start and at most
+  :data:`AUTO_MAX_ACTIONS` actions;
+- ``recompute``: the file's own checkpoint lists (``file``); varying it is not searched.
+
+Every candidate is screened with the exact critical-path evaluator (``engine="evaluator"``, the
+same timeline as the SimPy engine), the best ``confirm`` feasible ones are run again on the SimPy
+engine (with ``--jitter``: ``iterations`` seeded iterations, ranked by p95), and a candidate whose
+peak memory per GPU exceeds the limit is kept in the list as infeasible, with the reason. Ranking
+is by iteration time (p95 with jitter), ties by enumeration order: same inputs, same plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import ConfigError, PipesimError
+
+AUTO = "auto"
+VARIABLE_VPPS = (1, 2, 4)
+AUTO_VPPS = (1, 2)
+DEFAULT_CONFIRM = 3
+AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
+AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
+AUTO_MAX_ACTIONS = 30_000  # larger shapes are not synthesized (a note says so)
+CANDIDATES_FILE = "candidates.jsonl"
+SETTINGS_FILE = "plan-settings.json"
+PLAN_FILE = "plan.json"
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan depends on (``--resume`` refuses a folder planned with other settings)."""
+
+    workload: str
+    gpus: int
+    memory_limit_gb: float | None = None   # None: the system's capacity; 0: no limit
+    global_batch: int | None = None
+    system: str | None = None
+    calibration: str | None = None
+    p2p: str | None = None
+    jitter: float = 0.0
+    iterations: int = 1
+    seed: int = 0
+    confirm: int = DEFAULT_CONFIRM
+    max_actions: int | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    index: int
+    tp: int
+    pp: int
+    dp: int
+    vpp: int
+    microbatches: int
+    schedule: str
+    max_in_flight: int | None = None   # auto's cap K
+    search_iterations: int | None = None   # auto's local-search moves per start
+    recompute: str = "file"
+    reason: str | None = None          # set: infeasible before it runs
+
+    @property
+    def key(self) -> str:
+        k = f"pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
+        return k + (f"-k{self.max_in_flight}" if self.max_in_flight is not None else "")
+
+    @property
+    def options(self) -> dict[str, int]:
+        out = {}
+        if self.max_in_flight is not None:
+            out["max_in_flight"] = self.max_in_flight
+        if self.search_iterations is not None:
+            out["iterations"] = self.search_iterations
+        return out
+
+
+@dataclass
+class Outcome:
+    """A candidate's numbers (``makespan_ns`` and ``p95_ns`` from the last engine that ran it)."""
+
+    candidate: Candidate
+    makespan_ns: float | None = None
+    p95_ns: float | None = None
+    peak_memory_bytes: int | None = None
+    bubble_ratio: float | None = None
+    peak_inflight_activations: int | None = None
+    engine: str | None = None
+    feasible: bool = False
+    reason: str | None = None
+    command: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        c = self.candidate
+        out = {"key": c.key, "tp": c.tp, "pp": c.pp, "dp": c.dp, "vpp": c.vpp,
+               "microbatches": c.microbatches, "schedule": c.schedule,
+               "max_in_flight": c.max_in_flight, "recompute": c.recompute,
+               "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,
+               "peak_memory_bytes": self.peak_memory_bytes, "bubble_ratio": self.bubble_ratio,
+               "engine": self.engine, "feasible": self.feasible, "reason": self.reason}
+        if self.command is not None:
+            out["command"] = self.command
+        return out
+
+
+@dataclass
+class Plan:
+    settings: PlanSettings
+    outcomes: list[Outcome]            # ranked: feasible first by the objective, then the rest
+    memory_limit_bytes: float
+    objective: str                     # "makespan_ns" or "p95_ns"
+    notes: list[str] = field(default_factory=list)
+    screened: int = 0                  # candidates run in this call (not taken from --resume)
+    resumed: int = 0
+
+    @property
+    def best(self) -> Outcome:
+        return self.outcomes[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best.row()
+        return {"workload": self.settings.workload, "gpus": self.settings.gpus,
+                "memory_limit_bytes": self.memory_limit_bytes, "objective": self.objective,
+                "candidates": [o.row() for o in self.outcomes], "best": best,
+                "notes": list(self.notes)}
+
+
+# -- the space ------------------------------------------------------------------------------
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
+                         schedules: list[tuple[str, bool, int]]) -> list[Candidate]:
+    """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``.
+
+    ``schedules``: (name, takes any vpp, its own vpp) of the hand-made schedules (``auto`` is
+    added later by :func:`auto_candidates`). A shape the sizes alone rule out (DP not dividing the global batch, more chunks than
+    layers) is a candidate with its ``reason``.
+    """
+    out: list[Candidate] = []
+
+    def add(**kw: Any) -> None:
+        out.append(Candidate(len(out), **kw))
+
+    for pp in divisors(gpus // tp):
+        dp = gpus // (tp * pp)
+        m = global_batch // dp
+        shape_reason = None
+        if global_batch % dp:
+            shape_reason = (f"global batch {global_batch} is not a multiple of DP {dp}")
+            m = 0
+        elif m < 1:
+            shape_reason = f"global batch {global_batch} < DP {dp}"
+        rows: list[tuple[str, int, int | None]] = []
+        for name, variable, own in schedules:
+            for v in (VARIABLE_VPPS if variable else (own,)):
+                rows.append((name, v, None))
+        for name, v, k in rows:
+            reason = shape_reason
+            if reason is None and pp * v > n_layers:
+                reason = f"{pp * v} chunks for {n_layers} layers"
+            add(tp=tp, pp=pp, dp=dp, vpp=v, microbatches=m, schedule=name, max_in_flight=k,
+                reason=reason)
+    return out
+
+
+def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[Candidate]:
+    """``auto`` at v = 1, 2 and K = P*v, 2*P*v on each shape's (tp, pp, dp, microbatches)."""
+    out = []
+    for c in shapes:
+        for v in AUTO_VPPS:
+            base = c.pp * v
+            for k in (base, 2 * base):
+                reason = None
+                if c.pp * v > n_layers:
+                    reason = f"{c.pp * v} chunks for {n_layers} layers"
+                elif 3 * c.pp * v * c.microbatches > AUTO_MAX_ACTIONS:
+                    reason = (f"auto not synthesized above {AUTO_MAX_ACTIONS} actions "
+                              f"({3 * c.pp * v * c.microbatches})")
+                out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
+                                     AUTO, k, AUTO_ITERATIONS, reason=reason))
+    return out
+
+
+# -- running one ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Context:
+    """What every screen of one plan shares (sent to the workers with each task)."""
+
+    workload: str
+    system: Any        # a SystemConfig (calibration already laid over)
+    gpus: int
+    p2p: str | None
+    max_actions: int | None
+
+
+_WORKLOADS: dict[str, Any] = {}
+
+
+def _workload(path: str):
+    wl = _WORKLOADS.get(path)
+    if wl is None:
+        from ..workload.parser import load_workload
+
+        wl = _WORKLOADS[path] = load_workload(path)
+    return wl
+
+
+def _p95(values: list[float]) -> float:
+    """Nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
+                  iterations: int = 1, seed: int = 0) -> Outcome:
+    """Simulate one candidate (no memory limit: the plan judges memory itself)."""
+    from ..api import simulate
+
+    out = Outcome(c, reason=c.reason)
+    if c.reason is not None:
+        return out
+    try:
+        result = simulate(_workload(ctx.workload), c.schedule, ctx.system, pp=c.pp,
+                          microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
+                          schedule_options=c.options or None, memory_limit_gb=math.inf,
+                          engine=engine, jitter=jitter, iterations=iterations, seed=seed,
+                          max_actions=ctx.max_actions)
+    except PipesimError as err:
+        out.reason = str(err).splitlines()[0]
+        return out
+    if not result.schedule.flush:
+        out.reason = (f"{c.schedule} does not flush the pipeline (1-stale weights): its "
+                      "iteration time is not comparable")
+        return out
+    s = result.to_dict()
+    out.makespan_ns = s["makespan_ns"]
+    out.p95_ns = _p95(list(s["iteration_times_ns"])) if jitter > 0 else None
+    out.peak_memory_bytes = int(s["peak_memory_bytes"])
+    out.bubble_ratio = s["bubble_ratio"]
+    out.engine = s["engine_used"]
+    out.feasible = True
+    return out
+
+
+def _screen(task: tuple[_Context, Candidate]) -> Outcome:
+    ctx, c = task
+    return run_candidate(ctx, c, "evaluator")
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+def _load_system(settings: PlanSettings):
+    from ..system.config import load_system
+
+    system = load_system(settings.system)
+    if settings.calibration is not None:
+        from ..system.overlay import apply_calibration
+
+        system = apply_calibration(system, settings.calibration)
+    return system
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.2f} GB"
+
+
+def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = None) -> str:
+    """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns``."""
+    c = o.candidate
+    words = ["pipesim", "run", settings.workload, "--gpus", str(settings.gpus),
+             "--pp", str(c.pp), "-m", str(c.microbatches), "--vpp", str(c.vpp)]
+    if schedule_file is not None:
+        words += ["--schedule-file", schedule_file]
+    else:
+        words += ["-s", c.schedule]
+        for key, value in c.options.items():
+            words += ["-O", f"{key}={value}"]
+    if settings.system is not None:
+        words += ["--system", settings.system]
+    if settings.calibration is not None:
+        words += ["--calibration", settings.calibration]
+    if settings.p2p is not None:
+        words += ["--p2p", settings.p2p]
+    if settings.memory_limit_gb is not None:
+        words += ["--memory-limit", f"{settings.memory_limit_gb:g}"]
+    if settings.jitter > 0:
+        words += ["--jitter", f"{settings.jitter:g}", "--iterations", str(settings.iterations),
+                  "--seed", str(settings.seed)]
+    if settings.max_actions is not None:
+        words += ["--max-actions", str(settings.max_actions)]
+    return shlex.join(words)
+
+
+def _check(settings: PlanSettings) -> None:
+    if settings.gpus < 1:
+        raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
+    if settings.global_batch is not None and settings.global_batch < 1:
+        raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
+                          f"{settings.global_batch}")
+    if settings.memory_limit_gb is not None and not settings.memory_limit_gb >= 0:
+        raise ConfigError(f"--memory-limit: expected a non-negative number of GB, got "
+                          f"{settings.memory_limit_gb:g}")
+    if settings.jitter < 0 or not math.isfinite(settings.jitter):
+        raise ConfigError(f"--jitter: expected a non-negative sigma, got {settings.jitter:g}")
+    if settings.iterations < 1:
+        raise ConfigError(f"--iterations: expected a positive integer, got {settings.iterations}")
+    if settings.confirm < 1:
+        raise ConfigError(f"--confirm: expected a positive integer, got {settings.confirm}")
+
+
+def _read_resumed(out_dir: Path, settings: PlanSettings, resume: bool
+                  ) -> dict[str, dict[str, Any]]:
+    """Outcomes already in ``out_dir`` (with ``resume``), by candidate key."""
+    settings_path = out_dir / SETTINGS_FILE
+    mine = json.dumps(asdict(settings), sort_keys=True)
+    done: dict[str, dict[str, Any]] = {}
+    if resume and settings_path.exists():
+        if settings_path.read_text().strip() != mine:
+            raise ConfigError(f"--resume: {out_dir} holds a plan with other settings "
+                              f"({settings_path}); use another --out or drop --resume")
+        path = out_dir / CANDIDATES_FILE
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue   # a line cut short by an interrupted plan: run it again
+                done[row["key"]] = row
+    out_dir.mkdir(parents=True, exist_ok=True)
+    settings_path.write_text(mine + "\n")
+    if not resume:
+        (out_dir / CANDIDATES_FILE).write_text("")
+    return done
+
+
+def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
+    return Outcome(c, row["makespan_ns"], row["p95_ns"], row["peak_memory_bytes"],
+                   row["bubble_ratio"], None, row["engine"], row["feasible"], row["reason"])
+
+
+def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
+         address: str | None = None, out_dir: str | Path | None = None, resume: bool = False,
+         progress: Callable[[int, int], None] | None = None) -> Plan:
+    """Screen every candidate, confirm the best, rank; see the module docstring.
+
+    ``progress(done, total)`` is called as candidates finish. Raises ConfigError (exit 2) when
+    no candidate fits the memory limit, naming the smallest peak found and what to relax.
+    """
+    _check(settings)
+    from ..schedules import registry
+
+    system = _load_system(settings)
+    wl = _workload(settings.workload)
+    h = wl.header
+    tp = max(1, h.tp)
+    if settings.gpus % tp:
+        raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of the workload's "
+                          f"tensor-parallel size {tp} ({settings.workload})")
+    global_batch = settings.global_batch if settings.global_batch is not None else h.ga * h.dp
+    dps = [settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp)]
+    if not any(global_batch % dp == 0 for dp in dps):
+        raise ConfigError(f"--global-batch {global_batch}: no pipeline degree gives a whole "
+                          f"number of microbatches per data-parallel group; expected a multiple "
+                          f"of one of DP = {', '.join(map(str, sorted(set(dps))))} "
+                          f"(--gpus {settings.gpus}, TP {tp})")
+    from ..workload.partition import model_rows
+
+    n_layers = len(model_rows(wl)[0]) if wl.layout == "model" else 10 ** 9
+    specs = [registry.get(n) for n in registry.names()]
+    candidates = enumerate_candidates(tp, settings.gpus, global_batch, n_layers,
+                                      [(s.name, s.variable_vpp, s.default_vpp) for s in specs])
+    if settings.memory_limit_gb is not None:
+        limit = settings.memory_limit_gb * 1e9
+    else:
+        limit = system.memory.capacity_bytes
+    ctx = _Context(settings.workload, system, settings.gpus, settings.p2p, settings.max_actions)
+
+    outcomes: dict[int, Outcome] = {}
+    resumed: dict[str, dict[str, Any]] = {}
+    sink = None
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        resumed = _read_resumed(out_dir, settings, resume)
+        sink = open(out_dir / CANDIDATES_FILE, "a")
+    elif resume:
+        raise ConfigError("--resume: needs --out DIR (the folder of the plan to complete)")
+    total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+    screened = 0
+
+    def screen(batch: list[Candidate]) -> None:
+        nonlocal screened
+        todo = []
+        for c in batch:
+            row = resumed.get(c.key)
+            if row is not None:
+                outcomes[c.index] = _from_row(c, row)
+            else:
+                todo.append(c)
+        if progress is not None:
+            progress(len(outcomes), total)
+        for o in _map(executor, jobs, address, [(ctx, c) for c in todo]):
+            outcomes[o.candidate.index] = o
+            screened += 1
+            if sink is not None:
+                sink.write(json.dumps(o.row()) + "\n")
+                sink.flush()
+            if progress is not None:
+                progress(len(outcomes), total)
+
+    try:
+        screen(candidates)
+        # auto on the pipeline degrees whose best hand-made schedule fits and is fastest
+        fitting = sorted((outcomes[c.index] for c in candidates
+                          if outcomes[c.index].feasible and (
+                              limit <= 0 or outcomes[c.index].peak_memory_bytes <= limit)),
+                         key=lambda o: (o.makespan_ns, o.candidate.index))
+        shapes: list[Candidate] = []
+        for o in fitting:
+            if len(shapes) < AUTO_SHAPES and o.candidate.pp not in {c.pp for c in shapes}:
+                shapes.append(o.candidate)
+        autos = auto_candidates(len(candidates), shapes, n_layers)
+        candidates = candidates + autos
+        total = len(candidates)
+        screen(autos)
+    finally:
+        if sink is not None:
+            sink.close()
+
+    ordered = [outcomes[c.index] for c in candidates]
+    objective = "p95_ns" if settings.jitter > 0 else "makespan_ns"
+    _judge_memory(ordered, limit)
+    fits = sorted((o for o in ordered if o.feasible), key=lambda o: (o.makespan_ns, o.candidate.index))
+    if not fits:
+        _no_fit(ordered, limit, settings)
+    # confirm on the SimPy engine (with jitter when asked) and rank by what it says
+    confirmed = fits[:settings.confirm]
+    for n, o in enumerate(confirmed):
+        again = run_candidate(ctx, o.candidate, "simpy", settings.jitter,
+                              settings.iterations, settings.seed)
+        if again.feasible:
+            confirmed[n] = again
+        else:
+            confirmed[n].feasible, confirmed[n].reason = False, again.reason
+    _judge_memory(confirmed, limit)
+    confirmed.sort(key=lambda o: (_objective(o, objective), o.candidate.index))
+    rest = fits[settings.confirm:]
+    ranked = [o for o in confirmed if o.feasible] + rest
+    if not ranked:
+        _no_fit(ordered, limit, settings)
+    dropped = [o for o in confirmed if not o.feasible] + [o for o in ordered if not o.feasible]
+    notes = []
+    if settings.jitter > 0 and rest:
+        notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; the "
+                     "others are ranked by their evaluated makespan")
+    best = ranked[0]
+    best.command = command_for(settings, best)
+    return Plan(settings, ranked + dropped, limit, objective, notes, screened,
+                len(candidates) - screened)
+
+
+def _objective(o: Outcome, objective: str) -> float:
+    value = getattr(o, objective)
+    return value if value is not None else o.makespan_ns
+
+
+def _judge_memory(outcomes: list[Outcome], limit: float) -> None:
+    if limit <= 0:
+        return
+    for o in outcomes:
+        if o.feasible and o.peak_memory_bytes > limit:
+            o.feasible = False
+            o.reason = (f"peak memory {_gb(o.peak_memory_bytes)} per GPU over the limit "
+                        f"{_gb(limit)}")
+
+
+def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings) -> None:
+    ran = [o for o in outcomes if o.peak_memory_bytes is not None]
+    if not ran:
+        first = next((o.reason for o in outcomes if o.reason), "no candidate")
+        raise ConfigError(f"{settings.workload}: no candidate could run on --gpus "
+                          f"{settings.gpus}; the first reason: {first}")
+    low = min(ran, key=lambda o: (o.peak_memory_bytes, o.candidate.index))
+    c = low.candidate
+    option = ("--memory-limit" if settings.memory_limit_gb is not None
+              else "the system's memory.capacity_gib (or give --memory-limit)")
+    raise ConfigError(f"--memory-limit {_gb(limit)}: no feasible configuration; the smallest peak "
+                      f"memory found is {_gb(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
+                      f"{c.vpp}, {c.schedule}); raise {option}, add GPUs (--gpus) or lower "
+                      f"--global-batch")
+
+
+def _map(executor: str, jobs: int | None, address: str | None,
+         tasks: list[tuple[_Context, Candidate]]) -> Iterator[Outcome]:
+    if not tasks:
+        return
+    if executor == "local" and (jobs == 1 or len(tasks) == 1):
+        for task in tasks:
+            yield _screen(task)
+        return
+    from ..sweep.executors import make_executor
+
+    with make_executor(executor, jobs, address) as ex:
+        yield from ex.map_unordered(_screen, tasks)
