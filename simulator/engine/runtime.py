@@ -34,8 +34,8 @@ from .costs import DPCollective
 from .eventlog import log, log_complete, log_step
 from .network import LinkStats, Network
 from .options import EngineOptions
-from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, Program,
-                      StepCost)
+from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps,
+                      Program, StepCost)
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .columns import ActionColumns, TransferColumns
@@ -181,8 +181,16 @@ class _Run:
         for r in range(P):
             self.rec.memory.append((r, 0.0, self.mem[r]))
             self._check_memory(r, 0.0, "holding its weights and optimizer state")
-        procs = [env.process(self._rank(r)) for r in range(P)]
+        # asynchronous point-to-point on FIFO links: walk the compact op lists directly
+        fast = self.fifo_columns and not self.options.layer_by_layer and all(
+            isinstance(prog, AsyncOps) for prog in self.compiled)
+        self.zero_sends: list = [None] * P
+        procs = [env.process(self._rank_async(r) if fast else self._rank(r)) for r in range(P)]
         env.run()
+        for r, counts in enumerate(self.zero_sends):   # zero-byte sends: only counted
+            for dst, n in enumerate(counts or ()):
+                if n:
+                    self.net._stats(r, dst).transfers += n
         stuck = [r for r, p in enumerate(procs) if p.is_alive]
         if stuck:
             raise DeadlockError([self._wait_of(r) for r in stuck], env.now)
@@ -196,8 +204,169 @@ class _Run:
             return Wait(rank, "the iteration barrier", None, self.env.now)
         if isinstance(w, Wait):
             return w
+        if len(w) == 3:   # the compact walk's receive: (action, its sender, since)
+            a, (data, other, peer), since = w
+            t = Transfer("recv", data, other, a.stage, a.microbatch, peer, rank)
+            return Wait(rank, str(t), peer, since)
         op, since = w   # a receive, recorded cheaply in the hot loop
         return Wait(rank, str(op[4]), op[2], since)
+
+    def _async_plan(self, prog: AsyncOps) -> list[tuple]:
+        """Per step-cost index of ``prog`` (the index fixes each action's stage and kind):
+        (cost, number of actions, receives, sends, pre, total, alloc, free, the one share
+        of a plain single step or None); a receive / send is (position in the step,
+        (data, other stage, peer rank), mailbox key base), the key being base + microbatch x
+        2 x stages, one int per tensor."""
+        bit = {"F": 0, "B": 1}
+        plan = []
+        for idx, cost in enumerate(prog.costs):
+            first = prog.steps.index(idx)     # a step with this cost: its actions' stages
+            pos = sum(len(prog.costs[i].shares) for i in prog.steps[:first])
+            acts = prog.schedule.ranks[prog.rank][pos:pos + len(cost.shares)]
+            recvs, sends = [], []
+            for k, a in enumerate(acts):
+                r = prog._recv.get((a.stage, a.kind))
+                if r is not None:
+                    recvs.append((k, r, 2 * a.stage + bit[r[0]]))
+                r = prog._send.get((a.stage, a.kind))
+                if r is not None:
+                    sends.append((k, r, 2 * r[1] + bit[r[0]]))
+            single = (cost.shares[0] if len(cost.shares) == 1 and not self.trace_layers
+                      else None)
+            plan.append((cost, len(cost.shares), tuple(recvs), tuple(sends), cost.pre,
+                         cost.total, cost.alloc, cost.free, single))
+        return plan
+
+    def _rank_async(self, rank: int):
+        """:meth:`_rank` for asynchronous point-to-point on FIFO links over an
+        :class:`AsyncOps` list, without building its op tuples: the same steps, the same
+        events in the same order (so the same times), with the mailbox keyed by an int per
+        tensor instead of a tuple."""
+        env = self.env
+        prog: AsyncOps = self.compiled[rank]
+        actions = self.schedule.ranks[rank]
+        S = 2 * self.schedule.n_stages
+        plan = self._async_plan(prog)
+        mailbox = self.mailbox
+        cols = self.rec.actions
+        a_start, a_end = cols.start[rank].append, cols.end[rank].append
+        a_order = cols.order.append
+        tcols = self.rec.transfers
+        t_issued, t_order = tcols.issued[rank].append, tcols.order.append
+        t_start, t_end = tcols.start[rank].append, tcols.end[rank].append
+        instant = tcols.instant
+        zero_sends = self.zero_sends[rank] = [0] * self.schedule.pp
+        nbytes = self.pp_comm
+        book = self.net.book
+        timeout = env.timeout
+        event = env.event
+        debug = self.debug
+        virtual = self.schedule.n_stages > self.schedule.pp
+        variation = RankVariation.of(self.options, rank)
+        trace_layers = self.trace_layers
+        prologue = self.profile.step_prologue_ns
+        epilogue = self.profile.step_epilogue_ns
+        mem, peak = self.mem, self.rec.peak_memory
+        limit = self.options.memory_limit_bytes
+        waiting = self.waiting
+        one_box = self.iterations == 1
+        slow = debug or trace_layers or limit is not None
+        for it in range(self.iterations):
+            if prologue:
+                yield timeout(prologue)
+            pos = 0
+            for i in prog.steps:
+                cost, n, recvs, sends, pre, total, alloc, free, single = plan[i]
+                if n == 1:
+                    a = actions[pos]
+                    pos += 1
+                    step = (a,) if slow else None
+                else:
+                    step = actions[pos:pos + 2]
+                    pos += 2
+                for k, r, base in recvs:
+                    b = a if n == 1 else step[k]
+                    key = base + b.microbatch * S
+                    if not one_box:
+                        key = (it, key)
+                    got = mailbox.pop(key, None)
+                    if got is None:            # nothing sent yet: wait for the sender
+                        ev = mailbox[key] = event()
+                        waiting[rank] = (b, r, env.now)
+                        yield ev
+                        waiting[rank] = None
+                        del mailbox[key]
+                    elif type(got) is float:
+                        now = env.now
+                        if got > now:
+                            yield timeout(got - now)
+                    elif got.callbacks is not None:
+                        yield got
+                # the compute step (as in _rank)
+                start = env.now + pre
+                if alloc:
+                    m = mem[rank] = mem[rank] + alloc
+                    if trace_layers:
+                        self.rec.memory.append((rank, start, m))
+                    if m > peak[rank]:
+                        peak[rank] = m
+                    if limit is not None:
+                        self._check_memory(rank, start, "starting " + "+".join(
+                            str(x) for x in step))
+                if debug:
+                    log_step(rank, step, cost.phases, start, True, virtual)
+                duration = total
+                if variation is not None:
+                    duration = variation.duration(cost) + pre
+                if duration > 0:
+                    yield timeout(duration)
+                end = env.now
+                span = end - start
+                if single:
+                    a_start(start + single[0] * span)
+                    a_end(start + single[1] * span)
+                    a_order(rank)
+                else:
+                    for b, (lo, hi, _, acost, _) in zip(step, cost.shares):
+                        s0 = start + lo * span
+                        a_start(s0)
+                        a_end(start + hi * span)
+                        a_order(rank)
+                        if trace_layers:
+                            self._record_layers(rank, b, it, s0, (hi - lo) * span, acost)
+                if free:
+                    mem[rank] -= free
+                    if trace_layers:
+                        self.rec.memory.append((rank, end, mem[rank]))
+                if cost.dp:
+                    self._issue_dp(rank, it, start, cost.dp, span / cost.duration
+                                   if cost.duration else 1.0)
+                if debug:
+                    log_step(rank, step, cost.phases, end, False, virtual)
+                for k, r, base in sends:   # the arrival time is known now (FIFO links)
+                    b = a if n == 1 else step[k]
+                    key = base + b.microbatch * S
+                    if not one_box:
+                        key = (it, key)
+                    if instant:            # 0 bytes: no cost, counted at the end
+                        zero_sends[r[2]] += 1
+                        t1 = end
+                        t_issued(end)
+                        t_order(rank)
+                    else:
+                        t0, t1 = book(rank, r[2], nbytes)
+                        t_issued(end)
+                        t_order(rank)
+                        t_start(t0)
+                        t_end(t1)
+                    waiter = mailbox.get(key)
+                    if waiter is None:
+                        mailbox[key] = float(t1)
+                    else:
+                        fire_at(env, waiter, t1 - end)
+            if epilogue:
+                yield timeout(epilogue)
+            yield from self._end_iteration(rank, it)
 
     def _rank(self, rank: int):
         env = self.env
