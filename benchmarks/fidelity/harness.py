@@ -15,7 +15,10 @@ P = 4 gloo processes on this machine's CPU, M = 8, every schedule class on every
   per-rank executed order (read back from the traces) and whether it equals pipesim's, and
   pipesim's prediction from the per-layer costs, and per rank the compute busy time over its
   known cost;
-- ``table.md``: the same as a markdown table.
+- ``calibrations/<case>/<class>.yaml``: ``pipesim calibrate`` of each class's traces (what
+  ``predict.py --results DIR`` needs, since the traces are too big to keep);
+- ``table.md``: the same as a markdown table; ``prediction.md``: calibrated on one class,
+  the others predicted, and leave-one-out (``predict.py``).
 
 An iteration's time is the last rank's end minus the first rank's start of that step.
 Needs torch (``pip install -e ".[validate]"``).
@@ -120,6 +123,24 @@ def from_traces(out: Path, trace_dir: str, case: Case) -> dict:
             "trace_iteration_ms": [t / 1e6 for t in ts.iteration_times_ns()]}
 
 
+def calibrate_into(out: Path, trace_dir: str, case: str, cls_name: str) -> dict:
+    """Fit a calibration to one class's traces; write it to calibrations/<case>/<class>.yaml
+    and return the fitted figures."""
+    from simulator.calibration import read_traces, trace_files
+    from simulator.calibration.fit import fit
+
+    ts = read_traces(trace_files([out / trace_dir]), label_pattern=USER_PATTERN)
+    cal = fit(ts, out / "workloads" / f"{case}.txt")
+    path = out / "calibrations" / case / f"{cls_name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cal.to_yaml())
+    return {"file": str(path.relative_to(out)), "overhead_ns": cal.overhead_ns,
+            "exchange_ns": cal.exchange_ns, "latency_ns": cal.latency_ns,
+            "prologue_ns": cal.prologue_ns, "epilogue_ns": cal.epilogue_ns,
+            "replayed_ms": cal.replayed_iteration_ns / 1e6,
+            "trace_median_ms": cal.measured_iteration_ns / 1e6}
+
+
 def pipesim_order(cls_name: str) -> list[list[str]]:
     from simulator.schedules import registry
 
@@ -147,6 +168,7 @@ def analyse(out: Path, merged: dict[str, dict], base_ns: int = BASE_NS) -> dict[
             row["busy_over_known"] = got["busy_over_known"]
             row["order_equals_pipesim"] = got["order"] == pipesim_order(cls_name)
             row["trace_dir"] = m["trace_dir"]
+            row["calibration"] = calibrate_into(out, m["trace_dir"], case, cls_name)
         results[key] = row
     return results
 
@@ -248,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     (out / "table.md").write_text(md)
     if not a.quiet:
         print(md)
+    if not a.no_profile:
+        from . import predict
+
+        predict.main(["--results", str(out), "--json", str(out / "prediction.json"),
+                      "--md", str(out / "prediction.md")])
     bad = [k for k, r in results.items() if r.get("order_equals_pipesim") is False]
     if bad:
         print(f"executed order differs from pipesim's: {', '.join(bad)}", file=sys.stderr)

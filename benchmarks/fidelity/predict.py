@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="uniform", help="with --traces: the case's name")
     ap.add_argument("--source", default=SOURCE, help="class calibrated on for the main table")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    ap.add_argument("--md", type=Path, help="also write the tables as markdown here")
     a = ap.parse_args(argv)
     if a.source not in CLASSES:
         print(f"--source: expected one of {', '.join(CLASSES)}, got {a.source!r}",
@@ -204,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
             measured, frags = from_results(a.results, case)
             evs.append(evaluate(case, a.results / "workloads" / f"{case}.txt", measured, frags,
                                 a.source))
-    for ev in evs:
-        print(f"## {ev['case']}\n")
-        print("\n".join(markdown(ev)) + "\n")
+    text = "".join(f"## {ev['case']}\n\n" + "\n".join(markdown(ev)) + "\n\n" for ev in evs)
+    print(text, end="")
+    if a.md:
+        a.md.write_text(text)
     if a.json:
         a.json.write_text(json.dumps(evs, indent=1))
     return 0

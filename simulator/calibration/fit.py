@@ -300,8 +300,9 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
 
         partition(wl, sched.n_chunks)
     except ConfigError as e:
-        raise TraceError(f"{where}: cannot split the workload into the traces' "
-                         f"{traces.n_stages} stages (P={traces.pp}, v={traces.vpp}): {e}") \
+        why = str(e).removeprefix(f"{where}: ")
+        raise TraceError(f"{where}: expected a workload that splits into the traces' "
+                         f"{traces.n_stages} stages (P={traces.pp}, v={traces.vpp}): {why}") \
             from None
     costs = action_costs(traces)
     scales = layer_scales(wl, sched, costs)

@@ -1,0 +1,114 @@
+"""`pipesim calibrate` as a user meets it: the fit it prints, the file `pipesim run
+--calibration` takes with nothing else, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fidelity.cases import CASES, USER_PATTERN, workload_text
+from simulator.cli.main import main
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+SOURCE = TRACES / "ScheduleInterleaved1F1B"
+
+FIT = """\
+calibrated on interleaved-1f1b (P=4, v=2, M=8, 2 iteration(s), medians), 89 replays
+fitted: overhead 1035.0 us per action, exchange 2141.0 us, latency 359.0 us, prologue 1078.1 us; measured: epilogue 425.3 us
+rank  busy meas/replay (ms)  idle meas/replay (ms)  end meas/replay (ms)
+   0    370.951   370.951     150.627   150.632    521.578   521.583
+   1    401.896   401.896     106.296   105.790    508.192   507.686
+   2    400.859   400.859      89.934    88.990    490.794   489.849
+   3    403.614   403.614      67.177    67.606    470.791   471.220
+iteration: measured 522.004 ms, replayed 522.008 ms (+0.00 %)
+"""
+
+
+@pytest.fixture(scope="module")
+def wl_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("wl")
+    text = workload_text(CASES["uniform"])
+    (d / "uniform.txt").write_text(text)
+    (d / "pp2.txt").write_text(text.replace("pp: 4", "pp: 2"))
+    (d / "ga4.txt").write_text(text.replace("ga: 8", "ga: 4"))
+    (d / "vpp4.txt").write_text(text.replace("vpp: 1", "vpp: 4"))
+    lines = text.splitlines()
+    (d / "four.txt").write_text("\n".join([lines[0], "4"] + lines[2:6]) + "\n")
+    return d
+
+
+def cli(capsys, *args):
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_calibrate_then_run_with_nothing_else(capsys, wl_dir, tmp_path):
+    wl, calib = wl_dir / "uniform.txt", tmp_path / "calib.yaml"
+    rc, out, err = cli(capsys, "calibrate", SOURCE, "--workload", wl, "-o", calib)
+    assert (rc, err) == (0, "")
+    assert out == FIT + (f"wrote {calib}: pipesim run {wl} -s interleaved-1f1b --vpp 2 "
+                         f"--calibration {calib}\n")
+    # the docs/validation.md rows: the source replayed, another class predicted
+    for sched, ms in (("interleaved-1f1b", 522.008), ("zb-v", 495.030), ("gpipe", 586.790)):
+        rc, out, _ = cli(capsys, "run", wl, "-s", sched, "--vpp", 1 if sched == "gpipe" else 2,
+                         "--calibration", calib, "--json", "-")
+        assert rc == 0 and round(json.loads(out)["makespan_ns"] / 1e6, 3) == ms, sched
+
+
+def test_yaml_to_stdout_and_fit_to_stderr_without_output(capsys, wl_dir):
+    rc, out, err = cli(capsys, "calibrate", SOURCE, "-w", wl_dir / "uniform.txt")
+    assert rc == 0 and err == FIT
+    assert out.startswith("# pipesim calibrate: interleaved-1f1b traces, P=4 v=2 M=8")
+    assert "links: {latency_ns: 359000}\nruntime:\n  p2p: torch\n" in out
+
+
+def test_user_labels_through_the_pattern(capsys, wl_dir):
+    rc, _, err = cli(capsys, "calibrate", TRACES / "Schedule1F1B", "-w", wl_dir / "uniform.txt",
+                     "--label-pattern", USER_PATTERN)
+    assert rc == 0 and err.startswith("calibrated on 1f1b (P=4, v=1, M=8, 2 iteration(s)")
+
+
+@pytest.mark.parametrize("workload, message", [
+    ("pp2.txt", "{T}/: the traces show pp 4 (P=4, v=2, M=8); expected pp 2 as in {W} "
+                "(pp 2, ga 8)"),
+    ("ga4.txt", "{T}/: the traces show microbatches 8 (P=4, v=2, M=8); expected microbatches 4 "
+                "as in {W} (pp 4, ga 4)"),
+    ("vpp4.txt", "{T}/: the traces show vpp 2 (P=4, v=2, M=8); expected vpp 4 as in {W} "
+                 "(vpp 4)"),
+    ("four.txt", "{W}: expected a workload that splits into the traces' 8 stages (P=4, v=2): "
+                 "cannot split 4 layer rows into 8 pipeline chunks (pp x vpp); every chunk "
+                 "needs at least one layer"),
+])
+def test_traces_that_do_not_fit_the_workload(capsys, wl_dir, workload, message):
+    w = wl_dir / workload
+    rc, out, err = cli(capsys, "calibrate", SOURCE, "-w", w)
+    assert (rc, out) == (2, "")
+    assert err == "pipesim: error: " + message.format(T=SOURCE, W=w) + "\n"
+
+
+def test_bad_inputs_one_line_exit_2(capsys, wl_dir, tmp_path):
+    wl = wl_dir / "uniform.txt"
+    gp = TRACES / "ScheduleGPipe"
+    cases = [
+        (("calibrate", gp / "rank0.json.gz", gp / "rank1.json.gz", "-w", wl),
+         f"{gp}/: missing the trace of rank 2: expected one trace per rank 0..3, found ranks "
+         "0, 1"),
+        (("calibrate", TRACES / "Schedule1F1B", "-w", wl),
+         f"{TRACES / 'Schedule1F1B' / 'rank0.json.gz'}: expected pipelining labels "
+         "('PP:<action>', 'Forward <mb>' / 'Backward <mb>' or --label-pattern), found none "
+         "(Schedule1F1B records none: label the compute and give --label-pattern)"),
+        (("calibrate", "-w", wl),
+         "calibrate: expected one profiler trace per pipeline rank (files or a folder), got "
+         "none"),
+        (("calibrate", SOURCE, "-w", wl, "--label-pattern", "fidelity:(?P<mb>\\d+)"),
+         "--label-pattern: expected named groups (?P<kind>...) and (?P<mb>...) (and "
+         "(?P<stage>...) unless the stage is the rank), found 'fidelity:(?P<mb>\\\\d+)'"),
+        (("calibrate", SOURCE, "-w", wl, "-o", tmp_path / "no" / "c.yaml"),
+         f"--output: cannot write {tmp_path / 'no' / 'c.yaml'} (No such file or directory)"),
+    ]
+    for args, message in cases:
+        rc, out, err = cli(capsys, *args)
+        assert (rc, out, err) == (2, "", f"pipesim: error: {message}\n"), args
