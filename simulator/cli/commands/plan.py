@@ -124,6 +124,16 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         write_schedule_csv(sched, csv_path)
     except OSError as err:
         raise ConfigError(f"--csv: cannot write {csv_path}: {err.strerror or err}") from None
+    from ...errors import PipesimError
+    from ...schedules.csv_io import load_schedule_csv
+
+    try:   # a CSV nobody can load back (e.g. bidirectional DualPipe) is not handed out
+        load_schedule_csv(csv_path, vpp=c.vpp)
+    except PipesimError as err:
+        Path(csv_path).unlink()
+        click.echo(f"pipesim: note: --csv: not written: {c.schedule}'s schedule does not "
+                   f"survive torch's CSV ({str(err).splitlines()[0]})", err=True)
+        return None
     return csv_path
 
 

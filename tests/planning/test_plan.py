@@ -1,0 +1,183 @@
+"""`pipesim plan`: the JSON a user reads, the winner's command reproducing its number exactly,
+one-line errors; and `pipesim run -s auto` built from the run's own costs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+WL = str(ROOT / "workloads" / "gpt-24l.txt")
+A100 = str(ROOT / "configs" / "system" / "a100.yaml")
+FIELDS = {"key", "tp", "pp", "dp", "vpp", "microbatches", "schedule", "max_in_flight",
+          "recompute", "makespan_ns", "p95_ns", "peak_memory_bytes", "bubble_ratio", "engine",
+          "feasible", "reason"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json", "-")
+    assert (code, err) == (0, ""), err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    argv = ["plan", WL, "--gpus", "8", "--global-batch", "16", "--system", A100, "-j", "1",
+            "--json", str(out / "plan.json"), "--out", str(out / "dir")]
+    assert main(argv) == 0
+    return out, json.loads((out / "plan.json").read_text())
+
+
+def test_plan_json_lists_every_candidate_ranked(planned):
+    _, data = planned
+    cands = data["candidates"]
+    assert len(cands) == 71   # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto
+    assert all(FIELDS <= set(c) for c in cands)
+    best = data["best"]
+    assert cands[0]["key"] == best["key"] == "pp2-v2-m8-dualpipe"
+    assert (best["tp"], best["pp"], best["dp"], best["vpp"], best["microbatches"]) == (2, 2, 2, 2, 8)
+    assert (best["engine"], best["feasible"], best["p95_ns"], best["recompute"]) == \
+        ("simpy", True, None, "file")
+    # M = B / DP for every pipeline degree of 8 GPUs at TP 2
+    assert {(c["pp"], c["dp"], c["microbatches"]) for c in cands} == \
+        {(1, 4, 4), (2, 2, 8), (4, 1, 16)}
+    feasible = [c for c in cands if c["feasible"]]
+    dropped = [c for c in cands if not c["feasible"]]
+    assert cands == feasible + dropped
+    # the confirmed ones (SimPy) first by makespan, then the evaluator's ranking
+    confirmed = [c["makespan_ns"] for c in feasible[:3]]
+    assert confirmed == sorted(confirmed) and all(c["engine"] == "simpy" for c in feasible[:3])
+    rest = [c["makespan_ns"] for c in feasible[3:]]
+    assert rest == sorted(rest)
+    assert all(c["reason"] is None and c["makespan_ns"] > 0 for c in feasible)
+    assert all(c["reason"] and c["makespan_ns"] is None for c in dropped)
+    assert sum(c["schedule"] == "2bw" for c in dropped) == 3
+    assert any(c["reason"] == "--pp: dualpipe needs an even number of ranks, got 1"
+               for c in dropped)
+    autos = [c for c in cands if c["schedule"] == "auto"]
+    assert sorted((c["pp"], c["vpp"], c["max_in_flight"]) for c in autos) == \
+        [(1, 1, 1), (1, 1, 2), (1, 2, 2), (1, 2, 4), (2, 1, 2), (2, 1, 4), (2, 2, 4), (2, 2, 8)]
+
+
+def test_best_command_reproduces_the_makespan_exactly(planned, capsys):
+    out, data = planned
+    best = data["best"]
+    argv = shlex.split(best["command"])
+    assert argv[:2] == ["pipesim", "run"]
+    again = run_json(capsys, *argv[1:])
+    assert again["makespan_ns"] == best["makespan_ns"]
+    assert again["peak_memory_bytes"] == best["peak_memory_bytes"]
+
+
+def test_the_winners_csv_gives_the_same_number_or_is_refused(capsys, tmp_path):
+    base = ["plan", WL, "--gpus", "8", "--global-batch", "16", "--system", A100, "-j", "1",
+            "--confirm", "1", "--json", str(tmp_path / "p.json"), "--csv", str(tmp_path / "b.csv")]
+    # bidirectional DualPipe: torch's CSV cannot hold it
+    code, out, err = run(capsys, *base)
+    assert (code, err) == (0, "pipesim: note: --csv: not written: dualpipe's schedule does not "
+                              "survive torch's CSV (rank 0, action 0F4: not in the schedule: "
+                              "every stage runs a forward for every microbatch)\n")
+    assert not (tmp_path / "b.csv").exists()
+    # under 15 GB the winner is one the CSV holds: run from it, the same number
+    code, out, err = run(capsys, *base, "--memory-limit", "15")
+    assert (code, err) == (0, "")
+    best = json.loads((tmp_path / "p.json").read_text())["best"]
+    assert best["csv"] == str(tmp_path / "b.csv")
+    again = run_json(capsys, *shlex.split(best["command_schedule_file"])[1:])
+    assert again["makespan_ns"] == best["makespan_ns"]
+
+
+def test_an_auto_candidate_reproduces_from_its_run_command(planned, capsys):
+    _, data = planned
+    auto = next(c for c in data["candidates"] if c["schedule"] == "auto" and c["pp"] == 2)
+    got = run_json(capsys, "run", WL, "--gpus", "8", "--pp", str(auto["pp"]), "-m",
+                   str(auto["microbatches"]), "--vpp", str(auto["vpp"]), "-s", "auto",
+                   "-O", f"max_in_flight={auto['max_in_flight']}", "-O", "iterations=200",
+                   "--system", A100)
+    assert got["makespan_ns"] == auto["makespan_ns"]
+    assert got["peak_memory_bytes"] == auto["peak_memory_bytes"]
+
+
+def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
+    out, data = planned
+    code, text, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
+                          A100, "-j", "1", "--out", str(out / "dir"), "--resume")
+    assert (code, err) == (0, "")
+    assert "71 candidates (0 screened, 71 resumed)" in text
+    again = json.loads((out / "dir" / "plan.json").read_text())
+    assert again["candidates"] == [{k: v for k, v in c.items()
+                                    if k not in ("csv", "command_schedule_file")}
+                                   for c in data["candidates"]]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--memory-limit", "5"], "pipesim: error: --memory-limit 5.00 GB: no feasible "
+     "configuration; the smallest peak memory found is 7.81 GB per GPU (pp 4, vpp 2, v-min); "
+     "raise --memory-limit, add GPUs (--gpus) or lower --global-batch"),
+    (["--gpus", "7"], f"pipesim: error: --gpus 7: expected a multiple of the workload's "
+     f"tensor-parallel size 2 ({WL})"),
+    (["--global-batch", "0"], "pipesim: error: --global-batch: expected a positive number of "
+     "microbatches, got 0"),
+    (["--resume"], "pipesim: error: --resume: needs --out DIR (the folder of the plan to "
+     "complete)"),
+    (["--plot", "x.txt"], "pipesim: error: --plot: cannot tell the image format of 'x.txt': "
+     "expected a name ending in .png, .svg or .pdf, found '.txt'"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    base = ["plan", WL, "--gpus", "8", "--global-batch", "16", "-j", "1", "--json", "-"]
+    if argv[0] == "--gpus":
+        base[3] = argv[1]
+        argv = []
+    code, out, err = run(capsys, *base, *argv)
+    assert (code, out, err) == (2, "", message + "\n")
+
+
+def test_a_dp_that_does_not_divide_the_global_batch_is_listed_with_the_reason(capsys):
+    data = run_json(capsys, "plan", WL, "--gpus", "8", "--global-batch", "6", "-j", "1",
+                    "--confirm", "1")
+    pp1 = [c for c in data["candidates"] if c["pp"] == 1]
+    assert pp1 and all(c["reason"] == "global batch 6 is not a multiple of DP 4"
+                       and not c["feasible"] for c in pp1)
+    assert {c["microbatches"] for c in data["candidates"] if c["pp"] == 2} == {3}
+
+
+def test_run_auto_is_synthesized_for_the_runs_own_costs(capsys):
+    from simulator.api import simulate
+    from simulator.engine.stage_costs import run_stage_costs
+    from simulator.planning.synthesis import generate_auto
+    from simulator.workload.parser import load_workload
+    from simulator.workload.partition import partition
+
+    res = simulate(WL, "auto", pp=4, microbatches=8, gpus=8,
+                   schedule_options={"max_in_flight": 3})
+    wl = load_workload(WL)
+    costs = run_stage_costs(partition(wl, 4), wl.header, res.system, 4)
+    assert costs.f[0] != costs.f[1]                  # the embedding: a heavier first stage
+    assert costs.comm == res.system.links.transfer_ns(wl.header.pp_comm)
+    want = generate_auto(4, 8, 1, max_in_flight=3, stage_costs=costs)
+    assert res.schedule.ranks == want.ranks
+    assert res.summary.to_dict()["peak_inflight_microbatches"] <= 3
+
+
+def test_the_registry_finds_auto_without_anyone_importing_planning():
+    code = ("import sys\nfrom simulator.schedules import registry\n"
+            "assert 'simulator.planning' not in sys.modules\n"
+            "spec = registry.get('auto')\n"
+            "print(spec.name, spec.needs_costs, 'simulator.planning' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out == "auto True True\n"
