@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def read_yaml(path: str | Path, unreadable: str) -> Any:
     """The parsed document at ``path``. ``unreadable`` starts the message when the file cannot
     be read, e.g. ``"--system: cannot read sys.yaml"``."""
+    from pathlib import Path  # only when a file is given, like yaml: start-up
+
     import yaml  # only when a file is given: keeps `pipesim run` start-up light
 
     p = Path(path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError, WorkloadError
@@ -83,7 +82,7 @@ def load_workload(path, layout: str = "auto") -> Workload:
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
     try:
-        data = Path(path).read_bytes()
+        data = _read_bytes(path)
     except OSError as err:
         raise WorkloadError(str(path), None, None, "file", "a readable workload file",
                             err.strerror or type(err).__name__) from None
@@ -94,6 +93,18 @@ def load_workload(path, layout: str = "auto") -> Workload:
         workload = dataclasses.replace(workload, layout="aicb")
     detect = _detect_layout_hook()
     return workload if detect is None else detect(workload)
+
+
+def _read_bytes(path) -> bytes:
+    """``Path(path).read_bytes()`` without importing pathlib for a plain file name (the common
+    case; pathlib costs start-up time). Names pathlib would rewrite before opening (``""``, a
+    trailing ``/`` or ``.`` component) and non-str paths go through pathlib as before."""
+    if isinstance(path, str) and path and not path.endswith(("/", ".")):
+        with open(path, "rb") as fh:
+            return fh.read()
+    from pathlib import Path
+
+    return Path(path).read_bytes()
 
 
 def _detect_layout_hook() -> Callable[[Workload], Workload] | None:

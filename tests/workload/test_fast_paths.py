@@ -38,3 +38,27 @@ def test_header_tokens_and_columns():
     assert _tokens("   ") == []
     for line in ("a\x1cb  c", " x\u2003y\u3000z\x0b", "pp_comm 8388608.0\r"):
         assert _tokens(line) == [(m.group(), m.start() + 1) for m in re.finditer(r"\S+", line)]
+
+
+def test_reading_a_workload_by_name_is_what_pathlib_read(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    import pytest
+
+    from simulator.errors import WorkloadError
+    from simulator.workload.parser import _read_bytes, load_workload
+
+    f = tmp_path / "w.txt"
+    f.write_bytes(b"MICRO\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 0\n")
+    monkeypatch.chdir(tmp_path)
+    for name in ("w.txt", str(f), str(f) + "/", str(f) + "/.", str(tmp_path) + "//w.txt", f):
+        assert _read_bytes(name) == f.read_bytes()                   # pathlib drops "/", "/."
+    for name in ("", ".", str(tmp_path), "missing.txt", str(f) + "/x"):
+        with pytest.raises(OSError) as ours:
+            _read_bytes(name)
+        with pytest.raises(OSError) as theirs:
+            Path(name).read_bytes()
+        assert (type(ours.value), ours.value.strerror) == (type(theirs.value), theirs.value.strerror)
+    with pytest.raises(WorkloadError, match=r"^missing\.txt: file: expected a readable workload "
+                                            r"file, found 'No such file or directory'$"):
+        load_workload("missing.txt")
