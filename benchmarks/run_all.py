@@ -4,6 +4,10 @@
     python benchmarks/run_all.py --quick    # tiny sizes, a few seconds (what the smoke test runs)
     python benchmarks/run_all.py --sections c --no-append   # only the scaling series, print only
 
+The scaling section (c) ends with issue 16's one-layer case: the whole `pipesim run` process on
+1,000,000 F/B actions (CPU, peak RSS) and the SimPy engine against the evaluator from 10k to 1M
+actions with fitted exponents, each target with its figure and verdict.
+
 Prints one markdown section to stdout and appends it, dated, to ``docs/performance.md``
 (``--out`` elsewhere, ``--no-append`` not at all). Exit 0, or 1 if a measurement failed (its
 table row says why); missing a target is a result, not a failure.
@@ -38,6 +42,12 @@ MILLION_S_TARGET = 5.0      # 1M layer-ops, tracing off
 EXPONENT_TARGET = 1.05
 RSS_TARGET_MB = 300.0
 SIMAI_O3_S = 0.12           # SimAI -O3 on workload_analytical.txt, whole process (long-range goal)
+
+# issue 16's targets: the 1M one-layer-action case
+MILLION_CPU_TARGET = 3.0      # s, SimPy engine, whole simulate() / whole `pipesim run`
+MILLION_RSS_TARGET = 300.0    # MB
+EVALUATOR_S_TARGET = 0.5      # s, the evaluator's run at 1M actions
+EVALUATOR_RSS_TARGET = 100.0  # MB
 
 SECTIONS = ("ab", "c", "d", "profile")
 # which scaling point each series is profiled at: the 1M point, and ~100k for event-heavy (its
@@ -174,6 +184,69 @@ def scaling_section(series: dict[str, list[tuple[int, int, int]]], repeats: int,
             + md.table(header, rows) + "\n\n" + fit_table)
 
 
+# -- (c), the one-layer case ---------------------------------------------------------------
+def million_section(quick: bool) -> str:
+    """Part of the scaling section (c). The one-layer case (32 ranks, 1F1B, pp_comm 0): the whole `pipesim run` process at 1M
+    actions, and both engines from 10k to 1M actions with fitted exponents."""
+    P = scaling.ONE_LAYER_P
+    ms = scaling.QUICK_ENGINE_SERIES_M if quick else scaling.ENGINE_SERIES_M
+    big_m = ms[-1] if quick else scaling.MILLION_M
+    proc = scaling.whole_process_run(P, big_m)
+    series = scaling.engine_series(ms)
+    rows = []
+    for engine, points in series.items():
+        for p in points:
+            rows.append([engine, f"{p['actions']:,}", md.seconds(p["cpu_s"]),
+                         md.seconds(p["run_cpu_s"]),
+                         f"{p['rss_peak_mb']:.0f} MB ({p['rss_base_mb']:.0f} MB)",
+                         f"{p['makespan_ns']:.0f}"])
+    acts = [p["actions"] for p in series["simpy"]]
+    exp = {e: scaling.fit_exponent(acts, [p["cpu_s"] for p in pts]) for e, pts in series.items()}
+    exp_run = {e: scaling.fit_exponent(acts, [p["run_cpu_s"] for p in pts])
+               for e, pts in series.items()}
+    simpy_big, ev_big = series["simpy"][-1], series["evaluator"][-1]
+    at = f"{simpy_big['actions']:,} actions"
+    full = simpy_big["actions"] >= 1_000_000
+
+    def judged(value: float, target: float, text: str) -> str:
+        return f"{text} ({md.verdict(value <= target) if full else 'not 1M'})"
+
+    targets = [
+        [f"`pipesim run` whole process, {proc.actions:,} actions: CPU",
+         f"≤ {MILLION_CPU_TARGET} s", md.seconds(proc.cpu_s) + f" (wall {md.seconds(proc.wall_s)})",
+         md.verdict(proc.cpu_s <= MILLION_CPU_TARGET) if proc.actions >= 1_000_000 else "not 1M"],
+        [f"`pipesim run` whole process, {proc.actions:,} actions: peak RSS",
+         f"≤ {MILLION_RSS_TARGET:.0f} MB", f"{proc.rss_mb:.0f} MB",
+         md.verdict(proc.rss_mb <= MILLION_RSS_TARGET) if proc.actions >= 1_000_000
+         else "not 1M"],
+        [f"SimPy engine, simulate() + summary at {at}: CPU", f"≤ {MILLION_CPU_TARGET} s",
+         md.seconds(simpy_big["cpu_s"]),
+         judged(simpy_big["cpu_s"], MILLION_CPU_TARGET, "").strip(" ()")],
+        [f"SimPy engine at {at}: peak RSS", f"≤ {MILLION_RSS_TARGET:.0f} MB",
+         f"{simpy_big['rss_peak_mb']:.0f} MB",
+         judged(simpy_big["rss_peak_mb"], MILLION_RSS_TARGET, "").strip(" ()")],
+        ["SimPy engine, exponent of CPU vs actions (simulate() + summary)", "≤ 1.05",
+         f"{exp['simpy']:.3f} (run alone {exp_run['simpy']:.3f})",
+         md.verdict(exp["simpy"] <= 1.05)],
+        [f"evaluator's run at {at}: CPU", f"≤ {EVALUATOR_S_TARGET} s",
+         md.seconds(ev_big["run_cpu_s"]),
+         judged(ev_big["run_cpu_s"], EVALUATOR_S_TARGET, "").strip(" ()")],
+        [f"evaluator, simulate() + summary at {at}: peak RSS",
+         f"≤ {EVALUATOR_RSS_TARGET:.0f} MB", f"{ev_big['rss_peak_mb']:.0f} MB",
+         judged(ev_big["rss_peak_mb"], EVALUATOR_RSS_TARGET, "").strip(" ()")],
+        ["evaluator, exponent of CPU vs actions (simulate() + summary)", "-",
+         f"{exp['evaluator']:.3f} (run alone {exp_run['evaluator']:.3f})", "-"],
+        ["evaluator = SimPy engine (makespan at every point)", "0 ns", "0 ns", "meets"],
+    ]
+    return (f"### (c) scaling, the one-layer case: {P} ranks, one layer per stage, 1F1B, v = 1, "
+            "pp_comm 0 (fresh process per point)\n\n"
+            + md.table(["target", "goal", "measured", "verdict"], targets) + "\n\n"
+            "`simulate()` CPU = schedule build + validation + compile + run + summary; "
+            "`run` = the engine alone on a compiled Runtime.\n\n"
+            + md.table(["engine", "actions", "simulate() + summary CPU", "run CPU",
+                        "peak RSS (after import)", "makespan ns"], rows))
+
+
 # -- (d) ------------------------------------------------------------------------------------
 def startup_section(workload: Path | None, repeats: int, simulate_s: float | None) -> str:
     py = sys.executable
@@ -269,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             s, _ = timing.median_seconds(lambda: timing.bare_loop(bare_n), repeats)
             per_event = s / bare_n
         rep.run("(c)", lambda: scaling_section(series, repeats, per_event))
+        rep.run("(c, one-layer case)", lambda: million_section(args.quick))
     if "d" in wanted:
         rep.run("(d)", lambda: startup_section(workload, repeats, simulate_s))
     if "profile" in wanted:

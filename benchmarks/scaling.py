@@ -9,6 +9,13 @@ keeps one layer per stage so every layer-op is nearly an action.
 
 Run as ``python -m benchmarks.scaling PP M LAYERS REPEATS`` it measures one point and prints
 one JSON line (what the parent reads).
+
+The million-action case (issue 16): 32 ranks, one layer per stage, M = 15,625, 1F1B, v = 1,
+pp_comm 0, i.e. 32 x 15,625 x 2 = 1,000,000 F/B actions. :func:`whole_process_run` times the
+whole ``pipesim run`` process on it (CPU = user + sys of the child, peak RSS its own, from
+``wait4``); :func:`engine_series` runs ``simulate()`` + summary on the SimPy engine and on the
+evaluator at 10k ... 1M actions, each point in a fresh interpreter
+(``python -m benchmarks.scaling --engine-point ENGINE M``).
 """
 
 from __future__ import annotations
@@ -109,7 +116,130 @@ def fit_exponent(ops: list[float], seconds: list[float]) -> float:
     return float(slope)
 
 
+# -- the million-action case ---------------------------------------------------------------
+ONE_LAYER_P = 32
+MILLION_M = 15_625
+ENGINE_SERIES_M = [156, 469, 1_563, 4_688, 15_625]      # 10k, 30k, 100k, 300k, 1M actions
+QUICK_ENGINE_SERIES_M = [16, 32, 64]
+
+
+def one_layer_workload_text(pp: int, microbatches: int) -> str:
+    """An ASTRA-sim workload file: ``pp`` identical layers of 1000 ns per F, IG and WG and no
+    collectives, one per stage, pp_comm 0."""
+    rows = [f"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: {pp} "
+            f"vpp: 1 ga: {microbatches} all_gpus: {pp} checkpoints: 0 checkpoint_initiates: 0 "
+            "pp_comm: 0", str(pp)]
+    rows += [f"layer_{i}\t-1\t1000\tNONE\t0\t1000\tNONE\t0\t1000\tNONE\t0\t0"
+             for i in range(pp)]
+    return "\n".join(rows) + "\n"
+
+
+@dataclass
+class ProcessRun:
+    actions: int
+    cpu_s: float          # user + sys of the whole `pipesim run` process
+    wall_s: float
+    rss_mb: float         # its peak RSS
+    makespan_ns: float
+
+
+def whole_process_run(pp: int = ONE_LAYER_P, microbatches: int = MILLION_M,
+                      timeout: float = 900.0) -> ProcessRun:
+    """``pipesim run FILE --max-actions 0 --json -`` on the one-layer case, in a child process
+    (``python -m simulator``, as the installed command runs it)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"one_layer_p{pp}_m{microbatches}.txt"
+        path.write_text(one_layer_workload_text(pp, microbatches))
+        cmd = [sys.executable, "-m", "simulator", "run", str(path), "--max-actions", "0",
+               "--json", "-"]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+        out_path, err_path = Path(tmp) / "out.json", Path(tmp) / "err.txt"
+        t0 = time.perf_counter()
+        with out_path.open("w") as fo, err_path.open("w") as fe:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fo, stderr=fe)
+            _, status, usage = os.wait4(proc.pid, 0)     # the child's own rusage
+        wall = time.perf_counter() - t0
+        code = os.waitstatus_to_exitcode(status)
+        out, err = out_path.read_text(), err_path.read_text()
+    if code != 0:
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"pipesim run failed (exit {code}): {last}")
+    summary = json.loads(out)
+    return ProcessRun(2 * pp * microbatches, usage.ru_utime + usage.ru_stime, wall,
+                      usage.ru_maxrss / 1024.0, float(summary["makespan_ns"]))
+
+
+def measure_engine_point(engine: str, microbatches: int) -> dict:
+    """In this process: ``simulate()`` + summary on the one-layer case with ``engine`` (CPU,
+    peak RSS), then the engine's run alone on a fresh Runtime (CPU)."""
+    import gc
+
+    from simulator import simulate
+    from simulator.engine.evaluator import evaluate
+    from simulator.engine.runtime import Runtime
+    from simulator.schedules import registry
+    from simulator.system.config import load_system
+    from simulator.workload import uniform_workload
+    from simulator.workload.partition import partition
+
+    simulate(uniform_workload(2, pp=2, ga=2), engine=engine)    # lazy imports out of timing
+    base = _maxrss_mb()
+    wl = uniform_workload(ONE_LAYER_P, pp=ONE_LAYER_P, ga=microbatches, pp_comm=0)
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = simulate(wl, engine=engine, max_actions=0)
+    summary = result.summary
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    rss = _maxrss_mb()
+    used = summary.get("engine_used", engine)
+    makespan = summary["makespan_ns"]
+    actions = len(result.records.actions)
+    del result, summary
+    sched = registry.generate("1f1b", ONE_LAYER_P, microbatches, 1)
+    runtime = Runtime(sched, partition(wl, sched.n_chunks), wl.header, load_system(None))
+    gc.disable()
+    c0 = time.process_time()
+    rec = runtime.run() if engine == "simpy" else evaluate(runtime)
+    run_cpu = time.process_time() - c0
+    assert rec.iteration_bounds[-1][1] == makespan
+    return {"engine": engine, "engine_used": used, "microbatches": microbatches,
+            "actions": actions, "cpu_s": cpu, "wall_s": wall, "run_cpu_s": run_cpu,
+            "rss_base_mb": base, "rss_peak_mb": rss, "makespan_ns": makespan}
+
+
+def engine_point(engine: str, microbatches: int, timeout: float = 900.0) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    cmd = [sys.executable, "-m", "benchmarks.scaling", "--engine-point", engine,
+           str(microbatches)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"engine point {engine} M={microbatches} failed "
+                           f"(exit {proc.returncode}): {last}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def engine_series(ms: list[int]) -> dict[str, list[dict]]:
+    """Both engines at each M (fresh interpreter per point); the makespans must agree."""
+    out: dict[str, list[dict]] = {"simpy": [], "evaluator": []}
+    for m in ms:
+        for engine in out:
+            out[engine].append(engine_point(engine, m))
+        a, b = out["simpy"][-1], out["evaluator"][-1]
+        if a["makespan_ns"] != b["makespan_ns"]:
+            raise RuntimeError(f"M={m}: the engines disagree ({a['makespan_ns']} vs "
+                               f"{b['makespan_ns']} ns)")
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--engine-point":
+        print(json.dumps(measure_engine_point(argv[1], int(argv[2]))))
+        return 0
     pp, microbatches, layers, repeats = (int(x) for x in argv)
     print(json.dumps(measure_point(pp, microbatches, layers, repeats)))
     return 0
