@@ -16,6 +16,8 @@ Rules:
 
 from __future__ import annotations
 
+from array import array
+
 from ..errors import ScheduleError
 from .action import Action
 from .schedule import Schedule
@@ -45,22 +47,26 @@ def _valid_fast(s: Schedule) -> bool:
     if len(s.pipelines) != 1:
         return False
     n_st, M, placement = s.n_stages, s.microbatches, s.placement
+    M4 = 4 * M
     kind_index = _KIND_INDEX
-    seen = bytearray(n_st * 4 * M)
+    seen = bytearray(n_st * M4)
     counts = [0] * (n_st * 4)
-    steps: list[list[tuple[int, ...]]] = []   # per rank: codes of each step's actions
+    # per rank, each action's code (stage * 4M + kind * M + microbatch); the second half of an
+    # overlapped pair is stored as -1 - code, so a step is a code and any negative one after it
+    codes: list[array] = []
     for rank, acts in enumerate(s.ranks):
-        rank_steps: list[tuple[int, ...]] = []
+        out = array("q")
+        put = out.append
         last_pair = None
         for a in acts:
             if type(a) is not Action:
                 return False
-            st, kind, mb, pair = a.stage, a.kind, a.microbatch, a.pair
-            k = kind_index.get(kind)
+            st, mb, pair = a.stage, a.microbatch, a.pair
+            k = kind_index.get(a.kind)
             if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
                     or not 0 <= mb < M or placement[st] != rank:
                 return False
-            base = st * 4 * M + mb
+            base = st * M4 + mb
             code = base + k * M
             if seen[code]:
                 return False                      # duplicate
@@ -75,32 +81,33 @@ def _valid_fast(s: Schedule) -> bool:
             seen[code] = 1
             counts[st * 4 + k] += 1
             if pair is not None and pair == last_pair:
-                rank_steps[-1] = rank_steps[-1] + (code,)
+                put(-1 - code)
                 last_pair = None
             else:
-                rank_steps.append((code,))
+                put(code)
                 last_pair = pair
-        steps.append(rank_steps)
-    # pairs: exactly two consecutive halves, one F and one B/I (checked by the detailed pass
-    # when anything about them is unusual)
-    for rank_steps in steps:
-        for step in rank_steps:
-            if len(step) == 2:
-                ks = sorted((c // M) % 4 for c in step)
-                if ks not in ([0, 1], [0, 2]):
-                    return False
+        codes.append(out)
+    # pairs: each number on exactly two consecutive actions of a rank, one F and one B/I
     for rank, acts in enumerate(s.ranks):
         pairs = [a.pair for a in acts if a.pair is not None]
-        if len(pairs) != 2 * len(set(pairs)) or 2 * sum(len(st) == 2 for st in steps[rank]) \
-                != len(pairs):
+        if not pairs:
+            continue
+        seconds = [c for c in codes[rank] if c < 0]
+        if len(pairs) != 2 * len(set(pairs)) or 2 * len(seconds) != len(pairs):
             return False
+        rc = codes[rank]
+        for i, c in enumerate(rc):
+            if c < 0:
+                ks = sorted((((rc[i - 1]) // M) % 4, ((-1 - c) // M) % 4))
+                if ks not in ([0, 1], [0, 2]):
+                    return False
     # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
     for st in range(n_st):
         c = counts[st * 4: st * 4 + 4]
         if c[0] != M or c[1] + c[3] != M:
             return False
     # dataflow: run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward
-    # of next(s); W(s) needs I(s)
+    # of next(s); W(s) needs I(s). Per stage, the code offsets of what each kind waits for.
     pipe = s.pipelines[0]
     prev = [-1] * n_st
     nxt = [-1] * n_st
@@ -109,46 +116,49 @@ def _valid_fast(s: Schedule) -> bool:
             prev[st] = pipe[i - 1]
         if i + 1 < len(pipe):
             nxt[st] = pipe[i + 1]
-    done = bytearray(n_st * 4 * M)
-    M4 = 4 * M
+    done = bytearray(n_st * M4)
 
-    def met(code: int, own: tuple[int, ...]) -> bool:
+    def met(code: int) -> bool:
         st, rest = divmod(code, M4)
-        k, mb = divmod(rest, M)
+        k = rest // M
         if k == 0:
             p = prev[st]
-            return p < 0 or done[p * M4 + mb] == 1
+            return p < 0 or done[code + (p - st) * M4] == 1
         if k == 3:
             return done[code - M] == 1
-        if not done[st * M4 + mb]:
+        f = code - k * M
+        if not done[f]:
             return False
         n = nxt[st]
         if n < 0:
             return True
-        b = n * M4 + mb
+        b = f + (n - st) * M4
         return done[b + M] == 1 or done[b + 2 * M] == 1
 
-    pointer = [0] * s.pp
-    lengths = [len(x) for x in steps]
+    P = s.pp
+    pointer = [0] * P
+    lengths = [len(x) for x in codes]
     progress = True
     while progress:
         progress = False
-        for rank in range(s.pp):
-            rank_steps = steps[rank]
-            i = pointer[rank]
+        for rank in range(P):
+            rc = codes[rank]
+            i = start = pointer[rank]
             n = lengths[rank]
             while i < n:
-                step = rank_steps[i]
-                if len(step) == 1:
-                    if not met(step[0], step):
+                c = rc[i]
+                if i + 1 < n and rc[i + 1] < 0:   # an overlapped pair: both halves' needs
+                    c2 = -1 - rc[i + 1]
+                    if not (met(c) and met(c2)):
                         break
-                    done[step[0]] = 1
-                else:
-                    if not (met(step[0], step) and met(step[1], step)):
-                        break
-                    done[step[0]] = done[step[1]] = 1
+                    done[c] = done[c2] = 1
+                    i += 2
+                    continue
+                if not met(c):
+                    break
+                done[c] = 1
                 i += 1
-            if i != pointer[rank]:
+            if i != start:
                 pointer[rank] = i
                 progress = True
     return pointer == lengths
