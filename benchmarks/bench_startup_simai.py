@@ -11,7 +11,8 @@ each with its figure and verdict.
 
 Without a SimAI binary the comparison is against the figure recorded in issue 16 (0.085-0.090 s
 median wall for SimAI_analytical -O3 on this machine). Without ``--pipesim`` a wheel is built
-from this checkout and installed, with its dependencies, into a fresh venv under a temp dir.
+from this checkout's HEAD commit and installed, with its dependencies, into a fresh venv under a
+temp dir.
 
 SimAI is never vendored here. To build it: fetch github.com/aliyun/SimAI, take commit f5efb5a9
 (release 1.6, the last that builds without the SimCCL submodule), then in
@@ -89,15 +90,14 @@ print(json.dumps(out))
 # -- the pipesim install -------------------------------------------------------------------
 
 def install_from_wheel(where: Path) -> Path:
-    """Build a wheel of this checkout and install it into a fresh venv at ``where`` with its
-    dependencies (pip compiles the bytecode as it installs); returns its ``pipesim`` script."""
+    """Build a wheel of this checkout's HEAD commit (the one the report names; uncommitted edits
+    are not measured) and install it into a fresh venv at ``where`` with its dependencies (pip
+    compiles the bytecode as it installs); returns its ``pipesim`` script."""
     src = where / "src"
     src.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "simulator", src / "simulator",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     wheels = where / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "-w", str(wheels),
                     "--no-deps", "-q"], check=True, cwd=src)
@@ -113,7 +113,7 @@ def install_from_wheel(where: Path) -> Path:
 def ensure_bytecode(py: Path) -> None:
     """Compile the installed package if it has no bytecode (PYTHONDONTWRITEBYTECODE installs)."""
     code = "import simulator, os; print(os.path.dirname(simulator.__file__))"
-    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True,
+    out = subprocess.run([str(py), "-I", "-c", code], capture_output=True, text=True, check=True,
                          env=_clean_env())
     pkg = Path(out.stdout.strip())
     if not (pkg / "__pycache__").is_dir():
@@ -129,7 +129,8 @@ def script_python(script: Path) -> Path:
 
 
 def _clean_env() -> dict[str, str]:
-    """The environment without PYTHONPATH (the installed copy, not this checkout, must load)."""
+    """The environment without PYTHONPATH (the installed copy, not this checkout, must load;
+    the ``-c`` children also run with ``-I``, so the working directory is not on their path)."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
@@ -168,8 +169,9 @@ def import_breakdown(py: Path, script: Path) -> dict:
     runs.sort(key=lambda r: r[0])
     total_us, entries = runs[1]
     tops = sorted({e.name.split(".")[0] for e in entries})
-    origin = json.loads(subprocess.run([str(py), "-c", ORIGIN_CHILD, *tops], capture_output=True,
-                                       text=True, check=True, env=_clean_env()).stdout)
+    origin = json.loads(subprocess.run([str(py), "-I", "-c", ORIGIN_CHILD, *tops],
+                                       capture_output=True, text=True, check=True,
+                                       env=_clean_env()).stdout)
     own = sum(e.self_us for e in entries if e.name.split(".")[0] == "simulator")
     third = {}
     for e in entries:
@@ -189,8 +191,9 @@ def import_breakdown(py: Path, script: Path) -> dict:
 
 def first_run_profile(py: Path) -> dict:
     """cProfile of ``main(["run", workload])`` in a fresh process: imports and phases."""
-    proc = subprocess.run([str(py), "-c", PROFILE_CHILD, str(WORKLOAD)], capture_output=True,
-                          text=True, env=_clean_env(), cwd=REPO, check=False)
+    proc = subprocess.run([str(py), "-I", "-c", PROFILE_CHILD, str(WORKLOAD)],
+                          capture_output=True, text=True, env=_clean_env(), cwd=REPO,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"profile child exited {proc.returncode}: {proc.stderr[-300:]}")
     data = json.loads(proc.stdout.splitlines()[-1])
@@ -311,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             tmp = Path(tempfile.mkdtemp(prefix="pipesim-startup-"))
             print(f"building a wheel and a venv under {tmp} ...", file=sys.stderr)
             script = install_from_wheel(tmp)
-            install = "a fresh venv"
+            install = "HEAD's wheel in a fresh venv"
         py = script_python(script)
         ensure_bytecode(py)
         a_cmd = ([str(script), "run", str(WORKLOAD)], REPO)
