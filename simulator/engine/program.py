@@ -275,6 +275,7 @@ class ProgramBuilder:
         labels = self.labels[rank]
         index: dict[tuple, int] = {}
         table: list[StepCost] = []
+        first: list[tuple] = []        # per table entry: the actions of its first step
         steps = array("I")
         put = steps.append
         quick: dict[tuple, int] = {}   # plain single actions: (stage, kind, roles, label)
@@ -296,6 +297,7 @@ class ProgramBuilder:
                     if i is None:
                         i = index[key] = len(table)
                         table.append(self.step_cost(key))
+                        first.append(step)
                     quick[q] = i
             else:
                 key = self._step_key(rank, pos, step, weight_bwd, last)
@@ -303,9 +305,10 @@ class ProgramBuilder:
                 if i is None:
                     i = index[key] = len(table)
                     table.append(self.step_cost(key))
+                    first.append(step)
             put(i)
             pos += len(step)
-        return AsyncOps(self.schedule, rank, tuple(table), steps, self.pp_comm)
+        return AsyncOps(self.schedule, rank, tuple(table), steps, self.pp_comm, tuple(first))
 
     def _single_stage(self, ops: list[tuple]) -> list[tuple]:
         """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
@@ -426,8 +429,11 @@ class AsyncOps(Sequence):
     A million actions then cost a few MB instead of a few hundred."""
 
     def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
-                 steps: array, pp_comm: int) -> None:
+                 steps: array, pp_comm: int, examples: tuple[tuple, ...]) -> None:
+        """``examples[i]``: the actions of a step with cost ``costs[i]`` (the index fixes each
+        action's stage and kind)."""
         self.schedule = schedule
+        self.examples = examples
         self.rank = rank
         self.costs = costs
         self.steps = steps

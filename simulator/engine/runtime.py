@@ -219,10 +219,7 @@ class _Run:
         2 x stages, one int per tensor."""
         bit = {"F": 0, "B": 1}
         plan = []
-        for idx, cost in enumerate(prog.costs):
-            first = prog.steps.index(idx)     # a step with this cost: its actions' stages
-            pos = sum(len(prog.costs[i].shares) for i in prog.steps[:first])
-            acts = prog.schedule.ranks[prog.rank][pos:pos + len(cost.shares)]
+        for cost, acts in zip(prog.costs, prog.examples):
             recvs, sends = [], []
             for k, a in enumerate(acts):
                 r = prog._recv.get((a.stage, a.kind))
