@@ -58,3 +58,8 @@ def test_interleaved_runs_counts_pairs_after_warmup_and_refuses_failures(tmp_pat
     assert all(r.returncode == 0 and r.cpu_s >= 0 and r.peak_mb > 0 for r in ra + rb)
     with pytest.raises(RuntimeError, match="exited 3"):
         startup.interleaved(([sys.executable, "-c", "raise SystemExit(3)"], tmp_path), None, 1)
+
+
+def test_a_peak_at_the_parents_own_size_is_reported_as_a_floor():
+    assert bench._peak(runs((0.1, 0.1)), 20.0) == "<= 20.0 MB (floor)"      # runs() peak 20.0
+    assert bench._peak(runs((0.1, 0.1)), 12.0) == "20.0 MB"
