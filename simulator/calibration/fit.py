@@ -75,7 +75,7 @@ class Calibration:
     replayed_iteration_ns: float
     ranks: list[RankFit] = field(default_factory=list)
     replays: int = 0
-    sources: tuple[str, ...] = ()
+    comm_ns: dict = field(default_factory=dict)   # per kind: measured send/recv posting
 
     def runtime(self) -> dict:
         """The ``runtime:`` section (YAML-ready: plain ints, floats, strings)."""
@@ -84,7 +84,7 @@ class Calibration:
             costs.setdefault(str(s), {})[k] = int(round(v))
         return {
             "p2p": "torch",
-            "action_overhead_ns": {k: int(round(self.overhead_ns)) for k in "FBIW"},
+            "action_overhead_ns": {k: int(round(v)) for k, v in self.overheads().items()},
             "step_prologue_ns": int(round(self.prologue_ns)),
             "step_epilogue_ns": int(round(self.epilogue_ns)),
             "exchange_ns": int(round(self.exchange_ns)),
@@ -94,6 +94,11 @@ class Calibration:
             "layer_scale": {str(i): {k: round(f[k], 4) for k in ("F", "I", "W")}
                             for i, f in sorted(self.layer_scale.items())},
         }
+
+    def overheads(self) -> dict[str, float]:
+        """Per kind: the fitted launch overhead plus the measured posting of the kind's
+        transfers (a W sends and receives nothing)."""
+        return {k: self.overhead_ns + self.comm_ns.get(k, 0.0) for k in "FBIW"}
 
     def to_dict(self) -> dict:
         """The calibration file's content (a fragment of a system file)."""
@@ -115,7 +120,10 @@ class Calibration:
         lines = [f"calibrated on {self.schedule} (P={self.pp}, v={self.vpp}, "
                  f"M={self.microbatches}, {self.iterations} iteration(s), medians), "
                  f"{self.replays} replays",
-                 f"fitted: overhead {self.overhead_ns / 1e3:.1f} us per action, exchange "
+                 "measured: transfer posting per action "
+                 + ", ".join(f"{k} {self.comm_ns.get(k, 0.0) / 1e3:.1f}" for k in "FBIW")
+                 + " us",
+                 f"fitted: launch overhead {self.overhead_ns / 1e3:.1f} us per action, exchange "
                  f"{self.exchange_ns / 1e3:.1f} us, latency {self.latency_ns / 1e3:.1f} us, "
                  f"prologue {self.prologue_ns / 1e3:.1f} us; measured: epilogue "
                  f"{self.epilogue_ns / 1e3:.1f} us",
@@ -236,11 +244,33 @@ def layer_scales(wl: Workload, sched: Schedule, costs: dict, first_torch: bool =
     return out
 
 
-def _system(params: dict, costs: dict, scales: dict, ts: TraceSet, epilogue: float
-            ) -> SystemConfig:
+def transfer_posting(ts: TraceSet) -> dict[str, float]:
+    """Per compute kind: the rank's time in the runtime's own send / receive posts
+    (``PP:SEND_F`` ... spans of the multi-stage runtime) per action of that kind, median over
+    iterations. Forward transfers belong to F, backward ones to B and I; W moves nothing, which
+    is why a zero-bubble schedule's W launches cheaper than its F or I. Traces without such
+    spans (GPipe, 1F1B) give 0: their posting stays inside the fitted overhead."""
+    fwd, bwd = [], []
+    for k in range(ts.n_iterations):
+        t = {"F": 0, "B": 0}
+        n = {"F": 0, "B": 0}
+        for r in ts.ranks:
+            for a in r.iterations[k].actions:
+                if a.kind in ("SEND_F", "RECV_F", "SEND_B", "RECV_B"):
+                    t[a.kind[-1]] += a.span_ns
+                elif a.kind in ("F", "B", "I"):
+                    n["F" if a.kind == "F" else "B"] += 1
+        fwd.append(t["F"] / n["F"] if n["F"] else 0.0)
+        bwd.append(t["B"] / n["B"] if n["B"] else 0.0)
+    f, b = float(median(fwd)), float(median(bwd))
+    return {"F": f, "B": b, "I": b, "W": 0.0}
+
+
+def _system(params: dict, costs: dict, scales: dict, ts: TraceSet, epilogue: float,
+            comm: dict) -> SystemConfig:
     cal = Calibration(ts.pp, ts.vpp, ts.microbatches, ts.n_iterations, "", costs, scales,
                       params["overhead_ns"], params["exchange_ns"], params["latency_ns"],
-                      params["prologue_ns"], epilogue, 0.0, 0.0)
+                      params["prologue_ns"], epilogue, 0.0, 0.0, comm_ns=comm)
     return calibrated_system(cal.to_dict())
 
 
@@ -307,6 +337,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
     costs = action_costs(traces)
     scales = layer_scales(wl, sched, costs)
     meas, meas_it, epilogue, first = _measured(traces)
+    comm = transfer_posting(traces)
     params = {key: start for key, start, _, _ in SEARCH}
     params["prologue_ns"] = max(0.0, first - params["overhead_ns"])
     steps = {key: step for key, _, step, _ in SEARCH}
@@ -316,7 +347,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
     def evaluate(p: dict) -> tuple[float, list, float]:
         key = tuple(round(p[k]) for k, *_ in SEARCH)
         if key not in cache:
-            rep, it = _replay(wl, sched, _system(p, costs, scales, traces, epilogue))
+            rep, it = _replay(wl, sched, _system(p, costs, scales, traces, epilogue, comm))
             cache[key] = (_score(meas, meas_it, rep, it), rep, it)
         return cache[key]
 
@@ -345,7 +376,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
                       costs, scales, params["overhead_ns"], params["exchange_ns"],
                       params["latency_ns"], params["prologue_ns"], epilogue, meas_it, rep_it,
                       [RankFit(r, meas[r], rep[r]) for r in range(traces.pp)], len(cache),
-                      tuple(rt.path for rt in traces.ranks))
+                      comm_ns=comm)
     return cal
 
 

@@ -23,13 +23,13 @@ SOURCE = "ScheduleInterleaved1F1B"
 # (measured median ms over the recorded iterations, calibrated prediction ms): the uniform
 # rows of docs/validation.md's fidelity table
 ROWS = {
-    "ScheduleGPipe": (590.426, 586.790),
-    "Schedule1F1B": (608.258, 612.253),
-    "ScheduleInterleaved1F1B": (522.004, 522.008),
-    "ScheduleLoopedBFS": (586.079, 530.761),
-    "ScheduleInterleavedZeroBubble": (517.515, 493.390),
-    "ScheduleZBVZeroBubble": (518.482, 495.030),
-    "ScheduleDualPipeV": (521.895, 503.352),
+    "ScheduleGPipe": (590.426, 585.226),
+    "Schedule1F1B": (608.258, 609.188),
+    "ScheduleInterleaved1F1B": (522.004, 522.010),
+    "ScheduleLoopedBFS": (586.079, 526.824),
+    "ScheduleInterleavedZeroBubble": (517.515, 487.419),
+    "ScheduleZBVZeroBubble": (518.482, 488.528),
+    "ScheduleDualPipeV": (521.895, 503.351),
 }
 
 
@@ -50,9 +50,13 @@ def test_fitted_figures(source_fit):
     rt = cal.runtime()
     assert (cal.schedule, cal.pp, cal.vpp, cal.microbatches, cal.iterations) == \
         ("interleaved-1f1b", 4, 2, 8, 2)
-    assert rt["action_overhead_ns"] == {"F": 1035000, "B": 1035000, "I": 1035000, "W": 1035000}
+    # fitted launch overhead 635 us + the measured posting of each kind's transfers (W: none)
+    assert cal.overhead_ns == 635000
+    assert {k: round(v) for k, v in cal.comm_ns.items()} == {"F": 671056, "B": 356009,
+                                                             "I": 356009, "W": 0}
+    assert rt["action_overhead_ns"] == {"F": 1306056, "B": 991009, "I": 991009, "W": 635000}
     assert (rt["exchange_ns"], cal.to_dict()["links"]["latency_ns"], rt["step_prologue_ns"],
-            rt["step_epilogue_ns"]) == (2141000, 359000, 1078125, 425254)
+            rt["step_epilogue_ns"]) == (2141000, 109000, 265625, 425254)
     assert (rt["p2p"], rt["first_stage_backward"], rt["calibrated_for"]) == \
         ("torch", "torch", {"pp": 4, "vpp": 2})
     # stage 0 = layers 0-1: F 8 ms, B 12 ms known (layer 0 has no input gradient)
@@ -66,10 +70,10 @@ def test_fitted_figures(source_fit):
 def test_replay_reproduces_the_traces_and_is_what_run_gives(source_fit, workload):
     cal = source_fit
     assert round(cal.measured_iteration_ns / 1e6, 3) == 522.004
-    assert round(cal.replayed_iteration_ns / 1e6, 3) == 522.008
+    assert round(cal.replayed_iteration_ns / 1e6, 3) == 522.010
     for r in cal.ranks:   # busy from the fitted costs equals the measured busy
         assert abs(r.replayed["busy_ns"] - r.measured["busy_ns"]) < 10
-        assert abs(r.replayed["end_ns"] - r.measured["end_ns"]) < 1.0e6
+        assert abs(r.replayed["end_ns"] - r.measured["end_ns"]) < 1.5e6
     run = simulate(workload, "interleaved-1f1b", calibrated_system(cal.to_dict()), vpp=2)
     assert run.makespan_ns == cal.replayed_iteration_ns
 
