@@ -157,7 +157,8 @@ def simai_checkout(binary: Path, given: str | None) -> Path:
 # -- where the time goes -------------------------------------------------------------------
 
 def import_breakdown(py: Path, script: Path) -> dict:
-    """``-X importtime`` of one run (the median run's total of three): self time by owner."""
+    """``-X importtime`` of one run (the least disturbed of three: the smallest total), self
+    time by owner."""
     runs = []
     for _ in range(3):
         proc = subprocess.run([str(py), "-X", "importtime", str(script), "run", str(WORKLOAD)],
@@ -167,8 +168,7 @@ def import_breakdown(py: Path, script: Path) -> dict:
             raise RuntimeError(f"-X importtime run exited {proc.returncode}")
         entries = startup.parse_importtime(proc.stderr)
         runs.append((sum(e.self_us for e in entries), entries))
-    runs.sort(key=lambda r: r[0])
-    total_us, entries = runs[1]
+    total_us, entries = min(runs, key=lambda r: r[0])
     tops = sorted({e.name.split(".")[0] for e in entries})
     origin = json.loads(subprocess.run([str(py), "-I", "-c", ORIGIN_CHILD, *tops],
                                        capture_output=True, text=True, check=True,
