@@ -45,7 +45,7 @@ from ..errors import DeadlockError, Wait
 from .columns import ActionColumns, TransferColumns
 from .eventlog import log
 from .network import LinkStats
-from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS
+from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
 from .records import CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
@@ -223,7 +223,9 @@ class _Sweep:
             t_issued, t_start, t_end = tcols[r]
             ops = cursors[r]
             if ops is None:
-                ops = cursors[r] = iter(compiled[r])
+                prog = compiled[r]     # compact lists: walked without Transfer objects
+                ops = cursors[r] = (prog.walk(False) if isinstance(prog, AsyncOps)
+                                    else iter(prog))
                 if prologue:
                     now = now + prologue
             state = pending[r]
@@ -612,7 +614,9 @@ class _Sweep:
             if isinstance(b, Wait):
                 waits.append(b)
             else:              # a receive, waited on since the rank's clock stopped
-                waits.append(Wait(r, str(b[4]), b[2], clock[r]))
+                prog = self.rt.compiled[r]
+                t = prog.transfer_of(b) if isinstance(prog, AsyncOps) else b[4]
+                waits.append(Wait(r, str(t), b[2], clock[r]))
         raise DeadlockError(waits, max(max(clock), self.latest))
 
     def _layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:

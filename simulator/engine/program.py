@@ -459,38 +459,69 @@ class AsyncOps(Sequence):
             return None
         return data, other, s.placement[other]
 
+    def plan(self) -> list[tuple]:
+        """Per step-cost index (which fixes each action's stage and kind): (cost, number of
+        actions, receives, sends), a receive / send being (position in the step, data, other
+        stage, peer rank) for each action that needs one."""
+        out = []
+        for cost, acts in zip(self.costs, self.examples):
+            recvs, sends = [], []
+            for k, a in enumerate(acts):
+                r = self._recv.get((a.stage, a.kind))
+                if r is not None:
+                    recvs.append((k,) + r)
+                r = self._send.get((a.stage, a.kind))
+                if r is not None:
+                    sends.append((k,) + r)
+            out.append((cost, len(cost.shares), tuple(recvs), tuple(sends)))
+        return out
+
     def __iter__(self):
+        return self.walk(True)
+
+    def walk(self, transfers: bool = True):
+        """The ops; with ``transfers=False`` a receive's or send's last field (its
+        :class:`Transfer`, only read to describe a wait) is None: see :meth:`transfer_of`."""
         actions = self.schedule.ranks[self.rank]
-        costs = self.costs
-        recv_of, send_of = self._recv, self._send
+        plan = self.plan()
         rank = self.rank
         nbytes = self.pp_comm
         new = tuple.__new__
         pos = 0
         for i in self.steps:
-            cost = costs[i]
-            if len(cost.shares) == 1:
-                a = actions[pos]
+            cost, n, recvs, sends = plan[i]
+            if n == 1:
+                step = (actions[pos],)
                 pos += 1
-                step = (a,)
             else:
                 step = actions[pos:pos + 2]
                 pos += 2
-            for a in step:
-                r = recv_of.get((a.stage, a.kind))
-                if r is not None:
-                    data, other, peer = r
-                    mb = a.microbatch
-                    yield (RECV, (data, a.stage, mb), peer, None,
-                           new(Transfer, ("recv", data, other, a.stage, mb, peer, rank)))
+            for k, data, other, peer in recvs:
+                a = step[k]
+                st, mb = a.stage, a.microbatch
+                yield (RECV, (data, st, mb), peer, None,
+                       new(Transfer, ("recv", data, other, st, mb, peer, rank))
+                       if transfers else None)
             yield (COMPUTE, cost, step)
-            for a in step:
-                r = send_of.get((a.stage, a.kind))
-                if r is not None:
-                    data, other, peer = r
-                    mb = a.microbatch
-                    yield (SEND, (data, other, mb), peer, nbytes,
-                           new(Transfer, ("send", data, a.stage, other, mb, rank, peer)))
+            for k, data, other, peer in sends:
+                a = step[k]
+                mb = a.microbatch
+                yield (SEND, (data, other, mb), peer, nbytes,
+                       new(Transfer, ("send", data, a.stage, other, mb, rank, peer))
+                       if transfers else None)
+
+    def transfer_of(self, op: tuple) -> Transfer:
+        """The :class:`Transfer` of a receive or send op walked without transfers."""
+        if op[4] is not None:
+            return op[4]
+        data, dst_stage, mb = op[1]
+        if op[0] == RECV:
+            s = self.schedule
+            src_stage = (s.prev_stage if data == ACTIVATION else s.next_stage)(dst_stage)
+            return Transfer("recv", data, src_stage, dst_stage, mb, op[2], self.rank)
+        s = self.schedule
+        src_stage = (s.prev_stage if data == ACTIVATION else s.next_stage)(dst_stage)
+        return Transfer("send", data, src_stage, dst_stage, mb, self.rank, op[2])
 
     def sends(self) -> list[Transfer]:
         """The sends in op order (what the transfer columns rebuild records from)."""
