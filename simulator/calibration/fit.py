@@ -6,7 +6,9 @@ What is measured directly (medians over iterations, design notes §6):
 - per layer, its stage's measured / nominal time (``runtime.layer_scale``), so the calibration
   also predicts another chunking of the same model (v = 2 -> v = 1), where the stage costs no
   longer apply;
-- the step epilogue: the last rank's iteration span end minus its last compute end.
+- the step epilogue: the last rank's iteration span end minus its last compute end;
+- per kind, the rank's time in the runtime's send / receive posts (``PP:SEND_*`` /
+  ``PP:RECV_*`` spans) per action: added to that kind's launch overhead (W moves no data).
 
 What is fitted, because no span shows it alone: the per-action launch overhead, the step
 prologue, the one-way link latency and the two-way exchange cost of torch's rendezvous
@@ -124,9 +126,9 @@ class Calibration:
                  + ", ".join(f"{k} {self.comm_ns.get(k, 0.0) / 1e3:.1f}" for k in "FBIW")
                  + " us",
                  f"fitted: launch overhead {self.overhead_ns / 1e3:.1f} us per action, exchange "
-                 f"{self.exchange_ns / 1e3:.1f} us, latency {self.latency_ns / 1e3:.1f} us, "
-                 f"prologue {self.prologue_ns / 1e3:.1f} us; measured: epilogue "
-                 f"{self.epilogue_ns / 1e3:.1f} us",
+                 f"{self.exchange_ns / 1e3:.1f} us, latency {self.latency_ns / 1e3:.1f} us",
+                 f"step: prologue {self.prologue_ns / 1e3:.1f} us (fitted), epilogue "
+                 f"{self.epilogue_ns / 1e3:.1f} us (measured)",
                  "rank  busy meas/replay (ms)  idle meas/replay (ms)  end meas/replay (ms)"]
         for r in self.ranks:
             m, p = r.measured, r.replayed

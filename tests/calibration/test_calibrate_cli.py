@@ -17,7 +17,8 @@ SOURCE = TRACES / "ScheduleInterleaved1F1B"
 FIT = """\
 calibrated on interleaved-1f1b (P=4, v=2, M=8, 2 iteration(s), medians), 50 replays
 measured: transfer posting per action F 671.1, B 356.0, I 356.0, W 0.0 us
-fitted: launch overhead 635.0 us per action, exchange 2141.0 us, latency 109.0 us, prologue 265.6 us; measured: epilogue 425.3 us
+fitted: launch overhead 635.0 us per action, exchange 2141.0 us, latency 109.0 us
+step: prologue 265.6 us (fitted), epilogue 425.3 us (measured)
 rank  busy meas/replay (ms)  idle meas/replay (ms)  end meas/replay (ms)
    0    370.951   370.951     150.627   150.633    521.578   521.584
    1    401.896   401.896     106.296   106.086    508.192   507.982
