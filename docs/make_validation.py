@@ -372,7 +372,8 @@ def fidelity_summary(evs: list[dict]) -> list[str]:
             if r["class"] == src or "calibrated_err_pct" not in r:
                 continue
             errs.append(abs(r["calibrated_err_pct"]))
-            rel.append(abs(r["calibrated_err_pct"]) / r["spread_pct"])
+            if r["spread_pct"] > 0:
+                rel.append(abs(r["calibrated_err_pct"]) / r["spread_pct"])
         rk = ev["ranking"]
         if "pairs" in rk:
             cases_rank.append(f"{rk['same']}/{rk['pairs']}")

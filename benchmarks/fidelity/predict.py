@@ -139,9 +139,12 @@ def markdown(ev: dict) -> list[str]:
              f"error % | calibrated on {_short(src)} (ms) | error % | error / spread |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in ev["rows"]:
-        cal = (f"{r['calibrated_ms']:.1f} | {r['calibrated_err_pct']:+.1f} | "
-               f"{abs(r['calibrated_err_pct']) / r['spread_pct']:.2f}"
-               if "calibrated_ms" in r and r["spread_pct"] > 0 else "– | – | –")
+        if "calibrated_ms" not in r:
+            cal = "– | – | –"
+        else:
+            rel = (f"{abs(r['calibrated_err_pct']) / r['spread_pct']:.2f}"
+                   if r["spread_pct"] > 0 else "–")
+            cal = f"{r['calibrated_ms']:.1f} | {r['calibrated_err_pct']:+.1f} | {rel}"
         mark = " (source)" if r["class"] == src else ""
         lines.append(f"| {_short(r['class'])}{mark} | {r['median_ms']:.1f} | "
                      f"{r['min_ms']:.1f}–{r['max_ms']:.1f} | {r['spread_pct']:.1f} | "

@@ -126,3 +126,10 @@ def test_layer_scales_hand_worked(tmp_path):
     assert layer_scales(load_workload(p), sched, costs) == {
         0: {"F": 1.5, "I": 2.0, "W": 2.0}, 1: {"F": 1.5, "I": 2.0, "W": 2.0},
         2: {"F": 1.0, "I": 0.5, "W": 1.5}, 3: {"F": 1.0, "I": 0.5, "W": 1.5}}
+
+
+def test_ranking_counts_only_pairs_measured_more_than_3_percent_apart():
+    measured = {c: {"median_ms": m} for c, m in (("A", 100.0), ("B", 102.0), ("C", 110.0))}
+    rk = predict._ranking(measured, {"A": 105.0, "B": 100.0, "C": 104.0}, ["A", "B", "C"])
+    assert rk == {"measured": ["A", "B", "C"], "predicted": ["B", "C", "A"], "pairs": 2,
+                  "same": 1, "wrong": [("A", "C")]}
