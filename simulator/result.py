@@ -8,6 +8,7 @@ from typing import Any
 
 from .diagnostics import RunWarning
 from .engine.options import EngineOptions
+from .metrics.types import RunSummary
 from .engine.runtime import RunRecords
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
@@ -30,25 +31,22 @@ class SimulationResult:
     warnings: list[RunWarning] = field(default_factory=list)
 
     @cached_property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RunSummary:
         from .metrics.summary import summarize
 
         return summarize(self)
 
     @property
     def makespan_ns(self) -> float:
-        return self.summary["makespan_ns"]
+        return self.summary.makespan_ns
 
     @property
     def bubble_ratio(self) -> float:
-        return self.summary["bubble_ratio"]
+        return self.summary.bubble_ratio
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary (``pipesim run --json``)."""
-        out = _json_numbers(dict(self.summary))
-        out["warnings"] = [w.to_dict() for w in self.warnings]
-        out["notes"] = list(self.notes) + list(self.workload.warnings)
-        return out
+        return self.summary.to_dict()
 
 
 @dataclass
@@ -58,17 +56,3 @@ class ScheduleRun:
     schedule: str
     result: SimulationResult | None = None
     error: str | None = None
-
-
-def _json_numbers(obj: Any, key: str = "") -> Any:
-    """Bytes as integers (a byte count has no fraction), other whole floats as integers."""
-    if isinstance(obj, dict):
-        return {k: _json_numbers(v, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_json_numbers(v, key) for v in obj]
-    if isinstance(obj, float) and obj == obj and obj not in (float("inf"), float("-inf")):
-        if "bytes" in key:
-            return int(round(obj))
-        if obj.is_integer() and key.endswith("_ns"):
-            return int(obj)
-    return obj

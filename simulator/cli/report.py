@@ -2,82 +2,81 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..metrics.types import RunSummary
 from ..units import fmt_bytes, fmt_pct, fmt_time, table
 
 __all__ = ["render_run", "fmt_time", "fmt_bytes", "fmt_pct", "table"]
 
 
-def _simai_lines(d: dict[str, Any]) -> list[str]:
+def _simai_lines(d: RunSummary) -> list[str]:
     lines = []
-    if "pipeline_bubble_ns" in d:
-        pb = d["pipeline_bubble_ns"]
-        lines.append(f"  pipeline bubble     {fmt_time(pb['mean_ns'])} per rank (mean, up to the "
+    if d.pipeline_bubble_ns is not None:
+        pb = d.pipeline_bubble_ns
+        lines.append(f"  pipeline bubble     {fmt_time(pb.mean_ns)} per rank (mean, up to the "
                      "last compute; the DP/optimizer tail excluded)")
-    if "simai" in d:
-        s = d["simai"]
+    if d.simai is not None:
+        s = d.simai
         lines.append(f"  SimAI's formula     {fmt_time(s['bubble_ns'])} as SimAI computes it "
                      f"(pp {s['pp']}, ga {s['ga']}, vpp {s['vpp']}); "
                      f"{fmt_time(s['bubble_at_schedule_ns'])} at this run's P, M, v")
     return lines
 
 
-def render_run(d: dict[str, Any]) -> str:
+def render_run(d: RunSummary) -> str:
     lines = [
-        f"pipesim: {d['schedule']} on {d['workload']} ({d['layout']} layout)",
-        f"  P={d['pp']} stages, v={d['vpp']}, M={d['microbatches']} microbatches, "
-        f"{d['iterations']} iteration(s)",
+        f"pipesim: {d.schedule} on {d.workload} ({d.layout} layout)",
+        f"  P={d.pp} stages, v={d.vpp}, M={d.microbatches} microbatches, "
+        f"{d.iterations} iteration(s)",
         "",
-        f"  iteration time      {fmt_time(d['makespan_ns'])}",
+        f"  iteration time      {fmt_time(d.makespan_ns)}",
     ]
-    if "iteration_time_stats_ns" in d:
-        st = d["iteration_time_stats_ns"]
-        lines.append(f"    spread            p50 {fmt_time(st['p50'])}, p99 {fmt_time(st['p99'])}, "
-                     f"min {fmt_time(st['min'])}, max {fmt_time(st['max'])}")
-    theory = d.get("theoretical_bubble_ratio")
-    formula = d.get("theoretical_formula") or "closed form"
-    if d.get("theoretical_bubble_basis") == "own":
+    if d.iteration_time_stats_ns is not None:
+        st = d.iteration_time_stats_ns
+        lines.append(f"    spread            p50 {fmt_time(st.p50)}, p99 {fmt_time(st.p99)}, "
+                     f"min {fmt_time(st.min)}, max {fmt_time(st.max)}")
+    theory = d.theoretical_bubble_ratio
+    formula = d.theoretical_formula or "closed form"
+    if d.theoretical_bubble_basis == "own":
         bubble_lines = [
-            f"  bubble ratio        {fmt_pct(d['bubble_ratio'])} of the iteration time",
-            f"  per-stage bubble    {fmt_pct(d['bubble_ratio_own'])} of each stage's own span   "
+            f"  bubble ratio        {fmt_pct(d.bubble_ratio)} of the iteration time",
+            f"  per-stage bubble    {fmt_pct(d.bubble_ratio_own)} of each stage's own span   "
             f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
     else:
-        bubble_lines = [f"  bubble ratio        {fmt_pct(d['bubble_ratio'])}   "
+        bubble_lines = [f"  bubble ratio        {fmt_pct(d.bubble_ratio)}   "
                         f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
     lines += bubble_lines + [
         *_simai_lines(d),
-        f"  utilisation         {fmt_pct(d['utilization'])}",
-        f"  forward / backward  {fmt_time(d['forward_ns'])} / {fmt_time(d['backward_ns'])} "
-        f"busy, {fmt_time(d['forward_bubble_ns'])} / {fmt_time(d['backward_bubble_ns'])} idle "
+        f"  utilisation         {fmt_pct(d.utilization)}",
+        f"  forward / backward  {fmt_time(d.forward_ns)} / {fmt_time(d.backward_ns)} "
+        f"busy, {fmt_time(d.forward_bubble_ns)} / {fmt_time(d.backward_bubble_ns)} idle "
         "(sum over stages)",
-        f"  peak in flight      {d['peak_inflight_microbatches']} microbatches",
-        f"  p2p traffic         {fmt_bytes(d['p2p_bytes'])}; DP collectives "
-        f"{fmt_bytes(d['dp_collective_bytes'])}",
-        f"  peak memory         {fmt_bytes(d['peak_memory_bytes'])} (largest stage)",
-        f"  layer ops           {d['layer_ops']}",
+        f"  peak in flight      {d.peak_inflight_microbatches} microbatches",
+        f"  p2p traffic         {fmt_bytes(d.p2p_bytes)}; DP collectives "
+        f"{fmt_bytes(d.dp_collective_bytes)}",
+        f"  peak memory         {fmt_bytes(d.peak_memory_bytes)} (largest stage)",
+        f"  layer ops           {d.layer_ops}",
     ]
     lines.append("")
     rows = []
-    for s in d["stages"]:
-        layers = ",".join(f"{a}-{b}" for a, b in s["layers"])
+    for s in d.ranks:
+        layers = ",".join(f"{a}-{b}" for a, b in s.layers)
         rows.append([
-            str(s["stage"]), layers, fmt_time(s["busy_ns"]), fmt_time(s["idle_ns"]),
-            fmt_pct(s["bubble_ratio"]), fmt_pct(s["bubble_ratio_own"]),
-            f"{s['warmup']}/{s['steady']}/{s['cooldown']}",
-            str(s["peak_inflight_microbatches"]), fmt_bytes(s["peak_memory_bytes"]),
-            fmt_bytes(s["bytes_sent"]), fmt_bytes(s["bytes_received"]),
+            str(s.rank), layers, fmt_time(s.busy_ns), fmt_time(s.idle_ns),
+            fmt_pct(s.bubble_ratio), fmt_pct(s.bubble_ratio_own),
+            f"{s.warmup}/{s.steady}/{s.cooldown}",
+            str(s.peak_inflight_microbatches), fmt_bytes(s.peak_memory_bytes),
+            fmt_bytes(s.bytes_sent), fmt_bytes(s.bytes_received),
         ])
     lines.append(table(["stage", "layers", "busy", "idle", "bubble", "bubble(own)",
                         "warm/steady/cool", "peak mb", "peak mem", "sent", "received"], rows))
-    warnings = d.get("warnings") or []
+    warnings = d.warnings
     if warnings:
         lines.append("")
         lines.append(f"warnings ({len(warnings)}): numbers above rest on these assumptions")
         for w in warnings:
-            fix = f" [set {w['option']}]" if w.get("option") else ""
-            lines.append(f"  ! {w['message']}{fix}")
-    notes = d.get("notes") or []
+            fix = f" [set {w.option}]" if w.option else ""
+            lines.append(f"  ! {w.message}{fix}")
+    notes = d.notes
     if notes:
         lines.append("")
         lines += [f"  note: {n}" for n in notes]

@@ -6,9 +6,13 @@ A schedule that could not run with the given numbers keeps its row, with the err
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..diagnostics import RunWarning
+
 from ..errors import ConfigError
+from ..metrics.types import SCHEMA_VERSION
 from ..result import ScheduleRun as Run
 from ..schedules import registry
 from ..units import fmt_bytes, fmt_pct, fmt_time
@@ -33,6 +37,34 @@ def parse_schedules(text: str, option: str = "--schedules") -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class CompareRow:
+    """One schedule's row of ``pipesim compare --json``; numbers are null where it could not run,
+    and ``error`` says why."""
+
+    schema_version: str = field(metadata={"help": "version of this JSON's shape"})
+    schedule: str = field(metadata={"help": "registered schedule"})
+    pp: int | None = field(metadata={"help": "pipeline ranks"})
+    vpp: int | None = field(metadata={"help": "chunks per rank"})
+    microbatches: int | None = field(metadata={"help": "microbatches per iteration"})
+    makespan_ns: float | None = field(metadata={"help": "iteration time"})
+    bubble_ratio: float | None = field(metadata={"help": "mean idle / iteration time"})
+    theoretical_bubble_ratio: float | None = field(metadata={"help": "closed form"})
+    theoretical_formula: str | None = field(metadata={"help": "the closed form, written out"})
+    peak_inflight_microbatches: int | None = field(metadata={"help": "most held by a rank"})
+    p2p_bytes: int | None = field(metadata={"help": "point-to-point bytes per iteration"})
+    speedup: float | None = field(metadata={"help": "baseline's time over this one's"})
+    baseline: str | None = field(metadata={"help": "the first schedule that ran"})
+    error: str | None = field(metadata={"help": "why it did not run (null if it did)"})
+    warnings: tuple[RunWarning, ...] = field(metadata={"help": "the run's warnings"})
+
+
+def compare_schema() -> dict[str, Any]:
+    from ..schema import schema_of
+
+    return schema_of(CompareRow, "pipesim compare --json", array=True)
+
+
 def baseline(runs: Sequence[Run]) -> Run | None:
     """The run speed-ups are measured against: the first that ran."""
     return next((r for r in runs if r.result is not None), None)
@@ -51,22 +83,23 @@ def rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     out = []
     for run in runs:
         if run.result is None:
-            out.append({"schedule": run.schedule, "pp": None, "vpp": None, "microbatches": None,
+            out.append({"schema_version": SCHEMA_VERSION, "schedule": run.schedule, "pp": None, "vpp": None, "microbatches": None,
                         "makespan_ns": None, "bubble_ratio": None,
                         "theoretical_bubble_ratio": None, "theoretical_formula": None,
                         "peak_inflight_microbatches": None, "p2p_bytes": None,
                         "speedup": None, "baseline": None, "error": run.error, "warnings": []})
             continue
         s = run.result.summary
-        out.append({"schedule": run.schedule, "pp": s["pp"], "vpp": s["vpp"],
-                    "microbatches": s["microbatches"], "makespan_ns": s["makespan_ns"],
-                    "bubble_ratio": s["bubble_ratio"],
-                    "theoretical_bubble_ratio": s.get("theoretical_bubble_ratio"),
-                    "theoretical_formula": s.get("theoretical_formula"),
-                    "peak_inflight_microbatches": s["peak_inflight_microbatches"],
-                    "p2p_bytes": s["p2p_bytes"], "speedup": speedup(run, base),
+        out.append({"schema_version": SCHEMA_VERSION, "schedule": run.schedule, "pp": s.pp,
+                    "vpp": s.vpp,
+                    "microbatches": s.microbatches, "makespan_ns": s.makespan_ns,
+                    "bubble_ratio": s.bubble_ratio,
+                    "theoretical_bubble_ratio": s.theoretical_bubble_ratio,
+                    "theoretical_formula": s.theoretical_formula,
+                    "peak_inflight_microbatches": s.peak_inflight_microbatches,
+                    "p2p_bytes": s.p2p_bytes, "speedup": speedup(run, base),
                     "baseline": base.schedule, "error": None,
-                    "warnings": [w.to_dict() for w in run.result.warnings]})
+                    "warnings": [w.to_dict() for w in s.warnings]})
     return out
 
 

@@ -175,11 +175,11 @@ def default_title(result: Any) -> str:
     s = result.summary
     sched = result.schedule
     name = Path(str(result.workload.path)).name
-    theory = s.get("theoretical_bubble_ratio")
-    formula = s.get("theoretical_formula") or ""
+    theory = s.theoretical_bubble_ratio
+    formula = s.theoretical_formula or ""
     closed = "n/a" if theory is None else fmt_pct(theory)
     lines = [f"{sched.name}  ·  P={sched.pp}, M={sched.microbatches}, v={sched.vpp}  ·  {name}",
-             f"iteration {fmt_time(s['makespan_ns'])}  ·  bubble {fmt_pct(s['bubble_ratio'])} "
+             f"iteration {fmt_time(s.makespan_ns)}  ·  bubble {fmt_pct(s.bubble_ratio)} "
              f"simulated vs {closed} closed form"]
     if formula and theory is not None:
         lines.append(f"closed form: {formula}")
@@ -406,10 +406,10 @@ def draw_gantt(result: Any, ax: Any = None, *, unit: tuple[str, float] | None = 
 
 def comparison_title(result: Any, speedup: float | None = None, baseline: str = "") -> str:
     s = result.summary
-    theory = s.get("theoretical_bubble_ratio")
+    theory = s.theoretical_bubble_ratio
     closed = "n/a" if theory is None else fmt_pct(theory)
-    text = (f"{result.schedule.name} (v={result.schedule.vpp})  ·  {fmt_time(s['makespan_ns'])}  ·  "
-            f"bubble {fmt_pct(s['bubble_ratio'])} simulated, {closed} closed form")
+    text = (f"{result.schedule.name} (v={result.schedule.vpp})  ·  {fmt_time(s.makespan_ns)}  ·  "
+            f"bubble {fmt_pct(s.bubble_ratio)} simulated, {closed} closed form")
     if speedup is not None:
         text += f"  ·  speed-up {speedup:.2f}× over {baseline}"
     return text

@@ -356,8 +356,8 @@ def _iterations(result: Any, pid: int) -> list[dict]:
         events.append(_slice(f"iteration {i}", "iteration", pid, 1, ns(start), ns(end),
                              {"iteration": i, "time_ns": end - start,
                               "schedule": result.schedule.name,
-                              "bubble_ratio_mean": s["bubble_ratio"],
-                              "theoretical_bubble_ratio": s.get("theoretical_bubble_ratio")}))
+                              "bubble_ratio_mean": s.bubble_ratio,
+                              "theoretical_bubble_ratio": s.theoretical_bubble_ratio}))
     return events
 
 

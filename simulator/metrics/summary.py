@@ -19,6 +19,8 @@ from statistics import mean, median
 from typing import Any
 
 from ..schedules.phases import peak_inflight, phase_counts
+from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
+                    RunSummary)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -31,7 +33,7 @@ def _percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def summarize(result: Any) -> dict[str, Any]:
+def summarize(result: Any) -> RunSummary:
     sched = result.schedule
     rec = result.records
     n_it = len(rec.iteration_bounds)
@@ -75,31 +77,30 @@ def summarize(result: Any) -> dict[str, Any]:
         idle = max(0.0, makespan - busy)
         counts = phase_counts(sched.ranks[r], result.phase_labels[r])
         peak_mb, peak_act = peak_inflight(sched.ranks[r])
-        stages.append({
-            "stage": r,
-            "rank": r,
-            "virtual_stages": list(sched.stages_of(r)),
-            "layers": [list(result.partition.layer_range(sched.stage_chunk[s]))
-                       for s in sched.stages_of(r)],
-            "busy_ns": busy,
-            "idle_ns": idle,
-            "bubble_ratio": idle / makespan if makespan else 0.0,
-            "bubble_ratio_own": (idle_own / span_own) if span_own else 0.0,
+        stages.append(RankSummary(
+            rank=r,
+            virtual_stages=sched.stages_of(r),
+            layers=tuple(result.partition.layer_range(sched.stage_chunk[s])
+                         for s in sched.stages_of(r)),
+            busy_ns=busy,
+            idle_ns=idle,
+            bubble_ratio=idle / makespan if makespan else 0.0,
+            bubble_ratio_own=(idle_own / span_own) if span_own else 0.0,
             **counts,
-            "peak_inflight_microbatches": peak_mb,
-            "peak_inflight_activations": peak_act,
-            "bytes_sent": sent[r] // k,
-            "bytes_received": received[r] // k,
-            "static_memory_bytes": rec.static_memory[r] if rec.static_memory else 0.0,
-            "peak_memory_bytes": rec.peak_memory[r] if rec.peak_memory else 0.0,
-            "forward_ns": fwd / k,
-            "backward_ns": bwd / k,
-            "forward_bubble_ns": fwd_bub / k,
-            "backward_bubble_ns": bwd_bub / k,
-        })
+            peak_inflight_microbatches=peak_mb,
+            peak_inflight_activations=peak_act,
+            bytes_sent=sent[r] // k,
+            bytes_received=received[r] // k,
+            static_memory_bytes=round(rec.static_memory[r]) if rec.static_memory else 0,
+            peak_memory_bytes=round(rec.peak_memory[r]) if rec.peak_memory else 0,
+            forward_ns=fwd / k,
+            backward_ns=bwd / k,
+            forward_bubble_ns=fwd_bub / k,
+            backward_bubble_ns=bwd_bub / k,
+        ))
 
-    bubble = mean(s["bubble_ratio"] for s in stages) if stages else 0.0
-    bubble_own = mean(s["bubble_ratio_own"] for s in stages) if stages else 0.0
+    bubble = mean(s.bubble_ratio for s in stages) if stages else 0.0
+    bubble_own = mean(s.bubble_ratio_own for s in stages) if stages else 0.0
     spec = result.spec
     theory = None
     if spec is not None and spec.closed_form is not None:
@@ -107,17 +108,17 @@ def summarize(result: Any) -> dict[str, Any]:
             theory = spec.closed_form(sched.pp, sched.microbatches, sched.vpp)
         except (ZeroDivisionError, ValueError):
             theory = None
-    fwd_total = sum(s["forward_ns"] for s in stages)
-    bwd_total = sum(s["backward_ns"] for s in stages)
-    fwd_bub = sum(s["forward_bubble_ns"] for s in stages)
-    bwd_bub = sum(s["backward_bubble_ns"] for s in stages)
+    fwd_total = sum(s.forward_ns for s in stages)
+    bwd_total = sum(s.backward_ns for s in stages)
+    fwd_bub = sum(s.forward_bubble_ns for s in stages)
+    bwd_bub = sum(s.backward_bubble_ns for s in stages)
     k = max(1, n_it)
-    links = [{"src_rank": ln.src, "dst_rank": ln.dst, "bytes": ln.bytes // k,
-              "transfers": ln.transfers // k, "busy_ns": ln.busy_ns / k}
-             for ln in sorted(rec.links.values(), key=lambda x: (x.src, x.dst))]
-    p2p_bytes = sum(ln["bytes"] for ln in links)
+    links = tuple(LinkSummary(ln.src, ln.dst, ln.bytes // k, ln.transfers // k, ln.busy_ns / k)
+                  for ln in sorted(rec.links.values(), key=lambda x: (x.src, x.dst)))
+    p2p_bytes = sum(ln.bytes for ln in links)
     dp_bytes = sum(c.nbytes for c in rec.collectives) // k
     out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "schedule": sched.name,
         "pp": sched.pp,
         "vpp": sched.vpp,
@@ -126,7 +127,7 @@ def summarize(result: Any) -> dict[str, Any]:
         "workload": result.workload.path,
         "layout": result.workload.layout,
         "makespan_ns": makespan,
-        "iteration_times_ns": makespans,
+        "iteration_times_ns": tuple(makespans),
         "bubble_ratio": bubble,
         "bubble_ratio_own": bubble_own,
         "theoretical_bubble_ratio": theory,
@@ -141,23 +142,27 @@ def summarize(result: Any) -> dict[str, Any]:
         "p2p_bytes": p2p_bytes,
         "dp_collective_bytes": dp_bytes,
         "total_comm_bytes": p2p_bytes + dp_bytes,
-        "peak_inflight_microbatches": max((s["peak_inflight_microbatches"] for s in stages),
+        "peak_inflight_microbatches": max((s.peak_inflight_microbatches for s in stages),
                                           default=0),
-        "peak_memory_bytes": max((s["peak_memory_bytes"] for s in stages), default=0.0),
+        "peak_memory_bytes": max((s.peak_memory_bytes for s in stages), default=0),
         "p2p_mode": result.options.p2p if result.options else "async",
         "engine_used": getattr(result, "engine_used", "simpy"),
-        "stages": stages,
+        "ranks": tuple(stages),
         "links": links,
+        "warnings": tuple(getattr(result, "warnings", ())),
+        "notes": tuple(result.notes) + tuple(result.workload.warnings),
     }
     if n_it > 1:
-        out["iteration_time_stats_ns"] = {
-            "mean": makespan, "p50": median(makespans), "p99": _percentile(makespans, 0.99),
-            "min": min(makespans), "max": max(makespans)}
+        out["iteration_time_stats_ns"] = IterationStats(
+            makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
+            max(makespans))
     if n_it:
         from .bubble import pipeline_bubble
         from .simai import simai_pipeline_terms
 
-        out["pipeline_bubble_ns"] = pipeline_bubble(result)
+        pb = pipeline_bubble(result)
+        out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
+                                                   pb["mean_ns"], pb["max_ns"], pb["min_ns"])
         if result.workload.layout == "aicb":
             # SimAI's formula reads the rows as one stage over ga microbatches: only meaningful
             # for files in that layout
@@ -172,4 +177,4 @@ def summarize(result: Any) -> dict[str, Any]:
     if sched.meta:
         out["schedule_meta"] = {k2: v for k2, v in sched.meta.items()
                                 if isinstance(v, (int, float, str, bool, list))}
-    return out
+    return RunSummary(**out)

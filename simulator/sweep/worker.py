@@ -12,47 +12,47 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import mean
 from typing import Any
 
 from ..errors import PipesimError
 from .keys import OPTIONS_PREFIX, SYSTEM_PREFIX
 
-# (column, pandas dtype) of what a worker reports, after the point's own parameters
-RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("status", "string"),
-    ("error_type", "string"),
-    ("error", "string"),
-    ("run_schedule", "string"),
-    ("run_pp", "Int64"),
-    ("run_vpp", "Int64"),
-    ("run_microbatches", "Int64"),
-    ("makespan_ns", "float64"),
-    ("bubble_ratio", "float64"),
-    ("bubble_ratio_own", "float64"),
-    ("theoretical_bubble_ratio", "float64"),
-    ("theoretical_formula", "string"),
-    ("utilization", "float64"),
-    ("forward_ns", "float64"),
-    ("backward_ns", "float64"),
-    ("forward_bubble_ns", "float64"),
-    ("backward_bubble_ns", "float64"),
-    ("peak_inflight_microbatches", "Int64"),
-    ("peak_inflight_activations", "Int64"),
-    ("p2p_bytes", "Int64"),
-    ("dp_collective_bytes", "Int64"),
-    ("total_comm_bytes", "Int64"),
-    ("layer_ops", "Int64"),
-    ("iteration_times_json", "string"),
-    ("stages_json", "string"),
-    ("warnings", "string"),   # JSON list of {code, message, option}; "[]" when none
-)
+# summary fields that are the point's own parameters (as run_*) or not a per-point number
+_AS_RUN = ("schedule", "pp", "vpp", "microbatches")
+_LEFT_OUT = ("schema_version", "workload", "layout", "iterations", "theoretical_bubble_basis",
+             "warnings", "notes")
+# nested summary fields written as JSON text: (summary field, column)
+_AS_JSON = (("iteration_times_ns", "iteration_times_json"), ("ranks", "stages_json"),
+            ("warnings", "warnings"))
 
-# summary keys copied as they are
-_SCALARS = ("makespan_ns", "bubble_ratio", "theoretical_bubble_ratio", "theoretical_formula",
-            "utilization", "forward_ns", "backward_ns", "forward_bubble_ns",
-            "backward_bubble_ns", "peak_inflight_microbatches", "p2p_bytes",
-            "dp_collective_bytes", "total_comm_bytes", "layer_ops")
+
+def _dtype(hint: str) -> str | None:
+    """The pandas dtype of a scalar summary field, from its annotation (None: not a scalar)."""
+    base = hint.replace(" | None", "")
+    return {"int": "Int64", "float": "float64", "str": "string"}.get(base)
+
+
+def _result_columns() -> tuple[tuple[str, str], ...]:
+    """(column, pandas dtype) of what a worker reports, after the point's own parameters:
+    derived from the typed run summary, so a new summary number is a new column."""
+    from dataclasses import fields
+
+    from ..metrics.types import RunSummary
+
+    cols = [("status", "string"), ("error_type", "string"), ("error", "string")]
+    cols += [(f"run_{name}", "string" if name == "schedule" else "Int64") for name in _AS_RUN]
+    scalars = []
+    for f in fields(RunSummary):
+        dtype = _dtype(str(f.type))
+        if dtype is not None and f.name not in _AS_RUN and f.name not in _LEFT_OUT:
+            scalars.append(f.name)
+            cols.append((f.name, dtype))
+    cols.append(("peak_inflight_activations", "Int64"))
+    cols += [(column, "string") for _, column in _AS_JSON]
+    return tuple(cols), tuple(scalars)
+
+
+RESULT_COLUMNS, _SCALARS = _result_columns()
 
 
 @dataclass(frozen=True)
@@ -132,21 +132,23 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
 
 def metrics(result: Any) -> dict[str, Any]:
     """A result's summary flattened into the table's result columns."""
+    from ..metrics.types import to_json
+
     d = result.summary
-    stages = d["stages"]
+    ranks = d.ranks
     out: dict[str, Any] = {
         "status": "ok", "error_type": None, "error": None,
-        "run_schedule": d["schedule"], "run_pp": d["pp"], "run_vpp": d["vpp"],
-        "run_microbatches": d["microbatches"],
-        "bubble_ratio_own": mean(s["bubble_ratio_own"] for s in stages) if stages else 0.0,
-        "peak_inflight_activations": max((s["peak_inflight_activations"] for s in stages),
+        **{f"run_{name}": getattr(d, name) for name in _AS_RUN},
+        "peak_inflight_activations": max((r.peak_inflight_activations for r in ranks),
                                          default=0),
-        "iteration_times_json": json.dumps(d["iteration_times_ns"]),
-        "stages_json": json.dumps(stages, separators=(",", ":")),
-        "warnings": json.dumps([w.to_dict() for w in getattr(result, "warnings", ())],
-                               separators=(",", ":")),
     }
-    out.update({k: d[k] for k in _SCALARS})
+    for name in _SCALARS:
+        out[name] = to_json(getattr(d, name), name)
+    for name, column in _AS_JSON:
+        value = to_json(getattr(d, name), name)
+        if name == "ranks":   # the per-rank rows as `pipesim run --json` writes them
+            value = d["stages"]
+        out[column] = json.dumps(value, separators=(",", ":"))
     return out
 
 

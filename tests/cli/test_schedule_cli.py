@@ -30,7 +30,8 @@ def test_json_is_exactly_the_documented_object(capsys):
         "schedule": "interleaved-1f1b", "pp": 2, "vpp": 2, "microbatches": 4,
         "ranks": [
             "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3".split(),
-            "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3".split()]}
+            "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3".split()],
+        "schema_version": "2"}
 
 
 def test_json_writes_overlapped_pairs_as_two_entries_suffixed_at_k(capsys):

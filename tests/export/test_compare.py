@@ -25,7 +25,7 @@ def test_unit_cost_makespans_and_speedups():
     assert [r["speedup"] for r in table] == pytest.approx([1.0, 1.0, 66 / 57, 66 / 51, 66 / 54])
     assert {r["baseline"] for r in table} == {"1f1b"}
     first = table[0]
-    assert first == {"schedule": "1f1b", "pp": 4, "vpp": 1, "microbatches": 8,
+    assert first == {"schema_version": "2", "schedule": "1f1b", "pp": 4, "vpp": 1, "microbatches": 8,
                      "makespan_ns": 66000.0, "bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_formula": "(P-1)/(M+P-1)", "peak_inflight_microbatches": 4,

@@ -11,8 +11,15 @@ from __future__ import annotations
 import click
 
 from ...errors import ConfigError
+from ..jsonout import json_option, schema_option
 
 LAYOUTS = ["auto", "model", "aicb"]
+
+
+def _schema() -> dict:
+    from ...export.compare import compare_schema
+
+    return compare_schema()
 
 
 @click.command("compare")
@@ -33,14 +40,13 @@ LAYOUTS = ["auto", "model", "aicb"]
 @click.option("--gantt", type=click.Path(dir_okay=False), default=None,
               help="Draw the Gantt charts, one per schedule on a shared time axis "
                    "(.png, .svg or .pdf).")
-@click.option("--json", "json_dest", default=None, metavar="PATH|-",
-              help="Write the rows as a JSON list to PATH, or to stdout (and nothing else) "
-                   "with '-'.")
+@json_option("the rows (a list)")
+@schema_option(_schema)
 def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, json_dest):
     """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
     from ...api import compare
     from ...export.compare import parse_schedules, render_table, render_warnings, rows
-    from .run import write_json
+    from ..jsonout import write_json
 
     names = parse_schedules(schedules)
     if gantt:

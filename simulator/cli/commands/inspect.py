@@ -7,11 +7,14 @@ the transformer layers and the tail), how the rows map onto pipeline chunks, and
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from ...metrics.types import SCHEMA_VERSION
 from ...workload.model import Layer, Workload
+from ..jsonout import json_option, schema_option
 
 
 def inspect_workload(workload: Workload, pp: int | None = None,
@@ -183,6 +186,47 @@ def render(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class InspectChunk:
+    """One model chunk of the chunk table (loop placement)."""
+
+    chunk: int = field(metadata={"help": "chunk (virtual stage) index"})
+    rank: int = field(metadata={"help": "rank it runs on (chunk mod pp)"})
+    rows: int = field(metadata={"help": "rows it runs per microbatch"})
+    model_rows: tuple[int, int] = field(metadata={"help": "[first, last] model row index"})
+    lines: tuple[int, int] | None = field(metadata={"help": "[first, last] file line"})
+    names: str = field(metadata={"help": "its rows' names, runs folded"})
+    transformer_layers: tuple[int, int] | None = field(
+        default=None, metadata={"help": "AICB layout: [first, last) transformer layer"})
+
+
+@dataclass(frozen=True)
+class InspectJson:
+    """``pipesim inspect --json``: what pipesim reads from a workload file."""
+
+    schema_version: str = field(metadata={"help": "version of this JSON's shape"})
+    path: str = field(metadata={"help": "the file"})
+    policy: str = field(metadata={"help": "parallelism policy (header token 0)"})
+    rows: int = field(metadata={"help": "layer rows"})
+    header: dict[str, Any] = field(metadata={"help": "the header's values (defaults filled)"})
+    defaults_used: tuple[str, ...] = field(metadata={"help": "header keys absent, defaulted"})
+    unknown_keys: tuple[tuple[str, str], ...] = field(metadata={"help": "kept, not used"})
+    layout: str = field(metadata={"help": "model or aicb"})
+    aicb: dict[str, Any] | None = field(metadata={"help": "what was recovered (AICB layout)"})
+    not_aicb: str | None = field(metadata={"help": "why a file with ga: is not a stage trace"})
+    chunks: tuple[InspectChunk, ...] = field(metadata={"help": "the chunk table"})
+    iteration_rows: int = field(metadata={"help": "rows run once per iteration"})
+    pp: int = field(metadata={"help": "pipeline ranks of the chunk table"})
+    vpp: int = field(metadata={"help": "chunks per rank of the chunk table"})
+    warnings: tuple[str, ...] = field(metadata={"help": "what the parser noted"})
+
+
+def _schema() -> dict:
+    from ...schema import schema_of
+
+    return schema_of(InspectJson, "pipesim inspect --json")
+
+
 @click.command("inspect")
 @click.argument("workload", type=click.Path(dir_okay=False))
 @click.option("--layout", type=click.Choice(["auto", "model", "aicb"]), default="auto",
@@ -192,8 +236,9 @@ def render(d: dict[str, Any]) -> str:
               "(default: the header's pp).")
 @click.option("--vpp", type=int, default=None, help="Chunks per rank for the chunk table "
               "(default: the header's vpp in the model layout, 1 in the AICB layout).")
-@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def command(workload, layout, pp, vpp, as_json):
+@json_option("the facts")
+@schema_option(_schema)
+def command(workload, layout, pp, vpp, json_dest):
     """Explain what pipesim reads from WORKLOAD: header, layout, recovered block, chunks."""
     from ...errors import ConfigError
     from ...workload.parser import load_workload
@@ -202,9 +247,9 @@ def command(workload, layout, pp, vpp, as_json):
         if value is not None and value < 1:
             raise ConfigError(f"--{name}: expected a positive integer, got {value}")
     data = inspect_workload(load_workload(workload, layout=layout), pp, vpp)
-    if as_json:
-        import json
+    if json_dest is not None:
+        from ..jsonout import write_json
 
-        click.echo(json.dumps(data, indent=2))
-        return
-    click.echo(render(data))
+        write_json({**data, "schema_version": SCHEMA_VERSION}, json_dest)
+    if json_dest != "-":
+        click.echo(render(data))

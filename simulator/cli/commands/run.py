@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 
 import click
 
 from ...errors import ConfigError
+from ..jsonout import json_option, schema_option, write_json
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def _run_schema() -> dict:
+    from ...metrics.types import run_schema
+
+    return run_schema()
 
 
 class _StderrHandler(logging.Handler):
@@ -26,18 +32,6 @@ def configure_logging(level: str) -> None:
     logger = logging.getLogger("pipesim")
     logger.handlers[:] = [handler]
     logger.setLevel(getattr(logging, level.upper()))
-
-
-def write_json(data: dict, dest: str) -> None:
-    text = json.dumps(data, indent=2, default=str)
-    if dest == "-":
-        click.echo(text)
-        return
-    try:
-        with open(dest, "w") as fh:
-            fh.write(text + "\n")
-    except OSError as err:
-        raise ConfigError(f"--json: cannot write {dest}: {err.strerror or err}") from None
 
 
 def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
@@ -82,8 +76,8 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 @click.option("--iterations", type=int, default=1, show_default=True)
 @click.option("--layout", type=click.Choice(["auto", "model", "aicb"]), default="auto",
               show_default=True, help="How to read the rows: the whole model once, or an AICB stage trace.")
-@click.option("--json", "json_dest", default=None, metavar="PATH|-",
-              help="Write the JSON summary to PATH, or to stdout (and nothing else) with '-'.")
+@json_option("the summary")
+@schema_option(_run_schema)
 @click.option("--gantt", type=click.Path(dir_okay=False), default=None,
               help="Draw a Gantt chart (.png, .svg or .pdf).")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None,
@@ -184,4 +178,4 @@ def command(workload, schedule, schedule_file, system, calibration, schedule_opt
         write_json(data, json_dest)
     from ..report import render_run
 
-    click.echo(render_run(data))
+    click.echo(render_run(result.summary))

@@ -7,16 +7,37 @@ registered schedule with its bubble formula.
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass, field
 
 import click
 
 from ... import planning  # noqa: F401  (registers the cost-aware schedule auto)
 from ...errors import ConfigError
+from ...metrics.types import SCHEMA_VERSION
 from ...schedules import registry
 from ...schedules.csv_io import write_schedule_csv
 from ...schedules.schedule import Schedule
 from ...schedules.validate import validate
+from ..jsonout import json_option, schema_option, write_json
+
+
+@dataclass(frozen=True)
+class ScheduleJson:
+    """``pipesim schedule NAME --json``: the per-rank action lists."""
+
+    schema_version: str = field(metadata={"help": "version of this JSON's shape"})
+    schedule: str = field(metadata={"help": "registered schedule"})
+    pp: int = field(metadata={"help": "pipeline ranks"})
+    vpp: int = field(metadata={"help": "chunks per rank"})
+    microbatches: int = field(metadata={"help": "microbatches per iteration"})
+    ranks: tuple[tuple[str, ...], ...] = field(
+        metadata={"help": "per rank, its actions in order, e.g. 3F1 (stage, kind, microbatch)"})
+
+
+def _schema() -> dict:
+    from ...schema import schema_of
+
+    return schema_of(ScheduleJson, "pipesim schedule --json")
 
 
 @click.command("schedule")
@@ -28,8 +49,8 @@ from ...schedules.validate import validate
 @click.option("--group-size", type=int, default=None,
               help="Microbatch group size N of interleaved schedules (Megatron's rule: "
                    "P <= N <= M, M mod N = 0 or >= P); default: PyTorch's choice.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"schedule", "pp", "vpp", "microbatches", "ranks"} and nothing else.')
+@json_option('{"schedule", "pp", "vpp", "microbatches", "ranks"}')
+@schema_option(_schema)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the schedule as PyTorch's CSV (one row per rank).")
 @click.option("--stage-costs", type=click.Path(dir_okay=False), default=None,
@@ -39,7 +60,7 @@ from ...schedules.validate import validate
               help="auto only: activations a rank may hold (default P, 1F1B's memory: 2P "
                    "chunk activations with --vpp 2; at least 1, 2 with --vpp 2).")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
-def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, stage_costs,
+def command(name, pp, microbatches, vpp, group_size, json_dest, csv_path, stage_costs,
             max_in_flight, list_all) -> None:
     """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
     if list_all:
@@ -70,11 +91,11 @@ def command(name, pp, microbatches, vpp, group_size, as_json, csv_path, stage_co
             write_schedule_csv(sched, csv_path)
         except OSError as err:
             raise ConfigError(f"--csv: cannot write {csv_path}: {err.strerror or err}") from None
-    if as_json:
-        click.echo(json.dumps({"schedule": sched.name, "pp": sched.pp, "vpp": sched.vpp,
-                               "microbatches": sched.microbatches,
-                               "ranks": sched.as_strings()}))
-    else:
+    if json_dest is not None:
+        write_json({"schema_version": SCHEMA_VERSION, "schedule": sched.name, "pp": sched.pp,
+                    "vpp": sched.vpp, "microbatches": sched.microbatches,
+                    "ranks": sched.as_strings()}, json_dest, indent=None)
+    if json_dest != "-":
         _show(sched)
 
 

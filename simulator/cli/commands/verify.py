@@ -9,13 +9,24 @@ exit 2/3 when the schedule is refused or deadlocks.
 from __future__ import annotations
 
 import inspect
-import json
 
 import click
 
 from ...errors import ConfigError
+from ...metrics.types import SCHEMA_VERSION
+from ..jsonout import json_option, schema_option, write_json
 
 ITERATIONS_NO_FLUSH = 4  # minibatches for a schedule without flush: enough to see 1-stale updates
+
+
+def _schema() -> dict:
+    from ...schema import schema_of
+    from ...verify.compare import VerifyReport
+
+    return schema_of(VerifyReport, "pipesim verify --json", extra={
+        "schema_version": {"type": "string"},
+        "activations_agree": {"type": "boolean", "description": "the executor's activation "
+                              "peaks equal the simulator's on every rank"}})
 
 
 @click.command("verify")
@@ -38,9 +49,10 @@ ITERATIONS_NO_FLUSH = 4  # minibatches for a schedule without flush: enough to s
               help="Largest error accepted (absolute and relative).")
 @click.option("--no-validate", is_flag=True,
               help="Skip the schedule validator: let the executor find what is wrong.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (only that).")
+@json_option("the report")
+@schema_option(_schema)
 def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed, lr, tolerance,
-            no_validate, as_json):
+            no_validate, json_dest):
     """Check that schedule NAME computes the loss and gradients of single-device training."""
     from ...verify import VerificationFailed, verify_schedule
 
@@ -53,9 +65,9 @@ def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed
     sched = _schedule(name, schedule_file, pp, microbatches, vpp, iterations, not no_validate)
     report = verify_schedule(sched, layers=layers, seed=seed, lr=lr, tolerance=tolerance,
                              validate=not no_validate and schedule_file is None)
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    else:
+    if json_dest is not None:
+        write_json({**report.to_dict(), "schema_version": SCHEMA_VERSION}, json_dest)
+    if json_dest != "-":
         click.echo(render(report))
     if not report.ok:
         raise VerificationFailed(report.failure())

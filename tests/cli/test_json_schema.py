@@ -1,0 +1,58 @@
+"""Every command that prints JSON has a schema (`--json-schema`) and its output validates
+against it; every JSON output carries schema_version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from simulator.cli.main import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+REAL = DATA / "real"
+
+COMMANDS = {
+    "run": [["run", str(REAL / "workload_analytical.txt"), "--iterations", "2", "--json", "-"],
+            ["run", str(REAL / "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"), "--pp", "2",
+             "-s", "2bw", "-m", "4", "--json", "-"]],
+    "compare": [["compare", str(DATA / "tiny_model.txt"), "-s", "1f1b,dualpipe-v,zb-v", "--pp",
+                 "2", "-m", "2", "--json"]],
+    "schedule": [["schedule", "zb-v", "--pp", "2", "-m", "4", "--json"]],
+    "verify": [["verify", "dualpipe-v", "--pp", "2", "-m", "4", "--json"]],
+    "inspect": [["inspect", str(REAL / "workload_gpt13b_128g.txt"), "--json"],
+                ["inspect", str(REAL / "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"),
+                 "--json"]],
+}
+
+
+def _out(capsys, args) -> str:
+    assert main(args) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_output_validates_against_the_commands_schema(command, capsys):
+    schema = json.loads(_out(capsys, [command, "--json-schema"]))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for args in COMMANDS[command]:
+        data = json.loads(_out(capsys, args))
+        jsonschema.validate(data, schema)
+        rows = data if isinstance(data, list) else [data]
+        assert all(r["schema_version"] == "2" for r in rows)
+
+
+def test_a_wrong_output_fails_the_schema(capsys):
+    schema = json.loads(_out(capsys, ["run", "--json-schema"]))
+    data = json.loads(_out(capsys, COMMANDS["run"][0]))
+    data["ranks"][0]["peak_memory_bytes"] = 1.5          # bytes are integers
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
+def test_ranks_and_the_deprecated_stages_alias(capsys):
+    data = json.loads(_out(capsys, COMMANDS["run"][0]))
+    assert [r["rank"] for r in data["ranks"]] == list(range(12))
+    assert data["stages"] == [dict(r, stage=r["rank"]) for r in data["ranks"]]
