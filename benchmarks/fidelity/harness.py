@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         from . import predict
 
         predict.main(["--results", str(out), "--json", str(out / "prediction.json"),
-                      "--md", str(out / "prediction.md")])
+                      "--md", str(out / "prediction.md")] + (["--quiet"] if a.quiet else []))
     bad = [k for k, r in results.items() if r.get("order_equals_pipesim") is False]
     if bad:
         print(f"executed order differs from pipesim's: {', '.join(bad)}", file=sys.stderr)

@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", default=SOURCE, help="class calibrated on for the main table")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--md", type=Path, help="also write the tables as markdown here")
+    ap.add_argument("--quiet", action="store_true", help="print nothing")
     a = ap.parse_args(argv)
     if a.source not in CLASSES:
         print(f"--source: expected one of {', '.join(CLASSES)}, got {a.source!r}",
@@ -209,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             evs.append(evaluate(case, a.results / "workloads" / f"{case}.txt", measured, frags,
                                 a.source))
     text = "".join(f"## {ev['case']}\n\n" + "\n".join(markdown(ev)) + "\n\n" for ev in evs)
-    print(text, end="")
+    if not a.quiet:
+        print(text, end="")
     if a.md:
         a.md.write_text(text)
     if a.json:
