@@ -340,8 +340,9 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
     scales = layer_scales(wl, sched, costs)
     meas, meas_it, epilogue, first = _measured(traces)
     comm = transfer_posting(traces)
-    params = {key: start for key, start, _, _ in SEARCH}
-    params["prologue_ns"] = max(0.0, first - params["overhead_ns"])
+    # whole ns throughout: the replay then is exactly what the written file gives `pipesim run`
+    params = {key: float(round(start)) for key, start, _, _ in SEARCH}
+    params["prologue_ns"] = float(round(max(0.0, first - params["overhead_ns"])))
     steps = {key: step for key, _, step, _ in SEARCH}
     floor = {key: lo for key, _, _, lo in SEARCH}
     cache: dict[tuple, tuple[float, list, float]] = {}
@@ -361,7 +362,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
                 continue
             for sign in (1, -1):
                 cand = dict(params)
-                cand[key] = max(0.0, params[key] + sign * steps[key])
+                cand[key] = float(round(max(0.0, params[key] + sign * steps[key])))
                 if cand[key] == params[key]:
                     continue
                 got = evaluate(cand)
@@ -373,7 +374,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
         if not improved:
             for key in steps:
                 steps[key] /= 2
-    score, rep, rep_it = best
+    _, rep, rep_it = best
     cal = Calibration(traces.pp, traces.vpp, traces.microbatches, traces.n_iterations, name,
                       costs, scales, params["overhead_ns"], params["exchange_ns"],
                       params["latency_ns"], params["prologue_ns"], epilogue, meas_it, rep_it,
