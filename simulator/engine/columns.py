@@ -78,11 +78,12 @@ class ActionColumns(_Columns):
         chunk_of = self.schedule.stage_chunk
         n = len(acts)
         new = tuple.__new__
-        for j, (s, e) in enumerate(zip(self.start[rank], self.end[rank])):
-            it, k = divmod(j, n)
-            a = acts[k]
-            yield new(ActionRecord, (rank, a.stage, a.kind, a.microbatch, it, s, e, labels[k],
-                                     chunk_of[a.stage], a.pair))
+        start, end = self.start[rank], self.end[rank]
+        for it in range((len(start) + n - 1) // n if n else 0):   # iteration after iteration
+            lo = it * n
+            for a, label, s, e in zip(acts, labels, start[lo:lo + n], end[lo:lo + n]):
+                yield new(ActionRecord, (rank, a.stage, a.kind, a.microbatch, it, s, e, label,
+                                         chunk_of[a.stage], a.pair))
 
 
 class TransferColumns(_Columns):
@@ -93,8 +94,9 @@ class TransferColumns(_Columns):
 
     def __init__(self, schedule, nbytes: int, ordered: bool = False,
                  sends=None) -> None:
-        """``sends``: a callable giving, per rank, its sends in op order (the compiled
-        program's, cheaper than running the comm pass again); None: the comm pass's."""
+        """``sends``: a callable giving a rank's sends in op order, afresh at each call (the
+        compiled program's, generated: cheaper than running the comm pass again and nothing
+        kept); None: the comm pass's."""
         self.schedule = schedule
         self._sends_of = sends
         self.nbytes = nbytes
@@ -109,8 +111,9 @@ class TransferColumns(_Columns):
         return self.issued
 
     def _records(self, rank: int):
-        if self._sends is None and self._sends_of is not None:
-            self._sends = self._sends_of()
+        if self._sends_of is not None:
+            yield from self._generated(rank)
+            return
         if self._sends is None:
             from ..schedules.comm_pass import Transfer, add_communication
 
@@ -123,8 +126,34 @@ class TransferColumns(_Columns):
         issued = self.issued[rank]
         times = (zip(issued, issued, issued) if self.instant
                  else zip(issued, self.start[rank], self.end[rank]))
-        for j, (i, s, e) in enumerate(times):
-            it, k = divmod(j, n)
+        it = 0
+        k = 0
+        for i, s, e in times:
+            if k == n:
+                it += 1
+                k = 0
             t = sends[k]
+            k += 1
             yield new(TransferRecord, (rank, t.dst_rank, t.src_stage, t.dst_stage, t.data,
                                        t.microbatch, it, nbytes, i, s, e))
+
+    def _generated(self, rank: int):
+        """``_records`` over sends generated afresh for each iteration."""
+        nbytes = self.nbytes
+        new = tuple.__new__
+        issued = self.issued[rank]
+        times = iter(zip(issued, issued, issued) if self.instant
+                     else zip(issued, self.start[rank], self.end[rank]))
+        it = 0
+        while True:
+            made = False
+            for t in self._sends_of(rank):
+                x = next(times, None)
+                if x is None:
+                    return
+                made = True
+                yield new(TransferRecord, (rank, t.dst_rank, t.src_stage, t.dst_stage, t.data,
+                                           t.microbatch, it, nbytes, x[0], x[1], x[2]))
+            if not made:
+                return
+            it += 1

@@ -523,9 +523,8 @@ class AsyncOps(Sequence):
         src_stage = (s.prev_stage if data == ACTIVATION else s.next_stage)(dst_stage)
         return Transfer("send", data, src_stage, dst_stage, mb, self.rank, op[2])
 
-    def sends(self) -> list[Transfer]:
-        """The sends in op order (what the transfer columns rebuild records from)."""
-        out = []
+    def sends(self):
+        """The sends in op order, generated (what the transfer columns rebuild records from)."""
         send_of = self._send
         rank = self.rank
         new = tuple.__new__
@@ -533,9 +532,7 @@ class AsyncOps(Sequence):
             r = send_of.get((a.stage, a.kind))
             if r is not None:
                 data, other, peer = r
-                out.append(new(Transfer, ("send", data, a.stage, other, a.microbatch, rank,
-                                          peer)))
-        return out
+                yield new(Transfer, ("send", data, a.stage, other, a.microbatch, rank, peer))
 
     def layer_ops(self) -> int:
         """Layer-level operations of one pass over the list."""

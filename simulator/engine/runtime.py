@@ -161,8 +161,8 @@ class _Run:
             compiled = self.compiled
             self.rec.transfers = TransferColumns(
                 self.schedule, self.pp_comm, ordered=True,
-                sends=lambda: [prog.sends() if hasattr(prog, "sends") else
-                               [op[4] for op in prog if op[0] == SEND] for prog in compiled])
+                sends=lambda r: (compiled[r].sends() if isinstance(compiled[r], AsyncOps) else
+                                 (op[4] for op in compiled[r] if op[0] == SEND)))
         self.mailbox: dict = {}
         self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}
