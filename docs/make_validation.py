@@ -289,7 +289,14 @@ def changed_by_honest_defaults() -> list[str]:
     return out
 
 
-FIDELITY_RUN = REPO / "benchmarks" / "fidelity" / "results" / "2026-11-23-cpu-gloo-c"
+def _latest_run() -> Path:
+    """The newest harness run (by folder name) that carries calibrations."""
+    runs = sorted(d for d in (REPO / "benchmarks" / "fidelity" / "results").iterdir()
+                  if (d / "calibrations").is_dir() and (d / "results.json").is_file())
+    return runs[-1] if runs else REPO / "benchmarks" / "fidelity" / "results" / "none"
+
+
+FIDELITY_RUN = _latest_run()
 TRACES = REPO / "tests" / "data" / "traces"
 
 
