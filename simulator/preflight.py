@@ -39,12 +39,16 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
 
 
 def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
-    """Bytes moved per collective group by the rows (forward, input- and weight-gradient)."""
-    used: dict[CommGroup, int] = {}
+    """Bytes moved per collective group by the rows (forward, input- and weight-gradient);
+    rows share their Comm objects, so each distinct one is looked at once."""
+    count: dict = {}
     for r in layers:
         for c in (r.fwd_comm, r.ig_comm, r.wg_comm):
-            if c.active:
-                used[c.group] = used.get(c.group, 0) + c.bytes
+            count[c] = count.get(c, 0) + 1
+    used: dict[CommGroup, int] = {}
+    for c, n in count.items():
+        if c.active:
+            used[c.group] = used.get(c.group, 0) + c.bytes * n
     return used
 
 
@@ -83,6 +87,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                 f"bytes, so transfers cost nothing and activations take no memory", "--pp-comm"))
     # -- world size ---------------------------------------------------------------------------
     tp = max(1, h.tp)
+    used = _groups_used(workload.layers)
     if gpus is not None and dp is not None:
         raise ConfigError("--gpus and --dp: give one, not both (DP = GPUs / (TP x PP))")
     if gpus is not None:
@@ -98,8 +103,6 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
             raise ConfigError(f"--dp: expected a positive data-parallel size, got {dp!r}")
         changes["all_gpus"] = dp * tp * pp
     else:
-        rows = workload.layers
-        used = _groups_used(rows)
         world = h.all_gpus
         dp_now = max(1, world // (tp * pp))
         dp_groups = {g: b for g, b in used.items() if g in (CommGroup.DP, CommGroup.DP_EP)}
@@ -129,7 +132,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                 f"{path}: rows name tensor-parallel collectives but model_parallel_NPU_group is "
                 f"{'absent' if 'tp' in h.defaults_used else '1'}; they run on a group of one "
                 "and cost nothing", "model_parallel_NPU_group: in the header"))
-    if CommGroup.EP in _groups_used(workload.layers) and max(1, h.ep) == 1:
+    if CommGroup.EP in used and max(1, h.ep) == 1:
         warnings.append(RunWarning(
             "ep_group_of_one",
             f"{path}: rows name expert-parallel collectives (_EP) but ep is "

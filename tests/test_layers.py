@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "simulator"
 LAYERS: list[tuple[str, ...]] = [
     ("simulator.cli", "simulator.__main__"),
     ("simulator.sweep", "simulator.planning", "simulator.calibration"),
-    ("simulator.api",),
+    ("simulator.api", "simulator.run_options"),
     ("simulator.export",),
     ("simulator.result",),
     ("simulator.metrics",),
@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("simulator.schedules",),
     ("simulator.workload",),
     ("simulator.errors", "simulator.units", "simulator.diagnostics", "simulator.yaml_file",
-     "simulator"),
+     "simulator.schema", "simulator"),
 ]
 
 

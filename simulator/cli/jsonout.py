@@ -3,7 +3,6 @@ nothing else is printed) and ``--json-schema`` (print the command's JSON Schema 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import click
@@ -23,6 +22,8 @@ def json_option(what: str) -> Callable:
 def schema_option(schema: Callable[[], dict]) -> Callable:
     def show(ctx: click.Context, _param: Any, value: bool) -> None:
         if value and not ctx.resilient_parsing:
+            import json
+
             click.echo(json.dumps(schema(), indent=2))
             ctx.exit(0)
 
@@ -31,6 +32,8 @@ def schema_option(schema: Callable[[], dict]) -> Callable:
 
 
 def write_json(data: Any, dest: str, indent: int | None = 2) -> None:
+    import json   # only when JSON is asked for: not on every run's start-up
+
     text = json.dumps(data, indent=indent, default=str)
     if dest == "-":
         click.echo(text)

@@ -1,7 +1,8 @@
 """The options a sweep can set, and how each value is checked at the edge.
 
-A key is one of the ``pipesim run`` options (``workload``, ``system``, ``schedule``, ``pp``,
-``vpp``, ``microbatches``, ``iterations``, ``layout``, ``pp_comm``, ``gpus``, ``dp``, ``strict``), a system value by dotted path
+A key is one of the ``pipesim run`` options (``workload``, ``system``, and every field of
+:class:`simulator.run_options.RunOptions`: ``schedule``, ``pp``, ``microbatches``, ``p2p``,
+``jitter``, ``seed``, ``slow_rank``, ``memory_limit``, ...), a system value by dotted path
 (``system.links.bandwidth_gbps``; applied with :meth:`SystemConfig.with_overrides`), or a schedule
 generator option (``schedule_options.group_size``). Every checker returns the normalised value or
 raises :class:`BadValue` saying what it expected; the spec loader adds the file and the key.
@@ -96,22 +97,65 @@ def _scalar(value: Any, base: Path) -> Any:
     return value
 
 
-RUN_KEYS: dict[str, KeyKind] = {
-    "workload": KeyKind("a workload file path", "workload file paths", _file, "string"),
-    "system": KeyKind("a system YAML path", "system YAML paths", _system_file, "string"),
-    "schedule": KeyKind("a schedule name", "schedule names", _schedule, "string"),
-    "pp": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "vpp": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "microbatches": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "iterations": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "layout": KeyKind("one of " + ", ".join(LAYOUTS), "layouts (" + ", ".join(LAYOUTS) + ")",
-                      _layout, "string"),
-    "pp_comm": KeyKind("a whole number of bytes >= 0", "whole numbers of bytes >= 0",
-                       _non_negative_int, "Int64"),
-    "gpus": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "dp": KeyKind("a positive integer", "positive integers", _positive_int, "Int64"),
-    "strict": KeyKind("true or false", "booleans", _bool, "boolean"),
+_KIND_TEXT = {
+    "positive": ("a positive integer", "positive integers", "Int64"),
+    "non_negative": ("a whole number >= 0", "whole numbers >= 0", "Int64"),
+    "positive_number": ("a positive number", "positive numbers", "float64"),
+    "non_negative_number": ("a number >= 0", "numbers >= 0", "float64"),
+    "bool": ("true or false", "booleans", "boolean"),
+    "string": ("a string", "strings", "string"),
+    "slow_rank": ("R:FACTOR pairs like '2:1.5' or '2:1.5,3:2'", "R:FACTOR pairs", "string"),
 }
+
+
+def _run_option_kind(f) -> KeyKind:
+    """A sweep key for a RunOptions field: checked as ``pipesim run`` checks it."""
+    from ..run_options import check
+
+    meta = f.metadata
+    if meta["kind"] == "choice":
+        one = "one of " + ", ".join(meta["choices"])
+        plural = {"layout": "layouts", "p2p": "p2p modes", "engine": "engines"}.get(
+            f.name, f.name + " values")
+        many, dtype = f"{plural} ({', '.join(meta['choices'])})", "string"
+    else:
+        one, many, dtype = _KIND_TEXT[meta["kind"]]
+
+    def check_value(value: Any, base: Path) -> Any:
+        if meta["kind"] == "slow_rank":
+            if not isinstance(value, str) or not value:
+                raise BadValue()
+            items = [v.strip() for v in value.split(",")]
+        else:
+            items = value
+        try:
+            check(f, items)
+        except ConfigError:
+            raise BadValue() from None
+        return value
+
+    return KeyKind(one, many, check_value, dtype)
+
+
+def _run_keys() -> dict[str, KeyKind]:
+    """Every run option that changes a simulated number (simulator.run_options), plus the
+    workload and system files."""
+    from dataclasses import fields
+
+    from ..run_options import RunOptions
+
+    keys = {
+        "workload": KeyKind("a workload file path", "workload file paths", _file, "string"),
+        "system": KeyKind("a system YAML path", "system YAML paths", _system_file, "string"),
+        "schedule": KeyKind("a schedule name", "schedule names", _schedule, "string"),
+    }
+    for f in fields(RunOptions):
+        if f.name not in keys:
+            keys[f.name] = _run_option_kind(f)
+    return keys
+
+
+RUN_KEYS: dict[str, KeyKind] = _run_keys()
 
 
 def _system_value(dotted: str) -> KeyKind:

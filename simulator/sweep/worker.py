@@ -122,12 +122,16 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
                  if k.startswith(SYSTEM_PREFIX)}
     options = {k[len(OPTIONS_PREFIX):]: v for k, v in params.items()
                if k.startswith(OPTIONS_PREFIX)}
+    from ..run_options import RunOptions
+
+    values = {k: v for k, v in params.items() if k not in ("workload", "system", "schedule")}
+    if isinstance(values.get("slow_rank"), str):
+        values["slow_rank"] = tuple(v.strip() for v in values["slow_rank"].split(","))
+    if strict:
+        values["strict"] = True
+    opts = RunOptions.from_values(values, "sweep")
     return simulate(workload, params.get("schedule"), _system(system_path, overrides),
-                    pp=params.get("pp"), microbatches=params.get("microbatches"),
-                    vpp=params.get("vpp"), iterations=params.get("iterations", 1), layout=layout,
-                    schedule_options=options or None, pp_comm=params.get("pp_comm"),
-                    gpus=params.get("gpus"), dp=params.get("dp"),
-                    strict=strict or bool(params.get("strict", False)))
+                    schedule_options=options or None, **opts.simulate_kwargs())
 
 
 def metrics(result: Any) -> dict[str, Any]:

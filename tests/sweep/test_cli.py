@@ -136,3 +136,26 @@ def test_strict_sweep_fails_points_with_warnings_and_keeps_the_warnings_column(t
     assert list(table["status"]) == ["error", "error"]
     assert table["error"][1].startswith("--strict: ") and table["error"][1].endswith(
         "[p2p_free]")
+
+
+def test_a_sweep_varies_every_run_option_p2p_and_jitter_included(tmp_path, capsys):
+    """Every option that changes a number is a sweep key (simulator.run_options): the table's
+    numbers equal `pipesim run` with the same flags."""
+    import pandas as pd
+
+    from simulator import simulate
+
+    w = write(tmp_path / "w.txt", workload_text(8, pp_comm=1 << 20))
+    spec = write(tmp_path / "s.yaml", "workload: w.txt\niterations: 3\nseed: 7\n"
+                 "slow_rank: '1:1.5'\ngrid:\n  p2p: [async, batched]\n  jitter: [0.0, 0.2]\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "-j", "1", "-q"]) == 0
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["status"]) == ["ok"] * 4
+    assert list(zip(table["p2p"], table["jitter"])) == [
+        ("async", 0.0), ("async", 0.2), ("batched", 0.0), ("batched", 0.2)]
+    for row in table.itertuples():
+        r = simulate(w, p2p=row.p2p, jitter=row.jitter, seed=7, iterations=3,
+                     slow_ranks={1: 1.5})
+        assert row.makespan_ns == r.makespan_ns and row.p2p_mode == row.p2p
+    assert table["makespan_ns"][0] != table["makespan_ns"][1]      # jitter changes it

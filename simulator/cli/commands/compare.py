@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from ...errors import ConfigError
+from ...run_options import RunOptions, click_options
 from ..jsonout import json_option, schema_option
 
 LAYOUTS = ["auto", "model", "aicb"]
@@ -27,22 +28,15 @@ def _schema() -> dict:
 @click.option("--schedules", "-s", "schedules", required=True, metavar="A,B,C",
               help="Comma-separated registered schedules (see `pipesim schedule --list`); "
                    "speed-ups are over the first.")
-@click.option("--pp", type=int, default=None, help="Pipeline stages (overrides the header's pp).")
-@click.option("--microbatches", "-m", type=int, default=None,
-              help="Microbatches per iteration (overrides the header's ga).")
-@click.option("--vpp", type=int, default=None,
-              help="Chunks per rank for the schedules that take any number (interleaved); the "
-                   "others run their own.")
 @click.option("--system", type=click.Path(dir_okay=False), default=None,
               help="System YAML (default: the built-in, configs/system/default.yaml).")
-@click.option("--layout", type=click.Choice(LAYOUTS), default="auto", show_default=True,
-              help="How to read the rows: the whole model once, or an AICB stage trace.")
 @click.option("--gantt", type=click.Path(dir_okay=False), default=None,
               help="Draw the Gantt charts, one per schedule on a shared time axis "
                    "(.png, .svg or .pdf).")
 @json_option("the rows (a list)")
 @schema_option(_schema)
-def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, json_dest):
+@click_options(skip=("schedule",))
+def command(workload, schedules, system, gantt, json_dest, **run_options):
     """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
     from ...api import compare
     from ...export.compare import parse_schedules, render_table, render_warnings, rows
@@ -53,8 +47,8 @@ def command(workload, schedules, pp, microbatches, vpp, system, layout, gantt, j
         from ...export.gantt import gantt_format
 
         gantt_format(gantt)          # a bad extension fails before anything runs
-    runs = compare(workload, names, system, pp=pp, microbatches=microbatches, vpp=vpp,
-                   layout=layout)
+    opts = RunOptions.from_values(run_options)
+    runs = compare(workload, names, system, **opts.simulate_kwargs())
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:

@@ -8,6 +8,7 @@ import sys
 import click
 
 from ...errors import ConfigError
+from ...run_options import RunOptions, click_options
 from ..jsonout import json_option, schema_option, write_json
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
@@ -69,62 +70,22 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 @click.option("--set", "system_sets", multiple=True, metavar="KEY=VALUE",
               help="Override a system value by dotted path, e.g. links.bandwidth_gbps=100; "
               "repeatable.")
-@click.option("--pp", type=int, default=None, help="Pipeline stages (overrides the header's pp).")
-@click.option("--microbatches", "-m", type=int, default=None,
-              help="Microbatches per iteration (overrides the header's ga).")
-@click.option("--vpp", type=int, default=None, help="Virtual stages (chunks) per rank.")
-@click.option("--iterations", type=int, default=1, show_default=True)
-@click.option("--layout", type=click.Choice(["auto", "model", "aicb"]), default="auto",
-              show_default=True, help="How to read the rows: the whole model once, or an AICB stage trace.")
 @json_option("the summary")
 @schema_option(_run_schema)
 @click.option("--gantt", type=click.Path(dir_okay=False), default=None,
               help="Draw a Gantt chart (.png, .svg or .pdf).")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome/Perfetto trace (JSON).")
-@click.option("--p2p", type=click.Choice(["async", "blocking", "batched", "torch", "torch-single",
-              "torch-multi"]), default=None, help="Point-to-point semantics: isend/irecv, blocking "
-              "send/recv (document 001's naive order), Megatron's batched send/recv pairs, or "
-              "torch's runtimes (docs/model.md). Default: the system's runtime.p2p, else async.")
-@click.option("--memory-limit", type=float, default=None, metavar="GB",
-              help="Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.")
-@click.option("--jitter", type=float, default=0.0, metavar="SIGMA",
-              help="Scale compute times by seeded lognormal noise with this sigma (mean 1).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --jitter.")
-@click.option("--slow-rank", "slow_rank", multiple=True, metavar="R:FACTOR",
-              help="Make rank R's compute FACTOR times slower (repeatable).")
-@click.option("--layer-by-layer", is_flag=True, default=False,
-              help="Reference path: one simulation event per layer state instead of per action "
-              "(slower; same timeline).")
-@click.option("--engine", type=click.Choice(["simpy", "evaluator"]), default="simpy",
-              show_default=True, help="simpy: the event-driven engine; evaluator: the exact "
-              "critical-path sweep (same timeline, faster; falls back to simpy with a note "
-              "where it does not apply).")
-@click.option("--pp-comm", "pp_comm", type=click.IntRange(min=0), default=None, metavar="BYTES",
-              help="Bytes one microbatch sends between adjacent stages (overrides the file's "
-              "pp_comm; when the file has none it is derived from the rows, with a warning).")
-@click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
-              help="World size; DP = N / (TP x PP) must be whole (default: the header's "
-              "all_gpus).")
-@click.option("--dp", type=click.IntRange(min=1), default=None, metavar="D",
-              help="Data-parallel size instead of --gpus.")
-@click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Refuse a run with more actions than N before building it (default "
-              "700000, about 10 s; 0 = no limit).")
-@click.option("--strict", is_flag=True, default=False,
-              help="Treat every warning as an error (exit 2): no number pipesim cannot stand "
-              "behind.")
+@click_options(skip=("schedule",))
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, calibration, schedule_options,
-            system_sets, pp, microbatches, vpp, iterations, layout,
-            json_dest, gantt, trace, p2p, memory_limit, jitter, seed, slow_rank, layer_by_layer,
-            engine, pp_comm, gpus, dp, max_actions, strict, log_level):
+            system_sets, json_dest, gantt, trace, log_level, **run_options):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     from ...api import simulate
-    from ...engine.options import parse_slow_rank
 
+    opts = RunOptions.from_values(run_options)
     configure_logging(log_level)
     if gantt:
         from ...export.gantt import gantt_format
@@ -148,20 +109,11 @@ def command(workload, schedule, schedule_file, system, calibration, schedule_opt
             system = apply_calibration(system, calibration)
         if system_sets:
             system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
-    slow: dict[int, float] = {}
-    for text in slow_rank:
-        r, f = parse_slow_rank(text)
-        slow[r] = slow.get(r, 1.0) * f
     from ..ticker import ticker
 
     with ticker(f"simulating {workload}"):
-        result = simulate(workload, sched, system, pp=pp, microbatches=microbatches, vpp=vpp,
-                          iterations=iterations, layout=layout, trace_layers=trace is not None,
-                          schedule_options=options,
-                          p2p=p2p, memory_limit_gb=memory_limit, jitter=jitter, seed=seed,
-                          slow_ranks=slow, layer_by_layer=layer_by_layer, engine=engine,
-                          pp_comm=pp_comm, gpus=gpus, dp=dp, max_actions=max_actions,
-                          strict=strict)
+        result = simulate(workload, sched, system, trace_layers=trace is not None,
+                          schedule_options=options, **opts.simulate_kwargs())
     data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt
