@@ -186,8 +186,9 @@ def scaling_section(series: dict[str, list[tuple[int, int, int]]], repeats: int,
 
 # -- (c), the one-layer case ---------------------------------------------------------------
 def million_section(quick: bool) -> str:
-    """Part of the scaling section (c). The one-layer case (32 ranks, 1F1B, pp_comm 0): the whole `pipesim run` process at 1M
-    actions, and both engines from 10k to 1M actions with fitted exponents."""
+    """Part of the scaling section (c). The one-layer case (32 ranks, 1F1B, pp_comm 0): the
+    whole `pipesim run` process at 1M actions, and both engines from 10k to 1M actions with
+    fitted exponents."""
     P = scaling.ONE_LAYER_P
     ms = scaling.QUICK_ENGINE_SERIES_M if quick else scaling.ENGINE_SERIES_M
     big_m = ms[-1] if quick else scaling.MILLION_M
@@ -213,7 +214,8 @@ def million_section(quick: bool) -> str:
 
     targets = [
         [f"`pipesim run` whole process, {proc.actions:,} actions: CPU",
-         f"≤ {MILLION_CPU_TARGET} s", md.seconds(proc.cpu_s) + f" (wall {md.seconds(proc.wall_s)})",
+         f"≤ {MILLION_CPU_TARGET} s",
+         md.seconds(proc.cpu_s) + f" (wall {md.seconds(proc.wall_s)})",
          md.verdict(proc.cpu_s <= MILLION_CPU_TARGET) if proc.actions >= 1_000_000 else "not 1M"],
         [f"`pipesim run` whole process, {proc.actions:,} actions: peak RSS",
          f"≤ {MILLION_RSS_TARGET:.0f} MB", f"{proc.rss_mb:.0f} MB",

@@ -171,7 +171,10 @@ class _Sweep:
         # records as columns of times (see columns.py); batched transfers stay tuples
         actions = rec.actions = ActionColumns(rt.schedule, rt.labels)
         if p2p_mode(rt) == "async":
-            transfers = rec.transfers = TransferColumns(rt.schedule, rt.pp_comm)
+            progs = rt.compiled     # records read through the compact lists' sends
+            sends = (lambda r: progs[r].sends()) if all(
+                isinstance(p, AsyncOps) for p in progs) else None
+            transfers = rec.transfers = TransferColumns(rt.schedule, rt.pp_comm, sends=sends)
             tcols = [(transfers.issued[r].append, transfers.start[r].append,
                       transfers.end[r].append) for r in range(P)]
         else:
