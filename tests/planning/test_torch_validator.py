@@ -1,19 +1,17 @@
 """The CSVs auto writes pass PyTorch's own schedule validator (torch 2.13's
-``_validate_schedule``). Off by default (torch is not a test dependency and takes seconds to
-import): ``PIPESIM_TORCH=1 python -m pytest tests/planning/test_torch_validator.py``."""
+``_validate_schedule``). Deselected by default with the other tests that need torch (the
+``validate`` extra): ``python -m pytest -m live tests/planning/test_torch_validator.py``."""
 
 from __future__ import annotations
 
 import csv
-import os
 
 import pytest
 
 from simulator.planning import synthesize
 from simulator.schedules.csv_io import write_schedule_csv
 
-pytestmark = pytest.mark.skipif(not os.environ.get("PIPESIM_TORCH"),
-                                reason="set PIPESIM_TORCH=1 to check against torch's validator")
+pytestmark = pytest.mark.live
 
 
 @pytest.mark.parametrize("pp, m, vpp, cap", [(4, 12, 1, 6), (4, 8, 1, None), (3, 6, 1, 1),
