@@ -143,39 +143,46 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     place = wave_placement(pp, waves)
     last_stage = len(place) - 1
     limit = [2 * pp * waves + r + 1 for r in range(pp)]
-    ready_f: list[set[tuple[int, int]]] = [set() for _ in range(pp)]   # (microbatch, stage)
-    ready_b: list[set[tuple[int, int]]] = [set() for _ in range(pp)]   # (microbatch, -stage)
+    # ready forwards of microbatches the rank has started (always allowed) and of new ones
+    # (allowed while it holds fewer than its limit): heaps, so a step costs log M, not M. A
+    # ready forward's class cannot change while it waits: a rank's stages of one microbatch
+    # become ready one after the other, so the first one is the one that starts it.
+    ready_old: list[list[tuple[int, int]]] = [[] for _ in range(pp)]   # (microbatch, stage)
+    ready_new: list[list[tuple[int, int]]] = [[] for _ in range(pp)]
+    ready_b: list[list[tuple[int, int]]] = [[] for _ in range(pp)]     # (microbatch, -stage)
     started: list[set[int]] = [set() for _ in range(pp)]
     held = [0] * pp
     busy_until = [0] * pp
     last_kind = ["B"] * pp
     orders: list[list[Action]] = [[] for _ in range(pp)]
     events: list[tuple[int, int, str, int]] = []     # (finish time, stage, kind, microbatch)
-    for m in range(microbatches):
-        ready_f[0].add((m, 0))
+    ready_new[0] = [(m, 0) for m in range(microbatches)]   # sorted: already a heap
+    push, pop = heapq.heappush, heapq.heappop
     remaining = 2 * len(place) * microbatches
     t = 0
     while remaining:
         while events and events[0][0] <= t:
-            _, stage, kind, m = heapq.heappop(events)
+            _, stage, kind, m = pop(events)
             if kind == "F" and stage < last_stage:
-                ready_f[place[stage + 1]].add((m, stage + 1))
+                r = place[stage + 1]
+                push(ready_old[r] if m in started[r] else ready_new[r], (m, stage + 1))
             elif kind == "F" or stage > 0:
                 target = stage if kind == "F" else stage - 1
-                ready_b[place[target]].add((m, -target))
+                push(ready_b[place[target]], (m, -target))
         for r in range(pp):
             if busy_until[r] > t:
                 continue
-            forwards = [x for x in ready_f[r] if x[0] in started[r] or held[r] < limit[r]]
-            if forwards and (last_kind[r] == "B" or not ready_b[r]):
-                m, stage = min(forwards)
-                ready_f[r].discard((m, stage))
+            old, new = ready_old[r], ready_new[r]
+            pick = old if old else None
+            if new and held[r] < limit[r] and (pick is None or new[0] < pick[0]):
+                pick = new
+            if pick is not None and (last_kind[r] == "B" or not ready_b[r]):
+                m, stage = pop(pick)
                 kind = "F"
                 started[r].add(m)
                 held[r] += 1
             elif ready_b[r]:
-                m, neg = min(ready_b[r])
-                ready_b[r].discard((m, neg))
+                m, neg = pop(ready_b[r])
                 stage, kind = -neg, "B"
                 held[r] -= 1
             else:
@@ -183,7 +190,7 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
             busy_until[r] = t + _COST[kind]
             last_kind[r] = kind
             orders[r].append(Action(stage, kind, m))
-            heapq.heappush(events, (busy_until[r], stage, kind, m))
+            push(events, (busy_until[r], stage, kind, m))
             remaining -= 1
         if remaining:
             assert events, "hanayo greedy: no work in flight (cannot happen: see docstring)"
