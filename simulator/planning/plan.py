@@ -40,6 +40,10 @@ DEFAULT_CONFIRM = 3
 AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
 AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
 AUTO_MAX_ACTIONS = 30_000  # larger shapes are not synthesized (a note says so)
+ROUND = 16                 # candidates screened between two prunings by lower bound
+# DualPipe(V): overlapped F/B pairs hide collectives, and microbatches enter at both ends:
+# neither term of the bound holds
+NO_BOUND = frozenset({"dualpipe", "dualpipe-v"})
 CANDIDATES_FILE = "candidates.jsonl"
 SETTINGS_FILE = "plan-settings.json"
 PLAN_FILE = "plan.json"
@@ -61,6 +65,7 @@ class PlanSettings:
     seed: int = 0
     confirm: int = DEFAULT_CONFIRM
     max_actions: int | None = None
+    prune: bool = True   # skip candidates whose lower bound is above the best (not with jitter)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ class Outcome:
     feasible: bool = False
     reason: str | None = None
     command: str | None = None
+    lower_bound_ns: float | None = None
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
@@ -114,7 +120,8 @@ class Outcome:
                "max_in_flight": c.max_in_flight, "recompute": c.recompute,
                "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,
                "peak_memory_bytes": self.peak_memory_bytes, "bubble_ratio": self.bubble_ratio,
-               "engine": self.engine, "feasible": self.feasible, "reason": self.reason}
+               "lower_bound_ns": self.lower_bound_ns, "engine": self.engine,
+               "feasible": self.feasible, "reason": self.reason}
         if self.command is not None:
             out["command"] = self.command
         return out
@@ -356,7 +363,8 @@ def _read_resumed(out_dir: Path, settings: PlanSettings, resume: bool
 
 def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
     return Outcome(c, row["makespan_ns"], row["p95_ns"], row["peak_memory_bytes"],
-                   row["bubble_ratio"], None, row["engine"], row["feasible"], row["reason"])
+                   row["bubble_ratio"], None, row["engine"], row["feasible"], row["reason"],
+                   lower_bound_ns=row.get("lower_bound_ns"))
 
 
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
@@ -396,6 +404,35 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         limit = system.memory.capacity_bytes
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p, settings.max_actions)
 
+    stage_costs: dict[tuple[int, int], Any] = {}
+    bounds: dict[int, float | None] = {}
+    # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
+    prune = settings.prune and settings.jitter == 0
+
+    def lower_bound(c: Candidate) -> float | None:
+        """A makespan no schedule of this shape beats (ns): every rank runs its share of the
+        compute, at best an equal share, and no rank starts before the first microbatch's
+        forward reaches its first chunk (the ranks' first chunks are distinct, so their start
+        delays add up to at least those of chunks 0 .. pp-1). DP collectives, transfers and
+        the end of the pipeline are left out, so it stays a bound."""
+        if c.reason is not None or c.schedule in NO_BOUND:
+            return None
+        key = (c.pp, c.vpp)
+        sc = stage_costs.get(key)
+        if sc is None:
+            try:
+                sc = stage_costs[key] = _run_costs(wl, system, settings.gpus, c.pp, c.vpp)
+            except PipesimError:
+                sc = stage_costs[key] = False
+        if sc is False:
+            return None
+        total = sum(sc.f) + sum(sc.i) + sum(sc.w)
+        prefix, starts = 0.0, 0.0
+        for k in range(c.pp):
+            starts += prefix
+            prefix += sc.f[k]
+        return (c.microbatches * total + starts) / c.pp
+
     outcomes: dict[int, Outcome] = {}
     resumed: dict[str, dict[str, Any]] = {}
     sink = None
@@ -408,7 +445,17 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
     screened = 0
 
+    def record(o: Outcome) -> None:
+        o.lower_bound_ns = bounds.get(o.candidate.index)
+        outcomes[o.candidate.index] = o
+        if sink is not None:
+            sink.write(json.dumps(o.row()) + "\n")
+            sink.flush()
+
     def screen(batch: list[Candidate]) -> None:
+        """Run ``batch`` in rounds, cheapest lower bound first; after each round, a candidate
+        whose bound is above the best fitting makespan so far is not run (it cannot win). The
+        rounds have a fixed size, so what is pruned does not depend on the workers' timing."""
         nonlocal screened
         todo = []
         for c in batch:
@@ -419,14 +466,27 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                 todo.append(c)
         if progress is not None:
             progress(len(outcomes), total)
-        for o in _map(executor, jobs, address, [(ctx, c) for c in todo]):
-            outcomes[o.candidate.index] = o
-            screened += 1
-            if sink is not None:
-                sink.write(json.dumps(o.row()) + "\n")
-                sink.flush()
-            if progress is not None:
+        bounds.update((c.index, lower_bound(c)) for c in todo)
+        todo.sort(key=lambda c: (bounds[c.index] if bounds[c.index] is not None else -1.0,
+                                 c.index))
+        while todo:
+            best = min((o.makespan_ns for o in outcomes.values() if _fits(o, limit)),
+                       default=math.inf)
+            keep, pruned = [], []
+            for c in todo:
+                b = bounds[c.index]
+                (pruned if prune and b is not None and b > best else keep).append(c)
+            for c in pruned:
+                record(Outcome(c, reason=f"not run: its lower bound {_ms(bounds[c.index])} is "
+                                         f"above the best found, {_ms(best)}"))
+            if progress is not None and pruned:
                 progress(len(outcomes), total)
+            todo, now = keep[ROUND:], keep[:ROUND]
+            for o in _map(executor, jobs, address, [(ctx, c) for c in now]):
+                record(o)
+                screened += 1
+                if progress is not None:
+                    progress(len(outcomes), total)
 
     try:
         screen(candidates)
@@ -458,6 +518,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     for n, o in enumerate(confirmed):
         again = run_candidate(ctx, o.candidate, "simpy", settings.jitter,
                               settings.iterations, settings.seed)
+        again.lower_bound_ns = o.lower_bound_ns
         if again.feasible:
             confirmed[n] = again
         else:
@@ -477,6 +538,23 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     best.command = command_for(settings, best)
     return Plan(settings, ranked + dropped, limit, objective, notes, screened,
                 len(candidates) - screened)
+
+
+def _run_costs(wl, system, gpus: int, pp: int, vpp: int):
+    from ..engine.stage_costs import run_stage_costs
+    from ..preflight import header_for_run
+    from ..workload.partition import partition
+
+    run_wl, _ = header_for_run(wl, pp, gpus=gpus)
+    return run_stage_costs(partition(run_wl, pp * vpp), run_wl.header, system, pp)
+
+
+def _fits(o: Outcome, limit: float) -> bool:
+    return o.feasible and (limit <= 0 or o.peak_memory_bytes <= limit)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
 
 
 def _objective(o: Outcome, objective: str) -> float:

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WL = str(ROOT / "workloads" / "gpt-24l.txt")
 A100 = str(ROOT / "configs" / "system" / "a100.yaml")
 FIELDS = {"key", "tp", "pp", "dp", "vpp", "microbatches", "schedule", "max_in_flight",
-          "recompute", "makespan_ns", "p95_ns", "peak_memory_bytes", "bubble_ratio", "engine",
+          "recompute", "makespan_ns", "p95_ns", "peak_memory_bytes", "bubble_ratio",
+          "lower_bound_ns", "engine",
           "feasible", "reason"}
 
 
@@ -37,7 +38,7 @@ def run_json(capsys, *argv: str) -> dict:
 def planned(tmp_path_factory):
     out = tmp_path_factory.mktemp("plan")
     argv = ["plan", WL, "--gpus", "8", "--global-batch", "16", "--system", A100, "-j", "1",
-            "--json", str(out / "plan.json"), "--out", str(out / "dir")]
+            "--no-prune", "--json", str(out / "plan.json"), "--out", str(out / "dir")]
     assert main(argv) == 0
     return out, json.loads((out / "plan.json").read_text())
 
@@ -71,6 +72,27 @@ def test_plan_json_lists_every_candidate_ranked(planned):
     autos = [c for c in cands if c["schedule"] == "auto"]
     assert sorted((c["pp"], c["vpp"], c["max_in_flight"]) for c in autos) == \
         [(1, 1, 1), (1, 1, 2), (1, 2, 2), (1, 2, 4), (2, 1, 2), (2, 1, 4), (2, 2, 4), (2, 2, 8)]
+
+
+def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
+    _, full = planned
+    # the bound is below every makespan it was computed for (DualPipe(V) have none)
+    ran = [c for c in full["candidates"] if c["lower_bound_ns"] is not None
+           and c["makespan_ns"] is not None]
+    assert len(ran) == 59
+    assert all(c["lower_bound_ns"] <= c["makespan_ns"] for c in ran)
+    assert {c["schedule"] for c in full["candidates"] if c["lower_bound_ns"] is None
+            and c["reason"] is None} == {"dualpipe", "dualpipe-v"}
+    pruned = run_json(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
+                      A100, "-j", "1")
+    assert pruned["best"] == full["best"]
+    skipped = [c for c in pruned["candidates"] if c["reason"] and c["reason"].startswith(
+        "not run: its lower bound")]
+    assert len(skipped) == 55
+    best = full["best"]["makespan_ns"]
+    assert all(c["lower_bound_ns"] > best and c["makespan_ns"] is None for c in skipped)
+    assert skipped[0]["reason"] == ("not run: its lower bound 250.289 ms is above the best "
+                                    "found, 249.623 ms")
 
 
 def test_best_command_reproduces_the_makespan_exactly(planned, capsys):
@@ -115,7 +137,7 @@ def test_an_auto_candidate_reproduces_from_its_run_command(planned, capsys):
 def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     out, data = planned
     code, text, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
-                          A100, "-j", "1", "--out", str(out / "dir"), "--resume")
+                          A100, "-j", "1", "--no-prune", "--out", str(out / "dir"), "--resume")
     assert (code, err) == (0, "")
     assert "71 candidates (0 screened, 71 resumed)" in text
     again = json.loads((out / "dir" / "plan.json").read_text())

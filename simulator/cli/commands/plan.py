@@ -55,9 +55,12 @@ TOP = 10
 @click.option("--address", default=None, metavar="ADDR", help="Ray or Dask cluster address.")
 @click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
               help="Candidates with more actions are listed infeasible (as `pipesim run`).")
+@click.option("--no-prune", is_flag=True,
+              help="Run every candidate, also those whose lower bound shows they cannot win "
+                   "(slower; every row gets its numbers).")
 def command(workload, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions):
+            jobs, address, max_actions, no_prune):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -69,7 +72,7 @@ def command(workload, gpus, memory_limit, global_batch, system, calibration, p2p
 
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
-                            jitter, iterations, seed, confirm, max_actions)
+                            jitter, iterations, seed, confirm, max_actions, not no_prune)
     quiet = json_dest == "-" or not sys.stderr.isatty()
     with _Progress(Path(workload).name, enabled=not quiet) as bar:
         result = plan(settings, executor=executor, jobs=jobs, address=address, out_dir=out_dir,
