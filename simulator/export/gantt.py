@@ -21,6 +21,7 @@ from typing import Any
 
 from ..units import fmt_pct, fmt_time
 from ..errors import ConfigError
+from ..schedules.action import Kind
 from . import palette
 
 FORMATS = ("png", "svg", "pdf")
@@ -137,7 +138,7 @@ def timeline_end(result: Any) -> float:
     return max(ends, default=0.0)
 
 
-_KIND_ORDER = {"F": 0, "B": 1, "I": 2, "W": 3}
+_KIND_ORDER = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
 
 
 def _legend_entries(result: Any) -> list[tuple[tuple, str, str]]:

@@ -9,22 +9,23 @@ Plain hex strings and arithmetic, so importing this never pulls in matplotlib.
 """
 
 from __future__ import annotations
+from ..schedules.action import Kind
 
 KIND_COLORS: dict[str, str] = {
-    "F": "#3B78C4",   # forward: blue
-    "I": "#1FA39A",   # backward for inputs: teal
-    "W": "#5AAE46",   # backward for weights: green
-    "B": "#F28A2E",   # full backward: orange
+    Kind.F: "#3B78C4",   # forward: blue
+    Kind.I: "#1FA39A",   # backward for inputs: teal
+    Kind.W: "#5AAE46",   # backward for weights: green
+    Kind.B: "#F28A2E",   # full backward: orange
 }
 P2P_COLOR = "#F2C200"          # point-to-point transfers: yellow
 COLLECTIVE_COLOR = "#8C8C8C"   # DP weight-gradient collectives: grey
 ITERATION_COLOR = "#B4B4B4"    # once-per-iteration rows (optimizer, grad norm): light grey
 
 KIND_NAMES: dict[str, str] = {
-    "F": "forward",
-    "B": "full backward",
-    "I": "backward for inputs",
-    "W": "backward for weights",
+    Kind.F: "forward",
+    Kind.B: "full backward",
+    Kind.I: "backward for inputs",
+    Kind.W: "backward for weights",
 }
 
 # how far a chunk's shade moves from the base colour: towards white for the first chunk,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..schedules.action import Kind
 from .palette import KIND_NAMES
 
 COMPUTE_TID = 1
@@ -194,7 +195,7 @@ def _comm(result: Any, where: dict, tracks: _Tracks) -> list[dict]:
                 events.append(_slice(
                     f"{word} {t.dst_stage}{t.data}{t.microbatch}", "p2p", pid, tid, *spans[i],
                     {"src_rank": t.src_rank, "dst_rank": t.dst_rank, "src_stage": t.src_stage,
-                     "dst_stage": t.dst_stage, "data": "activation" if t.data == "F" else
+                     "dst_stage": t.dst_stage, "data": "activation" if t.data == Kind.F else
                      "gradient", "microbatch": t.microbatch, "iteration": t.iteration,
                      "bytes": t.nbytes, "queued_ns": t.start - t.issued}))
     for i, t in enumerate(transfers):
@@ -223,8 +224,8 @@ def _producer(where: dict, rank: int, it: int, stage: int, mb: int, data: str):
     """The action of ``stage`` that makes (on the sender) or uses (on the receiver) the data of
     a transfer: the forward for activations, the B or I backward for gradients."""
     place = where.get((rank, it, stage, mb, data))
-    if place is None and data == "B":
-        place = where.get((rank, it, stage, mb, "I"))
+    if place is None and data == Kind.B:
+        place = where.get((rank, it, stage, mb, Kind.I))
     return place
 
 
@@ -274,13 +275,13 @@ def inflight_samples(result: Any, rank: int,
     ``actions``: the rank's action records, when the caller has them grouped already."""
     acts = actions if actions is not None else [a for a in result.records.actions
                                                 if a.rank == rank]
-    split = {(a.iteration, a.stage, a.microbatch) for a in acts if a.kind == "W"}
+    split = {(a.iteration, a.stage, a.microbatch) for a in acts if a.kind == Kind.W}
     changes = []   # (time, order, +1/-1, key); releases sort before acquires at equal times
     for a in acts:
         key = (a.iteration, a.stage, a.microbatch)
-        if a.kind == "F":
+        if a.kind == Kind.F:
             changes.append((a.start, 1, +1, key))
-        elif a.kind == "W" or (a.kind == "B" and key not in split):
+        elif a.kind == Kind.W or (a.kind == Kind.B and key not in split):
             changes.append((a.end, 0, -1, key))
     changes.sort(key=lambda c: (c[0], c[1]))
     held: set[tuple] = set()

@@ -19,6 +19,7 @@ from statistics import mean, median
 from typing import Any
 
 from ..schedules.phases import peak_inflight, phase_counts
+from ..schedules.action import Kind
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
                     RunSummary)
 
@@ -60,7 +61,7 @@ def summarize(result: Any) -> RunSummary:
                 d = a.end - a.start
                 gap = max(0.0, a.start - t)
                 busy += d
-                if a.kind == "F":
+                if a.kind == Kind.F:
                     fwd += d
                     fwd_bub += gap
                 else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .action import Action
+from .action import Action, Kind
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Schedule:
 
     @property
     def split_backward(self) -> bool:
-        return any(a.kind in ("I", "W") for acts in self.ranks for a in acts)
+        return any(a.kind in (Kind.I, Kind.W) for acts in self.ranks for a in acts)
 
     def as_strings(self) -> list[list[str]]:
         return [[str(a) for a in acts] for acts in self.ranks]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 
+from os import PathLike
 from typing import Any
 
 
@@ -200,7 +201,7 @@ def system_from_dict(data: dict[str, Any], source: str = "system") -> SystemConf
     return _build(SystemConfig, data, source, "")
 
 
-def load_system(path: "str | os.PathLike | None") -> SystemConfig:
+def load_system(path: "str | PathLike[str] | None") -> SystemConfig:
     """The system at ``path``, or the built-in default when ``path`` is None."""
     if path is None:
         return SystemConfig()

@@ -29,6 +29,7 @@ from ..schedules.action import Action
 from ..schedules.comm_pass import ACTIVATION, GRADIENT, Compute, Op, Transfer, add_communication
 from ..schedules.schedule import Schedule
 from ..schedules.validate import check_place
+from ..schedules.action import Kind
 from .model import Activations, Model, Params, forward, input_grad, mse, mse_grad, weight_grad
 from .semantics import Training, training_of
 
@@ -206,8 +207,8 @@ class _Executor:
             self._require(rank, pos, a)
         for pos, a in zip(positions, op.actions):
             self.done[a.key] = (rank.rank, pos)
-            {"F": self._forward, "B": self._backward, "I": self._backward,
-             "W": self._weight}[a.kind](rank, pos, a)
+            {Kind.F: self._forward, Kind.B: self._backward, Kind.I: self._backward,
+             Kind.W: self._weight}[a.kind](rank, pos, a)
             self._measure(rank)
         rank.position += len(op.actions)
 
@@ -222,7 +223,7 @@ class _Executor:
         st, m = a.stage, a.microbatch
         chunk = self.s.stage_chunk[st]
         entry = rank.stash.get((st, m))
-        if a.kind == "F":
+        if a.kind == Kind.F:
             v = self.training.weight_version[m]
             if v >= len(self.versions[chunk]):
                 fail(f"needs weight version {v} of chunk {chunk}, but only versions "
@@ -233,11 +234,11 @@ class _Executor:
                 fail(f"needs the activation of {src}F{m}, which has not reached rank "
                      f"{rank.rank}{self._local_hint(rank, src, 'F', m)}")
             return
-        if a.kind in ("B", "I"):
+        if a.kind in (Kind.B, Kind.I):
             if entry is None:
                 fail(f"no activations of stage {st} microbatch {m} on this rank: "
                      f"{self._absent_forward(st, m)}")
-            if entry.kind != "F":
+            if entry.kind != Kind.F:
                 fail(f"stage {st} microbatch {m} already ran its input gradient ({entry.action})")
             src = self.next[st]
             if src is not None and (GRADIENT, st, m) not in rank.inbox:
@@ -245,7 +246,7 @@ class _Executor:
                      f"has not reached rank {rank.rank}"
                      f"{self._local_hint(rank, src, 'B/I', m)}")
             return
-        if entry is None or entry.kind != "I":
+        if entry is None or entry.kind != Kind.I:
             fail(f"weight gradient before its input gradient {st}I{m}: nothing stashed for W of "
                  f"stage {st} microbatch {m}"
                  + ("" if entry is None else f" (only the forward's activations, from "
@@ -257,10 +258,10 @@ class _Executor:
         return ""
 
     def _absent_forward(self, st: int, m: int) -> str:
-        if (st, "F", m) not in self.done:
+        if (st, Kind.F, m) not in self.done:
             return f"its forward {st}F{m} has not run"
-        key = (st, "B", m) if (st, "B", m) in self.done else (st, "W", m)
-        r0, p0 = self.done.get(key, self.done[(st, "F", m)])
+        key = (st, Kind.B, m) if (st, Kind.B, m) in self.done else (st, Kind.W, m)
+        r0, p0 = self.done.get(key, self.done[(st, Kind.F, m)])
         return f"already released by {key[0]}{key[1]}{key[2]} at rank {r0} position {p0}"
 
     def _forward(self, rank: _Rank, pos: int, a: Action) -> None:
@@ -269,7 +270,7 @@ class _Executor:
         v = self.training.weight_version[m]
         x = self.xs[m] if self.prev[st] is None else rank.inbox.pop((ACTIVATION, st, m))
         y, acts = forward(self.versions[chunk][v], x)
-        entry = _Stash("F", v, str(a), acts=acts)
+        entry = _Stash(Kind.F, v, str(a), acts=acts)
         dst = self.next[st]
         if dst is None:
             if m in self.loss_stage:
@@ -295,12 +296,12 @@ class _Executor:
         dst = self.prev[st]
         if dst is not None:
             self._output(rank, (GRADIENT, dst, m), dx)
-        if a.kind == "B":
+        if a.kind == Kind.B:
             self._release(rank, (st, m), chunk)
             self._accumulate(rank, pos, a, weight_grad(keep))
         else:
             rank.held_bytes -= entry.nbytes
-            entry.kind, entry.action, entry.keep = "I", str(a), keep
+            entry.kind, entry.action, entry.keep = Kind.I, str(a), keep
             entry.acts = entry.dy = None
             entry.nbytes = sum(x.nbytes + g.nbytes for x, g in keep)
             rank.held_bytes += entry.nbytes
@@ -384,7 +385,7 @@ class _Executor:
                                     f"but no action used it", rank.rank, None, f"{dst}{data}{m}")
         for rank in self.ranks:
             for (st, m), entry in sorted(rank.stash.items()):
-                missing = (f"{st}W{m}" if entry.kind == "I"
+                missing = (f"{st}W{m}" if entry.kind == Kind.I
                            else f"{st}B{m} (or {st}I{m} and {st}W{m})")
                 raise ScheduleError(f"stage {st} microbatch {m} still holds its stash from "
                                     f"{entry.action} after the rank's last action: missing "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import register
 from ..schedule import Schedule, v_placement
 
@@ -41,13 +41,13 @@ class RankOrder:
     def forward(self, stage: int, pair: int | None = None) -> None:
         mb = self.next_f.get(stage, 0)
         self.next_f[stage] = mb + 1
-        self.acts.append(Action(stage, "F", mb, pair))
+        self.acts.append(Action(stage, Kind.F, mb, pair))
 
     def backward(self, stage: int, split: bool = False, pair: int | None = None) -> None:
         """Full B, or (split) I now and its W queued for :meth:`weight`."""
         mb = self.next_b.get(stage, 0)
         self.next_b[stage] = mb + 1
-        self.acts.append(Action(stage, "I" if split else "B", mb, pair))
+        self.acts.append(Action(stage, Kind.I if split else Kind.B, mb, pair))
         if split:
             self.pending_w.append((stage, mb))
 
@@ -55,7 +55,7 @@ class RankOrder:
         """The oldest deferred W, if any (torch skips the slot when none is pending)."""
         if self.pending_w:
             stage, mb = self.pending_w.popleft()
-            self.acts.append(Action(stage, "W", mb))
+            self.acts.append(Action(stage, Kind.W, mb))
 
     def overlapped(self, f_stage: int, b_stage: int) -> None:
         self.forward(f_stage, self.pairs)

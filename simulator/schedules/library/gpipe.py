@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
@@ -19,7 +19,7 @@ def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
         raise ConfigError(f"--vpp: gpipe runs one chunk per rank, got --vpp {vpp}")
     ranks = []
     for r in range(pp):
-        acts = [Action(r, "F", m) for m in range(microbatches)]
-        acts += [Action(r, "B", m) for m in range(microbatches)]
+        acts = [Action(r, Kind.F, m) for m in range(microbatches)]
+        acts += [Action(r, Kind.B, m) for m in range(microbatches)]
         ranks.append(tuple(acts))
     return Schedule("gpipe", pp, 1, microbatches, loop_placement(pp, 1), tuple(ranks))

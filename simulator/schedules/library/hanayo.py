@@ -30,12 +30,12 @@ from __future__ import annotations
 import heapq
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order
 
-_COST = {"F": 1, "B": 2, "I": 1, "W": 1}
+_COST = {Kind.F: 1, Kind.B: 2, Kind.I: 1, Kind.W: 1}
 
 
 def wave_placement(pp: int, waves: int) -> tuple[int, ...]:
@@ -78,16 +78,16 @@ def unit_start_times(schedule: Schedule) -> dict[tuple[int, str, int], int]:
 
 
 def _needs(s: Schedule, a: Action, done: dict) -> list[tuple[int, str, int]]:
-    if a.kind == "F":
+    if a.kind == Kind.F:
         prev = s.prev_stage(a.stage)
-        return [] if prev is None else [(prev, "F", a.microbatch)]
-    if a.kind == "W":
-        return [(a.stage, "I", a.microbatch)]
-    needs = [(a.stage, "F", a.microbatch)]
+        return [] if prev is None else [(prev, Kind.F, a.microbatch)]
+    if a.kind == Kind.W:
+        return [(a.stage, Kind.I, a.microbatch)]
+    needs = [(a.stage, Kind.F, a.microbatch)]
     nxt = s.next_stage(a.stage)
     if nxt is not None:
-        full = (nxt, "B", a.microbatch)
-        needs.append(full if full in done else (nxt, "I", a.microbatch))
+        full = (nxt, Kind.B, a.microbatch)
+        needs.append(full if full in done else (nxt, Kind.I, a.microbatch))
     return needs
 
 
@@ -153,7 +153,7 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     started: list[set[int]] = [set() for _ in range(pp)]
     held = [0] * pp
     busy_until = [0] * pp
-    last_kind = ["B"] * pp
+    last_kind = [Kind.B] * pp
     orders: list[list[Action]] = [[] for _ in range(pp)]
     events: list[tuple[int, int, str, int]] = []     # (finish time, stage, kind, microbatch)
     ready_new[0] = [(m, 0) for m in range(microbatches)]   # sorted: already a heap
@@ -163,11 +163,11 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     while remaining:
         while events and events[0][0] <= t:
             _, stage, kind, m = pop(events)
-            if kind == "F" and stage < last_stage:
+            if kind == Kind.F and stage < last_stage:
                 r = place[stage + 1]
                 push(ready_old[r] if m in started[r] else ready_new[r], (m, stage + 1))
-            elif kind == "F" or stage > 0:
-                target = stage if kind == "F" else stage - 1
+            elif kind == Kind.F or stage > 0:
+                target = stage if kind == Kind.F else stage - 1
                 push(ready_b[place[target]], (m, -target))
         for r in range(pp):
             if busy_until[r] > t:
@@ -176,14 +176,14 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
             pick = old if old else None
             if new and held[r] < limit[r] and (pick is None or new[0] < pick[0]):
                 pick = new
-            if pick is not None and (last_kind[r] == "B" or not ready_b[r]):
+            if pick is not None and (last_kind[r] == Kind.B or not ready_b[r]):
                 m, stage = pop(pick)
-                kind = "F"
+                kind = Kind.F
                 started[r].add(m)
                 held[r] += 1
             elif ready_b[r]:
                 m, neg = pop(ready_b[r])
-                stage, kind = -neg, "B"
+                stage, kind = -neg, Kind.B
                 held[r] -= 1
             else:
                 continue

@@ -17,7 +17,7 @@ With v = 1 the groups do not change the order and are not checked (PyTorch still
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
@@ -65,8 +65,8 @@ def interleaved_order(rank: int, pp: int, vpp: int, microbatches: int, group_siz
     (k + w_delay)-th backward step; the rest of the Ws close the list (PyTorch's zero bubble).
     """
     table = forward_table(microbatches, vpp, group_size)
-    fwd = [Action(c * pp + rank, "F", mb) for c, mb in table]
-    bwd_kind = "I" if split_backward else "B"
+    fwd = [Action(c * pp + rank, Kind.F, mb) for c, mb in table]
+    bwd_kind = Kind.I if split_backward else Kind.B
     bwd = [Action((vpp - 1 - c) * pp + rank, bwd_kind, mb) for c, mb in table]
     total = len(table)
     acts = fwd[:warmup]
@@ -76,10 +76,10 @@ def interleaved_order(rank: int, pp: int, vpp: int, microbatches: int, group_siz
             acts.append(fwd[warmup + k])
         acts.append(bwd[k])
         if split_backward and k >= w_delay:
-            acts.append(Action(bwd[w_next].stage, "W", bwd[w_next].microbatch))
+            acts.append(Action(bwd[w_next].stage, Kind.W, bwd[w_next].microbatch))
             w_next += 1
     if split_backward:
-        acts += [Action(b.stage, "W", b.microbatch) for b in bwd[w_next:]]
+        acts += [Action(b.stage, Kind.W, b.microbatch) for b in bwd[w_next:]]
     return acts
 
 

@@ -8,7 +8,7 @@ only when M < P. Orders are action for action PyTorch 2.13's.
 
 from __future__ import annotations
 
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
@@ -27,7 +27,7 @@ def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     ranks = []
     for r in range(pp):
         stages = [c * pp + r for c in range(vpp)]
-        acts = [Action(s, "F", m) for s in stages for m in range(microbatches)]
-        acts += [Action(s, "B", m) for s in reversed(stages) for m in reversed(range(microbatches))]
+        acts = [Action(s, Kind.F, m) for s in stages for m in range(microbatches)]
+        acts += [Action(s, Kind.B, m) for s in reversed(stages) for m in reversed(range(microbatches))]
         ranks.append(tuple(acts))
     return Schedule("looped-bfs", pp, vpp, microbatches, loop_placement(pp, vpp), tuple(ranks))

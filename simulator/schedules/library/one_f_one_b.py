@@ -7,7 +7,7 @@ then ``warmup`` cool-down backwards. M < P is legal (ranks just warm up less).
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
@@ -20,11 +20,11 @@ def one_f_one_b_order(rank: int, pp: int, microbatches: int, stage: int | None =
     """Megatron's order for one rank (stage defaults to the rank)."""
     s = rank if stage is None else stage
     warmup = min(pp - rank - 1, microbatches)
-    acts = [Action(s, "F", m) for m in range(warmup)]
+    acts = [Action(s, Kind.F, m) for m in range(warmup)]
     for i in range(microbatches - warmup):
-        acts.append(Action(s, "F", warmup + i))
-        acts.append(Action(s, "B", i))
-    acts += [Action(s, "B", m) for m in range(microbatches - warmup, microbatches)]
+        acts.append(Action(s, Kind.F, warmup + i))
+        acts.append(Action(s, Kind.B, i))
+    acts += [Action(s, Kind.B, m) for m in range(microbatches - warmup, microbatches)]
     return acts
 
 

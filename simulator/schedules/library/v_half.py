@@ -26,7 +26,7 @@ Each rank's order is its actions sorted by slot. Types are numbered as in the re
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import register
 from ..schedule import Schedule, v_placement
 
@@ -195,7 +195,7 @@ def controllable_memory_ranks(pp: int, microbatches: int,
     out = []
     for r, slots in enumerate(ranks):
         down, up = r, 2 * pp - 1 - r
-        what = [(down, "F"), (up, "F"), (up, "I"), (down, "I"), (up, "W"), (down, "W")]
+        what = [(down, Kind.F), (up, Kind.F), (up, Kind.I), (down, Kind.I), (up, Kind.W), (down, Kind.W)]
         acts = sorted((t, Action(what[kind][0], what[kind][1], mb))
                       for kind, times in enumerate(slots) for mb, t in enumerate(times))
         out.append(tuple(a for _, a in acts))

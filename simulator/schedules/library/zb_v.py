@@ -10,7 +10,7 @@ phase is full, then blanks the padding; here the padding is simply left out.
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import register
 from ..schedule import Schedule, v_placement
 
@@ -33,40 +33,40 @@ def zb_v_order(rank: int, pp: int, microbatches: int) -> list[Action]:
     w = {down: 0, up: 0}   # next weight-gradient microbatch per stage
 
     def emit(stage: int, kind: str) -> None:
-        counter = {"F": f, "I": i, "W": w}[kind]
+        counter = {Kind.F: f, Kind.I: i, Kind.W: w}[kind]
         acts.append(Action(stage, kind, counter[stage]))
         counter[stage] += 1
 
     # Warm-up: fill the down leg, interleave the up leg, then the first I/W of the up leg.
     for _ in range(2 * (pp - rank) - 1):
-        emit(down, "F")
+        emit(down, Kind.F)
     for _ in range(rank):
-        emit(up, "F")
-        emit(down, "F")
+        emit(up, Kind.F)
+        emit(down, Kind.F)
     for _ in range(pp - rank):
-        emit(up, "F")
-        emit(up, "I")
-        emit(up, "W")
+        emit(up, Kind.F)
+        emit(up, Kind.I)
+        emit(up, Kind.W)
     # Steady: F/I/W on the down chunk, then on the up chunk, until all forwards are issued.
     while f[up] < f[down] or f[down] < n:
         if f[down] < n:
-            emit(down, "F")
-        emit(down, "I")
-        emit(down, "W")
-        emit(up, "F")
-        emit(up, "I")
-        emit(up, "W")
+            emit(down, Kind.F)
+        emit(down, Kind.I)
+        emit(down, Kind.W)
+        emit(up, Kind.F)
+        emit(up, Kind.I)
+        emit(up, Kind.W)
     # Cool-down: input gradients first (they feed other ranks), weight gradients last.
     for _ in range(rank):
-        emit(down, "I")
-        emit(up, "I")
+        emit(down, Kind.I)
+        emit(up, Kind.I)
     for _ in range(pp - rank):
-        emit(down, "I")
-        emit(down, "W")
+        emit(down, Kind.I)
+        emit(down, Kind.W)
     while w[up] < i[up]:
-        emit(up, "W")
+        emit(up, Kind.W)
     while w[down] < i[down]:
-        emit(down, "W")
+        emit(down, Kind.W)
     return [a for a in acts if a.microbatch < microbatches]
 
 

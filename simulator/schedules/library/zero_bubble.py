@@ -18,7 +18,7 @@ waits for it) and W (gradient for the weights: nobody waits, so it can fill idle
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..action import Action
+from ..action import Action, Kind
 from ..registry import register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order, resolve_group_size
@@ -65,17 +65,17 @@ def zb_h2_orders(pp: int, microbatches: int) -> list[list[Action]]:
         return key in done_at and done_at[key] <= t
 
     t = 0
-    while any(w < m for w in count["W"]):
+    while any(w < m for w in count[Kind.W]):
         for r in range(pp):
             if orders[r] and done_at[(r, orders[r][-1].kind, orders[r][-1].microbatch)] > t:
                 continue  # still busy
-            f, i, w = count["F"][r], count["I"][r], count["W"][r]
-            if i < f and arrived((r + 1, "I", i) if r + 1 < pp else (r, "F", i), t):
-                kind = "I"
-            elif f < m and f - w < limit and (r == 0 or arrived((r - 1, "F", f), t)):
-                kind = "F"
+            f, i, w = count[Kind.F][r], count[Kind.I][r], count[Kind.W][r]
+            if i < f and arrived((r + 1, Kind.I, i) if r + 1 < pp else (r, Kind.F, i), t):
+                kind = Kind.I
+            elif f < m and f - w < limit and (r == 0 or arrived((r - 1, Kind.F, f), t)):
+                kind = Kind.F
             elif w < i:
-                kind = "W"
+                kind = Kind.W
             else:
                 continue
             mb = count[kind][r]
