@@ -97,3 +97,12 @@ def test_unwritable_csv_path(capsys, tmp_path):
     code, out, err = run(capsys, "schedule", "1f1b", "--pp", "2", "-m", "2", "--csv", str(path))
     assert (code, out) == (2, "")
     assert err == f"pipesim: error: --csv: cannot write {path}: No such file or directory\n"
+
+
+def test_schedule_takes_run_s_schedule_options(capsys):
+    code, out, err = run(capsys, "schedule", "2bw", "--pp", "2", "-m", "2", "-O", "iterations=3",
+                         "--json")
+    assert code == 0 and json.loads(out)["microbatches"] == 6      # 3 minibatches of 2
+    code, out, err = run(capsys, "schedule", "1f1b", "--pp", "2", "-m", "2", "-O", "waves=2")
+    assert (code, err) == (2, "pipesim: error: --option: 1f1b has no option 'waves'; it takes "
+                              "no options\n")

@@ -51,6 +51,9 @@ def _schema() -> dict:
                    "P <= N <= M, M mod N = 0 or >= P); default: PyTorch's choice.")
 @json_option('{"schedule", "pp", "vpp", "microbatches", "ranks"}')
 @schema_option(_schema)
+@click.option("--option", "-O", "schedule_options", multiple=True, metavar="KEY=VALUE",
+              help="A schedule option, as on `pipesim run`: group_size=4 (interleaved), "
+              "waves=2 (hanayo), iterations=3 (2bw), max_in_flight=6 (auto); repeatable.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the schedule as PyTorch's CSV (one row per rank).")
 @click.option("--stage-costs", type=click.Path(dir_okay=False), default=None,
@@ -60,7 +63,7 @@ def _schema() -> dict:
               help="auto only: activations a rank may hold (default P, 1F1B's memory: 2P "
                    "chunk activations with --vpp 2; at least 1, 2 with --vpp 2).")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
-def command(name, pp, microbatches, vpp, group_size, json_dest, csv_path, stage_costs,
+def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options, csv_path, stage_costs,
             max_in_flight, list_all) -> None:
     """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
     if list_all:
@@ -76,7 +79,11 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, csv_path, stage_
     except ConfigError:
         raise ConfigError(f"NAME: unknown schedule {name!r}; expected one of: "
                           + ", ".join(sorted(registry.names()))) from None
-    options = {} if group_size is None else {"group_size": group_size}
+    from .run import parse_assignments
+
+    options = parse_assignments(schedule_options, "--option")
+    if group_size is not None:
+        options["group_size"] = group_size
     for option, value, key in (("--stage-costs", stage_costs, "stage_costs"),
                                ("--max-in-flight", max_in_flight, "max_in_flight")):
         if value is not None:
