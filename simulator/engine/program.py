@@ -441,7 +441,7 @@ class AsyncOps(Sequence):
         # per (stage, kind): (data, upstream stage, its rank) / (data, downstream, its rank)
         self._recv: dict[tuple[int, str], tuple | None] = {}
         self._send: dict[tuple[int, str], tuple | None] = {}
-        for st in schedule.stages_of(rank):
+        for st in range(schedule.n_stages):   # any stage: an unchecked list may hold others'
             for kind in ("F", "B", "I", "W"):
                 self._recv[(st, kind)] = self._peer(st, kind, True)
                 self._send[(st, kind)] = self._peer(st, kind, False)

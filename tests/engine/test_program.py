@@ -72,3 +72,20 @@ def test_transfer_records_over_generated_sends_equal_the_comm_pass_ones():
     got = sorted(cols)
     assert got == sorted(plain)
     assert len(got) == 2 * 2 * 3 * 6 and {t.iteration for t in got} == {0, 1}
+
+
+def test_async_ops_of_an_unchecked_list_with_another_ranks_stage():
+    """validate=False lets a rank list a stage placed elsewhere: its transfers are still the
+    comm pass's (a peer on the rank itself moves nothing)."""
+    from simulator.schedules import Action, Schedule
+
+    A = Action.parse
+    sched = Schedule("custom", 2, 1, 1, (0, 1), ((A("0F0"), A("1F0"), A("1B0"), A("0B0")),
+                                                 (A("1F0"), A("1B0"))))
+    wl = uniform_workload(2, pp=2, ga=1, pp_comm=64)
+    program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p="async")
+    builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
+                             "async", program.pp_comm, program.profile)
+    comm = add_communication(sched)
+    for r in range(2):
+        assert list(program.compiled[r]) == builder.compile(r, comm[r])
