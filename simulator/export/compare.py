@@ -141,15 +141,32 @@ def render_table(table: Sequence[dict[str, Any]]) -> str:
             fmt_pct(r["theoretical_bubble_ratio"]), str(r["peak_inflight_microbatches"]),
             fmt_bytes(r["p2p_bytes"]),
             "n/a" if r["speedup"] is None else f"{r['speedup']:.2f}x", ""])
-    if not any(c[-1] for c in cells):
-        headers[-1] = ""
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
+    notes = any(c[-1] for c in cells)
+    return _rich_text(headers if notes else headers[:-1],
+                      cells if notes else [c[:-1] for c in cells])
 
-    def line(row: list[str]) -> str:
-        parts = [row[0].ljust(widths[0])]
-        parts += [c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1])]
-        return ("  ".join(parts) + ("  " + row[-1] if row[-1] else "")).rstrip()
 
-    out = [line(headers), line(["-" * w for w in widths[:-1]] + [""])]
-    out += [line(c) for c in cells]
-    return "\n".join(out)
+def _rich_text(headers: list[str], cells: list[list[str]]) -> str:
+    """A rich table as plain text: the schedule left, numbers right, a note (an error) last and
+    never wrapped; no colour, no box, so it reads the same in a terminal, a file or a test."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i == 0 or h == "note" else "right", no_wrap=True)
+    for c in cells:
+        t.add_row(*c)
+    console = Console(width=10_000, record=True, color_system=None, file=_Null())
+    console.print(t)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()
+                     if line.strip())
+
+
+class _Null:
+    def write(self, _text: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass

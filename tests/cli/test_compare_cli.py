@@ -37,8 +37,7 @@ def test_table(capsys, workload):
         "",
         "schedule          v  iteration time   bubble  closed form  peak in flight  "
         "p2p traffic  speed-up vs 1f1b",
-        "----------------  -  --------------  -------  -----------  --------------  "
-        "-----------  ----------------",
+        "─" * 104,
         "1f1b              1       66.000 us  27.27 %      27.27 %               4  "
         "        0 B             1.00x",
         "gpipe             1       66.000 us  27.27 %      27.27 %               8  "

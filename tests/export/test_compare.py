@@ -53,11 +53,11 @@ def test_an_illegal_schedule_keeps_its_row_and_the_others_run():
 
 def test_render_table():
     runs = run_schedules(UNIFORM, ["dualpipe-v", "1f1b", "gpipe"], pp=4, microbatches=4)
-    assert render_table(rows(runs)).splitlines() == [
+    lines = render_table(rows(runs)).splitlines()
+    assert lines[1] == "─" * len(lines[2])      # rich's header rule, across the note too
+    assert lines[:1] + lines[2:] == [
         "schedule    v  iteration time   bubble  closed form  peak in flight  p2p traffic  "
         "speed-up vs 1f1b  note",
-        "----------  -  --------------  -------  -----------  --------------  -----------  "
-        "----------------",
         "dualpipe-v  -               -        -            -               -            -  "
         "               -  error: --microbatches: dualpipe-v needs at least as many "
         "microbatches as stages (2 x pp = 8), got 4",
