@@ -50,7 +50,6 @@ def _valid_fast(s: Schedule) -> bool:
     M4 = 4 * M
     kind_index = _KIND_INDEX
     seen = bytearray(n_st * M4)
-    counts = [0] * (n_st * 4)
     # per rank, each action's code (stage * 4M + kind * M + microbatch); the second half of an
     # overlapped pair is stored as -1 - code, so a step is a code and any negative one after it
     codes: list[array] = []
@@ -79,7 +78,6 @@ def _valid_fast(s: Schedule) -> bool:
                 if k == 3 and not seen[base + 2 * M]:
                     return False                  # W before its I
             seen[code] = 1
-            counts[st * 4 + k] += 1
             if pair is not None and pair == last_pair:
                 put(-1 - code)
                 last_pair = None
@@ -103,8 +101,9 @@ def _valid_fast(s: Schedule) -> bool:
                     return False
     # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
     for st in range(n_st):
-        c = counts[st * 4: st * 4 + 4]
-        if c[0] != M or c[1] + c[3] != M:
+        b = st * M4
+        if seen.count(1, b, b + M) != M or \
+                seen.count(1, b + M, b + 2 * M) + seen.count(1, b + 3 * M, b + M4) != M:
             return False
     # dataflow: run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward
     # of next(s); W(s) needs I(s). Per stage, the code offsets of what each kind waits for.
@@ -154,8 +153,25 @@ def _valid_fast(s: Schedule) -> bool:
                     done[c] = done[c2] = 1
                     i += 2
                     continue
-                if not met(c):
-                    break
+                # met(c), inlined for single steps (most of them)
+                st, rest = divmod(c, M4)
+                k = rest // M
+                if k == 0:
+                    p = prev[st]
+                    if p >= 0 and not done[c + (p - st) * M4]:
+                        break
+                elif k == 3:
+                    if not done[c - M]:
+                        break
+                else:
+                    f = c - k * M
+                    if not done[f]:
+                        break
+                    n2 = nxt[st]
+                    if n2 >= 0:
+                        b = f + (n2 - st) * M4
+                        if not (done[b + M] or done[b + 2 * M]):
+                            break
                 done[c] = 1
                 i += 1
             if i != start:
