@@ -16,11 +16,19 @@ An iteration ends when every rank has finished its actions and every DP collecti
 update is done; with a flush the next iteration starts then (the optimizer step is a barrier).
 If the event queue empties while a rank still waits, the run is a deadlock: reported with what
 every blocked rank waits for.
+
+What is compiled once (``program.Program``: op lists, step costs, memory model, iteration rows,
+labels) is kept apart from what a run changes (:class:`_Run`); a :class:`Runtime` pairs a
+program with one run's options. Asynchronous runs on FIFO links walk the compact op lists
+directly (``_rank_async``), every other mode the op tuples (``_rank``); both make the same
+SimPy events in the same order. Actions (and asynchronous FIFO transfers) are recorded as time
+columns (``columns``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import simpy
@@ -34,19 +42,20 @@ from .costs import DPCollective
 from .eventlog import log, log_complete, log_step
 from .network import LinkStats, Network
 from .options import EngineOptions
-from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps,
-                      Program, StepCost)
+from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, Program,
+                      StepCost)
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .columns import ActionColumns, TransferColumns
-from .records import CollectiveRecord, LayerRecord, TransferRecord
+from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
 from .variation import RankVariation
 
 
 @dataclass
 class RunRecords:
-    actions: list[ActionRecord] = field(default_factory=list)
-    transfers: list[TransferRecord] = field(default_factory=list)
+    # lists, or time columns (columns.py) read as the same sequence of records
+    actions: Sequence[ActionRecord] = field(default_factory=list)
+    transfers: Sequence[TransferRecord] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     layers: list[LayerRecord] = field(default_factory=list)
     memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
@@ -468,7 +477,7 @@ class _Run:
                     mkey = op[1] if one_box else (it,) + op[1]
                     waiter = mailbox.get(mkey)
                     if fifo:                   # the arrival time is known now
-                        dst, nbytes, t = op[2], op[3], op[4]
+                        dst, nbytes = op[2], op[3]
                         now = env.now
                         start, end = net.book(rank, dst, nbytes)
                         t_issued(now)
