@@ -93,12 +93,13 @@ class TransferColumns(_Columns):
     only that time is kept."""
 
     def __init__(self, schedule, nbytes: int, ordered: bool = False,
-                 sends=None) -> None:
-        """``sends``: a callable giving a rank's sends in op order, afresh at each call (the
-        compiled program's, generated: cheaper than running the comm pass again and nothing
-        kept); None: the comm pass's."""
+                 records=None) -> None:
+        """``records(rank, times, iteration, nbytes)``: the records of one pass over a rank's
+        sends in op order, times taken from the iterator ``times`` (the compiled program's
+        :meth:`~simulator.engine.program.AsyncOps.send_records`: nothing kept, no second comm
+        pass); None: rebuilt from the comm pass."""
         self.schedule = schedule
-        self._sends_of = sends
+        self._records_of = records
         self.nbytes = nbytes
         self.order = array("I") if ordered else None
         self.instant = nbytes == 0
@@ -111,7 +112,7 @@ class TransferColumns(_Columns):
         return self.issued
 
     def _records(self, rank: int):
-        if self._sends_of is not None:
+        if self._records_of is not None:
             yield from self._generated(rank)
             return
         if self._sends is None:
@@ -138,22 +139,18 @@ class TransferColumns(_Columns):
                                        t.microbatch, it, nbytes, i, s, e))
 
     def _generated(self, rank: int):
-        """``_records`` over sends generated afresh for each iteration."""
-        nbytes = self.nbytes
-        new = tuple.__new__
+        """``_records`` from the compiled program, one pass over its sends per iteration."""
         issued = self.issued[rank]
         times = iter(zip(issued, issued, issued) if self.instant
                      else zip(issued, self.start[rank], self.end[rank]))
         it = 0
-        while True:
-            made = False
-            for t in self._sends_of(rank):
-                x = next(times, None)
-                if x is None:
-                    return
-                made = True
-                yield new(TransferRecord, (rank, t.dst_rank, t.src_stage, t.dst_stage, t.data,
-                                           t.microbatch, it, nbytes, x[0], x[1], x[2]))
-            if not made:
+        total = len(issued)
+        made = 0
+        while made < total:
+            before = made
+            for rec in self._records_of(rank, times, it, self.nbytes):
+                made += 1
+                yield rec
+            if made == before:     # a pass with no sends: nothing more to read
                 return
             it += 1

@@ -172,9 +172,10 @@ class _Sweep:
         actions = rec.actions = ActionColumns(rt.schedule, rt.labels)
         if p2p_mode(rt) == "async":
             progs = rt.compiled     # records read through the compact lists' sends
-            sends = (lambda r: progs[r].sends()) if all(
-                isinstance(p, AsyncOps) for p in progs) else None
-            transfers = rec.transfers = TransferColumns(rt.schedule, rt.pp_comm, sends=sends)
+            records = (lambda r, times, it, nbytes: progs[r].send_records(
+                r, times, it, nbytes)) if all(isinstance(p, AsyncOps) for p in progs) else None
+            transfers = rec.transfers = TransferColumns(rt.schedule, rt.pp_comm,
+                                                        records=records)
             tcols = [(transfers.issued[r].append, transfers.start[r].append,
                       transfers.end[r].append) for r in range(P)]
         else:

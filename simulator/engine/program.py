@@ -36,6 +36,7 @@ from ..system.runtime_profile import RuntimeProfile
 from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs,
                     partition_costs)
 from .memory import MemoryModel, build_memory_model
+from .records import TransferRecord
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 EMPTY = ActionCost(0.0, 0.0, (), 0)
@@ -524,7 +525,7 @@ class AsyncOps(Sequence):
         return Transfer("send", data, src_stage, dst_stage, mb, self.rank, op[2])
 
     def sends(self):
-        """The sends in op order, generated (what the transfer columns rebuild records from)."""
+        """The sends in op order, generated."""
         send_of = self._send
         rank = self.rank
         new = tuple.__new__
@@ -533,6 +534,25 @@ class AsyncOps(Sequence):
             if r is not None:
                 data, other, peer = r
                 yield new(Transfer, ("send", data, a.stage, other, a.microbatch, rank, peer))
+
+    def send_records(self, rank: int, times, it: int, nbytes: int):
+        """One pass over the sends as :class:`TransferRecord`s of iteration ``it``, each with
+        the next (issued, start, end) of ``times``; stops early when ``times`` runs out (what
+        the transfer columns read)."""
+        actions = self.schedule.ranks[self.rank]
+        plan = self.plan()
+        new = tuple.__new__
+        pos = 0
+        for i in self.steps:
+            _, n, _, sends = plan[i]
+            for k, data, other, peer in sends:
+                x = next(times, None)
+                if x is None:
+                    return
+                a = actions[pos + k]
+                yield new(TransferRecord, (rank, peer, a.stage, other, data, a.microbatch, it,
+                                           nbytes, x[0], x[1], x[2]))
+            pos += n
 
     def layer_ops(self) -> int:
         """Layer-level operations of one pass over the list."""

@@ -170,8 +170,8 @@ class _Run:
             compiled = self.compiled
             self.rec.transfers = TransferColumns(
                 self.schedule, self.pp_comm, ordered=True,
-                sends=lambda r: (compiled[r].sends() if isinstance(compiled[r], AsyncOps) else
-                                 (op[4] for op in compiled[r] if op[0] == SEND)))
+                records=lambda r, times, it, nbytes: compiled[r].send_records(r, times, it,
+                                                                               nbytes))
         self.mailbox: dict = {}
         self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}
