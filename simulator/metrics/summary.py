@@ -18,6 +18,7 @@ from collections import defaultdict
 from statistics import mean, median
 from typing import Any
 
+from ..engine.columns import ActionColumns, TransferColumns
 from ..schedules.phases import peak_inflight, phase_counts
 from ..schedules.action import Kind
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
@@ -41,38 +42,55 @@ def summarize(result: Any) -> RunSummary:
     makespans = [e - s for s, e in rec.iteration_bounds]
     makespan = mean(makespans) if makespans else 0.0
 
+    cols = rec.actions if isinstance(rec.actions, ActionColumns) else None
     per_rank_iter: dict[tuple[int, int], list] = defaultdict(list)
-    for a in rec.actions:
-        per_rank_iter[(a.rank, a.iteration)].append(a)
+    if cols is None:
+        for a in rec.actions:
+            per_rank_iter[(a.rank, a.iteration)].append(a)
 
     sent: dict[int, int] = defaultdict(int)
     received: dict[int, int] = defaultdict(int)
-    for t in rec.transfers:
-        sent[t.src_rank] += t.nbytes
-        received[t.dst_rank] += t.nbytes
+    if isinstance(rec.transfers, TransferColumns) and rec.links:
+        # every transfer crosses exactly one link: the links' byte counts are its sums
+        for ln in rec.links.values():
+            sent[ln.src] += ln.bytes
+            received[ln.dst] += ln.bytes
+    else:
+        for t in rec.transfers:
+            sent[t.src_rank] += t.nbytes
+            received[t.dst_rank] += t.nbytes
 
     stages = []
     for r in range(sched.pp):
         busy = idle_own = span_own = fwd = bwd = fwd_bub = bwd_bub = 0.0
+        if cols is not None:       # the run's time columns, read in place (no record objects)
+            forward = [a.kind == Kind.F for a in sched.ranks[r]]
+            n = len(forward)
+            starts, ends = cols.start[r], cols.end[r]
         for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
-            acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
+            if cols is not None:
+                lo = it * n
+                times = list(zip(forward, starts[lo:lo + n], ends[lo:lo + n]))
+            else:
+                acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
+                times = [(a.kind == Kind.F, a.start, a.end) for a in acts]
             t = it_start
-            for a in acts:
-                d = a.end - a.start
-                gap = max(0.0, a.start - t)
+            for is_f, a_start, a_end in times:
+                d = a_end - a_start
+                gap = max(0.0, a_start - t)
                 busy += d
-                if a.kind == Kind.F:
+                if is_f:
                     fwd += d
                     fwd_bub += gap
                 else:
                     bwd += d
                     bwd_bub += gap
-                t = max(t, a.end)
+                t = max(t, a_end)
             bwd_bub += max(0.0, it_end - t)
-            if acts:
-                own = acts[-1].end - acts[0].start
+            if times:
+                own = times[-1][2] - times[0][1]
                 span_own += own
-                idle_own += own - sum(a.end - a.start for a in acts)
+                idle_own += own - sum(e - s for _, s, e in times)
         k = max(1, n_it)
         busy /= k
         idle = max(0.0, makespan - busy)
