@@ -14,13 +14,26 @@ from typing import Any
 
 def pipeline_bubble(result: Any, iteration: int = 0) -> dict[str, Any]:
     """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration."""
+    from ..engine.columns import ActionColumns
+
     rec = result.records
     start = rec.iteration_bounds[iteration][0]
-    acts = [a for a in rec.actions if a.iteration == iteration]
-    end = max(a.end for a in acts)
     busy = [0.0] * result.schedule.pp
-    for a in acts:
-        busy[a.rank] += a.end - a.start
+    if isinstance(rec.actions, ActionColumns):    # the time columns, read in place
+        end = None
+        for r, acts in enumerate(result.schedule.ranks):
+            lo = iteration * len(acts)
+            ends = rec.actions.end[r][lo:lo + len(acts)]
+            for s, e in zip(rec.actions.start[r][lo:lo + len(acts)], ends):
+                busy[r] += e - s
+            if len(ends):
+                top = max(ends)
+                end = top if end is None else max(end, top)
+    else:
+        acts = [a for a in rec.actions if a.iteration == iteration]
+        end = max(a.end for a in acts)
+        for a in acts:
+            busy[a.rank] += a.end - a.start
     span = end - start
     per_rank = [span - b for b in busy]
     return {
