@@ -1,4 +1,5 @@
-"""The optional MILP proves auto optimal where the lower bound is not tight (needs SciPy)."""
+"""The optional MILP proves auto optimal where the lower bound is not tight (SciPy: the `exact`
+extra, and in the test extras)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from simulator.planning import StageCosts, synthesize
 from simulator.planning.exact import solve
 from simulator.planning.synthesis import problem_for
 
-pytest.importorskip("scipy.optimize")
 
 
 def test_nothing_beats_auto_where_the_bound_is_loose():
