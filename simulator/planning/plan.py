@@ -39,7 +39,8 @@ AUTO_VPPS = (1, 2)
 DEFAULT_CONFIRM = 3
 AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
 AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
-AUTO_MAX_ACTIONS = 30_000  # larger shapes are not synthesized (a note says so)
+AUTO_MAX_ACTIONS = 3_000   # larger shapes are not synthesized (listed with the reason)
+PLAN_MAX_ACTIONS = 50_000  # default per-candidate size (--max-actions): screens stay ~1 s or less
 ROUND = 16                 # candidates screened between two prunings by lower bound
 # DualPipe(V): overlapped F/B pairs hide collectives, and microbatches enter at both ends:
 # neither term of the bound holds
@@ -402,7 +403,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         limit = settings.memory_limit_gb * 1e9
     else:
         limit = system.memory.capacity_bytes
-    ctx = _Context(settings.workload, system, settings.gpus, settings.p2p, settings.max_actions)
+    ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
+                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions)
 
     stage_costs: dict[tuple[int, int], Any] = {}
     bounds: dict[int, float | None] = {}

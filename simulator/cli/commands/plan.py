@@ -54,7 +54,8 @@ TOP = 10
               help="Workers (default: the CPU count; 1 screens in this process).")
 @click.option("--address", default=None, metavar="ADDR", help="Ray or Dask cluster address.")
 @click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Candidates with more actions are listed infeasible (as `pipesim run`).")
+              help="Candidates with more actions are listed infeasible, with the reason "
+                   "(default 50000: a screen stays about a second or less; 0 = no limit).")
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
