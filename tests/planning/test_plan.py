@@ -203,3 +203,13 @@ def test_the_registry_finds_auto_without_anyone_importing_planning():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out == "auto True True\n"
+
+
+def test_compare_runs_auto_beside_the_hand_made_schedules():
+    from simulator.api import compare
+
+    runs = compare(WL, ["1f1b", "zb-h1", "auto"], pp=2, microbatches=8)
+    assert [r.schedule for r in runs] == ["1f1b", "zb-h1", "auto"]
+    assert all(r.error is None for r in runs)
+    # with the run's own costs and K = P, auto finds ZB-H1's order: the same iteration time
+    assert runs[2].result.makespan_ns == runs[1].result.makespan_ns < runs[0].result.makespan_ns
