@@ -67,6 +67,13 @@ class PlanSettings:
     confirm: int = DEFAULT_CONFIRM
     max_actions: int | None = None
     prune: bool = True   # skip candidates whose lower bound is above the best (not with jitter)
+    # instead of a file: `pipesim generate`'s model flags (arch, layers, hidden, heads, seq,
+    # micro_batch, ffn, vocab, kv_heads) as sorted (key, value) pairs, the GPU preset and its
+    # efficiency; TP then varies over the divisors of N up to tp_max
+    model: tuple[tuple[str, Any], ...] | None = None
+    gpu: str = "a100"
+    efficiency: float | None = None
+    tp_max: int = 8
 
 
 @dataclass(frozen=True)
@@ -82,10 +89,11 @@ class Candidate:
     search_iterations: int | None = None   # auto's local-search moves per start
     recompute: str = "file"
     reason: str | None = None          # set: infeasible before it runs
+    workload: str = ""                 # the file it runs (one per TP with model flags)
 
     @property
     def key(self) -> str:
-        k = f"pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
+        k = f"tp{self.tp}-pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
         return k + (f"-k{self.max_in_flight}" if self.max_in_flight is not None else "")
 
     @property
@@ -157,7 +165,8 @@ def divisors(n: int) -> list[int]:
 
 
 def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
-                         schedules: list[tuple[str, bool, int]]) -> list[Candidate]:
+                         schedules: list[tuple[str, bool, int]], first: int = 0,
+                         workload: str = "") -> list[Candidate]:
     """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``.
 
     ``schedules``: (name, takes any vpp, its own vpp) of the hand-made schedules (``auto`` is
@@ -167,7 +176,7 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
     out: list[Candidate] = []
 
     def add(**kw: Any) -> None:
-        out.append(Candidate(len(out), **kw))
+        out.append(Candidate(first + len(out), workload=workload, **kw))
 
     for pp in divisors(gpus // tp):
         dp = gpus // (tp * pp)
@@ -205,7 +214,43 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                     reason = (f"auto not synthesized above {AUTO_MAX_ACTIONS} actions "
                               f"({3 * c.pp * v * c.microbatches})")
                 out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
-                                     AUTO, k, AUTO_ITERATIONS, reason=reason))
+                                     AUTO, k, AUTO_ITERATIONS, reason=reason,
+                                     workload=c.workload))
+    return out
+
+
+def generate_workloads(settings: PlanSettings, where: Path) -> list[tuple[int, str]]:
+    """One workload file per TP (divisors of N up to ``tp_max`` the model allows), written
+    into ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``."""
+    from ..workload.generator import ModelSpec, ParallelSpec, check, render
+    from ..workload.gpus import gpu_preset
+
+    fields = dict(settings.model or ())
+    model = ModelSpec(**fields)
+    gpu = gpu_preset(settings.gpu)
+    out: list[tuple[int, str]] = []
+    refused = []
+    for tp in divisors(settings.gpus):
+        if tp > settings.tp_max:
+            break
+        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // tp)
+        try:
+            check(model, par, "model")
+            text = render(model, par, gpu, "model", settings.efficiency)
+        except ConfigError as err:
+            refused.append(f"TP {tp}: {err}")
+            continue
+        path = where / f"plan-{model.arch}-{model.layers}l-tp{tp}.txt"
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as err:
+            raise ConfigError(f"cannot write the generated workload {path}: "
+                              f"{err.strerror or err}") from None
+        out.append((tp, str(path)))
+    if not out:
+        raise ConfigError(f"--tp-max {settings.tp_max}: no tensor-parallel size fits the "
+                          f"model; {refused[0] if refused else ''}".rstrip("; "))
     return out
 
 
@@ -249,7 +294,7 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
     if c.reason is not None:
         return out
     try:
-        result = simulate(_workload(ctx.workload), c.schedule, ctx.system, pp=c.pp,
+        result = simulate(_workload(c.workload or ctx.workload), c.schedule, ctx.system, pp=c.pp,
                           microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
                           schedule_options=c.options or None, memory_limit_gb=math.inf,
                           engine=engine, jitter=jitter, iterations=iterations, seed=seed,
@@ -296,7 +341,7 @@ def _gb(nbytes: float) -> str:
 def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = None) -> str:
     """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns``."""
     c = o.candidate
-    words = ["pipesim", "run", settings.workload, "--gpus", str(settings.gpus),
+    words = ["pipesim", "run", c.workload or settings.workload, "--gpus", str(settings.gpus),
              "--pp", str(c.pp), "-m", str(c.microbatches), "--vpp", str(c.vpp)]
     if schedule_file is not None:
         words += ["--schedule-file", schedule_file]
@@ -370,35 +415,51 @@ def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
 
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
          address: str | None = None, out_dir: str | Path | None = None, resume: bool = False,
-         progress: Callable[[int, int], None] | None = None) -> Plan:
+         progress: Callable[[int, int], None] | None = None,
+         workload_dir: str | Path | None = None) -> Plan:
     """Screen every candidate, confirm the best, rank; see the module docstring.
 
-    ``progress(done, total)`` is called as candidates finish. Raises ConfigError (exit 2) when
+    ``progress(done, total)`` is called as candidates finish. With model flags, the workload
+    of each TP is generated into ``workload_dir`` (default: here), where ``best.command`` runs it. Raises ConfigError (exit 2) when
     no candidate fits the memory limit, naming the smallest peak found and what to relax.
     """
     _check(settings)
     from ..schedules import registry
 
     system = _load_system(settings)
-    wl = _workload(settings.workload)
-    h = wl.header
-    tp = max(1, h.tp)
-    if settings.gpus % tp:
-        raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of the workload's "
-                          f"tensor-parallel size {tp} ({settings.workload})")
-    global_batch = settings.global_batch if settings.global_batch is not None else h.ga * h.dp
-    dps = [settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp)]
-    if not any(global_batch % dp == 0 for dp in dps):
-        raise ConfigError(f"--global-batch {global_batch}: no pipeline degree gives a whole "
-                          f"number of microbatches per data-parallel group; expected a multiple "
-                          f"of one of DP = {', '.join(map(str, sorted(set(dps))))} "
-                          f"(--gpus {settings.gpus}, TP {tp})")
+    specs = [registry.get(n) for n in registry.names()]
+    table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     from ..workload.partition import model_rows
 
-    n_layers = len(model_rows(wl)[0]) if wl.layout == "model" else 10 ** 9
-    specs = [registry.get(n) for n in registry.names()]
-    candidates = enumerate_candidates(tp, settings.gpus, global_batch, n_layers,
-                                      [(s.name, s.variable_vpp, s.default_vpp) for s in specs])
+    if settings.model is not None:
+        if settings.global_batch is None:
+            raise ConfigError("--global-batch: needed with the model flags (microbatches per "
+                              "iteration across DP)")
+        sources = generate_workloads(settings, Path(workload_dir or "."))
+    else:
+        sources = [(None, settings.workload)]
+    candidates: list[Candidate] = []
+    workloads: dict[str, Any] = {}
+    tried_dps: set[int] = set()
+    for tp, path in sources:
+        wl = workloads[path] = _workload(path)
+        h = wl.header
+        if tp is None:
+            tp = max(1, h.tp)
+            if settings.gpus % tp:
+                raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of the "
+                                  f"workload's tensor-parallel size {tp} ({settings.workload})")
+        global_batch = (settings.global_batch if settings.global_batch is not None
+                        else h.ga * h.dp)
+        tried_dps.update(settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp))
+        n_layers = len(model_rows(wl)[0]) if wl.layout == "model" else 10 ** 9
+        candidates += enumerate_candidates(tp, settings.gpus, global_batch, n_layers, table,
+                                           len(candidates), path if settings.model else "")
+    if not any(global_batch % dp == 0 for dp in tried_dps):
+        raise ConfigError(f"--global-batch {global_batch}: no pipeline degree gives a whole "
+                          f"number of microbatches per data-parallel group; expected a multiple "
+                          f"of one of DP = {', '.join(map(str, sorted(tried_dps)))} "
+                          f"(--gpus {settings.gpus})")
     if settings.memory_limit_gb is not None:
         limit = settings.memory_limit_gb * 1e9
     else:
@@ -406,7 +467,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
                    PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions)
 
-    stage_costs: dict[tuple[int, int], Any] = {}
+    stage_costs: dict[tuple[str, int, int], Any] = {}
     bounds: dict[int, float | None] = {}
     # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
     prune = settings.prune and settings.jitter == 0
@@ -419,11 +480,12 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         the end of the pipeline are left out, so it stays a bound."""
         if c.reason is not None or c.schedule in NO_BOUND:
             return None
-        key = (c.pp, c.vpp)
+        key = (c.workload, c.pp, c.vpp)
         sc = stage_costs.get(key)
         if sc is None:
             try:
-                sc = stage_costs[key] = _run_costs(wl, system, settings.gpus, c.pp, c.vpp)
+                sc = stage_costs[key] = _run_costs(workloads[c.workload or settings.workload],
+                                                   system, settings.gpus, c.pp, c.vpp)
             except PipesimError:
                 sc = stage_costs[key] = False
         if sc is False:
@@ -499,7 +561,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                          key=lambda o: (o.makespan_ns, o.candidate.index))
         shapes: list[Candidate] = []
         for o in fitting:
-            if len(shapes) < AUTO_SHAPES and o.candidate.pp not in {c.pp for c in shapes}:
+            if len(shapes) < AUTO_SHAPES and (o.candidate.tp, o.candidate.pp) not in {
+                    (c.tp, c.pp) for c in shapes}:
                 shapes.append(o.candidate)
         autos = auto_candidates(len(candidates), shapes, n_layers)
         candidates = candidates + autos

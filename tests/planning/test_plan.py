@@ -49,7 +49,7 @@ def test_plan_json_lists_every_candidate_ranked(planned):
     assert len(cands) == 71   # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto
     assert all(FIELDS <= set(c) for c in cands)
     best = data["best"]
-    assert cands[0]["key"] == best["key"] == "pp2-v2-m8-dualpipe"
+    assert cands[0]["key"] == best["key"] == "tp2-pp2-v2-m8-dualpipe"
     assert (best["tp"], best["pp"], best["dp"], best["vpp"], best["microbatches"]) == (2, 2, 2, 2, 8)
     assert (best["engine"], best["feasible"], best["p95_ns"], best["recompute"]) == \
         ("simpy", True, None, "file")
@@ -213,3 +213,30 @@ def test_compare_runs_auto_beside_the_hand_made_schedules():
     assert all(r.error is None for r in runs)
     # with the run's own costs and K = P, auto finds ZB-H1's order: the same iteration time
     assert runs[2].result.makespan_ns == runs[1].result.makespan_ns < runs[0].result.makespan_ns
+
+
+def test_model_flags_vary_tp_and_the_command_runs_the_generated_file(capsys, tmp_path):
+    data = run_json(capsys, "plan", "--model", "gpt", "--layers", "4", "--hidden", "512",
+                    "--heads", "8", "--seq", "256", "--gpus", "4", "--global-batch", "8",
+                    "-j", "1", "--out", str(tmp_path))
+    assert {c["tp"] for c in data["candidates"]} == {1, 2, 4}
+    assert sorted(p.name for p in tmp_path.glob("plan-*.txt")) == [
+        "plan-gpt-4l-tp1.txt", "plan-gpt-4l-tp2.txt", "plan-gpt-4l-tp4.txt"]
+    best = data["best"]
+    argv = shlex.split(best["command"])
+    assert argv[2] == str(tmp_path / f"plan-gpt-4l-tp{best['tp']}.txt")
+    assert run_json(capsys, *argv[1:])["makespan_ns"] == best["makespan_ns"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8", "--gpus", "4",
+      "--global-batch", "8"], "pipesim: error: --seq: needed with --model (the model's shape)"),
+    (["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8", "--seq", "64",
+      "--gpus", "4"], "pipesim: error: --global-batch: needed with the model flags "
+     "(microbatches per iteration across DP)"),
+    (["--gpus", "4"], "pipesim: error: WORKLOAD: expected a workload file, or the model flags "
+     "(--model gpt|llama --layers --hidden --heads --seq)"),
+])
+def test_model_flag_errors(capsys, argv, message):
+    code, out, err = run(capsys, "plan", *argv, "--json", "-")
+    assert (code, out, err) == (2, "", message + "\n")

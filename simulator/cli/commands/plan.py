@@ -14,7 +14,24 @@ TOP = 10
 
 
 @click.command("plan")
-@click.argument("workload", type=click.Path(dir_okay=False))
+@click.argument("workload", type=click.Path(dir_okay=False), required=False)
+@click.option("--model", "arch", type=click.Choice(["gpt", "llama"]), default=None,
+              help="Instead of WORKLOAD: the model of `pipesim generate` (with --layers, "
+                   "--hidden, --heads, --seq, --micro-batch); TP then varies too.")
+@click.option("--layers", type=int, default=None, help="Transformer layers (model flags).")
+@click.option("--hidden", type=int, default=None, help="Hidden size (model flags).")
+@click.option("--heads", type=int, default=None, help="Attention heads (model flags).")
+@click.option("--seq", type=int, default=None, help="Sequence length (model flags).")
+@click.option("--micro-batch", type=int, default=1, show_default=True,
+              help="Sequences per microbatch (model flags).")
+@click.option("--ffn", type=int, default=None, help="FFN size (model flags; default as generate).")
+@click.option("--vocab", type=int, default=None, help="Vocabulary (model flags).")
+@click.option("--kv-heads", type=int, default=None, help="Key/value heads (model flags, llama).")
+@click.option("--gpu", default="a100", show_default=True,
+              help="GPU preset of the roofline (model flags).")
+@click.option("--efficiency", type=float, default=None, help="Fraction of peak (model flags).")
+@click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Largest TP tried with the model flags (divisors of N up to it).")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / TP is tried, DP = N / (TP x PP).")
 @click.option("--memory-limit", type=float, default=None, metavar="GB",
@@ -59,7 +76,8 @@ TOP = 10
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
-def command(workload, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
+def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
+            efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
             jobs, address, max_actions, no_prune):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
@@ -72,12 +90,29 @@ def command(workload, gpus, memory_limit, global_batch, system, calibration, p2p
         from ...export.gantt import gantt_format
 
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
+    model = None
+    if arch is not None:
+        if workload is not None:
+            raise ConfigError(f"WORKLOAD {workload} and --model: give one, not both")
+        for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads),
+                            ("--seq", seq)):
+            if value is None:
+                raise ConfigError(f"{flag}: needed with --model (the model's shape)")
+        model = tuple(sorted(dict(arch=arch, layers=layers, hidden=hidden, heads=heads, seq=seq,
+                                  micro_batch=micro_batch, ffn=ffn, vocab=vocab,
+                                  kv_heads=kv_heads).items()))
+        workload = f"{arch}-{layers}l"
+    elif workload is None:
+        raise ConfigError("WORKLOAD: expected a workload file, or the model flags (--model "
+                          "gpt|llama --layers --hidden --heads --seq)")
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
-                            jitter, iterations, seed, confirm, max_actions, not no_prune)
+                            jitter, iterations, seed, confirm, max_actions, not no_prune,
+                            model, gpu, efficiency, tp_max)
+    where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     with _Progress(Path(workload).name, enabled=not quiet) as bar:
         result = plan(settings, executor=executor, jobs=jobs, address=address, out_dir=out_dir,
-                      resume=resume, progress=bar.update)
+                      resume=resume, progress=bar.update, workload_dir=where)
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
     data = result.to_dict()
@@ -117,7 +152,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     c = best.candidate
     spec = registry.get(c.schedule)
     if spec.needs_costs:   # the same schedule the run builds: from the run's own costs
-        res = simulate(_workload(result.settings.workload), c.schedule,
+        res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
                        memory_limit_gb=float("inf"), engine="evaluator")
