@@ -1,8 +1,10 @@
 """`pipesim plan` wall time on the issue's two targets, local executor, default workers:
 
 1. ``workloads/gpt-24l.txt --gpus 64`` (the file's global batch, the built-in system);
-2. a generated GPT with 96 layers (h 12288, 96 heads, s 2048, b 1, TP 8) ``--gpus 1024
-   --global-batch 256`` on the H100 preset (80 GiB per GPU).
+2. a generated GPT with 96 layers (h 12288, 96 heads, s 2048, b 1) ``--gpus 1024
+   --global-batch 256`` on the H100 preset (80 GiB per GPU): from a file generated at TP 8, and
+   from the model flags (TP 1, 2, 4, 8), with every schedule and without V-Half / V-Min (whose
+   construction is most of the time at P = 64 and 128).
 
 Each runs as ``python -m simulator plan`` in a child (start-up and worker pool included), and
 the best candidate's ``pipesim run`` command is run after it to check that it reproduces the
@@ -55,6 +57,13 @@ def case(name: str, argv: list[str], out: Path) -> bool:
     return same
 
 
+def registry_names() -> list[str]:
+    done = subprocess.run([sys.executable, "-c", "from simulator.schedules import registry; "
+                           "print(','.join(registry.names()))"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.strip().split(",")
+
+
 def main() -> int:
     extra = sys.argv[1:]
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,8 +76,14 @@ def main() -> int:
             print(gen.stderr)
             return 1
         ok = case("gpt-24l --gpus 64", ["workloads/gpt-24l.txt", "--gpus", "64", *extra], out)
-        ok &= case("gpt-96l --gpus 1024", [str(wl96), "--gpus", "1024", "--global-batch", "256",
-                                           "--system", "configs/system/h100.yaml", *extra], out)
+        h100 = ["--global-batch", "256", "--system", "configs/system/h100.yaml"]
+        ok &= case("gpt-96l file (TP 8) --gpus 1024", [str(wl96), "--gpus", "1024", *h100,
+                                                        *extra], out)
+        flags = ["--model", "gpt", "--layers", "96", "--hidden", "12288", "--heads", "96",
+                 "--seq", "2048", "--gpu", "h100", "--gpus", "1024", "--out", str(out), *h100]
+        ok &= case("gpt-96l model flags (TP 1-8) --gpus 1024", [*flags, *extra], out)
+        some = ",".join(n for n in registry_names() if n not in ("v-half", "v-min"))
+        ok &= case("  the same without v-half, v-min", [*flags, "-s", some, *extra], out)
     return 0 if ok else 1
 
 

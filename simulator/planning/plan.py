@@ -74,6 +74,7 @@ class PlanSettings:
     gpu: str = "a100"
     efficiency: float | None = None
     tp_max: int = 8
+    schedules: tuple[str, ...] | None = None   # hand-made schedules searched (None: all)
 
 
 @dataclass(frozen=True)
@@ -427,7 +428,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     from ..schedules import registry
 
     system = _load_system(settings)
-    specs = [registry.get(n) for n in registry.names()]
+    specs = [registry.get(n) for n in (settings.schedules or registry.names())]
     table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     from ..workload.partition import model_rows
 

@@ -240,3 +240,11 @@ def test_model_flags_vary_tp_and_the_command_runs_the_generated_file(capsys, tmp
 def test_model_flag_errors(capsys, argv, message):
     code, out, err = run(capsys, "plan", *argv, "--json", "-")
     assert (code, out, err) == (2, "", message + "\n")
+
+
+def test_schedules_limits_the_hand_made_ones_and_auto_is_always_added(capsys):
+    data = run_json(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b,zb-h1", "-j", "1",
+                    "--no-prune")
+    # 3 pipeline degrees x (1f1b + zb-h1 at v = 1, 2, 4) + auto on 2 degrees x 4
+    assert len(data["candidates"]) == 20
+    assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto"}

@@ -73,13 +73,16 @@ TOP = 10
 @click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
               help="Candidates with more actions are listed infeasible, with the reason "
                    "(default 50000: a screen stays about a second or less; 0 = no limit).")
+@click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
+              help="Hand-made schedules to search (default: every registered one); auto is "
+                   "always added.")
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
             efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, no_prune):
+            jobs, address, max_actions, schedule_list, no_prune):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -90,6 +93,11 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
         from ...export.gantt import gantt_format
 
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
+    names = None
+    if schedule_list is not None:
+        from ...export.compare import parse_schedules
+
+        names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
     if arch is not None:
         if workload is not None:
@@ -107,7 +115,7 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
                           "gpt|llama --layers --hidden --heads --seq)")
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
-                            model, gpu, efficiency, tp_max)
+                            model, gpu, efficiency, tp_max, names)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     with _Progress(Path(workload).name, enabled=not quiet) as bar:
