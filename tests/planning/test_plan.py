@@ -248,3 +248,21 @@ def test_schedules_limits_the_hand_made_ones_and_auto_is_always_added(capsys):
     # 3 pipeline degrees x (1f1b + zb-h1 at v = 1, 2, 4) + auto on 2 degrees x 4
     assert len(data["candidates"]) == 20
     assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto"}
+
+
+def test_jitter_ranks_the_confirmed_by_p95_and_the_command_reproduces_it(capsys, tmp_path):
+    data = run_json(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "-s",
+                    "1f1b,zb-h1", "-j", "1", "--jitter", "0.1", "--iterations", "5",
+                    "--confirm", "2", "--plot", str(tmp_path / "pareto.png"))
+    assert data["objective"] == "p95_ns"
+    first, second = data["candidates"][:2]
+    assert first["engine"] == second["engine"] == "simpy"
+    assert first["p95_ns"] <= second["p95_ns"]
+    assert all(c["p95_ns"] is None for c in data["candidates"][2:])
+    argv = shlex.split(data["best"]["command"])
+    assert argv[-6:] == ["--jitter", "0.1", "--iterations", "5", "--seed", "0"]
+    again = run_json(capsys, *argv[1:])
+    times = sorted(again["iteration_times_ns"])
+    assert again["makespan_ns"] == data["best"]["makespan_ns"]
+    assert times[4] == data["best"]["p95_ns"]   # nearest rank: ceil(0.95 x 5) = 5th
+    assert (tmp_path / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
