@@ -78,23 +78,25 @@ def put_w(slots: Slots, split: bool = False) -> Slots:
 
 def peak_memory(slots: Slots) -> int:
     """Most activations held on the rank: +1 per forward, -1 per W; without W lists, each free
-    slot retires one pending W (as :func:`put_w` would place it)."""
-    delta = {0: 1, 1: 1, 2: 0, 3: 0, 4: -1, 5: -1}
+    slot retires one pending W (as :func:`put_w` would place it). A rank runs one action per
+    slot, so the walk goes event to event and retires a gap's pending W's at once (held only
+    falls there: the peak is reached at an event)."""
+    delta = (1, 1, 0, 0, -1, -1)
     events = sorted((t, kind) for kind, times in enumerate(slots) for t in times)
-    busy = {t for t, _ in events}
     has_w = len(slots) > 4
     held = peak = waiting = 0
-    nxt = 0
-    for t in range(events[-1][0] + 1):
-        if t in busy:
-            kind = events[nxt][1]
-            nxt += 1
-            held += delta[kind]
-            waiting += kind in (2, 3)
-        elif not has_w and waiting:
-            held -= 1
-            waiting -= 1
-        peak = max(peak, held)
+    prev = -1
+    for t, kind in events:
+        if not has_w and waiting and t - prev > 1:
+            k = min(t - prev - 1, waiting)
+            held -= k
+            waiting -= k
+        held += delta[kind]
+        if kind == 2 or kind == 3:
+            waiting += 1
+        if held > peak:
+            peak = held
+        prev = t
     return peak
 
 
