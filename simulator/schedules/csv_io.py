@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ScheduleError
+from ..errors import ConfigError, ScheduleError
 from .action import Action
 from .schedule import Schedule, loop_placement, v_placement
 from .validate import validate
@@ -94,8 +94,28 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
     return sched
 
 
+def torch_cannot_run(schedule: Schedule) -> str | None:
+    """Why torch's runtime cannot run ``schedule`` from a compute-only CSV (None: it can).
+
+    torch's ``_PipelineScheduleRuntime`` runs one minibatch per ``step()`` with one copy of each
+    stage's weights (design notes, section 8): a schedule without a flush (PipeDream-2BW: several
+    minibatches, weight stashing) or with two stages sharing weights (bidirectional DualPipe: two
+    model copies) is not expressible in its format."""
+    if not schedule.flush:
+        return (f"{schedule.name} runs several minibatches without a flush and stashes weight "
+                "versions; torch's runtime runs one minibatch per step")
+    if len(set(schedule.stage_chunk)) < len(schedule.stage_chunk):
+        return (f"{schedule.name} runs two stages on the same weights (two model copies); "
+                "torch's runtime holds one copy per stage")
+    return None
+
+
 def write_schedule_csv(schedule: Schedule, path: str | Path) -> None:
-    """Write one row per rank in torch's notation (pairs as ``(xFm;yBn)OVERLAP_F_B`` cells)."""
+    """Write one row per rank in torch's notation (pairs as ``(xFm;yBn)OVERLAP_F_B`` cells);
+    a schedule torch's runtime cannot run is refused with the reason."""
+    why = torch_cannot_run(schedule)
+    if why is not None:
+        raise ConfigError(f"--csv: {why}, so no CSV is written")
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         for acts in schedule.ranks:

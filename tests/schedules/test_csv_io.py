@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.errors import ScheduleError
+from simulator.errors import ConfigError, ScheduleError
 from simulator.schedules import generate, loop_placement, v_placement
 from simulator.schedules.csv_io import load_schedule_csv, write_schedule_csv
 
@@ -131,3 +131,17 @@ def test_vpp_smaller_than_the_stages_used(tmp_path):
         load_schedule_csv(path, vpp=1)
     assert str(err.value) == (f"{path}: vpp 1 gives 2 stages for 2 ranks, but the file uses "
                               "stage 3")
+
+
+@pytest.mark.parametrize("name, pp, m, why", [
+    ("2bw", 2, 4, "2bw runs several minibatches without a flush and stashes weight versions; "
+                  "torch's runtime runs one minibatch per step"),
+    ("dualpipe", 2, 4, "dualpipe runs two stages on the same weights (two model copies); "
+                       "torch's runtime holds one copy per stage"),
+])
+def test_a_schedule_torch_cannot_run_gets_no_csv(tmp_path, name, pp, m, why):
+    path = tmp_path / "s.csv"
+    with pytest.raises(ConfigError) as err:
+        write_schedule_csv(generate(name, pp, m), path)
+    assert str(err.value) == f"--csv: {why}, so no CSV is written"
+    assert not path.exists()

@@ -155,7 +155,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     from ...api import simulate
     from ...planning.plan import _workload
     from ...schedules import registry
-    from ...schedules.csv_io import write_schedule_csv
+    from ...schedules.csv_io import torch_cannot_run, write_schedule_csv
 
     c = best.candidate
     spec = registry.get(c.schedule)
@@ -167,6 +167,10 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         sched = res.schedule
     else:
         sched = registry.generate(c.schedule, c.pp, c.microbatches, c.vpp, **c.options)
+    why = torch_cannot_run(sched)
+    if why is not None:
+        click.echo(f"pipesim: note: --csv: not written: {why}", err=True)
+        return None
     try:
         write_schedule_csv(sched, csv_path)
     except OSError as err:
