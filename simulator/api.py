@@ -18,7 +18,7 @@ from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .system.config import SystemConfig, load_system, system_from_dict
 from .workload.model import Workload
-from .workload.partition import check_chunks, partition
+from .workload.partition import check_chunks, partition, with_recompute
 
 
 def _load(workload: Workload | str | PathLike, layout: str) -> Workload:
@@ -97,7 +97,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
              slow_ranks: dict[int, float] | None = None,
              layer_by_layer: bool = False, engine: str = "simpy",
              pp_comm: int | None = None, gpus: int | None = None, dp: int | None = None,
-             max_actions: int | None = None, strict: bool = False) -> SimulationResult:
+             max_actions: int | None = None, strict: bool = False,
+             recompute: str = "file") -> SimulationResult:
     """Simulate ``workload`` under ``schedule`` on ``system``.
 
     ``workload`` is a path or a parsed :class:`Workload`; ``schedule`` a registered name, a
@@ -114,7 +115,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     ``pp_comm`` (bytes per microbatch between stages) overrides the header's; ``gpus`` (the world
     size) or ``dp`` sets the data-parallel size; ``max_actions`` caps the run's size (default
     :data:`~simulator.preflight.DEFAULT_MAX_ACTIONS`, 0 = none), checked before anything is
-    built; ``strict`` refuses a run that has warnings (:mod:`simulator.diagnostics`).
+    built; ``strict`` refuses a run that has warnings (:mod:`simulator.diagnostics`);
+    ``recompute`` is ``file`` (the header's checkpoint lists), ``none`` or ``full`` (every layer
+    recomputed before its backward).
     """
     wl = _load(workload, layout)
     sysconf = _system(system)
@@ -153,7 +156,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
         from .schedules.validate import validate as check
 
         check(sched)
-    part = partition(wl, sched.n_chunks)
+    part = with_recompute(partition(wl, sched.n_chunks), wl, recompute)
     # The run allocates many small, acyclic objects: the cyclic collector only costs time here.
     gc_was_enabled = gc.isenabled()
     gc.disable()

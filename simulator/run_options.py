@@ -62,6 +62,10 @@ class RunOptions:
     slow_rank: tuple[str, ...] = field(default=(), metadata=_opt(
         "Make rank R's compute FACTOR times slower (repeatable).", kind="slow_rank",
         metavar="R:FACTOR", multiple=True))
+    recompute: str = field(default="file", metadata=_opt(
+        "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
+        "recomputes its forward before its backward and keeps only its input).",
+        kind="choice", choices=("file", "none", "full")))
     pp_comm: int | None = field(default=None, metadata=_opt(
         "Bytes one microbatch sends between adjacent stages (overrides the file's pp_comm; "
         "when the file has none it is derived from the rows, with a warning).",
@@ -98,7 +102,7 @@ class RunOptions:
                 "memory_limit_gb": self.memory_limit, "jitter": self.jitter, "seed": self.seed,
                 "slow_ranks": slow, "pp_comm": self.pp_comm, "gpus": self.gpus, "dp": self.dp,
                 "max_actions": self.max_actions, "engine": self.engine, "strict": self.strict,
-                "layer_by_layer": self.layer_by_layer}
+                "layer_by_layer": self.layer_by_layer, "recompute": self.recompute}
 
     @classmethod
     def from_values(cls, values: dict[str, Any], source: str = "") -> "RunOptions":

@@ -13,7 +13,10 @@ The search space, for a workload file (its tensor-parallel size fixed by the hea
   synthesis costs ~0.1-1 s, a screen ~10 ms: synthesizing on every shape would be most of the
   plan's time), with :data:`AUTO_ITERATIONS` search moves per start and at most
   :data:`AUTO_MAX_ACTIONS` actions;
-- ``recompute``: the file's own checkpoint lists (``file``); varying it is not searched.
+- ``recompute``: the file's own checkpoint lists (``file``) for every candidate; a candidate
+  whose peak memory is over the limit is tried again with full recompute (``full``: every layer
+  replays its forward before its backward and keeps only its input), which trades time for
+  activation memory.
 
 Every candidate is screened with the exact critical-path evaluator (``engine="evaluator"``, the
 same timeline as the SimPy engine), the best ``confirm`` feasible ones are run again on the SimPy
@@ -27,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -95,7 +98,8 @@ class Candidate:
     @property
     def key(self) -> str:
         k = f"tp{self.tp}-pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
-        return k + (f"-k{self.max_in_flight}" if self.max_in_flight is not None else "")
+        k += f"-k{self.max_in_flight}" if self.max_in_flight is not None else ""
+        return k + (f"-r{self.recompute}" if self.recompute != "file" else "")
 
     @property
     def options(self) -> dict[str, int]:
@@ -299,7 +303,7 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
                           microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
                           schedule_options=c.options or None, memory_limit_gb=math.inf,
                           engine=engine, jitter=jitter, iterations=iterations, seed=seed,
-                          max_actions=ctx.max_actions)
+                          max_actions=ctx.max_actions, recompute=c.recompute)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out
@@ -350,6 +354,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["-s", c.schedule]
         for key, value in c.options.items():
             words += ["-O", f"{key}={value}"]
+    if c.recompute != "file":
+        words += ["--recompute", c.recompute]
     if settings.system is not None:
         words += ["--system", settings.system]
     if settings.calibration is not None:
@@ -555,6 +561,16 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
 
     try:
         screen(candidates)
+        # what does not fit, once more with full recompute (less memory, more compute)
+        if limit > 0:
+            over = [c for c in candidates if c.recompute == "file"
+                    and outcomes[c.index].peak_memory_bytes is not None
+                    and outcomes[c.index].peak_memory_bytes > limit]
+            redo = [replace(c, index=len(candidates) + k, recompute="full")
+                    for k, c in enumerate(over)]
+            candidates = candidates + redo
+            total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+            screen(redo)
         # auto on the pipeline degrees whose best hand-made schedule fits and is fastest
         fitting = sorted((outcomes[c.index] for c in candidates
                           if outcomes[c.index].feasible and (
@@ -650,8 +666,9 @@ def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings) -> No
               else "the system's memory.capacity_gib (or give --memory-limit)")
     raise ConfigError(f"--memory-limit {_gb(limit)}: no feasible configuration; the smallest peak "
                       f"memory found is {_gb(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
-                      f"{c.vpp}, {c.schedule}); raise {option}, add GPUs (--gpus) or lower "
-                      f"--global-batch")
+                      f"{c.vpp}, {c.schedule}"
+                      f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
+                      f"add GPUs (--gpus) or lower --global-batch")
 
 
 def _map(executor: str, jobs: int | None, address: str | None,

@@ -13,7 +13,7 @@ from .iteration_rows import chunk_shares, split_named
 from .model import Layer, Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
-           "recompute_plan"]
+           "recompute_plan", "with_recompute", "RECOMPUTE_MODES"]
 
 
 def partition(workload: Workload, n_chunks: int) -> Partition:
@@ -64,3 +64,47 @@ def check_chunks(workload: Workload, n_chunks: int) -> None:
         raise ConfigError(
             f"{workload.path}: cannot split {len(layers)} layer rows{extra} into {n_chunks} "
             f"pipeline chunks (pp x vpp); every chunk needs at least one layer")
+
+
+RECOMPUTE_MODES = ("file", "none", "full")
+
+
+def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
+    """``part`` with activation recompute as asked: ``file`` (the header's checkpoint lists, as
+    read), ``none`` (nothing recomputed), ``full`` (every transformer layer recomputes its own
+    forward just before its backward and keeps only its input, like Megatron's full activation
+    checkpointing; a layer is one row in the model layout, its sub-layer rows in an AICB
+    stage trace)."""
+    import dataclasses
+
+    if mode == "file":
+        return part
+    if mode == "none":
+        return dataclasses.replace(part, recompute=tuple({} for _ in part.chunks))
+    if mode != "full":
+        raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE_MODES)}, "
+                          f"got {mode!r}")
+    plans = []
+    spans = None
+    if workload.layout == "aicb" and workload.aicb is not None:
+        # model row index -> [start, stop) of its transformer layer (model order)
+        spans = {}
+        for a, b in workload.aicb.layer_spans:
+            for k in range(a, b):
+                spans[k] = (a, b)
+    for rows in part.chunks:
+        plan: dict[int, tuple[int, ...]] = {}
+        if spans is None:
+            plan = {pos: (pos,) for pos in range(len(rows))}
+        else:
+            pos_of = {r.index: p for p, r in enumerate(rows)}
+            seen = set()
+            for p, r in enumerate(rows):
+                span = spans.get(r.index)
+                if span is None or span in seen:
+                    continue
+                seen.add(span)
+                members = [pos_of[k] for k in range(*span) if k in pos_of]
+                plan[members[-1]] = tuple(members)   # the backward reaches the last row first
+        plans.append(plan)
+    return dataclasses.replace(part, recompute=tuple(plans))
