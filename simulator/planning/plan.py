@@ -479,7 +479,19 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
     prune = settings.prune and settings.jitter == 0
 
+    floor: dict[int, float] = {}   # a recompute retry: its own run without recompute
+
     def lower_bound(c: Candidate) -> float | None:
+        """The shape's bound (below), raised for a full-recompute retry to the makespan of the
+        same candidate without recompute: replaying forwards only lengthens actions, and with
+        the orders fixed the makespan cannot shrink."""
+        base = shape_bound(c)
+        f = floor.get(c.index)
+        if f is None:
+            return base
+        return f if base is None else max(base, f)
+
+    def shape_bound(c: Candidate) -> float | None:
         """A makespan no schedule of this shape beats (ns): every rank runs its share of the
         compute, at best an equal share, and no rank starts before the first microbatch's
         forward reaches its first chunk (the ranks' first chunks are distinct, so their start
@@ -568,6 +580,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                     and outcomes[c.index].peak_memory_bytes > limit]
             redo = [replace(c, index=len(candidates) + k, recompute="full")
                     for k, c in enumerate(over)]
+            floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
             candidates = candidates + redo
             total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
             screen(redo)
