@@ -23,6 +23,7 @@ from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Header, Layer, Partition
+from ..schedules.action import Kind
 
 FORWARD_PASS = "Forward_Pass"
 INPUT_GRADIENT = "Input_Gradient"
@@ -72,7 +73,7 @@ class ChunkCosts:
         return getattr(self, kind)
 
     def dp_after(self, kind: str) -> tuple[DPCollective, ...]:
-        return self.dp_after_W if kind == "W" else self.dp_after_B
+        return self.dp_after_W if kind == Kind.W else self.dp_after_B
 
 
 def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:

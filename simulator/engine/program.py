@@ -37,6 +37,7 @@ from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segme
                     partition_costs)
 from .memory import MemoryModel, build_memory_model
 from .records import TransferRecord
+from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 EMPTY = ActionCost(0.0, 0.0, (), 0)
@@ -200,8 +201,9 @@ class ProgramBuilder:
         issue the DP collectives (with no flush, e.g. 2BW, each minibatch of the continuous
         schedule reduces its own)."""
         actions = self.schedule.ranks[rank]
-        split = {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
-        weight_bwd = [a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
+        split = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.W}
+        weight_bwd = [a.kind == Kind.W
+                      or (a.kind == Kind.B and (a.stage, a.microbatch) not in split)
                       for a in actions]
         per_minibatch = self.schedule.meta.get("microbatches_per_iteration") or 0
         last_wb: dict[tuple[int, int], int] = {}
@@ -337,7 +339,7 @@ class ProgramBuilder:
             code = op[0]
             if gpipe and not backward_seen and (
                     (code == RECV and op[4].data == GRADIENT)
-                    or (code == COMPUTE and op[2][0].kind != "F")):
+                    or (code == COMPUTE and op[2][0].kind != Kind.F)):
                 backward_seen = True
                 wait_sends()
             if code == COMPUTE:
@@ -365,8 +367,8 @@ class ProgramBuilder:
         rows' sum: torch's first-stage backward, a calibrated cost)."""
         c = self.costs[self.schedule.stage_chunk[stage]]
         dp_kind = kind
-        if stage in self.torch_first and kind in ("I", "W"):
-            cost, dp_kind = (EMPTY, "I") if kind == "I" else (c.B, "B")
+        if stage in self.torch_first and kind in (Kind.I, Kind.W):
+            cost, dp_kind = (EMPTY, Kind.I) if kind == Kind.I else (c.B, Kind.B)
         else:
             cost = c.of(kind)
         target = self.overrides.get((stage, kind)) if self.overrides else None
@@ -403,7 +405,7 @@ class ProgramBuilder:
             hi = acc / total if total else 0.0
             chunk = chunk_of[stage]
             shares.append((lo, hi, chunk, c, dp_kind if issues_dp else None))
-            if kind == "F":
+            if kind == Kind.F:
                 alloc += self.memory.activation_bytes[chunk]
             if weights:
                 free += self.memory.activation_bytes[chunk]
@@ -443,16 +445,16 @@ class AsyncOps(Sequence):
         self._recv: dict[tuple[int, str], tuple | None] = {}
         self._send: dict[tuple[int, str], tuple | None] = {}
         for st in range(schedule.n_stages):   # any stage: an unchecked list may hold others'
-            for kind in ("F", "B", "I", "W"):
+            for kind in (Kind.F, Kind.B, Kind.I, Kind.W):
                 self._recv[(st, kind)] = self._peer(st, kind, True)
                 self._send[(st, kind)] = self._peer(st, kind, False)
         self._len: int | None = None
 
     def _peer(self, stage: int, kind: str, recv: bool) -> tuple | None:
         s = self.schedule
-        if kind == "F":
+        if kind == Kind.F:
             data, other = ACTIVATION, (s.prev_stage if recv else s.next_stage)(stage)
-        elif kind in ("B", "I"):
+        elif kind in (Kind.B, Kind.I):
             data, other = GRADIENT, (s.next_stage if recv else s.prev_stage)(stage)
         else:
             return None

@@ -18,9 +18,10 @@ from typing import Sequence
 from ..schedules.action import Action
 from ..schedules.schedule import Schedule, loop_placement, v_placement
 from .costs import StageCosts
+from ..schedules.action import Kind
 
 F, I, W, B = 0, 1, 2, 3
-KIND_CODE = {"F": F, "I": I, "W": W, "B": B}
+KIND_CODE = {Kind.F: F, Kind.I: I, Kind.W: W, Kind.B: B}
 KIND_NAME = "FIWB"
 
 

@@ -23,9 +23,10 @@ from typing import NamedTuple
 from ..errors import ScheduleError
 from .action import Action
 from .schedule import Schedule
+from .action import Kind
 
-ACTIVATION = "F"  # data for a forward: the previous stage's output
-GRADIENT = "B"    # data for a backward: the next stage's input gradient
+ACTIVATION = Kind.F  # data for a forward: the previous stage's output
+GRADIENT = Kind.B    # data for a backward: the next stage's input gradient
 
 
 class Compute(NamedTuple):
@@ -61,7 +62,7 @@ class Transfer(NamedTuple):
         return self.src_rank if self.op == "recv" else self.dst_rank
 
     def __str__(self) -> str:
-        kind = "F" if self.data == ACTIVATION else "B"
+        kind = Kind.F if self.data == ACTIVATION else Kind.B
         arrow = f"{self.src_stage}->{self.dst_stage}"
         return f"{self.op} {self.dst_stage}{kind}{self.microbatch} ({arrow})"
 
@@ -75,10 +76,10 @@ def _peer(schedule: Schedule, a: Action, rank: int, op: str) -> list[Transfer]:
     A forward takes activations from the previous stage and gives them to the next; a
     gradient-carrying backward (B or I) runs the other way; W moves no data.
     """
-    if a.kind == "F":
+    if a.kind == Kind.F:
         data, upstream = ACTIVATION, schedule.prev_stage
         downstream = schedule.next_stage
-    elif a.kind in ("B", "I"):
+    elif a.kind in (Kind.B, Kind.I):
         data, upstream = GRADIENT, schedule.next_stage
         downstream = schedule.prev_stage
     else:

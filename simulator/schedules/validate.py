@@ -21,6 +21,7 @@ from array import array
 from ..errors import ScheduleError
 from .action import Action
 from .schedule import Schedule
+from .action import Kind
 
 Key = tuple[int, str, int]
 
@@ -36,7 +37,7 @@ def validate(schedule: Schedule) -> None:
     _check_dataflow(schedule, where)
 
 
-_KIND_INDEX = {"F": 0, "B": 1, "I": 2, "W": 3}
+_KIND_INDEX = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
 
 
 def _valid_fast(s: Schedule) -> bool:
@@ -248,19 +249,19 @@ def _check_actions(s: Schedule) -> dict[Key, tuple[int, int]]:
                 raise ScheduleError(f"duplicate: {_name(key)} already at rank {r0} "
                                     f"position {p0}", rank, pos, str(a))
             where[key] = (rank, pos)
-            if kind == "B" and ((st, "I", mb) in where or (st, "W", mb) in where):
-                other = (st, "I", mb) if (st, "I", mb) in where else (st, "W", mb)
+            if kind == Kind.B and ((st, Kind.I, mb) in where or (st, Kind.W, mb) in where):
+                other = (st, Kind.I, mb) if (st, Kind.I, mb) in where else (st, Kind.W, mb)
                 raise ScheduleError(f"full backward mixed with split backward: "
                                     f"{_name(other)} at position {where[other][1]}; expected "
                                     f"either B or both I and W per stage and microbatch",
                                     rank, pos, str(a))
-            if kind in "IW" and (st, "B", mb) in where:
+            if kind in "IW" and (st, Kind.B, mb) in where:
                 raise ScheduleError(f"split backward mixed with full backward: "
                                     f"{_name((st, 'B', mb))} at position "
                                     f"{where[(st, 'B', mb)][1]}; expected either B or both I "
                                     f"and W per stage and microbatch", rank, pos, str(a))
-            if kind == "W" and (st, "I", mb) not in where:
-                later = _find(s.ranks[rank], (st, "I", mb), pos + 1)
+            if kind == Kind.W and (st, Kind.I, mb) not in where:
+                later = _find(s.ranks[rank], (st, Kind.I, mb), pos + 1)
                 found = (f"it is at position {later}" if later is not None
                          else "there is none")
                 raise ScheduleError(f"weight gradient before its input gradient "
@@ -286,7 +287,7 @@ def _check_pairs(s: Schedule) -> None:
                                     f"position {p1}, expected the next position {p0 + 1}",
                                     rank, p0, str(first))
             kinds = sorted(acts[p].kind for p in positions)
-            if kinds not in (["B", "F"], ["F", "I"]):
+            if kinds not in ([Kind.B, Kind.F], [Kind.F, Kind.I]):
                 raise ScheduleError(f"overlapped pair @{pair} is {acts[p0]} and {acts[p1]}, "
                                     f"expected one F and one B or I", rank, p0, str(first))
 
@@ -301,7 +302,7 @@ def _carried(s: Schedule, where: dict[Key, tuple[int, int]]) -> list[list[int]]:
         return [list(range(s.microbatches))]
     carried: list[list[int]] = [[] for _ in s.pipelines]
     for mb in range(s.microbatches):
-        entries = [k for k, pipe in enumerate(s.pipelines) if (pipe[0], "F", mb) in where]
+        entries = [k for k, pipe in enumerate(s.pipelines) if (pipe[0], Kind.F, mb) in where]
         if len(entries) != 1:
             firsts = " or ".join(f"{pipe[0]}F{mb}" for pipe in s.pipelines)
             found = ("none" if not entries else
@@ -335,17 +336,17 @@ def _check_complete(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
 
 def _check_covered(stage: int, mb: int, rank: int, where: dict[Key, tuple[int, int]],
                    of_pipeline: str) -> None:
-    if (stage, "F", mb) not in where:
+    if (stage, Kind.F, mb) not in where:
         raise ScheduleError(f"not in the schedule: every stage runs a forward for every "
                             f"microbatch{of_pipeline}", rank, None, f"{stage}F{mb}")
-    if (stage, "B", mb) in where:
+    if (stage, Kind.B, mb) in where:
         return
-    i_at = where.get((stage, "I", mb))
-    w_at = where.get((stage, "W", mb))
+    i_at = where.get((stage, Kind.I, mb))
+    w_at = where.get((stage, Kind.W, mb))
     if i_at and w_at:
         return
     if i_at or w_at:
-        have, absent = ("I", "W") if i_at else ("W", "I")
+        have, absent = (Kind.I, Kind.W) if i_at else (Kind.W, Kind.I)
         pos = (i_at or w_at)[1]
         raise ScheduleError(f"not in the schedule: a split backward needs both I and W "
                             f"({stage}{have}{mb} is at position {pos})",
@@ -361,15 +362,15 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     nxt = [s.next_stage(st) for st in range(s.n_stages)]
 
     def backward_of(stage: int, mb: int) -> Key:
-        return (stage, "B", mb) if (stage, "B", mb) in where else (stage, "I", mb)
+        return (stage, Kind.B, mb) if (stage, Kind.B, mb) in where else (stage, Kind.I, mb)
 
     def needs(a: Action) -> list[Key]:
         st, kind, mb = a.stage, a.kind, a.microbatch
-        if kind == "F":
-            return [] if prev[st] is None else [(prev[st], "F", mb)]
-        if kind == "W":
-            return [(st, "I", mb)]
-        deps = [(st, "F", mb)]
+        if kind == Kind.F:
+            return [] if prev[st] is None else [(prev[st], Kind.F, mb)]
+        if kind == Kind.W:
+            return [(st, Kind.I, mb)]
+        deps = [(st, Kind.F, mb)]
         if nxt[st] is not None:
             deps.append(backward_of(nxt[st], mb))
         return deps
