@@ -319,17 +319,7 @@ class _Sweep:
                         if link is None:
                             link = links[(r, dst)] = out_links[r][dst] = LinkStats(
                                 r, dst, link_model.p2p(r, dst))
-                        link.bytes += nbytes
-                        link.transfers += 1
-                        if nbytes < 0:
-                            s = e = now
-                        else:
-                            cfg = link.config
-                            serial = nbytes * 8.0 / cfg.bandwidth_gbps
-                            s = link.free_at if link.free_at > now else now
-                            link.free_at = s + serial
-                            link.busy_ns += serial
-                            e = s + serial + cfg.latency_ns
+                        s, e = link.book(nbytes, now)
                         if nbytes != pp_comm:
                             raise ValueError("the evaluator expects every send to carry "
                                              "pp_comm bytes")
@@ -579,17 +569,7 @@ class _Sweep:
                 raise _Ambiguous
         if nbytes > 0:
             self.last_booking[(src, dst)] = (b, last)
-        link.bytes += nbytes
-        link.transfers += 1
-        if nbytes <= 0:
-            s = e = b
-        else:
-            cfg = link.config
-            serial = nbytes * 8.0 / cfg.bandwidth_gbps
-            s = link.free_at if link.free_at > b else b
-            link.free_at = s + serial
-            link.busy_ns += serial
-            e = s + serial + cfg.latency_ns
+        s, e = link.book(nbytes, b)
         # listed per source rank by booking instant, then by the post that made the booking
         # (a rank's posts are in its op order; two ranks' at one instant in either order)
         self.booked.append((src, b, max(n for _, n in last), TransferRecord(

@@ -37,6 +37,20 @@ class LinkStats:
     busy_ns: float = 0.0      # time with at least one transfer serialising
     free_at: float = 0.0      # fifo: when the current queue drains
 
+    def book(self, nbytes: int, now: float) -> tuple[float, float]:
+        """FIFO: count a transfer issued at ``now`` and return its (start, end); the one
+        booking rule of the SimPy engine and the evaluator alike."""
+        self.bytes += nbytes
+        self.transfers += 1
+        if nbytes <= 0:
+            return now, now
+        cfg = self.config
+        serial = nbytes * 8.0 / cfg.bandwidth_gbps
+        start = self.free_at if self.free_at > now else now
+        self.free_at = start + serial
+        self.busy_ns += serial
+        return start, start + serial + cfg.latency_ns
+
 
 @dataclass
 class _Flow:
@@ -71,18 +85,7 @@ class Network:
 
     def book(self, src: int, dst: int, nbytes: int) -> tuple[float, float]:
         """FIFO sharing only: book a transfer issued now; (start, end), known at once."""
-        now = self.env.now
-        link = self._stats(src, dst)
-        link.bytes += nbytes
-        link.transfers += 1
-        if nbytes <= 0:
-            return now, now
-        cfg = link.config
-        serial = nbytes * 8.0 / cfg.bandwidth_gbps
-        start = link.free_at if link.free_at > now else now
-        link.free_at = start + serial
-        link.busy_ns += serial
-        return start, start + serial + cfg.latency_ns
+        return self._stats(src, dst).book(nbytes, self.env.now)
 
     def send(self, src: int, dst: int, nbytes: int, arrival: simpy.Event, done: Done,
              sent: simpy.Event | None = None) -> None:

@@ -59,11 +59,9 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
         titles = [comparison_title(r.result, speedup(r, base) if r is not base else None,
                                    base.schedule) for r in done]
         write_comparison([r.result for r in done], gantt, titles)
-    if json_dest == "-":
-        write_json(table, "-")
-    else:
-        if json_dest:
-            write_json(table, json_dest)
+    if json_dest:
+        write_json(table, json_dest)
+    if json_dest != "-":     # with '-', stdout holds the JSON and nothing else
         first = done[0].result.schedule if done else None
         where = f", P={first.pp}, M={first.microbatches}" if first is not None else ""
         click.echo(f"pipesim compare: {workload}{where}\n")

@@ -134,11 +134,10 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
         write_json(data, str(Path(out_dir) / "plan.json"))
     if plot:
         _plot(result, plot)
-    if json_dest == "-":
-        write_json(data, "-")
-        return
     if json_dest:
         write_json(data, json_dest)
+    if json_dest == "-":     # stdout holds the JSON and nothing else
+        return
     click.echo(_render(result))
     click.echo(f"\nbest: {best.command}")
     if written_csv is not None:

@@ -114,7 +114,6 @@ def command(workload, schedule, schedule_file, system, calibration, schedule_opt
     with ticker(f"simulating {workload}"):
         result = simulate(workload, sched, system, trace_layers=trace is not None,
                           schedule_options=options, **opts.simulate_kwargs())
-    data = result.to_dict()
     if gantt:
         from ...export.gantt import write_gantt
 
@@ -123,11 +122,10 @@ def command(workload, schedule, schedule_file, system, calibration, schedule_opt
         from ...export.perfetto import write_trace
 
         write_trace(result, trace)
-    if json_dest == "-":
-        write_json(data, "-")
-        return
     if json_dest:
-        write_json(data, json_dest)
+        write_json(result.to_dict(), json_dest)
+    if json_dest == "-":     # stdout holds the JSON and nothing else
+        return
     from ..report import render_run
 
     click.echo(render_run(result.summary))
