@@ -12,6 +12,7 @@ import dataclasses
 from .diagnostics import RunWarning
 from .errors import ConfigError
 from .schedules.registry import ScheduleSpec
+from .units import fmt_bytes
 from .workload.activations import derive_pp_comm
 from .workload.model import CommGroup, Layer, Workload
 
@@ -152,10 +153,6 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     return workload, warnings
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
 def memory_warnings(memory, records, system, limit_gb: float | None,
                     workload: Workload) -> list[RunWarning]:
     """After the run: peaks no GPU could hold, and ranks whose memory the file does not say.
@@ -181,9 +178,9 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                             f"{workload.header.pp_comm} bytes per layer and microbatch")
             out.append(RunWarning(
                 "memory_over_capacity",
-                f"rank {worst} peaks at {_gib(peak)}, above the 80 GiB of a typical A100/H100 "
-                f"(no memory capacity set): {_gib(static)} weights and optimizer state "
-                f"({cfg.bytes_per_param:g} bytes per parameter) and {_gib(peak - static)} of "
+                f"rank {worst} peaks at {fmt_bytes(peak)}, above the 80 GiB of a typical A100/H100 "
+                f"(no memory capacity set): {fmt_bytes(static)} weights and optimizer state "
+                f"({cfg.bytes_per_param:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
                 f"stashed activations ({act_rule})",
                 "--memory-limit or memory.capacity_gib in --system"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
