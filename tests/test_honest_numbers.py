@@ -145,8 +145,20 @@ def test_presets_give_vendor_capacities_in_gib():
 
 
 def test_ranks_holding_nothing_are_warned(capsys):
+    all_to_all = DATA / "aicb" / "all_to_all.txt"
+    d = run_json(capsys, all_to_all, "--pp", "2")
+    assert [r["peak_memory_bytes"] for r in d["ranks"]] == [0, 0]
+    assert [w for w in d["warnings"] if w["code"] == "memory_unknown"] == [{
+        "code": "memory_unknown",
+        "option": "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or "
+                  "--pp-comm",
+        "message": f"rank(s) 0, 1 hold 0 B: {all_to_all} names no parameter sizes for their "
+                   "layers (no weight-gradient ALLREDUCE/REDUCESCATTER bytes) and no activation "
+                   "size (pp_comm 0)"}]
+    # a file that names its parameters holds memory on every rank and says nothing of it
     d = run_json(capsys, RESNET, "--pp", "2")
-    assert "memory_unknown" in codes(d) or min(s["peak_memory_bytes"] for s in d["stages"]) > 0
+    assert min(r["peak_memory_bytes"] for r in d["ranks"]) > 0
+    assert "memory_unknown" not in codes(d)
 
 
 # -- 5. impossible sizes refused from the parameters alone -------------------------------------
