@@ -206,7 +206,9 @@ def _render(result) -> str:
              f"{len(result.outcomes)} candidates ({result.screened} screened"
              + (f", {result.resumed} resumed" if result.resumed else "") + "), ranked by "
              + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time"))
-    table = Table(title=title, title_justify="left")
+    # The title is a plain line, not the table's: rich wraps a title to the table's width, so a
+    # long workload path would break the line at a place that depends on where the file lives.
+    table = Table()
     for col in ("#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
                 "peak mem/GPU", "engine"):
         table.add_column(col, justify="left" if col in ("schedule", "engine") else "right")
@@ -228,7 +230,7 @@ def _render(result) -> str:
                 else why
             key = "over the memory limit" if why.startswith("peak memory") else key
             dropped[key] = dropped.get(key, 0) + 1
-    lines = [out.getvalue().rstrip()]
+    lines = [title, out.getvalue().rstrip()]
     if dropped:
         lines.append(f"dropped {sum(dropped.values())}:")
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
