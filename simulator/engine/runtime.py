@@ -20,9 +20,12 @@ every blocked rank waits for.
 What is compiled once (``program.Program``: op lists, step costs, memory model, iteration rows,
 labels) is kept apart from what a run changes (:class:`_Run`); a :class:`Runtime` pairs a
 program with one run's options. Asynchronous runs on FIFO links walk the compact op lists
-directly (``_rank_async``), every other mode the op tuples (``_rank``); both make the same
-SimPy events in the same order. Actions (and asynchronous FIFO transfers) are recorded as time
-columns (``columns``).
+with lookahead (``_rank_async``: a rank runs on its own clock while the data it needs has been
+sent, and yields only to wait for data not sent yet or at the barrier); every other mode, and
+runs that need every event in time order (a memory limit, logging, layer traces), walk the op
+tuples step by step (``_rank``: one timeout per action). Both give the same timeline to the
+nanosecond (tests/engine/test_lookahead.py). Actions (and asynchronous FIFO transfers) are
+recorded as time columns (``columns``).
 """
 
 from __future__ import annotations
@@ -191,10 +194,12 @@ class _Run:
             self.rec.memory.append((r, 0.0, self.mem[r]))
             self._check_memory(r, 0.0, "holding its weights and optimizer state")
         # asynchronous point-to-point on FIFO links: walk the compact op lists directly
-        fast = self.fifo_columns and not self.options.layer_by_layer and all(
-            isinstance(prog, AsyncOps) for prog in self.compiled)
+        ahead = self._can_look_ahead()
         self.zero_sends: list = [None] * P
-        procs = [env.process(self._rank_async(r) if fast else self._rank(r)) for r in range(P)]
+        self.clock = [0.0] * P            # the lookahead walk's clocks
+        self.barrier_at = 0.0
+        procs = [env.process(self._rank_async(r) if ahead else self._rank(r))
+                 for r in range(P)]
         env.run()
         for r, counts in enumerate(self.zero_sends):   # zero-byte sends: only counted
             for dst, n in enumerate(counts or ()):
@@ -202,10 +207,23 @@ class _Run:
                     self.net._stats(r, dst).transfers += n
         stuck = [r for r, p in enumerate(procs) if p.is_alive]
         if stuck:
-            raise DeadlockError([self._wait_of(r) for r in stuck], env.now)
+            # the step-by-step walk's queue runs dry at the latest time any rank got to
+            raise DeadlockError([self._wait_of(r) for r in stuck],
+                                max(env.now, *self.clock) if ahead else env.now)
         self.rec.links = self.net.links
         self.rec.layer_ops = self.layer_ops_per_iteration * self.iterations
         return self.rec
+
+    def _can_look_ahead(self) -> bool:
+        """Whether the lookahead walk (:meth:`_rank_async`) gives this run's timeline: async
+        point-to-point on FIFO links over compact op lists, and nothing that needs every
+        event in time order (a memory limit: the first overflow in time is the one reported;
+        logging and layer traces: their records' order; no flush between iterations)."""
+        return (self.fifo_columns and not self.options.layer_by_layer
+                and all(isinstance(prog, AsyncOps) for prog in self.compiled)
+                and not self.debug and not self.trace_layers
+                and self.options.memory_limit_bytes is None
+                and (self.schedule.flush or self.iterations == 1))
 
     def _wait_of(self, rank: int) -> Wait:
         w = self.waiting.get(rank)
@@ -245,15 +263,26 @@ class _Run:
 
     def _rank_async(self, rank: int):
         """:meth:`_rank` for asynchronous point-to-point on FIFO links over an
-        :class:`AsyncOps` list, without building its op tuples: the same steps, the same
-        events in the same order (so the same times), with the mailbox keyed by an int per
-        tensor instead of a tuple."""
+        :class:`AsyncOps` list, without building its op tuples, and with lookahead.
+
+        A rank keeps its own clock and runs its steps without a SimPy event as long as the data
+        they need has been sent: on FIFO links a send's arrival time is known when it is posted,
+        and a link (one direction of a rank pair) is booked only by its source rank in its own
+        op order, so nothing another rank does later can change that time. The rank yields
+        only to wait for data not sent yet (its sender fires the wait at the arrival time) and
+        at the iteration barrier. Every time is computed with the expressions the step-by-step
+        walk's timeouts compute (``now + (arrival - now)``; a waiting receiver is woken as the
+        later of the two parties sees it), so the timeline is the same to the nanosecond; the
+        records are appended rank by rank in longer runs (nothing reads their interleaving).
+        Callers use it only without a memory limit, logging or layer traces, and with a flush
+        between iterations (:meth:`_can_look_ahead`)."""
         env = self.env
         prog: AsyncOps = self.compiled[rank]
         actions = self.schedule.ranks[rank]
         S = 2 * self.schedule.n_stages
         plan = self._async_plan(prog)
         mailbox = self.mailbox
+        clock = self.clock
         cols = self.rec.actions
         a_start, a_end = cols.start[rank].append, cols.end[rank].append
         a_order = cols.order.append
@@ -263,30 +292,24 @@ class _Run:
         instant = tcols.instant
         zero_sends = self.zero_sends[rank] = [0] * self.schedule.pp
         nbytes = self.pp_comm
-        book = self.net.book
-        timeout = env.timeout
+        links = {}                     # dst -> LinkStats: booked by this rank only
         event = env.event
-        debug = self.debug
-        virtual = self.schedule.n_stages > self.schedule.pp
         variation = RankVariation.of(self.options, rank)
-        trace_layers = self.trace_layers
         prologue = self.profile.step_prologue_ns
         epilogue = self.profile.step_epilogue_ns
         mem, peak = self.mem, self.rec.peak_memory
-        limit = self.options.memory_limit_bytes
         waiting = self.waiting
         one_box = self.iterations == 1
-        slow = debug or trace_layers or limit is not None
+        now = 0.0
         for it in range(self.iterations):
             if prologue:
-                yield timeout(prologue)
+                now = now + prologue
             pos = 0
             for i in prog.steps:
                 cost, n, recvs, sends, pre, total, alloc, free, single = plan[i]
                 if n == 1:
                     a = actions[pos]
                     pos += 1
-                    step = (a,) if slow else None
                 else:
                     step = actions[pos:pos + 2]
                     pos += 2
@@ -297,82 +320,108 @@ class _Run:
                         key = (it, key)
                     got = mailbox.pop(key, None)
                     if got is None:            # nothing sent yet: wait for the sender
-                        ev = mailbox[key] = event()
-                        waiting[rank] = (b, r, env.now)
+                        ev = event()
+                        mailbox[key] = (ev, rank)
+                        clock[rank] = now
+                        waiting[rank] = (b, r, now)
                         yield ev
                         waiting[rank] = None
-                        del mailbox[key]
-                    elif type(got) is float:
-                        now = env.now
-                        if got > now:
-                            yield timeout(got - now)
-                    elif got.callbacks is not None:
-                        yield got
+                        now = clock[rank]      # the sender set the wake-up time
+                    elif got > now:
+                        now = now + (got - now)
                 # the compute step (as in _rank)
-                start = env.now + pre
+                start = now + pre
                 if alloc:
                     m = mem[rank] = mem[rank] + alloc
-                    if trace_layers:
-                        self.rec.memory.append((rank, start, m))
                     if m > peak[rank]:
                         peak[rank] = m
-                    if limit is not None:
-                        self._check_memory(rank, start, "starting " + "+".join(
-                            str(x) for x in step))
-                if debug:
-                    log_step(rank, step, cost.phases, start, True, virtual)
                 duration = total
                 if variation is not None:
                     duration = variation.duration(cost) + pre
                 if duration > 0:
-                    yield timeout(duration)
-                end = env.now
+                    now = now + duration
+                end = now
                 span = end - start
                 if single:
                     a_start(start + single[0] * span)
                     a_end(start + single[1] * span)
                     a_order(rank)
                 else:
-                    for b, (lo, hi, _, acost, _) in zip(step, cost.shares):
-                        s0 = start + lo * span
-                        a_start(s0)
+                    for lo, hi, _, _, _ in cost.shares:
+                        a_start(start + lo * span)
                         a_end(start + hi * span)
                         a_order(rank)
-                        if trace_layers:
-                            self._record_layers(rank, b, it, s0, (hi - lo) * span, acost)
                 if free:
                     mem[rank] -= free
-                    if trace_layers:
-                        self.rec.memory.append((rank, end, mem[rank]))
                 if cost.dp:
                     self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                    if cost.duration else 1.0)
-                if debug:
-                    log_step(rank, step, cost.phases, end, False, virtual)
                 for k, r, base in sends:   # the arrival time is known now (FIFO links)
                     b = a if n == 1 else step[k]
                     key = base + b.microbatch * S
                     if not one_box:
                         key = (it, key)
+                    dst = r[2]
                     if instant:            # 0 bytes: no cost, counted at the end
-                        zero_sends[r[2]] += 1
+                        zero_sends[dst] += 1
                         t1 = end
                         t_issued(end)
                         t_order(rank)
                     else:
-                        t0, t1 = book(rank, r[2], nbytes)
+                        link = links.get(dst)
+                        if link is None:
+                            link = links[dst] = self.net._stats(rank, dst)
+                        t0, t1 = link.book(nbytes, end)
                         t_issued(end)
                         t_order(rank)
                         t_start(t0)
                         t_end(t1)
-                    waiter = mailbox.get(key)
+                    waiter = mailbox.pop(key, None)
                     if waiter is None:
                         mailbox[key] = float(t1)
-                    else:
-                        fire_at(env, waiter, t1 - end)
+                    else:                  # wake the receiver as it would see the arrival
+                        ev, w = waiter
+                        tr = clock[w]
+                        if tr < end:
+                            tr = clock[w] = end + (t1 - end)
+                        elif t1 > tr:
+                            tr = clock[w] = tr + (t1 - tr)
+                        fire_at(env, ev, tr - env.now if tr > env.now else 0.0)
             if epilogue:
-                yield timeout(epilogue)
-            yield from self._end_iteration(rank, it)
+                now = now + epilogue
+            now = yield from self._end_iteration_at(rank, it, now)
+
+    def _end_iteration_at(self, rank: int, it: int, now: float):
+        """:meth:`_end_iteration` on a rank's own clock (the lookahead walk): returns the time
+        the rank goes on at (the barrier's, with a flush)."""
+        env = self.env
+        rows = self.iter_rows[rank]
+        compute, dps = rows.compute_ns, rows.dp
+        if compute > 0 or dps:
+            start = now
+            if compute > 0:
+                now = now + compute
+            self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps), 1.0)
+        self.clock[rank] = now
+        self.rec.rank_finish[it][rank] = now
+        self.iter_end_candidates.append(now)
+        self.finished += 1
+        barrier = self.barrier
+        if self.finished == self.schedule.pp:
+            end = max(self.iter_end_candidates)
+            last = max(self.rec.rank_finish[it])   # where the step-by-step walk's clock is
+            t_barrier = last + (end - last)
+            start = self.rec.iteration_bounds[-1][1] if self.rec.iteration_bounds else 0.0
+            self.rec.iteration_bounds.append((start, end))
+            self.finished = 0
+            self.iter_end_candidates = []
+            self.barrier = env.event()
+            self.barrier_at = t_barrier
+            fire_at(env, barrier, t_barrier - env.now if t_barrier > env.now else 0.0)
+        self.waiting[rank] = Wait(rank, "the iteration barrier", None, now)
+        yield barrier
+        self.waiting[rank] = None
+        return self.barrier_at
 
     def _rank(self, rank: int):
         env = self.env
