@@ -43,6 +43,7 @@ import logging
 
 from ..errors import DeadlockError, Wait
 from .columns import ActionColumns, TransferColumns
+from .evaluator_async import Overflow, covers, walk
 from .eventlog import log
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
@@ -53,8 +54,7 @@ _INF = float("inf")
 COVERED_P2P = ("async", "blocking", "batched", "torch-single", "torch-multi")
 
 
-class _Overflow(Exception):
-    """A rank went over the memory limit: the SimPy engine reports it (module docstring)."""
+_Overflow = Overflow   # a rank over the memory limit: the SimPy engine reports it
 
 
 class _Ambiguous(Exception):
@@ -93,7 +93,7 @@ def evaluate(runtime):
     if reason is not None:
         raise ValueError(f"the evaluator does not cover {reason}")
     try:
-        return _Sweep(runtime).run()
+        return _sweep(runtime)
     except (_Overflow, _Ambiguous):
         return runtime.run()   # the engine's OutOfMemoryError, or its queue order
 
@@ -105,12 +105,22 @@ def run(runtime):
     if reason is not None:
         return runtime.run(), f"the evaluator does not cover {reason}"
     try:
-        return _Sweep(runtime).run(), None
+        return _sweep(runtime), None
     except _Ambiguous:
         return runtime.run(), ("two bookings of one link at one instant whose order only the "
                                "event queue decides")
     except _Overflow:
         return runtime.run(), "a rank over its memory limit"   # the engine raises it
+
+
+def _sweep(runtime):
+    """The records: asynchronous runs walk the compact lists step by step
+    (``evaluator_async``), every other mode the op tuples."""
+    if covers(runtime, p2p_mode(runtime)):
+        rec = walk(runtime, [_iter_rows(runtime, r) for r in range(runtime.schedule.pp)])
+        if rec is not None:
+            return rec
+    return _Sweep(runtime).run()
 
 
 def _iter_rows(runtime, rank: int):

@@ -1,0 +1,392 @@
+"""The evaluator's walk for asynchronous point-to-point on FIFO links, step by step.
+
+The generic sweep (``evaluator._Sweep``) walks op tuples with one dispatch per op; at a million
+actions that is most of its time. Here a rank's compact list (:class:`~.program.AsyncOps`) is
+walked by step index, as the SimPy engine's ``_rank_async`` does: per step-cost index a plan
+tuple is built once (its costs, its receive and send as int mailbox keys ``base + microbatch x
+2 x stages``, its peer), so a step makes no tuple and reads no attribute beyond its action's
+microbatch. The mailbox is a list indexed by that key (one slot per tensor of an iteration):
+a slot holds nothing, the arrival time of data sent and not yet received, or ``-1 - rank`` of
+the rank blocked on it. Each rank is a generator that suspends only where it waits (a receive
+not sent yet, the iteration barrier): its clock and memory stay in its frame.
+
+The rules are the evaluator's (``evaluator``'s module docstring), with the same float
+expressions: a receive that finds its data at ``got`` resumes at ``now + (got - now)``; a
+receiver woken by its sender at ``e`` resumes at ``now + (e - now)`` if it was waiting since
+before the send (``tr < now``) and else at ``tr + (e - tr)`` when ``e > tr``; the barrier at
+``last + (cand - last)``. Zero-byte sends are counted per link at the end; a link is booked
+only by its source rank, in that rank's op order (``LinkStats.book``). Slow ranks and jitter
+draw per rank in its own op order. Layer records (``trace_layers``) and microbatch numbers
+beyond the schedule's count (an unchecked list) take the generic sweep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..errors import DeadlockError, Wait
+from ..schedules.comm_pass import ACTIVATION, Transfer
+from .columns import ActionColumns, TransferColumns
+from .network import LinkStats
+from .program import AsyncOps
+from .records import CollectiveRecord
+from .variation import RankVariation
+
+_INF = float("inf")
+
+
+class Overflow(Exception):
+    """A rank went over the memory limit: the SimPy engine reports it (its message names the
+    first overflow in time order)."""
+
+
+def covers(runtime, mode: str) -> bool:
+    """The walk applies: asynchronous point-to-point (FIFO links checked by the caller) over
+    compact op lists, without layer records."""
+    return (mode == "async" and not runtime.trace_layers
+            and all(isinstance(p, AsyncOps) for p in runtime.compiled))
+
+
+def walk(runtime, iter_rows: list):
+    """The RunRecords of ``runtime`` (``iter_rows[r]``: rank r's once-per-iteration rows), or
+    None where a microbatch number is beyond the schedule's count (an unchecked list: the
+    generic sweep takes it). Raises :class:`Overflow` or the engine's DeadlockError."""
+    try:
+        return _Walk(runtime, iter_rows).run()
+    except IndexError:      # a mailbox key past the last slot
+        return None
+
+
+def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
+    """Per step-cost index: (fast, total, alloc, free, receive key base, send key base,
+    send peer, rest). ``fast``: one action over the whole step (shares 0 and 1), no launch
+    overhead, no DP collective, on a rank without variation (``plain``): the step needs
+    nothing else; a base is -1 when there is no receive / send. ``rest`` = (number of
+    actions, cost, receives, sends), a receive being (position in the step, key base) and a
+    send (position, key base, peer)."""
+    out = []
+    for (cost, n, recvs, sends), acts in zip(prog.plan(), prog.examples):
+        rs = tuple((k, 2 * acts[k].stage + (data != ACTIVATION))
+                   for k, data, other, peer in recvs)
+        ss = tuple((k, 2 * other + (data != ACTIVATION), peer)
+                   for k, data, other, peer in sends)
+        fast = (plain and n == 1 and not cost.dp and not cost.pre
+                and cost.shares[0][0] == 0.0 and cost.shares[0][1] == 1.0)
+        out.append((fast, cost.total, cost.alloc, cost.free,
+                    rs[0][1] if rs else -1, ss[0][1] if ss else -1, ss[0][2] if ss else -1,
+                    (n, cost, rs, ss)))
+    return out
+
+
+class _Walk:
+    """One evaluation (see :func:`walk`)."""
+
+    def __init__(self, runtime, iter_rows: list) -> None:
+        from .runtime import RunRecords   # the engine's record type (imported late: no cycle)
+
+        self.rt = runtime
+        self.P = runtime.schedule.pp
+        self.rows = iter_rows
+        self.rec = RunRecords()
+
+    def run(self):
+        rt = self.rt
+        P = self.P
+        rec = self.rec
+        limit = rt.options.memory_limit_bytes
+        self.limit = _INF if limit is None else limit
+        mem = list(rt.memory.static_bytes)
+        rec.static_memory = list(mem)
+        rec.peak_memory = list(mem)
+        for r in range(P):
+            rec.memory.append((r, 0.0, mem[r]))
+            if mem[r] > self.limit:
+                raise Overflow
+        self.mem = mem
+        rec.rank_finish = [[0.0] * P for _ in range(rt.iterations)]
+        rec.actions = ActionColumns(rt.schedule, rt.labels)
+        progs = rt.compiled
+        rec.transfers = TransferColumns(
+            rt.schedule, rt.pp_comm,
+            records=lambda r, times, it, nbytes: progs[r].send_records(r, times, it, nbytes))
+        self.clock = [0.0] * P
+        self.blocked: list = [None] * P   # the action whose receive it waits for, or a Wait
+        # one slot per (data, destination stage, microbatch): see the module docstring
+        self.box = [None] * (2 * rt.schedule.n_stages * rt.schedule.microbatches)
+        self.ready = list(range(P - 1, -1, -1))
+        self.finished = 0                 # ranks at the current iteration's barrier
+        self.cand = -_INF                 # latest iteration-end candidate of the iteration
+        self.done = False
+        self.dp_free = [0.0] * P
+        # each rank's walk; none returns (the last barrier leaves them suspended)
+        resume = [self._rank(r).__next__ for r in range(P)]
+        ready = self.ready
+        pop = ready.pop
+        while ready:
+            resume[pop()]()
+        if not self.done:
+            self._deadlock()
+        self._count_free_sends()
+        rec.layer_ops = rt.layer_ops_per_iteration * rt.iterations
+        return rec
+
+    def _rank(self, r: int):
+        """Rank ``r``'s walk: runs until it waits, suspends, resumes where it stopped."""
+        rt = self.rt
+        rec = self.rec
+        prog: AsyncOps = rt.compiled[r]
+        actions = rt.schedule.ranks[r]
+        steps = prog.steps
+        S = 2 * rt.schedule.n_stages
+        profile = getattr(rt, "profile", None)
+        prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
+        epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
+        var = RankVariation.of(rt.options, r)
+        plan = _plan(prog, var is None)
+        limit = self.limit
+        clock = self.clock
+        blocked = self.blocked
+        box = self.box
+        me = -1 - r                       # this rank's mark in a mailbox slot
+        ready_append = self.ready.append
+        a_start = rec.actions.start[r].append
+        a_end = rec.actions.end[r].append
+        t_issued = rec.transfers.issued[r].append
+        instant = rec.transfers.instant
+        out_links: dict = {}              # dst -> LinkStats (only this rank books them)
+        coll_append = rec.collectives.append
+        CollRec = CollectiveRecord
+        dp_free = self.dp_free
+        rows = self.rows[r]
+        m = self.mem[r]
+        pk = rec.peak_memory[r]
+        for it in range(rt.iterations):
+            box = self.box                # a fresh one every iteration
+            now = clock[r]
+            if prologue:
+                now = now + prologue
+            acts = iter(actions)
+            for i, a in zip(steps, acts):
+                fast, total, alloc, cfree, rb, sb, dst, rest = plan[i]
+                if fast:
+                    # the common step, by itself: one action, its receive, compute, send
+                    mb = a.microbatch * S
+                    if rb >= 0:
+                        key = rb + mb
+                        got = box[key]
+                        if got is None:        # not sent yet: the sender wakes this rank
+                            box[key] = me
+                            clock[r] = now
+                            blocked[r] = a
+                            yield
+                            now = clock[r]
+                        else:
+                            box[key] = None
+                            if got > now:
+                                now = now + (got - now)
+                    start = now                # no launch overhead: now + 0.0
+                    if alloc:
+                        m += alloc
+                        if m > pk:
+                            pk = m
+                            if m > limit:
+                                raise Overflow
+                    if total > 0:
+                        now = now + total
+                    a_start(start)             # start + 0.0 * span
+                    a_end(start + (now - start))   # start + 1.0 * span
+                    if cfree:
+                        m -= cfree
+                    if sb < 0:
+                        continue
+                    key = sb + mb
+                    t_issued(now)
+                    e = now if instant else self._book(r, dst, now, out_links)
+                    w = box[key]
+                    if w is None:
+                        box[key] = e
+                        continue
+                    if w >= 0:                 # sent twice (an unchecked list): the last
+                        box[key] = e
+                        continue
+                    # the receiver resumes when the data lands, as the later party sees it:
+                    # one already waiting is woken `e - now` after the send, one that comes
+                    # later finds the arrival time and sleeps `e - tr`
+                    box[key] = None
+                    w = -1 - w
+                    tr = clock[w]
+                    if tr < now:
+                        clock[w] = now + (e - now)
+                    elif e > tr:
+                        clock[w] = tr + (e - tr)
+                    ready_append(w)
+                    continue
+                # any other step: a pair, shares, DP collectives, overheads, variation
+                n, cost, recvs, sends = rest
+                step = (a,) if n == 1 else (a, next(acts))
+                for k, base in recvs:
+                    b = step[k]
+                    key = base + b.microbatch * S
+                    got = box[key]
+                    if got is None:
+                        box[key] = me
+                        clock[r] = now
+                        blocked[r] = b
+                        yield
+                        now = clock[r]
+                    else:
+                        box[key] = None
+                        if got > now:
+                            now = now + (got - now)
+                start = now + cost.pre     # the launch overhead (x + 0.0 == x)
+                if alloc:
+                    m += alloc
+                    if m > pk:
+                        pk = m
+                        if m > limit:
+                            raise Overflow
+                if var is not None:    # overhead + duration, as the engine adds them
+                    total = var.duration(cost) + cost.pre
+                if total > 0:
+                    now = now + total
+                span = now - start
+                for sh in cost.shares:
+                    a_start(start + sh[0] * span)
+                    a_end(start + sh[1] * span)
+                if cfree:
+                    m -= cfree
+                if cost.dp:
+                    stretch = span / cost.duration if cost.duration else 1.0
+                    free = dp_free[r]
+                    done = 0.0
+                    for chunk, offset, d in cost.dp:
+                        rdy = start + offset * stretch
+                        s = free if free > rdy else rdy
+                        free = s + d.duration
+                        coll_append(CollRec(r, chunk, d.layer, it, d.nbytes, rdy, s, free))
+                        x = free + d.update_ns
+                        if x > done:
+                            done = x
+                    dp_free[r] = free
+                    if done > self.cand:
+                        self.cand = done
+                for k, base, dst in sends:
+                    key = base + step[k].microbatch * S
+                    t_issued(now)
+                    e = now if instant else self._book(r, dst, now, out_links)
+                    w = box[key]
+                    if w is None or w >= 0:
+                        box[key] = e
+                    else:              # as above
+                        box[key] = None
+                        w = -1 - w
+                        tr = clock[w]
+                        if tr < now:
+                            clock[w] = now + (e - now)
+                        elif e > tr:
+                            clock[w] = tr + (e - tr)
+                        ready_append(w)
+            rec.peak_memory[r] = pk
+            self.mem[r] = m
+            # end of the iteration: epilogue, the once-per-iteration rows, the barrier
+            if epilogue:
+                now = now + epilogue
+            compute, dps = rows.compute_ns, rows.dp
+            if compute > 0 or dps:
+                start = now
+                if compute > 0:
+                    now = now + compute
+                free = dp_free[r]
+                done = 0.0
+                for d in dps:
+                    rdy = start + d.ready_offset * 1.0
+                    s = free if free > rdy else rdy
+                    free = s + d.duration
+                    coll_append(CollRec(r, -1, d.layer, it, d.nbytes, rdy, s, free))
+                    x = free + d.update_ns
+                    if x > done:
+                        done = x
+                dp_free[r] = free
+                if done > self.cand:
+                    self.cand = done
+            self._barrier(r, it, now)
+            yield
+
+    def _book(self, r: int, dst: int, now: float, out_links: dict) -> float:
+        """Book a send of rank ``r`` to ``dst`` issued at ``now`` on their FIFO link (only
+        ``r`` books it, in its op order); record its times, return its arrival."""
+        link = out_links.get(dst)
+        if link is None:
+            link = self.rec.links[(r, dst)] = out_links[dst] = LinkStats(
+                r, dst, self.rt.links.p2p(r, dst))
+        s, e = link.book(self.rt.pp_comm, now)
+        transfers = self.rec.transfers
+        transfers.start[r].append(s)
+        transfers.end[r].append(e)
+        return e
+
+    def _barrier(self, r: int, it: int, now: float) -> None:
+        """Rank ``r`` ends iteration ``it`` at ``now``; the last one in releases everyone at
+        ``last + (cand - last)`` (the engine's timeout to the latest candidate)."""
+        rec = self.rec
+        P = self.P
+        rec.rank_finish[it][r] = now
+        self.clock[r] = now
+        if now > self.cand:
+            self.cand = now
+        self.finished += 1
+        self.blocked[r] = Wait(r, "the iteration barrier", None, now)
+        if self.finished < P:
+            return
+        bounds = rec.iteration_bounds
+        cand = self.cand
+        bounds.append((bounds[-1][1] if bounds else 0.0, cand))
+        last = max(rec.rank_finish[it])
+        t_barrier = last + (cand - last)
+        self.finished = 0
+        self.cand = -_INF
+        clock, blocked = self.clock, self.blocked
+        for q in range(P):
+            blocked[q] = None
+            clock[q] = t_barrier
+        if it + 1 < self.rt.iterations:
+            # sends nobody received (an unchecked list) are dropped with the old mailbox
+            self.box = [None] * len(self.box)
+            self.ready.extend(range(P - 1, -1, -1))
+        else:
+            self.done = True
+
+    def _count_free_sends(self) -> None:
+        """Zero-byte sends cost nothing: every one of a finished run is counted on its link
+        (each step's sends, times the steps run)."""
+        rt = self.rt
+        if not self.rec.transfers.instant:
+            return
+        links = self.rec.links
+        for r, prog in enumerate(rt.compiled):
+            uses = Counter(prog.steps)
+            per_dst: Counter = Counter()
+            for i, (_, _, _, sends) in enumerate(prog.plan()):
+                for _, _, _, peer in sends:
+                    per_dst[peer] += uses.get(i, 0)
+            for dst in sorted(per_dst):
+                link = links.get((r, dst))
+                if link is None:
+                    link = links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
+                link.transfers += per_dst[dst] * rt.iterations
+
+    def _deadlock(self) -> None:
+        """The engine's DeadlockError: every rank still waiting, on what, since when; the
+        time is the latest clock (asynchronous transfers fire no event of their own)."""
+        waits = []
+        for r in range(self.P):
+            b = self.blocked[r]
+            if b is None:
+                continue
+            if isinstance(b, Wait):
+                waits.append(b)
+            else:                  # the action whose receive it waits for
+                data, other, peer = self.rt.compiled[r]._recv[(b.stage, b.kind)]
+                t = Transfer("recv", data, other, b.stage, b.microbatch, peer, r)
+                waits.append(Wait(r, str(t), peer, self.clock[r]))
+        raise DeadlockError(waits, max(self.clock))
