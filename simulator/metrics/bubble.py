@@ -9,12 +9,14 @@ transfer waits inside it are (SimAI counts them in a separate, by default zero, 
 
 from __future__ import annotations
 
+from operator import sub
 from typing import Any
 
 
 def pipeline_bubble(result: Any, iteration: int = 0) -> dict[str, Any]:
     """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration."""
     from ..engine.columns import ActionColumns
+    from .sums import added
 
     rec = result.records
     start = rec.iteration_bounds[iteration][0]
@@ -24,8 +26,8 @@ def pipeline_bubble(result: Any, iteration: int = 0) -> dict[str, Any]:
         for r, acts in enumerate(result.schedule.ranks):
             lo = iteration * len(acts)
             ends = rec.actions.end[r][lo:lo + len(acts)]
-            for s, e in zip(rec.actions.start[r][lo:lo + len(acts)], ends):
-                busy[r] += e - s
+            # a loop's additions in its order, made in C
+            busy[r] = added(map(sub, ends, rec.actions.start[r][lo:lo + len(acts)]), busy[r])
             if len(ends):
                 top = max(ends)
                 end = top if end is None else max(end, top)

@@ -15,12 +15,15 @@ Two bubble ratios, named:
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import accumulate, chain, compress, count, islice
+from operator import gt, le, sub
 from statistics import mean, median
 from typing import Any
 
 from ..engine.columns import ActionColumns, TransferColumns
-from ..schedules.phases import peak_inflight, phase_counts
+from ..schedules.phases import kind_string, peak_inflight, phase_counts
 from ..schedules.action import Kind
+from .sums import added
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
                     RunSummary)
 
@@ -33,6 +36,63 @@ def _percentile(values: list[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+_FORWARD = bytes(1 if b == ord("F") else 0 for b in range(256))   # kind string -> F mask
+_FLIP = bytes((1, 0)) + bytes(254)                                # that mask negated
+
+class _Times:
+    """One rank's compute-stream sums over its iterations, added in the order of the rank's
+    actions exactly as a loop over them would add (the same float operations in the same
+    order: the summary's numbers do not move by a rounding), but in C, over the time columns,
+    instead of a Python statement per action.
+
+    Per action: its duration goes to ``busy`` and to ``fwd`` or ``bwd``; the gap before it
+    (its start minus the latest end so far, the iteration's start at first) to ``fwd_bub`` or
+    ``bwd_bub`` when positive; after the last action, the gap to the iteration's end to
+    ``bwd_bub`` (the drain). Own span: first start to last end, ``idle_own`` that minus the
+    durations."""
+
+    __slots__ = ("busy", "fwd", "bwd", "fwd_bub", "bwd_bub", "idle_own", "span_own")
+
+    def __init__(self) -> None:
+        self.busy = self.fwd = self.bwd = self.fwd_bub = self.bwd_bub = 0.0
+        self.idle_own = self.span_own = 0.0
+
+    def add(self, forward, starts, ends, it_start: float, it_end: float) -> None:
+        """One iteration: ``forward`` a truthy mask (one per action), ``starts``/``ends`` the
+        actions' times in execution order."""
+        n = min(len(forward), len(starts), len(ends))
+        if n < len(starts) or n < len(ends):
+            starts, ends = starts[:n], ends[:n]
+        backward = (forward.translate(_FLIP) if isinstance(forward, bytes)
+                    else [not f for f in forward])
+        d = list(map(sub, ends, starts))
+        self.busy = added(d, self.busy)
+        self.fwd = added(compress(d, forward), self.fwd)
+        self.bwd = added(compress(d, backward), self.bwd)
+        # the latest end before each action: on a compute stream the ends only grow, so it
+        # is the previous action's end (checked; otherwise the running maximum)
+        before = None
+        if n == 0 or (it_start <= ends[0] and all(map(le, ends, islice(ends, 1, None)))):
+            latest: Any = chain((it_start,), ends)
+            last = ends[n - 1] if n else it_start
+        else:
+            latest = before = list(accumulate(chain((it_start,), ends), max))
+            last = before[-1]
+        # only positive gaps add anything: find them (s > t exactly when s - t > 0)
+        for i in compress(count(), map(gt, starts, latest)):
+            gap = starts[i] - (before[i] if before is not None
+                               else ends[i - 1] if i else it_start)
+            if forward[i]:
+                self.fwd_bub += gap
+            else:
+                self.bwd_bub += gap
+        self.bwd_bub += max(0.0, it_end - last)
+        if n:
+            own = ends[n - 1] - starts[0]
+            self.span_own += own
+            self.idle_own += own - sum(d)
 
 
 def summarize(result: Any) -> RunSummary:
@@ -62,40 +122,27 @@ def summarize(result: Any) -> RunSummary:
 
     stages = []
     for r in range(sched.pp):
-        busy = idle_own = span_own = fwd = bwd = fwd_bub = bwd_bub = 0.0
+        acc = _Times()
+        kinds = kind_string(sched.ranks[r])
         if cols is not None:       # the run's time columns, read in place (no record objects)
-            forward = [a.kind == Kind.F for a in sched.ranks[r]]
-            n = len(forward)
+            n = len(kinds)
+            forward = kinds.encode("ascii").translate(_FORWARD)
             starts, ends = cols.start[r], cols.end[r]
         for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
             if cols is not None:
                 lo = it * n
-                times = list(zip(forward, starts[lo:lo + n], ends[lo:lo + n]))
+                acc.add(forward, starts[lo:lo + n], ends[lo:lo + n], it_start, it_end)
             else:
                 acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
-                times = [(a.kind == Kind.F, a.start, a.end) for a in acts]
-            t = it_start
-            for is_f, a_start, a_end in times:
-                d = a_end - a_start
-                gap = max(0.0, a_start - t)
-                busy += d
-                if is_f:
-                    fwd += d
-                    fwd_bub += gap
-                else:
-                    bwd += d
-                    bwd_bub += gap
-                t = max(t, a_end)
-            bwd_bub += max(0.0, it_end - t)
-            if times:
-                own = times[-1][2] - times[0][1]
-                span_own += own
-                idle_own += own - sum(e - s for _, s, e in times)
+                acc.add([a.kind == Kind.F for a in acts], [a.start for a in acts],
+                        [a.end for a in acts], it_start, it_end)
+        busy, fwd, bwd, fwd_bub, bwd_bub = acc.busy, acc.fwd, acc.bwd, acc.fwd_bub, acc.bwd_bub
+        idle_own, span_own = acc.idle_own, acc.span_own
         k = max(1, n_it)
         busy /= k
         idle = max(0.0, makespan - busy)
-        counts = phase_counts(sched.ranks[r], result.phase_labels[r])
-        peak_mb, peak_act = peak_inflight(sched.ranks[r])
+        counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
+        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds)
         stages.append(RankSummary(
             rank=r,
             virtual_stages=sched.stages_of(r),

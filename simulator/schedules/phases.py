@@ -4,49 +4,125 @@ Steady state starts at the forward that is immediately followed (among forwards 
 gradient-carrying backwards) by the first backward, so 1F1B's warm-up is ``P-r-1`` forwards; the
 backward that follows the last forward still belongs to the steady 1F1B step; everything after it
 is cool-down. Weight-gradient-only actions (W) take the phase of their position.
+
+The phases are three runs of positions, so a rank's labels are kept as the two positions where
+they change (:class:`PhaseLabels`), found by scanning the warm-up and the cool-down only: a
+million actions need no million-entry list of labels. The per-rank counts and the in-flight peak
+read the kinds as one string (:func:`kind_string`), counted in C where the order allows.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
+from itertools import accumulate, chain, compress, count, repeat
+from operator import attrgetter, lt
 
 from .action import Action, Kind
 
 WARMUP, STEADY, COOLDOWN = "Warmup", "Steady", "Cooldown"
 
+_kind = attrgetter("kind")
+_stage = attrgetter("stage")
+_microbatch = attrgetter("microbatch")
 
-def phase_labels(actions: Sequence[Action]) -> list[str]:
+
+def kind_string(actions: Sequence[Action]) -> str:
+    """The kinds of ``actions`` as one string (``"FFFBFB..."``): counted and masked in C."""
+    return "".join(map(_kind, actions))
+
+
+class PhaseLabels(Sequence):
+    """The phase of each of a rank's ``n`` actions: Warmup before ``steady``, Cooldown from
+    ``cooldown`` on, Steady between. Reads (and compares equal) as the list of labels."""
+
+    __slots__ = ("n", "steady", "cooldown")
+
+    def __init__(self, n: int, steady: int, cooldown: int) -> None:
+        self.n = n
+        self.steady = steady
+        self.cooldown = cooldown
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.n))]
+        if index < 0:
+            index += self.n
+        if not 0 <= index < self.n:
+            raise IndexError("phase label index out of range")
+        return WARMUP if index < self.steady else COOLDOWN if index >= self.cooldown else STEADY
+
+    def __iter__(self):
+        return chain(repeat(WARMUP, self.steady), repeat(STEADY, self.cooldown - self.steady),
+                     repeat(COOLDOWN, self.n - self.cooldown))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, PhaseLabels):
+            return (self.n, self.steady, self.cooldown) == (other.n, other.steady,
+                                                            other.cooldown)
+        if isinstance(other, (list, tuple)):
+            return len(other) == self.n and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"PhaseLabels(n={self.n}, steady={self.steady}, cooldown={self.cooldown})")
+
+
+def phase_labels(actions: Sequence[Action]) -> Sequence[str]:
+    """The phase of each action: a :class:`PhaseLabels` (a plain list for a rank with forwards
+    and weight-gradient-only actions but no gradient-carrying backward, whose labels follow
+    the kinds rather than positions)."""
     n = len(actions)
-    if n == 0:
-        return []
-    grad = [i for i, a in enumerate(actions) if a.kind in (Kind.B, Kind.I)]
-    fwd = [i for i, a in enumerate(actions) if a.kind == Kind.F]
-    if not grad or not fwd:
+    grad = (Kind.B, Kind.I)
+    first_b = next((i for i in range(n) if actions[i].kind in grad), None)
+    last_f = next((i for i in range(n - 1, -1, -1) if actions[i].kind == Kind.F), None)
+    if first_b is None or last_f is None:
+        if last_f is None:                   # no forward: everything is cool-down
+            return PhaseLabels(n, 0, 0)
+        if all(a.kind == Kind.F for a in actions):
+            return PhaseLabels(n, n, n)
         return [WARMUP if a.kind == Kind.F else COOLDOWN for a in actions]
-    first_b = grad[0]
-    before = [i for i in fwd if i < first_b]
-    steady_start = before[-1] if before else first_b
-    last_f = fwd[-1]
-    after = [i for i in grad if i > last_f]
-    cooldown_start = after[0] + 1 if after else n
-    return [WARMUP if i < steady_start else COOLDOWN if i >= cooldown_start else STEADY
-            for i in range(n)]
+    steady_start = next((i for i in range(first_b - 1, -1, -1) if actions[i].kind == Kind.F),
+                        first_b)
+    after = next((i for i in range(last_f + 1, n) if actions[i].kind in grad), None)
+    return PhaseLabels(n, steady_start, n if after is None else after + 1)
 
 
-def phase_counts(actions: Sequence[Action], labels: Sequence[str]) -> dict[str, int]:
-    """warm-up forwards, steady forwards (= 1F1B steps), cool-down gradient backwards."""
+def phase_counts(actions: Sequence[Action], labels: Sequence[str],
+                 kinds: str | None = None) -> dict[str, int]:
+    """warm-up forwards, steady forwards (= 1F1B steps), cool-down gradient backwards.
+    ``kinds``: :func:`kind_string` of ``actions``, if the caller has it."""
+    if isinstance(labels, PhaseLabels):
+        k = kind_string(actions) if kinds is None else kinds
+        s, c = labels.steady, labels.cooldown
+        return {"warmup": k.count("F", 0, s), "steady": k.count("F", s, c),
+                "cooldown": k.count("B", c) + k.count("I", c)}
     warm = sum(1 for a, p in zip(actions, labels) if p == WARMUP and a.kind == Kind.F)
     steady = sum(1 for a, p in zip(actions, labels) if p == STEADY and a.kind == Kind.F)
     cool = sum(1 for a, p in zip(actions, labels) if p == COOLDOWN and a.kind in (Kind.B, Kind.I))
     return {"warmup": warm, "steady": steady, "cooldown": cool}
 
 
-def peak_inflight(actions: Sequence[Action]) -> tuple[int, int]:
+# +1 for a forward, -1 (as a signed byte) for the backward that frees its activations
+_HOLD_FB = bytes.maketrans(b"FB", b"\x01\xff")
+_HOLD_FW = bytes.maketrans(b"FIW", b"\x01\x00\xff")
+
+
+def peak_inflight(actions: Sequence[Action], kinds: str | None = None) -> tuple[int, int]:
     """(microbatches, stage-microbatch activations) held at most, from the order alone.
 
     A stage's activations for a microbatch are held from its forward until its last
-    weight-carrying backward (W, or B when the backward is not split).
+    weight-carrying backward (W, or B when the backward is not split). ``kinds``: the
+    :func:`kind_string` of ``actions``, if the caller has it.
     """
+    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds)
+    if fast is not None:
+        return fast, fast
     split = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.W}
     held: dict[tuple[int, int], None] = {}
     per_mb: dict[int, int] = {}
@@ -64,3 +140,51 @@ def peak_inflight(actions: Sequence[Action]) -> tuple[int, int]:
             if per_mb[a.microbatch] == 0:
                 del per_mb[a.microbatch]
     return peak_mb, peak_act
+
+
+def _peak_one_stage(actions: Sequence[Action], kinds: str) -> int | None:
+    """:func:`peak_inflight` of a rank running one stage whose backward is either whole (F/B)
+    or split (F/I/W), where every forward's microbatch is new and every freeing backward's
+    microbatch was forwarded before and not yet freed: then a microbatch is one activation, the
+    count held is a running sum of +1 / -1 and its peak is taken in C. None when the order is
+    anything else (the general walk decides it)."""
+    n = len(actions)
+    if n == 0:
+        return 0
+    if not kinds.strip("FB"):
+        table, free = _HOLD_FB, _ONLY_B
+    elif not kinds.strip("FIW"):
+        table, free = _HOLD_FW, _ONLY_W
+    else:
+        return None
+    if len(set(map(_stage, actions))) != 1:
+        return None
+    raw = kinds.encode("ascii")
+    fmask = raw.translate(_ONLY_F)
+    free_mask = raw.translate(free)
+    mbs = list(map(_microbatch, actions))
+    fwd = list(compress(mbs, fmask))
+    freed = list(compress(mbs, free_mask))
+    if fwd == list(range(len(fwd))) and freed == list(range(len(freed))):
+        # microbatches forwarded and freed in order (1F1B, GPipe, ZB-H1): each freed after
+        # its forward?
+        if len(freed) > len(fwd) or not all(map(lt, compress(count(), fmask),
+                                                compress(count(), free_mask))):
+            return None
+    else:
+        first = dict(zip(fwd, compress(count(), fmask)))
+        if len(first) != len(fwd) or len(set(freed)) != len(freed):
+            return None       # a microbatch forwarded or freed twice
+        if not first.keys() >= set(freed):
+            return None       # freed without a forward
+        if not all(map(lt, map(first.__getitem__, freed), compress(count(), free_mask))):
+            return None       # freed before its forward
+    return max(0, max(accumulate(array("b", raw.translate(table)))))
+
+
+def _only(kind: str) -> bytes:
+    """A translation table marking ``kind`` with 1 and every other byte with 0."""
+    return bytes(1 if b == ord(kind) else 0 for b in range(256))
+
+
+_ONLY_F, _ONLY_B, _ONLY_W = _only("F"), _only("B"), _only("W")
