@@ -22,11 +22,14 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import attrgetter
 
 from ..errors import ConfigError
 from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
                                    add_communication)
-from ..schedules.phases import phase_labels
+from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
+                                kind_string, phase_labels)
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -41,6 +44,7 @@ from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 EMPTY = ActionCost(0.0, 0.0, (), 0)
+_pair, _stage, _microbatch = attrgetter("pair"), attrgetter("stage"), attrgetter("microbatch")
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ class Program:
     costs: tuple[ChunkCosts, ...]
     memory: MemoryModel
     iter_rows: tuple[IterationRows, ...]
-    labels: tuple[list[str], ...]
+    labels: tuple[Sequence[str], ...]
     compiled: tuple
     layer_ops_per_iteration: int
 
@@ -174,7 +178,7 @@ class ProgramBuilder:
     schedule: Schedule
     costs: list[ChunkCosts]
     memory: MemoryModel
-    labels: list[list[str]]          # phase of every action, per rank
+    labels: list[Sequence[str]]      # phase of every action, per rank
     p2p: str                         # async | blocking | batched | torch-single | torch-multi
     pp_comm: int
     runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
@@ -214,10 +218,12 @@ class ProgramBuilder:
         return weight_bwd, set(last_wb.values())
 
     def _step_key(self, rank: int, pos: int, step: tuple, weight_bwd: list[bool],
-                  last: set[int]) -> tuple:
-        """The :meth:`step_cost` key of the step at action position ``pos``."""
+                  last: set[int], labels: Sequence[str] | None = None) -> tuple:
+        """The :meth:`step_cost` key of the step at action position ``pos`` (``labels``: the
+        rank's labels, if the caller holds them as a list)."""
         actions = self.schedule.ranks[rank]
-        labels = self.labels[rank]
+        if labels is None:
+            labels = self.labels[rank]
         n = len(step)
         key = tuple((a.stage, a.kind, weight_bwd[pos + k], pos + k in last,
                      labels[pos + k]) for k, a in enumerate(step))
@@ -232,12 +238,13 @@ class ProgramBuilder:
 
     def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
         weight_bwd, last = self._roles(rank)
+        labels = list(self.labels[rank])     # read once per action below
         cache: dict[tuple, StepCost] = {}
         ops: list[tuple] = []
         pos = 0   # compute steps appear in the order of the rank's actions
         for op in program:
             if type(op) is Compute:
-                key = self._step_key(rank, pos, op.actions, weight_bwd, last)
+                key = self._step_key(rank, pos, op.actions, weight_bwd, last, labels)
                 cost = cache.get(key)
                 if cost is None:
                     cost = cache[key] = self.step_cost(key)
@@ -272,13 +279,17 @@ class ProgramBuilder:
     def compile_async(self, rank: int) -> "AsyncOps":
         """Rank ``rank``'s op list for asynchronous point-to-point, kept compact: the comm
         pass's receives and sends follow from each action (see :class:`AsyncOps`), so only
-        each step's cost is stored (an index into a small table)."""
+        each step's cost is stored (an index into a small table, in order of first use)."""
         actions = self.schedule.ranks[rank]
+        runs = self._steps_in_runs(rank)
+        if runs is not None:
+            table, first, steps = runs
+            return AsyncOps(self.schedule, rank, table, steps, self.pp_comm, first)
         weight_bwd, last = self._roles(rank)
-        labels = self.labels[rank]
+        labels = list(self.labels[rank])
         index: dict[tuple, int] = {}
-        table: list[StepCost] = []
-        first: list[tuple] = []        # per table entry: the actions of its first step
+        table_: list[StepCost] = []
+        first_: list[tuple] = []        # per table entry: the actions of its first step
         steps = array("I")
         put = steps.append
         quick: dict[tuple, int] = {}   # plain single actions: (stage, kind, roles, label)
@@ -295,23 +306,103 @@ class ProgramBuilder:
                 q = (a.stage, a.kind, weight_bwd[pos], pos in last, labels[pos])
                 i = quick.get(q)
                 if i is None:
-                    key = self._step_key(rank, pos, step, weight_bwd, last)
+                    key = self._step_key(rank, pos, step, weight_bwd, last, labels)
                     i = index.get(key)
                     if i is None:
-                        i = index[key] = len(table)
-                        table.append(self.step_cost(key))
-                        first.append(step)
+                        i = index[key] = len(table_)
+                        table_.append(self.step_cost(key))
+                        first_.append(step)
                     quick[q] = i
             else:
-                key = self._step_key(rank, pos, step, weight_bwd, last)
+                key = self._step_key(rank, pos, step, weight_bwd, last, labels)
                 i = index.get(key)
                 if i is None:
-                    i = index[key] = len(table)
-                    table.append(self.step_cost(key))
-                    first.append(step)
+                    i = index[key] = len(table_)
+                    table_.append(self.step_cost(key))
+                    first_.append(step)
             put(i)
             pos += len(step)
-        return AsyncOps(self.schedule, rank, tuple(table), steps, self.pp_comm, tuple(first))
+        return AsyncOps(self.schedule, rank, tuple(table_), steps, self.pp_comm, tuple(first_))
+
+    def _steps_in_runs(self, rank: int) -> tuple[tuple, tuple, array] | None:
+        """:meth:`compile_async`'s table, first steps and step indices, equal to its walk's,
+        without a Python statement per action: a rank of single actions (no overlapped pair)
+        whose phases are runs of positions (:class:`PhaseLabels`), with a flush.
+
+        A step's key is (stage, kind, carries weights, issues the DP collectives, phase).
+        Within a phase run every action but a few has the key its stage and kind give (a
+        backward carries the weights, a W does, a B whose weights a W computes does not; none
+        issues the collectives), so the keys of a run are one C ``map`` over the rank's kind
+        string (and stages, with several); the exceptions (the last weight-carrying backward
+        of each stage, the B's a W completes) are set one by one. None: any other rank (the
+        walk decides it)."""
+        actions = self.schedule.ranks[rank]
+        labels = self.labels[rank]
+        n = len(actions)
+        if (not isinstance(labels, PhaseLabels) or n == 0
+                or self.schedule.meta.get("microbatches_per_iteration")
+                or list(map(_pair, actions)).count(None) != n):
+            return None
+        kinds = kind_string(actions)
+        if kinds.strip("FBIW"):
+            return None
+        stages = list(map(_stage, actions))
+        own = set(stages)
+        # positions of the B's that carry no weights (their W does)
+        no_weights: set[int] = set()
+        if "W" in kinds and "B" in kinds:
+            raw = kinds.encode("ascii")
+            mbs = list(map(_microbatch, actions))
+            w = raw.translate(_ONLY_W)
+            split = set(zip(compress(stages, w), compress(mbs, w)))
+            no_weights = {i for i in compress(count(), raw.translate(_ONLY_B))
+                          if (stages[i], mbs[i]) in split}
+        # the last weight-carrying backward of each stage issues its DP collectives
+        last_of: dict[int, int] = {}
+        for i in range(n - 1, -1, -1):
+            k = kinds[i]
+            if (k == "W" or (k == "B" and i not in no_weights)) and stages[i] not in last_of:
+                last_of[stages[i]] = i
+                if len(last_of) == len(own):
+                    break
+        last = set(last_of.values())
+        kind_of = {k: Kind(k) for k in set(kinds)}
+        pseudo: dict[tuple, int] = {}          # key -> a number of its own, while building
+
+        def number(key: tuple) -> int:
+            c = pseudo.get(key)
+            if c is None:
+                c = pseudo[key] = len(pseudo)
+            return c
+
+        codes: list[int] = []
+        bounds = ((0, labels.steady, WARMUP), (labels.steady, labels.cooldown, STEADY),
+                  (labels.cooldown, n, COOLDOWN))
+        one_stage = len(own) == 1
+        for lo, hi, label in bounds:
+            if lo >= hi:
+                continue
+            plain = {(st, k): number((st, kind_of[k], k in "BW", False, label))
+                     for st in own for k in kind_of}
+            if one_stage:
+                (st,) = own
+                codes += map({k: plain[(st, k)] for k in kind_of}.__getitem__, kinds[lo:hi])
+            else:
+                codes += map(plain.__getitem__, zip(stages[lo:hi], kinds[lo:hi]))
+        for i in sorted(last | no_weights):
+            a = actions[i]
+            weights = a.kind == Kind.W or (a.kind == Kind.B and i not in no_weights)
+            codes[i] = number((a.stage, a.kind, weights, i in last, labels[i]))
+        # table entries in order of first use, as the walk numbers them
+        first_pos = dict(zip(reversed(codes), range(n - 1, -1, -1)))
+        order = sorted(first_pos, key=first_pos.__getitem__)
+        keys = list(pseudo)
+        renumber = [0] * len(keys)
+        for j, c in enumerate(order):
+            renumber[c] = j
+        table = tuple(self.step_cost((keys[c],)) for c in order)
+        first = tuple((actions[first_pos[c]],) for c in order)
+        return table, first, array("I", map(renumber.__getitem__, codes))
 
     def _single_stage(self, ops: list[tuple]) -> list[tuple]:
         """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
