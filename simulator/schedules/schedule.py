@@ -1,27 +1,48 @@
-"""A schedule as plain data: per rank, the ordered compute actions it runs.
+"""A schedule as plain data: per rank, the ordered steps it runs.
 
 Generating an order (``library/``), checking it (``validate``), adding communication
 (``comm_pass``) and timing it (``simulator.engine``) are separate steps.
+
+The schedule IR is torch's (``torch.distributed.pipelining``'s ``_Action``): ``steps[r]`` is rank
+r's list of :class:`Action` s, compute (F, B, I, W), an overlapped pair as one OVERLAP_F_B action
+whose ``sub`` are its halves, and, once lowered by ``comm_pass.add_communication``, the SEND_F /
+RECV_F / SEND_B / RECV_B actions. ``ranks`` is the per-compute-action view the engine, metrics
+and records read: per rank the compute actions in order, a pair as its two halves carrying the
+pair's number (``0F3@0``, ``3B1@0``), communication left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
+from typing import Iterable, Iterator, Sequence
 
 from .action import Action, Kind
 
+_PAIR = attrgetter("pair")
+_KIND = attrgetter("kind")
+_COMPUTE = frozenset((Kind.F, Kind.B, Kind.I, Kind.W))
+_COMM = frozenset((Kind.SEND_F, Kind.RECV_F, Kind.SEND_B, Kind.RECV_B))
+_GROUPED = _COMM | {Kind.OVERLAP_F_B}   # kinds that make the steps differ from the view
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Schedule:
-    """Per-rank action lists plus the stage layout they assume.
+    """Per-rank steps plus the stage layout they assume.
 
     - ``placement[s]`` is the rank that runs virtual stage ``s``.
+    - ``steps[r]``: rank r's actions in order (see the module's docstring).
     - ``pipelines`` are the stage sequences data flows through (stage k feeds k+1 within one);
       one pipeline ``0..n_stages-1`` unless a schedule feeds microbatches from both ends.
     - ``stage_chunk[s]`` is the model chunk (contiguous layer range) stage ``s`` computes;
       identity unless two stages share weights (bidirectional DualPipe).
     - ``flush``: the iteration ends with a pipeline flush (all but PipeDream-2BW).
+
+    The steps may also be given in the deprecated per-compute-action form (a pair as two
+    consecutive halves sharing a ``pair`` number), positionally or as ``ranks=``; they are
+    stored as OVERLAP_F_B actions. ``ranks=`` wins over ``steps``, so
+    ``dataclasses.replace(s, ranks=...)`` replaces the steps.
     """
 
     name: str
@@ -29,17 +50,86 @@ class Schedule:
     vpp: int
     microbatches: int
     placement: tuple[int, ...]
-    ranks: tuple[tuple[Action, ...], ...]
+    steps: tuple[tuple[Action, ...], ...]
     pipelines: tuple[tuple[int, ...], ...] = ()
     stage_chunk: tuple[int, ...] = ()
     flush: bool = True
     meta: dict = field(default_factory=dict, compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.pipelines:
-            object.__setattr__(self, "pipelines", (tuple(range(len(self.placement))),))
-        if not self.stage_chunk:
-            object.__setattr__(self, "stage_chunk", tuple(range(len(self.placement))))
+    def __init__(self, name: str, pp: int, vpp: int, microbatches: int,
+                 placement: tuple[int, ...],
+                 steps: Iterable[Sequence[Action]] = (),
+                 pipelines: tuple[tuple[int, ...], ...] = (),
+                 stage_chunk: tuple[int, ...] = (), flush: bool = True,
+                 meta: dict | None = None, *,
+                 ranks: Iterable[Sequence[Action]] | None = None) -> None:
+        put = object.__setattr__
+        put(self, "name", name)
+        put(self, "pp", pp)
+        put(self, "vpp", vpp)
+        put(self, "microbatches", microbatches)
+        put(self, "placement", placement)
+        stored, flat, comm, overlap = _normalize(steps if ranks is None else ranks)
+        put(self, "steps", stored)
+        put(self, "pipelines", pipelines or (tuple(range(len(placement))),))
+        put(self, "stage_chunk", stage_chunk or tuple(range(len(placement))))
+        put(self, "flush", flush)
+        put(self, "meta", {} if meta is None else meta)
+        put(self, "_flat", flat)
+        put(self, "_has_comm", comm)
+        put(self, "_has_overlap", overlap)
+
+    @property
+    def ranks(self) -> tuple[tuple[Action, ...], ...]:
+        """Per rank, the compute actions in order: a pair's halves in place, numbered (cached:
+        built once with the schedule)."""
+        return self._flat
+
+    @property
+    def has_overlap(self) -> bool:
+        """Some step is an overlapped F/B pair (OVERLAP_F_B)."""
+        return self._has_overlap
+
+    @property
+    def lowered(self) -> bool:
+        """The steps carry their communication (``comm_pass.add_communication``)."""
+        return self._has_comm or bool(self.meta.get("lowered"))
+
+    def compute_steps(self) -> tuple[tuple[Action, ...], ...]:
+        """``steps`` without the communication actions."""
+        if not self._has_comm:
+            return self.steps
+        return tuple(tuple(a for a in acts if a.kind not in _COMM) for acts in self.steps)
+
+    def step_strings(self) -> list[list[str]]:
+        """Per rank, the steps in torch's notation (``0F7``, ``(0F7;7B3)OVERLAP_F_B``,
+        ``2SEND_F1``)."""
+        return [[a.plain for a in acts] for acts in self.steps]
+
+    # -- deprecated: the engine's op tuples of a lowered schedule, by rank ---------------------
+    def __getitem__(self, rank: int):
+        """Rank ``rank``'s op tuples (``comm_pass.op_lists``) of a lowered schedule.
+
+        Deprecated, for one release: ``add_communication`` returned these tuples before it
+        returned the lowered schedule; code indexing or iterating its result keeps working.
+        Use ``comm_pass.op_lists``."""
+        if not self.lowered:
+            raise TypeError(f"schedule {self.name!r} is not lowered: it has no op lists "
+                            "(comm_pass.add_communication lowers it)")
+        cache = self.__dict__.setdefault("_ops", {})
+        ops = cache.get(rank)
+        if ops is None:
+            from .ops import render
+
+            if not -self.pp <= rank < self.pp:
+                raise IndexError(f"rank {rank} does not exist (pp {self.pp})")
+            ops = cache[rank] = render(self, rank % self.pp,
+                                       self.meta.get("lowered") == "early")
+        return ops
+
+    def __iter__(self) -> Iterator:
+        """Deprecated with :meth:`__getitem__`: the op tuples of each rank."""
+        return (self[r] for r in range(self.pp))
 
     @property
     def n_stages(self) -> int:
@@ -75,7 +165,69 @@ class Schedule:
         return any(a.kind in (Kind.I, Kind.W) for acts in self.ranks for a in acts)
 
     def as_strings(self) -> list[list[str]]:
+        """Per rank, the compute view as strings (a pair's halves as ``0F3@0``)."""
         return [[str(a) for a in acts] for acts in self.ranks]
+
+
+def _normalize(given: Iterable[Sequence[Action]]):
+    """(steps, compute view, has comm actions, has overlapped pairs) of the given per-rank
+    lists, in either form.
+
+    The deprecated form's pairs (consecutive halves sharing a ``pair`` number) become
+    OVERLAP_F_B actions; an OVERLAP_F_B action's halves without a number get the pair's index
+    on its rank. A half whose number has no neighbour to pair with stays as it is, for the
+    validator to name. Lists with neither pairs nor communication are kept as they are: both
+    the steps and the view.
+    """
+    steps: list[tuple[Action, ...]] = []
+    flat: list[tuple[Action, ...]] = []
+    any_comm = any_overlap = False
+    for acts in given:
+        acts = tuple(acts)
+        try:
+            pairs = list(map(_PAIR, acts))
+            kinds = set(map(_KIND, acts))
+        except AttributeError:    # not actions: the validator names them
+            pairs, kinds = [], set()
+        if pairs.count(None) == len(pairs) and not kinds & _GROUPED:
+            steps.append(acts)
+            flat.append(acts)
+            continue
+        out: list[Action] = []
+        view: list[Action] = []
+        k = 0   # pairs so far on this rank
+        i, n = 0, len(acts)
+        while i < n:
+            a = acts[i]
+            if a.sub:
+                halves = a.sub
+                if all(h.pair is None for h in halves):
+                    halves = tuple(Action(h.stage, h.kind, h.microbatch, k, h.sub)
+                                   for h in halves)
+                    a = Action(a.stage, a.kind, a.microbatch, a.pair, halves)
+                out.append(a)
+                view.extend(halves)
+                k += 1
+                any_overlap = True
+            elif a.pair is not None and i + 1 < n and pairs[i + 1] == a.pair \
+                    and not acts[i + 1].sub:
+                b = acts[i + 1]
+                out.append(Action.overlap(a, b))
+                view.extend((a, b))
+                k += 1
+                any_overlap = True
+                i += 2
+                continue
+            else:
+                out.append(a)
+                if a.kind in _COMM:
+                    any_comm = True
+                else:
+                    view.append(a)
+            i += 1
+        steps.append(tuple(out))
+        flat.append(tuple(view))
+    return tuple(steps), tuple(flat), any_comm, any_overlap
 
 
 def loop_placement(pp: int, vpp: int) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import DeadlockError, ScheduleError, Wait
 from ..schedules.action import Action
-from ..schedules.comm_pass import ACTIVATION, GRADIENT, Compute, Op, Transfer, add_communication
+from ..schedules.comm_pass import ACTIVATION, GRADIENT, Compute, Op, Transfer, op_lists
 from ..schedules.schedule import Schedule
 from ..schedules.validate import check_place
 from ..schedules.action import Kind
@@ -106,7 +106,8 @@ def execute(schedule: Schedule, model: Model, xs: Sequence[np.ndarray],
             programs: Sequence[Sequence[Op]] | None = None) -> Execution:
     """Train ``model`` on microbatches ``xs``/``ts`` as ``schedule`` orders it.
 
-    ``programs`` replaces the comm pass's op lists (to test hand-broken programs).
+    A compute-only ``schedule`` is lowered by the comm pass; a lowered one runs with its own
+    receives and sends. ``programs`` replaces the op lists (to test hand-broken programs).
     """
     return _Executor(schedule, model, xs, ts, lr, programs).run()
 
@@ -120,7 +121,7 @@ class _Executor:
         self.training: Training = training_of(schedule)
         _check_layout(schedule, model, len(xs))
         if programs is None:
-            programs = add_communication(schedule)
+            programs = op_lists(schedule)
         if len(programs) != schedule.pp:
             raise ScheduleError(f"expected one op list per rank ({schedule.pp}), "
                                 f"found {len(programs)}")
@@ -162,12 +163,13 @@ class _Executor:
         """Run ``rank``'s next op if it can run now; False if it must wait (a receive)."""
         op = rank.ops[rank.pc]
         if isinstance(op, Transfer):
-            if op.op == "recv":
+            if op.op in ("recv", "wait"):     # a blocking receive, or the wait of a posted one
                 if not self._recv(rank, op):
                     return False
-            else:
+            elif op.op == "send":
                 self._send(rank, op)
-            rank.transfers += 1
+            if op.op != "irecv":              # posting a receive moves nothing yet
+                rank.transfers += 1
         else:
             self._compute(rank, op)
         rank.pc += 1

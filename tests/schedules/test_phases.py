@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from simulator.errors import ConfigError
 from simulator.schedules import generate, names
-from simulator.schedules.action import Action, Kind
+from simulator.schedules.action import KINDS, Action, Kind
 from simulator.schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, kind_string,
                                         peak_inflight, phase_counts, phase_labels)
 
@@ -103,7 +103,7 @@ def test_edge_orders():
                           Action(0, f, 1))) == (2, 1)
 
 
-_action = st.builds(Action, st.integers(0, 2), st.sampled_from(list(Kind)), st.integers(0, 4))
+_action = st.builds(Action, st.integers(0, 2), st.sampled_from(KINDS), st.integers(0, 4))
 _in_order = st.lists(st.sampled_from("FB"), max_size=12).map(
     lambda ks: tuple(Action(0, Kind(k), ks[:i].count(k)) for i, k in enumerate(ks)))
 

@@ -33,7 +33,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
 
 
 def dualpipe_order(rank: int, pp: int, microbatches: int) -> list[Action]:
-    """DeepSeek's DualPipe order for one rank."""
+    """DeepSeek's DualPipe order for one rank, pairs as OVERLAP_F_B steps."""
     half_ranks = pp // 2
     h = min(rank, pp - 1 - rank)                 # position within the half
     middle = h == half_ranks - 1

@@ -1,9 +1,9 @@
 """DualPipeV (DeepSeek's DualPipe "cut in half"), in PyTorch 2.13's ``ScheduleDualPipeV`` order.
 
 V placement: rank r runs stage r and stage 2P-1-r. In the steady state each rank runs the forward
-of one chunk overlapped with the backward of the other (``pair``: the two halves are consecutive,
-F first, numbered 0, 1, ... per rank), which hides the communication of one behind the compute of
-the other. The warm-up and cool-down split some backwards into I and W (zero-bubble style).
+of one chunk overlapped with the backward of the other (one OVERLAP_F_B step, F half first; the
+compute view numbers the pairs 0, 1, ... per rank), which hides the communication of one behind
+the compute of the other. The warm-up and cool-down split some backwards into I and W (zero-bubble style).
 Torch requires two chunks per rank and M >= 2P microbatches.
 """
 
@@ -25,7 +25,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
 
 
 class RankOrder:
-    """Builds one rank's action list, numbering microbatches per stage in issue order.
+    """Builds one rank's steps, numbering microbatches per stage in issue order.
 
     ``first_mb[stage]`` is the first microbatch a stage sees (0 unless, as in bidirectional
     DualPipe, the stage belongs to a pipeline whose microbatches are numbered from M/2).
@@ -58,13 +58,17 @@ class RankOrder:
             self.acts.append(Action(stage, Kind.W, mb))
 
     def overlapped(self, f_stage: int, b_stage: int) -> None:
+        """One OVERLAP_F_B step: the forward of ``f_stage`` and the backward of ``b_stage``
+        (halves numbered with the pair's index on this rank, as the compute view has them)."""
         self.forward(f_stage, self.pairs)
         self.backward(b_stage, pair=self.pairs)
+        b = self.acts.pop()
+        self.acts.append(Action.overlap(self.acts.pop(), b))
         self.pairs += 1
 
 
 def dualpipe_v_order(rank: int, pp: int, microbatches: int) -> list[Action]:
-    """Torch 2.13's DualPipeV order for one rank (its 8 steps)."""
+    """Torch 2.13's DualPipeV order for one rank (its 8 steps), pairs as OVERLAP_F_B steps."""
     s0, s1 = rank, 2 * pp - 1 - rank
     o = RankOrder()
     for _ in range((pp - rank - 1) * 2):                 # 1: F0
