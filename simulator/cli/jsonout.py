@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import click
-
 from ..errors import ConfigError
 
 SCHEMA_VERSION = "2"
 
 
 def json_option(what: str) -> Callable:
+    import click  # declaring an option only: a plain `pipesim run` runs without click
+
     return click.option(
         "--json", "json_dest", is_flag=False, flag_value="-", default=None, metavar="[PATH|-]",
         help=f"Write {what} as JSON to PATH; a bare --json (or '-') prints it to stdout and "
@@ -20,6 +20,8 @@ def json_option(what: str) -> Callable:
 
 
 def schema_option(schema: Callable[[], dict]) -> Callable:
+    import click
+
     def show(ctx: click.Context, _param: Any, value: bool) -> None:
         if value and not ctx.resilient_parsing:
             import json
@@ -36,7 +38,9 @@ def write_json(data: Any, dest: str, indent: int | None = 2) -> None:
 
     text = json.dumps(data, indent=indent, default=str)
     if dest == "-":
-        click.echo(text)
+        from .echo import echo
+
+        echo(text)
         return
     try:
         with open(dest, "w") as fh:

@@ -1,10 +1,12 @@
 """``pipesim`` entry point. Each sub-command is a module in ``commands/`` exposing ``command``
-(a click command); modules are found by name, so adding a command is adding a file.
+(a click command; the group is :mod:`.group`); modules are found by name, so adding a command is
+adding a file.
 
 User errors (:class:`~simulator.errors.PipesimError`) print one line and exit with their code.
 
-Start-up is most of a small run's cost, so sub-commands are imported only when they run, and
-SimPy is imported without ``importlib.metadata`` (see :func:`_simpy_without_metadata`).
+Start-up is most of a small run's cost, so sub-commands are imported only when they run, a plain
+``pipesim run`` is read without importing click at all (:mod:`.run_impl`), and SimPy is imported
+without ``importlib.metadata`` (see :class:`_SimpyWithoutMetadata`).
 """
 
 from __future__ import annotations
@@ -15,39 +17,13 @@ import os
 import sys
 import types
 
-import click
-
 from ..errors import PipesimError
-from . import commands
+from .echo import echo
 
 # Commands that make one simulation and exit: their objects are acyclic (records, summaries), so
 # the cyclic collector only costs time (about 5 % of a small `pipesim run`); the simulation itself
 # already runs with it off. Commands that loop over many runs (sweep, ...) keep it.
 _GC_OFF = frozenset({"run"})
-
-
-class _LazyGroup(click.Group):
-    """Imports a sub-command's module only when it runs (keeps ``pipesim run`` start-up small)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        import pkgutil  # only for --help and completion
-
-        return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
-                      if not m.name.startswith("_"))
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        # the names list_commands gives: a module `a_b` is the command `a-b`, `_x` is private
-        module_name = name.replace("-", "_")
-        if "_" in name or not module_name.isidentifier() or module_name.startswith("_"):
-            return None
-        full = f"{commands.__name__}.{module_name}"
-        try:
-            module = importlib.import_module(full)
-        except ModuleNotFoundError as err:
-            if err.name != full:
-                raise
-            return None
-        return module.command
 
 
 class _SimpyWithoutMetadata:
@@ -147,12 +123,6 @@ def _dist_version(dist: str) -> str | None:
     return None
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="pipesim")
-def cli() -> None:
-    """Simulate pipeline-parallel training schedules on ASTRA-SIM / SimAI workload files."""
-
-
 def main(argv: list[str] | None = None) -> int:
     if "simpy" not in sys.modules and _SimpyWithoutMetadata not in sys.meta_path:
         sys.meta_path.insert(0, _SimpyWithoutMetadata)
@@ -169,27 +139,77 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
+        return _dispatch(argv)
     except PipesimError as err:
-        click.echo(f"pipesim: error: {err}", err=True)
-        return err.exit_code
-    except click.exceptions.Abort:
-        click.echo("pipesim: aborted", err=True)
-        return 130
-    except click.ClickException as err:   # a bad option or argument: one line, like ours
-        click.echo(f"pipesim: error: {err.format_message()}", err=True)
-        return err.exit_code
-    except click.exceptions.Exit as err:
+        echo(f"pipesim: error: {err}", err=True)
         return err.exit_code
     except BrokenPipeError:
         return 0
-    except Exception as err:  # a bug in pipesim, not in the input: say so in one line
+    except Exception as err:
+        click = sys.modules.get("click")   # a click exception only when click ran
+        if click is not None:
+            if isinstance(err, click.exceptions.Abort):
+                click.echo("pipesim: aborted", err=True)
+                return 130
+            if isinstance(err, click.ClickException):   # a bad option or argument: one line
+                click.echo(f"pipesim: error: {err.format_message()}", err=True)
+                return err.exit_code
+            if isinstance(err, click.exceptions.Exit):
+                return err.exit_code
         if os.environ.get("PIPESIM_DEBUG"):
             raise
-        click.echo(f"pipesim: internal error: {type(err).__name__}: {err} "
-                   "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
+        # a bug in pipesim, not in the input: say so in one line
+        echo(f"pipesim: internal error: {type(err).__name__}: {err} "
+             "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
         return 70
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    """A plain ``pipesim run`` runs without click (its import is about a tenth of a small run);
+    everything else, and any ``run`` line click must judge, goes through click."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["run"]:
+        from .run_impl import parse_run_args, run
+
+        kwargs = parse_run_args(args[1:])
+        if kwargs is not None:
+            _as_click_runs_a_command(run, kwargs)
+            return 0
+    from .group import cli
+
+    rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
     return rc if isinstance(rc, int) else 0  # ctx.exit(n) comes back as the return value
+
+
+def _as_click_runs_a_command(callback, kwargs: dict) -> None:
+    """Call ``callback(**kwargs)`` with what click's ``main`` does around a command: Ctrl-C (or
+    EOF) is an Abort after a blank line on stderr, and a broken pipe exits 1 quietly."""
+    try:
+        callback(**kwargs)
+    except (EOFError, KeyboardInterrupt) as err:
+        echo("", err=True)
+        from click.exceptions import Abort
+
+        raise Abort() from err
+    except OSError as err:
+        import errno
+
+        if err.errno != errno.EPIPE:
+            raise
+        from click.utils import PacifyFlushWrapper
+
+        sys.stdout = PacifyFlushWrapper(sys.stdout)
+        sys.stderr = PacifyFlushWrapper(sys.stderr)
+        sys.exit(1)
+
+
+def __getattr__(name: str):
+    """``cli`` and ``_LazyGroup`` (click objects) load on first use."""
+    if name in ("cli", "_LazyGroup"):
+        from . import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

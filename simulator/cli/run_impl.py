@@ -1,0 +1,228 @@
+"""``pipesim run`` without click: what the command does, and its command line read for the common
+case, so that a plain ``pipesim run FILE [options]`` never imports click.
+
+Start-up is most of a small run's cost and click's import alone is about a tenth of it.
+:func:`parse_run_args` reads the arguments the way click reads them for
+:mod:`.commands.run` when every one is simple (``--name value``, ``--name=value``, ``-s value``,
+a flag, one positional WORKLOAD) and every value is one click would accept; for anything else
+(``--help``, ``--json-schema``, an unknown or bad option, a value click would refuse, ``--``,
+bundled short flags) it returns None and click parses the line, so every message and exit code
+stays click's. ``tests/cli/test_run_fast_path.py`` checks that the two readings agree.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from ..errors import ConfigError
+from ..run_options import RunOptions, flag_of
+from .echo import echo
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+# The options of ``pipesim run`` besides RunOptions' (declared with click in commands/run.py,
+# in this order): (flags, keyword, kind). kind: str, path (click.Path(dir_okay=False)), multi
+# (repeatable str), json (``--json [PATH|-]``), log_level (a choice of LOG_LEVELS).
+RUN_ARGS = (
+    (("--schedule", "-s"), "schedule", "str"),
+    (("--schedule-file",), "schedule_file", "path"),
+    (("--system",), "system", "path"),
+    (("--option", "-O"), "schedule_options", "multi"),
+    (("--calibration",), "calibration", "path"),
+    (("--set",), "system_sets", "multi"),
+    (("--json",), "json_dest", "json"),
+    (("--gantt",), "gantt", "path"),
+    (("--trace",), "trace", "path"),
+    (("--log-level",), "log_level", "log_level"),
+)
+_DEFAULTS = {"schedule_options": (), "system_sets": (), "log_level": "warning"}
+_KIND_OF_RUN_OPTION = {"positive": "int", "non_negative": "int", "positive_number": "float",
+                       "non_negative_number": "float", "bool": "flag", "choice": "choice"}
+
+
+def _table() -> tuple[dict[str, tuple[str, str, tuple]], dict[str, object]]:
+    """flag -> (keyword, kind, choices), and every keyword's default (click's defaults)."""
+    flags: dict[str, tuple[str, str, tuple]] = {}
+    defaults: dict[str, object] = {}
+    for names, dest, kind in RUN_ARGS:
+        for name in names:
+            flags[name] = (dest, kind, LOG_LEVELS if kind == "log_level" else ())
+        defaults[dest] = _DEFAULTS.get(dest)
+    for f in RunOptions.__dataclass_fields__.values():
+        if f.name == "schedule":      # run declares --schedule itself
+            continue
+        meta = f.metadata
+        kind = "multi" if meta["multiple"] else _KIND_OF_RUN_OPTION.get(meta["kind"], "str")
+        for name in (flag_of(f), meta["short"]):
+            if name:
+                flags[name] = (f.name, kind, meta["choices"])
+        defaults[f.name] = () if kind == "multi" else False if kind == "flag" else f.default
+    return flags, defaults
+
+
+def _value(kind: str, text: str, choices: tuple) -> tuple[bool, object]:
+    """(True, the value click would give) or (False, None) when click must judge ``text``."""
+    if kind in ("str", "multi", "json"):
+        return True, text
+    if kind == "int" or kind == "float":
+        try:
+            return True, int(text) if kind == "int" else float(text)
+        except ValueError:
+            return False, None
+    if kind == "choice" or kind == "log_level":
+        return text in choices, text          # other spellings (LOG-LEVEL case): click's call
+    # path: click.Path(dir_okay=False) refuses a directory or an unreadable file
+    try:
+        st = os.stat(text)
+    except OSError:
+        return True, text
+    except ValueError:        # a NUL in the name: click's own handling
+        return False, None
+    return not stat.S_ISDIR(st.st_mode) and os.access(text, os.R_OK), text
+
+
+def parse_run_args(args: list[str]) -> dict[str, object] | None:
+    """The keyword arguments click would pass to ``pipesim run``'s callback for ``args`` (what
+    follows ``run``), or None when click must read them (see the module's docstring)."""
+    flags, values = _table()
+    multi: dict[str, list] = {}
+    workload = None
+    i, n = 0, len(args)
+    while i < n:
+        arg = args[i]
+        i += 1
+        if arg[:1] != "-":
+            if workload is not None:
+                return None       # an extra argument: click's message
+            workload = arg
+            continue
+        name, eq, text = arg.partition("=") if arg[:2] == "--" else (arg, "", "")
+        entry = flags.get(name)
+        if entry is None:
+            return None           # --help, --json-schema, "-", "--", -sVALUE, a typo ...
+        dest, kind, choices = entry
+        if kind == "flag":
+            if eq:
+                return None
+            values[dest] = True
+            continue
+        if eq:
+            if kind == "json" and text[:1] == "-" and len(text) > 1:
+                return None
+        elif kind == "json":      # a bare --json (before another option, or last) means "-"
+            if i < n and (args[i][:1] != "-" or args[i] == "-"):
+                text = args[i]
+                i += 1
+            else:
+                text = "-"
+        else:
+            if i >= n or args[i][:1] == "-":
+                return None       # a missing value, or one that looks like an option
+            text = args[i]
+            i += 1
+        ok, value = _value(kind, text, choices)
+        if not ok:
+            return None
+        if kind == "multi":
+            multi.setdefault(dest, []).append(value)
+        else:
+            values[dest] = value
+    if workload is None:
+        return None
+    ok, workload = _value("path", workload, ())
+    if not ok:
+        return None
+    for dest, items in multi.items():
+        values[dest] = tuple(items)
+    values["workload"] = workload
+    return values
+
+
+def configure_logging(level: str) -> None:
+    import logging
+
+    class _StderrHandler(logging.Handler):
+        """Writes to whatever ``sys.stderr`` is at the time (safe under test capture)."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            sys.stderr.write(self.format(record) + "\n")
+
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("pipesim")
+    logger.handlers[:] = [handler]
+    logger.setLevel(getattr(logging, level.upper()))
+
+
+def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
+    """``("group_size=4", "name=x")`` -> ``{"group_size": 4, "name": "x"}`` (numbers parsed)."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option}: expected KEY=VALUE, got {item!r}")
+        value: object = text
+        for cast in (int, float):
+            try:
+                value = cast(text)
+                break
+            except ValueError:
+                continue
+        out[key.strip()] = value
+    return out
+
+
+def run(workload, schedule, schedule_file, system, calibration, schedule_options,
+        system_sets, json_dest, gantt, trace, log_level, **run_options) -> None:
+    """What ``pipesim run`` does once its arguments are read (by click or by
+    :func:`parse_run_args`)."""
+    from ..api import simulate
+
+    opts = RunOptions.from_values(run_options)
+    configure_logging(log_level)
+    if gantt:
+        from ..export.gantt import gantt_format
+
+        gantt_format(gantt)  # a bad extension is refused before the run, not after it
+    sched = schedule
+    if schedule_file is not None:
+        if schedule is not None:
+            raise ConfigError("--schedule and --schedule-file: give one, not both")
+        from ..schedules.csv_io import load_schedule_csv
+
+        sched = load_schedule_csv(schedule_file)
+    options = parse_assignments(schedule_options, "--option")
+    if calibration is not None or system_sets:
+        from ..system.config import load_system
+
+        system = load_system(system)
+        if calibration is not None:
+            from ..system.overlay import apply_calibration
+
+            system = apply_calibration(system, calibration)
+        if system_sets:
+            system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
+    from .ticker import ticker
+
+    with ticker(f"simulating {workload}"):
+        result = simulate(workload, sched, system, trace_layers=trace is not None,
+                          schedule_options=options, **opts.simulate_kwargs())
+    if gantt:
+        from ..export.gantt import write_gantt
+
+        write_gantt(result, gantt)
+    if trace:
+        from ..export.perfetto import write_trace
+
+        write_trace(result, trace)
+    if json_dest:
+        from .jsonout import write_json
+
+        write_json(result.to_dict(), json_dest)
+    if json_dest == "-":     # stdout holds the JSON and nothing else
+        return
+    from .report import render_run
+
+    echo(render_run(result.summary))
