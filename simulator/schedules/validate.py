@@ -8,10 +8,19 @@ Rules:
   and by either one B or one I and one W (never a mix), on the rank ``placement`` gives the stage
   (with several pipelines, each microbatch enters one, and the stages of that one cover it);
 - W comes after its I on the same rank;
-- an overlapped pair (``pair`` set) is two consecutive actions on one rank, one F and one B/I;
+- an overlapped pair (OVERLAP_F_B) holds two actions, one F and one B/I (in the compute view
+  ``ranks`` its halves carry one ``pair`` number, on no other action of the rank);
 - running the per-rank lists as a dataflow never gets stuck: F(s,m) needs F(prev(s),m);
   B/I(s,m) needs F(s,m) and the backward (B or I) of next(s) for m; W(s,m) needs I(s,m). The two
   halves of a pair start together, so each half's needs must be met before the pair starts.
+
+Positions of compute actions are indices in the compute view ``ranks`` (a pair's halves count
+one each). A lowered schedule (``comm_pass.add_communication``) is checked further
+(:func:`_check_comm`), with positions that are indices in its ``steps``: every SEND and RECV
+names data crossing to another rank, each SEND has its one RECV on the peer and each RECV its
+SEND, a compute's input from another rank is received before it on its rank and its output
+sent after it, and the lists run without getting stuck when sends and posted receives never
+block and a compute waits until the data it receives was sent (torch's runtime).
 """
 
 from __future__ import annotations
@@ -19,9 +28,9 @@ from __future__ import annotations
 from array import array
 
 from ..errors import ScheduleError
-from .action import Action
+from .action import RECVS, SENDS, Action, Kind
+from .ops import comm_action, transfer_of, transfers
 from .schedule import Schedule
-from .action import Kind
 
 Key = tuple[int, str, int]
 
@@ -29,12 +38,26 @@ Key = tuple[int, str, int]
 def validate(schedule: Schedule) -> None:
     """Raise :class:`ScheduleError` naming rank, position and action for the first problem."""
     _check_shape(schedule)
-    if _valid_fast(schedule):
-        return
-    where = _check_actions(schedule)
-    _check_pairs(schedule)
-    _check_complete(schedule, where)
-    _check_dataflow(schedule, where)
+    if not _valid_fast(schedule):
+        where = _check_actions(schedule)
+        _check_pairs(schedule)
+        _check_complete(schedule, where)
+        _check_dataflow(schedule, where)
+    if schedule.lowered:
+        _check_comm(schedule)
+
+
+def _compute_steps(s: Schedule, rank: int) -> list[tuple[int, tuple[Action, ...]]]:
+    """Rank ``rank``'s compute steps as (position in ``ranks`` of the first half, halves)."""
+    out = []
+    pos = 0
+    for a in s.steps[rank]:
+        if a.kind in SENDS or a.kind in RECVS:
+            continue
+        halves = a.sub or (a,)
+        out.append((pos, halves))
+        pos += len(halves)
+    return out
 
 
 _KIND_INDEX = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
@@ -51,55 +74,60 @@ def _valid_fast(s: Schedule) -> bool:
     M4 = 4 * M
     kind_index = _KIND_INDEX
     seen = bytearray(n_st * M4)
-    # per rank, each action's code (stage * 4M + kind * M + microbatch); the second half of an
-    # overlapped pair is stored as -1 - code, so a step is a code and any negative one after it
+    # per rank, each compute action's code (stage * 4M + kind * M + microbatch); the second half
+    # of an overlapped pair is stored as -1 - code, so a step is a code and any negative one
+    # after it
     codes: list[array] = []
-    for rank, acts in enumerate(s.ranks):
+    comm = (Kind.SEND_F, Kind.RECV_F, Kind.SEND_B, Kind.RECV_B)
+    for rank, acts in enumerate(s.steps):
         out = array("q")
         put = out.append
-        last_pair = None
-        for a in acts:
-            if type(a) is not Action:
+        numbers = set()
+        for step in acts:
+            if type(step) is not Action:
                 return False
-            st, mb, pair = a.stage, a.microbatch, a.pair
-            k = kind_index.get(a.kind)
-            if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
-                    or not 0 <= mb < M or placement[st] != rank:
-                return False
-            base = st * M4 + mb
-            code = base + k * M
-            if seen[code]:
-                return False                      # duplicate
-            if k == 1:
-                if seen[base + 2 * M] or seen[base + 3 * M]:
-                    return False                  # B mixed with I/W
-            elif k >= 2:
-                if seen[base + M]:
-                    return False                  # I/W mixed with B
-                if k == 3 and not seen[base + 2 * M]:
-                    return False                  # W before its I
-            seen[code] = 1
-            if pair is not None and pair == last_pair:
-                put(-1 - code)
-                last_pair = None
-            else:
-                put(code)
-                last_pair = pair
-        codes.append(out)
-    # pairs: each number on exactly two consecutive actions of a rank, one F and one B/I
-    for rank, acts in enumerate(s.ranks):
-        pairs = [a.pair for a in acts if a.pair is not None]
-        if not pairs:
-            continue
-        seconds = [c for c in codes[rank] if c < 0]
-        if len(pairs) != 2 * len(set(pairs)) or 2 * len(seconds) != len(pairs):
-            return False
-        rc = codes[rank]
-        for i, c in enumerate(rc):
-            if c < 0:
-                ks = sorted((((rc[i - 1]) // M) % 4, ((-1 - c) // M) % 4))
-                if ks not in ([0, 1], [0, 2]):
+            if step.sub:
+                halves = step.sub
+                if step.kind != Kind.OVERLAP_F_B or len(halves) != 2:
                     return False
+                number = halves[0].pair
+                if number is None or halves[1].pair != number or number in numbers:
+                    return False                  # the view's pair numbers are off
+                numbers.add(number)
+                ks = sorted(kind_index.get(h.kind, 9) for h in halves)
+                if ks not in ([0, 1], [0, 2]):
+                    return False                  # not one F and one B/I
+            elif step.kind in comm:
+                continue
+            elif step.pair is not None:
+                return False                      # a pair's half without its other half
+            else:
+                halves = (step,)
+            second = False
+            for a in halves:
+                if type(a) is not Action or a.sub:
+                    return False
+                st, mb = a.stage, a.microbatch
+                k = kind_index.get(a.kind)
+                if k is None or type(st) is not int or type(mb) is not int or \
+                        not 0 <= st < n_st or not 0 <= mb < M or placement[st] != rank:
+                    return False
+                base = st * M4 + mb
+                code = base + k * M
+                if seen[code]:
+                    return False                  # duplicate
+                if k == 1:
+                    if seen[base + 2 * M] or seen[base + 3 * M]:
+                        return False              # B mixed with I/W
+                elif k >= 2:
+                    if seen[base + M]:
+                        return False              # I/W mixed with B
+                    if k == 3 and not seen[base + 2 * M]:
+                        return False              # W before its I
+                seen[code] = 1
+                put(-1 - code if second else code)
+                second = True
+        codes.append(out)
     # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
     for st in range(n_st):
         b = st * M4
@@ -225,6 +253,9 @@ def check_place(s: Schedule, rank: int, pos: int, a: Action) -> None:
     """An action at ``rank``/``pos`` names an existing stage and microbatch of that rank."""
     if not isinstance(a, Action):
         raise ScheduleError(f"expected an Action, found {type(a).__name__} {a!r}", rank, pos)
+    if a.kind not in _KIND_INDEX or a.sub:
+        raise ScheduleError(f"expected a compute action (F, B, I or W) here, found "
+                            f"{a.kind}", rank, pos, str(a))
     if not 0 <= a.stage < s.n_stages:
         raise ScheduleError(f"stage {a.stage} does not exist (stages are "
                             f"0..{s.n_stages - 1})", rank, pos, str(a))
@@ -376,15 +407,15 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
         return deps
 
     done: set[Key] = set()
-    pointer = [0] * s.pp
+    steps = [_compute_steps(s, r) for r in range(s.pp)]
+    pointer = [0] * s.pp            # index of each rank's next compute step
 
     def step_of(rank: int) -> list[Action]:
-        acts = s.ranks[rank]
-        i = pointer[rank]
-        a = acts[i]
-        if a.pair is not None and i + 1 < len(acts) and acts[i + 1].pair == a.pair:
-            return [a, acts[i + 1]]
-        return [a]
+        return list(steps[rank][pointer[rank]][1])
+
+    def position_of(rank: int) -> int:
+        """Position in ``ranks`` of the rank's next compute step."""
+        return steps[rank][pointer[rank]][0]
 
     def unmet(step: list[Action]) -> list[Key]:
         return [d for a in step for d in needs(a) if d not in done]
@@ -393,22 +424,22 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     while progress:
         progress = False
         for rank in range(s.pp):
-            while pointer[rank] < len(s.ranks[rank]):
+            while pointer[rank] < len(steps[rank]):
                 step = step_of(rank)
                 if unmet(step):
                     break
                 for a in step:
                     done.add((a.stage, a.kind, a.microbatch))
-                pointer[rank] += len(step)
+                pointer[rank] += 1
                 progress = True
 
-    blocked = [r for r in range(s.pp) if pointer[r] < len(s.ranks[r])]
+    blocked = [r for r in range(s.pp) if pointer[r] < len(steps[r])]
     if not blocked:
         return
     rank = _culprit(blocked, lambda r: [where[d][0] for d in unmet(step_of(r))])
     step = step_of(rank)
     stuck = next(a for a in step if any(d not in done for d in needs(a)))
-    position = pointer[rank] + step.index(stuck)
+    position = position_of(rank) + step.index(stuck)
     waits = []
     for dep in needs(stuck):
         if dep in done:
@@ -421,11 +452,150 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     if len(step) == 2:
         partner = step[1] if stuck is step[0] else step[0]
         message += f"; overlapped with {partner}"
-    others = "; ".join(f"rank {r} at position {pointer[r]} ({s.ranks[r][pointer[r]]})"
-                       for r in blocked if r != rank)
+    others = "; ".join(f"rank {r} at position {position_of(r)} "
+                       f"({s.ranks[r][position_of(r)]})" for r in blocked if r != rank)
     if others:
         message += f"; also blocked: {others}"
     raise ScheduleError(message, rank, position, str(stuck))
+
+
+def _check_comm(s: Schedule) -> None:
+    """A lowered schedule's SENDs and RECVs (see the module's docstring); positions are
+    indices in ``steps``."""
+    sends: dict[tuple, tuple] = {}
+    recvs: dict[tuple, tuple] = {}
+    for rank, acts in enumerate(s.steps):
+        for pos, a in enumerate(acts):
+            if a.kind in SENDS or a.kind in RECVS:
+                t = transfer_of(s, a, rank, pos)
+                table = sends if t.op == "send" else recvs
+                if t.key in table:
+                    r0, p0 = table[t.key][:2]
+                    raise ScheduleError(f"duplicate: {a.plain} already at rank {r0} position "
+                                        f"{p0}", rank, pos, a.plain)
+                table[t.key] = (rank, pos, a, t)
+    for key, (rank, pos, a, t) in sends.items():
+        if key not in recvs:
+            raise ScheduleError(f"no {_comm_name(t, 'recv')} on rank {t.dst_rank}: every send "
+                                "needs its receive on the peer", rank, pos, a.plain)
+    for key, (rank, pos, a, t) in recvs.items():
+        if key not in sends:
+            raise ScheduleError(f"no {_comm_name(t, 'send')} on rank {t.src_rank}: every "
+                                "receive needs its send on the peer", rank, pos, a.plain)
+    for rank, acts in enumerate(s.steps):
+        received: set[tuple] = set()
+        unsent: dict[tuple, tuple[int, Action, object]] = {}
+        for pos, a in enumerate(acts):
+            if a.kind in RECVS:
+                received.add(_comm_key(s, a))
+                continue
+            if a.kind in SENDS:
+                t = sends[_comm_key(s, a)][3]
+                if unsent.pop(t.key, None) is None:
+                    later = next((p for p in range(pos + 1, len(acts))
+                                  if any(t in transfers(s, h, rank, "send")
+                                         for h in acts[p].halves)), None)
+                    producer = f"{t.src_stage}{'F' if a.kind == Kind.SEND_F else 'B/I'}" \
+                               f"{t.microbatch}"
+                    found = (f"it is at position {later}" if later is not None
+                             else "it is not on this rank")
+                    raise ScheduleError(f"sends data before computing it ({producer}: {found})",
+                                        rank, pos, a.plain)
+                continue
+            for h in a.halves:
+                for t in transfers(s, h, rank, "recv"):
+                    if t.key not in received:
+                        raise ScheduleError(f"{h.plain} takes its input from rank "
+                                            f"{t.src_rank}, but no {_comm_name(t, 'recv')} is "
+                                            "before it on this rank", rank, pos, a.plain)
+                for t in transfers(s, h, rank, "send"):
+                    unsent[t.key] = (pos, h, t)
+        if unsent:
+            pos, h, t = min(unsent.values(), key=lambda v: v[0])
+            raise ScheduleError(f"{h.plain}'s output goes to rank {t.dst_rank}, but no "
+                                f"{_comm_name(t, 'send')} follows it on this rank",
+                                rank, pos, str(acts[pos].plain))
+    _run_lowered(s, sends)
+
+
+def _comm_key(s: Schedule, a: Action) -> tuple:
+    """The transfer key (data, consuming stage, microbatch) of a SEND or RECV action."""
+    forward = a.kind in (Kind.SEND_F, Kind.RECV_F)
+    data = Kind.F if forward else Kind.B
+    if a.kind in RECVS:
+        return (data, a.stage, a.microbatch)
+    dst = (s.next_stage if forward else s.prev_stage)(a.stage)
+    return (data, dst, a.microbatch)
+
+
+def _comm_name(t, op: str) -> str:
+    return comm_action(t._replace(op=op)).plain
+
+
+def _run_lowered(s: Schedule, sends: dict[tuple, tuple]) -> None:
+    """Run the lowered lists: SENDs and RECVs never block; a compute waits for its local
+    inputs and for the SENDs of the data it receives."""
+    P = s.pp
+    prev = [s.prev_stage(st) for st in range(s.n_stages)]
+    nxt = [s.next_stage(st) for st in range(s.n_stages)]
+    done: set = set()
+    sent: set = set()
+
+    def unmet(rank: int, a: Action) -> list[str]:
+        """What compute ``a`` on ``rank`` still waits for, as 'ACTION (rank r position p)'."""
+        out = []
+        for t in transfers(s, a, rank, "recv"):
+            if t.key not in sent:
+                r, p, send = sends[t.key][:3]
+                out.append((r, f"{send.plain} (rank {r} position {p})"))
+        st, mb = a.stage, a.microbatch
+        local = []
+        if a.kind == Kind.F:
+            if prev[st] is not None and s.placement[prev[st]] == rank:
+                local.append((prev[st], (Kind.F,), mb))
+        elif a.kind == Kind.W:
+            local.append((st, (Kind.I,), mb))
+        else:
+            local.append((st, (Kind.F,), mb))
+            if nxt[st] is not None and s.placement[nxt[st]] == rank:
+                local.append((nxt[st], (Kind.B, Kind.I), mb))
+        for stage, kinds, m in local:
+            if not any((stage, k, m) in done for k in kinds):
+                out.append((rank, f"{stage}{kinds[0]}{m} (rank {rank})"))
+        return out
+
+    pointer = [0] * P
+    progress = True
+    while progress:
+        progress = False
+        for rank in range(P):
+            acts = s.steps[rank]
+            while pointer[rank] < len(acts):
+                a = acts[pointer[rank]]
+                if a.kind in SENDS:
+                    sent.add(_comm_key(s, a))
+                elif a.kind not in RECVS:
+                    if any(unmet(rank, h) for h in a.halves):
+                        break
+                    for h in a.halves:
+                        done.add((h.stage, h.kind, h.microbatch))
+                pointer[rank] += 1
+                progress = True
+    blocked = [r for r in range(P) if pointer[r] < len(s.steps[r])]
+    if not blocked:
+        return
+
+    def waits(r: int) -> list:
+        return [w for h in s.steps[r][pointer[r]].halves for w in unmet(r, h)]
+
+    rank = _culprit(blocked, lambda r: [w[0] for w in waits(r)])
+    step = s.steps[rank][pointer[rank]]
+    message = "deadlock: waits for " + ", ".join(w[1] for w in waits(rank))
+    others = "; ".join(f"rank {r} at position {pointer[r]} ({s.steps[r][pointer[r]].plain})"
+                       for r in blocked if r != rank)
+    if others:
+        message += f"; also blocked: {others}"
+    raise ScheduleError(message, rank, pointer[rank], step.plain)
 
 
 def _culprit(blocked: list[int], waits_on) -> int:
