@@ -2,11 +2,15 @@
 
 This is what ``torch.distributed.pipelining``'s ``_dump_csv`` writes and ``_load_csv`` reads
 (torchtitan loads custom schedules this way), so a schedule can go both ways between pipesim and
-torch. Reading accepts what torch writes: empty cells (torch's idle steps) are skipped, as are
-torch's communication and FSDP actions (``2SEND_F1``, ``1RECV_B0``, ``0UNSHARD``,
-``0REDUCE_GRAD``...): pipesim adds communication itself (``comm_pass``). An overlapped pair is
-torch's ``(0F3;7B1)OVERLAP_F_B`` cell or two cells in pipesim's ``0F3@k`` notation. Writing
-produces torch's notation, pairs as ``OVERLAP_F_B`` cells.
+torch. Each cell is one step of the rank's ``steps``. Reading accepts what torch writes: empty
+cells (torch's idle steps) are skipped, as are FSDP actions (``0UNSHARD``, ``0REDUCE_GRAD``...)
+and, unless ``lowered`` asks to keep them, torch's communication actions (``2SEND_F1``,
+``1RECV_B0``): pipesim adds communication itself (``comm_pass``). With ``lowered`` they are read
+into a lowered schedule, as torch's comm-action CSV (``_dump_csv(format="comms")``) holds
+them. An overlapped pair is torch's ``(0F3;7B1)OVERLAP_F_B`` cell; two cells in the old
+``0F3@k`` notation are still read as one (deprecated, for one release). Writing produces
+torch's notation, pairs as ``OVERLAP_F_B`` cells, and a lowered schedule's communication
+actions as they are in its steps.
 
 Positions in errors are 0-based cell indices in the row; ranks are 0-based row indices.
 """
@@ -19,22 +23,25 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import ConfigError, ScheduleError
-from .action import Action
+from .action import Action, Kind
 from .schedule import Schedule, loop_placement, v_placement
 from .validate import validate
 
-_COMM = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
+_COMM = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B)\d+$")
+_FSDP = re.compile(r"^\d+(UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
 _OVERLAP = re.compile(r"^\((.*)\)OVERLAP_F_B$")
 
 
 def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = None,
                       placement: str | Sequence[int] | None = None,
-                      check: bool = True) -> Schedule:
+                      check: bool = True, lowered: bool = False) -> Schedule:
     """Read a schedule; pp = number of rows, stages and microbatches from the largest indices.
 
     ``vpp`` defaults to (largest stage + 1) / pp. ``placement`` is ``"loop"``, ``"v"`` or one rank
     per stage; by default V if every rank r holds exactly stages {r, 2P-1-r}, else loop. With
-    ``check`` the result is validated (:func:`validate`) before it is returned.
+    ``check`` the result is validated (:func:`validate`) before it is returned. With ``lowered``
+    the SEND/RECV cells are kept: the result is a lowered schedule (``meta["lowered"]`` is
+    ``"at-use"`` when every receive is right before the step that needs it, else ``"early"``).
     """
     path = Path(path)
     try:
@@ -53,13 +60,18 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
     skipped = 0
     for r, row in enumerate(rows):
         acts: list[Action] = []
-        pairs = 0
         for c, cell in enumerate(row):
             text = cell.strip()
             if not text:
                 continue
-            if _COMM.match(text):
+            if _FSDP.match(text):
                 skipped += 1
+                continue
+            if _COMM.match(text):
+                if lowered:
+                    acts.append(Action.parse(text))
+                else:
+                    skipped += 1
                 continue
             overlap = _OVERLAP.match(text)
             if overlap:
@@ -67,16 +79,14 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
                 if len(halves) != 2:
                     raise ScheduleError(f"{path}: an OVERLAP_F_B cell holds two actions "
                                         f"'(xFm;yBn)', found {len(halves)}", r, c, text)
-                for half in halves:
-                    a = _parse_cell(path, half, r, c)
-                    acts.append(Action(a.stage, a.kind, a.microbatch, pairs))
-                pairs += 1
+                first, second = (_parse_cell(path, h, r, c) for h in halves)
+                acts.append(Action.overlap(first, second))
                 continue
             acts.append(_parse_cell(path, text, r, c))
         ranks.append(tuple(acts))
 
     pp = len(ranks)
-    all_acts = [a for acts in ranks for a in acts]
+    all_acts = [h for acts in ranks for a in acts if not a.is_comm for h in a.halves]
     if not all_acts:
         raise ScheduleError(f"{path}: no compute actions (F, B, I, W) in {pp} row(s)")
     n_stages = max(a.stage for a in all_acts) + 1
@@ -87,8 +97,10 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
                             f"file uses stage {n_stages - 1}")
     microbatches = max(a.microbatch for a in all_acts) + 1
     stage_map = _placement(path, placement, pp, vpp, ranks)
-    sched = Schedule(name, pp, vpp, microbatches, stage_map, tuple(ranks),
-                     meta={"source": str(path), "skipped_comm_actions": skipped})
+    meta: dict = {"source": str(path), "skipped_comm_actions": skipped}
+    if lowered:
+        meta["lowered"] = _receives(ranks)
+    sched = Schedule(name, pp, vpp, microbatches, stage_map, tuple(ranks), meta=meta)
     if check:
         validate(sched)
     return sched
@@ -111,34 +123,38 @@ def torch_cannot_run(schedule: Schedule) -> str | None:
 
 
 def write_schedule_csv(schedule: Schedule, path: str | Path) -> None:
-    """Write one row per rank in torch's notation (pairs as ``(xFm;yBn)OVERLAP_F_B`` cells);
-    a schedule torch's runtime cannot run is refused with the reason."""
+    """Write one row per rank, one cell per step, in torch's notation (pairs as
+    ``(xFm;yBn)OVERLAP_F_B`` cells, a lowered schedule's ``2SEND_F1``/``3RECV_F1`` cells as
+    they are); a schedule torch's runtime cannot run is refused with the reason."""
     why = torch_cannot_run(schedule)
     if why is not None:
         raise ConfigError(f"--csv: {why}, so no CSV is written")
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
-        for acts in schedule.ranks:
-            writer.writerow(_cells(acts))
+        for row in schedule.step_strings():
+            writer.writerow(row)
 
 
-def _cells(acts: Sequence[Action]) -> list[str]:
-    cells: list[str] = []
-    i = 0
-    while i < len(acts):
-        a = acts[i]
-        if a.pair is not None and i + 1 < len(acts) and acts[i + 1].pair == a.pair:
-            b = acts[i + 1]
-            cells.append(f"({_plain(a)};{_plain(b)})OVERLAP_F_B")
-            i += 2
-        else:
-            cells.append(_plain(a))
-            i += 1
-    return cells
-
-
-def _plain(a: Action) -> str:
-    return f"{a.stage}{a.kind}{a.microbatch}"
+def _receives(ranks: list[tuple[Action, ...]]) -> str:
+    """``"at-use"`` when each RECV is in the run of receives right before the compute step that
+    consumes its data, else ``"early"``: where a lowered schedule read from a file posts its
+    receives."""
+    for acts in ranks:
+        pending: set[tuple] = set()
+        for a in acts:
+            if a.kind in (Kind.RECV_F, Kind.RECV_B):
+                pending.add((a.stage, a.kind == Kind.RECV_F, a.microbatch))
+            elif a.kind in (Kind.SEND_F, Kind.SEND_B):
+                if pending:
+                    return "early"
+            else:
+                used = {(h.stage, h.kind == Kind.F, h.microbatch) for h in a.halves}
+                if not pending <= used:
+                    return "early"
+                pending = set()
+        if pending:
+            return "early"
+    return "at-use"
 
 
 def _parse_cell(path: Path, text: str, rank: int, col: int) -> Action:
@@ -154,7 +170,7 @@ def _placement(path: Path, placement: str | Sequence[int] | None, pp: int, vpp: 
                ranks: list[tuple[Action, ...]]) -> tuple[int, ...]:
     if placement is None:
         v = v_placement(pp)
-        held = [{a.stage for a in acts} for acts in ranks]
+        held = [{h.stage for a in acts if not a.is_comm for h in a.halves} for acts in ranks]
         if vpp == 2 and all(h == {r, 2 * pp - 1 - r} for r, h in enumerate(held)):
             return v
         return loop_placement(pp, vpp)
