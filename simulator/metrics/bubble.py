@@ -13,29 +13,36 @@ from operator import sub
 from typing import Any
 
 
-def pipeline_bubble(result: Any, iteration: int = 0) -> dict[str, Any]:
-    """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration."""
+def pipeline_bubble(result: Any, iteration: int = 0,
+                    busy: list[float] | None = None) -> dict[str, Any]:
+    """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration.
+    ``busy``: each rank's compute-stream time in it, when the caller has summed it (the
+    summary has, in the same order: the same numbers)."""
     from ..engine.columns import ActionColumns
     from .sums import added
 
     rec = result.records
     start = rec.iteration_bounds[iteration][0]
-    busy = [0.0] * result.schedule.pp
+    given = busy is not None
+    if busy is None:
+        busy = [0.0] * result.schedule.pp
     if isinstance(rec.actions, ActionColumns):    # the time columns, read in place
         end = None
         for r, acts in enumerate(result.schedule.ranks):
             lo = iteration * len(acts)
             ends = rec.actions.end[r][lo:lo + len(acts)]
-            # a loop's additions in its order, made in C
-            busy[r] = added(map(sub, ends, rec.actions.start[r][lo:lo + len(acts)]), busy[r])
+            if not given:   # a loop's additions in its order, made in C
+                busy[r] = added(map(sub, ends, rec.actions.start[r][lo:lo + len(acts)]),
+                                busy[r])
             if len(ends):
                 top = max(ends)
                 end = top if end is None else max(end, top)
     else:
         acts = [a for a in rec.actions if a.iteration == iteration]
         end = max(a.end for a in acts)
-        for a in acts:
-            busy[a.rank] += a.end - a.start
+        if not given:
+            for a in acts:
+                busy[a.rank] += a.end - a.start
     span = end - start
     per_rank = [span - b for b in busy]
     return {

@@ -53,11 +53,13 @@ class _Times:
     ``bwd_bub`` (the drain). Own span: first start to last end, ``idle_own`` that minus the
     durations."""
 
-    __slots__ = ("busy", "fwd", "bwd", "fwd_bub", "bwd_bub", "idle_own", "span_own")
+    __slots__ = ("busy", "fwd", "bwd", "fwd_bub", "bwd_bub", "idle_own", "span_own",
+                 "first_busy")
 
     def __init__(self) -> None:
         self.busy = self.fwd = self.bwd = self.fwd_bub = self.bwd_bub = 0.0
         self.idle_own = self.span_own = 0.0
+        self.first_busy: float | None = None   # busy after the first iteration
 
     def add(self, forward, starts, ends, it_start: float, it_end: float) -> None:
         """One iteration: ``forward`` a truthy mask (one per action), ``starts``/``ends`` the
@@ -69,6 +71,8 @@ class _Times:
                     else [not f for f in forward])
         d = list(map(sub, ends, starts))
         self.busy = added(d, self.busy)
+        if self.first_busy is None:
+            self.first_busy = self.busy
         self.fwd = added(compress(d, forward), self.fwd)
         self.bwd = added(compress(d, backward), self.bwd)
         # the latest end before each action: on a compute stream the ends only grow, so it
@@ -121,6 +125,7 @@ def summarize(result: Any) -> RunSummary:
             received[t.dst_rank] += t.nbytes
 
     stages = []
+    first_busy: list[float] = []     # per rank, its compute time in the first iteration
     for r in range(sched.pp):
         acc = _Times()
         kinds = kind_string(sched.ranks[r])
@@ -138,6 +143,7 @@ def summarize(result: Any) -> RunSummary:
                         [a.end for a in acts], it_start, it_end)
         busy, fwd, bwd, fwd_bub, bwd_bub = acc.busy, acc.fwd, acc.bwd, acc.fwd_bub, acc.bwd_bub
         idle_own, span_own = acc.idle_own, acc.span_own
+        first_busy.append(0.0 if acc.first_busy is None else acc.first_busy)
         k = max(1, n_it)
         busy /= k
         idle = max(0.0, makespan - busy)
@@ -226,7 +232,7 @@ def summarize(result: Any) -> RunSummary:
         from .bubble import pipeline_bubble
         from .simai import simai_pipeline_terms
 
-        pb = pipeline_bubble(result)
+        pb = pipeline_bubble(result, busy=first_busy)
         out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
                                                    pb["mean_ns"], pb["max_ns"], pb["min_ns"])
         if result.workload.layout == "aicb":
