@@ -41,13 +41,18 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
 
 def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
     """Bytes moved per collective group by the rows (forward, input- and weight-gradient);
-    rows share their Comm objects, so each distinct one is looked at once."""
-    count: dict = {}
+    rows share their Comm objects, so each distinct one is looked at once (counted by identity:
+    a Comm's own hash hashes its enums in Python, ten thousand times on a big file)."""
+    count: dict[int, list] = {}
     for r in layers:
         for c in (r.fwd_comm, r.ig_comm, r.wg_comm):
-            count[c] = count.get(c, 0) + 1
+            seen = count.get(id(c))
+            if seen is None:
+                count[id(c)] = [c, 1]
+            else:
+                seen[1] += 1
     used: dict[CommGroup, int] = {}
-    for c, n in count.items():
+    for c, n in count.values():
         if c.active:
             used[c.group] = used.get(c.group, 0) + c.bytes * n
     return used

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, chain
+from operator import attrgetter, eq
 
 from ..errors import ConfigError, WorkloadError
 from .chunks import chunk_bounds, recompute_plan
@@ -230,8 +230,8 @@ def _longest_match_run(ids: list[int], p: int) -> tuple[int, int]:
     """[start, stop) of the first longest run of i with ids[i] == ids[i + p] ((0, 0) if none)."""
     best = (0, 0)
     start = None
-    for i in range(len(ids) - p + 1):
-        same = i < len(ids) - p and ids[i] == ids[i + p]
+    # ids[i] == ids[i + p] for each i, then False: the run still open at the end closes there
+    for i, same in enumerate(chain(map(eq, ids, ids[p:]), (False,))):
         if same and start is None:
             start = i
         elif not same and start is not None:

@@ -50,9 +50,12 @@ def split_named(rows: tuple[Layer, ...]) -> tuple[int, int] | None:
     return pre, len(rows) - end
 
 
+_GRADIENT_COLLECTIVES = (CommType.ALLREDUCE, CommType.REDUCESCATTER)  # read once, not per row
+
+
 def _param_weight(layer: Layer) -> float:
     c = layer.wg_comm
-    if c.active and c.type in (CommType.ALLREDUCE, CommType.REDUCESCATTER):
+    if c.active and c.type in _GRADIENT_COLLECTIVES:
         return float(c.bytes)
     return 0.0
 

@@ -52,9 +52,12 @@ class Comm:
 
     @property
     def active(self) -> bool:
-        return self.type is not CommType.NONE and self.bytes > 0
+        # _NONE, not CommType.NONE: reading a member off an Enum class runs Python code, and the
+        # engine asks this of every row's collectives
+        return self.type is not _NONE and self.bytes > 0
 
 
+_NONE = CommType.NONE
 NO_COMM_TP = Comm(CommType.NONE, CommGroup.TP, 0, "NONE")
 NO_COMM_DP = Comm(CommType.NONE, CommGroup.DP, 0, "NONE")
 
