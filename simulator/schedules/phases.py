@@ -165,11 +165,12 @@ def _peak_one_stage(actions: Sequence[Action], kinds: str) -> int | None:
     mbs = list(map(_microbatch, actions))
     fwd = list(compress(mbs, fmask))
     freed = list(compress(mbs, free_mask))
+    held = list(accumulate(array("b", raw.translate(table))))   # after each action
     if fwd == list(range(len(fwd))) and freed == list(range(len(freed))):
-        # microbatches forwarded and freed in order (1F1B, GPipe, ZB-H1): each freed after
-        # its forward?
-        if len(freed) > len(fwd) or not all(map(lt, compress(count(), fmask),
-                                                compress(count(), free_mask))):
+        # forwarded and freed in microbatch order (1F1B, GPipe, ZB-H1): the b-th free comes
+        # after its forward exactly when more than b forwards precede it, i.e. when the
+        # count never goes below zero
+        if min(held) < 0:
             return None
     else:
         first = dict(zip(fwd, compress(count(), fmask)))
@@ -179,7 +180,7 @@ def _peak_one_stage(actions: Sequence[Action], kinds: str) -> int | None:
             return None       # freed without a forward
         if not all(map(lt, map(first.__getitem__, freed), compress(count(), free_mask))):
             return None       # freed before its forward
-    return max(0, max(accumulate(array("b", raw.translate(table)))))
+    return max(0, max(held))
 
 
 def _only(kind: str) -> bytes:
