@@ -191,11 +191,11 @@ class TraceSet:
         return [r.iterations[iteration].order() for r in self.ranks]
 
     def to_schedule(self, name: str = "trace", iteration: int = 0) -> Schedule:
-        """The executed order as a pipesim :class:`Schedule` (to replay or compare)."""
-        ranks = tuple(tuple(a.action() for a in r.iterations[iteration].compute)
-                      for r in self.ranks)
+        """The executed order as a pipesim :class:`Schedule` (to replay or compare): one step
+        per ``PP:`` span, an overlapped pair's span one OVERLAP_F_B step."""
+        steps = tuple(_steps(r.iterations[iteration].compute) for r in self.ranks)
         return Schedule(name=name, pp=self.pp, vpp=self.vpp, microbatches=self.microbatches,
-                        placement=self.placement, ranks=ranks)
+                        placement=self.placement, steps=steps)
 
     def samples(self, stage: int, kind: str, *, busy: bool = True,
                 paired: bool | None = False) -> list[int]:
@@ -220,6 +220,22 @@ class TraceSet:
         keys = sorted({(a.stage, a.kind) for r in self.ranks for it in r.iterations
                        for a in it.compute if a.pair is None})
         return {k: float(median(self.samples(*k))) for k in keys}
+
+
+def _steps(compute: tuple[TraceAction, ...]) -> tuple[Action, ...]:
+    """The steps of one rank's compute spans: the two halves of a pair are read from one span,
+    one after the other (the reader keeps them together), so they make one OVERLAP_F_B step."""
+    out: list[Action] = []
+    i = 0
+    while i < len(compute):
+        a = compute[i]
+        if a.pair is not None and i + 1 < len(compute) and compute[i + 1].pair == a.pair:
+            out.append(Action.overlap(a.action(), compute[i + 1].action()))
+            i += 2
+        else:
+            out.append(a.action())
+            i += 1
+    return tuple(out)
 
 
 # --- reading ---------------------------------------------------------------------------------

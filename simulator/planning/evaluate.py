@@ -173,7 +173,7 @@ def evaluate(schedule: Schedule, costs: StageCosts) -> Evaluation:
     from ..schedules.validate import validate
 
     validate(schedule)
-    if any(a.pair is not None for acts in schedule.ranks for a in acts):
+    if schedule.has_overlap:
         raise ValueError(f"{schedule.name}: overlapped F/B pairs are outside this model")
     prob = Problem.for_schedule(schedule, costs)
     orders = prob.encode_ranks(schedule.ranks)

@@ -386,7 +386,7 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
             continue
         if (sched.placement != prob.placement or len(sched.pipelines) != 1 or not sched.flush
                 or sched.microbatches != prob.m
-                or any(a.pair is not None for acts in sched.ranks for a in acts)):
+                or sched.has_overlap):
             continue
         orders = prob.encode_ranks(sched.ranks)
         if max(prob.peak_inflight(o) for o in orders) <= cap and prob.times(orders) is not None:
