@@ -87,6 +87,9 @@ def _actions(result: Any) -> tuple[list[dict], dict]:
     events = []
     where: dict[tuple, tuple[int, int, int, int]] = {}
     layer_text: dict[int, str] = {}
+    # a pair's halves are one OVERLAP_F_B step: name it as torch's profiler does
+    overlap = {(r, h.pair): step.plain for r, steps in enumerate(result.schedule.steps)
+               for step in steps if step.sub for h in step.sub}
     for a in result.records.actions:
         q0, q1 = ns(a.start), ns(a.end)
         text = layer_text.get(a.chunk)
@@ -97,6 +100,7 @@ def _actions(result: Any) -> tuple[list[dict], dict]:
                 "iteration": a.iteration}
         if a.pair is not None:
             args["pair"] = a.pair
+            args["overlap"] = overlap.get((a.rank, a.pair), "")
         events.append(_slice(f"{a.stage}{a.kind}{a.microbatch}", "compute", a.rank + 1,
                              COMPUTE_TID, q0, q1, args))
         where[(a.rank, a.iteration, a.stage, a.microbatch, a.kind)] = (a.rank + 1, COMPUTE_TID,
