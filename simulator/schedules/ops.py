@@ -109,6 +109,9 @@ def transfer_of(schedule: Any, a: Action, rank: int, position: int | None = None
     if not 0 <= a.stage < n_stages:
         raise ScheduleError(f"stage {a.stage} does not exist (stages are 0..{n_stages - 1})",
                             rank, position, a.plain)
+    if not 0 <= a.microbatch < schedule.microbatches:
+        raise ScheduleError(f"microbatch {a.microbatch} does not exist (microbatches are "
+                            f"0..{schedule.microbatches - 1})", rank, position, a.plain)
     if schedule.placement[a.stage] != rank:
         raise ScheduleError(f"stage {a.stage} runs on rank {schedule.placement[a.stage]} "
                             f"(placement), not on rank {rank}", rank, position, a.plain)
