@@ -22,10 +22,12 @@ beyond the schedule's count (an unchecked list) take the generic sweep.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from struct import pack as _pack
 
 from ..errors import DeadlockError, Wait
-from ..schedules.comm_pass import ACTIVATION, Transfer
+from ..schedules.comm_pass import ACTIVATION, GRADIENT, Transfer
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
@@ -57,11 +59,24 @@ def walk(runtime, iter_rows: list):
         return None
 
 
+_CHUNK = 4096   # steps between two moves of a rank's times into its columns
+
+
+def _flush(columns: tuple, lists: tuple) -> None:
+    """Move the times gathered in ``lists`` to the end of ``columns`` (``array('d')``s), as
+    one block of packed doubles each."""
+    for col, buf in zip(columns, lists):
+        if buf:
+            col.frombytes(_pack(f"{len(buf)}d", *buf))
+            buf.clear()
+
+
 def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
-    """Per step-cost index: (fast, total, alloc, free, receive key base, send key base,
-    send peer, rest). ``fast``: one action over the whole step (shares 0 and 1), no launch
-    overhead, no DP collective, on a rank without variation (``plain``): the step needs
-    nothing else; a base is -1 when there is no receive / send. ``rest`` = (number of
+    """Per step-cost index: (fast, total, memory change, alloc, free, receive key base, send
+    key base, send peer, rest). ``fast``: one action over the whole step (shares 0 and 1)
+    that takes time, no launch overhead, no DP collective, allocates or frees (not both), on
+    a rank without variation (``plain``): the step needs nothing else; a base is -1 when
+    there is no receive / send. ``rest`` = (number of
     actions, cost, receives, sends), a receive being (position in the step, key base) and a
     send (position, key base, peer)."""
     out = []
@@ -70,9 +85,12 @@ def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
                    for k, data, other, peer in recvs)
         ss = tuple((k, 2 * other + (data != ACTIVATION), peer)
                    for k, data, other, peer in sends)
-        fast = (plain and n == 1 and not cost.dp and not cost.pre
+        fast = (plain and n == 1 and not cost.dp and not cost.pre and cost.total > 0
+                and not (cost.alloc and cost.free)
                 and cost.shares[0][0] == 0.0 and cost.shares[0][1] == 1.0)
-        out.append((fast, cost.total, cost.alloc, cost.free,
+        # a fast step's memory change: m - free == m + (-free), and nothing else of its
+        # rank happens between its start and its end
+        out.append((fast, cost.total, cost.alloc or -cost.free, cost.alloc, cost.free,
                     rs[0][1] if rs else -1, ss[0][1] if ss else -1, ss[0][2] if ss else -1,
                     (n, cost, rs, ss)))
     return out
@@ -110,7 +128,7 @@ class _Walk:
             rt.schedule, rt.pp_comm,
             records=lambda r, times, it, nbytes: progs[r].send_records(r, times, it, nbytes))
         self.clock = [0.0] * P
-        self.blocked: list = [None] * P   # the action whose receive it waits for, or a Wait
+        self.blocked: list = [None] * P   # a rank's Wait at the barrier
         # one slot per (data, destination stage, microbatch): see the module docstring
         self.box = [None] * (2 * rt.schedule.n_stages * rt.schedule.microbatches)
         self.ready = list(range(P - 1, -1, -1))
@@ -119,11 +137,11 @@ class _Walk:
         self.done = False
         self.dp_free = [0.0] * P
         # each rank's walk; none returns (the last barrier leaves them suspended)
-        resume = [self._rank(r).__next__ for r in range(P)]
+        walks = [self._rank(r) for r in range(P)]
         ready = self.ready
         pop = ready.pop
         while ready:
-            resume[pop()]()
+            next(walks[pop()])
         if not self.done:
             self._deadlock()
         self._count_free_sends()
@@ -131,12 +149,17 @@ class _Walk:
         return rec
 
     def _rank(self, r: int):
-        """Rank ``r``'s walk: runs until it waits, suspends, resumes where it stopped."""
+        """Rank ``r``'s walk: runs until it waits, suspends, resumes where it stopped.
+
+        Times are appended to lists and moved into the rank's columns every ``_CHUNK`` steps
+        (``_flush``): a list append costs a fraction of an array's, which converts each
+        float through the argument parser."""
         rt = self.rt
         rec = self.rec
         prog: AsyncOps = rt.compiled[r]
         actions = rt.schedule.ranks[r]
         steps = prog.steps
+        n_steps = len(steps)
         S = 2 * rt.schedule.n_stages
         profile = getattr(rt, "profile", None)
         prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
@@ -145,14 +168,15 @@ class _Walk:
         plan = _plan(prog, var is None)
         limit = self.limit
         clock = self.clock
-        blocked = self.blocked
         box = self.box
         me = -1 - r                       # this rank's mark in a mailbox slot
         ready_append = self.ready.append
-        a_start = rec.actions.start[r].append
-        a_end = rec.actions.end[r].append
-        t_issued = rec.transfers.issued[r].append
-        instant = rec.transfers.instant
+        tcols = rec.transfers
+        instant = tcols.instant
+        columns = (rec.actions.start[r], rec.actions.end[r], tcols.issued[r], tcols.start[r],
+                   tcols.end[r])
+        lists = ([], [], [], [], [])
+        starts, ends, issued, t_starts, t_ends = lists
         out_links: dict = {}              # dst -> LinkStats (only this rank books them)
         coll_append = rec.collectives.append
         CollRec = CollectiveRecord
@@ -166,118 +190,51 @@ class _Walk:
             if prologue:
                 now = now + prologue
             acts = iter(actions)
-            for i, a in zip(steps, acts):
-                fast, total, alloc, cfree, rb, sb, dst, rest = plan[i]
-                if fast:
-                    # the common step, by itself: one action, its receive, compute, send
-                    mb = a.microbatch * S
-                    if rb >= 0:
-                        key = rb + mb
-                        got = box[key]
-                        if got is None:        # not sent yet: the sender wakes this rank
-                            box[key] = me
-                            clock[r] = now
-                            blocked[r] = a
-                            yield
-                            now = clock[r]
-                        else:
-                            box[key] = None
-                            if got > now:
-                                now = now + (got - now)
-                    start = now                # no launch overhead: now + 0.0
-                    if alloc:
-                        m += alloc
-                        if m > pk:
-                            pk = m
-                            if m > limit:
-                                raise Overflow
-                    if total > 0:
+            for c in range(0, n_steps, _CHUNK):
+                if c:
+                    _flush(columns, lists)
+                for i, a in zip(steps[c:c + _CHUNK], acts):
+                    fast, total, dm, alloc, cfree, rb, sb, dst, rest = plan[i]
+                    if fast:
+                        # the common step, by itself: one action, its receive, compute, send
+                        mb = a.microbatch * S
+                        if rb >= 0:
+                            key = rb + mb
+                            got = box[key]
+                            if got is None:    # not sent yet: the sender wakes this rank
+                                box[key] = me
+                                clock[r] = now
+                                yield
+                                now = clock[r]
+                            else:
+                                box[key] = None
+                                if got > now:
+                                    now = now + (got - now)
+                        start = now            # no launch overhead: now + 0.0
+                        if dm != 0.0:
+                            m += dm
+                            if m > pk:
+                                pk = m
+                                if m > limit:
+                                    raise Overflow
                         now = now + total
-                    a_start(start)             # start + 0.0 * span
-                    a_end(start + (now - start))   # start + 1.0 * span
-                    if cfree:
-                        m -= cfree
-                    if sb < 0:
-                        continue
-                    key = sb + mb
-                    t_issued(now)
-                    e = now if instant else self._book(r, dst, now, out_links)
-                    w = box[key]
-                    if w is None:
-                        box[key] = e
-                        continue
-                    if w >= 0:                 # sent twice (an unchecked list): the last
-                        box[key] = e
-                        continue
-                    # the receiver resumes when the data lands, as the later party sees it:
-                    # one already waiting is woken `e - now` after the send, one that comes
-                    # later finds the arrival time and sleeps `e - tr`
-                    box[key] = None
-                    w = -1 - w
-                    tr = clock[w]
-                    if tr < now:
-                        clock[w] = now + (e - now)
-                    elif e > tr:
-                        clock[w] = tr + (e - tr)
-                    ready_append(w)
-                    continue
-                # any other step: a pair, shares, DP collectives, overheads, variation
-                n, cost, recvs, sends = rest
-                step = (a,) if n == 1 else (a, next(acts))
-                for k, base in recvs:
-                    b = step[k]
-                    key = base + b.microbatch * S
-                    got = box[key]
-                    if got is None:
-                        box[key] = me
-                        clock[r] = now
-                        blocked[r] = b
-                        yield
-                        now = clock[r]
-                    else:
-                        box[key] = None
-                        if got > now:
-                            now = now + (got - now)
-                start = now + cost.pre     # the launch overhead (x + 0.0 == x)
-                if alloc:
-                    m += alloc
-                    if m > pk:
-                        pk = m
-                        if m > limit:
-                            raise Overflow
-                if var is not None:    # overhead + duration, as the engine adds them
-                    total = var.duration(cost) + cost.pre
-                if total > 0:
-                    now = now + total
-                span = now - start
-                for sh in cost.shares:
-                    a_start(start + sh[0] * span)
-                    a_end(start + sh[1] * span)
-                if cfree:
-                    m -= cfree
-                if cost.dp:
-                    stretch = span / cost.duration if cost.duration else 1.0
-                    free = dp_free[r]
-                    done = 0.0
-                    for chunk, offset, d in cost.dp:
-                        rdy = start + offset * stretch
-                        s = free if free > rdy else rdy
-                        free = s + d.duration
-                        coll_append(CollRec(r, chunk, d.layer, it, d.nbytes, rdy, s, free))
-                        x = free + d.update_ns
-                        if x > done:
-                            done = x
-                    dp_free[r] = free
-                    if done > self.cand:
-                        self.cand = done
-                for k, base, dst in sends:
-                    key = base + step[k].microbatch * S
-                    t_issued(now)
-                    e = now if instant else self._book(r, dst, now, out_links)
-                    w = box[key]
-                    if w is None or w >= 0:
-                        box[key] = e
-                    else:              # as above
+                        starts.append(start)   # start + 0.0 * span
+                        ends.append(start + (now - start))   # start + 1.0 * span
+                        if sb < 0:
+                            continue
+                        key = sb + mb
+                        issued.append(now)
+                        e = now if instant else self._book(r, dst, now, out_links, lists)
+                        w = box[key]
+                        if w is None:
+                            box[key] = e
+                            continue
+                        if w >= 0:             # sent twice (an unchecked list): the last
+                            box[key] = e
+                            continue
+                        # the receiver resumes when the data lands, as the later party sees
+                        # it: one already waiting is woken `e - now` after the send, one
+                        # that comes later finds the arrival time and sleeps `e - tr`
                         box[key] = None
                         w = -1 - w
                         tr = clock[w]
@@ -286,6 +243,71 @@ class _Walk:
                         elif e > tr:
                             clock[w] = tr + (e - tr)
                         ready_append(w)
+                        continue
+                    # any other step: a pair, shares, DP collectives, overheads, variation
+                    n, cost, recvs, sends = rest
+                    step = (a,) if n == 1 else (a, next(acts))
+                    for k, base in recvs:
+                        key = base + step[k].microbatch * S
+                        got = box[key]
+                        if got is None:
+                            box[key] = me
+                            clock[r] = now
+                            yield
+                            now = clock[r]
+                        else:
+                            box[key] = None
+                            if got > now:
+                                now = now + (got - now)
+                    start = now + cost.pre     # the launch overhead (x + 0.0 == x)
+                    if alloc:
+                        m += alloc
+                        if m > pk:
+                            pk = m
+                            if m > limit:
+                                raise Overflow
+                    if var is not None:        # overhead + duration, as the engine adds them
+                        total = var.duration(cost) + cost.pre
+                    if total > 0:
+                        now = now + total
+                    span = now - start
+                    for sh in cost.shares:
+                        starts.append(start + sh[0] * span)
+                        ends.append(start + sh[1] * span)
+                    if cfree:
+                        m -= cfree
+                    if cost.dp:
+                        stretch = span / cost.duration if cost.duration else 1.0
+                        free = dp_free[r]
+                        done = 0.0
+                        for chunk, offset, d in cost.dp:
+                            rdy = start + offset * stretch
+                            s = free if free > rdy else rdy
+                            free = s + d.duration
+                            coll_append(CollRec(r, chunk, d.layer, it, d.nbytes, rdy, s, free))
+                            x = free + d.update_ns
+                            if x > done:
+                                done = x
+                        dp_free[r] = free
+                        if done > self.cand:
+                            self.cand = done
+                    for k, base, dst in sends:
+                        key = base + step[k].microbatch * S
+                        issued.append(now)
+                        e = now if instant else self._book(r, dst, now, out_links, lists)
+                        w = box[key]
+                        if w is None or w >= 0:
+                            box[key] = e
+                        else:                  # as above
+                            box[key] = None
+                            w = -1 - w
+                            tr = clock[w]
+                            if tr < now:
+                                clock[w] = now + (e - now)
+                            elif e > tr:
+                                clock[w] = tr + (e - tr)
+                            ready_append(w)
+            _flush(columns, lists)
             rec.peak_memory[r] = pk
             self.mem[r] = m
             # end of the iteration: epilogue, the once-per-iteration rows, the barrier
@@ -312,17 +334,16 @@ class _Walk:
             self._barrier(r, it, now)
             yield
 
-    def _book(self, r: int, dst: int, now: float, out_links: dict) -> float:
+    def _book(self, r: int, dst: int, now: float, out_links: dict, lists: tuple) -> float:
         """Book a send of rank ``r`` to ``dst`` issued at ``now`` on their FIFO link (only
-        ``r`` books it, in its op order); record its times, return its arrival."""
+        ``r`` books it, in its op order); record its start and end, return its arrival."""
         link = out_links.get(dst)
         if link is None:
             link = self.rec.links[(r, dst)] = out_links[dst] = LinkStats(
                 r, dst, self.rt.links.p2p(r, dst))
         s, e = link.book(self.rt.pp_comm, now)
-        transfers = self.rec.transfers
-        transfers.start[r].append(s)
-        transfers.end[r].append(e)
+        lists[3].append(s)
+        lists[4].append(e)
         return e
 
     def _barrier(self, r: int, it: int, now: float) -> None:
@@ -364,11 +385,11 @@ class _Walk:
             return
         links = self.rec.links
         for r, prog in enumerate(rt.compiled):
-            uses = Counter(prog.steps)
             per_dst: Counter = Counter()
+            uses = _uses(prog)
             for i, (_, _, _, sends) in enumerate(prog.plan()):
                 for _, _, _, peer in sends:
-                    per_dst[peer] += uses.get(i, 0)
+                    per_dst[peer] += uses[i]
             for dst in sorted(per_dst):
                 link = links.get((r, dst))
                 if link is None:
@@ -377,16 +398,32 @@ class _Walk:
 
     def _deadlock(self) -> None:
         """The engine's DeadlockError: every rank still waiting, on what, since when; the
-        time is the latest clock (asynchronous transfers fire no event of their own)."""
-        waits = []
-        for r in range(self.P):
-            b = self.blocked[r]
-            if b is None:
+        time is the latest clock (asynchronous transfers fire no event of their own). A rank
+        waiting on a receive is found by its mark in the mailbox, the slot naming the tensor:
+        key = 2 x destination stage + (data is a gradient) + microbatch x 2 x stages."""
+        S = 2 * self.rt.schedule.n_stages
+        waits = [b for b in self.blocked if b is not None]    # at the barrier
+        for key, mark in enumerate(self.box):
+            if mark is None or mark >= 0:
                 continue
-            if isinstance(b, Wait):
-                waits.append(b)
-            else:                  # the action whose receive it waits for
-                data, other, peer = self.rt.compiled[r]._recv[(b.stage, b.kind)]
-                t = Transfer("recv", data, other, b.stage, b.microbatch, peer, r)
-                waits.append(Wait(r, str(t), peer, self.clock[r]))
+            r = -1 - mark
+            mb, base = divmod(key, S)
+            stage, kind = base // 2, (GRADIENT if base % 2 else ACTIVATION)
+            data, other, peer = self.rt.compiled[r]._recv[(stage, kind)]
+            t = Transfer("recv", data, other, stage, mb, peer, r)
+            waits.append(Wait(r, str(t), peer, self.clock[r]))
+        waits.sort(key=lambda w: w.rank)
         raise DeadlockError(waits, max(self.clock))
+
+
+def _uses(prog: AsyncOps) -> list[int]:
+    """How many steps of each step-cost index one pass over ``prog`` runs. Fewer than 256
+    indices (always, in practice): the low byte of each 4-byte index counted by
+    ``bytes.count``, at memory speed; else a Counter."""
+    steps = prog.steps
+    n = len(prog.costs)
+    if n <= 256 and steps.itemsize == 4 and sys.byteorder == "little":
+        low = steps.tobytes()[0::4]
+        return [low.count(i) for i in range(n)]
+    c = Counter(steps)
+    return [c.get(i, 0) for i in range(n)]
