@@ -16,7 +16,7 @@ import re
 from operator import itemgetter
 
 from ..errors import WorkloadError
-from .model import POLICIES, Comm, CommGroup, CommType, Layer
+from .model import POLICIES, Comm, CommGroup, CommType, Layer, new_layer
 
 MAX_INT = 2**63 - 1  # SimAI's Tick / comm size are 64-bit
 
@@ -105,9 +105,8 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
                 raise WorkloadError(path, lineno, column_of(line, 12), "policy",
                                     f"the layer's policy, one of {', '.join(POLICIES)}",
                                     layer_policy)
-        # positional, in Layer's field order (keywords cost more per row)
-        append(Layer(len(layers), parts[0], vals[0], fwd, vals[2], ig, vals[4], wg, vals[6],
-                     lineno, layer_policy, reserved))
+        append(new_layer(len(layers), parts[0], vals[0], fwd, vals[2], ig, vals[4], wg, vals[6],
+                         lineno, layer_policy, reserved))
     return tuple(layers)
 
 

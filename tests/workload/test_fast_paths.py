@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
+
 from simulator.workload import aicb
 from simulator.workload.header import _tokens
-from simulator.workload.model import Comm, CommGroup, CommType, Layer
+from simulator.workload.model import Comm, CommGroup, CommType, Layer, new_layer
 from simulator.workload.rows import parse_rows
 
 
@@ -20,6 +22,19 @@ def test_layer_fields_are_the_ones_the_positional_constructors_fill():
     d = Comm(CommType.ALLREDUCE, CommGroup.DP, 16, "ALLREDUCE")
     r = Layer(3, "mlp", 1, c, 2, c, 4, d, 5, line=9, policy="DATA", reserved="7")
     assert aicb._reindexed(r, 11) == dataclasses.replace(r, index=11)
+
+
+def test_new_layer_is_layer_with_every_field_in_its_place():
+    c = Comm(CommType.ALLGATHER, CommGroup.EP, 8, "ALLGATHER_EP")
+    d = Comm(CommType.ALLREDUCE, CommGroup.DP, 16, "ALLREDUCE")
+    none = Comm(CommType.NONE, CommGroup.DP, 0, "NONE")
+    args = (3, "mlp", 1, c, 2, d, 4, none, 5, 9, "DATA", "7")   # a distinct value per field
+    made = new_layer(*args)
+    assert type(made) is Layer and made == Layer(*args) and hash(made) == hash(Layer(*args))
+    assert [getattr(made, f.name) for f in dataclasses.fields(Layer)] == list(args)
+    assert made.wg_comm is none and repr(made) == repr(Layer(*args))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.index = 4
 
 
 def test_rows_share_comm_objects_per_token_default_group_and_bytes():
