@@ -16,6 +16,8 @@ from .errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class RunWarning:
+    """One assumption a run had to make: a stable code, the message, and the option to set."""
+
     code: str
     message: str
     option: str = ""

@@ -18,6 +18,8 @@ from .workload.model import Partition, Workload
 
 @dataclass
 class SimulationResult:
+    """One run: its inputs, records and notes; the summary is computed when first asked."""
+
     workload: Workload
     schedule: Schedule
     spec: ScheduleSpec | None

@@ -36,6 +36,8 @@ class LinkConfig:
 
 @dataclass(frozen=True)
 class GPUConfig:
+    """Scales the workload's compute times (a GPU faster or slower than the one profiled)."""
+
     compute_scale: float = 1.0  # multiplies every compute time of the workload
 
 
@@ -105,6 +107,8 @@ class MemoryConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
+    """The machine a workload runs on: links, collectives, placement, memory and runtime."""
+
     name: str = "default"
     gpu: GPUConfig = field(default_factory=GPUConfig)
     links: LinkConfig = field(default_factory=LinkConfig)

@@ -22,6 +22,8 @@ from .config import LinkConfig, SystemConfig
 
 @dataclass(frozen=True)
 class Placement:
+    """How the run's ranks map onto nodes (its parallel sizes, their order, GPUs per node)."""
+
     tp: int
     dp: int
     ep: int

@@ -27,6 +27,8 @@ _LAYER_PREFIXES = ("attention", "mlp", "moe")
 
 @dataclass(frozen=True)
 class DerivedPPComm:
+    """Bytes between stages worked out from the rows: the row it came from and the rule."""
+
     nbytes: int
     layer: Layer
     rule: str

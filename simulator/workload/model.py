@@ -112,6 +112,8 @@ def new_layer(index: int, name: str, fwd_compute: int, fwd_comm: Comm, ig_comput
 
 @dataclass(frozen=True)
 class Header:
+    """Line 1 of the file: the parallel sizes and checkpoint lists (absent keys defaulted)."""
+
     policy: str
     tp: int = 1
     ep: int = 1
