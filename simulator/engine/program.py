@@ -283,8 +283,8 @@ class ProgramBuilder:
         actions = self.schedule.ranks[rank]
         runs = self._steps_in_runs(rank)
         if runs is not None:
-            table, first, steps = runs
-            return AsyncOps(self.schedule, rank, table, steps, self.pp_comm, first)
+            table, first, steps, uses = runs
+            return AsyncOps(self.schedule, rank, table, steps, self.pp_comm, first, uses)
         weight_bwd, last = self._roles(rank)
         labels = list(self.labels[rank])
         index: dict[tuple, int] = {}
@@ -324,8 +324,9 @@ class ProgramBuilder:
             pos += len(step)
         return AsyncOps(self.schedule, rank, tuple(table_), steps, self.pp_comm, tuple(first_))
 
-    def _steps_in_runs(self, rank: int) -> tuple[tuple, tuple, array] | None:
-        """:meth:`compile_async`'s table, first steps and step indices, equal to its walk's,
+    def _steps_in_runs(self, rank: int) -> tuple[tuple, tuple, array, tuple | None] | None:
+        """:meth:`compile_async`'s table, first steps and step indices, equal to its walk's
+        (and how many steps use each entry, where counted in passing),
         without a Python statement per action: a rank of single actions (no overlapped pair)
         whose phases are runs of positions (:class:`PhaseLabels`), with a flush.
 
@@ -350,8 +351,8 @@ class ProgramBuilder:
         own = set(stages)
         # positions of the B's that carry no weights (their W does)
         no_weights: set[int] = set()
+        raw = kinds.encode("ascii")
         if "W" in kinds and "B" in kinds:
-            raw = kinds.encode("ascii")
             mbs = list(map(_microbatch, actions))
             w = raw.translate(_ONLY_W)
             split = set(zip(compress(stages, w), compress(mbs, w)))
@@ -375,26 +376,34 @@ class ProgramBuilder:
                 c = pseudo[key] = len(pseudo)
             return c
 
-        codes: list[int] = []
         bounds = ((0, labels.steady, WARMUP), (labels.steady, labels.cooldown, STEADY),
                   (labels.cooldown, n, COOLDOWN))
-        one_stage = len(own) == 1
-        for lo, hi, label in bounds:
-            if lo >= hi:
-                continue
-            plain = {(st, k): number((st, kind_of[k], k in "BW", False, label))
-                     for st in own for k in kind_of}
-            if one_stage:
-                (st,) = own
-                codes += map({k: plain[(st, k)] for k in kind_of}.__getitem__, kinds[lo:hi])
-            else:
-                codes += map(plain.__getitem__, zip(stages[lo:hi], kinds[lo:hi]))
+        codes: list[int] | bytearray
+        if len(own) == 1:    # one byte per action: the kind letters translated, run by run
+            (st,) = own
+            codes = bytearray()
+            for lo, hi, label in bounds:
+                if lo < hi:
+                    letters = bytearray(256)
+                    for k in kind_of:
+                        letters[ord(k)] = number((st, kind_of[k], k in "BW", False, label))
+                    codes += raw[lo:hi].translate(letters)
+        else:
+            codes = []
+            for lo, hi, label in bounds:
+                if lo < hi:
+                    plain = {(s, k): number((s, kind_of[k], k in "BW", False, label))
+                             for s in own for k in kind_of}
+                    codes += map(plain.__getitem__, zip(stages[lo:hi], kinds[lo:hi]))
         for i in sorted(last | no_weights):
             a = actions[i]
             weights = a.kind == Kind.W or (a.kind == Kind.B and i not in no_weights)
             codes[i] = number((a.stage, a.kind, weights, i in last, labels[i]))
         # table entries in order of first use, as the walk numbers them
-        first_pos = dict(zip(reversed(codes), range(n - 1, -1, -1)))
+        if isinstance(codes, bytearray):
+            first_pos = {c: p for c in range(len(pseudo)) if (p := codes.find(c)) >= 0}
+        else:
+            first_pos = {c: codes.index(c) for c in set(codes)}
         order = sorted(first_pos, key=first_pos.__getitem__)
         keys = list(pseudo)
         renumber = [0] * len(keys)
@@ -402,7 +411,11 @@ class ProgramBuilder:
             renumber[c] = j
         table = tuple(self.step_cost((keys[c],)) for c in order)
         first = tuple((actions[first_pos[c]],) for c in order)
-        return table, first, array("I", map(renumber.__getitem__, codes))
+        if isinstance(codes, bytearray):
+            steps = array("I", iter(codes.translate(bytes(renumber).ljust(256, b"\0"))))
+            return table, first, steps, tuple(codes.count(c) for c in order)
+        steps = array("I", map(renumber.__getitem__, codes))
+        return table, first, steps, None
 
     def _single_stage(self, ops: list[tuple]) -> list[tuple]:
         """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
@@ -523,10 +536,12 @@ class AsyncOps(Sequence):
     A million actions then cost a few MB instead of a few hundred."""
 
     def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
-                 steps: array, pp_comm: int, examples: tuple[tuple, ...]) -> None:
+                 steps: array, pp_comm: int, examples: tuple[tuple, ...],
+                 uses: tuple[int, ...] | None = None) -> None:
         """``examples[i]``: the actions of a step with cost ``costs[i]`` (the index fixes each
-        action's stage and kind)."""
+        action's stage and kind); ``uses[i]``: how many steps have it, when known."""
         self.schedule = schedule
+        self._uses = uses
         self.examples = examples
         self.rank = rank
         self.costs = costs
@@ -649,7 +664,8 @@ class AsyncOps(Sequence):
 
     def layer_ops(self) -> int:
         """Layer-level operations of one pass over the list."""
-        use = Counter(self.steps)
+        use = (dict(enumerate(self._uses)) if self._uses is not None
+               else Counter(self.steps))
         return sum(n * sum(share[3].layer_ops for share in self.costs[i].shares)
                    for i, n in use.items())
 

@@ -42,9 +42,12 @@ def _compare(sched: Schedule) -> int:
             continue
         taken += 1
         want = walk.compile_async(r)
-        table, first, steps = got
+        table, first, steps, uses = got
         assert (table, first, steps) == (want.costs, want.examples, want.steps)
+        if uses is not None:
+            assert list(uses) == [list(steps).count(i) for i in range(len(table))]
         assert program.compiled[r].steps == want.steps
+        assert program.compiled[r].layer_ops() == want.layer_ops()
     return taken
 
 
