@@ -70,7 +70,16 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
     comms: dict[tuple[str, bool, int], Comm] = {}
     layers: list[Layer] = []
     append = layers.append
+    # line text -> the first row read from it: an AICB file repeats each microbatch's lines ga
+    # times, and the same text reads the same (only the index and line number differ)
+    seen: dict[str, Layer] = {}
     for offset, line in enumerate(lines):
+        row = seen.get(line)
+        if row is not None:
+            append(new_layer(len(layers), row.name, row.fwd_compute, row.fwd_comm,
+                             row.ig_compute, row.ig_comm, row.wg_compute, row.wg_comm,
+                             row.update_time, first_line + offset, row.policy, row.reserved))
+            continue
         parts = line.split()
         if not parts:
             continue
@@ -105,8 +114,10 @@ def parse_rows(lines: list[str], first_line: int, policy: str, path: str) -> tup
                 raise WorkloadError(path, lineno, column_of(line, 12), "policy",
                                     f"the layer's policy, one of {', '.join(POLICIES)}",
                                     layer_policy)
-        append(new_layer(len(layers), parts[0], vals[0], fwd, vals[2], ig, vals[4], wg, vals[6],
-                         lineno, layer_policy, reserved))
+        row = new_layer(len(layers), parts[0], vals[0], fwd, vals[2], ig, vals[4], wg, vals[6],
+                        lineno, layer_policy, reserved)
+        seen[line] = row
+        append(row)
     return tuple(layers)
 
 
