@@ -59,7 +59,9 @@ def walk(runtime, iter_rows: list):
         return None
 
 
-_CHUNK = 4096   # steps between two moves of a rank's times into its columns
+# steps between two moves of a rank's times into its columns: few enough that the floats
+# the lists hold stay in cache (32 ranks x 3 lists x 256 floats), a quarter faster than 4096
+_CHUNK = 256
 
 
 def _flush(columns: tuple, lists: tuple) -> None:
