@@ -77,3 +77,13 @@ def test_reading_a_workload_by_name_is_what_pathlib_read(tmp_path, monkeypatch):
     with pytest.raises(WorkloadError, match=r"^missing\.txt: file: expected a readable workload "
                                             r"file, found 'No such file or directory'$"):
         load_workload("missing.txt")
+
+
+def test_a_repeated_line_reads_as_its_first_reading_with_its_own_index_and_line():
+    row = "a -1 1 ALLREDUCE 8 2 NONE 0 3 ALLREDUCE 16 0"
+    lines = [row, "", "b -1 5 NONE 0 6 NONE 0 7 NONE 0 1", row, row.replace(" ", "  ", 1)]
+    a1, b, a2, a3 = parse_rows(lines, 3, "HYBRID_TRANSFORMER", "w.txt")
+    assert [(r.index, r.line) for r in (a1, b, a2, a3)] == [(0, 3), (1, 5), (2, 6), (3, 7)]
+    for again in (a2, a3):
+        assert dataclasses.replace(again, index=0, line=3) == a1
+        assert again.fwd_comm is a1.fwd_comm and again.wg_comm is a1.wg_comm
