@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
                                    add_communication)
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
-                                kind_string, phase_labels)
+                                phase_labels, rank_kinds, rank_stages)
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -344,11 +344,11 @@ class ProgramBuilder:
                 or self.schedule.meta.get("microbatches_per_iteration")
                 or list(map(_pair, actions)).count(None) != n):
             return None
-        kinds = kind_string(actions)
+        kinds = rank_kinds(self.schedule, rank)
         if kinds.strip("FBIW"):
             return None
-        stages = list(map(_stage, actions))
-        own = set(stages)
+        own = rank_stages(self.schedule, rank)
+        stages = [next(iter(own))] * n if len(own) == 1 else list(map(_stage, actions))
         # positions of the B's that carry no weights (their W does)
         no_weights: set[int] = set()
         raw = kinds.encode("ascii")

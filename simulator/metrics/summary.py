@@ -21,7 +21,7 @@ from statistics import mean, median
 from typing import Any
 
 from ..engine.columns import ActionColumns, TransferColumns
-from ..schedules.phases import kind_string, peak_inflight, phase_counts
+from ..schedules.phases import peak_inflight, phase_counts, rank_kinds, rank_stages
 from ..schedules.action import Kind
 from .sums import added
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
@@ -128,7 +128,7 @@ def summarize(result: Any) -> RunSummary:
     first_busy: list[float] = []     # per rank, its compute time in the first iteration
     for r in range(sched.pp):
         acc = _Times()
-        kinds = kind_string(sched.ranks[r])
+        kinds = rank_kinds(sched, r)
         if cols is not None:       # the run's time columns, read in place (no record objects)
             n = len(kinds)
             forward = kinds.encode("ascii").translate(_FORWARD)
@@ -148,7 +148,7 @@ def summarize(result: Any) -> RunSummary:
         busy /= k
         idle = max(0.0, makespan - busy)
         counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
-        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds)
+        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r))
         stages.append(RankSummary(
             rank=r,
             virtual_stages=sched.stages_of(r),

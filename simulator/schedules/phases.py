@@ -32,6 +32,26 @@ def kind_string(actions: Sequence[Action]) -> str:
     return "".join(map(_kind, actions))
 
 
+def rank_kinds(schedule, rank: int) -> str:
+    """:func:`kind_string` of ``schedule.ranks[rank]``, kept with the schedule: the compile
+    and the summary both read it."""
+    cache = schedule.__dict__.setdefault("_kind_strings", {})
+    kinds = cache.get(rank)
+    if kinds is None:
+        kinds = cache[rank] = kind_string(schedule.ranks[rank])
+    return kinds
+
+
+def rank_stages(schedule, rank: int) -> frozenset[int]:
+    """The stages ``schedule.ranks[rank]``'s actions name (an unchecked list may name others
+    than its placement's), kept with the schedule like :func:`rank_kinds`."""
+    cache = schedule.__dict__.setdefault("_action_stages", {})
+    stages = cache.get(rank)
+    if stages is None:
+        stages = cache[rank] = frozenset(map(_stage, schedule.ranks[rank]))
+    return stages
+
+
 class PhaseLabels(Sequence):
     """The phase of each of a rank's ``n`` actions: Warmup before ``steady``, Cooldown from
     ``cooldown`` on, Steady between. Reads (and compares equal) as the list of labels."""
@@ -113,14 +133,16 @@ _HOLD_FB = bytes.maketrans(b"FB", b"\x01\xff")
 _HOLD_FW = bytes.maketrans(b"FIW", b"\x01\x00\xff")
 
 
-def peak_inflight(actions: Sequence[Action], kinds: str | None = None) -> tuple[int, int]:
+def peak_inflight(actions: Sequence[Action], kinds: str | None = None,
+                  stages: frozenset[int] | None = None) -> tuple[int, int]:
     """(microbatches, stage-microbatch activations) held at most, from the order alone.
 
     A stage's activations for a microbatch are held from its forward until its last
     weight-carrying backward (W, or B when the backward is not split). ``kinds``: the
-    :func:`kind_string` of ``actions``, if the caller has it.
+    :func:`kind_string` of ``actions``, ``stages`` the stages they name, if the caller has
+    them.
     """
-    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds)
+    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds, stages)
     if fast is not None:
         return fast, fast
     split = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.W}
@@ -142,7 +164,8 @@ def peak_inflight(actions: Sequence[Action], kinds: str | None = None) -> tuple[
     return peak_mb, peak_act
 
 
-def _peak_one_stage(actions: Sequence[Action], kinds: str) -> int | None:
+def _peak_one_stage(actions: Sequence[Action], kinds: str,
+                    stages: frozenset[int] | None = None) -> int | None:
     """:func:`peak_inflight` of a rank running one stage whose backward is either whole (F/B)
     or split (F/I/W), where every forward's microbatch is new and every freeing backward's
     microbatch was forwarded before and not yet freed: then a microbatch is one activation, the
@@ -157,7 +180,7 @@ def _peak_one_stage(actions: Sequence[Action], kinds: str) -> int | None:
         table, free = _HOLD_FW, _ONLY_W
     else:
         return None
-    if len(set(map(_stage, actions))) != 1:
+    if len(set(map(_stage, actions)) if stages is None else stages) != 1:
         return None
     raw = kinds.encode("ascii")
     fmask = raw.translate(_ONLY_F)

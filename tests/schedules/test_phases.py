@@ -115,3 +115,14 @@ _in_order = st.lists(st.sampled_from("FB"), max_size=12).map(
                                     st.integers(0, 3)), max_size=10).map(tuple)))
 def test_any_order_as_the_walks_say(actions):
     _check(actions)
+
+
+def test_rank_kinds_and_stages_are_read_once_per_schedule():
+    from simulator.schedules.phases import rank_kinds, rank_stages
+
+    sched = generate("zb-v", 2, 4)
+    for r, acts in enumerate(sched.ranks):
+        assert rank_kinds(sched, r) == "".join(str(a.kind) for a in acts)
+        assert rank_stages(sched, r) == {a.stage for a in acts} == set(sched.stages_of(r))
+        assert rank_kinds(sched, r) is rank_kinds(sched, r)
+    assert rank_kinds(sched, 0).startswith("FFF")
