@@ -63,3 +63,19 @@ def test_run_gives_the_cyclic_collector_back(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.txt")]) == 2      # an error path too
     assert gc.isenabled()
     assert "missing.txt" in capsys.readouterr().err
+
+
+def test_the_script_writes_every_output_whole_and_exits_with_the_run_code(tmp_path):
+    """`python -m simulator` is the script's path (main() reading sys.argv, the process ending
+    with it): outputs are complete and errors keep their exit code and one line."""
+    out = subprocess.run([sys.executable, "-m", "simulator", "run", str(DOC000), "--json",
+                          str(tmp_path / "o.json"), "--trace", str(tmp_path / "t.json")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == "" and out.stdout.startswith("pipesim: 1f1b")
+    assert json.loads((tmp_path / "o.json").read_text())["pp"] == 4
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    bad = subprocess.run([sys.executable, "-m", "simulator", "run", "missing.txt"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == ("pipesim: error: missing.txt: file: expected a readable workload file, "
+                          "found 'No such file or directory'\n")
