@@ -61,12 +61,14 @@ PHASES = (("read + parse + layout", "workload/parser.py", "load_workload"),
           ("  SimAI terms", "metrics/simai.py", "simai_pipeline_terms"),
           ("report text", "cli/report.py", "render_run"))
 
+# The report goes to a UTF-8 file, as a real run's stdout is: an io.StringIO (no encoding) would
+# send it through click.echo and time click's import as part of the run.
 PROFILE_CHILD = r"""
-import cProfile, contextlib, io, json, pstats, sys
+import cProfile, contextlib, json, os, pstats, sys
 pr = cProfile.Profile()
 pr.enable()
 from simulator.cli.main import main
-with contextlib.redirect_stdout(io.StringIO()):
+with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
     rc = main(["run", sys.argv[1]])
 pr.disable()
 stats = pstats.Stats(pr).stats
