@@ -175,7 +175,7 @@ def _dispatch(argv: list[str] | None) -> int:
     """A plain ``pipesim run`` runs without click (its import is about a tenth of a small run);
     everything else, and any ``run`` line click must judge, goes through click."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == ["run"]:
+    if args[:1] == ["run"] and "_PIPESIM_COMPLETE" not in os.environ:   # not shell completion
         from .run_impl import parse_run_args, run
 
         kwargs = parse_run_args(args[1:])

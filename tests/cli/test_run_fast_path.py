@@ -79,3 +79,14 @@ def test_a_line_click_must_read_gives_clicks_message(capsys):
     assert main(["run", str(REPO)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pipesim: error: Invalid value for 'WORKLOAD': ") and "directory" in err
+
+
+def test_shell_completion_still_goes_through_click(monkeypatch, capsys):
+    from simulator.cli.main import main
+    monkeypatch.setenv("_PIPESIM_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", "pipesim run --lay")
+    monkeypatch.setenv("COMP_CWORD", "2")
+    with pytest.raises(SystemExit) as done:      # click's completion ends the process
+        main(["run", DOC000])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == "plain,--layout\nplain,--layer-by-layer\n"
