@@ -74,13 +74,13 @@ def _flush(columns: tuple, lists: tuple) -> None:
 
 
 def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
-    """Per step-cost index: (fast, total, memory change, alloc, free, receive key base, send
-    key base, send peer, rest). ``fast``: one action over the whole step (shares 0 and 1)
-    that takes time, no launch overhead, no DP collective, allocates or frees (not both), on
-    a rank without variation (``plain``): the step needs nothing else; a base is -1 when
-    there is no receive / send. ``rest`` = (number of
-    actions, cost, receives, sends), a receive being (position in the step, key base) and a
-    send (position, key base, peer)."""
+    """Per step-cost index: (total, memory change, receive key base, send key base, send
+    peer, rest). ``rest`` is None for a fast step: one action over the whole step (shares 0
+    and 1) that takes time, no launch overhead, no DP collective, allocates or frees (not
+    both), on a rank without variation (``plain``): the step needs nothing else; a base is
+    -1 when there is no receive / send. Else ``rest`` = (number of actions, cost, alloc,
+    free, receives, sends), a receive being (position in the step, key base) and a send
+    (position, key base, peer)."""
     out = []
     for (cost, n, recvs, sends), acts in zip(prog.plan(), prog.examples):
         rs = tuple((k, 2 * acts[k].stage + (data != ACTIVATION))
@@ -92,9 +92,9 @@ def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
                 and cost.shares[0][0] == 0.0 and cost.shares[0][1] == 1.0)
         # a fast step's memory change: m - free == m + (-free), and nothing else of its
         # rank happens between its start and its end
-        out.append((fast, cost.total, cost.alloc or -cost.free, cost.alloc, cost.free,
+        out.append((cost.total, cost.alloc or -cost.free,
                     rs[0][1] if rs else -1, ss[0][1] if ss else -1, ss[0][2] if ss else -1,
-                    (n, cost, rs, ss)))
+                    None if fast else (n, cost, cost.alloc, cost.free, rs, ss)))
     return out
 
 
@@ -196,8 +196,8 @@ class _Walk:
                 if c:
                     _flush(columns, lists)
                 for i, a in zip(steps[c:c + _CHUNK], acts):
-                    fast, total, dm, alloc, cfree, rb, sb, dst, rest = plan[i]
-                    if fast:
+                    total, dm, rb, sb, dst, rest = plan[i]
+                    if rest is None:
                         # the common step, by itself: one action, its receive, compute, send
                         mb = a.microbatch * S
                         if rb >= 0:
@@ -221,7 +221,10 @@ class _Walk:
                                     raise Overflow
                         now = now + total
                         starts.append(start)   # start + 0.0 * span
-                        ends.append(start + (now - start))   # start + 1.0 * span
+                        # start + 1.0 * span: now itself when start >= total (Fast2Sum: the
+                        # difference of now = fl(start + total) and the larger addend, start,
+                        # is exact)
+                        ends.append(now if start >= total else start + (now - start))
                         if sb < 0:
                             continue
                         key = sb + mb
@@ -247,7 +250,7 @@ class _Walk:
                         ready_append(w)
                         continue
                     # any other step: a pair, shares, DP collectives, overheads, variation
-                    n, cost, recvs, sends = rest
+                    n, cost, alloc, cfree, recvs, sends = rest
                     step = (a,) if n == 1 else (a, next(acts))
                     for k, base in recvs:
                         key = base + step[k].microbatch * S
