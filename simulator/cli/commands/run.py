@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from ...run_options import click_options
-from ..jsonout import json_option, schema_option
+from ..jsonout import json_option, schema_option, write_json
 from ..run_impl import LOG_LEVELS, configure_logging, parse_assignments, run
 
-__all__ = ["LOG_LEVELS", "command", "configure_logging", "parse_assignments"]
+__all__ = ["LOG_LEVELS", "command", "configure_logging", "parse_assignments", "write_json"]
 
 
 def _run_schema() -> dict:
