@@ -67,7 +67,10 @@ class Action:
     kind: Kind
     microbatch: int
     pair: int | None = None
-    sub: tuple["Action", ...] = ()
+
+    # the sub-actions: none (an overlapped pair is an :class:`Overlap`; a class attribute, so a
+    # plain action stays four slots: a schedule holds millions of them)
+    sub = ()
 
     def __str__(self) -> str:
         if self.sub:
@@ -100,10 +103,10 @@ class Action:
         """The compute actions this step runs: an overlapped pair's two, else itself."""
         return self.sub if self.sub else (self,)
 
-    @classmethod
-    def overlap(cls, first: "Action", second: "Action") -> "Action":
+    @staticmethod
+    def overlap(first: "Action", second: "Action") -> "Overlap":
         """An overlapped pair (torch's OVERLAP_F_B), halves in the order they are written."""
-        return cls(-1, Kind.OVERLAP_F_B, -1, None, (first, second))
+        return Overlap(-1, Kind.OVERLAP_F_B, -1, None, (first, second))
 
     @classmethod
     def parse(cls, text: str) -> "Action":
@@ -128,6 +131,13 @@ class Action:
         raise ScheduleError(
             f"expected an action like '3F1', '0B2', '1I0', '2W5' or '4F3@1', found {text!r}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap(Action):
+    """An action with sub-actions: torch's OVERLAP_F_B, ``sub`` its F and B/I halves."""
+
+    sub: tuple[Action, ...] = ()
 
 
 def _compute(half: str, text: str) -> Action:

@@ -13,9 +13,9 @@ pair's number (``0F3@0``, ``3B1@0``), communication left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from operator import attrgetter
+from operator import attrgetter, countOf
 from typing import Iterable, Iterator, Sequence
 
 from .action import Action, Kind
@@ -185,11 +185,11 @@ def _normalize(given: Iterable[Sequence[Action]]):
     for acts in given:
         acts = tuple(acts)
         try:
-            pairs = list(map(_PAIR, acts))
-            kinds = set(map(_KIND, acts))
+            plain = (countOf(map(_PAIR, acts), None) == len(acts)
+                     and not set(map(_KIND, acts)) & _GROUPED)
         except AttributeError:    # not actions: the validator names them
-            pairs, kinds = [], set()
-        if pairs.count(None) == len(pairs) and not kinds & _GROUPED:
+            plain = True
+        if plain:
             steps.append(acts)
             flat.append(acts)
             continue
@@ -202,14 +202,13 @@ def _normalize(given: Iterable[Sequence[Action]]):
             if a.sub:
                 halves = a.sub
                 if all(h.pair is None for h in halves):
-                    halves = tuple(Action(h.stage, h.kind, h.microbatch, k, h.sub)
-                                   for h in halves)
-                    a = Action(a.stage, a.kind, a.microbatch, a.pair, halves)
+                    halves = tuple(replace(h, pair=k) for h in halves)
+                    a = replace(a, sub=halves)
                 out.append(a)
                 view.extend(halves)
                 k += 1
                 any_overlap = True
-            elif a.pair is not None and i + 1 < n and pairs[i + 1] == a.pair \
+            elif a.pair is not None and i + 1 < n and acts[i + 1].pair == a.pair \
                     and not acts[i + 1].sub:
                 b = acts[i + 1]
                 out.append(Action.overlap(a, b))

@@ -76,57 +76,40 @@ def _valid_fast(s: Schedule) -> bool:
     seen = bytearray(n_st * M4)
     # per rank, each compute action's code (stage * 4M + kind * M + microbatch); the second half
     # of an overlapped pair is stored as -1 - code, so a step is a code and any negative one
-    # after it
+    # after it. A rank whose steps are its compute view (no pair, no communication) is
+    # walked without looking at the steps.
     codes: list[array] = []
-    comm = (Kind.SEND_F, Kind.RECV_F, Kind.SEND_B, Kind.RECV_B)
-    for rank, acts in enumerate(s.steps):
+    for rank, acts in enumerate(s.ranks):
+        steps = s.steps[rank]
+        seconds = () if steps is acts else _second_halves(steps, kind_index)
+        if seconds is None:
+            return False
         out = array("q")
         put = out.append
-        numbers = set()
-        for step in acts:
-            if type(step) is not Action:
+        for a in acts:
+            if type(a) is not Action:
                 return False
-            if step.sub:
-                halves = step.sub
-                if step.kind != Kind.OVERLAP_F_B or len(halves) != 2:
-                    return False
-                number = halves[0].pair
-                if number is None or halves[1].pair != number or number in numbers:
-                    return False                  # the view's pair numbers are off
-                numbers.add(number)
-                ks = sorted(kind_index.get(h.kind, 9) for h in halves)
-                if ks not in ([0, 1], [0, 2]):
-                    return False                  # not one F and one B/I
-            elif step.kind in comm:
-                continue
-            elif step.pair is not None:
-                return False                      # a pair's half without its other half
-            else:
-                halves = (step,)
-            second = False
-            for a in halves:
-                if type(a) is not Action or a.sub:
-                    return False
-                st, mb = a.stage, a.microbatch
-                k = kind_index.get(a.kind)
-                if k is None or type(st) is not int or type(mb) is not int or \
-                        not 0 <= st < n_st or not 0 <= mb < M or placement[st] != rank:
-                    return False
-                base = st * M4 + mb
-                code = base + k * M
-                if seen[code]:
-                    return False                  # duplicate
-                if k == 1:
-                    if seen[base + 2 * M] or seen[base + 3 * M]:
-                        return False              # B mixed with I/W
-                elif k >= 2:
-                    if seen[base + M]:
-                        return False              # I/W mixed with B
-                    if k == 3 and not seen[base + 2 * M]:
-                        return False              # W before its I
-                seen[code] = 1
-                put(-1 - code if second else code)
-                second = True
+            st, mb = a.stage, a.microbatch
+            k = kind_index.get(a.kind)
+            if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
+                    or not 0 <= mb < M or placement[st] != rank:
+                return False
+            base = st * M4 + mb
+            code = base + k * M
+            if seen[code]:
+                return False                      # duplicate
+            if k == 1:
+                if seen[base + 2 * M] or seen[base + 3 * M]:
+                    return False                  # B mixed with I/W
+            elif k >= 2:
+                if seen[base + M]:
+                    return False                  # I/W mixed with B
+                if k == 3 and not seen[base + 2 * M]:
+                    return False                  # W before its I
+            seen[code] = 1
+            put(code)
+        for i in seconds:
+            out[i] = -1 - out[i]
         codes.append(out)
     # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
     for st in range(n_st):
@@ -207,6 +190,35 @@ def _valid_fast(s: Schedule) -> bool:
                 pointer[rank] = i
                 progress = True
     return pointer == lengths
+
+
+def _second_halves(steps: tuple[Action, ...], kind_index: dict) -> list[int] | None:
+    """Positions in the compute view of the second halves of a rank's overlapped pairs; None
+    when a pair is not one F and one B/I with one number of its own, or a half is outside a
+    pair (the detailed checks then name the problem)."""
+    out: list[int] = []
+    numbers: set[int] = set()
+    pos = 0
+    for step in steps:
+        if step.sub:
+            halves = step.sub
+            if step.kind != Kind.OVERLAP_F_B or len(halves) != 2:
+                return None
+            number = halves[0].pair
+            if number is None or halves[1].pair != number or number in numbers:
+                return None
+            numbers.add(number)
+            if sorted(kind_index.get(h.kind, 9) for h in halves) not in ([0, 1], [0, 2]):
+                return None
+            out.append(pos + 1)
+            pos += 2
+        elif step.kind in SENDS or step.kind in RECVS:
+            continue
+        elif step.pair is not None:
+            return None
+        else:
+            pos += 1
+    return out
 
 
 def _check_shape(s: Schedule) -> None:

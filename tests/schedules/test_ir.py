@@ -15,7 +15,7 @@ import pytest
 
 from simulator.errors import DeadlockError, ScheduleError
 from simulator.schedules import Action, Schedule, generate, loop_placement, v_placement
-from simulator.schedules.action import Kind
+from simulator.schedules.action import Kind, Overlap
 from simulator.schedules.comm_pass import Compute, add_communication, op_lists
 from simulator.schedules.csv_io import load_schedule_csv, write_schedule_csv
 from simulator.schedules.validate import validate
@@ -39,8 +39,9 @@ def _ids(case: dict) -> str:
 
 def test_overlap_reads_and_prints_as_torch():
     pair = A("(0F7;7B3)OVERLAP_F_B")
-    assert pair == Action(-1, Kind.OVERLAP_F_B, -1, None, (Action(0, Kind.F, 7),
-                                                            Action(7, Kind.B, 3)))
+    assert pair == Overlap(-1, Kind.OVERLAP_F_B, -1, None, (Action(0, Kind.F, 7),
+                                                             Action(7, Kind.B, 3)))
+    assert pair == Action.overlap(A("0F7"), A("7B3")) and isinstance(pair, Action)
     assert str(pair) == pair.plain == "(0F7;7B3)OVERLAP_F_B"
     assert [str(h) for h in pair.halves] == ["0F7", "7B3"]
     assert str(A(" ( 0F7 ; 7B3 ) OVERLAP_F_B ")) == "(0F7;7B3)OVERLAP_F_B"
