@@ -2,10 +2,12 @@
 stage, 1F1B, pp_comm 0, M microbatches (2 x 32 x M F/B actions), from 10k to 1M actions.
 
 Each (size, engine) point runs in a fresh interpreter so its peak RSS is its own. A point builds
-the schedule and the Runtime (shared by both engines: the compiled op lists), then times one
-run of the engine: CPU (``process_time``, robust to the shared machine's load) and wall time,
-and the peak-RSS growth over the run (``ru_maxrss`` before and after: the records the run
-keeps). Both engines' records are reduced to a digest of every action's and transfer's exact
+the schedule and the Runtime (shared by the engines: the compiled program), then times one run:
+CPU (``process_time``, robust to the shared machine's load) and wall time, and the peak-RSS
+growth over the run (``ru_maxrss`` before and after: the records the run keeps). The engines:
+``evaluator`` (what ``--engine evaluator`` runs: here the asynchronous walk, ``evaluator_async``),
+``generic`` (the evaluator's generic sweep over op tuples, which ran this case before the walk)
+and ``simpy``. Their records are reduced to a digest of every action's and transfer's exact
 times: equal digests mean 0 ns difference. The exponent is the least-squares slope of log CPU
 time against log actions.
 
@@ -62,7 +64,7 @@ def point(microbatches: int, engine: str) -> dict:
     """One measurement in this process (the child's side)."""
     import gc
 
-    from simulator.engine.evaluator import evaluate
+    from simulator.engine.evaluator import _Sweep, evaluate
     from simulator.engine.runtime import Runtime
     from simulator.schedules import registry
     from simulator.system.config import load_system
@@ -79,19 +81,21 @@ def point(microbatches: int, engine: str) -> dict:
     del sched
     rss0 = _rss_mb()
     c0, w0 = time.process_time(), time.perf_counter()
-    rec = runtime.run() if engine == "simpy" else evaluate(runtime)
+    if engine == "simpy":
+        rec = runtime.run()
+    elif engine == "generic":
+        rec = _Sweep(runtime).run()
+    else:
+        rec = evaluate(runtime)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     rss1 = _rss_mb()
-    # the floor of any sweep over these op lists: walking them with the type test alone
+    # the floor of any walk of the compiled steps: each step's index and action, nothing else
     c0 = time.process_time()
-    n_ops = 0
-    for prog in runtime.compiled:
-        n_ops += len(prog)
-        for op in prog:
-            if op[0] == 1:
-                pass
+    for r, prog in enumerate(runtime.compiled):
+        for i, a in zip(prog.steps, runtime.schedule.ranks[r]):
+            pass
     walk = time.process_time() - c0
-    return {"engine": engine, "ops": n_ops, "walk_cpu_s": walk, "microbatches": microbatches,
+    return {"engine": engine, "walk_cpu_s": walk, "microbatches": microbatches,
             "actions": len(rec.actions),
             "setup_cpu_s": setup, "cpu_s": cpu, "wall_s": wall, "rss_before_mb": rss0,
             "rss_after_mb": rss1, "makespan_ns": rec.iteration_bounds[-1][1],
@@ -119,7 +123,7 @@ def fit_exponent(xs: list[float], ys: list[float]) -> float:
             / sum((a - mx) ** 2 for a in lx))
 
 
-def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
+def report(rows: list[tuple[dict, dict, dict]], quick: bool) -> str:
     from benchmarks.markdown import table, verdict
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
@@ -131,38 +135,43 @@ def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
              f"fresh process (`python benchmarks/bench_evaluator.py`). Python "
              f"{platform.python_version()}, load average {load:.2f} on {os.cpu_count()} CPUs. "
              "CPU = `process_time` of the engine's run alone (the schedule and the Runtime's "
-             "compiled op lists are built first and shared by both engines: `setup`); RSS = "
-             "growth of peak RSS over the run (the records it keeps); `same` = equal digests "
-             "of every action's and transfer's exact times (0 ns difference); `walk` = CPU "
-             "to loop over the compiled op lists testing each op's type and nothing else, the "
-             "floor of any sweep over them.", ""]
+             "compiled program are built first and shared by the engines: `setup`); RSS = "
+             "growth of peak RSS over the run (the records it keeps); `peak` = the "
+             "evaluator process's peak RSS; `generic` = the evaluator's generic sweep over op "
+             "tuples (what ran this case before the asynchronous walk); `same` = equal digests "
+             "of every action's and transfer's exact times in all three (0 ns difference); "
+             "`floor` = CPU to loop over every rank's step indices and actions doing nothing, "
+             "the floor of any walk of them.", ""]
     body = []
-    for ev, sp in rows:
+    for ev, ge, sp in rows:
         body.append([f"{ev['actions']:,}", f"{ev['setup_cpu_s']:.2f} s",
-                     f"{ev['ops']:,}", f"{ev['walk_cpu_s']:.3f} s",
+                     f"{ev['walk_cpu_s']:.3f} s",
                      f"{ev['cpu_s']:.3f} s", f"{ev['wall_s']:.3f} s",
                      f"{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB",
+                     f"{ev['rss_after_mb']:.0f} MB",
+                     f"{ge['cpu_s']:.3f} s",
                      f"{sp['cpu_s']:.3f} s", f"{sp['wall_s']:.3f} s",
                      f"{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB",
                      f"{sp['cpu_s'] / ev['cpu_s']:.2f}x",
-                     f"{ev['rss_before_mb']:.0f} MB",
-                     "yes" if ev["digest"] == sp["digest"] else "NO"])
-    lines.append(table(["actions", "setup CPU", "ops", "walk", "evaluator CPU", "wall", "RSS",
-                        "SimPy run CPU", "wall", "RSS", "speed-up", "RSS before run", "same"],
+                     "yes" if ev["digest"] == ge["digest"] == sp["digest"] else "NO"])
+    lines.append(table(["actions", "setup CPU", "floor", "evaluator CPU", "wall", "RSS", "peak",
+                        "generic CPU", "SimPy run CPU", "wall", "RSS", "vs SimPy", "same"],
                        body))
-    acts = [ev["actions"] for ev, _ in rows]
-    e_exp = fit_exponent(acts, [ev["cpu_s"] for ev, _ in rows])
-    s_exp = fit_exponent(acts, [sp["cpu_s"] for _, sp in rows])
-    big_ev, big_sp = rows[-1]
+    acts = [ev["actions"] for ev, _, _ in rows]
+    e_exp = fit_exponent(acts, [ev["cpu_s"] for ev, _, _ in rows])
+    s_exp = fit_exponent(acts, [sp["cpu_s"] for _, _, sp in rows])
+    big_ev, big_ge, big_sp = rows[-1]
     rss_big = big_ev["rss_after_mb"] - big_ev["rss_before_mb"]
-    same = all(ev["digest"] == sp["digest"] for ev, sp in rows)
+    same = all(ev["digest"] == ge["digest"] == sp["digest"] for ev, ge, sp in rows)
     full = big_ev["actions"] >= 1_000_000
 
     def judge(ok: bool) -> str:
         return verdict(ok) if full else "- (the 1M point only)"
 
     lines += ["", f"Fitted exponent (CPU time vs actions, {acts[0]:,}-{acts[-1]:,}): evaluator "
-              f"{e_exp:.3f}, SimPy run {s_exp:.3f}.", "",
+              f"{e_exp:.3f}, SimPy run {s_exp:.3f}. At {big_ev['actions']:,} actions the "
+              f"walk takes {big_ev['cpu_s'] / big_ge['cpu_s']:.2f}x the generic sweep's CPU.",
+              "",
               table(["target (issue 16)", "measured", "verdict"], [
                   [f"evaluator <= {TARGET_S} s at {big_ev['actions']:,} actions",
                    f"{big_ev['cpu_s']:.3f} s CPU", judge(big_ev["cpu_s"] <= TARGET_S)],
@@ -188,19 +197,20 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     rows = []
     for m in (QUICK_SIZES if args.quick else SIZES):
-        ev, sp = run_point(m, "evaluator"), run_point(m, "simpy")
+        ev, ge, sp = (run_point(m, e) for e in ("evaluator", "generic", "simpy"))
         print(f"M={m}: {ev['actions']:,} actions: evaluator {ev['cpu_s']:.3f} s CPU "
-              f"(+{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB), SimPy run "
-              f"{sp['cpu_s']:.3f} s CPU (+{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB), "
-              f"same: {ev['digest'] == sp['digest']}", file=sys.stderr)
-        rows.append((ev, sp))
+              f"(+{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB), generic sweep "
+              f"{ge['cpu_s']:.3f} s, SimPy run {sp['cpu_s']:.3f} s CPU "
+              f"(+{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB), "
+              f"same: {ev['digest'] == ge['digest'] == sp['digest']}", file=sys.stderr)
+        rows.append((ev, ge, sp))
     text = report(rows, args.quick)
     print(text)
     if args.append:
         from benchmarks.markdown import append_section
 
         append_section(Path(args.out), text)
-    return 0 if all(ev["digest"] == sp["digest"] for ev, sp in rows) else 1
+    return 0 if all(ev["digest"] == ge["digest"] == sp["digest"] for ev, ge, sp in rows) else 1
 
 
 if __name__ == "__main__":
