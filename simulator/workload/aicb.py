@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from itertools import accumulate, chain
-from operator import attrgetter, eq
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, eq, ne
 
 from ..errors import ConfigError, WorkloadError
 from .chunks import chunk_bounds, recompute_plan
@@ -196,7 +196,7 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
         slack = n - ga * size
         span = (ga - 1) * size
         # differ[i] = rows among the first i that differ from the row `size` further on
-        differ = [0, *accumulate(a != b for a, b in zip(ids, ids[size:]))]
+        differ = [0, *accumulate(map(ne, ids, ids[size:]))]
         ok = [s for s in range(slack + 1) if differ[s + span] == differ[s]
               and _maximal(ids, s, size, ga)]
         if not ok:
@@ -260,7 +260,8 @@ def _representative(rows: tuple[Layer, ...], pre: int, size: int, ga: int, path:
     for off in range(size):
         first = rows[pre + off]
         ref = _timed(first)
-        if all(_timed(rows[pre + k * size + off]) == ref for k in range(1, ga)):
+        later = rows[pre + size + off:pre + ga * size:size]     # the same row in repeats 2..ga
+        if all(map(eq, map(_timed, later), repeat(ref))):
             out.append(first)   # the repeats agree (the common case): nothing to choose
             continue
         changes = {}
