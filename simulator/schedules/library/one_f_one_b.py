@@ -36,15 +36,15 @@ def _slot_plan() -> tuple[tuple, tuple] | None:
 _PLAN = _slot_plan()
 
 
-def _actions(stage: int, kind: Kind, microbatches: range) -> list[Action]:
-    """``[Action(stage, kind, m) for m in microbatches]``, made in C."""
+def _actions(stage: int, kinds: list[Kind], microbatches: list[int]) -> list[Action]:
+    """``[Action(stage, k, m) for k, m in zip(kinds, microbatches)]``, made in C (allocated
+    in this order, the order every later pass walks them in)."""
     if _PLAN is None:
-        return [Action(stage, kind, m) for m in microbatches]
+        return [Action(stage, k, m) for k, m in zip(kinds, microbatches)]
     slots, defaults = _PLAN
-    n = len(microbatches)
+    n = len(kinds)
     acts = list(map(object.__new__, repeat(Action, n)))
-    columns = (repeat(stage, n), repeat(kind, n), microbatches) + tuple(
-        repeat(d, n) for d in defaults)
+    columns = (repeat(stage, n), kinds, microbatches) + tuple(repeat(d, n) for d in defaults)
     for slot, values in zip(slots, columns):
         deque(map(slot.__set__, acts, values), 0)
     return acts
@@ -59,12 +59,11 @@ def one_f_one_b_order(rank: int, pp: int, microbatches: int, stage: int | None =
     s = rank if stage is None else stage
     warmup = min(pp - rank - 1, microbatches)
     steady = microbatches - warmup
-    fwd = _actions(s, Kind.F, range(microbatches))
-    bwd = _actions(s, Kind.B, range(microbatches))
-    pairs: list[Action] = [None] * (2 * steady)  # type: ignore[list-item]
-    pairs[0::2] = fwd[warmup:]                   # one F then one B
-    pairs[1::2] = bwd[:steady]
-    return fwd[:warmup] + pairs + bwd[steady:]
+    kinds = [Kind.F] * warmup + [Kind.F, Kind.B] * steady + [Kind.B] * warmup
+    mbs = list(range(warmup)) + [0] * (2 * steady) + list(range(steady, microbatches))
+    mbs[warmup:warmup + 2 * steady:2] = range(warmup, microbatches)   # one F then one B
+    mbs[warmup + 1:warmup + 2 * steady:2] = range(steady)
+    return _actions(s, kinds, mbs)
 
 
 @register("1f1b", summary="1F1B (PipeDream-Flush / Megatron): warm-up, one F one B, cool-down; "

@@ -1,0 +1,45 @@
+"""1F1B builds its actions with their slots set from C: they must be the very actions the
+constructor makes (every field, defaults included), in Megatron's order, for any P and M
+(M < P too), with the collector left as it was found."""
+
+from __future__ import annotations
+
+import gc
+
+from simulator.schedules import generate
+from simulator.schedules.action import Action, Kind
+from simulator.schedules.library.one_f_one_b import one_f_one_b_order
+
+
+def _megatron(rank, pp, m, stage=None):
+    s = rank if stage is None else stage
+    warmup = min(pp - rank - 1, m)
+    acts = [Action(s, Kind.F, i) for i in range(warmup)]
+    for i in range(m - warmup):
+        acts += [Action(s, Kind.F, warmup + i), Action(s, Kind.B, i)]
+    return acts + [Action(s, Kind.B, i) for i in range(m - warmup, m)]
+
+
+def test_orders_are_the_constructors_actions():
+    for pp in range(1, 9):
+        for m in range(1, 13):
+            for r in range(pp):
+                got = one_f_one_b_order(r, pp, m, stage=None if r % 2 else 5)
+                want = _megatron(r, pp, m, stage=None if r % 2 else 5)
+                assert got == want
+                assert [repr(a) for a in got] == [repr(a) for a in want]
+                assert all(type(a) is Action and a.pair is None and a.sub == () for a in got)
+
+
+def test_p4_m3_rank0_and_the_collector():
+    gc.disable()
+    try:
+        generate("1f1b", 4, 3)
+        assert not gc.isenabled()           # left off when it was off
+    finally:
+        gc.enable()
+    sched = generate("1f1b", 4, 3)
+    assert gc.isenabled()
+    assert [str(a) for a in sched.ranks[0]] == ["0F0", "0F1", "0F2", "0B0", "0B1", "0B2"]
+    assert [str(a) for a in sched.ranks[2]] == ["2F0", "2F1", "2B0", "2F2", "2B1", "2B2"]
+    assert hash(sched.ranks[3][1]) == hash(Action(3, Kind.B, 0))
