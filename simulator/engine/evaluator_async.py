@@ -3,11 +3,11 @@
 The generic sweep (``evaluator._Sweep``) walks op tuples with one dispatch per op; at a million
 actions that is most of its time. Here a rank's compact list (:class:`~.program.AsyncOps`) is
 walked by step index, as the SimPy engine's ``_rank_async`` does: per step-cost index a plan
-tuple is built once (its costs, its receive and send as int mailbox keys ``base + microbatch x
-2 x stages``, its peer), so a step makes no tuple and reads no attribute beyond its action's
-microbatch. The mailbox is a list indexed by that key (one slot per tensor of an iteration):
-a slot holds nothing, the arrival time of data sent and not yet received, or ``-1 - rank`` of
-the rank blocked on it. Each rank is a generator that suspends only where it waits (a receive
+tuple is built once (its costs, its receive and send as slots ``2 x destination stage +
+(data is a gradient)`` of the mailbox row of the action's microbatch, its peer), so a step
+makes no tuple and reads no attribute beyond its action's microbatch. The mailbox has a row
+(a list) per microbatch and a slot per tensor of an iteration: a slot holds nothing, the
+arrival time of data sent and not yet received, or ``-1 - rank`` of the rank blocked on it. Each rank is a generator that suspends only where it waits (a receive
 not sent yet, the iteration barrier): its clock and memory stay in its frame.
 
 The rules are the evaluator's (``evaluator``'s module docstring), with the same float
@@ -55,7 +55,7 @@ def walk(runtime, iter_rows: list):
     generic sweep takes it). Raises :class:`Overflow` or the engine's DeadlockError."""
     try:
         return _Walk(runtime, iter_rows).run()
-    except IndexError:      # a mailbox key past the last slot
+    except IndexError:      # a microbatch past the mailbox's last row
         return None
 
 
@@ -74,13 +74,13 @@ def _flush(columns: tuple, lists: tuple) -> None:
 
 
 def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
-    """Per step-cost index: (total, memory change, receive key base, send key base, send
-    peer, rest). ``rest`` is None for a fast step: one action over the whole step (shares 0
+    """Per step-cost index: (total, memory change, receive slot, send slot, send peer,
+    rest). ``rest`` is None for a fast step: one action over the whole step (shares 0
     and 1) that takes time, no launch overhead, no DP collective, allocates or frees (not
-    both), on a rank without variation (``plain``): the step needs nothing else; a base is
+    both), on a rank without variation (``plain``): the step needs nothing else; a slot is
     -1 when there is no receive / send. Else ``rest`` = (number of actions, cost, alloc,
-    free, receives, sends), a receive being (position in the step, key base) and a send
-    (position, key base, peer)."""
+    free, receives, sends), a receive being (position in the step, slot) and a send
+    (position, slot, peer). A slot is 2 x destination stage + (data is a gradient)."""
     out = []
     for (cost, n, recvs, sends), acts in zip(prog.plan(), prog.examples):
         rs = tuple((k, 2 * acts[k].stage + (data != ACTIVATION))
@@ -131,8 +131,8 @@ class _Walk:
             records=lambda r, times, it, nbytes: progs[r].send_records(r, times, it, nbytes))
         self.clock = [0.0] * P
         self.blocked: list = [None] * P   # a rank's Wait at the barrier
-        # one slot per (data, destination stage, microbatch): see the module docstring
-        self.box = [None] * (2 * rt.schedule.n_stages * rt.schedule.microbatches)
+        # a row per microbatch, a slot per (data, destination stage): module docstring
+        self.box = self._mailbox()
         self.ready = list(range(P - 1, -1, -1))
         self.finished = 0                 # ranks at the current iteration's barrier
         self.cand = -_INF                 # latest iteration-end candidate of the iteration
@@ -162,7 +162,6 @@ class _Walk:
         actions = rt.schedule.ranks[r]
         steps = prog.steps
         n_steps = len(steps)
-        S = 2 * rt.schedule.n_stages
         profile = getattr(rt, "profile", None)
         prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
         epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
@@ -199,17 +198,16 @@ class _Walk:
                     total, dm, rb, sb, dst, rest = plan[i]
                     if rest is None:
                         # the common step, by itself: one action, its receive, compute, send
-                        mb = a.microbatch * S
+                        row = box[a.microbatch]
                         if rb >= 0:
-                            key = rb + mb
-                            got = box[key]
+                            got = row[rb]
                             if got is None:    # not sent yet: the sender wakes this rank
-                                box[key] = me
+                                row[rb] = me
                                 clock[r] = now
                                 yield
                                 now = clock[r]
                             else:
-                                box[key] = None
+                                row[rb] = None
                                 if got > now:
                                     now = now + (got - now)
                         start = now            # no launch overhead: now + 0.0
@@ -227,20 +225,19 @@ class _Walk:
                         ends.append(now if start >= total else start + (now - start))
                         if sb < 0:
                             continue
-                        key = sb + mb
                         issued.append(now)
                         e = now if instant else self._book(r, dst, now, out_links, lists)
-                        w = box[key]
+                        w = row[sb]
                         if w is None:
-                            box[key] = e
+                            row[sb] = e
                             continue
                         if w >= 0:             # sent twice (an unchecked list): the last
-                            box[key] = e
+                            row[sb] = e
                             continue
                         # the receiver resumes when the data lands, as the later party sees
                         # it: one already waiting is woken `e - now` after the send, one
                         # that comes later finds the arrival time and sleeps `e - tr`
-                        box[key] = None
+                        row[sb] = None
                         w = -1 - w
                         tr = clock[w]
                         if tr < now:
@@ -253,15 +250,15 @@ class _Walk:
                     n, cost, alloc, cfree, recvs, sends = rest
                     step = (a,) if n == 1 else (a, next(acts))
                     for k, base in recvs:
-                        key = base + step[k].microbatch * S
-                        got = box[key]
+                        row = box[step[k].microbatch]
+                        got = row[base]
                         if got is None:
-                            box[key] = me
+                            row[base] = me
                             clock[r] = now
                             yield
                             now = clock[r]
                         else:
-                            box[key] = None
+                            row[base] = None
                             if got > now:
                                 now = now + (got - now)
                     start = now + cost.pre     # the launch overhead (x + 0.0 == x)
@@ -297,14 +294,14 @@ class _Walk:
                         if done > self.cand:
                             self.cand = done
                     for k, base, dst in sends:
-                        key = base + step[k].microbatch * S
+                        row = box[step[k].microbatch]
                         issued.append(now)
                         e = now if instant else self._book(r, dst, now, out_links, lists)
-                        w = box[key]
+                        w = row[base]
                         if w is None or w >= 0:
-                            box[key] = e
+                            row[base] = e
                         else:                  # as above
-                            box[key] = None
+                            row[base] = None
                             w = -1 - w
                             tr = clock[w]
                             if tr < now:
@@ -338,6 +335,11 @@ class _Walk:
                     self.cand = done
             self._barrier(r, it, now)
             yield
+
+    def _mailbox(self) -> list[list]:
+        """An empty mailbox: a row of 2 x stages slots per microbatch."""
+        slots = 2 * self.rt.schedule.n_stages
+        return [[None] * slots for _ in range(self.rt.schedule.microbatches)]
 
     def _book(self, r: int, dst: int, now: float, out_links: dict, lists: tuple) -> float:
         """Book a send of rank ``r`` to ``dst`` issued at ``now`` on their FIFO link (only
@@ -377,7 +379,7 @@ class _Walk:
             clock[q] = t_barrier
         if it + 1 < self.rt.iterations:
             # sends nobody received (an unchecked list) are dropped with the old mailbox
-            self.box = [None] * len(self.box)
+            self.box = self._mailbox()
             self.ready.extend(range(P - 1, -1, -1))
         else:
             self.done = True
@@ -404,19 +406,18 @@ class _Walk:
     def _deadlock(self) -> None:
         """The engine's DeadlockError: every rank still waiting, on what, since when; the
         time is the latest clock (asynchronous transfers fire no event of their own). A rank
-        waiting on a receive is found by its mark in the mailbox, the slot naming the tensor:
-        key = 2 x destination stage + (data is a gradient) + microbatch x 2 x stages."""
-        S = 2 * self.rt.schedule.n_stages
+        waiting on a receive is found by its mark in the mailbox, its row and slot naming the
+        tensor: microbatch, 2 x destination stage + (data is a gradient)."""
         waits = [b for b in self.blocked if b is not None]    # at the barrier
-        for key, mark in enumerate(self.box):
-            if mark is None or mark >= 0:
-                continue
-            r = -1 - mark
-            mb, base = divmod(key, S)
-            stage, kind = base // 2, (GRADIENT if base % 2 else ACTIVATION)
-            data, other, peer = self.rt.compiled[r]._recv[(stage, kind)]
-            t = Transfer("recv", data, other, stage, mb, peer, r)
-            waits.append(Wait(r, str(t), peer, self.clock[r]))
+        for mb, row in enumerate(self.box):
+            for base, mark in enumerate(row):
+                if mark is None or mark >= 0:
+                    continue
+                r = -1 - mark
+                stage, kind = base // 2, (GRADIENT if base % 2 else ACTIVATION)
+                data, other, peer = self.rt.compiled[r]._recv[(stage, kind)]
+                t = Transfer("recv", data, other, stage, mb, peer, r)
+                waits.append(Wait(r, str(t), peer, self.clock[r]))
         waits.sort(key=lambda w: w.rank)
         raise DeadlockError(waits, max(self.clock))
 
