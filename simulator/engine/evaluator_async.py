@@ -178,7 +178,16 @@ class _Walk:
                    tcols.end[r])
         lists = ([], [], [], [], [])
         starts, ends, issued, t_starts, t_ends = lists
-        out_links: dict = {}              # dst -> LinkStats (only this rank books them)
+        # per destination rank, the booking of its link (only this rank books it, in its op
+        # order): LinkStats.book, the engine's FIFO rule
+        book: list = [None] * self.P
+        if not instant:
+            nbytes = rt.pp_comm
+            for _, _, _, sends in prog.plan():
+                for _, _, _, dst in sends:
+                    if book[dst] is None:
+                        link = rec.links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
+                        book[dst] = link.book
         coll_append = rec.collectives.append
         CollRec = CollectiveRecord
         dp_free = self.dp_free
@@ -226,7 +235,12 @@ class _Walk:
                         if sb < 0:
                             continue
                         issued.append(now)
-                        e = now if instant else self._book(r, dst, now, out_links, lists)
+                        if instant:
+                            e = now
+                        else:
+                            s, e = book[dst](nbytes, now)
+                            t_starts.append(s)
+                            t_ends.append(e)
                         w = row[sb]
                         if w is None:
                             row[sb] = e
@@ -296,7 +310,12 @@ class _Walk:
                     for k, base, dst in sends:
                         row = box[step[k].microbatch]
                         issued.append(now)
-                        e = now if instant else self._book(r, dst, now, out_links, lists)
+                        if instant:
+                            e = now
+                        else:
+                            s, e = book[dst](nbytes, now)
+                            t_starts.append(s)
+                            t_ends.append(e)
                         w = row[base]
                         if w is None or w >= 0:
                             row[base] = e
@@ -340,18 +359,6 @@ class _Walk:
         """An empty mailbox: a row of 2 x stages slots per microbatch."""
         slots = 2 * self.rt.schedule.n_stages
         return [[None] * slots for _ in range(self.rt.schedule.microbatches)]
-
-    def _book(self, r: int, dst: int, now: float, out_links: dict, lists: tuple) -> float:
-        """Book a send of rank ``r`` to ``dst`` issued at ``now`` on their FIFO link (only
-        ``r`` books it, in its op order); record its start and end, return its arrival."""
-        link = out_links.get(dst)
-        if link is None:
-            link = self.rec.links[(r, dst)] = out_links[dst] = LinkStats(
-                r, dst, self.rt.links.p2p(r, dst))
-        s, e = link.book(self.rt.pp_comm, now)
-        lists[3].append(s)
-        lists[4].append(e)
-        return e
 
     def _barrier(self, r: int, it: int, now: float) -> None:
         """Rank ``r`` ends iteration ``it`` at ``now``; the last one in releases everyone at
