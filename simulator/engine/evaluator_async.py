@@ -2,13 +2,16 @@
 
 The generic sweep (``evaluator._Sweep``) walks op tuples with one dispatch per op; at a million
 actions that is most of its time. Here a rank's compact list (:class:`~.program.AsyncOps`) is
-walked by step index, as the SimPy engine's ``_rank_async`` does: per step-cost index a plan
-tuple is built once (its costs, its receive and send as slots ``2 x destination stage +
-(data is a gradient)`` of the mailbox row of the action's microbatch, its peer), so a step
-makes no tuple and reads no attribute beyond its action's microbatch. The mailbox has a row
-(a list) per microbatch and a slot per tensor of an iteration: a slot holds nothing, the
-arrival time of data sent and not yet received, or ``-1 - rank`` of the rank blocked on it. Each rank is a generator that suspends only where it waits (a receive
-not sent yet, the iteration barrier): its clock and memory stay in its frame.
+walked by step index, as the SimPy engine's ``_rank_async`` does. Per step-cost index a plan
+tuple is built once: its costs, and its receive and send as slots (``2 x destination stage +
+(data is a gradient)``) of the mailbox row of the action's microbatch. A step then makes no
+tuple and reads no attribute beyond its action's microbatch; a plain step (one action, no
+overhead, no DP collective, no variation: :func:`_plan`) takes a short path of its own. The
+mailbox has a row (a list) per microbatch and a slot per tensor of an iteration: a slot holds
+nothing, the arrival time of data sent and not yet received, or ``-1 - rank`` of the rank
+blocked on it. Each rank is a generator that suspends only where it waits (a receive not sent
+yet, the iteration barrier): its clock and memory stay in its frame. Times are gathered in
+lists and packed into the rank's columns every ``_CHUNK`` steps.
 
 The rules are the evaluator's (``evaluator``'s module docstring), with the same float
 expressions: a receive that finds its data at ``got`` resumes at ``now + (got - now)``; a
