@@ -22,7 +22,6 @@ from .action import Action, Kind
 
 _PAIR = attrgetter("pair")
 _KIND = attrgetter("kind")
-_COMPUTE = frozenset((Kind.F, Kind.B, Kind.I, Kind.W))
 _COMM = frozenset((Kind.SEND_F, Kind.RECV_F, Kind.SEND_B, Kind.RECV_B))
 _GROUPED = _COMM | {Kind.OVERLAP_F_B}   # kinds that make the steps differ from the view
 

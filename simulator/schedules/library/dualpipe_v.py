@@ -3,8 +3,8 @@
 V placement: rank r runs stage r and stage 2P-1-r. In the steady state each rank runs the forward
 of one chunk overlapped with the backward of the other (one OVERLAP_F_B step, F half first; the
 compute view numbers the pairs 0, 1, ... per rank), which hides the communication of one behind
-the compute of the other. The warm-up and cool-down split some backwards into I and W (zero-bubble style).
-Torch requires two chunks per rank and M >= 2P microbatches.
+the compute of the other. The warm-up and cool-down split some backwards into I and W
+(zero-bubble style). Torch requires two chunks per rank and M >= 2P microbatches.
 """
 
 from __future__ import annotations
