@@ -116,10 +116,10 @@ class TransferColumns(_Columns):
             yield from self._generated(rank)
             return
         if self._sends is None:
-            from ..schedules.comm_pass import Transfer, add_communication
+            from ..schedules.comm_pass import Transfer, op_lists
 
             self._sends = [[op for op in prog if type(op) is Transfer and op.op == "send"]
-                           for prog in add_communication(self.schedule)]
+                           for prog in op_lists(self.schedule)]
         sends = self._sends[rank]
         n = len(sends)
         nbytes = self.nbytes

@@ -27,7 +27,7 @@ from operator import attrgetter
 
 from ..errors import ConfigError
 from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
-                                   add_communication)
+                                   op_lists)
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 phase_labels, rank_kinds, rank_stages)
 from ..schedules.schedule import Schedule
@@ -161,8 +161,7 @@ class Program:
             compiled: tuple = lazy
             layer_ops = sum(ops.layer_ops() for ops in lazy)
         else:
-            programs = add_communication(schedule,
-                                         early_receives=compiled_mode == "torch-multi")
+            programs = op_lists(schedule, early_receives=compiled_mode == "torch-multi")
             compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
             del programs
             layer_ops = sum(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import attrgetter, countOf
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 from .action import Action, Kind
 
@@ -104,31 +104,6 @@ class Schedule:
         """Per rank, the steps in torch's notation (``0F7``, ``(0F7;7B3)OVERLAP_F_B``,
         ``2SEND_F1``)."""
         return [[a.plain for a in acts] for acts in self.steps]
-
-    # -- deprecated: the engine's op tuples of a lowered schedule, by rank ---------------------
-    def __getitem__(self, rank: int):
-        """Rank ``rank``'s op tuples (``comm_pass.op_lists``) of a lowered schedule.
-
-        Deprecated, for one release: ``add_communication`` returned these tuples before it
-        returned the lowered schedule; code indexing or iterating its result keeps working.
-        Use ``comm_pass.op_lists``."""
-        if not self.lowered:
-            raise TypeError(f"schedule {self.name!r} is not lowered: it has no op lists "
-                            "(comm_pass.add_communication lowers it)")
-        cache = self.__dict__.setdefault("_ops", {})
-        ops = cache.get(rank)
-        if ops is None:
-            from .ops import render
-
-            if not -self.pp <= rank < self.pp:
-                raise IndexError(f"rank {rank} does not exist (pp {self.pp})")
-            ops = cache[rank] = render(self, rank % self.pp,
-                                       self.meta.get("lowered") == "early")
-        return ops
-
-    def __iter__(self) -> Iterator:
-        """Deprecated with :meth:`__getitem__`: the op tuples of each rank."""
-        return (self[r] for r in range(self.pp))
 
     @property
     def n_stages(self) -> int:

@@ -7,7 +7,7 @@ import pytest
 
 from simulator.engine.program import AsyncOps, Program, ProgramBuilder
 from simulator.schedules import generate, get, names
-from simulator.schedules.comm_pass import add_communication
+from simulator.schedules.comm_pass import op_lists
 from simulator.system import SystemConfig
 from simulator.workload import uniform_workload
 from simulator.workload.partition import partition
@@ -33,7 +33,7 @@ def test_async_ops_equal_the_comm_pass_compile(name, sched):
                               p2p="async")
     builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
                              "async", program.pp_comm, program.profile)
-    comm = add_communication(sched)
+    comm = op_lists(sched)
     for r in range(sched.pp):
         ops = program.compiled[r]
         assert isinstance(ops, AsyncOps)
@@ -86,6 +86,6 @@ def test_async_ops_of_an_unchecked_list_with_another_ranks_stage():
     program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p="async")
     builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
                              "async", program.pp_comm, program.profile)
-    comm = add_communication(sched)
+    comm = op_lists(sched)
     for r in range(2):
         assert list(program.compiled[r]) == builder.compile(r, comm[r])

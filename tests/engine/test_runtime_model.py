@@ -18,7 +18,7 @@ from simulator.engine.options import P2P_MODES
 from simulator.errors import ConfigError
 from simulator.schedules import generate, get, names
 from simulator.schedules.action import Action
-from simulator.schedules.comm_pass import add_communication
+from simulator.schedules.comm_pass import op_lists
 from simulator.schedules.schedule import Schedule
 from simulator.system import SystemConfig
 from simulator.system.config import LinkConfig, load_system, system_from_dict
@@ -223,7 +223,7 @@ def test_multi_stage_runtime_waits_for_sends_at_the_end_of_the_step():
     # ends only then (with isend/irecv: at 4600, when its compute ends).
     wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
     r = simulate(wl, "1f1b", system(), pp=2, microbatches=1, p2p="torch-multi")
-    assert [str(op) for op in add_communication(r.schedule, early_receives=True)[0]] == [
+    assert [str(op) for op in op_lists(r.schedule, early_receives=True)[0]] == [
         "0F0", "send 1F0 (0->1)", "irecv 0B0 (1->0)", "wait 0B0 (1->0)", "0B0"]
     assert transfer(r, "B", 0) == (4600.0, 4600.0, 5200.0)
     assert r.records.rank_finish == [[7200.0, 5200.0]]
@@ -261,7 +261,7 @@ def test_early_receives_equal_torchs_add_send_recv():
     # recorded from torch 2.13's _add_send_recv on these compute lists (wait = torch's wait
     # before the compute that needs the data)
     sched = generate("interleaved-1f1b", 2, 4, 2)
-    lowered = [[str(op) for op in ops] for ops in add_communication(sched, early_receives=True)]
+    lowered = [[str(op) for op in ops] for ops in op_lists(sched, early_receives=True)]
     assert lowered[0][:13] == [
         "0F0", "send 1F0 (0->1)", "irecv 2F0 (1->2)", "0F1", "send 1F1 (0->1)",
         "irecv 2F1 (1->2)", "wait 2F0 (1->2)", "2F0", "send 3F0 (2->3)", "wait 2F1 (1->2)",
@@ -275,7 +275,7 @@ def test_early_receives_equal_torchs_add_send_recv():
         for i, op in enumerate(ops):
             if op.startswith("wait"):
                 assert ops.index("irecv" + op[4:]) < i
-    assert all("irecv" not in str(op) for ops in add_communication(sched) for op in ops)
+    assert all("irecv" not in str(op) for ops in op_lists(sched) for op in ops)
 
 
 def test_forced_single_stage_rules_on_a_multi_stage_schedule_can_deadlock():
@@ -426,7 +426,7 @@ def test_multi_stage_runtime_runs_an_overlapped_pair_half_by_half():
     pair = Schedule("pair", 2, 1, 2, (0, 1), (
         (Action(0, "F", 0), Action(0, "F", 1, 0), Action(0, "B", 0, 0), Action(0, "B", 1)),
         (Action(1, "F", 0), Action(1, "B", 0), Action(1, "F", 1), Action(1, "B", 1))))
-    assert [str(op) for op in add_communication(pair, early_receives=True)[0]] == [
+    assert [str(op) for op in op_lists(pair, early_receives=True)[0]] == [
         "0F0", "send 1F0 (0->1)", "irecv 0B0 (1->0)", "0F1@0", "wait 0B0 (1->0)", "0B0@0",
         "send 1F1 (0->1)", "irecv 0B1 (1->0)", "wait 0B1 (1->0)", "0B1"]
     wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)

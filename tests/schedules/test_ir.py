@@ -173,13 +173,6 @@ def test_op_lists_are_what_add_communication_returned(case):
         validate(lowered)
         assert [" ".join(map(enc, ops)) for ops in op_lists(sched, early)] == case[key]
         assert [" ".join(map(enc, ops)) for ops in op_lists(lowered)] == case[key]
-        # deprecated: the lowered schedule indexes like the op tuples it replaced
-        assert list(lowered) == list(op_lists(lowered)) and lowered[0] == op_lists(lowered)[0]
-
-
-def test_a_compute_only_schedule_has_no_op_tuples():
-    with pytest.raises(TypeError, match="is not lowered"):
-        generate("1f1b", 2, 2)[0]
 
 
 # -- validating lowered schedules -------------------------------------------------------------

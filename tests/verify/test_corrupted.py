@@ -9,7 +9,7 @@ import pytest
 
 from simulator.errors import DeadlockError, ScheduleError, Wait
 from simulator.schedules import Action, generate
-from simulator.schedules.comm_pass import add_communication
+from simulator.schedules.comm_pass import op_lists
 from simulator.schedules.validate import validate
 from simulator.verify import ExecutionDeadlock, build_model, execute, make_batch, verify_schedule
 
@@ -144,7 +144,7 @@ def _run_programs(sched, programs):
 
 def test_send_of_data_never_computed():
     sched = generate("1f1b", 2, 1)
-    programs = [list(p) for p in add_communication(sched)]
+    programs = [list(p) for p in op_lists(sched)]
     assert [str(op) for op in programs[0]] == ["0F0", "send 1F0 (0->1)", "recv 0B0 (1->0)", "0B0"]
     del programs[0][0]
     with pytest.raises(ScheduleError) as err:
@@ -155,7 +155,7 @@ def test_send_of_data_never_computed():
 
 def test_receive_of_something_never_sent():
     sched = generate("1f1b", 2, 1)
-    programs = [list(p) for p in add_communication(sched)]
+    programs = [list(p) for p in op_lists(sched)]
     assert [str(op) for op in programs[1]] == ["recv 1F0 (0->1)", "1F0", "1B0", "send 0B0 (1->0)"]
     del programs[1][3]
     with pytest.raises(DeadlockError) as err:
@@ -166,7 +166,7 @@ def test_receive_of_something_never_sent():
 
 def test_sent_but_never_received_is_reported():
     sched = generate("1f1b", 2, 1)
-    programs = [list(p) for p in add_communication(sched)]
+    programs = [list(p) for p in op_lists(sched)]
     programs[0] = programs[0][:2]              # rank 0 never receives 0B0 nor runs 0B0
     with pytest.raises(ScheduleError) as err:
         _run_programs(sched, programs)
@@ -176,7 +176,7 @@ def test_sent_but_never_received_is_reported():
 
 def test_computed_but_never_sent_is_reported():
     sched = generate("1f1b", 2, 1)
-    programs = [list(p) for p in add_communication(sched)]
+    programs = [list(p) for p in op_lists(sched)]
     programs[0] = programs[0][:2]
     programs[1] = programs[1][:3]              # and rank 1 keeps 0B0's gradient
     with pytest.raises(ScheduleError) as err:
@@ -187,7 +187,7 @@ def test_computed_but_never_sent_is_reported():
 
 def test_received_but_never_used_is_reported():
     sched = generate("1f1b", 2, 1)
-    programs = [list(p) for p in add_communication(sched)]
+    programs = [list(p) for p in op_lists(sched)]
     programs[0] = programs[0][:3]              # rank 0 receives 0B0 but never runs 0B0
     with pytest.raises(ScheduleError) as err:
         _run_programs(sched, programs)
