@@ -8,7 +8,9 @@ schedules on one workload. The names load on first use, so importing one layer o
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:   # not typing itself: `pipesim` imports this package first, before its run
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -17,7 +17,6 @@ import os
 import sys
 import types
 
-from ..errors import PipesimError
 from .echo import echo
 
 # Commands that make one simulation and exit: their objects are acyclic (records, summaries), so
@@ -145,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    # imported here, not at the top: main() has switched the cyclic collector off for a `run`
+    # by now, and these imports (dataclasses, inspect, ...) make many objects
+    from ..errors import PipesimError
+
     try:
         return _dispatch(argv)
     except PipesimError as err:
