@@ -90,3 +90,12 @@ def test_shell_completion_still_goes_through_click(monkeypatch, capsys):
         main(["run", DOC000])
     assert done.value.code == 0
     assert capsys.readouterr().out == "plain,--layout\nplain,--layer-by-layer\n"
+
+
+def test_echo_writes_plain_text_as_click_does_and_leaves_the_rest_to_click(capsys):
+    from simulator.cli.echo import echo
+    echo("pipesim: 1f1b ≈ 3 µs")
+    echo("oops", err=True)
+    echo("\x1b[31mred\x1b[0m")          # click strips styles when the stream is not a terminal
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("pipesim: 1f1b ≈ 3 µs\nred\n", "oops\n")
