@@ -2,13 +2,16 @@
 engine's records to the nanosecond. Called directly here, so a fallback to the generic sweep
 cannot hide a difference: every registered schedule with seeded random costs, several
 iterations, slow ranks and jitter (its general step), plain ranks (its fast step), links that
-queue and zero-byte sends; and the cases it hands on (an unchecked list)."""
+queue and zero-byte sends; the cases it hands on (an unchecked list); the float identity its
+plain step relies on."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from simulator import DeadlockError, simulate
 from simulator.engine import evaluator_async
@@ -144,3 +147,15 @@ def test_trace_layers_and_other_modes_are_not_covered():
     for options in (EngineOptions(p2p="async", trace_layers=True), EngineOptions(p2p="batched")):
         rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, SYSTEM, options=options)
         assert not evaluator_async.covers(rt, options.p2p)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False),
+       st.floats(min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False))
+def test_a_plain_step_ends_at_now_when_it_starts_after_its_length(start, total):
+    # the walk records a plain step's end as `now` when start >= total instead of the
+    # engine's start + 1.0 * (now - start): equal by Fast2Sum (the difference of a sum and
+    # its larger addend is exact)
+    assume(start >= total)
+    now = start + total
+    assert start + 1.0 * (now - start) == now
