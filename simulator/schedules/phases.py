@@ -52,6 +52,13 @@ def rank_stages(schedule, rank: int) -> frozenset[int]:
     return stages
 
 
+def known_rank_facts(schedule, rank: int, kinds: str, stages: frozenset[int]) -> None:
+    """Record what a generator knows of rank ``rank``'s actions as it builds them (their
+    :func:`rank_kinds` and :func:`rank_stages`), so nothing reads them back one by one."""
+    schedule.__dict__.setdefault("_kind_strings", {})[rank] = kinds
+    schedule.__dict__.setdefault("_action_stages", {})[rank] = stages
+
+
 class PhaseLabels(Sequence):
     """The phase of each of a rank's ``n`` actions: Warmup before ``steady``, Cooldown from
     ``cooldown`` on, Steady between. Reads (and compares equal) as the list of labels."""

@@ -43,3 +43,13 @@ def test_p4_m3_rank0_and_the_collector():
     assert [str(a) for a in sched.ranks[0]] == ["0F0", "0F1", "0F2", "0B0", "0B1", "0B2"]
     assert [str(a) for a in sched.ranks[2]] == ["2F0", "2F1", "2B0", "2F2", "2B1", "2B2"]
     assert hash(sched.ranks[3][1]) == hash(Action(3, Kind.B, 0))
+
+
+def test_the_facts_it_records_are_the_actions_own():
+    from simulator.schedules.phases import kind_string
+
+    for pp, m in ((1, 1), (4, 3), (4, 8), (6, 2)):
+        sched = generate("1f1b", pp, m)
+        for r, acts in enumerate(sched.ranks):
+            assert sched.__dict__["_kind_strings"][r] == kind_string(acts)
+            assert sched.__dict__["_action_stages"][r] == {a.stage for a in acts}

@@ -14,6 +14,7 @@ from types import MemberDescriptorType
 
 from ...errors import ConfigError
 from ..action import Action, Kind
+from ..phases import known_rank_facts
 from ..registry import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
@@ -81,4 +82,9 @@ def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     finally:
         if enabled:
             gc.enable()
-    return Schedule("1f1b", pp, 1, microbatches, loop_placement(pp, 1), ranks)
+    sched = Schedule("1f1b", pp, 1, microbatches, loop_placement(pp, 1), ranks)
+    for r in range(pp):     # the kinds as laid out above: the compile and summary read them
+        warmup = min(pp - r - 1, microbatches)
+        known_rank_facts(sched, r, "F" * warmup + "FB" * (microbatches - warmup) + "B" * warmup,
+                         frozenset((r,)))
+    return sched
