@@ -21,7 +21,8 @@ from statistics import mean, median
 from typing import Any
 
 from ..engine.columns import ActionColumns, TransferColumns
-from ..schedules.phases import peak_inflight, phase_counts, rank_kinds, rank_stages
+from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank_kinds,
+                                rank_stages)
 from ..schedules.action import Kind
 from .sums import added
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
@@ -148,7 +149,8 @@ def summarize(result: Any) -> RunSummary:
         busy /= k
         idle = max(0.0, makespan - busy)
         counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
-        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r))
+        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r),
+                                          rank_in_order(sched, r))
         stages.append(RankSummary(
             rank=r,
             virtual_stages=sched.stages_of(r),

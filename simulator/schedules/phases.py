@@ -52,11 +52,20 @@ def rank_stages(schedule, rank: int) -> frozenset[int]:
     return stages
 
 
-def known_rank_facts(schedule, rank: int, kinds: str, stages: frozenset[int]) -> None:
+def known_rank_facts(schedule, rank: int, kinds: str, stages: frozenset[int],
+                     in_order: bool = False) -> None:
     """Record what a generator knows of rank ``rank``'s actions as it builds them (their
-    :func:`rank_kinds` and :func:`rank_stages`), so nothing reads them back one by one."""
+    :func:`rank_kinds` and :func:`rank_stages`; ``in_order``: the actions of each kind take
+    microbatches 0, 1, 2, ... in turn), so nothing reads them back one by one."""
     schedule.__dict__.setdefault("_kind_strings", {})[rank] = kinds
     schedule.__dict__.setdefault("_action_stages", {})[rank] = stages
+    schedule.__dict__.setdefault("_in_order", {})[rank] = in_order
+
+
+def rank_in_order(schedule, rank: int) -> bool:
+    """Whether the schedule's generator recorded that each kind of ``schedule.ranks[rank]``
+    takes microbatches 0, 1, 2, ... in turn (False: not known)."""
+    return schedule.__dict__.get("_in_order", {}).get(rank, False)
 
 
 class PhaseLabels(Sequence):
@@ -141,15 +150,18 @@ _HOLD_FW = bytes.maketrans(b"FIW", b"\x01\x00\xff")
 
 
 def peak_inflight(actions: Sequence[Action], kinds: str | None = None,
-                  stages: frozenset[int] | None = None) -> tuple[int, int]:
+                  stages: frozenset[int] | None = None,
+                  in_order: bool = False) -> tuple[int, int]:
     """(microbatches, stage-microbatch activations) held at most, from the order alone.
 
     A stage's activations for a microbatch are held from its forward until its last
     weight-carrying backward (W, or B when the backward is not split). ``kinds``: the
     :func:`kind_string` of ``actions``, ``stages`` the stages they name, if the caller has
-    them.
+    them; ``in_order``: each kind takes microbatches 0, 1, 2, ... in turn (known, e.g.
+    :func:`rank_in_order`).
     """
-    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds, stages)
+    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds, stages,
+                           in_order)
     if fast is not None:
         return fast, fast
     split = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.W}
@@ -172,7 +184,7 @@ def peak_inflight(actions: Sequence[Action], kinds: str | None = None,
 
 
 def _peak_one_stage(actions: Sequence[Action], kinds: str,
-                    stages: frozenset[int] | None = None) -> int | None:
+                    stages: frozenset[int] | None = None, in_order: bool = False) -> int | None:
     """:func:`peak_inflight` of a rank running one stage whose backward is either whole (F/B)
     or split (F/I/W), where every forward's microbatch is new and every freeing backward's
     microbatch was forwarded before and not yet freed: then a microbatch is one activation, the
@@ -190,13 +202,15 @@ def _peak_one_stage(actions: Sequence[Action], kinds: str,
     if len(set(map(_stage, actions)) if stages is None else stages) != 1:
         return None
     raw = kinds.encode("ascii")
-    fmask = raw.translate(_ONLY_F)
-    free_mask = raw.translate(free)
-    mbs = list(map(_microbatch, actions))
-    fwd = list(compress(mbs, fmask))
-    freed = list(compress(mbs, free_mask))
     held = list(accumulate(array("b", raw.translate(table))))   # after each action
-    if fwd == list(range(len(fwd))) and freed == list(range(len(freed))):
+    if not in_order:
+        fmask = raw.translate(_ONLY_F)
+        free_mask = raw.translate(free)
+        mbs = list(map(_microbatch, actions))
+        fwd = list(compress(mbs, fmask))
+        freed = list(compress(mbs, free_mask))
+        in_order = fwd == list(range(len(fwd))) and freed == list(range(len(freed)))
+    if in_order:
         # forwarded and freed in microbatch order (1F1B, GPipe, ZB-H1): the b-th free comes
         # after its forward exactly when more than b forwards precede it, i.e. when the
         # count never goes below zero

@@ -46,10 +46,15 @@ def test_p4_m3_rank0_and_the_collector():
 
 
 def test_the_facts_it_records_are_the_actions_own():
-    from simulator.schedules.phases import kind_string
+    from simulator.schedules.phases import kind_string, peak_inflight, rank_in_order
 
     for pp, m in ((1, 1), (4, 3), (4, 8), (6, 2)):
         sched = generate("1f1b", pp, m)
         for r, acts in enumerate(sched.ranks):
             assert sched.__dict__["_kind_strings"][r] == kind_string(acts)
             assert sched.__dict__["_action_stages"][r] == {a.stage for a in acts}
+            assert rank_in_order(sched, r)
+            for kind in (Kind.F, Kind.B):
+                assert [a.microbatch for a in acts if a.kind == kind] == list(range(m))
+            assert peak_inflight(acts, in_order=True) == peak_inflight(acts) == (
+                min(pp - r, m), min(pp - r, m))

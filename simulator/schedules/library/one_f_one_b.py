@@ -86,5 +86,5 @@ def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     for r in range(pp):     # the kinds as laid out above: the compile and summary read them
         warmup = min(pp - r - 1, microbatches)
         known_rank_facts(sched, r, "F" * warmup + "FB" * (microbatches - warmup) + "B" * warmup,
-                         frozenset((r,)))
+                         frozenset((r,)), in_order=True)
     return sched
