@@ -2,17 +2,20 @@
 
 A record's times are the only thing a run computes about it: its stage, kind, microbatch,
 phase, chunk and pair (a transfer's ranks, stages and size) follow from the rank's op order,
-which the schedule fixes. So the evaluator keeps, per rank, the times in ``array('d')`` columns
+which the schedule fixes. So the engine keeps, per rank, the times in ``array('d')`` columns
 (8 bytes each, instead of a tuple of ten fields per record: about 40 MB instead of 290 MB at a
 million actions) and these sequences yield the engine's :class:`ActionRecord` /
-:class:`TransferRecord` tuples when read, rank by rank in execution order. Readers iterate,
-sort, count or index them, as they do the engine's lists.
+:class:`TransferRecord` tuples when read, in time order: actions as they end, transfers as they
+are issued (the order in which a step-by-step run appends them), ranks in order at equal times.
+Readers iterate, sort, count or index them, as they do lists.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from heapq import merge
+from operator import attrgetter
 
 from .records import ActionRecord, TransferRecord
 
@@ -20,11 +23,13 @@ from .records import ActionRecord, TransferRecord
 class _Columns(Sequence):
     """A read-only sequence of records built from per-rank time columns.
 
-    ``order`` (the SimPy engine's): the rank of each record in the order the run made them, so
-    reading gives the records in that order, as a list appended during the run would; without
-    it (the evaluator's) the ranks come one after another."""
+    ``order`` (the step-by-step walk's): the rank of each record in the order the run made
+    them, so reading gives the records in that order, as a list appended during the run would.
+    Without it (the lookahead walk and the evaluator, whose ranks do not run in time order) the
+    ranks' records, each rank's in time order already, are merged by ``_time``."""
 
     order: array | None = None
+    _time = attrgetter("end")
 
     def _records(self, rank: int):
         raise NotImplementedError
@@ -37,8 +42,8 @@ class _Columns(Sequence):
 
     def __iter__(self):
         if self.order is None:
-            for r in range(len(self._columns())):
-                yield from self._records(r)
+            yield from merge(*(self._records(r) for r in range(len(self._columns()))),
+                             key=self._time)
             return
         nexts = [self._records(r).__next__ for r in range(len(self._columns()))]
         for r in self.order:
@@ -91,6 +96,8 @@ class TransferColumns(_Columns):
     arrived, in op order; the sends themselves are the comm pass's, rebuilt when read. Every
     send of a run has the same size; at 0 bytes a transfer starts and arrives when issued, and
     only that time is kept."""
+
+    _time = attrgetter("issued")
 
     def __init__(self, schedule, nbytes: int, ordered: bool = False,
                  records=None) -> None:

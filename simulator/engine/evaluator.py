@@ -49,7 +49,7 @@ from .evaluator_async import Overflow, covers, walk
 from .eventlog import log
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
-from .records import CollectiveRecord, LayerRecord, TransferRecord
+from .records import CollectiveRecord, LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
 
 _INF = float("inf")
@@ -150,8 +150,6 @@ class _Channel:
 
 class _Sweep:
     def __init__(self, runtime) -> None:
-        from .runtime import RunRecords   # the engine's record type (imported late: no cycle)
-
         self.rt = runtime
         self.P = runtime.schedule.pp
         self.rec = RunRecords()

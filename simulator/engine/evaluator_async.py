@@ -34,7 +34,8 @@ from ..schedules.comm_pass import ACTIVATION, GRADIENT, Transfer
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
-from .records import CollectiveRecord
+from .records import CollectiveRecord, RunRecords
+from .simpy_fast import fire_at
 from .variation import RankVariation
 
 _INF = float("inf")
@@ -52,14 +53,52 @@ def covers(runtime, mode: str) -> bool:
             and all(isinstance(p, AsyncOps) for p in runtime.compiled))
 
 
-def walk(runtime, iter_rows: list):
+def walk(runtime, iter_rows: list, env=None):
     """The RunRecords of ``runtime`` (``iter_rows[r]``: rank r's once-per-iteration rows), or
     None where a microbatch number is beyond the schedule's count (an unchecked list: the
-    generic sweep takes it). Raises :class:`Overflow` or the engine's DeadlockError."""
+    generic sweep takes it). Raises :class:`Overflow` or the engine's DeadlockError.
+
+    Without ``env`` the ranks that can go on are resumed from a worklist (the evaluator: no
+    event queue). With a SimPy environment each rank's walk runs inside a SimPy process and
+    a rank put back on the list is woken by an event at its clock, so the ranks resume in
+    simulated-time order (the SimPy engine's lookahead walk: see ``runtime``)."""
     try:
-        return _Walk(runtime, iter_rows).run()
+        return _Walk(runtime, iter_rows).run(env)
     except IndexError:      # a microbatch past the mailbox's last row
         return None
+
+
+class _Wakeups:
+    """The walk's ready list as SimPy events: rank ``r`` put back on it is woken at its clock
+    by the event its process waits on (made before the process lets the walk run, so a rank
+    that puts itself back, the last one in at a barrier, finds it too)."""
+
+    __slots__ = ("env", "clock", "events")
+
+    def __init__(self, env, clock: list[float], P: int) -> None:
+        self.env = env
+        self.clock = clock
+        self.events: list = [None] * P
+
+    def append(self, r: int) -> None:
+        env = self.env
+        t = self.clock[r] - env.now
+        fire_at(env, self.events[r], t if t > 0.0 else 0.0)
+
+    def extend(self, ranks) -> None:
+        for r in ranks:
+            self.append(r)
+
+
+def _process(env, walk, r: int, events: list):
+    """Rank ``r``'s SimPy process: lets its walk run until it waits, then waits for the
+    event that puts it back."""
+    step = walk.__next__
+    new = env.event
+    while True:
+        ev = events[r] = new()
+        step()
+        yield ev
 
 
 # steps between two moves of a rank's times into its columns: few enough that the floats
@@ -105,14 +144,12 @@ class _Walk:
     """One evaluation (see :func:`walk`)."""
 
     def __init__(self, runtime, iter_rows: list) -> None:
-        from .runtime import RunRecords   # the engine's record type (imported late: no cycle)
-
         self.rt = runtime
         self.P = runtime.schedule.pp
         self.rows = iter_rows
         self.rec = RunRecords()
 
-    def run(self):
+    def run(self, env=None):
         rt = self.rt
         P = self.P
         rec = self.rec
@@ -143,10 +180,16 @@ class _Walk:
         self.dp_free = [0.0] * P
         # each rank's walk; none returns (the last barrier leaves them suspended)
         walks = [self._rank(r) for r in range(P)]
-        ready = self.ready
-        pop = ready.pop
-        while ready:
-            next(walks[pop()])
+        if env is None:
+            ready = self.ready
+            pop = ready.pop
+            while ready:
+                next(walks[pop()])
+        else:
+            wake = self.ready = _Wakeups(env, self.clock, P)
+            for r in range(P):
+                env.process(_process(env, walks[r], r, wake.events))
+            env.run()
         if not self.done:
             self._deadlock()
         self._count_free_sends()

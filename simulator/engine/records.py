@@ -3,7 +3,12 @@ asked). Plain named tuples: cheap to create in the hot loop, easy to export."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .network import LinkStats
 
 
 class ActionRecord(NamedTuple):
@@ -57,3 +62,22 @@ class LayerRecord(NamedTuple):
     state: str         # Forward_Pass, Input_Gradient, Weight_Gradient, Forward_In_BackPass
     start: float
     end: float
+
+
+@dataclass
+class RunRecords:
+    """Everything one run recorded (both engines make one)."""
+
+    # lists, or time columns (columns.py) read as the same sequence of records
+    actions: Sequence[ActionRecord] = field(default_factory=list)
+    transfers: Sequence[TransferRecord] = field(default_factory=list)
+    collectives: list[CollectiveRecord] = field(default_factory=list)
+    layers: list[LayerRecord] = field(default_factory=list)
+    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
+    # recorded with trace_layers (a trace's memory counter); the peaks are always kept
+    peak_memory: list[float] = field(default_factory=list)               # per rank
+    static_memory: list[float] = field(default_factory=list)             # per rank
+    iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
+    rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]
+    links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
+    layer_ops: int = 0

@@ -19,11 +19,12 @@ every blocked rank waits for.
 
 What is compiled once (``program.Program``: op lists, step costs, memory model, iteration rows,
 labels) is kept apart from what a run changes (:class:`_Run`); a :class:`Runtime` pairs a
-program with one run's options. Asynchronous runs on FIFO links walk the compact op lists
-with lookahead (``_rank_async``: a rank runs on its own clock while the data it needs has been
-sent, and yields only to wait for data not sent yet or at the barrier); every other mode, and
-runs that need every event in time order (a memory limit, logging, layer traces), walk the op
-tuples step by step (``_rank``: one timeout per action). Both give the same timeline to the
+program with one run's options. Asynchronous runs on FIFO links take the lookahead walk
+(:meth:`_Run._run_ahead`: a rank runs on its own clock while the data it needs has been sent,
+and its SimPy process waits only for data not sent yet or at the barrier; the walk is the
+evaluator's, ``evaluator_async``, driven by SimPy's queue); every other mode, and runs that
+need every event in time order (logging, layer traces) or overflow the memory limit, walk the
+op tuples step by step (``_rank``: one timeout per action). Both give the same timeline to the
 nanosecond (tests/engine/test_lookahead.py). Actions (and asynchronous FIFO transfers) are
 recorded as time columns (``columns``).
 """
@@ -31,8 +32,7 @@ recorded as time columns (``columns``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import simpy
 
@@ -43,32 +43,15 @@ from ..system.config import SystemConfig
 from ..workload.model import Header, Partition
 from .costs import DPCollective
 from .eventlog import log, log_complete, log_step
-from .network import LinkStats, Network
+from .network import Network
 from .options import EngineOptions
 from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, Program,
                       StepCost)
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .columns import ActionColumns, TransferColumns
-from .records import ActionRecord, CollectiveRecord, LayerRecord, TransferRecord
+from .records import CollectiveRecord, LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
-
-
-@dataclass
-class RunRecords:
-    # lists, or time columns (columns.py) read as the same sequence of records
-    actions: Sequence[ActionRecord] = field(default_factory=list)
-    transfers: Sequence[TransferRecord] = field(default_factory=list)
-    collectives: list[CollectiveRecord] = field(default_factory=list)
-    layers: list[LayerRecord] = field(default_factory=list)
-    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
-    # recorded with trace_layers (a trace's memory counter); the peaks are always kept
-    peak_memory: list[float] = field(default_factory=list)               # per rank
-    static_memory: list[float] = field(default_factory=list)             # per rank
-    iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
-    rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]
-    links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
-    layer_ops: int = 0
 
 
 @dataclass
@@ -146,6 +129,7 @@ class _Run:
 
     def __init__(self, runtime: Runtime) -> None:
         program = runtime.program
+        self.runtime = runtime
         self.schedule = program.schedule
         self.costs = program.costs
         self.profile = program.profile
@@ -162,6 +146,11 @@ class _Run:
         self.trace_layers = runtime.options.trace_layers
 
     def run(self) -> RunRecords:
+        self.debug = log.isEnabledFor(logging.DEBUG)
+        if self._can_look_ahead():
+            rec = self._run_ahead()
+            if rec is not None:
+                return rec
         env = self.env = simpy.Environment()
         self.rec = RunRecords()
         self.net = Network(env, self.links)
@@ -185,7 +174,6 @@ class _Run:
         self.barrier = env.event()
         self.rdv = (None if self.fifo_columns else   # torch's modes only
                     Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append))
-        self.debug = log.isEnabledFor(logging.DEBUG)
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
         self.mem = list(self.memory.static_bytes)
         self.rec.static_memory = list(self.memory.static_bytes)
@@ -193,13 +181,8 @@ class _Run:
         for r in range(P):
             self.rec.memory.append((r, 0.0, self.mem[r]))
             self._check_memory(r, 0.0, "holding its weights and optimizer state")
-        # asynchronous point-to-point on FIFO links: walk the compact op lists directly
-        ahead = self._can_look_ahead()
         self.zero_sends: list = [None] * P
-        self.clock = [0.0] * P            # the lookahead walk's clocks
-        self.barrier_at = 0.0
-        procs = [env.process(self._rank_async(r) if ahead else self._rank(r))
-                 for r in range(P)]
+        procs = [env.process(self._rank(r)) for r in range(P)]
         env.run()
         for r, counts in enumerate(self.zero_sends):   # zero-byte sends: only counted
             for dst, n in enumerate(counts or ()):
@@ -207,23 +190,42 @@ class _Run:
                     self.net._stats(r, dst).transfers += n
         stuck = [r for r, p in enumerate(procs) if p.is_alive]
         if stuck:
-            # the step-by-step walk's queue runs dry at the latest time any rank got to
-            raise DeadlockError([self._wait_of(r) for r in stuck],
-                                max(env.now, *self.clock) if ahead else env.now)
+            raise DeadlockError([self._wait_of(r) for r in stuck], env.now)
         self.rec.links = self.net.links
         self.rec.layer_ops = self.layer_ops_per_iteration * self.iterations
         return self.rec
 
     def _can_look_ahead(self) -> bool:
-        """Whether the lookahead walk (:meth:`_rank_async`) gives this run's timeline: async
-        point-to-point on FIFO links over compact op lists, and nothing that needs every
-        event in time order (a memory limit: the first overflow in time is the one reported;
-        logging and layer traces: their records' order; no flush between iterations)."""
-        return (self.fifo_columns and not self.options.layer_by_layer
+        """Whether the lookahead walk gives this run's timeline (see :meth:`_run_ahead`):
+        asynchronous point-to-point on FIFO links over compact op lists, without layer
+        records or logging (their order is the events'), and with a flush between
+        iterations."""
+        return (self.p2p == "async" and self.links.topology.sharing != "fair"
+                and not self.options.layer_by_layer and not self.debug
+                and not self.trace_layers
                 and all(isinstance(prog, AsyncOps) for prog in self.compiled)
-                and not self.debug and not self.trace_layers
-                and self.options.memory_limit_bytes is None
                 and (self.schedule.flush or self.iterations == 1))
+
+    def _run_ahead(self) -> RunRecords | None:
+        """The lookahead walk on SimPy: each rank's process runs its steps on its own clock
+        while the data they need has been sent - on FIFO links a send's arrival time is known
+        when it is posted, and a link is booked only by its source rank in its own op order,
+        so nothing another rank does later can change it - and waits, as a SimPy event at its
+        clock, only for data not sent yet and at the iteration barrier. The walk is the
+        evaluator's (``evaluator_async``), with SimPy's queue instead of a worklist; its times
+        use the expressions the step-by-step walk's timeouts compute, so the timeline is the
+        same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
+        walk must run instead: an overflow of the memory limit (the first in time order is
+        the one reported) or an unchecked list's microbatch beyond the count."""
+        from .evaluator_async import Overflow, walk
+
+        rows = self.iter_rows
+        per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
+                    for r in range(self.schedule.pp)]
+        try:
+            return walk(self.runtime, per_rank, simpy.Environment())
+        except Overflow:
+            return None
 
     def _wait_of(self, rank: int) -> Wait:
         w = self.waiting.get(rank)
@@ -237,191 +239,6 @@ class _Run:
             return Wait(rank, str(t), peer, since)
         op, since = w   # a receive, recorded cheaply in the hot loop
         return Wait(rank, str(op[4]), op[2], since)
-
-    def _async_plan(self, prog: AsyncOps) -> list[tuple]:
-        """Per step-cost index of ``prog`` (the index fixes each action's stage and kind):
-        (cost, number of actions, receives, sends, pre, total, alloc, free, the one share
-        of a plain single step or None); a receive / send is (position in the step,
-        (data, other stage, peer rank), mailbox key base), the key being base + microbatch x
-        2 x stages, one int per tensor."""
-        bit = {"F": 0, "B": 1}
-        plan = []
-        for cost, acts in zip(prog.costs, prog.examples):
-            recvs, sends = [], []
-            for k, a in enumerate(acts):
-                r = prog._recv.get((a.stage, a.kind))
-                if r is not None:
-                    recvs.append((k, r, 2 * a.stage + bit[r[0]]))
-                r = prog._send.get((a.stage, a.kind))
-                if r is not None:
-                    sends.append((k, r, 2 * r[1] + bit[r[0]]))
-            single = (cost.shares[0] if len(cost.shares) == 1 and not self.trace_layers
-                      else None)
-            plan.append((cost, len(cost.shares), tuple(recvs), tuple(sends), cost.pre,
-                         cost.total, cost.alloc, cost.free, single))
-        return plan
-
-    def _rank_async(self, rank: int):
-        """:meth:`_rank` for asynchronous point-to-point on FIFO links over an
-        :class:`AsyncOps` list, without building its op tuples, and with lookahead.
-
-        A rank keeps its own clock and runs its steps without a SimPy event as long as the data
-        they need has been sent: on FIFO links a send's arrival time is known when it is posted,
-        and a link (one direction of a rank pair) is booked only by its source rank in its own
-        op order, so nothing another rank does later can change that time. The rank yields
-        only to wait for data not sent yet (its sender fires the wait at the arrival time) and
-        at the iteration barrier. Every time is computed with the expressions the step-by-step
-        walk's timeouts compute (``now + (arrival - now)``; a waiting receiver is woken as the
-        later of the two parties sees it), so the timeline is the same to the nanosecond; the
-        records are appended rank by rank in longer runs (nothing reads their interleaving).
-        Callers use it only without a memory limit, logging or layer traces, and with a flush
-        between iterations (:meth:`_can_look_ahead`)."""
-        env = self.env
-        prog: AsyncOps = self.compiled[rank]
-        actions = self.schedule.ranks[rank]
-        S = 2 * self.schedule.n_stages
-        plan = self._async_plan(prog)
-        mailbox = self.mailbox
-        clock = self.clock
-        cols = self.rec.actions
-        a_start, a_end = cols.start[rank].append, cols.end[rank].append
-        a_order = cols.order.append
-        tcols = self.rec.transfers
-        t_issued, t_order = tcols.issued[rank].append, tcols.order.append
-        t_start, t_end = tcols.start[rank].append, tcols.end[rank].append
-        instant = tcols.instant
-        zero_sends = self.zero_sends[rank] = [0] * self.schedule.pp
-        nbytes = self.pp_comm
-        links = {}                     # dst -> LinkStats: booked by this rank only
-        event = env.event
-        variation = RankVariation.of(self.options, rank)
-        prologue = self.profile.step_prologue_ns
-        epilogue = self.profile.step_epilogue_ns
-        mem, peak = self.mem, self.rec.peak_memory
-        waiting = self.waiting
-        one_box = self.iterations == 1
-        now = 0.0
-        for it in range(self.iterations):
-            if prologue:
-                now = now + prologue
-            pos = 0
-            for i in prog.steps:
-                cost, n, recvs, sends, pre, total, alloc, free, single = plan[i]
-                if n == 1:
-                    a = actions[pos]
-                    pos += 1
-                else:
-                    step = actions[pos:pos + 2]
-                    pos += 2
-                for k, r, base in recvs:
-                    b = a if n == 1 else step[k]
-                    key = base + b.microbatch * S
-                    if not one_box:
-                        key = (it, key)
-                    got = mailbox.pop(key, None)
-                    if got is None:            # nothing sent yet: wait for the sender
-                        ev = event()
-                        mailbox[key] = (ev, rank)
-                        clock[rank] = now
-                        waiting[rank] = (b, r, now)
-                        yield ev
-                        waiting[rank] = None
-                        now = clock[rank]      # the sender set the wake-up time
-                    elif got > now:
-                        now = now + (got - now)
-                # the compute step (as in _rank)
-                start = now + pre
-                if alloc:
-                    m = mem[rank] = mem[rank] + alloc
-                    if m > peak[rank]:
-                        peak[rank] = m
-                duration = total
-                if variation is not None:
-                    duration = variation.duration(cost) + pre
-                if duration > 0:
-                    now = now + duration
-                end = now
-                span = end - start
-                if single:
-                    a_start(start + single[0] * span)
-                    a_end(start + single[1] * span)
-                    a_order(rank)
-                else:
-                    for lo, hi, _, _, _ in cost.shares:
-                        a_start(start + lo * span)
-                        a_end(start + hi * span)
-                        a_order(rank)
-                if free:
-                    mem[rank] -= free
-                if cost.dp:
-                    self._issue_dp(rank, it, start, cost.dp, span / cost.duration
-                                   if cost.duration else 1.0)
-                for k, r, base in sends:   # the arrival time is known now (FIFO links)
-                    b = a if n == 1 else step[k]
-                    key = base + b.microbatch * S
-                    if not one_box:
-                        key = (it, key)
-                    dst = r[2]
-                    if instant:            # 0 bytes: no cost, counted at the end
-                        zero_sends[dst] += 1
-                        t1 = end
-                        t_issued(end)
-                        t_order(rank)
-                    else:
-                        link = links.get(dst)
-                        if link is None:
-                            link = links[dst] = self.net._stats(rank, dst)
-                        t0, t1 = link.book(nbytes, end)
-                        t_issued(end)
-                        t_order(rank)
-                        t_start(t0)
-                        t_end(t1)
-                    waiter = mailbox.pop(key, None)
-                    if waiter is None:
-                        mailbox[key] = float(t1)
-                    else:                  # wake the receiver as it would see the arrival
-                        ev, w = waiter
-                        tr = clock[w]
-                        if tr < end:
-                            tr = clock[w] = end + (t1 - end)
-                        elif t1 > tr:
-                            tr = clock[w] = tr + (t1 - tr)
-                        fire_at(env, ev, tr - env.now if tr > env.now else 0.0)
-            if epilogue:
-                now = now + epilogue
-            now = yield from self._end_iteration_at(rank, it, now)
-
-    def _end_iteration_at(self, rank: int, it: int, now: float):
-        """:meth:`_end_iteration` on a rank's own clock (the lookahead walk): returns the time
-        the rank goes on at (the barrier's, with a flush)."""
-        env = self.env
-        rows = self.iter_rows[rank]
-        compute, dps = rows.compute_ns, rows.dp
-        if compute > 0 or dps:
-            start = now
-            if compute > 0:
-                now = now + compute
-            self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps), 1.0)
-        self.clock[rank] = now
-        self.rec.rank_finish[it][rank] = now
-        self.iter_end_candidates.append(now)
-        self.finished += 1
-        barrier = self.barrier
-        if self.finished == self.schedule.pp:
-            end = max(self.iter_end_candidates)
-            last = max(self.rec.rank_finish[it])   # where the step-by-step walk's clock is
-            t_barrier = last + (end - last)
-            start = self.rec.iteration_bounds[-1][1] if self.rec.iteration_bounds else 0.0
-            self.rec.iteration_bounds.append((start, end))
-            self.finished = 0
-            self.iter_end_candidates = []
-            self.barrier = env.event()
-            self.barrier_at = t_barrier
-            fire_at(env, barrier, t_barrier - env.now if t_barrier > env.now else 0.0)
-        self.waiting[rank] = Wait(rank, "the iteration barrier", None, now)
-        yield barrier
-        self.waiting[rank] = None
-        return self.barrier_at
 
     def _rank(self, rank: int):
         env = self.env
