@@ -141,6 +141,11 @@ def parse_run_args(args: list[str]) -> dict[str, object] | None:
 
 
 def configure_logging(level: str) -> None:
+    """The ``pipesim`` logger at ``level``, writing to stderr. The engine's event lines are its
+    only messages, all at DEBUG: any other level with ``logging`` not imported yet (so nothing
+    set a level before) needs no set-up, and the run does not import it (start-up)."""
+    if level.lower() != "debug" and "logging" not in sys.modules:
+        return
     import logging
 
     class _StderrHandler(logging.Handler):

@@ -41,12 +41,11 @@ over op tuples takes every other mode.
 
 from __future__ import annotations
 
-import logging
 
 from ..errors import DeadlockError, Wait
 from .columns import ActionColumns, TransferColumns
 from .evaluator_async import Overflow, covers, walk
-from .eventlog import log
+from .eventlog import debug_enabled
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
 from .records import CollectiveRecord, LayerRecord, RunRecords, TransferRecord
@@ -83,7 +82,7 @@ def unsupported(runtime) -> str | None:
         return "--layer-by-layer (the reference path)"
     if not runtime.schedule.flush and runtime.iterations > 1:
         return "several iterations of a schedule without a flush"
-    if log.isEnabledFor(logging.DEBUG):
+    if debug_enabled():
         return "the debug event log"
     return None
 

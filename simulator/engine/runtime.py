@@ -31,7 +31,6 @@ recorded as time columns (``columns``).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 
 import simpy
@@ -42,7 +41,7 @@ from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..workload.model import Header, Partition
 from .costs import DPCollective
-from .eventlog import log, log_complete, log_step
+from .eventlog import debug_enabled, log_complete, log_step
 from .network import Network
 from .options import EngineOptions
 from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, Program,
@@ -146,7 +145,7 @@ class _Run:
         self.trace_layers = runtime.options.trace_layers
 
     def run(self) -> RunRecords:
-        self.debug = log.isEnabledFor(logging.DEBUG)
+        self.debug = debug_enabled()
         if self._can_look_ahead():
             rec = self._run_ahead()
             if rec is not None:

@@ -30,7 +30,9 @@ def test_run_loads_no_heavy_modules_and_no_metadata(tmp_path):
     assert d["rc"] == 0 and json.loads((tmp_path / "o.json").read_text())["pp"] == 4
     heavy = {"numpy", "pandas", "matplotlib", "rich", "yaml", "pyarrow", "email",
              # click (read without it) and what only click imported
-             "click", "uuid", "platform", "datetime", "gettext", "locale"}
+             "click", "uuid", "platform", "datetime", "gettext", "locale",
+             # the event log's, imported only for --log-level debug
+             "logging"}
     assert heavy & set(d["loaded"]) == set()
     # off the path whenever SimPy is installed with a plain dist-info (pip's way)
     assert d["metadata"] is (_dist_version("simpy") is None)
