@@ -28,8 +28,12 @@ _microbatch = attrgetter("microbatch")
 
 
 def kind_string(actions: Sequence[Action]) -> str:
-    """The kinds of ``actions`` as one string (``"FFFBFB..."``): counted and masked in C."""
-    return "".join(map(_kind, actions))
+    """The kinds of ``actions`` as one string, a letter per action (``"FFFBFB..."``): counted
+    and masked in C. A kind of more than one letter (not a compute kind) reads as ``?``."""
+    kinds = "".join(map(_kind, actions))
+    if len(kinds) != len(actions):
+        kinds = "".join(k if len(k) == 1 else "?" for k in map(_kind, actions))
+    return kinds
 
 
 def rank_kinds(schedule, rank: int) -> str:
@@ -160,26 +164,36 @@ def peak_inflight(actions: Sequence[Action], kinds: str | None = None,
     them; ``in_order``: each kind takes microbatches 0, 1, 2, ... in turn (known, e.g.
     :func:`rank_in_order`).
     """
-    fast = _peak_one_stage(actions, kind_string(actions) if kinds is None else kinds, stages,
-                           in_order)
+    kinds = kind_string(actions) if kinds is None else kinds
+    fast = _peak_one_stage(actions, kinds, stages, in_order)
     if fast is not None:
         return fast, fast
-    split = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.W}
-    held: dict[tuple[int, int], None] = {}
+    # the walk, over the kind letters and two plain lists instead of the actions' attributes
+    stages_of = list(map(_stage, actions))
+    mbs = list(map(_microbatch, actions))
+    split = ({(s, m) for k, s, m in zip(kinds, stages_of, mbs) if k == "W"}
+             if "W" in kinds else frozenset())
+    held: set[tuple[int, int]] = set()
     per_mb: dict[int, int] = {}
+    get = per_mb.get
     peak_mb = peak_act = 0
-    for a in actions:
-        key = (a.stage, a.microbatch)
-        if a.kind == Kind.F:
-            held[key] = None
-            per_mb[a.microbatch] = per_mb.get(a.microbatch, 0) + 1
-            peak_act = max(peak_act, len(held))
-            peak_mb = max(peak_mb, len(per_mb))
-        elif (a.kind == Kind.W or (a.kind == Kind.B and key not in split)) and key in held:
-            del held[key]
-            per_mb[a.microbatch] -= 1
-            if per_mb[a.microbatch] == 0:
-                del per_mb[a.microbatch]
+    for k, s, m in zip(kinds, stages_of, mbs):
+        if k == "F":
+            held.add((s, m))
+            per_mb[m] = get(m, 0) + 1
+            if len(held) > peak_act:
+                peak_act = len(held)
+            if len(per_mb) > peak_mb:
+                peak_mb = len(per_mb)
+        elif k == "W" or (k == "B" and (s, m) not in split):
+            key = (s, m)
+            if key in held:
+                held.remove(key)
+                left = per_mb[m] - 1
+                if left:
+                    per_mb[m] = left
+                else:
+                    del per_mb[m]
     return peak_mb, peak_act
 
 

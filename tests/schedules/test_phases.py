@@ -126,3 +126,9 @@ def test_rank_kinds_and_stages_are_read_once_per_schedule():
         assert rank_stages(sched, r) == {a.stage for a in acts} == set(sched.stages_of(r))
         assert rank_kinds(sched, r) is rank_kinds(sched, r)
     assert rank_kinds(sched, 0).startswith("FFF")
+
+
+def test_kind_string_is_a_letter_per_action():
+    acts = (Action(0, Kind.F, 0), Action(0, Kind.SEND_F, 0), Action(0, Kind.B, 0))
+    assert kind_string(acts) == "F?B"
+    assert peak_inflight(acts) == _peak_walk(acts) == (1, 1)
