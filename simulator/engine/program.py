@@ -402,7 +402,7 @@ class ProgramBuilder:
         if isinstance(codes, bytearray):
             first_pos = {c: p for c in range(len(pseudo)) if (p := codes.find(c)) >= 0}
         else:
-            first_pos = {c: codes.index(c) for c in set(codes)}
+            first_pos = dict(zip(reversed(codes), range(n - 1, -1, -1)))   # first wins
         order = sorted(first_pos, key=first_pos.__getitem__)
         keys = list(pseudo)
         renumber = [0] * len(keys)
