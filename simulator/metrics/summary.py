@@ -42,6 +42,7 @@ def _percentile(values: list[float], q: float) -> float:
 _FORWARD = bytes(1 if b == ord("F") else 0 for b in range(256))   # kind string -> F mask
 _FLIP = bytes((1, 0)) + bytes(254)                                # that mask negated
 
+
 class _Times:
     """One rank's compute-stream sums over its iterations, added in the order of the rank's
     actions exactly as a loop over them would add (the same float operations in the same
