@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
                                    op_lists)
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
-                                phase_labels, rank_kinds, rank_stages)
+                                phase_labels, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -44,7 +44,7 @@ from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 EMPTY = ActionCost(0.0, 0.0, (), 0)
-_pair, _stage, _microbatch = attrgetter("pair"), attrgetter("stage"), attrgetter("microbatch")
+_stage, _microbatch = attrgetter("stage"), attrgetter("microbatch")
 
 
 @dataclass(frozen=True)
@@ -341,7 +341,7 @@ class ProgramBuilder:
         n = len(actions)
         if (not isinstance(labels, PhaseLabels) or n == 0
                 or self.schedule.meta.get("microbatches_per_iteration")
-                or list(map(_pair, actions)).count(None) != n):
+                or not rank_unpaired(self.schedule, rank)):
             return None
         kinds = rank_kinds(self.schedule, rank)
         if kinds.strip("FBIW"):

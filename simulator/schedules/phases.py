@@ -23,6 +23,7 @@ from .action import Action, Kind
 WARMUP, STEADY, COOLDOWN = "Warmup", "Steady", "Cooldown"
 
 _kind = attrgetter("kind")
+_pair = attrgetter("pair")
 _stage = attrgetter("stage")
 _microbatch = attrgetter("microbatch")
 
@@ -56,13 +57,26 @@ def rank_stages(schedule, rank: int) -> frozenset[int]:
     return stages
 
 
+def rank_unpaired(schedule, rank: int) -> bool:
+    """No action of ``schedule.ranks[rank]`` carries an overlapped-pair number; kept with the
+    schedule like :func:`rank_kinds`."""
+    cache = schedule.__dict__.setdefault("_unpaired", {})
+    unpaired = cache.get(rank)
+    if unpaired is None:
+        acts = schedule.ranks[rank]
+        unpaired = cache[rank] = list(map(_pair, acts)).count(None) == len(acts)
+    return unpaired
+
+
 def known_rank_facts(schedule, rank: int, kinds: str, stages: frozenset[int],
                      in_order: bool = False) -> None:
     """Record what a generator knows of rank ``rank``'s actions as it builds them (their
-    :func:`rank_kinds` and :func:`rank_stages`; ``in_order``: the actions of each kind take
-    microbatches 0, 1, 2, ... in turn), so nothing reads them back one by one."""
+    :func:`rank_kinds` and :func:`rank_stages`; no pair numbers; ``in_order``: the actions of
+    each kind take microbatches 0, 1, 2, ... in turn), so nothing reads them back one by
+    one."""
     schedule.__dict__.setdefault("_kind_strings", {})[rank] = kinds
     schedule.__dict__.setdefault("_action_stages", {})[rank] = stages
+    schedule.__dict__.setdefault("_unpaired", {})[rank] = True
     schedule.__dict__.setdefault("_in_order", {})[rank] = in_order
 
 

@@ -54,6 +54,7 @@ def test_the_facts_it_records_are_the_actions_own():
             assert sched.__dict__["_kind_strings"][r] == kind_string(acts)
             assert sched.__dict__["_action_stages"][r] == {a.stage for a in acts}
             assert rank_in_order(sched, r)
+            assert sched.__dict__["_unpaired"][r] and all(a.pair is None for a in acts)
             for kind in (Kind.F, Kind.B):
                 assert [a.microbatch for a in acts if a.kind == kind] == list(range(m))
             assert peak_inflight(acts, in_order=True) == peak_inflight(acts) == (

@@ -118,10 +118,12 @@ def test_any_order_as_the_walks_say(actions):
 
 
 def test_rank_kinds_and_stages_are_read_once_per_schedule():
-    from simulator.schedules.phases import rank_kinds, rank_stages
+    from simulator.schedules.phases import rank_kinds, rank_stages, rank_unpaired
 
+    assert [rank_unpaired(generate("dualpipe-v", 2, 4), r) for r in range(2)] == [False, False]
     sched = generate("zb-v", 2, 4)
     for r, acts in enumerate(sched.ranks):
+        assert rank_unpaired(sched, r)
         assert rank_kinds(sched, r) == "".join(str(a.kind) for a in acts)
         assert rank_stages(sched, r) == {a.stage for a in acts} == set(sched.stages_of(r))
         assert rank_kinds(sched, r) is rank_kinds(sched, r)
