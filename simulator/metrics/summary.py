@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import accumulate, chain, compress, count, islice
 from operator import gt, le, sub
-from statistics import mean, median
 from typing import Any
 
 from ..engine.columns import ActionColumns, TransferColumns
 from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank_kinds,
                                 rank_stages)
 from ..schedules.action import Kind
-from .sums import added
+from .sums import added, mean
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
                     RunSummary)
 
@@ -228,6 +227,8 @@ def summarize(result: Any) -> RunSummary:
         "notes": tuple(result.notes) + tuple(result.workload.warnings),
     }
     if n_it > 1:
+        from statistics import median
+
         out["iteration_time_stats_ns"] = IterationStats(
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))

@@ -21,3 +21,23 @@ else:
     def added(values: Iterable[float], start: float = 0.0) -> float:
         """``start`` plus each of ``values`` in order, as ``for v in values: start += v``."""
         return reduce(add, values, start)
+
+
+
+def mean(values: Iterable[float]) -> float:
+    """``statistics.mean(values)``, to the bit, without importing ``statistics`` (its imports,
+    fractions, decimal and random, are a few per cent of a small ``pipesim run``). Both are
+    the exact sum over the count, rounded once: each float is an integer over a power of two,
+    so the sum is one integer over the largest of them, and int / int is correctly rounded
+    (which is how ``statistics`` turns its exact Fraction into a float). Integers alone give
+    an int when the mean is whole, as ``statistics`` does."""
+    vals = list(values)
+    if not vals:
+        raise ValueError("mean requires at least one data point")
+    ratios = [v.as_integer_ratio() for v in vals]
+    den = max(d for _, d in ratios)
+    num = sum(n * (den // d) for n, d in ratios)
+    den *= len(vals)
+    if num % den == 0 and all(type(v) is int for v in vals):
+        return num // den
+    return num / den

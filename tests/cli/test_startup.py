@@ -31,8 +31,9 @@ def test_run_loads_no_heavy_modules_and_no_metadata(tmp_path):
     heavy = {"numpy", "pandas", "matplotlib", "rich", "yaml", "pyarrow", "email",
              # click (read without it) and what only click imported
              "click", "uuid", "platform", "datetime", "gettext", "locale",
-             # the event log's, imported only for --log-level debug
-             "logging"}
+             # the event log's, imported only for --log-level debug; statistics (and its
+             # fractions, decimal, random) only for several iterations' median
+             "logging", "statistics", "fractions", "decimal"}
     assert heavy & set(d["loaded"]) == set()
     # off the path whenever SimPy is installed with a plain dist-info (pip's way)
     assert d["metadata"] is (_dist_version("simpy") is None)

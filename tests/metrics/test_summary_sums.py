@@ -101,3 +101,27 @@ def test_summary_hands_its_first_iteration_busy_to_the_pipeline_bubble(schedule)
     got = r.summary.pipeline_bubble_ns
     assert (got.span_ns, list(got.per_rank_ns), got.mean_ns, got.max_ns, got.min_ns) == (
         own["span_ns"], own["per_rank_ns"], own["mean_ns"], own["max_ns"], own["min_ns"])
+
+
+def test_mean_is_statistics_mean_to_the_bit():
+    """The summary's mean (no statistics import on `pipesim run`) equals statistics.mean on
+    random floats of every scale (bubble ratios, makespans), ints, and one value."""
+    import statistics
+
+    from simulator.metrics.sums import mean
+
+    rng = random.Random(11)
+    cases = [[rng.random() for _ in range(rng.randint(1, 40))] for _ in range(2000)]
+    cases += [[rng.uniform(0, 1e12) for _ in range(rng.randint(1, 9))] for _ in range(2000)]
+    cases += [[rng.random() * 10 ** rng.randint(-300, 300) for _ in range(5)]
+              for _ in range(2000)]
+    cases += [[rng.randint(0, 10 ** 9) for _ in range(rng.randint(1, 6))] for _ in range(500)]
+    cases += [[0.1, 0.2, 0.3], [1e16, 1.0, -1e16], [5], [2, 4], [1, 2], [0.0]]
+    differ = 0
+    for xs in cases:
+        got, want = mean(xs), statistics.mean(xs)
+        assert got == want and type(got) is type(want), xs
+        differ += got != sum(xs) / len(xs)
+    assert differ > 0          # where the plain float division would have been off
+    with pytest.raises(ValueError):
+        mean([])
