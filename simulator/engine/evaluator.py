@@ -207,8 +207,6 @@ class _Sweep:
         pending: list = [None] * P     # a rank's unfinished wait: ("batch", state) or
         #                                ("waits", [(channel, op), ...]) (torch)
         torch = p2p_mode(rt).startswith("torch")
-        # torch: the CPU time of one send / receive post (the engine's timeout before it)
-        post = (getattr(profile, "post_ns", 0.0) or 0.0) if torch else 0.0
         tsends: list[dict] = [{} for _ in range(P)]   # torch: posted sends not waited for
         async_mode = p2p_mode(rt) == "async"
         # (data, dst stage, mb) -> arrival time; the iteration is left out of the key (a
@@ -363,8 +361,6 @@ class _Sweep:
                     now = t_done
                 # torch's steps (see rendezvous.py): posts never block, waits do
                 elif code == IRECV:
-                    if post:               # the engine's timeout before the post
-                        now = now + post
                     key = (it,) + op[1]
                     ch = channels.get(key)
                     if ch is None:
@@ -375,8 +371,6 @@ class _Sweep:
                     if ch.send is not None:
                         self._book(max(ch.send[1], now), ch, True)
                 elif code == TSEND:
-                    if post:
-                        now = now + post
                     key = (it,) + op[1]
                     ch = channels.get(key)
                     if ch is None:

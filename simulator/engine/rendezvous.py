@@ -10,10 +10,7 @@
   to at most one exchange: it pairs with the earliest-started unpaired transfer in flight the
   other way. Transfers of zero bytes (``pp_comm: 0``) cost nothing and never pair.
 
-A send is complete, for the sender, when its data has arrived. The CPU time of a post
-(``runtime.post_ns``) is the runtime's: it is spent on the rank's compute stream before
-:meth:`Rendezvous.post_send` / :meth:`Rendezvous.post_recv` is called, so a post here takes
-effect at once.
+A send is complete, for the sender, when its data has arrived.
 """
 
 from __future__ import annotations

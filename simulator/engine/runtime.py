@@ -10,8 +10,7 @@ accumulation), first in first out. Point-to-point semantics follow ``EngineOptio
 when that is None, the system's ``runtime.p2p``); a receive waits on a bare event that fires when
 the data lands. The system's runtime profile adds a launch overhead before each action
 (``StepCost.pre``, folded into the action's one timeout) and a prologue / epilogue per iteration;
-torch's point-to-point rules live in ``rendezvous``; under them each send and receive post
-also costs the rank ``runtime.post_ns`` before it takes effect.
+torch's point-to-point rules live in ``rendezvous``.
 
 An iteration ends when every rank has finished its actions and every DP collective and layer
 update is done; with a flush the next iteration starts then (the optimizer step is a barrier).
@@ -263,7 +262,6 @@ class _Run:
         prologue = self.profile.step_prologue_ns
         epilogue = self.profile.step_epilogue_ns
         torch = self.p2p.startswith("torch")
-        post = self.profile.post_ns if torch else 0.0   # CPU time of one send / receive post
         rdv = self.rdv
         mem, peak = self.mem, self.rec.peak_memory
         limit = self.options.memory_limit_bytes
@@ -364,8 +362,6 @@ class _Run:
                     yield from self._batch(rank, it, op[1])
                 # torch's point-to-point (see ``rendezvous`` and ``program``)
                 elif code == IRECV:
-                    if post:                   # the rank posts it, then it is posted
-                        yield env.timeout(post)
                     rdv.post_recv((it,) + op[1])
                 elif code == WAIT:
                     key = (it,) + op[1]
@@ -376,8 +372,6 @@ class _Run:
                         self.waiting[rank] = None
                     del rdv.channels[key]
                 elif code == TSEND:
-                    if post:
-                        yield env.timeout(post)
                     key = (it,) + op[1]
                     sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
                 else:   # WAITSENDS

@@ -11,9 +11,6 @@ before. Keys:
 - ``step_prologue_ns`` / ``step_epilogue_ns``: paid by every rank at the start / end of every
   iteration (torch's ``step()``);
 - ``exchange_ns``: the extra cost of a simultaneous two-way exchange between two ranks;
-- ``post_ns``: the CPU time a rank spends posting one send or one receive under torch's
-  point-to-point rules (``--p2p torch*``), paid on its compute stream before the post takes
-  effect, so a schedule that moves less data per action pays less;
 - ``first_stage_backward``: ``rows`` (I and W as the rows say) or ``torch`` (the first stage
   computes no input gradient: its I costs nothing and its W runs the whole backward);
 - ``action_costs_ns: {"<stage>": {F, B, I, W}}`` (global virtual stage) with
@@ -52,7 +49,6 @@ class RuntimeProfile:
     step_prologue_ns: float = 0.0
     step_epilogue_ns: float = 0.0
     exchange_ns: float = 0.0
-    post_ns: float = 0.0
     first_stage_backward: str = "rows"
     calibrated_for: dict | None = None          # {"pp": P, "vpp": v}
     action_costs_ns: dict = field(default_factory=dict)   # {"3": {"F": ns, ...}}

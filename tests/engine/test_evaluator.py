@@ -321,10 +321,8 @@ def random_case(draw):
                                      pp_comm=draw(st.sampled_from([0, 1000, 8000]))), layers)
     link = LinkConfig(bandwidth_gbps=draw(st.sampled_from([1.0, 8.0, 16.0])),
                       latency_ns=draw(st.sampled_from([0.0, 500.0])))
+    system = SystemConfig(links=link, collectives=CollectiveConfig(tp=link, dp=link))
     p2p = draw(st.sampled_from(["async", "batched", "blocking", "torch"]))
-    post = draw(st.sampled_from([0.0, 300.0])) if p2p == "torch" else 0.0
-    system = SystemConfig(links=link, collectives=CollectiveConfig(tp=link, dp=link),
-                          runtime=RuntimeProfile(post_ns=post))
     iterations = draw(st.integers(1, 2))
     return sched, wl, system, p2p, iterations
 
@@ -378,24 +376,14 @@ def test_zero_byte_transfers_keep_one_time_and_read_back_whole():
     assert all(t.issued == t.start == t.end for t in fast.transfers)
 
 
-# torch with the runtime's own costs: launch overheads, a step prologue and the CPU time of each
-# send / receive post (a third of a ns in it, so float sums must be the engine's)
-POSTING = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK),
-                       runtime=RuntimeProfile(post_ns=250.0 / 3,
-                                              action_overhead_ns={"F": 130.0, "B": 70.0,
-                                                                  "I": 40.0, "W": 25.0},
-                                              step_prologue_ns=1000.0))
-
-
-@pytest.mark.parametrize("system", [SYSTEM, POSTING], ids=["plain", "post_ns"])
 @pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-v",
                                   "dualpipe-v", "hanayo"])
-def test_torch_rules_equal_simpy(name, system):
+def test_torch_rules_equal_simpy(name):
     # torch: the single-stage runtime for gpipe and 1f1b, the multi-stage one for the rest;
     # uneven costs and slow links make receives wait and sends queue
     for sched in cases(name):
         for wl in (workload(sched.n_chunks), workload(sched.n_chunks, pp_comm=0)):
-            rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, system, iterations=2,
+            rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, SYSTEM, iterations=2,
                          options=EngineOptions(p2p="torch", slow_ranks=((0, 1.5),)))
             check(rt)
             ev._Sweep(rt).run()   # the sweep itself: no tie handed over to the engine

@@ -231,58 +231,6 @@ def test_multi_stage_runtime_waits_for_sends_at_the_end_of_the_step():
     assert a.records.rank_finish == [[7200.0, 4600.0]]
 
 
-POST = 50.0
-
-
-def test_multi_stage_runtime_pays_each_post_before_it_takes_effect():
-    # as above with post_ns = 50. Rank 1 posts its receive for F0 during 0-50. Rank 0 computes
-    # F0 (0-1000), posts send F0 during 1000-1050 (issued 1050, lands 1650), posts its receive
-    # for B0 during 1050-1100. Rank 1: F0 1650-2650, B0 2650-4650, posts send B0 during
-    # 4650-4700: it lands at 5300, rank 1's step ends then; rank 0's B0 runs 5300-7300.
-    wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
-    r = simulate(wl, "1f1b", system(post_ns=POST), pp=2, microbatches=1, p2p="torch-multi")
-    assert transfer(r, "F", 0) == (1050.0, 1050.0, 1650.0)
-    assert transfer(r, "B", 0) == (4700.0, 4700.0, 5300.0)
-    assert actions(r) == [("0F0", 0.0, 1000.0), ("1F0", 1650.0, 2650.0),
-                          ("1B0", 2650.0, 4650.0), ("0B0", 5300.0, 7300.0)]
-    assert r.records.rank_finish == [[7300.0, 5300.0]]
-
-
-def test_single_stage_runtime_pays_each_op_of_a_fused_batch():
-    # 1F1B P=2 M=2, torch-single, post_ns = 50 (no exchange cost). Rank 0: F0 0-1000, send F0
-    # posted 1000-1050 (lands 1650), F1 1050-2050, then the fused [send F1, recv B0]: two posts,
-    # 2050-2100 and 2100-2150. Rank 1: F0 1650-2650, B0 2650-4650, its fused [send B0, recv
-    # F1] posts 4650-4700 (B0 starts 4700, lands 5300) and 4700-4750 (F1, posted by rank 0 at
-    # 2100, starts 4750, lands 5350); it waits for both: F1 5350-6350, B1 6350-8350, send B1
-    # posted 8350-8400. Rank 0: B0 5350-7350, recv B1 posted 7350-7400, B1 lands 9000,
-    # B1 9000-11000: the step is 200 ns longer than without posting costs (4 posts on rank 0).
-    wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
-    r = simulate(wl, "1f1b", system(post_ns=POST), pp=2, microbatches=2, p2p="torch-single")
-    assert transfer(r, "F", 1) == (2100.0, 4750.0, 5350.0)
-    assert transfer(r, "B", 0) == (4700.0, 4700.0, 5300.0)
-    assert transfer(r, "B", 1) == (8400.0, 8400.0, 9000.0)
-    assert actions(r, 0) == [("0F0", 0.0, 1000.0), ("0F1", 1050.0, 2050.0),
-                             ("0B0", 5350.0, 7350.0), ("0B1", 9000.0, 11000.0)]
-    assert actions(r, 1) == [("1F0", 1650.0, 2650.0), ("1B0", 2650.0, 4650.0),
-                             ("1F1", 5350.0, 6350.0), ("1B1", 6350.0, 8350.0)]
-    assert r.records.rank_finish == [[11000.0, 9000.0]]
-    plain = simulate(wl, "1f1b", system(), pp=2, microbatches=2, p2p="torch-single")
-    assert plain.makespan_ns == 10800.0
-    # the evaluator gives the same times
-    ev = simulate(wl, "1f1b", system(post_ns=POST), pp=2, microbatches=2, p2p="torch-single",
-                  engine="evaluator")
-    assert ev.to_dict()["engine_used"] == "evaluator" and timeline(ev) == timeline(r)
-
-
-def test_post_cost_is_torchs_only():
-    # isend/irecv (async) and Megatron's fused batches have no runtime of their own: unchanged
-    wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
-    for mode in ("async", "batched"):
-        assert timeline(simulate(wl, "1f1b", system(post_ns=POST), pp=2, microbatches=4,
-                                 p2p=mode)) == \
-            timeline(simulate(wl, "1f1b", system(), pp=2, microbatches=4, p2p=mode)), mode
-
-
 def test_torch_picks_the_single_stage_runtime_for_gpipe_and_1f1b_only():
     wl = uniform_workload(2, 1000, 1000, 1000, pp_comm=500)
     for name, forced in (("1f1b", "torch-single"), ("gpipe", "torch-single"),
@@ -347,7 +295,7 @@ def test_layer_by_layer_agrees_with_the_fast_path_with_the_runtime_model_on(name
     data["runtime"] = {"p2p": "torch", "action_overhead_ns": {"F": 70, "B": 90, "I": 40,
                                                               "W": 30},
                        "step_prologue_ns": 300, "step_epilogue_ns": 200, "exchange_ns": 500,
-                       "post_ns": 60, "first_stage_backward": "torch", "layer_scale": {"1": 1.5, "4": 0.5},
+                       "first_stage_backward": "torch", "layer_scale": {"1": 1.5, "4": 0.5},
                        "calibrated_for": {"pp": 2, "vpp": v},
                        "action_costs_ns": {"1": {"F": 2500, "B": 7000, "I": 4000, "W": 3000}}}
     sysconf = system_from_dict(data)
@@ -384,7 +332,6 @@ def test_set_overrides_reach_the_runtime_section():
      "expected one of F, B, I, W"),
     ({"step_prologue_ns": -1}, "s.yaml: runtime.step_prologue_ns: expected a number >= 0, "
      "found -1"),
-    ({"post_ns": "fast"}, "s.yaml: runtime.post_ns: expected a number >= 0, found 'fast'"),
     ({"first_stage_backward": "yes"}, "s.yaml: runtime.first_stage_backward: expected one of "
      "rows, torch, found 'yes'"),
     ({"action_costs_ns": {"0": {"F": 1}}}, "s.yaml: runtime.action_costs_ns: needs "
@@ -397,7 +344,7 @@ def test_set_overrides_reach_the_runtime_section():
      "expected one of F, I, W"),
     ({"overheads": 1}, "s.yaml: unknown key 'runtime.overheads'; expected one of: "
      "action_costs_ns, action_overhead_ns, calibrated_for, exchange_ns, first_stage_backward, "
-     "layer_scale, p2p, post_ns, step_epilogue_ns, step_prologue_ns"),
+     "layer_scale, p2p, step_epilogue_ns, step_prologue_ns"),
 ])
 def test_bad_runtime_keys_are_named(runtime, msg):
     with pytest.raises(ConfigError) as err:
