@@ -204,9 +204,20 @@ def measure_engine_point(engine: str, microbatches: int) -> dict:
     rec = runtime.run() if engine == "simpy" else evaluate(runtime)
     run_cpu = time.process_time() - c0
     assert rec.iteration_bounds[-1][1] == makespan
+    del rec
+    # what the run itself allocates at its peak (records included; the schedule and the
+    # compiled program are its input), traced in a second, untimed run
+    import tracemalloc
+
+    tracemalloc.start()
+    rec = runtime.run() if engine == "simpy" else evaluate(runtime)
+    run_mem = tracemalloc.get_traced_memory()[1] / 2 ** 20
+    tracemalloc.stop()
+    assert rec.iteration_bounds[-1][1] == makespan
     return {"engine": engine, "engine_used": used, "microbatches": microbatches,
             "actions": actions, "cpu_s": cpu, "wall_s": wall, "run_cpu_s": run_cpu,
-            "rss_base_mb": base, "rss_peak_mb": rss, "makespan_ns": makespan}
+            "rss_base_mb": base, "rss_peak_mb": rss, "makespan_ns": makespan,
+            "run_mem_mb": run_mem}
 
 
 def engine_point(engine: str, microbatches: int, timeout: float = 900.0) -> dict:
@@ -224,15 +235,12 @@ def engine_point(engine: str, microbatches: int, timeout: float = 900.0) -> dict
 
 
 def engine_series(ms: list[int]) -> dict[str, list[dict]]:
-    """Both engines at each M (fresh interpreter per point); the makespans must agree."""
+    """Both engines at each M (fresh interpreter per point); the caller reports whether their
+    makespans agree."""
     out: dict[str, list[dict]] = {"simpy": [], "evaluator": []}
     for m in ms:
         for engine in out:
             out[engine].append(engine_point(engine, m))
-        a, b = out["simpy"][-1], out["evaluator"][-1]
-        if a["makespan_ns"] != b["makespan_ns"]:
-            raise RuntimeError(f"M={m}: the engines disagree ({a['makespan_ns']} vs "
-                               f"{b['makespan_ns']} ns)")
     return out
 
 
