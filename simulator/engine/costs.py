@@ -24,6 +24,7 @@ from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Header, Layer, Partition
 from ..schedules.action import Kind
+from .records import CollectiveRecord
 
 FORWARD_PASS = "Forward_Pass"
 INPUT_GRADIENT = "Input_Gradient"
@@ -58,6 +59,25 @@ class DPCollective:
     duration: float
     update_ns: float
     nbytes: int
+
+
+def issue_dp(rank: int, it: int, free: float, start: float,
+             items, stretch: float, append) -> tuple[float, float]:
+    """Issue ``items`` ((chunk, ready offset, :class:`DPCollective`)) on ``rank``'s
+    communication stream, free from ``free``: each starts when its gradient is ready (``start +
+    offset x stretch``) and the stream is free, first in first out, and is recorded by
+    ``append``. Returns when the stream is free again and the latest end plus its layer's
+    update: the one rule of the SimPy engine and both evaluator walks."""
+    done = 0.0
+    for chunk, offset, d in items:
+        ready = start + offset * stretch
+        s = free if free > ready else ready
+        free = s + d.duration
+        append(CollectiveRecord(rank, chunk, d.layer, it, d.nbytes, ready, s, free))
+        x = free + d.update_ns
+        if x > done:
+            done = x
+    return free, done
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,8 @@ from .evaluator_async import Overflow, covers, walk
 from .eventlog import debug_enabled
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
-from .records import CollectiveRecord, LayerRecord, RunRecords, TransferRecord
+from .costs import issue_dp
+from .records import LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
 
 _INF = float("inf")
@@ -223,7 +224,6 @@ class _Sweep:
         finished = 0                   # ranks at the barrier of the current iteration
         cand = -_INF                   # latest iteration-end candidate of the iteration
         done_ranks = 0
-        CollRec = CollectiveRecord
 
         while ready:
             r = ready.pop()
@@ -291,18 +291,9 @@ class _Sweep:
                         if trace_layers:
                             mem_append((r, now, m))
                     if dp:
-                        stretch = span / cost.duration if cost.duration else 1.0
-                        free = dp_free[r]
-                        done = 0.0
-                        for chunk, offset, d in dp:
-                            rdy = start + offset * stretch
-                            s = free if free > rdy else rdy
-                            free = s + d.duration
-                            coll_append(CollRec(r, chunk, d.layer, it, d.nbytes, rdy, s, free))
-                            x = free + d.update_ns
-                            if x > done:
-                                done = x
-                        dp_free[r] = free
+                        dp_free[r], done = issue_dp(
+                            r, it, dp_free[r], start, dp,
+                            span / cost.duration if cost.duration else 1.0, coll_append)
                         if done > cand:
                             cand = done
                 elif code == RECV:
@@ -413,17 +404,9 @@ class _Sweep:
                     start = now
                     if compute > 0:
                         now = now + compute
-                    free = dp_free[r]
-                    done = 0.0
-                    for d in dps:
-                        rdy = start + d.ready_offset * 1.0
-                        s = free if free > rdy else rdy
-                        free = s + d.duration
-                        coll_append(CollRec(r, -1, d.layer, it, d.nbytes, rdy, s, free))
-                        x = free + d.update_ns
-                        if x > done:
-                            done = x
-                    dp_free[r] = free
+                    dp_free[r], done = issue_dp(r, it, dp_free[r], start,
+                                                [(-1, d.ready_offset, d) for d in dps], 1.0,
+                                                coll_append)
                     if done > cand:
                         cand = done
                 rec.rank_finish[it][r] = now

@@ -34,7 +34,8 @@ from ..schedules.comm_pass import ACTIVATION, GRADIENT, Transfer
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
-from .records import CollectiveRecord, RunRecords
+from .costs import issue_dp
+from .records import RunRecords
 from .simpy_fast import fire_at
 from .variation import RankVariation
 
@@ -235,7 +236,6 @@ class _Walk:
                         link = rec.links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
                         book[dst] = link.book
         coll_append = rec.collectives.append
-        CollRec = CollectiveRecord
         dp_free = self.dp_free
         rows = self.rows[r]
         m = self.mem[r]
@@ -339,18 +339,9 @@ class _Walk:
                     if cfree:
                         m -= cfree
                     if cost.dp:
-                        stretch = span / cost.duration if cost.duration else 1.0
-                        free = dp_free[r]
-                        done = 0.0
-                        for chunk, offset, d in cost.dp:
-                            rdy = start + offset * stretch
-                            s = free if free > rdy else rdy
-                            free = s + d.duration
-                            coll_append(CollRec(r, chunk, d.layer, it, d.nbytes, rdy, s, free))
-                            x = free + d.update_ns
-                            if x > done:
-                                done = x
-                        dp_free[r] = free
+                        dp_free[r], done = issue_dp(
+                            r, it, dp_free[r], start, cost.dp,
+                            span / cost.duration if cost.duration else 1.0, coll_append)
                         if done > self.cand:
                             self.cand = done
                     for k, base, dst in sends:
@@ -385,17 +376,9 @@ class _Walk:
                 start = now
                 if compute > 0:
                     now = now + compute
-                free = dp_free[r]
-                done = 0.0
-                for d in dps:
-                    rdy = start + d.ready_offset * 1.0
-                    s = free if free > rdy else rdy
-                    free = s + d.duration
-                    coll_append(CollRec(r, -1, d.layer, it, d.nbytes, rdy, s, free))
-                    x = free + d.update_ns
-                    if x > done:
-                        done = x
-                dp_free[r] = free
+                dp_free[r], done = issue_dp(r, it, dp_free[r], start,
+                                            [(-1, d.ready_offset, d) for d in dps], 1.0,
+                                            coll_append)
                 if done > self.cand:
                     self.cand = done
             self._barrier(r, it, now)

@@ -40,7 +40,7 @@ from ..schedules.comm_pass import Transfer
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..workload.model import Header, Partition
-from .costs import DPCollective
+from .costs import DPCollective, issue_dp
 from .eventlog import debug_enabled, log_complete, log_step
 from .network import Network
 from .options import EngineOptions
@@ -49,7 +49,7 @@ from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, 
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .columns import ActionColumns, TransferColumns
-from .records import CollectiveRecord, LayerRecord, RunRecords, TransferRecord
+from .records import LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
 
 
@@ -486,16 +486,8 @@ class _Run:
 
     def _issue_dp(self, rank: int, it: int, start: float,
                   items: tuple[tuple[int, float, DPCollective], ...], stretch: float) -> None:
-        free = self.dp_free[rank]
-        done = 0.0
-        for chunk, offset, d in items:
-            ready = start + offset * stretch
-            s = free if free > ready else ready
-            free = s + d.duration
-            self.rec.collectives.append(CollectiveRecord(rank, chunk, d.layer, it, d.nbytes,
-                                                         ready, s, free))
-            done = max(done, free + d.update_ns)
-        self.dp_free[rank] = free
+        self.dp_free[rank], done = issue_dp(rank, it, self.dp_free[rank], start, items, stretch,
+                                            self.rec.collectives.append)
         self.iter_end_candidates.append(done)
 
     def _allocate(self, rank: int, nbytes: float, acts: tuple, now: float) -> None:
