@@ -5,7 +5,6 @@ Only on a terminal: redirected output and tests see nothing."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -20,6 +19,8 @@ def ticker(label: str, stream=None, delay: float = DELAY_S) -> Iterator[None]:
     if not getattr(stream, "isatty", lambda: False)():
         yield
         return
+    import threading   # only on a terminal: a redirected run does not load it
+
     done = threading.Event()
     start = time.monotonic()
     shown = [False]
