@@ -80,6 +80,25 @@ def issue_dp(rank: int, it: int, free: float, start: float,
     return free, done
 
 
+def iteration_rows(rank: int, it: int, now: float, rows, free: float,
+                   append) -> tuple[float, float, float]:
+    """A rank's once-per-iteration rows after its last action, from ``now``: their compute,
+    then their DP collectives on the communication stream (free from ``free``), each ready
+    ``ready_offset`` after the compute starts. Returns the rank's end, when the stream is free
+    again and the latest collective end plus update (0.0 without collectives, -inf without
+    rows: nothing to wait for): the rule of both evaluator walks (the SimPy engine waits out
+    the compute, then calls :func:`issue_dp`)."""
+    compute, dps = rows.compute_ns, rows.dp
+    if not (compute > 0 or dps):
+        return now, free, float("-inf")
+    start = now
+    if compute > 0:
+        now = now + compute
+    free, done = issue_dp(rank, it, free, start, [(-1, d.ready_offset, d) for d in dps], 1.0,
+                          append)
+    return now, free, done
+
+
 @dataclass(frozen=True)
 class ChunkCosts:
     F: ActionCost

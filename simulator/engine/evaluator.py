@@ -48,7 +48,7 @@ from .evaluator_async import Overflow, covers, walk
 from .eventlog import debug_enabled
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
-from .costs import issue_dp
+from .costs import issue_dp, iteration_rows
 from .records import LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
 
@@ -398,17 +398,10 @@ class _Sweep:
                     now = t_done
                 if epilogue:
                     now = now + epilogue
-                ir = rows[r]
-                compute, dps = ir.compute_ns, ir.dp
-                if compute > 0 or dps:
-                    start = now
-                    if compute > 0:
-                        now = now + compute
-                    dp_free[r], done = issue_dp(r, it, dp_free[r], start,
-                                                [(-1, d.ready_offset, d) for d in dps], 1.0,
-                                                coll_append)
-                    if done > cand:
-                        cand = done
+                now, dp_free[r], done = iteration_rows(r, it, now, rows[r], dp_free[r],
+                                                       coll_append)
+                if done > cand:
+                    cand = done
                 rec.rank_finish[it][r] = now
                 if now > cand:
                     cand = now

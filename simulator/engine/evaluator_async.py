@@ -34,7 +34,7 @@ from ..schedules.comm_pass import ACTIVATION, GRADIENT, Transfer
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
-from .costs import issue_dp
+from .costs import issue_dp, iteration_rows
 from .records import RunRecords
 from .simpy_fast import fire_at
 from .variation import RankVariation
@@ -371,16 +371,9 @@ class _Walk:
             # end of the iteration: epilogue, the once-per-iteration rows, the barrier
             if epilogue:
                 now = now + epilogue
-            compute, dps = rows.compute_ns, rows.dp
-            if compute > 0 or dps:
-                start = now
-                if compute > 0:
-                    now = now + compute
-                dp_free[r], done = issue_dp(r, it, dp_free[r], start,
-                                            [(-1, d.ready_offset, d) for d in dps], 1.0,
-                                            coll_append)
-                if done > self.cand:
-                    self.cand = done
+            now, dp_free[r], done = iteration_rows(r, it, now, rows, dp_free[r], coll_append)
+            if done > self.cand:
+                self.cand = done
             self._barrier(r, it, now)
             yield
 

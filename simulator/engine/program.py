@@ -301,24 +301,18 @@ class ProgramBuilder:
                 step: tuple = (a, actions[pos + 1])
             else:
                 step = (a,)
-            if pair is None:
-                q = (a.stage, a.kind, weight_bwd[pos], pos in last, labels[pos])
-                i = quick.get(q)
-                if i is None:
-                    key = self._step_key(rank, pos, step, weight_bwd, last, labels)
-                    i = index.get(key)
-                    if i is None:
-                        i = index[key] = len(table_)
-                        table_.append(self.step_cost(key))
-                        first_.append(step)
-                    quick[q] = i
-            else:
+            q = (a.stage, a.kind, weight_bwd[pos], pos in last, labels[pos]) \
+                if pair is None else None
+            i = quick.get(q) if q is not None else None
+            if i is None:
                 key = self._step_key(rank, pos, step, weight_bwd, last, labels)
                 i = index.get(key)
                 if i is None:
                     i = index[key] = len(table_)
                     table_.append(self.step_cost(key))
                     first_.append(step)
+                if q is not None:
+                    quick[q] = i
             put(i)
             pos += len(step)
         return AsyncOps(self.schedule, rank, tuple(table_), steps, self.pp_comm, tuple(first_))
