@@ -135,7 +135,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     for rank, _ in options.slow_ranks:
         if rank >= P:
             raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {P})")
-    wl, warnings = header_for_run(wl, P, pp_comm=pp_comm, gpus=gpus, dp=dp)
+    wl, warnings = header_for_run(wl, P, pp_comm=pp_comm, gpus=gpus, dp=dp, microbatches=M,
+                                  vpp=v)
     if spec is not None and not isinstance(schedule, Schedule):
         check_sizes(wl, spec, P, M, v, schedule_options, max_actions)
     else:

@@ -14,6 +14,7 @@ from .errors import ConfigError
 from .schedules.registry import ScheduleSpec
 from .units import fmt_bytes
 from .workload.activations import derive_pp_comm
+from .workload.header import defaults_note
 from .workload.model import CommGroup, Layer, Workload
 
 # The most actions a run may have unless --max-actions says otherwise: the largest allowed run
@@ -59,10 +60,14 @@ def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
 
 
 def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
-                   gpus: int | None = None, dp: int | None = None
+                   gpus: int | None = None, dp: int | None = None,
+                   microbatches: int | None = None, vpp: int | None = None
                    ) -> tuple[Workload, list[RunWarning]]:
     """The workload with the run's ``pp_comm`` and world size in its header, and the warnings
-    for what had to be assumed (see docs/model.md, "What pipesim assumes")."""
+    for what had to be assumed (see docs/model.md, "What pipesim assumes"). The parser's note
+    on the header's missing keys is restated for the run: a key the run decides (``pp``,
+    ``microbatches`` and ``vpp`` as run, a given or derived ``pp_comm``, a given world size)
+    no longer reads as defaulted."""
     h = workload.header
     warnings: list[RunWarning] = []
     changes: dict[str, object] = {}
@@ -152,9 +157,17 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
             f"{path}: HYBRID_CUSTOMIZED rows carry their own policy ({', '.join(policies)}); "
             "pipesim prices each collective by its group suffix instead (TP for forward and "
             "input-gradient rows, DP for weight-gradient rows)", ""))
-    if changes:
-        workload = dataclasses.replace(workload,
-                                       header=dataclasses.replace(h, **changes))
+    decided = set(changes) | {k for k, run in (("pp", pp), ("ga", microbatches), ("vpp", vpp))
+                              if run is not None and run != getattr(h, k)}
+    notes = workload.warnings
+    if decided & set(h.defaults_used):
+        note = defaults_note(path, h, h.defaults_used)
+        still = [k for k in h.defaults_used if k not in decided]
+        restated = (defaults_note(path, h, still),) if still else ()
+        notes = tuple(x for n in notes for x in (restated if n == note else (n,)))
+    if changes or notes != workload.warnings:
+        workload = dataclasses.replace(workload, header=dataclasses.replace(h, **changes),
+                                       warnings=notes)
     return workload, warnings
 
 

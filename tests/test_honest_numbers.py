@@ -286,3 +286,18 @@ def test_every_suspicious_number_on_real_files_is_warned(path):
         if CommGroup.EP in groups and h.ep == 1:
             assert "ep_group_of_one" in got, (P, got)
     assert checked >= 1
+
+
+def test_the_header_note_names_only_the_defaults_the_run_still_uses(capsys):
+    """The parser notes the header's missing keys; a run that decides some of them (--pp, a
+    derived pp_comm, --gpus) restates the note without them, so it never contradicts a
+    warning ("using pp_comm=0" beside "using 20971520 bytes")."""
+    d = run_json(capsys, G13B, "--pp", "4", "--gpus", "64")
+    assert [n for n in d["notes"] if "header has no" in n] == [
+        f"{G13B}:1: header has no ep:, vpp:, ga:; using ep=1, vpp=1, ga=1"]
+    assert codes(d)[0] == "pp_comm_derived"
+    # --pp 1 is the default itself and stays listed; a given --pp-comm leaves the note
+    d = run_json(capsys, G13B, "--pp-comm", "0", "--pp", "1")
+    assert [n for n in d["notes"] if "header has no" in n] == [
+        f"{G13B}:1: header has no ep:, pp:, vpp:, ga:, all_gpus:; using ep=1, pp=1, vpp=1, "
+        "ga=1, all_gpus=8 (tp x pp)"]

@@ -159,9 +159,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []
     if missing:
-        listed = ", ".join(_FILE_KEY[k] for k in missing)
-        used = ", ".join(_default_text(k, defaults[k]) for k in missing)
-        warnings.append(f"{path}:1: header has no {listed}; using {used}")
+        warnings.append(defaults_note(path, header, missing))
     if unknown:
         listed = ", ".join(f"{k}: {v}".rstrip() for k, v in unknown)
         warnings.append(f"{path}:1: unknown header keys kept but not used: {listed}")
@@ -172,6 +170,14 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
         warnings.append(f"{path}:1: pp is {header.pp} but pp_comm is 0, so activations between "
                         f"stages cost nothing to send")
     return ParsedHeader(header, tuple(warnings), refs)
+
+
+def defaults_note(path: str, header: Header, keys) -> str:
+    """The note naming the header keys ``keys`` the file lacks and the defaults ``header``
+    holds for them (the parser's; a run restates it for the keys it still uses)."""
+    listed = ", ".join(_FILE_KEY[k] for k in keys)
+    used = ", ".join(_default_text(k, getattr(header, k)) for k in keys)
+    return f"{path}:1: header has no {listed}; using {used}"
 
 
 def _default_text(key: str, value: object) -> str:
