@@ -313,6 +313,8 @@ def fidelity_section() -> list[str]:
     from benchmarks.fidelity.cases import CASES, workload_text
 
     rel = FIDELITY_RUN.relative_to(REPO)
+    man = json.loads((TRACES / "MANIFEST.json").read_text())
+    load = man.get("loadavg_1min") or [float("nan"), float("nan")]
     out = [
         "## Fidelity: pipesim against torch.distributed.pipelining",
         "",
@@ -332,13 +334,14 @@ def fidelity_section() -> list[str]:
         "class within ±3 % of the measured median, and the ranking equal to the measured one "
         "wherever two medians differ by more than 3 %.",
         "",
-        "### Recorded traces (tests/data/traces, uniform case, 2 profiled iterations)",
+        f"### Recorded traces (tests/data/traces, uniform case, {man['iterations']} profiled "
+        f"iterations after {man['warmup']} warm-up)",
         "",
         "Reproduce a row: `pipesim calibrate tests/data/traces/ScheduleInterleaved1F1B "
         f"--workload {rel}/workloads/uniform.txt -o calib.yaml`, then `pipesim run "
         f"{rel}/workloads/uniform.txt -s zb-v --vpp 2 --calibration calib.yaml` "
-        "(`tests/calibration/test_fit.py` pins these rows). Two iterations per class on a "
-        "loaded machine: the medians themselves move by up to the spread shown.",
+        f"(`tests/calibration/test_fit.py` pins these rows). Recorded at load average "
+        f"{load[0]:.1f} before and {load[1]:.1f} after.",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:

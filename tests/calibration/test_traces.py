@@ -33,7 +33,7 @@ def test_executed_order_equals_pipesim_schedule(cls):
     spec = CLASSES[cls]
     ts = traces(cls)
     expected = registry.generate(spec.pipesim, 4, 8, spec.vpp)
-    assert (ts.pp, ts.vpp, ts.microbatches, ts.n_iterations) == (4, spec.vpp, 8, 2)
+    assert (ts.pp, ts.vpp, ts.microbatches, ts.n_iterations) == (4, spec.vpp, 8, 5)
     assert ts.placement == expected.placement
     assert ts.orders(0) == expected.as_strings()
     assert ts.orders(1) == expected.as_strings()
