@@ -202,6 +202,31 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wait_for_quiet(max_load: float, seconds: float, poll_s: float = 5.0) -> float:
+    """Wait (up to ``seconds``) until the 1-minute load average is at most ``max_load``;
+    return the seconds waited."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] > max_load and time.monotonic() - t0 < seconds:
+        time.sleep(min(poll_s, max(0.0, seconds - (time.monotonic() - t0))))
+    return time.monotonic() - t0
+
+
+def load_warnings(before: float, after: float, max_load: float, waited: float) -> list[str]:
+    """What the machine's load says about the measured medians (other work on the machine
+    delays the ranks' wake-ups, which the loop-placed classes pay at more transfers on their
+    critical path: docs/validation.md, run to run)."""
+    out = []
+    if before > max_load:
+        out.append(f"load average {before:.2f} at the start (above {max_load:g}"
+                   + (f" after waiting {waited:.0f} s" if waited >= 1 else "")
+                   + "): other work on this machine slows the loop-placed classes more than the "
+                   "others; compare this table only with runs at a similar load")
+    elif after > max_load + 1.0:
+        out.append(f"load average rose to {after:.2f} during the run (started at {before:.2f}): "
+                   "other work on this machine may have slowed some classes more than others")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.fidelity.harness",
                                  description=__doc__.split("\n\n")[0])
@@ -218,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: rank r on GPU r (with --backend nccl); not run on the CPU CI")
+    ap.add_argument("--max-load", type=float, default=None,
+                    help="1-minute load average above which the run is flagged (default: half "
+                         "the CPUs); other work slows the loop-placed classes more than the "
+                         "others, so a loaded run's table is not comparable")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to this long for the load to fall to --max-load first")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     classes = _names(a.classes, CLASSES, "classes")
@@ -228,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         _usage_error(f"--warmup: expected a number >= 0, got {a.warmup}")
     if not 0.01 <= a.layer_ms <= 1000:
         _usage_error(f"--layer-ms: expected a time in ms from 0.01 to 1000, got {a.layer_ms:g}")
+    max_load = a.max_load if a.max_load is not None else 0.5 * (os.cpu_count() or 1)
+    if a.max_load is not None and a.max_load <= 0:
+        _usage_error(f"--max-load: expected a load average > 0, got {a.max_load:g}")
+    if a.wait_quiet < 0:
+        _usage_error(f"--wait-quiet: expected seconds >= 0, got {a.wait_quiet:g}")
     if a.device == "cuda":
         import torch
 
@@ -240,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "workloads").mkdir(parents=True, exist_ok=True)
     for case in cases:
         (out / "workloads" / f"{case}.txt").write_text(workload_text(cases_run[case]))
+    waited = wait_for_quiet(max_load, a.wait_quiet)
     t0 = time.perf_counter()
     load_before = os.getloadavg()
     try:
@@ -251,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"live run failed: {lines[-1].strip()}", file=sys.stderr)
         return 1
     load_after = os.getloadavg()
+    warnings = load_warnings(load_before[0], load_after[0], max_load, waited)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     (out / "raw_times.json").write_text(json.dumps(merged))   # kept even if the analysis fails
     results = analyse(out, merged, base_ns)
     import torch
@@ -259,14 +299,16 @@ def main(argv: list[str] | None = None) -> int:
            "profiled": not a.no_profile, "backend": a.backend, "device": a.device,
            "layer_ns": base_ns,
            "torch": torch.__version__, "cpus": os.cpu_count(),
-           "loadavg_1min": [load_before[0], load_after[0]],
+           "loadavg_1min": [load_before[0], load_after[0]], "max_load": max_load,
+           "warnings": warnings,
            "wall_s": time.perf_counter() - t0,
            "results": results, "rankings": rankings(results)}
     (out / "results.json").write_text(json.dumps(doc, indent=1))
     md = (f"torch {torch.__version__}, {a.backend} on {a.device}, P={P}, M={M}, layer "
           f"{a.layer_ms:g} ms per pass, "
           f"{a.iterations} timed steps after {a.warmup} warm-up; {os.cpu_count()} CPUs, load "
-          f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n\n" + table(results))
+          f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n\n"
+          + "".join(f"**warning:** {w}\n\n" for w in warnings) + table(results))
     (out / "table.md").write_text(md)
     if not a.quiet:
         print(md)

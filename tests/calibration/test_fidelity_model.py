@@ -98,9 +98,32 @@ def test_table_and_rankings():
                        "uniform, heavy-last, heavy-first"),
     (["--iterations", "0"], "--iterations: expected a positive number, got 0"),
     (["--warmup", "-1"], "--warmup: expected a number >= 0, got -1"),
+    (["--max-load", "0"], "--max-load: expected a load average > 0, got 0"),
+    (["--wait-quiet", "-5"], "--wait-quiet: expected seconds >= 0, got -5"),
 ])
 def test_harness_bad_options(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as e:
         harness.main(["--out", str(tmp_path)] + args)
     assert e.value.code == 2
     assert capsys.readouterr().err == message + "\n"
+
+
+def test_load_warnings_flag_a_loaded_machine():
+    """A run that starts above --max-load is flagged (the loop-placed classes slow down more
+    than the others under load); one that only gets busier by the harness's own processes
+    is not."""
+    assert harness.load_warnings(0.4, 1.2, 1.0, 0.0) == []
+    assert harness.load_warnings(1.3, 1.2, 1.0, 0.0) == [
+        "load average 1.30 at the start (above 1): other work on this machine slows the "
+        "loop-placed classes more than the others; compare this table only with runs at a "
+        "similar load"]
+    assert harness.load_warnings(1.3, 1.2, 1.0, 30.2)[0].startswith(
+        "load average 1.30 at the start (above 1 after waiting 30 s): ")
+    assert harness.load_warnings(0.3, 2.6, 1.0, 0.0) == [
+        "load average rose to 2.60 during the run (started at 0.30): other work on this "
+        "machine may have slowed some classes more than others"]
+
+
+def test_wait_for_quiet_returns_at_once_on_a_quiet_machine(monkeypatch):
+    monkeypatch.setattr(harness.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert harness.wait_for_quiet(1.0, 60.0) < 1.0
