@@ -2,7 +2,8 @@
 
     python -m benchmarks.fidelity.harness --out DIR [--classes A,B] [--cases uniform,...]
         [--iterations 6] [--warmup 2] [--layer-ms 4] [--no-profile]
-        [--backend nccl --device cuda]
+        [--backend nccl --device cuda] [--max-load L] [--wait-quiet SECONDS]
+    python -m benchmarks.fidelity.harness --out DIR --reanalyse   # refit a finished run
 
 P = 4 gloo processes on this machine's CPU, M = 8, every schedule class on every cost case
 (``cases.py``), a barrier before each step. Writes into DIR:
@@ -250,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                     help="wait up to this long for the load to fall to --max-load first")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="redo the analysis of the finished run in --out (its raw_times.json "
+                         "and traces) with this checkout's pipesim, without running torch")
     a = ap.parse_args(argv)
+    if a.reanalyse:
+        return reanalyse(a.out, quiet=a.quiet)
     classes = _names(a.classes, CLASSES, "classes")
     cases = _names(a.cases, CASES, "cases")
     if a.iterations < 1:
@@ -303,25 +309,50 @@ def main(argv: list[str] | None = None) -> int:
            "warnings": warnings,
            "wall_s": time.perf_counter() - t0,
            "results": results, "rankings": rankings(results)}
+    return write_outputs(out, doc, quiet=a.quiet)
+
+
+def write_outputs(out: Path, doc: dict, *, quiet: bool) -> int:
+    """results.json, table.md and (from profiled runs) prediction.md / .json; exit 1 if an
+    executed order differs from pipesim's."""
+    results = doc["results"]
     (out / "results.json").write_text(json.dumps(doc, indent=1))
-    md = (f"torch {torch.__version__}, {a.backend} on {a.device}, P={P}, M={M}, layer "
-          f"{a.layer_ms:g} ms per pass, "
-          f"{a.iterations} timed steps after {a.warmup} warm-up; {os.cpu_count()} CPUs, load "
-          f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n\n"
-          + "".join(f"**warning:** {w}\n\n" for w in warnings) + table(results))
+    load = doc["loadavg_1min"]
+    md = (f"torch {doc['torch']}, {doc['backend']} on {doc['device']}, P={doc['P']}, "
+          f"M={doc['M']}, layer {doc['layer_ns'] / 1e6:g} ms per pass, "
+          f"{doc['iterations']} timed steps after {doc['warmup']} warm-up; {doc['cpus']} CPUs, "
+          f"load average {load[0]:.1f} before, {load[1]:.1f} after\n\n"
+          + "".join(f"**warning:** {w}\n\n" for w in doc.get("warnings", []))
+          + table(results))
     (out / "table.md").write_text(md)
-    if not a.quiet:
+    if not quiet:
         print(md)
-    if not a.no_profile:
+    if doc["profiled"]:
         from . import predict
 
         predict.main(["--results", str(out), "--json", str(out / "prediction.json"),
-                      "--md", str(out / "prediction.md")] + (["--quiet"] if a.quiet else []))
+                      "--md", str(out / "prediction.md")] + (["--quiet"] if quiet else []))
     bad = [k for k, r in results.items() if r.get("order_equals_pipesim") is False]
     if bad:
         print(f"executed order differs from pipesim's: {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
+
+
+def reanalyse(out: Path, *, quiet: bool) -> int:
+    """Redo a finished run's analysis (calibrations, predictions, tables) from its
+    raw_times.json and traces with this checkout's pipesim; the measured times, load and
+    settings stay those of the run."""
+    need = [out / "results.json", out / "raw_times.json", out / "traces"]
+    missing = [str(p) for p in need if not p.exists()]
+    if missing:
+        _usage_error(f"--reanalyse: {', '.join(missing)} not found; expected a harness output "
+                     "folder with its traces")
+    doc = json.loads((out / "results.json").read_text())
+    merged = json.loads((out / "raw_times.json").read_text())
+    doc["results"] = analyse(out, merged, doc["layer_ns"])
+    doc["rankings"] = rankings(doc["results"])
+    return write_outputs(out, doc, quiet=quiet)
 
 
 if __name__ == "__main__":

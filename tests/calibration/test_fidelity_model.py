@@ -127,3 +127,58 @@ def test_load_warnings_flag_a_loaded_machine():
 def test_wait_for_quiet_returns_at_once_on_a_quiet_machine(monkeypatch):
     monkeypatch.setattr(harness.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     assert harness.wait_for_quiet(1.0, 60.0) < 1.0
+
+
+def test_reanalyse_refits_a_finished_run_without_torch(tmp_path):
+    """--reanalyse redoes a run's calibrations and tables from its raw times and traces: here a
+    run folder made of the recorded traces of two classes (their ITER spans as the raw times);
+    the calibrations are what `pipesim calibrate` writes and ZB-V is predicted as test_fit
+    pins it."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from simulator.calibration import read_traces, trace_files
+    from simulator.calibration.fit import calibrate
+
+    traces = Path(__file__).resolve().parents[1] / "data" / "traces"
+    out = tmp_path / "run"
+    (out / "workloads").mkdir(parents=True)
+    (out / "workloads" / "uniform.txt").write_text(workload_text(CASES["uniform"]))
+    merged = {}
+    for cls in ("ScheduleInterleaved1F1B", "ScheduleZBVZeroBubble"):
+        shutil.copytree(traces / cls, out / "traces" / "uniform" / cls)
+        ts = read_traces(trace_files([traces / cls]))
+        merged[f"{cls}/uniform"] = {
+            "iter_ns": [[[it.start_ns, it.end_ns] for it in r.iterations] for r in ts.ranks],
+            "trace_dir": f"traces/uniform/{cls}"}
+    (out / "raw_times.json").write_text(json.dumps(merged))
+    (out / "results.json").write_text(json.dumps({
+        "P": 4, "M": 8, "iterations": 5, "warmup": 2, "profiled": True, "backend": "gloo",
+        "device": "cpu", "layer_ns": 4_000_000, "torch": "2.13.0+cpu", "cpus": 2,
+        "loadavg_1min": [0.41, 0.9], "warnings": [], "wall_s": 1.0, "results": {},
+        "rankings": {}}))
+    assert harness.main(["--out", str(out), "--reanalyse", "--quiet"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["loadavg_1min"] == [0.41, 0.9]
+    assert sorted(doc["results"]) == ["ScheduleInterleaved1F1B/uniform",
+                                      "ScheduleZBVZeroBubble/uniform"]
+    assert all(r["order_equals_pipesim"] for r in doc["results"].values())
+    cal = (out / "calibrations" / "uniform" / "ScheduleInterleaved1F1B.yaml").read_text()
+    assert cal == calibrate([traces / "ScheduleInterleaved1F1B"],
+                            out / "workloads" / "uniform.txt").to_yaml()
+    pred = json.loads((out / "prediction.json").read_text())[0]
+    zbv = [r for r in pred["rows"] if r["class"] == "ScheduleZBVZeroBubble"][0]
+    assert round(zbv["calibrated_ms"], 3) == 450.037
+    assert (out / "table.md").read_text().startswith(
+        "torch 2.13.0+cpu, gloo on cpu, P=4, M=8, layer 4 ms per pass, 5 timed steps after 2 "
+        "warm-up; 2 CPUs, load average 0.4 before, 0.9 after\n")
+
+
+def test_reanalyse_needs_a_finished_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        harness.main(["--out", str(tmp_path), "--reanalyse"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"--reanalyse: {tmp_path / 'results.json'}, {tmp_path / 'raw_times.json'}, "
+        f"{tmp_path / 'traces'} not found; expected a harness output folder with its traces\n")
