@@ -355,6 +355,12 @@ def fidelity_section() -> list[str]:
         doc = json.loads((run / "results.json").read_text())
         load = doc["loadavg_1min"]
         run_rel = run.relative_to(REPO)
+        if run != FIDELITY_RUN:     # older runs: their figures in the summary only
+            runs.append((run_rel.name, load, [
+                predict.evaluate(case, run / "workloads" / f"{case}.txt",
+                                 *predict.from_results(run, case))
+                for case in dict.fromkeys(r["case"] for r in doc["results"].values())]))
+            continue
         out += [
             f"### Harness run `{run_rel}` (3 cost cases, {doc['iterations']} profiled "
             f"iterations after {doc['warmup']} warm-up)",
@@ -365,7 +371,8 @@ def fidelity_section() -> list[str]:
             "(`pipesim calibrate` of each class's traces) beside `results.json`; "
             f"`python -m benchmarks.fidelity.predict --results {run_rel}` prints these tables.",
             "",
-        ]
+        ] + [f"**warning:** {w}" for w in doc.get("warnings", [])] + \
+            ([""] if doc.get("warnings") else [])
         run_evs = []
         for case in dict.fromkeys(r["case"] for r in doc["results"].values()):
             measured, frags = predict.from_results(run, case)
@@ -432,37 +439,67 @@ def fidelity_summary(evs: list[dict], runs: list[tuple] = ()) -> list[str]:
         f"- From per-layer costs alone: mean |error| {mean(per_layer):.1f} %, {side} (the "
         "built-in system is the ideal machine: no launch overheads, no rendezvous, no "
         "exchange cost).",
-    ] + _run_to_run(runs) + [
+    ] + _run_to_run(runs) + _load_effect() + [
+        "- What moved the numbers since run d: (1) the fit. `pipesim calibrate` fitted four "
+        "per-rank end times from the preset's figures, which left the exchange cost wherever "
+        "the start put it; it now fits every compute action's end (medians over iterations) "
+        "plus a quarter of the iteration time's error, from a coarse grid of launch overheads "
+        "and exchange costs. On run e's traces, calibrated on Interleaved1F1B: other classes "
+        "within ±3 % 15 → 18 of 18, leave-one-out 98 → 121 of 126 (measured at the commits "
+        "that changed it). (2) A quiet machine: at load 0.6 the runtime's send / receive posts "
+        "take the same time in every class (run f, uniform: median 75–99 µs, p90 144–167 µs), "
+        "where run d's loaded machine gave the loop-placed classes a p90 of 0.6–3.6 ms and "
+        "the V-shaped ones 0.1–0.25 ms: a calibration then carried one class's load into "
+        "another's prediction.",
+        "- What a constant cannot carry: gloo's transfers on this machine have a heavy tail. "
+        "`python -m benchmarks.fidelity.exchange` (128 B, 300 samples, load 1.0): one-way "
+        "median 89 µs (p90 149 µs); a two-way exchange (2 processes post isend + irecv to each "
+        "other in one batch) median 201 µs, mean 1174 µs, p90 4.0 ms, 30 % of them 1.5–5 ms; "
+        "the batch post alone median 100 µs, p90 3.9 ms; a relay (the middle of 3 processes "
+        "receives from one neighbour and sends to the other in one batch, as a stage does) "
+        "median 232 µs, mean 619 µs, p90 2.2 ms. The fitted exchange cost is that tail's share "
+        "on the source's critical path, so it differs by source (run f, uniform: 0–4 ms), "
+        "and the classes whose critical path crosses more transfers than the source's are "
+        "under-predicted: LoopedBFS is the one class outside ±3 % in run f (uniform, -3.4 %; "
+        "without the profiler, `--classes ScheduleLoopedBFS --cases uniform --iterations 14 "
+        "--no-profile` gave a median of 505 ms, so the profiler is not why).",
         "- Tried and reverted (commit c55777d, reverted in 6151294): the runtime's send / "
-        "receive posting paid per transfer — `runtime.post_ns`, the CPU time of one post, "
-        "measured as the median `PP:SEND_*` / `PP:RECV_*` span (~135 µs) and paid on the "
-        "rank's compute stream at every post, with one fitted launch overhead for every kind — "
-        "instead of folded into the launch overhead of the kind that moves the data. Refitted "
-        "on the same traces of run d it changed little: calibrated |error| mean 4.83 → "
-        "4.74 %, median 4.69 → 3.44 %, within ±3 % 6 → 5 of 18, largest 11.7 → 12.8 %; "
-        "leave-one-out mean 6.00 → 5.94 % (39 → 40 of 126 within ±3 %); on the recorded "
-        "traces calibrated mean 4.38 → 4.30 %, leave-one-out 4.02 → 4.20 %. ZB-V stayed "
-        "over-predicted (run d uniform +11.7 → +12.8 %). The mean span per post (~300 µs) "
-        "instead of the median helped run d (calibrated mean 4.05 %, leave-one-out 5.36 %) and "
-        "hurt the recorded traces (calibrated mean 5.69 %, 1 of 6 within ±3 %).",
-        "- What the calibration does not model, as run d's traces showed it (measured once, "
-        "before they were deleted; uniform case, per rank and iteration, medians): the "
-        "runtime leaves almost no time between its spans (1.3–1.7 ms in all, 9–15 µs a gap, "
-        "in every multi-stage class), so the fitted launch overhead (0.2–1.4 ms per action "
-        "without the posting, depending on the source class and the case) stands for time "
-        "inside the spans that is not "
-        "operator time, and for the posting's tail. A post's median is the same in every "
-        "class (45–180 µs), its tail is not: p90 0.6–3.6 ms in Interleaved1F1B, LoopedBFS and "
-        "InterleavedZeroBubble (23–39 ms of posting per rank and iteration), 0.1–0.25 ms in "
-        "ZBVZeroBubble and DualPipeV (6–8 ms), also for posts no other rank makes at the same "
-        "time; on heavy-last ZB-V's tail was as long as the loop-placed classes'. A tail that "
-        "moves with the class, the case and the run is no per-post or per-action constant, "
-        "so neither model carries it from one class to another; it points (not proven) to "
-        "4 rank processes contending for 2 cores, which a model would reproduce by letting "
-        "the ranks' runtime work share the machine's cores. The run-to-run load of the shared machine also moves the medians "
-        "by more than the ±3 % target: most errors are inside the measured spread.",
+        "receive posting paid per transfer (`runtime.post_ns`, the median `PP:SEND_*` / "
+        "`PP:RECV_*` span) instead of folded into the launch overhead of the kind that moves "
+        "the data: on run d's traces calibrated mean |error| 4.83 → 4.74 %, leave-one-out "
+        "6.00 → 5.94 %.",
         "",
     ]
+
+
+EARLIER_FIT = ("2026-11-23-cpu-gloo-c", "2026-11-23-cpu-gloo-d")
+
+
+def _load_effect() -> list[str]:
+    """One line: the uniform case's medians in the most loaded run against the newest."""
+    import json
+
+    if len(FIDELITY_RUNS) < 2:
+        return []
+    docs = {r: json.loads((r / "results.json").read_text()) for r in FIDELITY_RUNS}
+    loaded = max(FIDELITY_RUNS, key=lambda r: docs[r]["loadavg_1min"][0])
+    new = FIDELITY_RUN
+    if loaded == new:
+        return []
+    parts = []
+    for key, row in docs[new]["results"].items():
+        cls, case = key.split("/")
+        other = docs[loaded]["results"].get(key)
+        if case != "uniform" or other is None:
+            continue
+        parts.append(f"{cls.removeprefix('Schedule')} {other['median_ms']:.0f} / "
+                     f"{row['median_ms']:.0f} ({100 * (other['median_ms'] / row['median_ms'] - 1):+.0f} %)")
+    la, ln = docs[loaded]["loadavg_1min"][0], docs[new]["loadavg_1min"][0]
+    return [f"- Load: the uniform case's medians at load {la:.1f} (`{loaded.name}`) and "
+            f"{ln:.1f} (`{new.name}`), ms: " + ", ".join(parts) + ". Other work on the "
+            "machine slows the loop-placed classes most and the V-shaped ones least, so a "
+            "loaded run's medians are not comparable with a quiet one's (the harness flags a "
+            "run that starts above `--max-load`)."]
 
 
 def _run_to_run(runs: list[tuple]) -> list[str]:
@@ -476,7 +513,9 @@ def _run_to_run(runs: list[tuple]) -> list[str]:
         errs, loo = _calibrated_errors(run_evs)
         zbv = [r["calibrated_err_pct"] for ev in run_evs for r in ev["rows"]
                if r["class"] == "ScheduleZBVZeroBubble" and "calibrated_err_pct" in r]
-        parts.append(f"`{name}` (load {load[0]:.1f}–{load[1]:.1f}): {sum(e <= 3.0 for e in errs)}"
+        fitted = " (calibrations by the earlier fit)" if name in EARLIER_FIT else ""
+        parts.append(f"`{name}`{fitted} (load {load[0]:.1f}–{load[1]:.1f}): "
+                     f"{sum(e <= 3.0 for e in errs)}"
                      f" of {len(errs)} within ±3 %, |error| median {median(errs):.1f} %, "
                      f"leave-one-out mean {mean(loo):.1f} %, ZB-V "
                      + " / ".join(f"{e:+.1f}" for e in zbv) + " %")
