@@ -468,6 +468,12 @@ def fidelity_summary(evs: list[dict], runs: list[tuple] = ()) -> list[str]:
         "`PP:RECV_*` span) instead of folded into the launch overhead of the kind that moves "
         "the data: on run d's traces calibrated mean |error| 4.83 → 4.74 %, leave-one-out "
         "6.00 → 5.94 %.",
+        "- Tried and not kept: an exchange between any two transfers in flight the other way "
+        "at one of their ranks (the relay above), not only between the same two ranks. Runs e "
+        "and f improved (other classes within ±3 % 18 and 18 of 18, leave-one-out 122 and 123 "
+        "of 126), the recorded traces did not (4 of 6, InterleavedZeroBubble -4.2 %; "
+        "leave-one-out 36 → 32 of 42): the fitted launch overhead fell to the grid's lowest "
+        "value (100 µs) and the exchange cost took its place.",
         "",
     ]
 
