@@ -14,7 +14,13 @@ What torch 2.13/2.14 records (design notes §6):
 A span includes the wait for incoming data; the work shows as the operator events nested in it
 on the same thread, so each action carries ``busy_ns`` (the union of those events, the
 communication ops ``c10d::*`` / ``gloo:*`` / ``nccl:*`` left out) beside its span. On a GPU
-trace the work is in the CUDA kernels, which this reader does not attribute yet. Iterations are
+trace (one with ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` events) the work is on the device:
+an action's busy time is the union of the device intervals of what it launched (the
+``cuda_runtime`` / ``cuda_driver`` events nested in its span, matched to device events by
+``args.correlation``; NCCL kernels, which wait for the peer, left out), and its end is the
+last of those intervals' ends when that is later than the span's (the CPU runs ahead of the
+device). The ``gpu_user_annotation`` copies of the labels on the device timeline are not read
+as actions. Iterations are
 ``ProfilerStep#k`` spans, else spans whose name starts with ``ITER``; a trace with neither is
 one iteration. Actions outside every iteration span are dropped (warm-up, set-up).
 
@@ -53,6 +59,10 @@ _PP_OVERLAP = re.compile(r"^\((.*)\)OVERLAP_F_B$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+_DEVICE_COMM_PREFIXES = ("ncclKernel", "ncclDevKernel")
+_NOT_LABELS = ("gpu_user_annotation",) + _DEVICE_CATS
 
 
 class TraceError(ConfigError):
@@ -333,7 +343,12 @@ def _parse_label(name: str, rank: int, user: re.Pattern | None, path: Path
 
 
 def _ns(us: float) -> int:
-    return int(round(float(us) * 1000))
+    """µs -> ns, exact for the epoch-scale timestamps profilers write (a float product loses
+    the last ~200 ns there)."""
+    if isinstance(us, int):
+        return us * 1000
+    whole = int(us)
+    return whole * 1000 + int(round((float(us) - whole) * 1000))
 
 
 def _is_work(ev: dict) -> bool:
@@ -377,7 +392,7 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
     label_ids: set[int] = set()
     for ev in events:
         name = ev.get("name", "")
-        if not isinstance(name, str):
+        if not isinstance(name, str) or ev.get("cat") in _NOT_LABELS:
             continue
         m = _STEP.match(name)
         if m:
@@ -408,11 +423,22 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
         starts.append(s)
         spans.append((s, s + _ns(ev["dur"])))
 
-    def busy(ev: dict, start: int, end: int) -> int:
-        starts, spans = work.get((ev.get("pid"), ev.get("tid")), ([], []))
+    device = _device_work(events)
+
+    def busy(ev: dict, start: int, end: int) -> tuple[int, int]:
+        """(busy time, end): the nested operators' union on a CPU trace; on a GPU trace the
+        union of the device intervals the span launched, and the later of its end and theirs."""
+        key = (ev.get("pid"), ev.get("tid"))
+        if device is not None:
+            starts, corrs = device[1].get(key, ([], []))
+            lo = bisect.bisect_left(starts, start)
+            hi = bisect.bisect_right(starts, end)
+            spans = [iv for c in corrs[lo:hi] for iv in device[0].get(c, ())]
+            return _union(spans), max([end] + [e for _, e in spans])
+        starts, spans = work.get(key, ([], []))
         lo = bisect.bisect_left(starts, start)
         hi = bisect.bisect_right(starts, end)
-        return _union([(s, e) for s, e in spans[lo:hi] if e <= end])
+        return _union([(s, e) for s, e in spans[lo:hi] if e <= end]), end
 
     bounds = sorted(steps) if steps else iters
     if not bounds:
@@ -425,7 +451,7 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
         k = bisect.bisect_right(b_starts, start) - 1
         if k < 0 or start > bounds[k][2]:
             continue
-        b = busy(ev, start, end)
+        b, end = busy(ev, start, end)
         pair = None
         if parsed[0][3]:
             pair = sum(1 for a in per_iter[k] if a.pair is not None) // 2
@@ -443,6 +469,35 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
         raise TraceError(f"{p}: expected pipelining labels inside the iteration spans "
                          "(ProfilerStep#k / ITER...), found none there")
     return RankTrace(rank, str(p), its, bool(steps or iters))
+
+
+def _device_work(events: list[dict]) -> tuple[dict, dict] | None:
+    """On a GPU trace: ({correlation: [(start, end)] of its device work, NCCL kernels left
+    out}, {(pid, tid): (launch starts, their correlations)} sorted by start); None on a CPU
+    trace."""
+    by_corr: dict[int, list[tuple[int, int]]] = {}
+    seen = False
+    for ev in events:
+        if ev.get("cat") not in _DEVICE_CATS:
+            continue
+        seen = True
+        args = ev.get("args")
+        corr = args.get("correlation") if isinstance(args, dict) else None
+        if corr is None or str(ev.get("name", "")).startswith(_DEVICE_COMM_PREFIXES):
+            continue
+        s = _ns(ev["ts"])
+        by_corr.setdefault(corr, []).append((s, s + _ns(ev["dur"])))
+    if not seen:
+        return None
+    launches: dict[tuple, tuple[list[int], list[int]]] = {}
+    for ev in sorted((e for e in events if e.get("cat") in _LAUNCH_CATS), key=lambda e: e["ts"]):
+        args = ev.get("args")
+        corr = args.get("correlation") if isinstance(args, dict) else None
+        if corr in by_corr:
+            starts, corrs = launches.setdefault((ev.get("pid"), ev.get("tid")), ([], []))
+            starts.append(_ns(ev["ts"]))
+            corrs.append(corr)
+    return by_corr, launches
 
 
 def _declared_rank(data: dict) -> tuple[int | None, int | None]:
