@@ -122,6 +122,25 @@ class Iteration:
         """The compute order as pipesim writes it (``0F7@0`` for a pair's half)."""
         return [str(a.action()) for a in self.compute]
 
+    def steps(self) -> list[str]:
+        """The lowered order in torch's notation (``3F1``, ``2SEND_F1``,
+        ``(0F7;7B3)OVERLAP_F_B``): compute and communication, an overlapped pair once, the
+        FSDP / REDUCE_GRAD bookkeeping left out. Empty of communication where the runtime
+        labels none (GPipe, 1F1B)."""
+        out: list[str] = []
+        for a in self.actions:
+            if a.kind in OTHER_KINDS:
+                continue
+            if a.pair is not None:
+                if out and out[-1] == a.label[3:]:
+                    continue
+                out.append(a.label[3:])
+            elif a.label.startswith("PP:"):
+                out.append(a.label[3:])
+            else:
+                out.append(str(a.action()) if a.is_compute else a.label)
+        return out
+
     def busy_ns(self) -> int:
         """Operator time of the compute actions (an overlapped pair counted once)."""
         seen: set[int] = set()

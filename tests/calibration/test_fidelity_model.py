@@ -80,13 +80,14 @@ def test_table_and_rankings():
                                           "pipesim_schedule": "zb-v", "vpp": 2,
                                           "median_ms": 155.0, "min_ms": 150.0, "max_ms": 160.0,
                                           "spread_pct": 6.45, "pipesim_ms": 102.0,
-                                          "error_pct": -34.19, "order_equals_pipesim": False},
+                                          "error_pct": -34.19, "order_equals_pipesim": False,
+                                          "lowered_order_equals_pipesim": True},
     }
     md = harness.table(results)
     assert "| ScheduleGPipe | gpipe | uniform | 150.0 | 149.0–152.0 | 2.0 | 131.0 | -12.7 | " \
-        "1.025 | yes |" in md
+        "1.025 | yes | – |" in md
     assert "| ScheduleZBVZeroBubble | zb-v --vpp 2 | uniform | 155.0 | 150.0–160.0 | 6.5 | " \
-        "102.0 | -34.2 | – | NO |" in md
+        "102.0 | -34.2 | – | NO | yes |" in md
     assert md.rstrip().endswith("- uniform: measured ScheduleGPipe < ScheduleZBVZeroBubble; "
                                 "pipesim ScheduleZBVZeroBubble < ScheduleGPipe")
 
@@ -164,6 +165,7 @@ def test_reanalyse_refits_a_finished_run_without_torch(tmp_path):
     assert sorted(doc["results"]) == ["ScheduleInterleaved1F1B/uniform",
                                       "ScheduleZBVZeroBubble/uniform"]
     assert all(r["order_equals_pipesim"] for r in doc["results"].values())
+    assert all(r["lowered_order_equals_pipesim"] for r in doc["results"].values())
     cal = (out / "calibrations" / "uniform" / "ScheduleInterleaved1F1B.yaml").read_text()
     assert cal == calibrate([traces / "ScheduleInterleaved1F1B"],
                             out / "workloads" / "uniform.txt").to_yaml()

@@ -221,3 +221,19 @@ def test_hand_made_trace_exact_times(tmp_path):
         {"rank": 1, "busy_ns": 10_000, "idle_ns": 36_000, "end_ns": 46_000}]
     assert ts.median_busy_ns() == {(0, "B"): 10_000.0, (0, "F"): 8_000.0,
                                    (1, "B"): 4_000.0, (1, "F"): 6_000.0}
+
+
+@pytest.mark.parametrize("cls", [c for c, spec in CLASSES.items() if spec.multi])
+def test_executed_sends_and_receives_equal_pipesims_lowering(cls):
+    """The multi-stage runtime labels its sends and receives: with them, every rank's list in
+    every recorded iteration is pipesim's early-receive lowering (torch's bookkeeping left
+    out), so a receive is posted where pipesim posts it."""
+    from simulator.schedules.comm_pass import add_communication
+
+    spec = CLASSES[cls]
+    ts = traces(cls)
+    lowered = add_communication(registry.generate(spec.pipesim, 4, 8, spec.vpp),
+                                early_receives=True).step_strings()
+    for rt in ts.ranks:
+        for it in rt.iterations:
+            assert it.steps() == lowered[rt.rank]

@@ -32,3 +32,13 @@ def cases(cls_name: str) -> list[dict]:
 
 def case_id(case: dict) -> str:
     return f"P{case['pp']}-M{case['microbatches']}-v{case['vpp']}"
+
+
+MULTI_STAGE = ("interleaved-1f1b", "looped-bfs", "zb-h1", "zb-v", "dualpipe-v")
+
+
+@lru_cache(maxsize=None)
+def load_lowered(cls_name: str) -> dict:
+    """``golden/lowered/<class>.json``: torch's ``pipeline_order_with_comms`` per case."""
+    with open(GOLDEN / "lowered" / f"{cls_name}.json") as fh:
+        return json.load(fh)

@@ -130,8 +130,19 @@ def _strip_pairs(actions: list[str]) -> list[str]:
     return [a.split("@")[0] for a in actions]
 
 
-def build(cls_name: str, pp: int, m: int, vpp: int, style: str):
-    """The per-rank runtime orders of one torch schedule, or raise what torch raises."""
+_BOOKKEEPING = (S.UNSHARD, S.RESHARD, S.REDUCE_GRAD)
+
+
+def _lowered(actions) -> list[str]:
+    """A rank's ``pipeline_order_with_comms`` in torch's notation (``0SEND_F1``,
+    ``(0F7;7B3)OVERLAP_F_B``), the FSDP / REDUCE_GRAD bookkeeping dropped."""
+    return [str(a) for a in actions if a is not None and a.computation_type not in _BOOKKEEPING]
+
+
+def build(cls_name: str, pp: int, m: int, vpp: int, style: str, lowered_out: list | None = None):
+    """The per-rank runtime orders of one torch schedule, or raise what torch raises; for the
+    multi-stage classes each rank's lowered list (with communication) goes to
+    ``lowered_out``."""
     cls = getattr(S, cls_name)
     ranks: list[list[str]] = []
     order_matches = True
@@ -152,6 +163,8 @@ def build(cls_name: str, pp: int, m: int, vpp: int, style: str):
                 raise AssertionError(f"{cls_name} P={pp} M={m} v={vpp} rank {rank}: runtime "
                                      f"executed {log} but pipeline_order_with_comms says {lowered}")
             ranks.append(lowered)
+            if lowered_out is not None:
+                lowered_out.append(_lowered(sched.pipeline_order_with_comms[rank]))
         else:
             ranks.append(log)
         order_matches &= _strip_pairs(declared) == log
@@ -160,19 +173,40 @@ def build(cls_name: str, pp: int, m: int, vpp: int, style: str):
 
 def main() -> int:
     for cls_name, (vpps, style) in CLASSES.items():
-        cases, refused = [], []
+        cases, refused, lowered_cases = [], [], []
         for pp in PPS:
             for m in MICROBATCHES:
                 for vpp in vpps:
                     entry = {"pp": pp, "microbatches": m, "vpp": vpp}
+                    lowered: list = []
                     try:
-                        ranks, matches = build(cls_name, pp, m, vpp, style)
+                        ranks, matches = build(cls_name, pp, m, vpp, style, lowered)
                     except (ValueError, RuntimeError, AssertionError, KeyError, IndexError) as err:
                         refused.append({**entry, "error": f"{type(err).__name__}: "
                                         f"{str(err).splitlines()[0] if str(err) else ''}"})
                         continue
                     cases.append({**entry, "pipeline_order_matches_runtime": matches,
                                   "ranks": ranks})
+                    if lowered:
+                        lowered_cases.append({**entry, "ranks": lowered})
+        if lowered_cases:
+            doc = {
+                "torch_class": f"torch.distributed.pipelining.schedules.{cls_name}",
+                "torch_version": torch.__version__,
+                "command": COMMAND,
+                "placement": style,
+                "order": "pipeline_order_with_comms: the lowered list torch's multi-stage "
+                         "runtime executes (_add_unshard_reshard, _add_reduce_grad, then "
+                         "_add_send_recv), its UNSHARD / RESHARD / REDUCE_GRAD actions dropped",
+                "grid": {"pp": list(PPS), "microbatches": list(MICROBATCHES),
+                         "vpp": list(vpps)},
+                "cases": lowered_cases,
+                "refused": [],
+            }
+            path = HERE / "lowered" / f"{cls_name}.json"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(_dump(doc))
+            print(f"lowered/{path.name}: {len(lowered_cases)} cases", file=sys.stderr)
         doc = {
             "torch_class": f"torch.distributed.pipelining.schedules.{cls_name}",
             "torch_version": torch.__version__,
