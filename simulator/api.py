@@ -11,7 +11,7 @@ from .engine.options import EngineOptions
 from .engine.runtime import Runtime
 from .diagnostics import enforce_strict
 from .errors import ConfigError, PipesimError
-from .preflight import check_sizes, header_for_run, memory_warnings
+from .preflight import calibration_warnings, check_sizes, header_for_run, memory_warnings
 from .result import ScheduleRun, SimulationResult
 from .schedules import registry
 from .schedules.registry import ScheduleSpec
@@ -179,6 +179,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
         if gc_was_enabled:
             gc.enable()
     warnings += memory_warnings(runtime.memory, records, sysconf, memory_limit_gb, wl)
+    warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
     if strict:
         enforce_strict(warnings)
     result = SimulationResult(wl, sched, spec, sysconf, part, records, iterations,

@@ -211,3 +211,23 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             f"(pp_comm {workload.header.pp_comm})",
             "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or --pp-comm"))
     return out
+
+
+_RUNTIME_NAME = {"torch-single": "single-stage", "torch-multi": "multi-stage"}
+
+
+def calibration_warnings(system, schedule_name: str, p2p: str) -> list[RunWarning]:
+    """A calibration fitted on one of torch's runtimes applied to a run on the other: its
+    transfer figures were never seen there (docs/validation.md, the 1 ms per layer run)."""
+    on = system.runtime.calibrated_on
+    if not on or p2p not in _RUNTIME_NAME or p2p == on["p2p"]:
+        return []
+    fix = ("--calibration from a gpipe or 1f1b run's traces" if p2p == "torch-single"
+           else "--calibration from a multi-stage schedule's traces")
+    return [RunWarning(
+        "calibration_other_runtime",
+        f"the calibration was fitted on {on['schedule']} (torch's {_RUNTIME_NAME[on['p2p']]} "
+        f"runtime); {schedule_name} runs on torch's {_RUNTIME_NAME[p2p]} runtime, whose "
+        f"transfers it never saw: its launch overheads and exchange cost "
+        f"({system.runtime.exchange_ns / 1e6:.3f} ms) are carried over (at 1 ms per layer, "
+        "calibrated on interleaved-1f1b, 1f1b came out 17 % high: docs/validation.md)", fix)]

@@ -34,6 +34,7 @@ from pathlib import Path
 from statistics import median
 from typing import Sequence
 
+from ..engine.program import SINGLE_STAGE
 from ..errors import ConfigError
 from ..schedules import registry
 from ..schedules.schedule import Schedule
@@ -108,6 +109,9 @@ class Calibration:
             "action_costs_ns": costs,
             "layer_scale": {str(i): {k: round(f[k], 4) for k in ("F", "I", "W")}
                             for i, f in sorted(self.layer_scale.items())},
+            **({"calibrated_on": {"schedule": self.schedule,
+                                  "p2p": ("torch-single" if self.schedule in SINGLE_STAGE
+                                          else "torch-multi")}} if self.schedule else {}),
         }
 
     def overheads(self) -> dict[str, float]:

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..yaml_file import read_yaml
 from .config import SystemConfig, system_from_dict
 
-WHOLE = ("action_costs_ns", "calibrated_for", "layer_scale")
+WHOLE = ("action_costs_ns", "calibrated_for", "calibrated_on", "layer_scale")
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -17,7 +17,10 @@ before. Keys:
   ``calibrated_for: {pp, vpp}``: measured action costs that replace the rows' sums when the
   run's P and v are the calibrated ones;
 - ``layer_scale: {"<layer>": factor | {F, I, W}}``: per-layer factors on the rows' compute,
-  which apply wherever ``action_costs_ns`` does not.
+  which apply wherever ``action_costs_ns`` does not;
+- ``calibrated_on: {schedule, p2p}``: what ``pipesim calibrate`` fitted on (the traced
+  schedule and torch's runtime it ran on, ``torch-single`` or ``torch-multi``), so a run on the
+  other runtime can say that the transfer figures were never seen there.
 
 Layering: this module belongs to the system layer; the engine reads it.
 """
@@ -53,6 +56,7 @@ class RuntimeProfile:
     calibrated_for: dict | None = None          # {"pp": P, "vpp": v}
     action_costs_ns: dict = field(default_factory=dict)   # {"3": {"F": ns, ...}}
     layer_scale: dict = field(default_factory=dict)       # {"7": {"F": x, "I": y, "W": z}}
+    calibrated_on: dict | None = None           # {"schedule": name, "p2p": "torch-multi"}
 
     @property
     def has_overheads(self) -> bool:
@@ -148,6 +152,21 @@ def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> Runtim
                 if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                     raise ConfigError(f"{where}.{k}: expected a positive integer, found {n!r}")
             kw[key] = {"pp": value["pp"], "vpp": value["vpp"]}
+        elif key == "calibrated_on":
+            if value is None:
+                kw[key] = None
+                continue
+            value = _mapping(value, where, "{schedule: interleaved-1f1b, p2p: torch-multi}")
+            if set(value) != {"schedule", "p2p"}:
+                raise ConfigError(f"{where}: expected exactly the keys schedule and p2p, found "
+                                  + ", ".join(map(str, value)))
+            if not isinstance(value["schedule"], str) or not value["schedule"]:
+                raise ConfigError(f"{where}.schedule: expected a schedule name, found "
+                                  f"{value['schedule']!r}")
+            if value["p2p"] not in ("torch-single", "torch-multi"):
+                raise ConfigError(f"{where}.p2p: expected torch-single or torch-multi, found "
+                                  f"{value['p2p']!r}")
+            kw[key] = {"schedule": value["schedule"], "p2p": value["p2p"]}
         elif key == "action_costs_ns":
             costs = {}
             for s, kinds in _mapping(value, where, "{'0': {F: 1000, B: 2000}}").items():

@@ -343,8 +343,14 @@ def test_set_overrides_reach_the_runtime_section():
     ({"layer_scale": {"2": {"B": 1.0}}}, "s.yaml: runtime.layer_scale.2: unknown kind 'B'; "
      "expected one of F, I, W"),
     ({"overheads": 1}, "s.yaml: unknown key 'runtime.overheads'; expected one of: "
-     "action_costs_ns, action_overhead_ns, calibrated_for, exchange_ns, first_stage_backward, "
-     "layer_scale, p2p, step_epilogue_ns, step_prologue_ns"),
+     "action_costs_ns, action_overhead_ns, calibrated_for, calibrated_on, exchange_ns, "
+     "first_stage_backward, layer_scale, p2p, step_epilogue_ns, step_prologue_ns"),
+    ({"calibrated_on": {"schedule": "1f1b"}}, "s.yaml: runtime.calibrated_on: expected exactly "
+     "the keys schedule and p2p, found schedule"),
+    ({"calibrated_on": {"schedule": "1f1b", "p2p": "async"}}, "s.yaml: "
+     "runtime.calibrated_on.p2p: expected torch-single or torch-multi, found 'async'"),
+    ({"calibrated_on": {"schedule": "", "p2p": "torch-multi"}}, "s.yaml: "
+     "runtime.calibrated_on.schedule: expected a schedule name, found ''"),
 ])
 def test_bad_runtime_keys_are_named(runtime, msg):
     with pytest.raises(ConfigError) as err:
