@@ -505,7 +505,7 @@ def fidelity_summary(evs: list[dict], runs: list[tuple] = (), others: list[tuple
         "",
         f"- Calibrated on Interleaved1F1B{scope}: {sum(e <= 3.0 for e in errs)} of {len(errs)} "
         f"predicted (class, case) iteration times within ±3 % of the measured median; "
-        f"|error| median {median(errs):.1f} %, largest {max(errs):.1f} %; |error| / spread "
+        f"|error| median {median(errs):.1f} %, largest {max(errs):.2f} %; |error| / spread "
         f"median {median(rel):.2f}, {sum(x <= 1.0 for x in rel)} of {len(rel)} inside the "
         "spread.",
         f"- Ranking (pairs whose measured medians differ by > 3 % ordered as measured), per "
