@@ -372,11 +372,9 @@ def fidelity_section() -> list[str]:
         doc = json.loads((run / "results.json").read_text())
         load = doc["loadavg_1min"]
         run_rel = run.relative_to(REPO)
+        run_evs = _run_evaluations(run, doc)
         if run != FIDELITY_RUN:     # older runs: their figures in the summary only
-            runs.append((run_rel.name, load, [
-                predict.evaluate(case, run / "workloads" / f"{case}.txt",
-                                 *predict.from_results(run, case))
-                for case in dict.fromkeys(r["case"] for r in doc["results"].values())]))
+            runs.append((run_rel.name, load, run_evs))
             continue
         out += [
             f"### Harness run `{run_rel}` (3 cost cases, {doc['iterations']} profiled "
@@ -388,14 +386,7 @@ def fidelity_section() -> list[str]:
             "(`pipesim calibrate` of each class's traces) beside `results.json`; "
             f"`python -m benchmarks.fidelity.predict --results {run_rel}` prints these tables.",
             "",
-        ] + [f"**warning:** {w}" for w in doc.get("warnings", [])] + \
-            ([""] if doc.get("warnings") else [])
-        run_evs = []
-        for case in dict.fromkeys(r["case"] for r in doc["results"].values()):
-            measured, frags = predict.from_results(run, case)
-            ev = predict.evaluate(case, run / "workloads" / f"{case}.txt", measured, frags)
-            run_evs.append(ev)
-            out += [f"#### {case}", ""] + predict.markdown(ev) + [""]
+        ] + _run_body(doc, run_evs)
         runs.append((run_rel.name, load, run_evs))
     others = []
     for run in OTHER_LAYER_RUNS:
@@ -403,6 +394,7 @@ def fidelity_section() -> list[str]:
         load = doc["loadavg_1min"]
         run_rel = run.relative_to(REPO)
         layer_ms = doc["layer_ns"] / 1e6
+        run_evs = _run_evaluations(run, doc)
         out += [
             f"### Harness run `{run_rel}`: {layer_ms:g} ms per layer and pass (3 cost cases, "
             f"{doc['iterations']} profiled iterations after {doc['warmup']} warm-up)",
@@ -414,18 +406,31 @@ def fidelity_section() -> list[str]:
             f"{load[0]:.1f} before and {load[1]:.1f} after; `python -m "
             f"benchmarks.fidelity.predict --results {run_rel}` prints these tables.",
             "",
-        ] + [f"**warning:** {w}" for w in doc.get("warnings", [])] + \
-            ([""] if doc.get("warnings") else [])
-        run_evs = []
-        for case in dict.fromkeys(r["case"] for r in doc["results"].values()):
-            measured, frags = predict.from_results(run, case)
-            ev = predict.evaluate(case, run / "workloads" / f"{case}.txt", measured, frags)
-            run_evs.append(ev)
-            out += [f"#### {case} ({layer_ms:g} ms per layer)", ""] + predict.markdown(ev) + [""]
+        ] + _run_body(doc, run_evs, f" ({layer_ms:g} ms per layer)")
         others.append((run_rel.name, layer_ms, run_evs))
     if runs:
         evs += runs[0][2]          # the summary: the recorded traces and the newest run
     out += fidelity_summary(evs, runs, others)
+    return out
+
+
+def _run_evaluations(run: Path, doc: dict) -> list[dict]:
+    """Per cost case of a harness run: its classes calibrated on the source and predicted."""
+    from benchmarks.fidelity import predict
+
+    return [predict.evaluate(case, run / "workloads" / f"{case}.txt",
+                             *predict.from_results(run, case))
+            for case in dict.fromkeys(r["case"] for r in doc["results"].values())]
+
+
+def _run_body(doc: dict, evs: list[dict], suffix: str = "") -> list[str]:
+    """A run's warnings, then a table per cost case."""
+    from benchmarks.fidelity import predict
+
+    out = [f"**warning:** {w}" for w in doc.get("warnings", [])]
+    out += [""] if out else []
+    for ev in evs:
+        out += [f"#### {ev['case']}{suffix}", ""] + predict.markdown(ev) + [""]
     return out
 
 
