@@ -1,6 +1,6 @@
 """End-to-end fuzz of ``pipesim run``: mutated real workload files under random options.
 
-Each case mutates a vendored real file (tests/data/real; tokens dropped, swapped, replaced by
+Each case mutates a real file (../shared/workloads-real beside the checkout; tokens dropped, swapped, replaced by
 junk or huge numbers, lines dropped or duplicated, bytes inserted) and runs ``simulate`` with
 random ``--pp``, ``--vpp``, ``-m`` and schedule, in a forked child with a 10 s limit and a 1 GiB
 address-space cap, the way a user's command would meet it. It counts what issue 14 targets:
@@ -35,7 +35,7 @@ HUGE = ("8388608", "8388608.0", "1000000", "99999999999", "4000", "1e9", "-1", "
 
 def seeds() -> list[str]:
     out = []
-    for p in sorted((REPO / "tests" / "data" / "real").rglob("*.txt")):
+    for p in sorted((REPO.parent / "shared" / "workloads-real").rglob("*.txt")):
         lines = p.read_text(errors="replace").split("\n")
         if len(lines) > HEAD_ROWS + 2:          # keep the big files' first rows, count fixed
             lines = [lines[0], str(HEAD_ROWS), *lines[2:2 + HEAD_ROWS]]

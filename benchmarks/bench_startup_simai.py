@@ -1,4 +1,4 @@
-"""Whole-process ``pipesim run workloads/workload_analytical.txt`` against SimAI 1.6's C++
+"""Whole-process ``pipesim run workload_analytical.txt`` (SimAI's example file) against SimAI 1.6's C++
 analytical simulator on the same file (issue 16, parts 3 and 4): pipesim installed from a wheel
 with bytecode, as a user installs it; the two run in turn (A B A B ...) and the ratio is taken
 pair by pair, so it holds while the shared machine's speed drifts. Then where pipesim's process
@@ -14,14 +14,12 @@ median wall for SimAI_analytical -O3 on this machine). Without ``--pipesim`` a w
 from this checkout's HEAD commit and installed, with its dependencies, into a fresh venv under a
 temp dir.
 
-SimAI is never vendored here. To build it: fetch github.com/aliyun/SimAI, take commit f5efb5a9
-(release 1.6, the last that builds without the SimCCL submodule), then in
-``astra-sim-alibabacloud/build/simai_analytical``: ``mkdir build && cd build && cmake
--DUSE_ANALYTICAL=TRUE -DCMAKE_CXX_FLAGS=-O3 .. && make``; the binary is
-``build/simai_analytical/SimAI_analytical`` there. It runs from the checkout's root (it reads
-``example/workload_analytical.txt`` and writes ``results/``) as
+What was compared: SimAI release 1.6 (commit f5efb5a9), its analytical binary built with -O3,
+given by the user (this project neither contains SimAI nor says how to build it). It runs from
+its checkout's root (it reads ``example/workload_analytical.txt`` and writes ``results/``) as
 ``SimAI_analytical -w example/workload_analytical.txt -g 9216 -nv 360 -nic 48.5 -n_p_s 8
--g_p_s 8 -r x-``.
+-g_p_s 8 -r x-``. pipesim runs the same file: ``--workload PATH``, by default the copy in
+``../shared/workloads-real/`` beside the checkout, else the one in the SimAI checkout.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import startup
 from benchmarks.markdown import append_section, table, verdict
 
-WORKLOAD = REPO / "workloads" / "workload_analytical.txt"
+WORKLOAD = REPO.parent / "shared" / "workloads-real" / "workload_analytical.txt"
 SIMAI_ARGS = ["-w", "example/workload_analytical.txt", "-g", "9216", "-nv", "360", "-nic", "48.5",
               "-n_p_s", "8", "-g_p_s", "8", "-r", "x-"]
 RECORDED_SIMAI_S = (0.085, 0.090)    # issue 16: SimAI_analytical -O3, median wall, this machine
@@ -236,7 +234,7 @@ def report(res: dict) -> tuple[str, list[tuple[str, str, bool]]]:
     a, b, floor = res["pipesim"], res["simai"], res["floor"]
     floor_mb = res.get("parent_peak_mb", 0.0)
     lines = [f"## Start-up vs SimAI_analytical {res['when']}, {res['commit']}", "",
-             f"Whole process, `pipesim run workloads/workload_analytical.txt` (pipesim "
+             f"Whole process, `pipesim run workload_analytical.txt` (pipesim "
              f"installed from a wheel with bytecode, {res['install']}) against "
              + (f"SimAI_analytical -O3 (`{' '.join(['SimAI_analytical', *SIMAI_ARGS])}` from its "
                 f"checkout) on the same file, {len(a)} interleaved pairs after a warm-up pair"
@@ -307,12 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", choices=("pipe", "devnull"), default="pipe",
                     help="where both commands' output goes: read through a pipe and thrown away "
                          "(default; how issue 16's figures were taken) or /dev/null")
+    ap.add_argument("--workload", default=str(WORKLOAD),
+                    help="SimAI's workload_analytical.txt (default: ../shared/workloads-real/)")
     ap.add_argument("--pairs", type=int, default=15, help="counted pairs (default 15)")
     ap.add_argument("--append", action="store_true", help="append to docs/performance.md")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
     args = ap.parse_args(argv)
     if args.pairs < 1:
         ap.error(f"--pairs: expected an integer >= 1, got {args.pairs}")
+    global WORKLOAD
+    WORKLOAD = Path(args.workload)
+    if not WORKLOAD.is_file():
+        ap.error(f"--workload: {WORKLOAD} is not a file (SimAI's example/workload_analytical.txt)")
 
     tmp = None
     try:

@@ -9,11 +9,10 @@ eight flag combinations, the best kept by its own criterion — the longest stag
 loaded from the file without importing Megatron (its ``torch``/``pulp`` imports are stubbed:
 the greedy path uses neither). Its "B" is our I.
 
-Get the reference code (it is never committed here) and run:
+Given a checkout of that repository (never committed here) at ZB:
 
-    git clone https://github.com/sail-sg/zero-bubble-pipeline-parallelism /tmp/zb
-    python benchmarks/bench_synthesis.py --zb-repo /tmp/zb          # or ZB_REPO=/tmp/zb
-    python benchmarks/bench_synthesis.py --zb-repo /tmp/zb --markdown  # the docs table
+    python benchmarks/bench_synthesis.py --zb-repo ZB          # or ZB_REPO=ZB
+    python benchmarks/bench_synthesis.py --zb-repo ZB --markdown  # the docs table
 
 ``--zb-repo`` may be a checkout or a bare git directory (files read with ``git show HEAD:``).
 Without it the greedy column is left out. Exit 1 if ``auto`` loses to a baseline somewhere.

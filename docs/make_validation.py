@@ -8,8 +8,8 @@ this runs), on the built-in default system. Run from the repository root:
     python3 docs/make_validation.py            # writes docs/validation.md
     python3 docs/make_validation.py --check    # exit 1 if docs/validation.md is out of date
 
-The files are read from ../shared/workloads-real/ (the project's copies of the real files),
-falling back to tests/data/real/ for the ones copied there. The fidelity section reads committed
+The files are read from ../shared/workloads-real/ beside the checkout (real files are never
+copied into this repository; SOURCES.md there gives each one's repository and commit). The fidelity section reads committed
 data only: the recorded traces in tests/data/traces/ (calibrated here, ~5 s) and the harness runs
 under benchmarks/fidelity/results/ that carry calibrations (their measured medians and the
 calibrations they fitted from their traces), newest first; FIDELITY_RUN is the newest.
@@ -34,7 +34,7 @@ from simulator.system.collectives import collective_time_ns  # noqa: E402
 from simulator.system.config import SystemConfig  # noqa: E402
 from simulator.workload.parser import load_workload  # noqa: E402
 
-FOLDERS = (REPO.parent / "shared" / "workloads-real", REPO / "tests" / "data" / "real")
+FOLDERS = (REPO.parent / "shared" / "workloads-real",)
 FILES = ("workload_gpt13b_128g.txt", "workload_analytical.txt",
          "DeepSeek-16B-tp2-pp2-dp2-ep4-g32-mpdeptip.txt")
 SCHEDULES = (("1f1b", None), ("interleaved-1f1b", 2), ("zb-h1", None))
@@ -185,9 +185,14 @@ def build() -> str:
         "with pp, ga, vpp from the header. pipesim recovers the per-microbatch block of the same "
         "AICB file, gives it to every stage (embedding rows on the first, final rows on the last, "
         "iteration rows at the end of the iteration on every stage) and simulates a real "
-        "pipeline with `ga` microbatches. `simulator.analysis.simai_pipeline_terms` computes "
+        "pipeline with `ga` microbatches. `simulator.metrics.simai_pipeline_terms` computes "
         "SimAI's terms with the same collective cost model as the simulation, so the columns "
         "differ only in how the pipeline is accounted for.",
+        "",
+        "The files are SimAI's own: `workload_analytical.txt` from SimAI's `example/` folder "
+        "(aliyun/SimAI, commit cef83f9d), `workload_gpt13b_128g.txt` and the DeepSeek-16B file "
+        "from SimAI's pull-request branches (commits 120db6a2 and 51bf5478), read as they are "
+        "(not copied into this repository).",
         "",
         "Columns (times in ms, one iteration, the built-in default system: TP rings 2400 Gb/s, "
         "other rings and point-to-point links 400 Gb/s):",
@@ -199,7 +204,7 @@ def build() -> str:
         "- **simulated bubble**: per rank, the pipeline phase of the iteration (start to the end "
         "of the last compute action on any rank) minus the rank's own compute; mean over ranks "
         "(min–max). Iteration rows and DP collectives after the pipeline phase are not counted "
-        "(`simulator.analysis.pipeline_bubble`).",
+        "(`simulator.metrics.pipeline_bubble`).",
         "- **iteration**: SimAI's total (compute + exposed comm + bubble + PP term; as written, "
         "and with the bubble at the schedule's v) and the simulated iteration time (makespan, "
         "iteration rows and DP collectives included).",
@@ -222,7 +227,7 @@ def build() -> str:
         sections += [f"- {n}" for n in notes] + ([""] if notes else [])
     lines.append("")
     if missing:
-        lines += [f"Not found (neither in ../shared/workloads-real nor tests/data/real): "
+        lines += [f"Not found (not in ../shared/workloads-real): "
                   f"{', '.join(missing)}.", ""]
     lines += ["## Why the numbers differ", ""] + sections
     lines += changed_by_honest_defaults()
@@ -243,7 +248,7 @@ def build() -> str:
     return "\n".join(lines)
 
 
-# (file under tests/data/real, what pipesim 0.1 printed at --pp 4 before the honest defaults:
+# (file under ../shared/workloads-real, what pipesim 0.1 printed at --pp 4 before the honest defaults:
 # p2p traffic, peak memory per stage in GiB, iteration time in ms)
 BEFORE_HONEST = [
     ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "0 B", "48.41/0/0/0", 260.752),
@@ -259,7 +264,7 @@ def changed_by_honest_defaults() -> list[str]:
     """What the honest defaults (derived pp_comm, iteration rows shared by stage) changed."""
     from simulator.units import fmt_bytes
 
-    real = Path(__file__).resolve().parents[1] / "tests" / "data" / "real"
+    real = FOLDERS[0]
     out = [
         "## Numbers changed by the honest defaults",
         "",

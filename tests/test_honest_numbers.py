@@ -1,5 +1,5 @@
 """Issue 14: no silent wrong numbers. Each test runs the command the issue quotes on a vendored
-real file (tests/data/real, provenance in its SOURCES.md) and checks the new behaviour: the
+real file (../shared/workloads-real, provenance in its SOURCES.md) and checks the new behaviour: the
 number is right, or the same run says exactly which assumption it rests on."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from simulator import simulate
 from simulator.cli.main import main
 from simulator.errors import ConfigError, OutOfMemoryError
 
-DATA = Path(__file__).resolve().parent / "data" / "real"
+from shared_files import REAL_DIR, needs_real
+
+DATA = REAL_DIR
 L7B = DATA / "aicb" / "L7B-M1-C04_Llama7B_megatron_tp2_pp1_mbs1_A100.txt"
 G13B_SP = DATA / "aicb" / "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt"
 G13B = DATA / "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"
@@ -35,6 +37,7 @@ def codes(d: dict) -> list[str]:
 
 # -- 1. transfers when the file has no pp_comm ------------------------------------------------
 
+@needs_real
 def test_missing_pp_comm_is_derived_from_the_tp_allreduce(capsys):
     d = run_json(capsys, L7B, "--pp", "4")
     # 3 boundaries, one microbatch, activation forward + gradient back: 6 x s·b·h·2 bytes
@@ -46,6 +49,7 @@ def test_missing_pp_comm_is_derived_from_the_tp_allreduce(capsys):
         "16777216 bytes = the s·b·h activation)")}
 
 
+@needs_real
 def test_sequence_parallel_sends_the_one_over_tp_shard(capsys):
     d = run_json(capsys, G13B_SP, "--pp", "4")
     assert d["p2p_bytes"] == 6 * 20971520 // 8
@@ -53,6 +57,7 @@ def test_sequence_parallel_sends_the_one_over_tp_shard(capsys):
            "shard" in d["warnings"][0]["message"]
 
 
+@needs_real
 def test_nothing_to_derive_is_a_loud_warning_and_pp_comm_sets_it(capsys):
     d = run_json(capsys, RESNET, "--pp", "4")
     assert d["p2p_bytes"] == 0
@@ -65,6 +70,7 @@ def test_nothing_to_derive_is_a_loud_warning_and_pp_comm_sets_it(capsys):
     assert "p2p_free" not in codes(d) and "pp_comm_derived" not in codes(d)
 
 
+@needs_real
 def test_pp_comm_overrides_the_files_value(capsys):
     a = run_json(capsys, L7B, "--pp", "2", "--pp-comm", "1000")
     assert a["p2p_bytes"] == 2 * 1000 and "pp_comm_derived" not in codes(a)
@@ -72,6 +78,7 @@ def test_pp_comm_overrides_the_files_value(capsys):
 
 # -- 2. iteration-level rows on the right stages ----------------------------------------------
 
+@needs_real
 def test_aicb_iteration_rows_are_shared_by_every_stage(capsys):
     d = run_json(capsys, G13B, "--pp", "4")
     mem = [s["peak_memory_bytes"] for s in d["stages"]]
@@ -83,6 +90,7 @@ def test_aicb_iteration_rows_are_shared_by_every_stage(capsys):
     assert one["dp_collective_bytes"] == 6497239040
 
 
+@needs_real
 def test_each_ranks_share_follows_its_chunks_parameters():
     r = simulate(G13B, pp=4)
     rows = [len(c) for c in r.partition.chunks]
@@ -96,6 +104,7 @@ def test_each_ranks_share_follows_its_chunks_parameters():
 
 # -- 3. collectives on a defaulted group of one -----------------------------------------------
 
+@needs_real
 def test_defaulted_gpu_count_is_warned_and_gpus_prices_the_collectives(capsys):
     d = run_json(capsys, ALL_REDUCE)
     assert d["makespan_ns"] == 57                # 19 all-reduces on a group of one: free
@@ -108,6 +117,7 @@ def test_defaulted_gpu_count_is_warned_and_gpus_prices_the_collectives(capsys):
     assert run_json(capsys, ALL_REDUCE, "--dp", "8")["makespan_ns"] == priced["makespan_ns"]
 
 
+@needs_real
 def test_gpus_must_divide_into_replicas(capsys):
     assert main(["run", str(L7B), "--pp", "4", "--gpus", "12"]) == 2
     assert capsys.readouterr().err == (
@@ -120,6 +130,7 @@ def test_gpus_must_divide_into_replicas(capsys):
 
 # -- 4. memory no GPU holds -------------------------------------------------------------------
 
+@needs_real
 def test_a_peak_above_a_typical_gpu_is_warned_with_its_drivers(capsys):
     d = run_json(capsys, ANALYTICAL)
     w = [x for x in d["warnings"] if x["code"] == "memory_over_capacity"]
@@ -129,6 +140,7 @@ def test_a_peak_above_a_typical_gpu_is_warned_with_its_drivers(capsys):
     assert w[0]["option"] == "--memory-limit or memory.capacity_gib in --system"
 
 
+@needs_real
 def test_a_system_with_a_real_capacity_turns_it_into_out_of_memory():
     repo = Path(__file__).resolve().parents[1]
     with pytest.raises(OutOfMemoryError):
@@ -144,6 +156,7 @@ def test_presets_give_vendor_capacities_in_gib():
     assert caps == {"a100": 80 * 2**30, "h100": 80 * 2**30, "h200": 141 * 2**30}
 
 
+@needs_real
 def test_ranks_holding_nothing_are_warned(capsys):
     all_to_all = DATA / "aicb" / "all_to_all.txt"
     d = run_json(capsys, all_to_all, "--pp", "2")
@@ -174,6 +187,7 @@ def no_generation(monkeypatch):
     monkeypatch.setattr(registry, "generate", boom)
 
 
+@needs_real
 @pytest.mark.parametrize("args, message", [
     (["--pp", "4", "--vpp", "1000", "-m", "1000"],
      f"{DLRM}: cannot split 8 layer rows into 4000 pipeline chunks (pp x vpp); every chunk "
@@ -201,6 +215,7 @@ def test_a_huge_ga_in_the_header_is_refused_the_same_way(tmp_path, capsys, no_ge
     assert "runs up to 50,331,648 actions" in capsys.readouterr().err
 
 
+@needs_real
 def test_max_actions_lets_a_large_run_through():
     r = simulate(DLRM, "1f1b", pp=2, microbatches=10, max_actions=40)
     assert len(r.records.actions) == 40
@@ -210,6 +225,7 @@ def test_max_actions_lets_a_large_run_through():
 
 # -- warnings channel, --strict, JSON and parser nits -------------------------------------------
 
+@needs_real
 def test_strict_refuses_a_run_with_warnings(capsys):
     assert main(["run", str(ALL_REDUCE), "--strict"]) == 2
     err = capsys.readouterr().err
@@ -218,6 +234,7 @@ def test_strict_refuses_a_run_with_warnings(capsys):
     assert main(["run", str(ALL_REDUCE), "--strict", "--gpus", "8", "--json", "-"]) == 0
 
 
+@needs_real
 def test_text_report_shows_the_warnings_block(capsys):
     assert main(["run", str(RESNET), "--pp", "2"]) == 0
     out = capsys.readouterr().out
@@ -225,6 +242,7 @@ def test_text_report_shows_the_warnings_block(capsys):
     assert "[set --pp-comm]" in out and "[set --gpus or --dp]" in out
 
 
+@needs_real
 def test_byte_counts_are_json_integers(capsys):
     d = run_json(capsys, ANALYTICAL)
     assert isinstance(d["peak_memory_bytes"], int)
@@ -241,6 +259,7 @@ def test_cr_only_file_says_it_has_no_line_breaks(tmp_path, capsys):
         "with: tr '\\r' '\\n'), found 'no line breaks (3 bare CRs)'\n")
 
 
+@needs_real
 def test_hybrid_customized_layer_policy_is_warned(capsys):
     d = run_json(capsys, CUSTOM, "--gpus", "4")
     w = [x for x in d["warnings"] if x["code"] == "layer_policy_ignored"]
@@ -254,6 +273,7 @@ def _real_files() -> list[Path]:
     return sorted(p for p in DATA.rglob("*.txt") if not p.name.startswith("L65B"))
 
 
+@needs_real
 @pytest.mark.parametrize("path", _real_files(), ids=lambda p: str(p.relative_to(DATA)))
 def test_every_suspicious_number_on_real_files_is_warned(path):
     from simulator.system.topology import Placement
@@ -288,6 +308,7 @@ def test_every_suspicious_number_on_real_files_is_warned(path):
     assert checked >= 1
 
 
+@needs_real
 def test_the_header_note_names_only_the_defaults_the_run_still_uses(capsys):
     """The parser notes the header's missing keys; a run that decides some of them (--pp, a
     derived pp_comm, --gpus) restates the note without them, so it never contradicts a

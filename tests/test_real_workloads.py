@@ -1,7 +1,7 @@
 """Every real SimAI / AICB / ASTRA-sim file simulates with the pipeline its header implies (and
 under every registered schedule that accepts its P, M), or is refused with a precise message.
 
-Runs on the copies vendored in tests/data/real/ (provenance in its SOURCES.md).
+Runs on the real files in ../shared/workloads-real/ (provenance in its SOURCES.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from simulator.errors import ConfigError, WorkloadError
 from simulator.schedules import names
 from simulator.workload.parser import load_workload
 
-DATA = Path(__file__).resolve().parent / "data" / "real"
+from shared_files import REAL_DIR as DATA, needs_real  # noqa: E402
+
+pytestmark = needs_real   # every test here reads a real file
 
 # file: (layout, P, M, rows per chunk under the header's pipeline, iteration rows)
 EXPECTED = {

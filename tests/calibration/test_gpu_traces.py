@@ -1,6 +1,7 @@
 """Calibration from GPU traces: an action's work is the device time of what its span launched.
 
-Two sources. A real CUDA trace (HolisticTraceAnalysis's test data, tests/data/gpu/README.md):
+Two sources. A real CUDA trace (HolisticTraceAnalysis's test data, read from
+../shared/traces-gpu; its README there has the provenance):
 its launches, correlation ids, kernels on two streams and copies, read as torch's profiler
 writes them. And the recorded CPU pipeline traces turned into GPU traces by a fixed rule (each
 compute span launches one kernel taking 1.5x its CPU work, queued on one stream, so the
@@ -22,13 +23,16 @@ from simulator.calibration import read_traces, trace_files
 from simulator.calibration.fit import action_costs, calibrate
 from simulator.calibration.traces import read_rank
 
+from shared_files import GPU_TRACES_DIR, needs_gpu_traces
+
 DATA = Path(__file__).resolve().parents[1] / "data"
+GPU_TRACE = GPU_TRACES_DIR / "hta_alexnet_forward.json.gz"
 USER = r"^fidelity:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$"
 
 
 def _real() -> dict:
     """The real trace with its two inner AlexNet forwards labelled as two actions."""
-    data = json.load(gzip.open(DATA / "gpu" / "hta_alexnet_forward.json.gz", "rt"))
+    data = json.load(gzip.open(GPU_TRACE, "rt"))
     inner = {1694039994167986: "fidelity:0F0", 1694040009854190: "fidelity:0F1"}
     for ev in data["traceEvents"]:
         if ev.get("cat") == "user_annotation" and ev.get("ts") in inner:
@@ -36,9 +40,10 @@ def _real() -> dict:
     return data
 
 
+@needs_gpu_traces
 def test_real_cuda_trace_busy_is_the_device_work_its_span_launched():
     data = _real()
-    acts = read_rank(DATA / "gpu" / "hta_alexnet_forward.json.gz", data,
+    acts = read_rank(GPU_TRACE, data,
                      label_pattern=USER).iterations[0].actions
     assert [(a.label, a.busy_ns, a.span_ns) for a in acts] == [
         ("fidelity:0F0", 5_335_000, 15_632_425_000),   # cuDNN autotuning on the CPU
@@ -65,6 +70,7 @@ def test_real_cuda_trace_busy_is_the_device_work_its_span_launched():
         assert len(dev) in (40, 41)
 
 
+@needs_gpu_traces
 def test_real_cuda_trace_cpu_operators_would_say_otherwise():
     """Without the device events the same spans read as their CPU operator time: what a GPU
     calibration must not use."""

@@ -11,8 +11,9 @@ import pytest
 
 from simulator.cli.main import main
 
+from shared_files import REAL_DIR as REAL, needs_real
+
 DATA = Path(__file__).resolve().parents[1] / "data"
-REAL = DATA / "real"
 
 COMMANDS = {
     "run": [["run", str(REAL / "workload_analytical.txt"), "--iterations", "2", "--json", "-"],
@@ -33,7 +34,8 @@ def _out(capsys, args) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", [pytest.param(c, marks=needs_real if c in ("run", "inspect")
+                                                  else ()) for c in sorted(COMMANDS)])
 def test_output_validates_against_the_commands_schema(command, capsys):
     schema = json.loads(_out(capsys, [command, "--json-schema"]))
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -44,6 +46,7 @@ def test_output_validates_against_the_commands_schema(command, capsys):
         assert all(r["schema_version"] == "2" for r in rows)
 
 
+@needs_real
 def test_a_wrong_output_fails_the_schema(capsys):
     schema = json.loads(_out(capsys, ["run", "--json-schema"]))
     data = json.loads(_out(capsys, COMMANDS["run"][0]))
@@ -52,6 +55,7 @@ def test_a_wrong_output_fails_the_schema(capsys):
         jsonschema.validate(data, schema)
 
 
+@needs_real
 def test_ranks_and_the_deprecated_stages_alias(capsys):
     data = json.loads(_out(capsys, COMMANDS["run"][0]))
     assert [r["rank"] for r in data["ranks"]] == list(range(12))

@@ -234,8 +234,8 @@ def test_iteration_boundaries_are_marked():
     assert [s[0][0] for s in segs] == [r.records.iteration_bounds[0][1]]
 
 
-def test_iteration_rows_of_an_aicb_file_are_drawn(data_dir):
-    r = simulate(data_dir / "real" / "workload_gpt13b_128g.txt", "1f1b", layout="aicb",
+def test_iteration_rows_of_an_aicb_file_are_drawn(real_dir):
+    r = simulate(real_dir / "workload_gpt13b_128g.txt", "1f1b", layout="aicb",
                  microbatches=4)
     ax = draw_gantt(r).axes[0]
     last = {}
@@ -247,9 +247,9 @@ def test_iteration_rows_of_an_aicb_file_are_drawn(data_dir):
     assert all(e[1] > e[0] for e in extents(its))
 
 
-def test_sub_pixel_bars_are_outlined_on_top(data_dir):
+def test_sub_pixel_bars_are_outlined_on_top(real_dir):
     # this AICB file's backwards are 160-odd ns against 5 ms forwards: far below a pixel
-    r = simulate(data_dir / "real" / "workload_gpt13b_128g.txt", "1f1b", layout="aicb",
+    r = simulate(real_dir / "workload_gpt13b_128g.txt", "1f1b", layout="aicb",
                  microbatches=4)
     ax = draw_gantt(r).axes[0]
     thin = collection(ax, "compute-thin")

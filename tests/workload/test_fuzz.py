@@ -1,8 +1,8 @@
 """Fuzz: mutated real files either parse or raise WorkloadError pointing inside the file.
 
-Seeds are the real files kept in tests/data/real, the hand-made tiny_model.txt, DLRM and
-HYBRID_CUSTOMIZED examples, and the first rows of the big real files (also in tests/data/real)
-with line 2 set to match. Runs are derandomized so CI is reproducible.
+Seeds are the real files in ../shared/workloads-real (where ../shared is beside the checkout),
+the hand-made tiny_model.txt, DLRM and HYBRID_CUSTOMIZED examples, and the first rows of the big
+real files with line 2 set to match. Runs are derandomized so CI is reproducible.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from simulator.errors import WorkloadError
 from simulator.workload import Workload
 from simulator.workload.parser import parse_workload_bytes
 
+from shared_files import real_files
+
 TESTS = Path(__file__).resolve().parents[1]
-REAL_DIR = TESTS / "data" / "real"
 HEAD_ROWS = 40
 
 
 def _seeds() -> list[str]:
-    seeds = [p.read_text() for p in sorted((TESTS / "data" / "real").glob("*.txt"))]
+    seeds = [p.read_text() for p in real_files("*.txt")]
     seeds.append((TESTS / "data" / "tiny_model.txt").read_text())
     seeds.append("HYBRID_DLRM\t2\n3\n" + "".join(
         f"mlp{k}\t-1\t{100 + k}\tALLTOALL\t4096\t50\tNONE\t0\t70\tALLREDUCE\t8192\t5\n"
@@ -31,7 +32,7 @@ def _seeds() -> list[str]:
     seeds.append("HYBRID_CUSTOMIZED\n2\n"
                  "a\t-1\t5\tALLGATHER\t64\t5\tREDUCESCATTER\t64\t5\tALLREDUCE\t64\t1 MODEL\n"
                  "b\t-1\t5\tNONE\t0\t5\tNONE\t0\t5\tALLREDUCE\t64\t1\tDATA\n")
-    for path in sorted(REAL_DIR.glob("workload_*.txt")) + sorted(REAL_DIR.glob("DeepSeek*.txt")):
+    for path in real_files("workload_*.txt") + real_files("DeepSeek*.txt"):
         lines = path.read_text().split("\n")
         seeds.append("\n".join([lines[0], str(HEAD_ROWS), *lines[2:2 + HEAD_ROWS]]) + "\n")
     return seeds

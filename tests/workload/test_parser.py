@@ -1,4 +1,4 @@
-"""The parser on the real files vendored in tests/data/real, on the hand-made
+"""The parser on the real files in ../shared/workloads-real, on the hand-made
 tests/data/tiny_model.txt, and on each grammar feature."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def no_aicb(monkeypatch):
 
 # --- real files kept in the repo -------------------------------------------------------------
 
-def test_micro_allreduce_space_separated_no_final_newline(data_dir, no_aicb):
-    path = data_dir / "real" / MICRO
+def test_micro_allreduce_space_separated_no_final_newline(real_dir, no_aicb):
+    path = real_dir / MICRO
     assert not path.read_bytes().endswith(b"\n")
     w = load_workload(path)
     assert w.header == Header(policy="HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=8, ep=1, pp=1, vpp=8,
@@ -63,8 +63,8 @@ def test_micro_allreduce_space_separated_no_final_newline(data_dir, no_aicb):
     )
 
 
-def test_transformer_checkpoint_lists_read_in_full(data_dir):
-    path = data_dir / "real" / TRANSFORMER
+def test_transformer_checkpoint_lists_read_in_full(real_dir):
+    path = real_dir / TRANSFORMER
     w = load_workload(path, layout="model")
     h = w.header
     assert (h.policy, h.tp, h.pp, h.vpp, h.ga, h.ep, h.all_gpus, h.pp_comm) == \
@@ -85,8 +85,8 @@ def test_transformer_checkpoint_lists_read_in_full(data_dir):
         ("EmbeddingSparse", 10, "Q1")
 
 
-def test_g13b_legacy_header_defaults_and_broadcast(data_dir):
-    path = data_dir / "real" / G13B
+def test_g13b_legacy_header_defaults_and_broadcast(real_dir):
+    path = real_dir / G13B
     w = load_workload(path, layout="model")
     assert w.header == Header(policy="HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=8, all_gpus=8,
                               defaults_used=("ep", "pp", "vpp", "ga", "all_gpus", "pp_comm"))
@@ -103,8 +103,8 @@ def test_g13b_legacy_header_defaults_and_broadcast(data_dir):
     assert (grad_norm.fwd_compute, grad_norm.ig_compute) == (14565000, 13391000)
 
 
-def test_l65b_declares_839_rows_but_has_33(data_dir):
-    path = data_dir / "real" / L65B
+def test_l65b_declares_839_rows_but_has_33(real_dir):
+    path = real_dir / L65B
     with pytest.raises(WorkloadError) as err:
         load_workload(path)
     assert str(err.value) == (f"{path}:2:1: layer count: expected as many layer rows as declared "
@@ -112,8 +112,8 @@ def test_l65b_declares_839_rows_but_has_33(data_dir):
     assert (err.value.line, err.value.column, err.value.field) == (2, 1, "layer count")
 
 
-# --- every real file in tests/data/real (the top level; aicb/ and astra-sim-1.0/ are checked by
-# tests/test_vendored_real_files.py) ----------------------------------------------------------
+# --- every real file at the top of ../shared/workloads-real (the subfolders are run by
+# tests/test_shared_real_files.py) ------------------------------------------------------------
 
 REAL_EXPECTED = {
     # name: (tp, ep, pp, vpp, ga, all_gpus, pp_comm, rows, defaults_used)

@@ -60,8 +60,8 @@ def test_empty_chunk_layer_range():
     # chunks 0-6, 7-13, 14-20: both checkpoints lie on an earlier chunk than their initiator
     (3, [7, 7, 7], ({}, {3: (0, 1, 2)}, {5: (0, 1, 2, 3, 4)})),
 ])
-def test_recompute_on_the_astra_sim_example(data_dir, n_chunks, sizes, recompute):
-    w = load_workload(data_dir / "real" / "Transformer_HybridParallel_Fwd_In_Bckwd.txt", "model")
+def test_recompute_on_the_astra_sim_example(real_dir, n_chunks, sizes, recompute):
+    w = load_workload(real_dir / "Transformer_HybridParallel_Fwd_In_Bckwd.txt", "model")
     p = partition(w, n_chunks)
     assert p == partition_model(w, n_chunks)
     assert [len(chunk) for chunk in p.chunks] == sizes

@@ -1,7 +1,7 @@
-"""The real workload files vendored under tests/data/real/ (issue 14): each is the upstream file
-byte for byte with its provenance in SOURCES.md, and each runs at --pp 1, 2, 4 or is refused in
-one line naming it - never a traceback. What the runs print is asserted elsewhere (the fix for
-issue 14's items 1-5 changes those numbers); here only that a fresh clone can run them all.
+"""The real workload files in ../shared/workloads-real/ (never copied into this repository): each
+is the upstream file byte for byte as its provenance row in SOURCES.md there says, and each,
+``more/`` included, runs at --pp 1, 2, 4 or is refused in one line naming it - never a traceback. What the runs print is
+asserted elsewhere; here only that each one runs or is refused.
 """
 
 from __future__ import annotations
@@ -16,15 +16,26 @@ import pytest
 
 from simulator.cli.main import main
 
-REPO = Path(__file__).resolve().parents[1]
-REAL = REPO / "tests" / "data" / "real"
-FILES = sorted(p.relative_to(REAL).as_posix() for p in REAL.rglob("*.txt"))
+from shared_files import REAL_DIR as REAL, needs_real, real_files
+
+pytestmark = needs_real
+FILES = [p.relative_to(REAL).as_posix() for p in real_files()]
+SOURCED = [f for f in FILES if not f.startswith("more/")]   # more/ has one provenance paragraph
 L65B = "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
 # (file, P) pairs that cannot run: the malformed L65B at any P; the one-layer micro tests cannot
 # be split into P > 1 stages (SimAI's is an AICB trace with no transformer layer at all).
 REFUSED = {(L65B, 1), (L65B, 2), (L65B, 4),
            ("microAllReduce.txt", 2), ("microAllReduce.txt", 4),
            ("astra-sim-1.0/microAllReduce.txt", 2), ("astra-sim-1.0/microAllReduce.txt", 4)}
+# more/: AICB's Example.txt is its computation-time profile, not a workload; the L65B copy is
+# the malformed file again; the one-layer micro tests cannot make 2 or 4 stages.
+MORE_REFUSED = {("more/aicb__Example.txt", 1), ("more/aicb__Example.txt", 2),
+                ("more/aicb__Example.txt", 4)} | {
+    (f"more/{name}", pp) for pp in (1, 2, 4)
+    for name in ("aicb__L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt",)} | {
+    (f"more/{name}", pp) for pp in (2, 4)
+    for name in ("astra1__microAllReduce.txt", "astra1__microAllToAll.txt",
+                 "simai__microAllReduce.txt")}
 
 
 def _sources() -> dict[str, tuple[str, int]]:
@@ -41,35 +52,35 @@ def _git_blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_every_vendored_file_is_the_upstream_blob_named_in_sources():
+def test_every_shared_file_is_the_upstream_blob_named_in_sources():
     rows = _sources()
-    assert sorted(rows) == FILES, "each .txt under tests/data/real needs its SOURCES.md row"
+    assert sorted(rows) == SOURCED, "each .txt outside more/ needs its SOURCES.md row"
     for name, (blob, size) in rows.items():
         data = (REAL / name).read_bytes()
         assert (len(data), _git_blob(data)) == (size, blob), name
         assert size < 200_000, name
 
 
-def test_the_issue_14_files_are_vendored():
+def test_the_issue_14_files_are_there():
     """The aicb and ASTRA-sim 1.0 files the issue's items 1-5 and 8 were found on."""
     assert {"aicb/all_reduce.txt", "aicb/L7B-M1-C04_Llama7B_megatron_tp2_pp1_mbs1_A100.txt",
             "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt",
             "astra-sim-1.0/Resnet50_DataParallel.txt", "astra-sim-1.0/microAllReduce.txt",
             "astra-sim-1.0/DLRM_HybridParallel.txt",
             "astra-sim-1.0/sample_per_layer_parallel_HybridCustomized.txt"} <= set(FILES)
-    # CRLF kept (tests/data/real/.gitattributes stops git from converting it)
+    # CRLF kept, as upstream has it
     assert (REAL / "astra-sim-1.0" / "Resnet50_DataParallel.txt").read_bytes().startswith(
         b"DATA\r\n54\r\n")
 
 
 @pytest.mark.parametrize("pp", [1, 2, 4])
 @pytest.mark.parametrize("name", FILES)
-def test_vendored_file_runs_or_is_refused_in_one_line(name, pp, capsys):
+def test_real_file_runs_or_is_refused_in_one_line(name, pp, capsys):
     path = REAL / name
     rc = main(["run", str(path), "--pp", str(pp), "--json", "-"])
     out, err = capsys.readouterr()
     assert "Traceback" not in err
-    if (name, pp) in REFUSED:
+    if (name, pp) in REFUSED | MORE_REFUSED:
         assert rc == 2 and out == ""
         assert err.startswith(f"pipesim: error: {path}") and err.count("\n") == 1, err
     else:
@@ -78,14 +89,3 @@ def test_vendored_file_runs_or_is_refused_in_one_line(name, pp, capsys):
         assert (summary["workload"], summary["pp"]) == (str(path), pp)
         assert summary["makespan_ns"] > 0 and len(summary["stages"]) == pp
 
-
-def test_readme_inspect_example_uses_a_file_in_the_repo(capsys, monkeypatch):
-    """A fresh clone can run the README's `pipesim inspect` line as written."""
-    lines = [ln for ln in (REPO / "README.md").read_text().splitlines()
-             if ln.startswith("pipesim inspect ")]
-    assert len(lines) == 1
-    target = shlex.split(lines[0].split("#")[0])[2]
-    assert (REPO / target).resolve().is_relative_to(REPO) and (REPO / target).is_file()
-    monkeypatch.chdir(REPO)
-    assert main(["inspect", target]) == 0
-    assert "layout: aicb" in capsys.readouterr().out
