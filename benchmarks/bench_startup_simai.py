@@ -156,12 +156,12 @@ def simai_checkout(binary: Path, given: str | None) -> Path:
 
 # -- where the time goes -------------------------------------------------------------------
 
-def import_breakdown(py: Path, script: Path) -> dict:
+def import_breakdown(py: Path, script: Path, workload: Path = WORKLOAD) -> dict:
     """``-X importtime`` of one run (the least disturbed of three: the smallest total), self
     time by owner."""
     runs = []
     for _ in range(3):
-        proc = subprocess.run([str(py), "-X", "importtime", str(script), "run", str(WORKLOAD)],
+        proc = subprocess.run([str(py), "-X", "importtime", str(script), "run", str(workload)],
                               capture_output=True, text=True, env=_clean_env(), cwd=REPO,
                               check=False)
         if proc.returncode != 0:
@@ -190,9 +190,9 @@ def import_breakdown(py: Path, script: Path) -> dict:
                          for e in startup.external_imports(entries)[:8]]}
 
 
-def first_run_profile(py: Path) -> dict:
+def first_run_profile(py: Path, workload: Path = WORKLOAD) -> dict:
     """cProfile of ``main(["run", workload])`` in a fresh process: imports and phases."""
-    proc = subprocess.run([str(py), "-I", "-c", PROFILE_CHILD, str(WORKLOAD)],
+    proc = subprocess.run([str(py), "-I", "-c", PROFILE_CHILD, str(workload)],
                           capture_output=True, text=True, env=_clean_env(), cwd=REPO,
                           check=False)
     if proc.returncode != 0:
@@ -313,10 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.pairs < 1:
         ap.error(f"--pairs: expected an integer >= 1, got {args.pairs}")
-    global WORKLOAD
-    WORKLOAD = Path(args.workload)
-    if not WORKLOAD.is_file():
-        ap.error(f"--workload: {WORKLOAD} is not a file (SimAI's example/workload_analytical.txt)")
+    workload = Path(args.workload)
+    if not workload.is_file():
+        ap.error(f"--workload: {workload} is not a file (SimAI's example/workload_analytical.txt)")
 
     tmp = None
     try:
@@ -332,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             install = "HEAD's wheel in a fresh venv"
         py = script_python(script)
         ensure_bytecode(py)
-        a_cmd = ([str(script), "run", str(WORKLOAD)], REPO)
+        a_cmd = ([str(script), "run", str(workload)], REPO)
         b_cmd = None
         if args.simai:
             binary = Path(args.simai)
@@ -351,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                "commit": commit, "python": platform.python_version(),
                "load": os.getloadavg()[0],
                "parent_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-               "imports": import_breakdown(py, script), "profile": first_run_profile(py)}
+               "imports": import_breakdown(py, script, workload),
+               "profile": first_run_profile(py, workload)}
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -180,8 +180,8 @@ def test_usage_errors_are_one_line(capsys, argv, msg):
     assert captured.err == f"pipesim: error: {msg}\n" and captured.out == ""
 
 
-def test_simai_formula_shown_only_for_aicb_stage_traces(capsys):
-    aicb = REPO / "tests" / "data" / "real" / "workload_gpt13b_128g.txt"
+def test_simai_formula_shown_only_for_aicb_stage_traces(capsys, real_dir):
+    aicb = real_dir / "workload_gpt13b_128g.txt"
     rc, out, _ = run(capsys, aicb, "--json", "-")
     d = json.loads(out)
     assert rc == 0 and d["layout"] == "aicb"

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared_files import real_files
 from simulator import DeadlockError, OutOfMemoryError, simulate
 from simulator.cli.main import main
 from simulator.engine import evaluator as ev
@@ -180,10 +181,10 @@ def test_links_that_queue():
 BUNDLED = sorted(glob.glob(str(REPO / "workloads" / "*.txt"))
                  + glob.glob(str(REPO / "workloads" / "generated" / "*.txt"))
                  + glob.glob(str(REPO / "tests" / "data" / "*.txt"))
-                 + glob.glob(str(REPO / "tests" / "data" / "real" / "*.txt")))
+                 + [str(p) for p in real_files("*.txt")])
 
 
-@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: str(Path(p).relative_to(REPO)))
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: Path(p).name)
 def test_bundled_workloads_same_summary(path):
     try:
         simpy = simulate(path)
