@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from ..metrics.types import RunSummary
 from ..units import fmt_bytes, fmt_pct, fmt_time, table
 
@@ -20,6 +22,20 @@ def _simai_lines(d: RunSummary) -> list[str]:
                      f"(pp {s['pp']}, ga {s['ga']}, vpp {s['vpp']}); "
                      f"{fmt_time(s['bubble_at_schedule_ns'])} at this run's P, M, v")
     return lines
+
+
+def _memory_lines(d: RunSummary) -> list[str]:
+    """The largest rank's peak, when, in which action, and what it is made of."""
+    if not d.ranks:
+        return [f"  peak memory         {fmt_bytes(d.peak_memory_bytes)} (largest stage)"]
+    top = max(d.ranks, key=lambda s: (s.peak_memory_bytes, -s.rank))
+    where = (f"in {top.peak_memory_action} at {fmt_time(top.peak_memory_time_ns)}"
+             if top.peak_memory_action else "its static memory")
+    b = top.peak_memory_breakdown
+    parts = ", ".join(f"{f.name.replace('_', ' ')} {fmt_bytes(getattr(b, f.name))}"
+                      for f in fields(b) if getattr(b, f.name))
+    return [f"  peak memory         {fmt_bytes(top.peak_memory_bytes)} (rank {top.rank}, {where})",
+            f"    made of           {parts or 'nothing'}"]
 
 
 def render_run(d: RunSummary) -> str:
@@ -53,7 +69,7 @@ def render_run(d: RunSummary) -> str:
         f"  peak in flight      {d.peak_inflight_microbatches} microbatches",
         f"  p2p traffic         {fmt_bytes(d.p2p_bytes)}; DP collectives "
         f"{fmt_bytes(d.dp_collective_bytes)}",
-        f"  peak memory         {fmt_bytes(d.peak_memory_bytes)} (largest stage)",
+        *_memory_lines(d),
         f"  layer ops           {d.layer_ops}",
     ]
     lines.append("")

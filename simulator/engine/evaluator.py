@@ -25,14 +25,14 @@ booked, so a sweep over the compiled op lists gives the same times:
 - the iteration barrier (flush) waits for every rank and every DP collective and update, as
   the engine's does.
 
-The records are the engine's: every rank's actions, collectives, memory samples and transfers
+The records are the engine's: every rank's actions, collectives and transfers
 in the same per-rank order; the lists hold the ranks one after another instead of interleaved
 (nothing reads that order). Actions and asynchronous transfers are kept as time columns
 (``columns.py``). Rendezvous transfers are listed per source rank by booking time; two booked
 at the same instant on different links may be listed the other way round (their times are
 equal to the engine's either way). A deadlock (no cursor can move) raises the
-engine's DeadlockError with the same waits and time. Out of memory is rare and the engine's
-message names the first overflow in time order: there the SimPy engine runs to raise it.
+engine's DeadlockError with the same waits and time. Memory is accounted after the walk
+(``memory_use``), as for the engine.
 Where the evaluator does not apply, :func:`unsupported` says why and the caller runs the SimPy
 engine. Asynchronous runs without layer records take the step-by-step walk of
 ``evaluator_async`` (same rules, about 3.5x faster at a million actions); this module's sweep
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from ..errors import DeadlockError, Wait
 from .columns import ActionColumns, TransferColumns
-from .evaluator_async import Overflow, covers, walk
+from .evaluator_async import covers, walk
 from .eventlog import debug_enabled
 from .network import LinkStats
 from .program import BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, WAITSENDS, AsyncOps
@@ -54,9 +54,6 @@ from .variation import RankVariation
 
 _INF = float("inf")
 COVERED_P2P = ("async", "blocking", "batched", "torch-single", "torch-multi")
-
-
-_Overflow = Overflow   # a rank over the memory limit: the SimPy engine reports it
 
 
 class _Ambiguous(Exception):
@@ -96,8 +93,8 @@ def evaluate(runtime):
         raise ValueError(f"the evaluator does not cover {reason}")
     try:
         return _sweep(runtime)
-    except (_Overflow, _Ambiguous):
-        return runtime.run()   # the engine's OutOfMemoryError, or its queue order
+    except _Ambiguous:
+        return runtime.run()   # the engine's queue order
 
 
 def run(runtime):
@@ -111,18 +108,26 @@ def run(runtime):
     except _Ambiguous:
         return runtime.run(), ("two bookings of one link at one instant whose order only the "
                                "event queue decides")
-    except _Overflow:
-        return runtime.run(), "a rank over its memory limit"   # the engine raises it
 
 
 def _sweep(runtime):
     """The records: asynchronous runs walk the compact lists step by step
-    (``evaluator_async``), every other mode the op tuples."""
+    (``evaluator_async``), every other mode the op tuples. A deadlock under a memory limit
+    is the engine's to report (an overflow before it comes first)."""
+    try:
+        return _walk_or_sweep(runtime)
+    except DeadlockError:
+        if runtime.options.memory_limit_bytes is not None:
+            return runtime.run()
+        raise
+
+
+def _walk_or_sweep(runtime):
     if covers(runtime, p2p_mode(runtime)):
         rec = walk(runtime, [_iter_rows(runtime, r) for r in range(runtime.schedule.pp)])
         if rec is not None:
-            return rec
-    return _Sweep(runtime).run()
+            return runtime.account_memory(rec)
+    return runtime.account_memory(_Sweep(runtime).run())
 
 
 def _iter_rows(runtime, rank: int):
@@ -164,18 +169,10 @@ class _Sweep:
         rec = self.rec
         iterations = rt.iterations
         options = rt.options
-        limit = options.memory_limit_bytes
         trace_layers = rt.trace_layers
         profile = getattr(rt, "profile", None)
         prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
         epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
-        mem = list(rt.memory.static_bytes)
-        rec.static_memory = list(mem)
-        peak = rec.peak_memory = list(mem)
-        for r in range(P):
-            rec.memory.append((r, 0.0, mem[r]))
-            if limit is not None and mem[r] > limit:
-                raise _Overflow
         rec.rank_finish = [[0.0] * P for _ in range(iterations)]
         bounds = rec.iteration_bounds
         # records as columns of times (see columns.py); batched transfers stay tuples
@@ -192,7 +189,6 @@ class _Sweep:
             tcols = [(None, None, None)] * P
         acols = [(actions.start[r].append, actions.end[r].append) for r in range(P)]
         coll_append = rec.collectives.append
-        mem_append = rec.memory.append
         links = rec.links
         link_model = rt.links
 
@@ -230,7 +226,6 @@ class _Sweep:
             now = clock[r]
             it = its[r]
             var = variations[r]
-            m = mem[r]
             a_start, a_end = acols[r]
             zero_sends = free_sends[r]
             t_issued, t_start, t_end = tcols[r]
@@ -258,19 +253,10 @@ class _Sweep:
                     dg = digest.get(id(cost))
                     if dg is None:
                         dg = digest[id(cost)] = (
-                            cost.pre, cost.alloc, cost.total,
-                            cost.free, cost.dp, len(cost.shares) == 1 and not trace_layers,
-                            cost.shares[0])
-                    pre, alloc, duration, cfree, dp, single, sh = dg
+                            cost.pre, cost.total, cost.dp,
+                            len(cost.shares) == 1 and not trace_layers, cost.shares[0])
+                    pre, duration, dp, single, sh = dg
                     start = now + pre      # the launch overhead (x + 0.0 == x)
-                    if alloc:
-                        m += alloc
-                        if trace_layers:
-                            mem_append((r, start, m))
-                        if m > peak[r]:
-                            peak[r] = m
-                        if limit is not None and m > limit:
-                            raise _Overflow
                     if var is not None:    # overhead + duration, as the engine adds them
                         duration = var.duration(cost) + pre
                     if duration > 0:
@@ -286,10 +272,6 @@ class _Sweep:
                             a_end(start + sh[1] * span)
                             if trace_layers:
                                 self._layers(r, a, it, s0, (sh[1] - sh[0]) * span, sh[3])
-                    if cfree:
-                        m -= cfree
-                        if trace_layers:
-                            mem_append((r, now, m))
                     if dp:
                         dp_free[r], done = issue_dp(
                             r, it, dp_free[r], start, dp,
@@ -393,7 +375,6 @@ class _Sweep:
                     t_done = self._wait_all(r, now, items, blocked)
                     if t_done is None:
                         pending[r] = ("waits", items)
-                        mem[r] = m
                         continue
                     now = t_done
                 if epilogue:
@@ -420,7 +401,6 @@ class _Sweep:
                         clock[q] = t_barrier
                         cursors[q] = None
                         its[q] = nxt
-                    mem[r] = m
                     mailbox.clear()   # sends nobody received (an unchecked schedule)
                     channels.clear()
                     if nxt < iterations:
@@ -429,7 +409,6 @@ class _Sweep:
                         done_ranks = P
                     continue
             clock[r] = now
-            mem[r] = m
         for r in range(P):
             for dst, n in enumerate(free_sends[r]):
                 if n:

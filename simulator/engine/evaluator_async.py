@@ -42,11 +42,6 @@ from .variation import RankVariation
 _INF = float("inf")
 
 
-class Overflow(Exception):
-    """A rank went over the memory limit: the SimPy engine reports it (its message names the
-    first overflow in time order)."""
-
-
 def covers(runtime, mode: str) -> bool:
     """The walk applies: asynchronous point-to-point (FIFO links checked by the caller) over
     compact op lists, without layer records."""
@@ -57,7 +52,7 @@ def covers(runtime, mode: str) -> bool:
 def walk(runtime, iter_rows: list, env=None):
     """The RunRecords of ``runtime`` (``iter_rows[r]``: rank r's once-per-iteration rows), or
     None where a microbatch number is beyond the schedule's count (an unchecked list: the
-    generic sweep takes it). Raises :class:`Overflow` or the engine's DeadlockError.
+    generic sweep takes it). Raises the engine's DeadlockError.
 
     Without ``env`` the ranks that can go on are resumed from a worklist (the evaluator: no
     event queue). With a SimPy environment each rank's walk runs inside a SimPy process and
@@ -117,13 +112,12 @@ def _flush(columns: tuple, lists: tuple) -> None:
 
 
 def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
-    """Per step-cost index: (total, memory change, receive slot, send slot, send peer,
-    rest). ``rest`` is None for a fast step: one action over the whole step (shares 0
-    and 1) that takes time, no launch overhead, no DP collective, allocates or frees (not
-    both), on a rank without variation (``plain``): the step needs nothing else; a slot is
-    -1 when there is no receive / send. Else ``rest`` = (number of actions, cost, alloc,
-    free, receives, sends), a receive being (position in the step, slot) and a send
-    (position, slot, peer). A slot is 2 x destination stage + (data is a gradient)."""
+    """Per step-cost index: (total, receive slot, send slot, send peer, rest). ``rest`` is
+    None for a fast step: one action over the whole step (shares 0 and 1) that takes time, no
+    launch overhead, no DP collective, on a rank without variation (``plain``): the step
+    needs nothing else; a slot is -1 when there is no receive / send. Else ``rest`` = (number
+    of actions, cost, receives, sends), a receive being (position in the step, slot) and a
+    send (position, slot, peer). A slot is 2 x destination stage + (data is a gradient)."""
     out = []
     for (cost, n, recvs, sends), acts in zip(prog.plan(), prog.examples):
         rs = tuple((k, 2 * acts[k].stage + (data != ACTIVATION))
@@ -131,13 +125,9 @@ def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
         ss = tuple((k, 2 * other + (data != ACTIVATION), peer)
                    for k, data, other, peer in sends)
         fast = (plain and n == 1 and not cost.dp and not cost.pre and cost.total > 0
-                and not (cost.alloc and cost.free)
                 and cost.shares[0][0] == 0.0 and cost.shares[0][1] == 1.0)
-        # a fast step's memory change: m - free == m + (-free), and nothing else of its
-        # rank happens between its start and its end
-        out.append((cost.total, cost.alloc or -cost.free,
-                    rs[0][1] if rs else -1, ss[0][1] if ss else -1, ss[0][2] if ss else -1,
-                    None if fast else (n, cost, cost.alloc, cost.free, rs, ss)))
+        out.append((cost.total, rs[0][1] if rs else -1, ss[0][1] if ss else -1,
+                    ss[0][2] if ss else -1, None if fast else (n, cost, rs, ss)))
     return out
 
 
@@ -154,16 +144,6 @@ class _Walk:
         rt = self.rt
         P = self.P
         rec = self.rec
-        limit = rt.options.memory_limit_bytes
-        self.limit = _INF if limit is None else limit
-        mem = list(rt.memory.static_bytes)
-        rec.static_memory = list(mem)
-        rec.peak_memory = list(mem)
-        for r in range(P):
-            rec.memory.append((r, 0.0, mem[r]))
-            if mem[r] > self.limit:
-                raise Overflow
-        self.mem = mem
         rec.rank_finish = [[0.0] * P for _ in range(rt.iterations)]
         rec.actions = ActionColumns(rt.schedule, rt.labels)
         progs = rt.compiled
@@ -214,7 +194,6 @@ class _Walk:
         epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
         var = RankVariation.of(rt.options, r)
         plan = _plan(prog, var is None)
-        limit = self.limit
         clock = self.clock
         box = self.box
         me = -1 - r                       # this rank's mark in a mailbox slot
@@ -238,8 +217,6 @@ class _Walk:
         coll_append = rec.collectives.append
         dp_free = self.dp_free
         rows = self.rows[r]
-        m = self.mem[r]
-        pk = rec.peak_memory[r]
         for it in range(rt.iterations):
             box = self.box                # a fresh one every iteration
             now = clock[r]
@@ -250,7 +227,7 @@ class _Walk:
                 if c:
                     _flush(columns, lists)
                 for i, a in zip(steps[c:c + _CHUNK], acts):
-                    total, dm, rb, sb, dst, rest = plan[i]
+                    total, rb, sb, dst, rest = plan[i]
                     if rest is None:
                         # the common step, by itself: one action, its receive, compute, send
                         row = box[a.microbatch]
@@ -266,12 +243,6 @@ class _Walk:
                                 if got > now:
                                     now = now + (got - now)
                         start = now            # no launch overhead: now + 0.0
-                        if dm != 0.0:
-                            m += dm
-                            if m > pk:
-                                pk = m
-                                if m > limit:
-                                    raise Overflow
                         now = now + total
                         starts.append(start)   # start + 0.0 * span
                         # start + 1.0 * span: now itself when start >= total (Fast2Sum: the
@@ -307,7 +278,7 @@ class _Walk:
                         ready_append(w)
                         continue
                     # any other step: a pair, shares, DP collectives, overheads, variation
-                    n, cost, alloc, cfree, recvs, sends = rest
+                    n, cost, recvs, sends = rest
                     step = (a,) if n == 1 else (a, next(acts))
                     for k, base in recvs:
                         row = box[step[k].microbatch]
@@ -322,12 +293,6 @@ class _Walk:
                             if got > now:
                                 now = now + (got - now)
                     start = now + cost.pre     # the launch overhead (x + 0.0 == x)
-                    if alloc:
-                        m += alloc
-                        if m > pk:
-                            pk = m
-                            if m > limit:
-                                raise Overflow
                     if var is not None:        # overhead + duration, as the engine adds them
                         total = var.duration(cost) + cost.pre
                     if total > 0:
@@ -336,8 +301,6 @@ class _Walk:
                     for sh in cost.shares:
                         starts.append(start + sh[0] * span)
                         ends.append(start + sh[1] * span)
-                    if cfree:
-                        m -= cfree
                     if cost.dp:
                         dp_free[r], done = issue_dp(
                             r, it, dp_free[r], start, cost.dp,
@@ -366,8 +329,6 @@ class _Walk:
                                 clock[w] = tr + (e - tr)
                             ready_append(w)
             _flush(columns, lists)
-            rec.peak_memory[r] = pk
-            self.mem[r] = m
             # end of the iteration: epilogue, the once-per-iteration rows, the barrier
             if epilogue:
                 now = now + epilogue

@@ -1,17 +1,28 @@
-"""What each rank holds in memory: static weights and optimizer state, plus stashed activations.
+"""What each rank holds in memory, as bytes per rank and per (stage, action kind).
 
-- Static, per rank: for every chunk it runs, the rows' parameters × ``bytes_per_param``; a row's
-  parameters are ``params_per_layer`` when given, else its weight-gradient all-reduce or
-  reduce-scatter bytes ÷ ``grad_bytes_per_param`` (one gradient per parameter; all-gathers of
-  the same weights are not counted again). A schedule
-  that keeps several weight versions (PipeDream-2BW: ``meta["weight_versions"]``) holds the extra
-  versions of the weights (``grad_bytes_per_param`` bytes per parameter each).
-- Activations, per (stage, microbatch): allocated when its forward starts, freed when its last
-  weight-carrying backward (W, or B when the backward is not split) ends. A transformer layer
-  stashes ``activation_bytes_per_layer``, or ``activation_factor × pp_comm``, spread evenly over
-  its rows (one row per layer in the model layout; AICB's sub-layer rows); a row that will be
-  recomputed keeps nothing, except the first row of a recompute range, which keeps its input
-  (``pp_comm`` bytes).
+The model is applied over a run's executed order by :mod:`.memory_use`; nothing here depends on
+time. Its parts (docs/model.md, Memory):
+
+- **static**, per rank, for every chunk it runs: a row's parameters are ``params_per_layer``
+  when given, else its weight-gradient all-reduce or reduce-scatter bytes ÷
+  ``grad_bytes_per_param`` (one gradient per parameter; all-gathers of the same weights are not
+  counted again). Without ``memory.precision`` every parameter costs ``bytes_per_param``, held
+  from the start and shown as weights and gradients (``grad_bytes_per_param`` each) and
+  optimizer state (the rest). With it: weights in that dtype, an fp32 master copy in mixed
+  precision and the optimizer's state (sharded over DP with ``zero`` >= 1) from the start, and
+  the gradients (sharded with ``zero`` 2) from the stage's first backward on. A schedule that
+  keeps several weight versions (PipeDream-2BW: ``meta["weight_versions"]``) holds the extra
+  versions (``grad_bytes_per_param`` bytes per parameter each).
+- **activations**, per (stage, microbatch): the stash is allocated when its forward starts and
+  freed when its last weight-carrying backward (W, or B when the backward is not split) ends; an
+  I frees ``memory.actions``' ``I.frees`` of it and keeps ``I.keeps`` until its W. A layer
+  stashes ``activation_bytes_per_layer``, or ``activation_factor × pp_comm``, spread evenly
+  over its rows; a row that will be recomputed keeps nothing, except the first row of a
+  recompute range, which keeps its input (``pp_comm`` bytes). ``F.keeps`` replaces the rows' sum.
+- **transient**: an action's working memory above the higher of the levels before and after it.
+- **runtime buffers** (``runtime.sends_held``, ``recv_buffers``, ``kept_outputs``): tensors sent
+  to another rank (``pp_comm`` bytes each), receive buffers, the last stage's kept outputs.
+  Two stages of one rank hand tensors over by reference: nothing is counted for them.
 """
 
 from __future__ import annotations
@@ -19,15 +30,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..schedules.schedule import Schedule
-from ..system.config import MemoryConfig
+from ..system.config import MemoryConfig, SystemConfig
+from ..system.memory_actions import (DTYPE_BYTES, MASTER_COPY_BYTES, OPTIMIZER_STATE_BYTES,
+                                     action_bytes)
+from ..system.topology import Placement
 from ..workload.iteration_rows import rank_iteration_rows
 from ..workload.model import CommType, Header, Layer, Partition
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "transient",
+              "runtime_buffers")
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Bytes per microbatch of one global stage's actions."""
+
+    stash: float             # F keeps it for the backward
+    f_transient: float
+    i_frees: float           # of the stash, when the I ends
+    i_keeps: float           # until the W
+    i_transient: float
+    b_transient: float
+    w_transient: float
+    gradients: float         # allocated when the stage's first backward ends (0: in static)
+    send_forward: float      # an F's output sent to another rank
+    send_backward: float     # an I's / B's input gradient sent to another rank
+    kept_output: float       # the last stage's output, kept until the step ends
 
 
 @dataclass(frozen=True)
 class MemoryModel:
-    static_bytes: tuple[float, ...]       # per rank
-    activation_bytes: tuple[float, ...]   # per chunk, per microbatch in flight
+    static_bytes: tuple[float, ...]       # per rank, held from the start
+    activation_bytes: tuple[float, ...]   # per chunk, per microbatch in flight (the rows' stash)
+    static_parts: tuple[dict, ...]        # per rank: {category: bytes} of static_bytes
+    stages: tuple[StageMemory, ...]       # per global stage
+    sends_held: str                       # none | until_sent | step_end
 
     def describe(self) -> dict:
         return {"static_bytes": list(self.static_bytes),
@@ -45,8 +82,7 @@ def _params(layer: Layer, cfg: MemoryConfig) -> float:
     return 0.0
 
 
-def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
-                       cfg: MemoryConfig) -> MemoryModel:
+def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> list[float]:
     per_layer = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
     per_row = per_layer / partition.rows_per_layer
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
@@ -65,13 +101,76 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
             elif pos not in dropped:
                 total += per_row
         acts.append(total)
+    return acts
+
+
+def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[dict, float]:
+    """({category: bytes} held from the start, gradient bytes allocated at the first backward)
+    for ``params`` parameters."""
+    extra = (versions - 1) * params * cfg.grad_bytes_per_param
+    if not cfg.precision:
+        total = params * cfg.bytes_per_param
+        weights = min(params * cfg.grad_bytes_per_param, total)
+        grads = min(params * cfg.grad_bytes_per_param, total - weights)
+        return {"weights": weights + extra, "gradients": grads,
+                "optimizer": total - weights - grads}, 0.0
+    dtype = DTYPE_BYTES[cfg.precision]
+    state = OPTIMIZER_STATE_BYTES[cfg.optimizer or "adam"]
+    state += MASTER_COPY_BYTES if cfg.precision != "fp32" else 0
+    optimizer = params * state / (dp if cfg.zero >= 1 else 1)
+    grads = params * dtype / (dp if cfg.zero >= 2 else 1)
+    return {"weights": params * dtype + extra, "gradients": 0.0, "optimizer": optimizer}, grads
+
+
+def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
+                       system: SystemConfig, p2p: str = "async",
+                       pp_comm: int | None = None) -> MemoryModel:
+    cfg = system.memory
+    pp_comm = header.pp_comm if pp_comm is None else pp_comm
+    acts = _chunk_stash(partition, header, cfg)
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
-    static = []
+    dp = Placement.of(header, system, schedule.pp).dp
+    sends_held, recv_buffers, kept_outputs = system.runtime.retention(p2p)
+    chunk_params = [sum(_params(layer, cfg) for layer in rows) for rows in partition.chunks]
+    placement = schedule.placement
+    stages = []
+    for s in range(schedule.n_stages):
+        chunk = schedule.stage_chunk[s]
+
+        def given(kind: str, name: str, default: float = 0.0) -> float:
+            v = action_bytes(cfg.actions, s, kind, name)
+            return default if v is None else v
+
+        nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)
+        remote_next = nxt is not None and placement[nxt] != placement[s]
+        remote_prev = prev is not None and placement[prev] != placement[s]
+        _, grads = _static(chunk_params[chunk], cfg, versions, dp)
+        stages.append(StageMemory(
+            stash=given("F", "keeps", acts[chunk]), f_transient=given("F", "transient"),
+            i_frees=given("I", "frees"), i_keeps=given("I", "keeps"),
+            i_transient=given("I", "transient"), b_transient=given("B", "transient"),
+            w_transient=given("W", "transient"), gradients=grads,
+            send_forward=pp_comm if remote_next and sends_held != "none" else 0.0,
+            send_backward=pp_comm if remote_prev and sends_held != "none" else 0.0,
+            kept_output=pp_comm if nxt is None and kept_outputs == "step_end" else 0.0))
+    static, parts = [], []
     for r in range(schedule.pp):
-        chunks = sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)})
-        params = sum(_params(layer, cfg) for c in chunks for layer in partition.chunks[c])
+        own = schedule.stages_of(r)
+        chunks = sorted({schedule.stage_chunk[s] for s in own})
+        params = sum(chunk_params[c] for c in chunks)
         params += sum(_params(layer, cfg)
                       for layer in rank_iteration_rows(partition, chunks, schedule.pp))
-        static.append(params * cfg.bytes_per_param
-                      + (versions - 1) * params * cfg.grad_bytes_per_param)
-    return MemoryModel(tuple(static), tuple(acts))
+        part, _ = _static(params, cfg, versions, dp)
+        if recv_buffers == "per_microbatch":
+            inputs = sum(_remote(schedule, s, -1) + _remote(schedule, s, +1) for s in own)
+            part["runtime_buffers"] = inputs * schedule.microbatches * pp_comm
+        parts.append({c: part.get(c, 0.0) for c in CATEGORIES})
+        static.append(sum(part.values()))
+    return MemoryModel(tuple(static), tuple(acts), tuple(parts), tuple(stages), sends_held)
+
+
+def _remote(schedule: Schedule, stage: int, step: int) -> bool:
+    """Whether ``stage`` takes an input from another rank: an activation from its previous
+    stage (``step`` -1) or a gradient from its next one (+1)."""
+    other = (schedule.prev_stage if step < 0 else schedule.next_stage)(stage)
+    return other is not None and schedule.placement[other] != schedule.placement[stage]

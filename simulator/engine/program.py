@@ -57,8 +57,6 @@ class StepCost:
     paired: bool
     shares: tuple  # per action: (start fraction, end fraction, chunk, ActionCost, DP kind|None)
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
-    alloc: float             # activation bytes allocated when the step starts
-    free: float              # activation bytes freed when it ends
     phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
     pre: float = 0.0         # launch overhead paid before the step starts (runtime profile)
     total: float = field(init=False)   # pre + duration: the one timeout of the fast path
@@ -140,9 +138,9 @@ class Program:
         compiled_mode = mode if mode != "torch" else (
             "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
         pp_comm = header.pp_comm if pp_comm is None else pp_comm
+        memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
         links = LinkModel(header, system, schedule.pp)
         costs = partition_costs(partition, header, system, links)
-        memory = build_memory_model(schedule, partition, header, system.memory)
         # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
         by_share: dict[tuple[int, ...], IterationRows] = {}
         iter_rows: list[IterationRows] = []
@@ -154,7 +152,7 @@ class Program:
                 rows = by_share[chunks] = iteration_rows(own, header, system, links)
             iter_rows.append(rows)
         labels = tuple(phase_labels(acts) for acts in schedule.ranks)
-        builder = ProgramBuilder(schedule, costs, memory, list(labels), compiled_mode, pp_comm,
+        builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
                                  profile)
         if compiled_mode == "async":     # compact, generated when walked
             lazy = tuple(builder.compile_async(r) for r in range(schedule.pp))
@@ -176,7 +174,6 @@ class Program:
 class ProgramBuilder:
     schedule: Schedule
     costs: list[ChunkCosts]
-    memory: MemoryModel
     labels: list[Sequence[str]]      # phase of every action, per rank
     p2p: str                         # async | blocking | batched | torch-single | torch-multi
     pp_comm: int
@@ -495,17 +492,12 @@ class ProgramBuilder:
         shares = []
         dp = []
         acc = 0.0
-        alloc = free = 0.0
         for (stage, kind, weights, issues_dp, _), (c, dp_kind) in zip(key, effective):
             lo = acc / total if total else 0.0
             acc += c.duration
             hi = acc / total if total else 0.0
             chunk = chunk_of[stage]
             shares.append((lo, hi, chunk, c, dp_kind if issues_dp else None))
-            if kind == Kind.F:
-                alloc += self.memory.activation_bytes[chunk]
-            if weights:
-                free += self.memory.activation_bytes[chunk]
             if issues_dp:
                 offset = lo * duration
                 scale = (duration / total) if total else 0.0
@@ -517,7 +509,7 @@ class ProgramBuilder:
         if self.overhead and not continues:
             pre = max(self.overhead[k] for k in kinds)
         return StepCost(duration, total - comm, comm, paired, tuple(shares), tuple(dp),
-                        alloc, free, tuple(k[4] for k in key), pre)
+                        tuple(k[4] for k in key), pre)
 
 
 class AsyncOps(Sequence):

@@ -76,6 +76,7 @@ class RunRecords:
     memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
     # recorded with trace_layers (a trace's memory counter); the peaks are always kept
     peak_memory: list[float] = field(default_factory=list)               # per rank
+    memory_peaks: list = field(default_factory=list)   # per rank: memory_use.MemoryPeak
     static_memory: list[float] = field(default_factory=list)             # per rank
     iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
     rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]

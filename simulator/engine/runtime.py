@@ -23,7 +23,7 @@ program with one run's options. Asynchronous runs on FIFO links take the lookahe
 (:meth:`_Run._run_ahead`: a rank runs on its own clock while the data it needs has been sent,
 and its SimPy process waits only for data not sent yet or at the barrier; the walk is the
 evaluator's, ``evaluator_async``, driven by SimPy's queue); every other mode, and runs that
-need every event in time order (logging, layer traces) or overflow the memory limit, walk the
+need every event in time order (logging, layer traces), walk the
 op tuples step by step (``_rank``: one timeout per action). Both give the same timeline to the
 nanosecond (tests/engine/test_lookahead.py). Actions (and asynchronous FIFO transfers) are
 recorded as time columns (``columns``).
@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import simpy
 
-from ..errors import DeadlockError, OutOfMemoryError, Wait
+from ..errors import DeadlockError, Wait
 from ..schedules.comm_pass import Transfer
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
@@ -49,6 +49,7 @@ from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, 
 from .simpy_fast import fire_at
 from .rendezvous import Rendezvous
 from .columns import ActionColumns, TransferColumns
+from .memory_use import account
 from .records import LayerRecord, RunRecords, TransferRecord
 from .variation import RankVariation
 
@@ -118,23 +119,48 @@ class Runtime:
         return self.options.trace_layers
 
     def run(self) -> RunRecords:
-        """Run the program on SimPy (fresh state each call)."""
-        return _Run(self).run()
+        """Run the program on SimPy (fresh state each call). A deadlocked run over the memory
+        limit before it deadlocked reports the overflow, the first of the two in time."""
+        try:
+            return self.account_memory(_Run(self).run())
+        except DeadlockError:
+            if self.options.memory_limit_bytes is not None:
+                self._overflow_before_deadlock()
+            raise
+
+    def _overflow_before_deadlock(self) -> None:
+        """Raise the OutOfMemoryError of the actions a deadlocked run did finish, if any (the
+        step-by-step walk, whose records are kept when it stops)."""
+        run = _Run(self, look_ahead=False)
+        try:
+            run.run()
+        except DeadlockError:
+            account(self.memory, self.schedule, run.rec, self.iterations,
+                    self.options.memory_limit_bytes)
+
+    def account_memory(self, records: RunRecords) -> RunRecords:
+        """The memory model over the run's executed order (:mod:`.memory_use`): every rank's
+        peak and its parts into ``records``; an overflow of the limit raises."""
+        records.memory_peaks = account(
+            self.memory, self.schedule, records, self.iterations,
+            self.options.memory_limit_bytes, samples=self.options.trace_layers)
+        return records
 
 
 class _Run:
     """The state of one SimPy run of a program: environment, network, mailbox, rendezvous
-    channels, memory counters, records. Made by :meth:`Runtime.run`, used once."""
+    channels, records. Made by :meth:`Runtime.run`, used once (``look_ahead`` False: the
+    step-by-step walk, whose records stay in ``rec`` when it stops)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, look_ahead: bool = True) -> None:
         program = runtime.program
         self.runtime = runtime
+        self.look_ahead = look_ahead
         self.schedule = program.schedule
         self.costs = program.costs
         self.profile = program.profile
         self.p2p = program.p2p
         self.links = program.links
-        self.memory = program.memory
         self.iter_rows = program.iter_rows
         self.compiled = program.compiled
         self.layer_ops_per_iteration = program.layer_ops_per_iteration
@@ -146,7 +172,7 @@ class _Run:
 
     def run(self) -> RunRecords:
         self.debug = debug_enabled()
-        if self._can_look_ahead():
+        if self.look_ahead and self._can_look_ahead():
             rec = self._run_ahead()
             if rec is not None:
                 return rec
@@ -174,12 +200,6 @@ class _Run:
         self.rdv = (None if self.fifo_columns else   # torch's modes only
                     Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append))
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
-        self.mem = list(self.memory.static_bytes)
-        self.rec.static_memory = list(self.memory.static_bytes)
-        self.rec.peak_memory = list(self.mem)
-        for r in range(P):
-            self.rec.memory.append((r, 0.0, self.mem[r]))
-            self._check_memory(r, 0.0, "holding its weights and optimizer state")
         self.zero_sends: list = [None] * P
         procs = [env.process(self._rank(r)) for r in range(P)]
         env.run()
@@ -214,17 +234,13 @@ class _Run:
         evaluator's (``evaluator_async``), with SimPy's queue instead of a worklist; its times
         use the expressions the step-by-step walk's timeouts compute, so the timeline is the
         same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
-        walk must run instead: an overflow of the memory limit (the first in time order is
-        the one reported) or an unchecked list's microbatch beyond the count."""
-        from .evaluator_async import Overflow, walk
+        walk must run instead: an unchecked list's microbatch beyond the count."""
+        from .evaluator_async import walk
 
         rows = self.iter_rows
         per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
                     for r in range(self.schedule.pp)]
-        try:
-            return walk(self.runtime, per_rank, simpy.Environment())
-        except Overflow:
-            return None
+        return walk(self.runtime, per_rank, simpy.Environment())
 
     def _wait_of(self, rank: int) -> Wait:
         w = self.waiting.get(rank)
@@ -263,8 +279,6 @@ class _Run:
         epilogue = self.profile.step_epilogue_ns
         torch = self.p2p.startswith("torch")
         rdv = self.rdv
-        mem, peak = self.mem, self.rec.peak_memory
-        limit = self.options.memory_limit_bytes
         waiting = self.waiting
         # one run of one iteration: the mailbox needs no iteration in its keys
         one_box = self.iterations == 1
@@ -277,15 +291,6 @@ class _Run:
                 if code == COMPUTE:
                     cost = op[1]
                     start = env.now + cost.pre     # the launch overhead (x + 0.0 == x)
-                    if cost.alloc:
-                        m = mem[rank] = mem[rank] + cost.alloc
-                        if trace_layers:
-                            self.rec.memory.append((rank, start, m))
-                        if m > peak[rank]:
-                            peak[rank] = m
-                        if limit is not None:
-                            self._check_memory(rank, start, "starting " + "+".join(
-                                str(a) for a in op[2]))
                     if debug:
                         log_step(rank, op[2], cost.phases, start, True, virtual)
                     if layer_by_layer:
@@ -314,10 +319,6 @@ class _Run:
                             a_order(rank)
                             if trace_layers:
                                 self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
-                    if cost.free:
-                        mem[rank] -= cost.free
-                        if trace_layers:
-                            self.rec.memory.append((rank, end, mem[rank]))
                     if cost.dp and not layer_by_layer:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
@@ -489,24 +490,6 @@ class _Run:
         self.dp_free[rank], done = issue_dp(rank, it, self.dp_free[rank], start, items, stretch,
                                             self.rec.collectives.append)
         self.iter_end_candidates.append(done)
-
-    def _allocate(self, rank: int, nbytes: float, acts: tuple, now: float) -> None:
-        self.mem[rank] += nbytes
-        m = self.mem[rank]
-        if self.trace_layers:
-            self.rec.memory.append((rank, now, m))
-        if m > self.rec.peak_memory[rank]:
-            self.rec.peak_memory[rank] = m
-        if self.options.memory_limit_bytes is not None:
-            self._check_memory(rank, now, "starting " + "+".join(str(a) for a in acts))
-
-    def _check_memory(self, rank: int, now: float, what: str) -> None:
-        limit = self.options.memory_limit_bytes
-        m = self.mem[rank]
-        if limit is not None and m > limit:
-            raise OutOfMemoryError(
-                f"rank {rank} out of memory at t={now:.0f} ns {what}: needs {m:.0f} bytes, "
-                f"limit {limit:.0f} bytes ({m - limit:.0f} bytes over)")
 
     def _record_layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
         scale = span / cost.duration if cost.duration else 0.0

@@ -24,7 +24,8 @@ from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank
                                 rank_stages)
 from ..schedules.action import Kind
 from .sums import added, mean
-from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, PipelineBubble, RankSummary,
+from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, MemoryBreakdown,
+                    PipelineBubble, RankSummary,
                     RunSummary)
 
 
@@ -100,6 +101,20 @@ class _Times:
             self.idle_own += own - sum(d)
 
 
+def _peak_fields(rec, rank: int) -> dict:
+    """A rank's peak by part, when and in which action (records without the engine's memory
+    accounting, e.g. hand-built ones, give the peak as static memory)."""
+    peaks = getattr(rec, "memory_peaks", None)
+    if peaks:
+        p = peaks[rank]
+        parts = {k: round(v) for k, v in p.breakdown.items()}
+        return {"peak_memory_breakdown": MemoryBreakdown(**parts),
+                "peak_memory_time_ns": p.time_ns, "peak_memory_action": p.action}
+    static = round(rec.peak_memory[rank]) if rec.peak_memory else 0
+    return {"peak_memory_breakdown": MemoryBreakdown(static, 0, 0, 0, 0, 0),
+            "peak_memory_time_ns": 0.0, "peak_memory_action": None}
+
+
 def summarize(result: Any) -> RunSummary:
     sched = result.schedule
     rec = result.records
@@ -167,6 +182,7 @@ def summarize(result: Any) -> RunSummary:
             bytes_received=received[r] // k,
             static_memory_bytes=round(rec.static_memory[r]) if rec.static_memory else 0,
             peak_memory_bytes=round(rec.peak_memory[r]) if rec.peak_memory else 0,
+            **_peak_fields(rec, r),
             forward_ns=fwd / k,
             backward_ns=bwd / k,
             forward_bubble_ns=fwd_bub / k,

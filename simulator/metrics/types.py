@@ -20,6 +20,19 @@ SCHEMA_VERSION = "2"
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """What a rank holds at its peak, in bytes (docs/model.md, Memory); sums to the peak."""
+
+    weights: int = field(metadata={"help": "parameters (and extra weight versions)"})
+    gradients: int = field(metadata={"help": "parameter gradients"})
+    optimizer: int = field(metadata={"help": "optimizer state (and the fp32 master copy)"})
+    activations: int = field(metadata={"help": "stashed activations, and I's gradients for W"})
+    transient: int = field(metadata={"help": "the running action's working memory"})
+    runtime_buffers: int = field(
+        metadata={"help": "sent tensors not yet released, receive buffers, kept outputs"})
+
+
+@dataclass(frozen=True, slots=True)
 class RankSummary:
     """One pipeline rank, averaged over iterations."""
 
@@ -42,7 +55,12 @@ class RankSummary:
     bytes_sent: int = field(metadata={"help": "point-to-point bytes sent per iteration"})
     bytes_received: int = field(metadata={"help": "point-to-point bytes received per iteration"})
     static_memory_bytes: int = field(metadata={"help": "weights and optimizer state"})
-    peak_memory_bytes: int = field(metadata={"help": "static plus the most stashed activations"})
+    peak_memory_bytes: int = field(
+        metadata={"help": "the most it holds at once: static, activations, transient, buffers"})
+    peak_memory_breakdown: MemoryBreakdown = field(metadata={"help": "the peak by part"})
+    peak_memory_time_ns: float = field(metadata={"help": "when the peak first occurs"})
+    peak_memory_action: str | None = field(
+        metadata={"help": "the action running at the peak (null: static memory alone)"})
     forward_ns: float = field(metadata={"help": "time in forward actions"})
     backward_ns: float = field(metadata={"help": "time in backward actions (B, I, W)"})
     forward_bubble_ns: float = field(metadata={"help": "idle time charged to forwards"})

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..yaml_file import read_yaml
+from .memory_actions import OPTIMIZERS, PRECISIONS, memory_actions_from_dict
 from .runtime_profile import RuntimeProfile, runtime_from_dict
 
 
@@ -103,6 +104,15 @@ class MemoryConfig:
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
     activation_factor: float = 17.0
+    # Static memory by dtype and optimizer instead of one bytes_per_param (docs/model.md,
+    # Memory): set ``precision`` and weights, gradients (allocated at a stage's first backward)
+    # and optimizer state are counted apart.
+    precision: str = ""               # "", fp32, bf16 or fp16
+    optimizer: str = ""               # adam (default with a precision), sgd-momentum or sgd
+    zero: int = 0                     # 1: optimizer state sharded over DP; 2: gradients too
+    # Per-action bytes ({"*" | "<stage>": {F: {keeps, transient}, I: {frees, keeps, transient},
+    # B: {transient}, W: {transient}}}), as ``pipesim calibrate`` fits them: memory_actions.py
+    actions: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,18 +166,23 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
             kwargs[key] = runtime_from_dict(value, source, dotted)
         elif dataclasses.is_dataclass(default):
             kwargs[key] = _build(type(default), value, source, dotted)
+        elif isinstance(default, dict) and cls is MemoryConfig:
+            kwargs[key] = memory_actions_from_dict(value, source, dotted)
         elif isinstance(default, dict):
             kwargs[key] = _busbw(value, source, dotted)
         elif isinstance(default, str):
             choices = _CHOICES.get(key)
             if not isinstance(value, str) or (choices and value not in choices):
-                expected = "one of " + ", ".join(choices) if choices else "a string"
+                expected = "one of " + ", ".join(c for c in choices if c) if choices else "a string"
                 raise ConfigError(f"{source}: {dotted}: expected {expected}, found {value!r}")
             kwargs[key] = value
         elif isinstance(default, int) and not isinstance(default, bool) and not isinstance(default, float):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{source}: {dotted}: expected a non-negative integer, "
                                   f"found {value!r}")
+            if key == "zero" and value > 2:
+                raise ConfigError(f"{source}: {dotted}: expected 0, 1 (optimizer state sharded "
+                                  f"over DP) or 2 (gradients too), found {value!r}")
             kwargs[key] = value
         else:
             kwargs[key] = _number(value, source, dotted, positive=key in _POSITIVE)
@@ -175,7 +190,8 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
 
 
 _POSITIVE = ("bandwidth_gbps", "compute_scale", "bytes_per_param", "grad_bytes_per_param")
-_CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING}
+_CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIONS,
+            "optimizer": OPTIMIZERS}
 
 
 def _number(value: Any, source: str, dotted: str, positive: bool = False) -> float:

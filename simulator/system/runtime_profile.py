@@ -20,7 +20,15 @@ before. Keys:
   which apply wherever ``action_costs_ns`` does not;
 - ``calibrated_on: {schedule, p2p}``: what ``pipesim calibrate`` fitted on (the traced
   schedule and torch's runtime it ran on, ``torch-single`` or ``torch-multi``), so a run on the
-  other runtime can say that the transfer figures were never seen there.
+  other runtime can say that the transfer figures were never seen there;
+- what the runtime keeps in memory (docs/model.md, Memory), each ``auto`` by default, which
+  follows the point-to-point mode (:data:`RETENTION`): ``sends_held`` (``none``: a sent tensor
+  is not counted past the action that made it; ``until_sent``: until its transfer ends;
+  ``step_end``: until the step ends, as torch's multi-stage runtime waits for its sends),
+  ``recv_buffers`` (``none``, or ``per_microbatch``: one receive buffer per microbatch for every
+  input a stage takes from another rank, allocated once and kept across steps) and
+  ``kept_outputs`` (``none``, or ``step_end``: the last stage keeps each microbatch's output
+  until the step ends, torch's ``return_outputs``).
 
 Layering: this module belongs to the system layer; the engine reads it.
 """
@@ -36,6 +44,14 @@ P2P_MODES = ("async", "blocking", "batched", "torch", "torch-single", "torch-mul
 KINDS = ("F", "B", "I", "W")
 LAYER_KINDS = ("F", "I", "W")          # a layer's forward, input- and weight-gradient compute
 FIRST_STAGE_BACKWARD = ("rows", "torch")
+RETENTION_CHOICES = {"sends_held": ("auto", "none", "until_sent", "step_end"),
+                     "recv_buffers": ("auto", "none", "per_microbatch"),
+                     "kept_outputs": ("auto", "none", "step_end")}
+# what ``auto`` means per point-to-point mode (sends_held, recv_buffers, kept_outputs): the
+# ideal modes count no runtime buffer; torch's runtimes as torch 2.13 allocates (docs/model.md)
+RETENTION = {"torch-single": ("until_sent", "per_microbatch", "step_end"),
+             "torch-multi": ("step_end", "per_microbatch", "step_end")}
+NO_RETENTION = ("none", "none", "none")
 
 
 def _zero_overheads() -> dict[str, float]:
@@ -57,6 +73,9 @@ class RuntimeProfile:
     action_costs_ns: dict = field(default_factory=dict)   # {"3": {"F": ns, ...}}
     layer_scale: dict = field(default_factory=dict)       # {"7": {"F": x, "I": y, "W": z}}
     calibrated_on: dict | None = None           # {"schedule": name, "p2p": "torch-multi"}
+    sends_held: str = "auto"
+    recv_buffers: str = "auto"
+    kept_outputs: str = "auto"
 
     @property
     def has_overheads(self) -> bool:
@@ -65,6 +84,13 @@ class RuntimeProfile:
     def overhead(self, kinds: tuple[str, ...]) -> float:
         """What a step of these kinds pays before it starts (a pair pays one overhead)."""
         return max(self.action_overhead_ns[k] for k in kinds)
+
+    def retention(self, p2p: str) -> tuple[str, str, str]:
+        """(sends_held, recv_buffers, kept_outputs) of a run in point-to-point mode ``p2p``
+        (``torch`` already resolved to ``torch-single`` or ``torch-multi``)."""
+        auto = RETENTION.get(p2p, NO_RETENTION)
+        given = (self.sends_held, self.recv_buffers, self.kept_outputs)
+        return tuple(a if g == "auto" else g for g, a in zip(given, auto))  # type: ignore
 
     def calibrated(self, pp: int, vpp: int) -> bool:
         """Whether ``action_costs_ns`` applies to a run with this P and v."""
@@ -132,6 +158,11 @@ def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> Runtim
             if value not in P2P_MODES:
                 raise ConfigError(f"{where}: expected one of {', '.join(P2P_MODES)}, "
                                   f"found {value!r}")
+            kw[key] = value
+        elif key in RETENTION_CHOICES:
+            if value not in RETENTION_CHOICES[key]:
+                raise ConfigError(f"{where}: expected one of {', '.join(RETENTION_CHOICES[key])}"
+                                  f", found {value!r}")
             kw[key] = value
         elif key == "first_stage_backward":
             if value not in FIRST_STAGE_BACKWARD:

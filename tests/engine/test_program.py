@@ -31,7 +31,7 @@ def test_async_ops_equal_the_comm_pass_compile(name, sched):
                           pp_comm=4096)
     program = Program.compile(sched, partition(wl, sched.n_chunks), wl.header, SystemConfig(),
                               p2p="async")
-    builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
+    builder = ProgramBuilder(sched, list(program.costs), list(program.labels),
                              "async", program.pp_comm, program.profile)
     comm = op_lists(sched)
     for r in range(sched.pp):
@@ -84,7 +84,7 @@ def test_async_ops_of_an_unchecked_list_with_another_ranks_stage():
                                                  (A("1F0"), A("1B0"))))
     wl = uniform_workload(2, pp=2, ga=1, pp_comm=64)
     program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p="async")
-    builder = ProgramBuilder(sched, list(program.costs), program.memory, list(program.labels),
+    builder = ProgramBuilder(sched, list(program.costs), list(program.labels),
                              "async", program.pp_comm, program.profile)
     comm = op_lists(sched)
     for r in range(2):

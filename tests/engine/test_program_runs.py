@@ -31,7 +31,7 @@ def _compare(sched: Schedule) -> int:
                           all_gpus=2 * sched.pp, wg_comm=DP)
     program = Program.compile(sched, partition(wl, sched.n_chunks), wl.header, SystemConfig(),
                               p2p="async")
-    args = (sched, list(program.costs), program.memory, list(program.labels), "async",
+    args = (sched, list(program.costs), list(program.labels), "async",
             program.pp_comm, program.profile)
     runs, walk = ProgramBuilder(*args), ProgramBuilder(*args)
     walk._steps_in_runs = lambda rank: None

@@ -1,0 +1,168 @@
+"""The memory model worked by hand, to the byte: static parts by dtype and optimizer, a split
+backward's I/W accounting, transients, and the runtime's buffers (sends held to the step's end,
+receive buffers, kept outputs, the V turnaround rank's by-reference hand-offs).
+
+Every case: one layer per stage, 10 parameters per layer (bf16 weights 20 B, Adam with an fp32
+master copy 120 B, bf16 gradients 20 B from the stage's first weight backward), a stash of 1000 B
+per (stage, microbatch), pp_comm 1000 B.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import OutOfMemoryError, simulate
+from simulator.system import SystemConfig
+from simulator.system.config import system_from_dict
+from simulator.workload import uniform_workload
+
+MEMORY = {"precision": "bf16", "optimizer": "adam", "params_per_layer": 10,
+          "activation_bytes_per_layer": 1000}
+NO_BUFFERS = {"sends_held": "none", "recv_buffers": "none", "kept_outputs": "none"}
+TORCH_MULTI = {"sends_held": "step_end", "recv_buffers": "per_microbatch",
+               "kept_outputs": "step_end"}
+
+
+def system(actions=None, runtime=None) -> SystemConfig:
+    memory = dict(MEMORY, actions=actions or {})
+    return system_from_dict({"memory": memory, "runtime": runtime or NO_BUFFERS}, "test")
+
+
+def ranks(result):
+    return result.to_dict()["ranks"]
+
+
+def start_of(result, rank: int, label: str) -> float:
+    return next(a.start for a in result.records.actions
+                if a.rank == rank and f"{a.stage}{a.kind}{a.microbatch}" == label)
+
+
+def end_of(result, rank: int, label: str) -> float:
+    return next(a.end for a in result.records.actions
+                if a.rank == rank and f"{a.stage}{a.kind}{a.microbatch}" == label)
+
+
+def parts(weights=20, gradients=0, optimizer=120, activations=0, transient=0, buffers=0):
+    return {"weights": weights, "gradients": gradients, "optimizer": optimizer,
+            "activations": activations, "transient": transient, "runtime_buffers": buffers}
+
+
+def test_1f1b_p2_m2_static_parts_transients_and_gradients_at_the_first_backward():
+    sysconf = system({"*": {"F": {"transient": 100}, "B": {"transient": 300}}})
+    r = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2)
+    r0, r1 = ranks(r)
+    # rank 0 runs 0F0 0F1 0B0 0B1: two stashes, then 0B0's working memory on top of them
+    assert r0["static_memory_bytes"] == 140
+    assert r0["peak_memory_bytes"] == 2440
+    assert r0["peak_memory_action"] == "0B0"
+    assert r0["peak_memory_time_ns"] == start_of(r, 0, "0B0")
+    assert r0["peak_memory_breakdown"] == parts(activations=2000, transient=300)
+    # rank 1 runs 1F0 1B0 1F1 1B1: its gradients exist from 1B0's end on
+    assert r1["peak_memory_bytes"] == 1460
+    assert r1["peak_memory_action"] == "1B1"
+    assert r1["peak_memory_breakdown"] == parts(gradients=20, activations=1000, transient=300)
+    # memory changes no time
+    plain = simulate(uniform_workload(2, pp_comm=1000), "1f1b", SystemConfig(), pp=2,
+                     microbatches=2)
+    assert r.makespan_ns == plain.makespan_ns
+
+
+def test_zb_h1_input_gradient_frees_part_and_keeps_gradients_until_w():
+    sysconf = system({"*": {"F": {"transient": 100},
+                            "I": {"frees": 600, "keeps": 250, "transient": 200},
+                            "W": {"transient": 50}}})
+    r = simulate(uniform_workload(2, pp_comm=1000), "zb-h1", sysconf, pp=2, microbatches=2)
+    r0, r1 = ranks(r)
+    # rank 0: 0F0 0F1 0I0 0W0 0I1 0W1; 0I0 runs on two whole stashes
+    assert (r0["peak_memory_bytes"], r0["peak_memory_action"]) == (2340, "0I0")
+    assert r0["peak_memory_breakdown"] == parts(activations=2000, transient=200)
+    # rank 1: 1F0 1I0 1F1 1I1 1W0 1W1; at 1I1 microbatch 0 holds 400 of its stash + 250 for W
+    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (1990, "1I1")
+    assert r1["peak_memory_breakdown"] == parts(activations=1000 + 400 + 250, transient=200)
+
+
+def test_an_overflow_names_the_action_whose_working_memory_does_not_fit():
+    sysconf = system({"*": {"I": {"frees": 600, "keeps": 250, "transient": 200}}})
+    with pytest.raises(OutOfMemoryError) as err:
+        simulate(uniform_workload(2, pp_comm=1000), "zb-h1", sysconf, pp=2, microbatches=2,
+                 memory_limit_gb=2339 / 1e9)
+    assert str(err.value).endswith("running 0I0: needs 2340 bytes, limit 2339 bytes "
+                                   "(1 bytes over)")
+    assert err.value.exit_code == 4
+
+
+def test_torch_multi_holds_sends_to_the_step_end_with_receive_buffers_and_kept_outputs():
+    sysconf = system(runtime=TORCH_MULTI)
+    r = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2,
+                 p2p="torch-multi")
+    r0, r1 = ranks(r)
+    # each rank keeps 2 receive buffers (one per microbatch) for its one remote input
+    assert r0["static_memory_bytes"] == r1["static_memory_bytes"] == 140 + 2000
+    # rank 0: both forwards' outputs are still held when 0F1 ends
+    assert (r0["peak_memory_bytes"], r0["peak_memory_action"]) == (6140, "0F1")
+    assert r0["peak_memory_time_ns"] == end_of(r, 0, "0F1")
+    assert r0["peak_memory_breakdown"] == parts(activations=2000, buffers=2000 + 2000)
+    # rank 1: its outputs are kept and its input gradients held: 1F0's, 1B0's, 1F1's
+    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (6160, "1F1")
+    assert r1["peak_memory_breakdown"] == parts(gradients=20, activations=1000,
+                                                buffers=2000 + 3000)
+    # released at the step's end: a second iteration peaks at the same bytes, plus rank 0's
+    # gradients, which are kept from the first iteration's backward on
+    r2 = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2,
+                  p2p="torch-multi", iterations=2)
+    assert [x["peak_memory_bytes"] for x in ranks(r2)] == [6140 + 20, 6160]
+
+
+def test_the_v_turnaround_rank_hands_over_by_reference():
+    sysconf = system(runtime=TORCH_MULTI)
+    r = simulate(uniform_workload(4, pp_comm=1000), "zb-v", sysconf, pp=2, microbatches=2,
+                 p2p="torch-multi")
+    assert r.schedule.placement == (0, 1, 1, 0)
+    r1 = ranks(r)[1]
+    # rank 1 holds stages 1 and 2: 1 -> 2 and 2's gradient to 1 stay on the rank (nothing
+    # sent, nothing received); its remote inputs are 1's activation and 2's gradient: 2 x 2
+    # receive buffers. 1F0 2F0 1F1 2F1 2I0 2W0 1I0 ...: at 1I0's end three stashes remain
+    # and 2F0's, 2F1's and 1I0's sends are held
+    assert r1["static_memory_bytes"] == 40 + 240 + 4000
+    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (10300, "1I0")
+    assert r1["peak_memory_breakdown"] == parts(weights=40, gradients=20, optimizer=240,
+                                                activations=3000, buffers=4000 + 3000)
+
+
+def test_auto_retention_follows_the_point_to_point_mode():
+    rt = SystemConfig().runtime
+    assert rt.retention("async") == ("none", "none", "none")
+    assert rt.retention("torch-multi") == ("step_end", "per_microbatch", "step_end")
+    assert rt.retention("torch-single") == ("until_sent", "per_microbatch", "step_end")
+    given = system_from_dict({"runtime": {"sends_held": "none"}}, "t").runtime
+    assert given.retention("torch-multi") == ("none", "per_microbatch", "step_end")
+
+
+def test_zero_shards_optimizer_state_then_gradients_over_dp():
+    wl = uniform_workload(2, pp_comm=1000, all_gpus=8)          # pp 2 -> dp 4
+    for zero, opt, grads in ((0, 120, 20), (1, 30, 20), (2, 30, 5)):
+        sysconf = system_from_dict({"memory": dict(MEMORY, zero=zero),
+                                    "runtime": NO_BUFFERS}, "t")
+        r1 = ranks(simulate(wl, "1f1b", sysconf, pp=2, microbatches=2))[1]
+        assert r1["static_memory_bytes"] == 20 + opt
+        assert r1["peak_memory_breakdown"]["gradients"] == grads
+
+
+@pytest.mark.parametrize("memory, message", [
+    ({"precision": "int8"}, "t: memory.precision: expected one of fp32, bf16, fp16, found "
+                            "'int8'"),
+    ({"zero": 3}, "t: memory.zero: expected 0, 1 (optimizer state sharded over DP) or 2 "
+                  "(gradients too), found 3"),
+    ({"actions": {"*": {"F": {"frees": 1}}}},
+     "t: memory.actions.*.F: unknown field 'frees'; expected one of keeps, transient"),
+    ({"actions": {"x": {}}}, "t: memory.actions: expected '*' or a stage (an integer >= 0) "
+                             "as key, found 'x'"),
+    ({"actions": {"0": {"W": {"transient": -1}}}},
+     "t: memory.actions.0.W.transient: expected bytes >= 0, found -1"),
+])
+def test_bad_memory_keys_are_one_line_errors(memory, message):
+    from simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        system_from_dict({"memory": memory}, "t")
+    assert str(err.value) == message
