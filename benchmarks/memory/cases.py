@@ -1,0 +1,120 @@
+"""What the memory harness runs: the model shapes and the schedules (no torch import here).
+
+The model is a stack of pre-LN MLP blocks, ``x + fc2(gelu(fc1(layer_norm(x))))``: real layers
+whose forward keeps real activations for the backward (the input of each of LayerNorm, fc1,
+GELU and fc2, LayerNorm's statistics) and whose backward works on several of them at once.
+P = 4 ranks, 16 blocks split evenly over the P·v stages, float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+P = 4                  # pipeline ranks
+LAYERS = 16            # blocks of the whole model
+BYTES_PER_ELEMENT = 4  # float32
+MICROBATCHES = (8, 12)
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    summary: str
+    hidden: int
+    rows: int                      # rows of one microbatch
+    ffn: tuple[int, ...]           # per block: the MLP's inner width as a multiple of hidden
+
+    @property
+    def pp_comm(self) -> int:
+        """Bytes of one activation (or its gradient) sent between two stages."""
+        return self.rows * self.hidden * BYTES_PER_ELEMENT
+
+    def params(self, block: int) -> int:
+        """Parameters of one block: LayerNorm (2h), fc1 (h·f + f), fc2 (f·h + h)."""
+        h, f = self.hidden, self.hidden * self.ffn[block]
+        return 2 * h + h * f + f + f * h + h
+
+    def blocks_of_stage(self, stage: int, n_stages: int) -> range:
+        per = LAYERS // n_stages
+        return range(stage * per, (stage + 1) * per)
+
+
+def _shape(name: str, summary: str, hidden: int, rows: int, heavy_last: bool = False) -> Shape:
+    q = LAYERS // P
+    ffn = tuple(8 if heavy_last and i >= LAYERS - q else 4 for i in range(LAYERS))
+    return Shape(name, summary, hidden, rows, ffn)
+
+
+SHAPES: dict[str, Shape] = {s.name: s for s in (
+    _shape("uniform", "16 blocks, hidden 64, MLP 4h, 32 rows per microbatch", 64, 32),
+    _shape("heavy-last", "as uniform, the last quarter of the blocks (stage 3 at v = 1) with an "
+                         "MLP of 8h", 64, 32, heavy_last=True),
+    _shape("h128", "16 blocks, hidden 128, MLP 4h, 32 rows per microbatch", 128, 32),
+)}
+
+
+@dataclass(frozen=True)
+class Sched:
+    """One schedule on torch's runtime: a torch class, or a pipesim schedule loaded from its
+    CSV into ``_PipelineScheduleRuntime`` (``csv`` True)."""
+
+    name: str           # torch class name, or the pipesim schedule name for a CSV
+    pipesim: str        # pipesim schedule name (``auto``: pipesim's synthesised schedule)
+    vpp: int
+    placement: str      # "loop" (stage s on rank s mod P) or "v" (rank r: stages r, 2P-1-r)
+    csv: bool = False
+
+    @property
+    def multi(self) -> bool:
+        """Runs on torch's multi-stage runtime (_PipelineScheduleRuntime)."""
+        return self.vpp > 1 or self.csv
+
+
+SCHEDULES: dict[str, Sched] = {s.name: s for s in (
+    Sched("ScheduleGPipe", "gpipe", 1, "loop"),
+    Sched("Schedule1F1B", "1f1b", 1, "loop"),
+    Sched("ScheduleInterleaved1F1B", "interleaved-1f1b", 2, "loop"),
+    Sched("ScheduleLoopedBFS", "looped-bfs", 2, "loop"),
+    Sched("ScheduleInterleavedZeroBubble", "zb-h1", 2, "loop"),
+    Sched("ScheduleZBVZeroBubble", "zb-v", 2, "v"),
+    Sched("ScheduleDualPipeV", "dualpipe-v", 2, "v"),
+    Sched("zb-h2", "zb-h2", 1, "loop", csv=True),
+    Sched("v-half", "v-half", 2, "v", csv=True),
+    Sched("v-min", "v-min", 2, "v", csv=True),
+    Sched("hanayo", "hanayo", 2, "v", csv=True),
+    Sched("auto", "auto", 1, "loop", csv=True),
+)}
+
+# Schedule1F1B records no label: the harness wraps its stage's compute in these spans
+USER_LABEL = "mem:{stage}{kind}{mb}"
+USER_PATTERN = r"^mem:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$"
+
+
+def stages_of_rank(s: Sched, rank: int, pp: int = P) -> list[int]:
+    """Global stage indices rank ``rank`` holds, in increasing order."""
+    if s.vpp == 1:
+        return [rank]
+    if s.placement == "v":
+        return sorted((rank, 2 * pp - 1 - rank))
+    return [rank + k * pp for k in range(s.vpp)]
+
+
+def pipesim_schedule(s: Sched, microbatches: int, pp: int = P):
+    """pipesim's Schedule object of ``s`` (what its CSV holds)."""
+    if s.pipesim == "auto":
+        from simulator.planning import synthesize
+        return synthesize(pp, microbatches, s.vpp, None, None).schedule
+    from simulator.schedules import registry
+    return registry.generate(s.pipesim, pp, microbatches, s.vpp)
+
+
+def workload_text(shape: Shape, microbatches: int, pp: int = P) -> str:
+    """The model as a pipesim workload (model layout, 1 ms per pass: memory does not need
+    times)."""
+    header = (f"HYBRID_TRANSFORMER model_parallel_NPU_group: 1 ep: 1 pp: {pp} vpp: 1 "
+              f"ga: {microbatches} all_gpus: {pp} pp_comm: {shape.pp_comm}")
+    rows = [header, str(LAYERS)]
+    for i in range(LAYERS):
+        ig = 0 if i == 0 else 1_000_000
+        rows.append(f"block{i}\t-1\t1000000\tNONE\t0\t{ig}\tNONE\t0\t1000000\tNONE\t0\t0")
+    return "\n".join(rows) + "\n"

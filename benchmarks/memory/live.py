@@ -1,0 +1,179 @@
+"""The torch side of the memory harness: one process per pipeline rank (imports torch).
+
+Each (schedule, shape, M) runs under its own profiler with ``profile_memory=True``, started
+before the model, the data and the schedule exist, so the allocator's ``Total Allocated`` in
+the trace is this configuration's own absolute count (the CPU allocator's counter only counts
+what was allocated while a profiler ran; everything of the previous configuration is freed and
+collected before the next starts). A training step is ``schedule.step`` (default
+``return_outputs=True``), ``optimizer.step()`` (SGD, no state) and ``zero_grad()`` (grads set to
+None), inside ``record_function("ITER<k>")`` after a barrier; ``--warmup`` steps before them are
+profiled but unlabelled (the first step also infers shapes and allocates torch's receive
+buffers).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from .cases import BYTES_PER_ELEMENT, SCHEDULES, SHAPES, USER_LABEL, Sched, Shape, stages_of_rank
+
+
+class Block(nn.Module):
+    """Pre-LN MLP block: ``x + fc2(gelu(fc1(layer_norm(x))))``."""
+
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, inner)
+        self.fc2 = nn.Linear(inner, hidden)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+def build_chunk(shape: Shape, stage: int, n_stages: int, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed + stage)
+    return nn.Sequential(*(Block(shape.hidden, shape.hidden * shape.ffn[b])
+                           for b in shape.blocks_of_stage(stage, n_stages)))
+
+
+def _loss(out, target):
+    return ((out - target) ** 2).mean()
+
+
+def _label_compute(stage) -> None:
+    """Wrap Schedule1F1B's compute calls (it records no label) in ``mem:<stage><kind><mb>``."""
+    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
+    idx = stage.stage_index
+
+    def forward_one_chunk(chunk_id, *args, **kwargs):
+        with record_function(USER_LABEL.format(stage=idx, kind="F", mb=chunk_id)):
+            return fwd(chunk_id, *args, **kwargs)
+
+    def backward_one_chunk(chunk_id, *args, **kwargs):
+        with record_function(USER_LABEL.format(stage=idx, kind="B", mb=chunk_id)):
+            return bwd(chunk_id, *args, **kwargs)
+
+    stage.forward_one_chunk = forward_one_chunk
+    stage.backward_one_chunk = backward_one_chunk
+
+
+def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: int, *,
+               csv_path: str | None, warmup: int, iterations: int, trace_path: Path) -> dict:
+    """One configuration under its own memory profiler; returns what this rank holds."""
+    from torch.distributed import pipelining as pl
+    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+    gc.collect()
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    prof.__enter__()
+    try:
+        n_stages = world * sched.vpp
+        own = stages_of_rank(sched, rank, world)
+        chunks = [build_chunk(shape, s, n_stages) for s in own]
+        stages = [pl.PipelineStage(c, s, n_stages, torch.device("cpu"))
+                  for c, s in zip(chunks, own)]
+        if sched.csv:
+            schedule = _PipelineScheduleRuntime(stages, n_microbatches=microbatches,
+                                                loss_fn=_loss)
+            schedule._load_csv(csv_path, "compute_only")
+        elif sched.vpp == 1:
+            if sched.name == "Schedule1F1B":
+                _label_compute(stages[0])
+            schedule = getattr(pl, sched.name)(stages[0], n_microbatches=microbatches,
+                                               loss_fn=_loss)
+        else:
+            schedule = getattr(pl, sched.name)(stages, n_microbatches=microbatches,
+                                               loss_fn=_loss)
+        has_first, has_last = 0 in own, n_stages - 1 in own
+        gen = torch.Generator().manual_seed(1)
+        rows = microbatches * shape.rows
+        x = torch.randn(rows, shape.hidden, generator=gen) if has_first else None
+        target = torch.randn(rows, shape.hidden, generator=gen) if has_last else None
+        params = [p for c in chunks for p in c.parameters()]
+        opt = torch.optim.SGD(params, lr=1e-4, foreach=False)
+
+        def one_step() -> None:
+            args = (x,) if has_first else ()
+            schedule.step(*args, target=target)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        for _ in range(warmup):
+            dist.barrier()
+            one_step()
+        for k in range(iterations):
+            dist.barrier()
+            with record_function(f"ITER{k}"):
+                one_step()
+        info = {"stages": own,
+                "weight_bytes": sum(p.numel() * p.element_size() for p in params),
+                "data_bytes": sum(t.numel() * t.element_size() for t in (x, target)
+                                  if t is not None)}
+    finally:
+        prof.__exit__(None, None, None)
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(trace_path))
+    del prof
+    gc.collect()
+    dist.barrier()
+    return info
+
+
+def worker(rank: int, world: int, port: int, plan: dict) -> None:
+    """One rank: every configuration of ``plan`` in the same order as the other ranks."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=plan["timeout_s"]))
+    out = Path(plan["out"])
+    results: dict[str, dict] = {}
+    try:
+        for cfg in plan["configs"]:
+            key = cfg["key"]
+            trace = out / "traces" / key / f"rank{rank}.json"
+            t = time.perf_counter()
+            info = run_config(rank, world, SCHEDULES[cfg["schedule"]], SHAPES[cfg["shape"]],
+                              cfg["microbatches"], csv_path=cfg.get("csv"),
+                              warmup=plan["warmup"], iterations=plan["iterations"],
+                              trace_path=trace)
+            results[key] = {**info, "trace": str(trace.relative_to(out)),
+                            "wall_s": time.perf_counter() - t}
+            if rank == 0 and plan.get("verbose"):
+                print(f"  ran {key} in {time.perf_counter() - t:.1f} s", flush=True)
+    finally:
+        (out / f"rank{rank}.info.json").write_text(json.dumps(results))
+        dist.destroy_process_group()
+
+
+def measure_block(shape: Shape, block: int) -> dict:
+    """One block alone, in this process: the bytes its forward keeps for the backward (its
+    output included: the next block's input), and its parameter bytes. The input exists before
+    the profiler starts, so only the forward's own allocations count."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    m = Block(shape.hidden, shape.hidden * shape.ffn[block])
+    x = torch.randn(shape.rows, shape.hidden, requires_grad=True)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "block.json"
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            y = m(x)
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    kept = sum(e["args"]["Bytes"] for e in events if e.get("name") == "[memory]")
+    del y
+    return {"stash_bytes": int(kept),
+            "param_bytes": sum(p.numel() for p in m.parameters()) * BYTES_PER_ELEMENT}

@@ -1,0 +1,31 @@
+"""The live memory harness: real torch.distributed.pipelining runs (4 gloo processes on CPU).
+
+Deselected by default (marker ``live``); run with ``python -m pytest -m live
+tests/calibration/test_memory_harness_live.py`` after ``pip install -e ".[validate]"`` (~1 min).
+Allocation is deterministic: the same configuration gives the bytes of the committed traces.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.memory.harness import main
+
+pytestmark = pytest.mark.live
+
+
+def test_zbv_and_gpipe_peaks(tmp_path):
+    rc = main(["--out", str(tmp_path), "--schedules", "ScheduleZBVZeroBubble,ScheduleGPipe",
+               "--shapes", "uniform", "--microbatches", "8", "--quiet"])
+    assert rc == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    zbv = doc["uniform/m8/ScheduleZBVZeroBubble"]["ranks"]
+    # as in tests/data/memtraces (tests/calibration/test_memory_trace.py)
+    assert [r["peak_bytes"] for r in zbv] == [2903060, 2919424, 3049472, 3262976]
+    assert [r["static_bytes"] for r in zbv] == [924672, 924672, 924672, 859136]
+    gpipe = doc["uniform/m8/ScheduleGPipe"]["ranks"]
+    # GPipe holds every sent output and input gradient until the step ends: B keeps -S + 2A
+    assert gpipe[1]["per_action"]["1B"]["kept"] == -4 * 82176 + 2 * 8192
+    assert not (tmp_path / "traces").exists()
