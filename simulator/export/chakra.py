@@ -26,7 +26,7 @@ and what the files assume. It needs the optional ``mlc-chakra`` package.
 from __future__ import annotations
 
 import json
-import math
+import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,10 +146,11 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
     meta_attrs = _metadata_attrs(pb, result, bw_gbps, lat_ns)
 
     Attr = pb.AttributeProto
-    cpu_false = Attr(name="is_cpu_op", bool_val=False)
-    cpu_true = Attr(name="is_cpu_op", bool_val=True)
+    comp_t, send_t, recv_t = pb.COMP_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+    comp_attrs: dict[tuple, bytes] = {}   # an action's attributes but its microbatch
+    comm_attrs: dict[tuple, bytes] = {}   # a transfer's attributes but its tag
     for r in range(P):
-        nodes = []
+        nodes: list[bytes] = []
         next_id = 0
         prev_compute = None
         last_by_end: list[tuple[float, int, int]] = []   # (end, iteration, node id)
@@ -160,10 +161,9 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
             recv_ids = []
             for key in keys:
                 for tag, t in recvs_before.get(key, ()):
-                    n = pb.Node(id=next_id, name=f"{t.dst_stage}RECV_{t.data}{t.microbatch}",
-                                type=pb.COMM_RECV_NODE)
-                    n.attr.extend(_comm_attrs(Attr, t, tag) + [cpu_false])
-                    nodes.append(n)
+                    nodes.append(_node(next_id, f"{t.dst_stage}RECV_{t.data}{t.microbatch}",
+                                       recv_t, (), (), 0,
+                                       _transfer_attrs(comm_attrs, t, tag)))
                     recv_ids.append(next_id)
                     next_id += 1
                     export.recv_nodes += 1
@@ -172,50 +172,42 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
                 micros = int(round(dur / 1000.0))
                 if micros * 1000 != dur:
                     export.rounded += 1
-                n = pb.Node(id=next_id, name=f"{a.stage}{a.kind}{a.microbatch}",
-                            type=pb.COMP_NODE, duration_micros=micros)
-                if prev_compute is not None:
-                    n.ctrl_deps.append(prev_compute)
-                n.data_deps.extend(recv_ids)
+                ck = (a.stage, str(a.kind), a.chunk, a.iteration, dur, a.pair)
+                fixed = comp_attrs.get(ck)
+                if fixed is None:
+                    fixed = comp_attrs[ck] = b"".join(_attr_field(x) for x in (
+                        _bool("is_cpu_op", False), _int(NS + "stage", a.stage),
+                        _str(NS + "kind", str(a.kind)), _int(NS + "chunk", a.chunk),
+                        _int(NS + "iteration", a.iteration), _double(NS + "duration_ns", dur))
+                        + ((_int(NS + "pair", a.pair),) if a.pair is not None else ()))
+                nodes.append(_node(next_id, f"{a.stage}{a.kind}{a.microbatch}", comp_t,
+                                   () if prev_compute is None else (prev_compute,), recv_ids,
+                                   micros, fixed
+                                   + _attr_field(_int(NS + "microbatch", a.microbatch))))
                 recv_ids = []
-                n.attr.extend([cpu_false,
-                               Attr(name=NS + "stage", int64_val=a.stage),
-                               Attr(name=NS + "kind", string_val=str(a.kind)),
-                               Attr(name=NS + "microbatch", int64_val=a.microbatch),
-                               Attr(name=NS + "chunk", int64_val=a.chunk),
-                               Attr(name=NS + "iteration", int64_val=a.iteration),
-                               Attr(name=NS + "duration_ns", double_val=dur)])
-                if a.pair is not None:
-                    n.attr.append(Attr(name=NS + "pair", int64_val=a.pair))
-                nodes.append(n)
                 prev_compute = next_id
                 last_by_end.append((a.end, a.iteration, next_id))
                 next_id += 1
                 export.compute_nodes += 1
             for key in keys:
                 for tag, t in sends_after.get(key, ()):
-                    snd = pb.Node(id=next_id, name=f"{t.src_stage}SEND_{t.data}{t.microbatch}",
-                                  type=pb.COMM_SEND_NODE)
-                    snd.data_deps.append(prev_compute)
-                    snd.attr.extend(_comm_attrs(Attr, t, tag) + [cpu_false])
-                    nodes.append(snd)
+                    nodes.append(_node(next_id, f"{t.src_stage}SEND_{t.data}{t.microbatch}",
+                                       send_t, (), (prev_compute,), 0,
+                                       _transfer_attrs(comm_attrs, t, tag)))
                     next_id += 1
                     export.send_nodes += 1
         prev_coll = None
         for c in colls_by_rank[r]:
             ready_node = _ready_node(last_by_end, c.iteration, c.ready)
-            n = pb.Node(id=next_id, name=f"dp_collective chunk{c.chunk} layer{c.layer}",
-                        type=pb.COMP_NODE, duration_micros=int(round((c.end - c.start) / 1000)))
-            if ready_node is not None:
-                n.ctrl_deps.append(ready_node)
-            if prev_coll is not None:
-                n.ctrl_deps.append(prev_coll)
-            n.attr.extend([cpu_true, Attr(name=NS + "collective", string_val="dp"),
-                           Attr(name=NS + "chunk", int64_val=c.chunk),
-                           Attr(name=NS + "layer", int64_val=c.layer),
-                           Attr(name=NS + "bytes", int64_val=int(c.nbytes)),
-                           Attr(name=NS + "duration_ns", double_val=round(c.end - c.start, 3))])
-            nodes.append(n)
+            ctrl = tuple(x for x in (ready_node, prev_coll) if x is not None)
+            dur = round(c.end - c.start, 3)
+            nodes.append(_node(next_id, f"dp_collective chunk{c.chunk} layer{c.layer}", comp_t,
+                               ctrl, (), int(round(dur / 1000.0)), b"".join(
+                                   _attr_field(x) for x in (
+                                       _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
+                                       _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
+                                       _int(NS + "bytes", int(c.nbytes)),
+                                       _double(NS + "duration_ns", dur)))))
             prev_coll = next_id
             next_id += 1
             export.collective_nodes += 1
@@ -224,9 +216,8 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
             with open(path, "wb") as fh:
                 meta = pb.GlobalMetadata(version="1.0.0")
                 meta.attr.extend(meta_attrs + [Attr(name=NS + "rank", int64_val=r)])
-                buf = [_delimited(meta)]
-                buf += [_delimited(n) for n in nodes]
-                fh.write(b"".join(buf))
+                fh.write(_delimited(meta.SerializeToString()))
+                fh.write(b"".join(nodes))
         except OSError as err:
             raise ConfigError(f"--chakra: cannot write {path}: {err.strerror or err}") from None
     _write_configs(out, P, bw_gbps, lat_ns, free_network)
@@ -246,29 +237,92 @@ def _steps(acts: list) -> list[list]:
     return out
 
 
-def _delimited(message) -> bytes:
-    """chakra's ``protolib.encodeMessage`` framing (a varint size, then the message), built in
-    memory: one write per file instead of two per node."""
-    data = message.SerializeToString()
-    n = len(data)
-    head = bytearray()
-    while True:
-        bits = n & 0x7F
-        n >>= 7
-        if n:
-            head.append(0x80 | bits)
-        else:
-            head.append(bits)
-            break
-    return bytes(head) + data
+# -- Chakra's Node in protobuf's wire format ---------------------------------------------------
+# Millions of nodes: building each as a protobuf object costs ~80 us, so the nodes are encoded
+# here, field by field, as et_def.proto defines them (Node: id 1, name 2, type 3, ctrl_deps 4,
+# data_deps 5 (packed), duration_micros 7, attr 10; AttributeProto: name 1, double_val 3,
+# int32_val 7, int64_val 9, bool_val 27, string_val 29); the tests read them back with chakra's
+# own decoder. Repeated pieces (a transfer's attributes, an action's but its microbatch) are
+# encoded once.
+_VARINT: dict[int, bytes] = {}
 
 
-def _comm_attrs(Attr, t, tag: int) -> list:
-    return [Attr(name="comm_src", int32_val=t.src_rank),
-            Attr(name="comm_dst", int32_val=t.dst_rank),
-            Attr(name="comm_size", int64_val=max(int(t.nbytes), 1)),
-            Attr(name="comm_tag", int32_val=tag),
-            Attr(name=NS + "bytes", int64_val=int(t.nbytes))]
+def _varint(n: int) -> bytes:
+    b = _VARINT.get(n)
+    if b is not None:
+        return b
+    v = n & 0xFFFFFFFFFFFFFFFF   # negative numbers as protobuf writes them: 10 bytes
+    out = bytearray()
+    while v > 0x7F:
+        out.append(0x80 | (v & 0x7F))
+        v >>= 7
+    out.append(v)
+    b = bytes(out)
+    if 0 <= n < 1 << 20:
+        _VARINT[n] = b
+    return b
+
+
+def _delimited(data: bytes) -> bytes:
+    """chakra's ``protolib.encodeMessage`` framing: the size as a varint, then the message."""
+    return _varint(len(data)) + data
+
+
+def _name(name: str) -> bytes:
+    raw = name.encode()
+    return b"\x0a" + _varint(len(raw)) + raw
+
+
+def _int(name: str, v: int) -> bytes:
+    return _name(name) + b"\x48" + _varint(int(v))          # int64_val
+
+
+def _int32(name: str, v: int) -> bytes:
+    return _name(name) + b"\x38" + _varint(int(v))          # int32_val
+
+
+def _double(name: str, v: float) -> bytes:
+    return _name(name) + b"\x19" + struct.pack("<d", v)     # double_val
+
+
+def _bool(name: str, v: bool) -> bytes:
+    return _name(name) + b"\xd8\x01" + (b"\x01" if v else b"\x00")   # bool_val
+
+
+def _str(name: str, v: str) -> bytes:
+    raw = v.encode()
+    return _name(name) + b"\xea\x01" + _varint(len(raw)) + raw        # string_val
+
+
+def _attr_field(attr: bytes) -> bytes:
+    return b"\x52" + _varint(len(attr)) + attr              # Node.attr
+
+
+def _node(nid: int, name: str, ntype: int, ctrl, data, micros: int, attrs: bytes) -> bytes:
+    raw = name.encode()
+    parts = [b"\x08", _varint(nid), b"\x12", _varint(len(raw)), raw, b"\x18", _varint(ntype)]
+    if ctrl:
+        p = b"".join(map(_varint, ctrl))
+        parts += (b"\x22", _varint(len(p)), p)
+    if data:
+        p = b"".join(map(_varint, data))
+        parts += (b"\x2a", _varint(len(p)), p)
+    if micros:
+        parts += (b"\x38", _varint(micros))
+    parts.append(attrs)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def _transfer_attrs(cache: dict, t, tag: int) -> bytes:
+    key = (t.src_rank, t.dst_rank, t.nbytes)
+    fixed = cache.get(key)
+    if fixed is None:
+        fixed = cache[key] = b"".join(_attr_field(x) for x in (
+            _bool("is_cpu_op", False), _int32("comm_src", t.src_rank),
+            _int32("comm_dst", t.dst_rank), _int("comm_size", max(int(t.nbytes), 1)),
+            _int(NS + "bytes", int(t.nbytes))))
+    return fixed + _attr_field(_int32("comm_tag", tag))
 
 
 def _ready_node(last_by_end: list[tuple[float, int, int]], iteration: int,
