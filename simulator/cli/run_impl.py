@@ -209,7 +209,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         imported = read_chakra(chakra_in)
         workload, sched, link_sets = imported.workload, imported.schedule, imported.links
     elif workload is None:
-        raise ConfigError("WORKLOAD: expected a workload file (or --chakra-in PREFIX)")
+        raise ConfigError("Missing argument 'WORKLOAD'.")   # click's words (or --chakra-in)
     if schedule_file is not None:
         if schedule is not None:
             raise ConfigError("--schedule and --schedule-file: give one, not both")
