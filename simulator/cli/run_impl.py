@@ -36,6 +36,8 @@ RUN_ARGS = (
     (("--gantt",), "gantt", "path"),
     (("--trace",), "trace", "path"),
     (("--log-level",), "log_level", "log_level"),
+    (("--chakra",), "chakra", "str"),
+    (("--chakra-in",), "chakra_in", "str"),
 )
 _DEFAULTS = {"schedule_options": (), "system_sets": (), "log_level": "warning"}
 _KIND_OF_RUN_OPTION = {"positive": "int", "non_negative": "int", "positive_number": "float",
@@ -130,7 +132,7 @@ def parse_run_args(args: list[str]) -> dict[str, object] | None:
         else:
             values[dest] = value
     if workload is None:
-        return None
+        return None       # (--chakra-in without a workload goes through click too)
     ok, workload = _value("path", workload, ())
     if not ok:
         return None
@@ -180,7 +182,8 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 
 
 def run(workload, schedule, schedule_file, system, calibration, schedule_options,
-        system_sets, json_dest, gantt, trace, log_level, **run_options) -> None:
+        system_sets, json_dest, gantt, trace, log_level, chakra=None, chakra_in=None,
+        **run_options) -> None:
     """What ``pipesim run`` does once its arguments are read (by click or by
     :func:`parse_run_args`)."""
     from ..api import simulate
@@ -191,7 +194,22 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from ..export.gantt import gantt_format
 
         gantt_format(gantt)  # a bad extension is refused before the run, not after it
+    if chakra is not None:
+        from ..workload.chakra_pb import chakra as load_chakra
+
+        load_chakra("--chakra")   # a missing mlc-chakra is said before the run, not after it
     sched = schedule
+    link_sets: dict = {}
+    if chakra_in is not None:
+        if workload is not None or schedule is not None or schedule_file is not None:
+            raise ConfigError("--chakra-in: the traces are the workload and the schedule; give "
+                              "no WORKLOAD, --schedule or --schedule-file with it")
+        from ..schedules.chakra_in import read_chakra
+
+        imported = read_chakra(chakra_in)
+        workload, sched, link_sets = imported.workload, imported.schedule, imported.links
+    elif workload is None:
+        raise ConfigError("Missing argument 'WORKLOAD'.")   # click's words (or --chakra-in)
     if schedule_file is not None:
         if schedule is not None:
             raise ConfigError("--schedule and --schedule-file: give one, not both")
@@ -199,10 +217,12 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
 
         sched = load_schedule_csv(schedule_file)
     options = parse_assignments(schedule_options, "--option")
-    if calibration is not None or system_sets:
+    if calibration is not None or system_sets or link_sets:
         from ..system.config import load_system
 
         system = load_system(system)
+        if link_sets:   # the imported traces' own links, under --calibration and --set
+            system = system.with_overrides(link_sets, "--chakra-in")
         if calibration is not None:
             from ..system.overlay import apply_calibration
 
@@ -211,7 +231,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
             system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
     from .ticker import ticker
 
-    with ticker(f"simulating {workload}"):
+    with ticker(f"simulating {chakra_in or workload}"):
         result = simulate(workload, sched, system, trace_layers=trace is not None,
                           schedule_options=options, **opts.simulate_kwargs())
     if gantt:
@@ -222,6 +242,12 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from ..export.perfetto import write_trace
 
         write_trace(result, trace)
+    if chakra is not None:
+        from ..export.chakra import write_chakra
+
+        written = write_chakra(result, chakra)
+        if json_dest != "-":
+            echo(written.line())
     if json_dest:
         from .jsonout import write_json
 

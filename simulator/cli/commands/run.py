@@ -18,7 +18,7 @@ def _run_schema() -> dict:
 
 
 @click.command("run")
-@click.argument("workload", type=click.Path(dir_okay=False))
+@click.argument("workload", type=click.Path(dir_okay=False), required=False, metavar="WORKLOAD")
 @click.option("--schedule", "-s", default=None, help="Registered schedule (see `pipesim schedule --list`); "
               "default 1f1b, or interleaved-1f1b when vpp > 1.")
 @click.option("--schedule-file", type=click.Path(dir_okay=False), default=None,
@@ -40,12 +40,19 @@ def _run_schema() -> dict:
               help="Draw a Gantt chart (.png, .svg or .pdf).")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome/Perfetto trace (JSON).")
+@click.option("--chakra", default=None, metavar="DIR",
+              help="Also write the run as Chakra execution traces for ASTRA-sim 2.0 "
+                   "(DIR/et.<rank>.et, its network/system configs, a README); needs "
+                   "pipesim[chakra].")
+@click.option("--chakra-in", default=None, metavar="PREFIX",
+              help="Simulate Chakra execution traces PREFIX.<rank>.et (compute, send and "
+                   "receive nodes) instead of a WORKLOAD; needs pipesim[chakra].")
 @click_options(skip=("schedule",))
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS), case_sensitive=False),
               default="warning", show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, calibration, schedule_options,
-            system_sets, json_dest, gantt, trace, log_level, **run_options):
+            system_sets, json_dest, gantt, trace, log_level, chakra, chakra_in, **run_options):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     run(workload, schedule, schedule_file, system, calibration, schedule_options, system_sets,
-        json_dest, gantt, trace, log_level, **run_options)
+        json_dest, gantt, trace, log_level, chakra=chakra, chakra_in=chakra_in, **run_options)

@@ -62,9 +62,13 @@ def _schema() -> dict:
 @click.option("--max-in-flight", type=int, default=None,
               help="auto only: activations a rank may hold (default P, 1F1B's memory: 2P "
                    "chunk activations with --vpp 2; at least 1, 2 with --vpp 2).")
+@click.option("--chakra", "chakra_dir", default=None, metavar="DIR",
+              help="Simulate the schedule at unit costs (or --stage-costs), 1 unit = 1 ms, and "
+                   "write it as Chakra execution traces for ASTRA-sim 2.0 into DIR (see "
+                   "`pipesim run --chakra`); needs pipesim[chakra].")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
 def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options, csv_path, stage_costs,
-            max_in_flight, list_all) -> None:
+            max_in_flight, list_all, chakra_dir) -> None:
     """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
     if list_all:
         _list()
@@ -87,6 +91,8 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
     for option, value, key in (("--stage-costs", stage_costs, "stage_costs"),
                                ("--max-in-flight", max_in_flight, "max_in_flight")):
         if value is not None:
+            if key == "stage_costs" and chakra_dir is not None and not spec.needs_costs:
+                continue   # the costs of the --chakra run, not of the schedule's making
             if not spec.needs_costs:
                 raise ConfigError(f"{option}: only for a synthesized schedule (auto), not "
                                   f"{spec.name}")
@@ -104,6 +110,47 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                     "ranks": sched.as_strings()}, json_dest, indent=None)
     if json_dest != "-":
         _show(sched)
+    if chakra_dir is not None:
+        _export_chakra(sched, stage_costs, chakra_dir, json_dest != "-")
+
+
+UNIT_NS = 1_000_000   # one --stage-costs unit in the --chakra run: 1 ms
+
+
+def _export_chakra(sched: Schedule, stage_costs: str | None, directory: str, say: bool) -> None:
+    """Simulate ``sched`` on one layer per model chunk costing the stage costs (units of 1 ms,
+    unit costs without --stage-costs) and write the run as Chakra ETs. A cost ``comm`` > 0 is
+    a transfer arriving ``comm`` after it is sent (a 1-byte ``pp_comm`` over a link of that
+    latency); 0 moves nothing."""
+    from ...api import simulate
+    from ...export.chakra import write_chakra
+    from ...planning.costs import load_stage_costs
+    from ...schedules.stage_costs import StageCosts
+    from ...system.config import load_system
+    from ...workload.builder import make_layer
+    from ...workload.chakra_pb import chakra
+    from ...workload.model import Header, Workload
+
+    chakra("--chakra")
+    n = sched.n_stages
+    costs = (load_stage_costs(stage_costs, n) if stage_costs is not None
+             else StageCosts.unit(n))
+    chunk_stage = {c: s for s, c in reversed(list(enumerate(sched.stage_chunk)))}
+    layers = tuple(make_layer(c, round(costs.f[s] * UNIT_NS), round(costs.i[s] * UNIT_NS),
+                              round(costs.w[s] * UNIT_NS))
+                   for c, s in sorted(chunk_stage.items()))
+    comm_ns = round(costs.comm * UNIT_NS)
+    header = Header(policy="HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=1, pp=sched.pp, vpp=sched.vpp,
+                    ga=sched.microbatches, all_gpus=sched.pp, pp_comm=1 if comm_ns > 0 else 0)
+    system = load_system(None)
+    if comm_ns > 0:   # 8e9 Gb/s: the byte itself takes 1e-9 ns
+        system = system.with_overrides({"links.bandwidth_gbps": 8e9,
+                                        "links.latency_ns": comm_ns}, "--stage-costs")
+    wl = Workload(path=stage_costs or "<unit costs>", header=header, layers=layers)
+    result = simulate(wl, sched, system)
+    written = write_chakra(result, directory)
+    if say:
+        click.echo(f"{written.line()}; pipesim's makespan {result.makespan_ns:.0f} ns")
 
 
 def _show(sched: Schedule) -> None:

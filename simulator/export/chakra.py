@@ -1,0 +1,429 @@
+"""A simulated run as Chakra execution traces (ETs), the workload ASTRA-sim 2.0 replays.
+
+``DIR/et.<rank>.et`` per pipeline rank: a ``GlobalMetadata`` message, then per rank, in the order
+the rank executed them,
+
+- a ``COMP_NODE`` per compute action (F, B, I, W; an overlapped pair's halves one after the
+  other) lasting what pipesim charged it (``duration_micros``, rounded to ASTRA-sim's whole
+  microseconds, and the exact nanoseconds in the attribute ``pipesim.duration_ns``), named in
+  torch's notation (``3F1``) with attributes ``pipesim.stage``, ``.microbatch``, ``.kind``,
+  ``.chunk``, ``.iteration``;
+- a ``COMM_SEND_NODE`` / ``COMM_RECV_NODE`` pair per transfer (``comm_src``, ``comm_dst``,
+  ``comm_size``, ``comm_tag``, the tag unique in the run): the send depends on the action that
+  produced the data, the action that consumes it depends on the receive;
+- each compute node depends (``ctrl_deps``) on the rank's previous one, so ASTRA-sim runs the
+  rank's actions in pipesim's order;
+- a weight-gradient (DP) collective, when the run has any, as a node of the duration pipesim
+  priced on the rank's second (``is_cpu_op``) slot, FIFO after the action that made it ready:
+  a stream beside compute, as pipesim's communication stream is.
+
+Beside them ``network.yml`` (a fully connected network with pipesim's point-to-point link:
+bandwidth in GB/s of 2^30 bytes, latency in ns), ``system.json`` (roofline off: durations are
+replayed as given), ``remote_memory.json`` and a ``README.md`` with the ASTRA-sim command line
+and what the files assume. It needs the optional ``mlc-chakra`` package.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..result import SimulationResult
+from ..schedules.action import Kind
+from ..system.topology import LinkModel
+from ..workload.chakra_pb import NS, chakra
+
+GIB = float(1 << 30)
+FREE_GBPS = 1.0e6        # GB/s: a byte crosses in ~1e-6 ns, 0 once ASTRA-sim truncates
+
+
+@dataclass
+class ChakraExport:
+    """What was written (``pipesim run --chakra`` prints it)."""
+
+    directory: Path
+    ranks: int
+    compute_nodes: int = 0
+    send_nodes: int = 0
+    recv_nodes: int = 0
+    collective_nodes: int = 0
+    rounded: int = 0          # compute nodes whose duration is not a whole microsecond
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (f"chakra: {self.ranks} ETs in {self.directory} ({self.compute_nodes} compute, "
+                f"{self.send_nodes} send, {self.recv_nodes} receive"
+                + (f", {self.collective_nodes} collective" if self.collective_nodes else "")
+                + " nodes)")
+
+
+def _schedule_positions(result: SimulationResult) -> list[dict[tuple, int]]:
+    out = []
+    for acts in result.schedule.ranks:
+        out.append({(a.stage, str(a.kind), a.microbatch): i for i, a in enumerate(acts)})
+    return out
+
+
+def link_figures(result: SimulationResult) -> tuple[float, float, list[str]]:
+    """(bandwidth Gb/s, latency ns) of the links the run's transfers used, and notes: the
+    slowest figure when pairs differ (ASTRA-sim's network here is one link type)."""
+    pairs = sorted({(t.src_rank, t.dst_rank) for t in result.records.transfers})
+    model = LinkModel(result.workload.header, result.system, result.schedule.pp)
+    links = [model.p2p(s, d) for s, d in pairs] or [model.p2p(0, min(1, result.schedule.pp - 1))]
+    bw = min(link.bandwidth_gbps for link in links)
+    lat = max(link.latency_ns for link in links)
+    notes = []
+    if len({(link.bandwidth_gbps, link.latency_ns) for link in links}) > 1:
+        notes.append(f"the run's point-to-point links differ; network.yml gives every pair the "
+                     f"slowest: {bw:g} Gb/s, {lat:g} ns")
+    return bw, lat, notes
+
+
+def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExport:
+    """Write the run's ETs and ASTRA-sim configuration files into ``directory``."""
+    ch = chakra("--chakra")
+    pb = ch.pb
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--chakra: cannot create {out}: {err.strerror or err}") from None
+    sched = result.schedule
+    rec = result.records
+    P = sched.pp
+    export = ChakraExport(out, P)
+    positions = _schedule_positions(result)
+
+    acts_by_rank: list[list] = [[] for _ in range(P)]
+    for a in rec.actions:
+        acts_by_rank[a.rank].append(a)
+    for r, acts in enumerate(acts_by_rank):
+        pos = positions[r]
+        acts.sort(key=lambda a: (a.iteration, pos.get((a.stage, str(a.kind), a.microbatch), 0),
+                                 a.start))
+
+    # transfers: tag = index in a deterministic order; who produces and who consumes each
+    transfers = sorted(rec.transfers, key=lambda t: (t.iteration, t.issued, t.src_rank,
+                                                     t.dst_rank, t.microbatch, str(t.data)))
+    sends_after: dict[tuple, list] = defaultdict(list)    # producer key -> [(tag, t)]
+    recvs_before: dict[tuple, list] = defaultdict(list)   # consumer key -> [(tag, t)]
+    produced_by = {}
+    for r, acts in enumerate(acts_by_rank):
+        for a in acts:
+            produced_by[(r, a.iteration, a.stage, str(a.kind), a.microbatch)] = a
+    for tag, t in enumerate(transfers):
+        src_kinds = ("F",) if t.data == Kind.F else ("B", "I")
+        for k in src_kinds:
+            key = (t.src_rank, t.iteration, t.src_stage, k, t.microbatch)
+            if key in produced_by:
+                sends_after[key].append((tag, t))
+                break
+        else:
+            raise ConfigError(f"--chakra: transfer {t.src_stage}->{t.dst_stage} of microbatch "
+                              f"{t.microbatch} has no producing action on rank {t.src_rank}")
+        for k in src_kinds:
+            key = (t.dst_rank, t.iteration, t.dst_stage, k, t.microbatch)
+            if key in produced_by:
+                recvs_before[key].append((tag, t))
+                break
+        else:
+            raise ConfigError(f"--chakra: transfer {t.src_stage}->{t.dst_stage} of microbatch "
+                              f"{t.microbatch} has no consuming action on rank {t.dst_rank}")
+
+    colls_by_rank: list[list] = [[] for _ in range(P)]
+    for c in rec.collectives:
+        colls_by_rank[c.rank].append(c)
+    for cs in colls_by_rank:
+        cs.sort(key=lambda c: (c.start, c.ready))
+
+    bw_gbps, lat_ns, notes = link_figures(result)
+    export.notes += notes
+    free_network = all(t.nbytes <= 0 for t in transfers)
+    meta_attrs = _metadata_attrs(pb, result, bw_gbps, lat_ns)
+
+    Attr = pb.AttributeProto
+    comp_t, send_t, recv_t = pb.COMP_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+    comp_attrs: dict[tuple, bytes] = {}   # an action's attributes but its microbatch
+    comm_attrs: dict[tuple, bytes] = {}   # a transfer's attributes but its tag
+    for r in range(P):
+        nodes: list[bytes] = []
+        next_id = 0
+        prev_compute = None
+        last_by_end: list[tuple[float, int, int]] = []   # (end, iteration, node id)
+        for group in _steps(acts_by_rank[r]):
+            # an overlapped pair is one step: it starts when both halves' inputs are in, and
+            # sends both halves' outputs when it ends (pipesim's OVERLAP_F_B)
+            keys = [(r, a.iteration, a.stage, str(a.kind), a.microbatch) for a in group]
+            recv_ids = []
+            for key in keys:
+                for tag, t in recvs_before.get(key, ()):
+                    nodes.append(_node(next_id, f"{t.dst_stage}RECV_{t.data}{t.microbatch}",
+                                       recv_t, (), (), 0,
+                                       _transfer_attrs(comm_attrs, t, tag)))
+                    recv_ids.append(next_id)
+                    next_id += 1
+                    export.recv_nodes += 1
+            for a in group:
+                dur = round(a.end - a.start, 3)   # end - start carries float noise below a ps
+                micros = int(round(dur / 1000.0))
+                if micros * 1000 != dur:
+                    export.rounded += 1
+                ck = (a.stage, str(a.kind), a.chunk, a.iteration, dur, a.pair)
+                fixed = comp_attrs.get(ck)
+                if fixed is None:
+                    fixed = comp_attrs[ck] = b"".join(_attr_field(x) for x in (
+                        _bool("is_cpu_op", False), _int(NS + "stage", a.stage),
+                        _str(NS + "kind", str(a.kind)), _int(NS + "chunk", a.chunk),
+                        _int(NS + "iteration", a.iteration), _double(NS + "duration_ns", dur))
+                        + ((_int(NS + "pair", a.pair),) if a.pair is not None else ()))
+                nodes.append(_node(next_id, f"{a.stage}{a.kind}{a.microbatch}", comp_t,
+                                   () if prev_compute is None else (prev_compute,), recv_ids,
+                                   micros, fixed
+                                   + _attr_field(_int(NS + "microbatch", a.microbatch))))
+                recv_ids = []
+                prev_compute = next_id
+                last_by_end.append((a.end, a.iteration, next_id))
+                next_id += 1
+                export.compute_nodes += 1
+            for key in keys:
+                for tag, t in sends_after.get(key, ()):
+                    nodes.append(_node(next_id, f"{t.src_stage}SEND_{t.data}{t.microbatch}",
+                                       send_t, (), (prev_compute,), 0,
+                                       _transfer_attrs(comm_attrs, t, tag)))
+                    next_id += 1
+                    export.send_nodes += 1
+        prev_coll = None
+        for c in colls_by_rank[r]:
+            ready_node = _ready_node(last_by_end, c.iteration, c.ready)
+            ctrl = tuple(x for x in (ready_node, prev_coll) if x is not None)
+            dur = round(c.end - c.start, 3)
+            nodes.append(_node(next_id, f"dp_collective chunk{c.chunk} layer{c.layer}", comp_t,
+                               ctrl, (), int(round(dur / 1000.0)), b"".join(
+                                   _attr_field(x) for x in (
+                                       _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
+                                       _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
+                                       _int(NS + "bytes", int(c.nbytes)),
+                                       _double(NS + "duration_ns", dur)))))
+            prev_coll = next_id
+            next_id += 1
+            export.collective_nodes += 1
+        path = out / f"et.{r}.et"
+        try:
+            with open(path, "wb") as fh:
+                meta = pb.GlobalMetadata(version="1.0.0")
+                meta.attr.extend(meta_attrs + [Attr(name=NS + "rank", int64_val=r)])
+                fh.write(_delimited(meta.SerializeToString()))
+                fh.write(b"".join(nodes))
+        except OSError as err:
+            raise ConfigError(f"--chakra: cannot write {path}: {err.strerror or err}") from None
+    _write_configs(out, P, bw_gbps, lat_ns, free_network)
+    _write_readme(out, result, export, bw_gbps, lat_ns, free_network)
+    return export
+
+
+def _steps(acts: list) -> list[list]:
+    """A rank's action records as its steps: an overlapped pair's two halves together."""
+    out: list[list] = []
+    for a in acts:
+        if out and a.pair is not None and len(out[-1]) == 1 and out[-1][0].pair == a.pair \
+                and out[-1][0].iteration == a.iteration:
+            out[-1].append(a)
+        else:
+            out.append([a])
+    return out
+
+
+# -- Chakra's Node in protobuf's wire format ---------------------------------------------------
+# Millions of nodes: building each as a protobuf object costs ~80 us, so the nodes are encoded
+# here, field by field, as et_def.proto defines them (Node: id 1, name 2, type 3, ctrl_deps 4,
+# data_deps 5 (packed), duration_micros 7, attr 10; AttributeProto: name 1, double_val 3,
+# int32_val 7, int64_val 9, bool_val 27, string_val 29); the tests read them back with chakra's
+# own decoder. Repeated pieces (a transfer's attributes, an action's but its microbatch) are
+# encoded once.
+_VARINT: dict[int, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+    b = _VARINT.get(n)
+    if b is not None:
+        return b
+    v = n & 0xFFFFFFFFFFFFFFFF   # negative numbers as protobuf writes them: 10 bytes
+    out = bytearray()
+    while v > 0x7F:
+        out.append(0x80 | (v & 0x7F))
+        v >>= 7
+    out.append(v)
+    b = bytes(out)
+    if 0 <= n < 1 << 20:
+        _VARINT[n] = b
+    return b
+
+
+def _delimited(data: bytes) -> bytes:
+    """chakra's ``protolib.encodeMessage`` framing: the size as a varint, then the message."""
+    return _varint(len(data)) + data
+
+
+def _name(name: str) -> bytes:
+    raw = name.encode()
+    return b"\x0a" + _varint(len(raw)) + raw
+
+
+def _int(name: str, v: int) -> bytes:
+    return _name(name) + b"\x48" + _varint(int(v))          # int64_val
+
+
+def _int32(name: str, v: int) -> bytes:
+    return _name(name) + b"\x38" + _varint(int(v))          # int32_val
+
+
+def _double(name: str, v: float) -> bytes:
+    return _name(name) + b"\x19" + struct.pack("<d", v)     # double_val
+
+
+def _bool(name: str, v: bool) -> bytes:
+    return _name(name) + b"\xd8\x01" + (b"\x01" if v else b"\x00")   # bool_val
+
+
+def _str(name: str, v: str) -> bytes:
+    raw = v.encode()
+    return _name(name) + b"\xea\x01" + _varint(len(raw)) + raw        # string_val
+
+
+def _attr_field(attr: bytes) -> bytes:
+    return b"\x52" + _varint(len(attr)) + attr              # Node.attr
+
+
+def _node(nid: int, name: str, ntype: int, ctrl, data, micros: int, attrs: bytes) -> bytes:
+    raw = name.encode()
+    parts = [b"\x08", _varint(nid), b"\x12", _varint(len(raw)), raw, b"\x18", _varint(ntype)]
+    if ctrl:
+        p = b"".join(map(_varint, ctrl))
+        parts += (b"\x22", _varint(len(p)), p)
+    if data:
+        p = b"".join(map(_varint, data))
+        parts += (b"\x2a", _varint(len(p)), p)
+    if micros:
+        parts += (b"\x38", _varint(micros))
+    parts.append(attrs)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def _transfer_attrs(cache: dict, t, tag: int) -> bytes:
+    key = (t.src_rank, t.dst_rank, t.nbytes)
+    fixed = cache.get(key)
+    if fixed is None:
+        fixed = cache[key] = b"".join(_attr_field(x) for x in (
+            _bool("is_cpu_op", False), _int32("comm_src", t.src_rank),
+            _int32("comm_dst", t.dst_rank), _int("comm_size", max(int(t.nbytes), 1)),
+            _int(NS + "bytes", int(t.nbytes))))
+    return fixed + _attr_field(_int32("comm_tag", tag))
+
+
+def _ready_node(last_by_end: list[tuple[float, int, int]], iteration: int,
+                ready: float) -> int | None:
+    best = None
+    for end, it, nid in last_by_end:
+        if it == iteration and end <= ready + 1e-6:
+            best = nid
+    return best
+
+
+def _metadata_attrs(pb, result: SimulationResult, bw_gbps: float, lat_ns: float) -> list:
+    Attr = pb.AttributeProto
+    s = result.schedule
+    return [Attr(name=NS + "schedule", string_val=s.name),
+            Attr(name=NS + "pp", int64_val=s.pp),
+            Attr(name=NS + "vpp", int64_val=s.vpp),
+            Attr(name=NS + "microbatches", int64_val=s.microbatches),
+            Attr(name=NS + "placement", int64_list=pb.Int64List(values=list(s.placement))),
+            Attr(name=NS + "stage_chunk", int64_list=pb.Int64List(values=list(s.stage_chunk))),
+            Attr(name=NS + "pipelines", string_val=";".join(
+                ",".join(map(str, p)) for p in s.pipelines)),
+            Attr(name=NS + "flush", bool_val=bool(s.flush)),
+            Attr(name=NS + "link_bandwidth_gbps", double_val=float(bw_gbps)),
+            Attr(name=NS + "link_latency_ns", double_val=float(lat_ns)),
+            Attr(name=NS + "makespan_ns", double_val=float(result.makespan_ns))]
+
+
+def astra_bandwidth(gbps: float) -> float:
+    """pipesim's Gb/s (10^9 bits) as ASTRA-sim's GB/s (2^30 bytes)."""
+    return gbps / 8.0 * 1e9 / GIB
+
+
+def _write_configs(out: Path, P: int, bw_gbps: float, lat_ns: float, free: bool) -> None:
+    bw = FREE_GBPS if free else astra_bandwidth(bw_gbps)
+    lat = 0.0 if free else float(lat_ns)
+    (out / "network.yml").write_text(
+        "topology: [ FullyConnected ]\n"
+        f"npus_count: [ {P} ]\n"
+        f"bandwidth: [ {bw!r} ]  # GB/s (1 GB = 2^30 B)\n"
+        f"latency: [ {lat!r} ]  # ns\n")
+    system = {"scheduling-policy": "FIFO", "endpoint-delay": 0,
+              "active-chunks-per-dimension": 1, "preferred-dataset-splits": 1,
+              "all-reduce-implementation": ["direct"], "all-gather-implementation": ["direct"],
+              "reduce-scatter-implementation": ["direct"], "all-to-all-implementation": ["direct"],
+              "collective-optimization": "localBWAware", "local-mem-bw": 1600,
+              "boost-mode": 0, "roofline-enabled": 0, "peak-perf": 900}
+    (out / "system.json").write_text(json.dumps(system, indent=2) + "\n")
+    (out / "remote_memory.json").write_text(
+        json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2) + "\n")
+
+
+def _write_readme(out: Path, result: SimulationResult, export: ChakraExport, bw_gbps: float,
+                  lat_ns: float, free: bool) -> None:
+    s = result.schedule
+    d = out.resolve()
+    lines = [
+        f"# Chakra execution traces of a pipesim run: {s.name}, P={s.pp}, v={s.vpp}, "
+        f"M={s.microbatches}",
+        "",
+        f"pipesim's makespan: {result.makespan_ns:.3f} ns. Replay with ASTRA-sim 2.0's analytical "
+        "backend (either binary):",
+        "",
+        "```",
+        f"ASTRA_SIM_BINARY --workload-configuration={d}/et "
+        f"--system-configuration={d}/system.json "
+        f"--remote-memory-configuration={d}/remote_memory.json "
+        f"--network-configuration={d}/network.yml",
+        "```",
+        "",
+        "Each NPU logs `sys[<npu>] finished, <T> cycles` (1 cycle = 1 ns); the largest T is the "
+        "iteration time to set beside pipesim's makespan.",
+        "",
+        "## Files and what they assume",
+        "",
+        f"- `et.<rank>.et` ({export.ranks} files): {export.compute_nodes} compute, "
+        f"{export.send_nodes} send, {export.recv_nodes} receive"
+        + (f", {export.collective_nodes} DP-collective" if export.collective_nodes else "")
+        + " nodes. A compute node lasts what pipesim charged the action; ASTRA-sim reads whole "
+        "microseconds (`duration_micros`; 0 runs as 1 ns), the exact nanoseconds are in the "
+        "attribute `pipesim.duration_ns`"
+        + (f" ({export.rounded} durations are not whole microseconds and were rounded)."
+           if export.rounded else " (every duration here is a whole microsecond)."),
+        "- Each compute node depends on the rank's previous one (pipesim's order); a send on "
+        "the action that produced its data; the consuming action on its receive. Tags are "
+        "unique per transfer. Zero-byte transfers are written as 1 byte (ASTRA-sim needs a size).",
+        "- `network.yml`: " + (
+            "the run moved no bytes between stages, so the network is free (latency 0, "
+            f"{FREE_GBPS:g} GB/s)." if free else
+            f"every NPU pair one hop apart (FullyConnected) with pipesim's link, {bw_gbps:g} Gb/s "
+            f"= {astra_bandwidth(bw_gbps)!r} GB/s of 2^30 bytes, latency {lat_ns:g} ns."),
+        "- `system.json`: `roofline-enabled: 0` (durations replayed as given). ASTRA-sim runs "
+        "one compute and one send at a time per NPU and its sends are eager; pipesim's "
+        "`--p2p async` (the default) matches the eager sends, but queues transfers per link "
+        "(src, dst) and lets latency not hold the link: the two agree when no NPU has two "
+        "sends in flight at once.",
+        "- DP collectives (if any) are written as nodes of the duration pipesim priced on the "
+        "NPU's second slot (`is_cpu_op`), not as `COMM_COLL_NODE`s; their `update_time` is not "
+        "written. Runtime-profile costs outside actions (step prologue/epilogue, exchange) and "
+        "once-per-iteration rows are not written either.",
+        "- `remote_memory.json`: no memory expansion.",
+    ]
+    lines += [f"- Note: {n}" for n in export.notes]
+    (out / "README.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,250 @@
+"""Chakra execution traces (ASTRA-sim 2.0): what `--chakra` writes, read back with chakra's own
+decoder, and `--chakra-in` running it again to the same makespan. Skipped without mlc-chakra."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+chakra = pytest.importorskip("chakra.schema.protobuf.et_def_pb2", reason="needs mlc-chakra")
+protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+
+from simulator import simulate  # noqa: E402
+from simulator.cli.main import main  # noqa: E402
+from simulator.export.chakra import write_chakra  # noqa: E402
+from simulator.schedules.chakra_in import read_chakra  # noqa: E402
+from simulator.workload.builder import uniform_workload  # noqa: E402
+
+pb = chakra
+MIB = 1 << 20
+
+
+def _read(path):
+    """GlobalMetadata and the nodes of one ET, with chakra's protolib (as chakra_jsonizer)."""
+    fh = protolib.openFileRd(str(path))
+    meta = pb.GlobalMetadata()
+    assert protolib.decodeMessage(fh, meta)
+    nodes = []
+    while True:
+        node = pb.Node()
+        if not protolib.decodeMessage(fh, node):
+            break
+        nodes.append(node)
+    fh.close()
+    return meta, nodes
+
+
+def _attrs(node):
+    return {a.name: getattr(a, a.WhichOneof("value")) for a in node.attr}
+
+
+def _workload(P, M, layers_per_stage=1, uneven=False):
+    wl = uniform_workload(P * layers_per_stage * 2, 1_000_000, 1_000_000, 1_000_000, pp=P, ga=M,
+                          pp_comm=MIB)
+    if uneven:   # forwards of 1, 2 and 3 ms
+        wl = dataclasses.replace(wl, layers=tuple(
+            dataclasses.replace(layer, fwd_compute=1_000_000 * (1 + i % 3))
+            for i, layer in enumerate(wl.layers)))
+    return wl
+
+
+def test_1f1b_export_read_back_with_chakras_decoder(tmp_path):
+    P, M = 4, 4
+    wl = uniform_workload(P, 1_000_000, 1_000_000, 0, pp=P, ga=M, pp_comm=MIB)
+    result = simulate(wl, "1f1b", pp=P, microbatches=M)
+    written = write_chakra(result, tmp_path)
+    assert (written.compute_nodes, written.send_nodes, written.recv_nodes) == (32, 24, 24)
+    sends, recvs = set(), set()
+    for r in range(P):
+        meta, nodes = _read(tmp_path / f"et.{r}.et")
+        assert meta.version == "1.0.0"
+        assert {a.name: a.int64_val for a in meta.attr if a.name == "pipesim.rank"} == \
+            {"pipesim.rank": r}
+        compute = [n for n in nodes if n.type == pb.COMP_NODE]
+        # the rank's compute nodes in the schedule's order, each after the previous one
+        assert [n.name for n in compute] == result.schedule.as_strings()[r]
+        for prev, node in zip(compute, compute[1:]):
+            assert list(node.ctrl_deps) == [prev.id]
+        # durations: F 1 ms, B 1 ms (ig only), in whole microseconds and exact ns
+        for node in compute:
+            a = _attrs(node)
+            assert node.duration_micros == 1000 and a["pipesim.duration_ns"] == 1e6
+            assert a["is_cpu_op"] is False and a["pipesim.kind"] == node.name[1]
+        assert [n.id for n in nodes] == list(range(len(nodes)))
+        by_id = {n.id: n for n in nodes}
+        for n in nodes:
+            a = _attrs(n)
+            key = (a.get("comm_tag"), a.get("comm_src"), a.get("comm_dst"), a.get("comm_size"))
+            if n.type == pb.COMM_SEND_NODE:
+                assert key[1] == r and key[3] == MIB
+                (producer,) = n.data_deps      # the action that made the data
+                assert by_id[producer].type == pb.COMP_NODE
+                sends.add(key)
+            elif n.type == pb.COMM_RECV_NODE:
+                assert key[2] == r
+                consumers = [m for m in nodes if n.id in m.data_deps]
+                assert len(consumers) == 1 and consumers[0].type == pb.COMP_NODE
+                recvs.add(key)
+    assert len(sends) == 24 and sends == recvs      # every tag matched across ranks
+    assert len({k[0] for k in sends}) == 24          # tags unique
+
+
+def test_configs_and_readme(tmp_path):
+    result = simulate(_workload(4, 4), "1f1b", pp=4, microbatches=4)
+    write_chakra(result, tmp_path)
+    net = (tmp_path / "network.yml").read_text()
+    assert "FullyConnected" in net and "npus_count: [ 4 ]" in net
+    # 400 Gb/s (the built-in link) is 50e9 B/s = 46.566... GB/s of 2^30 B; latency 2000 ns
+    assert "46.566128730773926" in net and "2000.0" in net
+    assert '"roofline-enabled": 0' in (tmp_path / "system.json").read_text()
+    assert "NO_MEMORY_EXPANSION" in (tmp_path / "remote_memory.json").read_text()
+    readme = (tmp_path / "README.md").read_text()
+    assert f"--workload-configuration={tmp_path.resolve()}/et " in readme
+    assert f"--network-configuration={tmp_path.resolve()}/network.yml" in readme
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-v",
+                                      "dualpipe-v", "dualpipe"])
+def test_round_trip_same_makespan_to_the_ns(tmp_path, schedule):
+    P, M = 4, 8
+    result = simulate(_workload(P, M, layers_per_stage=2, uneven=True), schedule, pp=P,
+                      microbatches=M)
+    write_chakra(result, tmp_path)
+    imported = read_chakra(str(tmp_path / "et"))
+    again = simulate(imported.workload, imported.schedule,
+                     result.system.with_overrides(imported.links))
+    assert again.makespan_ns == pytest.approx(result.makespan_ns, abs=1e-6)
+    assert imported.schedule.as_strings() == result.schedule.as_strings()
+
+
+def test_cli_round_trip_and_report(tmp_path, capsys):
+    out = tmp_path / "ets"
+    assert main(["run", "workloads/doc000-1f1b-test.txt", "--chakra", str(out),
+                 "--json", str(tmp_path / "a.json")]) == 0
+    assert capsys.readouterr().out.startswith(f"chakra: 4 ETs in {out} (")
+    assert main(["run", "--chakra-in", str(out / "et"), "--json", str(tmp_path / "b.json")]) == 0
+    import json
+
+    a = json.loads((tmp_path / "a.json").read_text())
+    b = json.loads((tmp_path / "b.json").read_text())
+    assert a["makespan_ns"] == b["makespan_ns"]
+
+
+def test_schedule_export_unit_costs_is_21_ms(tmp_path, capsys):
+    """The issue's check: 1F1B, P = 4, M = 4, F = 1 ms, B = 2 ms: (M+P-1)(F+B) = 21 ms."""
+    assert main(["schedule", "1f1b", "--pp", "4", "-m", "4", "--chakra", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("pipesim's makespan 21000000 ns")
+    _, nodes = _read(tmp_path / "et.3.et")
+    assert [n.duration_micros for n in nodes if n.type == pb.COMP_NODE] == [1000, 2000] * 4
+
+
+def _export(tmp_path):
+    result = simulate(_workload(2, 2), "1f1b", pp=2, microbatches=2)
+    write_chakra(result, tmp_path)
+    return tmp_path / "et"
+
+
+def _rewrite(path, change):
+    meta, nodes = _read(path)
+    nodes = change(nodes)
+    with open(path, "wb") as fh:
+        protolib.encodeMessage(fh, meta)
+        for n in nodes:
+            protolib.encodeMessage(fh, n)
+
+
+def test_missing_rank_file(tmp_path, capsys):
+    prefix = _export(tmp_path)
+    (tmp_path / "et.0.et").unlink()
+    assert main(["run", "--chakra-in", str(prefix)]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: --chakra-in: {prefix}.0.et: missing (found ranks 1; expected every "
+        "rank 0..1)\n")
+
+
+def test_missing_middle_rank(tmp_path, capsys):
+    result = simulate(_workload(3, 2), "1f1b", pp=3, microbatches=2)
+    write_chakra(result, tmp_path)
+    (tmp_path / "et.1.et").unlink()
+    assert main(["run", "--chakra-in", str(tmp_path / "et")]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: --chakra-in: {tmp_path}/et.1.et: missing (found ranks 0, 2; "
+        "expected every rank 0..2)\n")
+
+
+def test_unmatched_tag(tmp_path, capsys):
+    prefix = _export(tmp_path)
+
+    def retag(nodes):
+        for n in nodes:
+            if n.type == pb.COMM_RECV_NODE:
+                for a in n.attr:
+                    if a.name == "comm_tag":
+                        a.int32_val = 99
+                break
+        return nodes
+
+    _rewrite(tmp_path / "et.1.et", retag)
+    assert main(["run", "--chakra-in", str(prefix)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"pipesim: error: --chakra-in: {tmp_path}/et.0.et: node ")
+    assert "'0SEND_F0': no receive on rank 1 with tag 0, source 0 and size 1048576" in err
+
+
+def test_unsupported_node_type(tmp_path, capsys):
+    prefix = _export(tmp_path)
+
+    def add_mem(nodes):
+        nodes.append(pb.Node(id=len(nodes), name="load", type=pb.MEM_LOAD_NODE))
+        return nodes
+
+    _rewrite(tmp_path / "et.0.et", add_mem)
+    assert main(["run", "--chakra-in", str(prefix)]) == 2
+    n = len(_read(tmp_path / "et.0.et")[1]) - 1
+    assert capsys.readouterr().err == (
+        f"pipesim: error: --chakra-in: {tmp_path}/et.0.et: node {n} 'load': node type "
+        "MEM_LOAD_NODE; pipesim runs COMP_NODE, COMM_SEND_NODE and COMM_RECV_NODE\n")
+
+
+def test_hand_made_names_in_torch_notation(tmp_path):
+    """An ET without pipesim's attributes: names like 0F0 and duration_micros are enough."""
+    P = 2
+    for r in range(P):
+        with open(tmp_path / f"hand.{r}.et", "wb") as fh:
+            protolib.encodeMessage(fh, pb.GlobalMetadata(version="1.0.0"))
+            ids = iter(range(100))
+            prev = None
+            for step in (["0F0", "SEND", "0B0"] if r == 0 else ["RECV", "1F0", "1B0"]):
+                if step in ("SEND", "RECV"):
+                    n = pb.Node(id=next(ids), name=step, type=pb.COMM_SEND_NODE if step == "SEND"
+                                else pb.COMM_RECV_NODE)
+                    n.attr.extend([pb.AttributeProto(name="comm_src", int32_val=0),
+                                   pb.AttributeProto(name="comm_dst", int32_val=1),
+                                   pb.AttributeProto(name="comm_size", int64_val=MIB),
+                                   pb.AttributeProto(name="comm_tag", int32_val=7)])
+                else:
+                    n = pb.Node(id=next(ids), name=step, type=pb.COMP_NODE,
+                                duration_micros=1000 if "F" in step else 2000)
+                    if prev is not None:
+                        n.ctrl_deps.append(prev)
+                    prev = n.id
+                protolib.encodeMessage(fh, n)
+    imported = read_chakra(str(tmp_path / "hand"))
+    assert imported.schedule.as_strings() == [["0F0", "0B0"], ["1F0", "1B0"]]
+    assert imported.workload.header.pp_comm == MIB
+    assert [(x.fwd_compute, x.ig_compute) for x in imported.workload.layers] == \
+        [(1_000_000, 2_000_000)] * 2
+
+
+def test_without_mlc_chakra_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "chakra", None)
+    monkeypatch.setitem(sys.modules, "chakra.schema.protobuf", None)
+    assert main(["run", "workloads/doc000-1f1b-test.txt", "--chakra", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pipesim: error: --chakra: needs the "
+                                                   "mlc-chakra package")
+    assert 'pip install "pipesim[chakra]"' in err
+    assert not list(tmp_path.iterdir())     # refused before the run, nothing written
