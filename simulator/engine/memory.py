@@ -53,8 +53,8 @@ class StageMemory:
     b_transient: float
     w_transient: float
     gradients: float         # allocated when the stage's first backward ends (0: in static)
-    send_forward: float      # an F's output sent to another rank
-    send_backward: float     # an I's / B's input gradient sent to another rank
+    send_forward: float      # an F's output, held by its send after its backward freed the stash
+    send_backward: float     # an I's / B's input gradient, held by its send
     kept_output: float       # the last stage's output, kept until the step ends
 
 
@@ -65,6 +65,7 @@ class MemoryModel:
     static_parts: tuple[dict, ...]        # per rank: {category: bytes} of static_bytes
     stages: tuple[StageMemory, ...]       # per global stage
     sends_held: str                       # none | until_sent | step_end
+    gradients_per_step: bool = False      # freed at every step's end (torch's zero_grad)
 
     def describe(self) -> dict:
         return {"static_bytes": list(self.static_bytes),
@@ -130,28 +131,41 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     acts = _chunk_stash(partition, header, cfg)
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
     dp = Placement.of(header, system, schedule.pp).dp
-    sends_held, recv_buffers, kept_outputs = system.runtime.retention(p2p)
+    sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
+        p2p, schedule.name)
     chunk_params = [sum(_params(layer, cfg) for layer in rows) for rows in partition.chunks]
     placement = schedule.placement
     stages = []
     for s in range(schedule.n_stages):
         chunk = schedule.stage_chunk[s]
+        layers = len(partition.chunks[chunk])
 
         def given(kind: str, name: str, default: float = 0.0) -> float:
-            v = action_bytes(cfg.actions, s, kind, name)
+            v = action_bytes(cfg.actions, s, kind, name, layers)
             return default if v is None else v
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)
-        remote_next = nxt is not None and placement[nxt] != placement[s]
-        remote_prev = prev is not None and placement[prev] != placement[s]
+        # a tensor handed to another rank is held by its send. On one rank, torch hands a
+        # forward's output over by reference, kept until the next step replaces it (as a send
+        # held to the step's end); a gradient replaces the stage's preallocated receive buffer
+        # (counted in static memory), so it adds nothing (measured: benchmarks/memory)
+        held_next = nxt is not None and (placement[nxt] != placement[s]
+                                          or sends_held == "step_end")
+        held_prev = prev is not None and placement[prev] != placement[s]
         _, grads = _static(chunk_params[chunk], cfg, versions, dp)
+        # torch's first stage computes no input gradient: its I does nothing and its W is
+        # the whole backward (stage.py: ``if not self.is_first``)
+        torch_first = prev is None and p2p.startswith("torch")
         stages.append(StageMemory(
             stash=given("F", "keeps", acts[chunk]), f_transient=given("F", "transient"),
-            i_frees=given("I", "frees"), i_keeps=given("I", "keeps"),
-            i_transient=given("I", "transient"), b_transient=given("B", "transient"),
-            w_transient=given("W", "transient"), gradients=grads,
-            send_forward=pp_comm if remote_next and sends_held != "none" else 0.0,
-            send_backward=pp_comm if remote_prev and sends_held != "none" else 0.0,
+            i_frees=0.0 if torch_first else given("I", "frees"),
+            i_keeps=0.0 if torch_first else given("I", "keeps"),
+            i_transient=0.0 if torch_first else given("I", "transient"),
+            b_transient=given("B", "transient"),
+            w_transient=given("B" if torch_first else "W", "transient"), gradients=grads,
+            # until_sent: a forward's output leaves with the stash, its transfer long done
+            send_forward=pp_comm if held_next and sends_held == "step_end" else 0.0,
+            send_backward=pp_comm if held_prev and sends_held != "none" else 0.0,
             kept_output=pp_comm if nxt is None and kept_outputs == "step_end" else 0.0))
     static, parts = [], []
     for r in range(schedule.pp):
@@ -162,15 +176,19 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
                       for layer in rank_iteration_rows(partition, chunks, schedule.pp))
         part, _ = _static(params, cfg, versions, dp)
         if recv_buffers == "per_microbatch":
-            inputs = sum(_remote(schedule, s, -1) + _remote(schedule, s, +1) for s in own)
-            part["runtime_buffers"] = inputs * schedule.microbatches * pp_comm
+            part["runtime_buffers"] = sum(_buffers(schedule, s) for s in own) \
+                * schedule.microbatches * pp_comm
         parts.append({c: part.get(c, 0.0) for c in CATEGORIES})
         static.append(sum(part.values()))
-    return MemoryModel(tuple(static), tuple(acts), tuple(parts), tuple(stages), sends_held)
+    return MemoryModel(tuple(static), tuple(acts), tuple(parts), tuple(stages), sends_held,
+                       gradients == "per_step")
 
 
-def _remote(schedule: Schedule, stage: int, step: int) -> bool:
-    """Whether ``stage`` takes an input from another rank: an activation from its previous
-    stage (``step`` -1) or a gradient from its next one (+1)."""
-    other = (schedule.prev_stage if step < 0 else schedule.next_stage)(stage)
-    return other is not None and schedule.placement[other] != schedule.placement[stage]
+def _buffers(schedule: Schedule, stage: int) -> int:
+    """Receive buffers per microbatch that torch allocates for ``stage`` (stage.py's
+    _prepare_forward_infra / _prepare_backward_infra): one for the activation when its
+    previous stage is on another rank (a same-rank one hands its tensor over by reference),
+    one for the gradient when it has a next stage."""
+    prev = schedule.prev_stage(stage)
+    remote_prev = prev is not None and schedule.placement[prev] != schedule.placement[stage]
+    return remote_prev + (schedule.next_stage(stage) is not None)

@@ -60,11 +60,11 @@ def _roles(model: MemoryModel, stage: int) -> dict[str, _Role]:
     """Roles: F; I (and a B whose weights a W computes: ``b``); W; a full B (``B``)."""
     m = model.stages[stage]
     return {
-        "F": _Role(m.stash, 0.0, m.send_forward + m.kept_output, m.f_transient),
+        "F": _Role(m.stash, 0.0, m.kept_output, m.f_transient),
         "I": _Role(0.0, m.i_keeps - m.i_frees, m.send_backward, m.i_transient),
         "b": _Role(0.0, m.i_keeps - m.i_frees, m.send_backward, m.b_transient),
-        "W": _Role(0.0, m.i_frees - m.stash - m.i_keeps, 0.0, m.w_transient),
-        "B": _Role(0.0, -m.stash, m.send_backward, m.b_transient),
+        "W": _Role(0.0, m.i_frees - m.stash - m.i_keeps, m.send_forward, m.w_transient),
+        "B": _Role(0.0, -m.stash, m.send_backward + m.send_forward, m.b_transient),
     }
 
 
@@ -98,16 +98,22 @@ class _RankUse:
         self.top = list(map(top.__getitem__, self.codes))
         # corrections at known positions: {position: bytes} by category, at the end
         self.grads: dict[int, float] = {}
-        self.release: dict[int, float] = {}
-        weight_bwd = {"W", "B"}
-        seen: set[int] = set()
-        for k in range(min(n, done)):
-            a = actions[k]
-            if kinds[k] in weight_bwd and a.stage not in seen:
-                seen.add(a.stage)
-                g = model.stages[a.stage].gradients
-                if g:
-                    self.grads[k] = g
+        self.release: dict[int, float] = {}        # runtime buffers, after the action
+        self.grad_release: dict[int, float] = {}   # gradients, after the action
+        firsts: dict[int, int] = {}                # stage -> its first weight backward
+        for k in range(n):
+            if kinds[k] in "WB" and actions[k].stage not in firsts:
+                firsts[actions[k].stage] = k
+        for it in range(iterations if model.gradients_per_step else 1):
+            step = 0.0
+            for stage, k in firsts.items():
+                g = model.stages[stage].gradients
+                if g and it * n + k < done:
+                    self.grads[it * n + k] = g
+                    step += g
+            last = (it + 1) * n - 1
+            if model.gradients_per_step and step and last < done:
+                self.grad_release[last] = -step
         sent = {c: r.buf_end for c, r in roles.items()}
         single = len(stages) == 1
         kept = {c: model.stages[only if single else c[0]].kept_output
@@ -126,7 +132,7 @@ class _RankUse:
             r = roles[self.codes[k]]
             self.total[k] += g
             self.top[k] = r.start + max(0.0, r.act_end + r.buf_end + g) + r.transient
-        for k, x in self.release.items():
+        for k, x in (*self.release.items(), *self.grad_release.items()):
             self.total[k] += x
 
     def _release_when_sent(self, rank, iterations, done, sent, kept, codes, send_ends,
@@ -159,7 +165,7 @@ class _RankUse:
         act = sum((roles[c].start + roles[c].act_end) * n for c, n in counts.items())
         buf = sum(roles[c].buf_end * n for c, n in counts.items())
         buf += sum(x for p, x in self.release.items() if p < k)
-        grads = sum(g for p, g in self.grads.items() if p < k)
+        grads = sum(g for p, g in (*self.grads.items(), *self.grad_release.items()) if p < k)
         return {"activations": act, "gradients": grads, "runtime_buffers": buf}
 
 

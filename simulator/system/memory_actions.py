@@ -10,7 +10,10 @@ microbatch, by action kind (a stage's own entry wins over ``"*"``, key by key):
   ``frees`` of the stash and keeps ``keeps`` (gradients of intermediate outputs) until its W;
 - ``B: {transient}``, ``W: {transient}``: a full backward frees the stash, a W what its I left.
 
-Every value is bytes >= 0; an unknown kind or field is an error naming the dotted key.
+A value is bytes >= 0, or ``{per_layer: x, fixed: y}``: ``x`` bytes for each layer of the
+stage's chunk plus ``y`` (which may be negative, as long as the sum is not), the form
+``pipesim calibrate`` writes so that one fit serves stages of any size. An unknown kind or
+field is an error naming the dotted key.
 """
 
 from __future__ import annotations
@@ -59,19 +62,35 @@ def memory_actions_from_dict(value: Any, source: str, dotted: str) -> dict:
                 if name not in ACTION_FIELDS[kind]:
                     raise ConfigError(f"{source}: {where}.{kind}: unknown field {name!r}; "
                                       "expected one of " + ", ".join(ACTION_FIELDS[kind]))
-                if isinstance(n, bool) or not isinstance(n, (int, float)) or n != n \
-                        or n < 0 or n == float("inf"):
-                    raise ConfigError(f"{source}: {where}.{kind}.{name}: expected bytes >= 0, "
-                                      f"found {n!r}")
-                out[key][kind][name] = float(n)
+                out[key][kind][name] = _value(n, source, f"{where}.{kind}.{name}")
     return out
 
 
-def action_bytes(actions: dict, stage: int, kind: str, name: str) -> float | None:
-    """``memory.actions``' value for one stage, kind and field (the stage's own, else ``*``'s),
-    or None when neither gives it."""
+def _number(n: Any, source: str, where: str, signed: bool = False) -> float:
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or n != n \
+            or n in (float("inf"), float("-inf")) or (n < 0 and not signed):
+        raise ConfigError(f"{source}: {where}: expected bytes{'' if signed else ' >= 0'}, "
+                          f"found {n!r}")
+    return float(n)
+
+
+def _value(n: Any, source: str, where: str) -> float | tuple[float, float]:
+    """Bytes, or (per layer, fixed) from ``{per_layer: x, fixed: y}``."""
+    if not isinstance(n, dict):
+        return _number(n, source, where)
+    if not set(n) <= {"per_layer", "fixed"} or not n:
+        raise ConfigError(f"{source}: {where}: expected bytes or {{per_layer: x, fixed: y}}, "
+                          f"found {n!r}")
+    return (_number(n.get("per_layer", 0), source, f"{where}.per_layer"),
+            _number(n.get("fixed", 0), source, f"{where}.fixed", signed=True))
+
+
+def action_bytes(actions: dict, stage: int, kind: str, name: str,
+                 layers: int = 1) -> float | None:
+    """``memory.actions``' value for one stage (of ``layers`` layers), kind and field (the
+    stage's own, else ``*``'s), or None when neither gives it."""
     for key in (str(stage), "*"):
         v = actions.get(key, {}).get(kind, {}).get(name)
         if v is not None:
-            return v
+            return max(0.0, v[0] * layers + v[1]) if type(v) is tuple else v
     return None

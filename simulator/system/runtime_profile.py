@@ -28,7 +28,8 @@ before. Keys:
   ``recv_buffers`` (``none``, or ``per_microbatch``: one receive buffer per microbatch for every
   input a stage takes from another rank, allocated once and kept across steps) and
   ``kept_outputs`` (``none``, or ``step_end``: the last stage keeps each microbatch's output
-  until the step ends, torch's ``return_outputs``).
+  until the step ends, torch's ``return_outputs``) and ``gradients`` (``kept`` from a stage's
+  first weight backward on, or ``per_step``: freed at the step's end).
 
 Layering: this module belongs to the system layer; the engine reads it.
 """
@@ -46,12 +47,17 @@ LAYER_KINDS = ("F", "I", "W")          # a layer's forward, input- and weight-gr
 FIRST_STAGE_BACKWARD = ("rows", "torch")
 RETENTION_CHOICES = {"sends_held": ("auto", "none", "until_sent", "step_end"),
                      "recv_buffers": ("auto", "none", "per_microbatch"),
-                     "kept_outputs": ("auto", "none", "step_end")}
-# what ``auto`` means per point-to-point mode (sends_held, recv_buffers, kept_outputs): the
-# ideal modes count no runtime buffer; torch's runtimes as torch 2.13 allocates (docs/model.md)
-RETENTION = {"torch-single": ("until_sent", "per_microbatch", "step_end"),
-             "torch-multi": ("step_end", "per_microbatch", "step_end")}
-NO_RETENTION = ("none", "none", "none")
+                     "kept_outputs": ("auto", "none", "step_end"),
+                     "gradients": ("auto", "kept", "per_step")}
+# what ``auto`` means per point-to-point mode (sends_held, recv_buffers, kept_outputs,
+# gradients): the ideal modes count no runtime buffer and keep gradients from their first
+# backward on (a persistent gradient buffer, as Megatron allocates); torch's runtimes as torch
+# 2.13 allocates (docs/model.md, measured by benchmarks/memory): GPipe and the multi-stage
+# runtime wait for their sends at the end of the step, 1F1B before its next send; gradients
+# from a stage's first backward to the step's end (zero_grad(set_to_none=True)).
+RETENTION = {"torch-single": ("until_sent", "per_microbatch", "step_end", "per_step"),
+             "torch-multi": ("step_end", "per_microbatch", "step_end", "per_step")}
+NO_RETENTION = ("none", "none", "none", "kept")
 
 
 def _zero_overheads() -> dict[str, float]:
@@ -76,6 +82,7 @@ class RuntimeProfile:
     sends_held: str = "auto"
     recv_buffers: str = "auto"
     kept_outputs: str = "auto"
+    gradients: str = "auto"
 
     @property
     def has_overheads(self) -> bool:
@@ -85,11 +92,14 @@ class RuntimeProfile:
         """What a step of these kinds pays before it starts (a pair pays one overhead)."""
         return max(self.action_overhead_ns[k] for k in kinds)
 
-    def retention(self, p2p: str) -> tuple[str, str, str]:
-        """(sends_held, recv_buffers, kept_outputs) of a run in point-to-point mode ``p2p``
-        (``torch`` already resolved to ``torch-single`` or ``torch-multi``)."""
+    def retention(self, p2p: str, schedule: str = "") -> tuple[str, str, str, str]:
+        """(sends_held, recv_buffers, kept_outputs, gradients) of a run of ``schedule`` in
+        point-to-point mode ``p2p`` (``torch`` already resolved to ``torch-single`` or
+        ``torch-multi``)."""
         auto = RETENTION.get(p2p, NO_RETENTION)
-        given = (self.sends_held, self.recv_buffers, self.kept_outputs)
+        if p2p == "torch-single" and schedule == "gpipe":
+            auto = ("step_end",) + auto[1:]
+        given = (self.sends_held, self.recv_buffers, self.kept_outputs, self.gradients)
         return tuple(a if g == "auto" else g for g, a in zip(given, auto))  # type: ignore
 
     def calibrated(self, pp: int, vpp: int) -> bool:

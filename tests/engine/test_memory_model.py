@@ -18,7 +18,8 @@ from simulator.workload import uniform_workload
 
 MEMORY = {"precision": "bf16", "optimizer": "adam", "params_per_layer": 10,
           "activation_bytes_per_layer": 1000}
-NO_BUFFERS = {"sends_held": "none", "recv_buffers": "none", "kept_outputs": "none"}
+NO_BUFFERS = {"sends_held": "none", "recv_buffers": "none", "kept_outputs": "none",
+              "gradients": "kept"}
 TORCH_MULTI = {"sends_held": "step_end", "recv_buffers": "per_microbatch",
                "kept_outputs": "step_end"}
 
@@ -96,21 +97,29 @@ def test_torch_multi_holds_sends_to_the_step_end_with_receive_buffers_and_kept_o
     r = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2,
                  p2p="torch-multi")
     r0, r1 = ranks(r)
-    # each rank keeps 2 receive buffers (one per microbatch) for its one remote input
+    # receive buffers, one per microbatch: rank 0 for stage 0's gradient, rank 1 for stage 1's
+    # activation
     assert r0["static_memory_bytes"] == r1["static_memory_bytes"] == 140 + 2000
-    # rank 0: both forwards' outputs are still held when 0F1 ends
-    assert (r0["peak_memory_bytes"], r0["peak_memory_action"]) == (6140, "0F1")
-    assert r0["peak_memory_time_ns"] == end_of(r, 0, "0F1")
-    assert r0["peak_memory_breakdown"] == parts(activations=2000, buffers=2000 + 2000)
-    # rank 1: its outputs are kept and its input gradients held: 1F0's, 1B0's, 1F1's
+    # rank 0 (0F0 0F1 0B0 0B1): 0B0 frees its stash but its output stays, held by its send
+    assert (r0["peak_memory_bytes"], r0["peak_memory_action"]) == (4160, "0B0")
+    assert r0["peak_memory_time_ns"] == end_of(r, 0, "0B0")
+    assert r0["peak_memory_breakdown"] == parts(gradients=20, activations=1000,
+                                                buffers=2000 + 1000)
+    # rank 1 (1F0 1B0 1F1 1B1): outputs kept, input gradients held: 1F0's, 1B0's, 1F1's
     assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (6160, "1F1")
+    assert r1["peak_memory_time_ns"] == end_of(r, 1, "1F1")
     assert r1["peak_memory_breakdown"] == parts(gradients=20, activations=1000,
                                                 buffers=2000 + 3000)
-    # released at the step's end: a second iteration peaks at the same bytes, plus rank 0's
-    # gradients, which are kept from the first iteration's backward on
+    # buffers and gradients are released at the step's end: a second iteration peaks alike
     r2 = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2,
                   p2p="torch-multi", iterations=2)
-    assert [x["peak_memory_bytes"] for x in ranks(r2)] == [6140 + 20, 6160]
+    assert [x["peak_memory_bytes"] for x in ranks(r2)] == [4160, 6160]
+    # gradients kept across steps instead (a persistent gradient buffer)
+    kept = system(runtime=dict(TORCH_MULTI, gradients="kept"))
+    r3 = simulate(uniform_workload(2, pp_comm=1000), "1f1b", kept, pp=2, microbatches=2,
+                  p2p="torch-multi", iterations=2)
+    assert [x["peak_memory_bytes"] for x in ranks(r3)] == [4160, 6160 + 0]
+    assert ranks(r3)[0]["peak_memory_breakdown"]["gradients"] == 20
 
 
 def test_the_v_turnaround_rank_hands_over_by_reference():
@@ -119,23 +128,28 @@ def test_the_v_turnaround_rank_hands_over_by_reference():
                  p2p="torch-multi")
     assert r.schedule.placement == (0, 1, 1, 0)
     r1 = ranks(r)[1]
-    # rank 1 holds stages 1 and 2: 1 -> 2 and 2's gradient to 1 stay on the rank (nothing
-    # sent, nothing received); its remote inputs are 1's activation and 2's gradient: 2 x 2
-    # receive buffers. 1F0 2F0 1F1 2F1 2I0 2W0 1I0 ...: at 1I0's end three stashes remain
-    # and 2F0's, 2F1's and 1I0's sends are held
-    assert r1["static_memory_bytes"] == 40 + 240 + 4000
-    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (10300, "1I0")
-    assert r1["peak_memory_breakdown"] == parts(weights=40, gradients=20, optimizer=240,
-                                                activations=3000, buffers=4000 + 3000)
+    # rank 1 holds stages 1 and 2; receive buffers: stage 1's activation (from rank 0) and
+    # both stages' gradients, none for stage 2's activation (stage 1 hands it over by
+    # reference): 3 x 2 microbatches. Stage 1's output stays referenced to the step's end, as
+    # a send holds it; stage 2's input gradient replaces stage 1's gradient buffer (nothing
+    # new). At 1I1's end one stash is left and five tensors are held (2W0's and 2W1's outputs
+    # sent to rank 0, 1W0's handed to stage 2, 1I0's and 1I1's gradients sent to rank 0)
+    assert r1["static_memory_bytes"] == 40 + 240 + 6000
+    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (12320, "1I1")
+    assert r1["peak_memory_breakdown"] == parts(weights=40, gradients=40, optimizer=240,
+                                                activations=1000, buffers=6000 + 5000)
 
 
 def test_auto_retention_follows_the_point_to_point_mode():
     rt = SystemConfig().runtime
-    assert rt.retention("async") == ("none", "none", "none")
-    assert rt.retention("torch-multi") == ("step_end", "per_microbatch", "step_end")
-    assert rt.retention("torch-single") == ("until_sent", "per_microbatch", "step_end")
+    assert rt.retention("async") == ("none", "none", "none", "kept")
+    assert rt.retention("torch-multi") == ("step_end", "per_microbatch", "step_end", "per_step")
+    # torch's ScheduleGPipe waits for its sends at the step's end, Schedule1F1B before the next
+    assert rt.retention("torch-single", "gpipe")[0] == "step_end"
+    assert rt.retention("torch-single", "1f1b") == ("until_sent", "per_microbatch",
+                                                    "step_end", "per_step")
     given = system_from_dict({"runtime": {"sends_held": "none"}}, "t").runtime
-    assert given.retention("torch-multi") == ("none", "per_microbatch", "step_end")
+    assert given.retention("torch-multi") == ("none", "per_microbatch", "step_end", "per_step")
 
 
 def test_zero_shards_optimizer_state_then_gradients_over_dp():

@@ -1,0 +1,155 @@
+"""Calibrate pipesim's memory model on ONE torch class's measurements, predict every other
+class's per-rank peak, and hold the predictions against the measured peaks.
+
+    python -m benchmarks.memory.predict [--results DIR] [--on ScheduleZBVZeroBubble]
+        [--markdown OUT.md] [--json OUT.json]
+
+For each shape of the harness run in DIR (default: the newest under benchmarks/results/memory-*)
+the calibration class's per-(stage, kind) kept and transient bytes (what
+``simulator.calibration.memory_trace`` read from its profiler trace, M = 8) are fitted by
+``simulator.calibration.memory_fit``; every (class, M) of that shape is then simulated on
+torch's runtime rules (``--p2p torch``: single-stage for GPipe and 1F1B, multi-stage for the
+rest, CSV schedules included) with the model's parameters, fp32 weights and gradients and no
+optimizer state, as the harness ran. Compared: each rank's peak less the training data handed
+to the first stage (left out on both sides, as pipesim does not model the data). A shape whose
+blocks differ in size (heavy-last) needs per-layer memory keys pipesim does not have yet: it is
+listed as not predicted. Needs no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.memory.cases import LAYERS, P, SCHEDULES, SHAPES, pipesim_schedule, \
+    workload_text  # noqa: E402
+from simulator import simulate  # noqa: E402
+from simulator.calibration.memory_fit import fit_memory  # noqa: E402
+from simulator.system.config import system_from_dict  # noqa: E402
+from simulator.workload.parser import parse_workload_text  # noqa: E402
+
+KINDS = "FBIW"
+
+
+def _per_action(config: dict) -> dict[tuple[int, str], tuple[float, float]]:
+    out = {}
+    for rank in config["ranks"]:
+        for key, v in rank["per_action"].items():
+            stage, kind = key[:-1], key[-1]
+            if stage.isdigit() and kind in KINDS:
+                out[(int(stage), kind)] = (v["kept"], v["transient"])
+    return out
+
+
+def calibration(results: dict, shape: str, on: str) -> dict:
+    """The ``memory:`` section fitted on class ``on`` of ``shape`` (M = 8)."""
+    config = results[f"{shape}/m8/{on}"]
+    sched = SCHEDULES[on]
+    n_stages = P * sched.vpp
+    layers = {s: LAYERS // n_stages for s in range(n_stages)}
+    return fit_memory(_per_action(config), layers, {0}, SHAPES[shape].pp_comm)
+
+
+def predict(results: dict, shape: str, m: int, name: str, memory: dict) -> list[float]:
+    s = SCHEDULES[name]
+    sh = SHAPES[shape]
+    wl = parse_workload_text(workload_text(sh, m), f"<{shape}>")
+    system = system_from_dict({"memory": {**memory, "precision": "fp32", "optimizer": "sgd",
+                                          "params_per_layer": sh.params(0)}}, "predict")
+    r = simulate(wl, pipesim_schedule(s, m), system, pp=P, microbatches=m, p2p="torch")
+    return [x["peak_memory_bytes"] for x in r.to_dict()["ranks"]]
+
+
+def run(results: dict, on: str) -> list[dict]:
+    rows = []
+    for shape in SHAPES:
+        uniform = len(set(SHAPES[shape].ffn)) == 1
+        memory = calibration(results, shape, on) if uniform else None
+        for key, config in results.items():
+            sh, mtag, name = key.split("/")
+            if sh != shape:
+                continue
+            measured = [r["peak_bytes"] - r["data_bytes"] for r in config["ranks"]]
+            row = {"shape": shape, "microbatches": config["microbatches"], "schedule": name,
+                   "calibrated_on": name == on and config["microbatches"] == 8,
+                   "measured": measured, "predicted": None, "error_pct": None}
+            if memory is not None:
+                pred = predict(results, shape, config["microbatches"], name, memory)
+                row["predicted"] = pred
+                row["error_pct"] = [100.0 * (p - q) / q for p, q in zip(pred, measured)]
+            rows.append(row)
+    return rows
+
+
+def ranking_agrees(rows: list[dict], shape: str, m: int) -> tuple[int, int]:
+    """Pairs of classes ranked by their largest rank's peak as measured (pairs measured
+    within 1 % of each other are not counted)."""
+    mine = [r for r in rows if r["shape"] == shape and r["microbatches"] == m and r["predicted"]]
+    good = total = 0
+    for i, a in enumerate(mine):
+        for b in mine[i + 1:]:
+            ma, mb = max(a["measured"]), max(b["measured"])
+            if abs(ma - mb) <= 0.01 * max(ma, mb):
+                continue
+            total += 1
+            good += (ma < mb) == (max(a["predicted"]) < max(b["predicted"]))
+    return good, total
+
+
+def markdown(rows: list[dict], on: str) -> str:
+    kib = lambda b: f"{b / 1024:.0f}"  # noqa: E731
+    lines = [f"Calibrated on {on} (M = 8) of each shape; peaks per rank r0 / r1 / r2 / r3 in KiB, "
+             "the data handed to the first stage left out.", "",
+             "| shape | M | schedule | measured | predicted | error % |", "|---|---:|---|---|---|---|"]
+    for r in rows:
+        pred = " / ".join(map(kib, r["predicted"])) if r["predicted"] else "not predicted"
+        err = (" / ".join(f"{e:+.1f}" for e in r["error_pct"]) if r["error_pct"] else "–")
+        mark = " (calibration)" if r["calibrated_on"] else ""
+        lines.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']}{mark} | "
+                     f"{' / '.join(map(kib, r['measured']))} | {pred} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(rows: list[dict]) -> dict:
+    errs = [abs(e) for r in rows if r["error_pct"] and not r["calibrated_on"]
+            for e in r["error_pct"]]
+    out = {"ranks_predicted": len(errs),
+           "within_5pct": sum(e <= 5.0 for e in errs),
+           "median_abs_error_pct": sorted(errs)[len(errs) // 2] if errs else None,
+           "max_abs_error_pct": max(errs) if errs else None, "ranking": {}}
+    for shape in SHAPES:
+        for m in (8, 12):
+            good, total = ranking_agrees(rows, shape, m)
+            if total:
+                out["ranking"][f"{shape}/m{m}"] = [good, total]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    found = sorted((REPO / "benchmarks" / "results").glob("memory-*"))
+    ap.add_argument("--results", default=str(found[-1]) if found else None)
+    ap.add_argument("--on", default="ScheduleZBVZeroBubble", choices=sorted(SCHEDULES))
+    ap.add_argument("--markdown")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    results = json.loads((Path(args.results) / "results.json").read_text())
+    rows = run(results, args.on)
+    text = markdown(rows, args.on)
+    s = summary(rows)
+    print(text)
+    print(json.dumps(s, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": s, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
