@@ -131,7 +131,7 @@ def chunk_layers_of(workload: Workload, chunks: tuple[tuple[Layer, ...], ...]) -
             return ChunkLayers((), len(found.spans), None, None,
                                f"the split cuts transformer layer {k} (rows {rows[a].name}.."
                                f"{rows[b - 1].name}, lines {first.line}-{rows[b - 1].line}) "
-                               f"between chunks {', '.join(map(str, where))}")
+                               f"between stages {' and '.join(map(str, where))}")
         counts[held.pop()] += 1
     emb = owner[0] if found.head > 0 else None
     head = owner[-1] if found.tail < len(rows) else None

@@ -100,7 +100,7 @@ def test_megatron_places_whole_layers():
     sched = registry.generate("1f1b", 4, 16, 1)   # 50 rows in 13/13/12/12: layer 12 is cut
     v = check_runtimes(shape_of(sched, wl, partition(wl, 4)))["megatron"]
     assert v.rule == ("Megatron-LM places whole transformer layers; the split cuts transformer "
-                      "layer 12 (rows attention_12..mlp_12, lines 28-29) between chunks 1, 2")
+                      "layer 12 (rows attention_12..mlp_12, lines 28-29) between stages 1 and 2")
     sched = registry.generate("1f1b", 2, 16, 1)   # 25/25 rows: 12 whole layers each
     shape = shape_of(sched, wl, partition(wl, 2))
     assert shape.layers == (12, 12) and check_runtimes(shape)["megatron"].accepts
