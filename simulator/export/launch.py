@@ -210,7 +210,8 @@ def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
         if csv_note is None:
             write_schedule_csv(result.schedule, csv_path)
             try:
-                load_schedule_csv(csv_path, vpp=result.schedule.vpp)
+                load_schedule_csv(csv_path, vpp=result.schedule.vpp,
+                                  placement=tuple(result.schedule.placement))
             except PipesimError as err:   # a CSV nobody can load back is not handed out
                 csv_path.unlink()
                 csv_note = f"its CSV does not load back ({str(err).splitlines()[0]})"
