@@ -52,7 +52,9 @@ def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
     ranks: dict[int, list[int]] = {r: [] for r in range(sched.pp)}
     for stage, rank in enumerate(sched.placement):
         ranks[rank].append(stage)
-    return LaunchPlan(shape, check_runtimes(shape), max(1, h.tp), h.dp, micro_batch_size,
+    tp = max(1, h.tp)
+    dp = max(1, h.all_gpus // (tp * sched.pp))   # the run's world size over its own pp
+    return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
                       recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
                       found.head_chunk, ranks)
 

@@ -31,10 +31,11 @@ _INT_KEYS = {
     "all_gpus:": ("all_gpus", 1),
     "pp_comm:": ("pp_comm", 0),
     "pp_comm": ("pp_comm", 0),  # SimAI's own example writes it without the colon
-    "mode:": ("mode", 0),       # AICB 2.0: 0 training, 1 inference
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
+MODE_KEY = "mode:"             # AICB 2.0: 0 training, 1 inference (one token, kept as written)
+INFERENCE_MODES = ("1", "inference")
 STAGE_LAYERS_KEY = "stage_layers:"
 _LIST_KEYS = {"checkpoints:": "checkpoints", "checkpoint_initiates:": "checkpoint_initiates"}
 _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
@@ -116,6 +117,15 @@ def parse_header(line: str, path: str) -> ParsedHeader:
             raise WorkloadError(path, 1, kcol, field,
                                 f"each key once (already given at column {seen[name]})", key)
         seen[name] = kcol
+        if key == MODE_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if not found or _is_key(found):
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "a value after 'mode:' (AICB: 0 training, 1 "
+                                    "inference)", found)
+            values[name] = found
+            i += 2
+            continue
         if key == SCHEDULE_KEY:
             found = toks[i + 1][0] if i + 1 < len(toks) else ""
             if not found or _is_key(found) or not _NAME_RE.match(found):
@@ -168,6 +178,8 @@ def _field_of(key: str, policy: str) -> str | None:
         return _LIST_KEYS[key]
     if key == SCHEDULE_KEY:
         return "pp_schedule"
+    if key == MODE_KEY:
+        return "mode"
     if key == STAGE_LAYERS_KEY:
         return "stage_layers"
     if key == DLRM_KEY and policy in DLRM_POLICIES:
@@ -204,7 +216,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
     if header.all_gpus % (header.tp * header.pp):
         warnings.append(f"{path}:1: all_gpus {header.all_gpus} is not a multiple of tp x pp = "
                         f"{header.tp} x {header.pp}")
-    if header.mode:
+    if header.mode in INFERENCE_MODES:
         warnings.append(f"{path}:1: mode: {header.mode} (AICB: an inference trace); pipesim "
                         f"simulates training iterations from the rows as written")
     if header.pp > 1 and "pp_comm" in values and header.pp_comm == 0:

@@ -92,7 +92,8 @@ def load_workload(path, layout: str = "auto") -> Workload:
             workload = dataclasses.replace(workload, layout="aicb")
         detect = _detect_layout_hook()
         workload = workload if detect is None else detect(workload)
-    if workload.header.stage_layers:   # counted in transformer layers: the layout decides them
+    if isinstance(workload, Workload) and workload.header.stage_layers:
+        # counted in transformer layers: the layout decides them
         from .stage_layers import check_stage_layers
 
         check_stage_layers(workload)

@@ -18,6 +18,7 @@ from simulator.export.launch import torchtitan_overrides, launch_plan, write_lau
 pytestmark = pytest.mark.launch
 
 GPT = "workloads/gpt-24l.txt"
+DP = 2   # every case runs on TP 2 (the file's) x PP x DP 2 GPUs
 
 # (schedule, pp, vpp, M, stage_layers or None): every registered schedule a runtime can run,
 # even and uneven splits
@@ -57,7 +58,7 @@ def launches(tmp_path_factory):
             text = open(GPT).read().split("\n", 1)
             path = tmp_path_factory.mktemp("wl") / "w.txt"
             path.write_text(f"{text[0]} stage_layers: {layers}\n{text[1]}")
-        result = simulate(str(path), schedule, pp=pp, vpp=vpp, microbatches=m, gpus=2 * pp * 2,
+        result = simulate(str(path), schedule, pp=pp, vpp=vpp, microbatches=m, gpus=2 * pp * DP,
                           engine="evaluator", memory_limit_gb=float("inf"))
         folder = tmp_path_factory.mktemp(name)
         write_launch(folder, result)
@@ -154,7 +155,7 @@ def test_megatron_reads_the_plans_layers(launches, name):
     from megatron.core import num_microbatches_calculator as calc
 
     calc.init_num_microbatches_calculator(0, None, int(args["--global-batch-size"]),
-                                          int(args["--micro-batch-size"]), lp.dp)
+                                          int(args["--micro-batch-size"]), DP)
     try:
         assert calc.get_num_microbatches() == m
     finally:
@@ -215,6 +216,8 @@ def test_torchtitan_reads_the_plans_layers(launches, name, monkeypatch):
         assert list(got) == ranks[str(r)]
     # microbatches: local batch / microbatch size
     assert training.local_batch_size // par.pipeline_parallel_microbatch_size == m
+    assert training.global_batch_size == training.local_batch_size * DP
+    assert par.data_parallel_replicate_degree == DP and par.tensor_parallel_degree == 2
     if par.pipeline_parallel_schedule_csv:
         assert (folder / par.pipeline_parallel_schedule_csv).is_file()
 
