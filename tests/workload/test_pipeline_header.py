@@ -14,7 +14,7 @@ from simulator.workload.partition import partition
 from simulator.workload.stage_layers import chunk_layers_of, n_model_layers
 
 GPT = "workloads/gpt-24l.txt"
-AICB = "workloads/workload_analytical.txt"
+AICB = "workloads/generated/gpt3-175b-tp8-pp8-ga16-a100-aicb.txt"   # AICB stage layout
 
 
 def with_keys(tmp_path, source: str, keys: str, name: str = "w.txt") -> str:
@@ -49,11 +49,11 @@ def test_without_stage_layers_nothing_moves(tmp_path):
 
 
 def test_stage_layers_in_an_aicb_stage_file(tmp_path):
-    counts = "7 " + "8 " * 10 + "9"
+    counts = "11 " + "12 " * 6 + "13"
     wl = load_workload(with_keys(tmp_path, AICB, f"stage_layers: {counts}"))
     assert wl.layout == "aicb" and n_model_layers(wl) == 96
-    found = chunk_layers_of(wl, partition(wl, 12).chunks)
-    assert found.counts == (7,) + (8,) * 10 + (9,)
+    found = chunk_layers_of(wl, partition(wl, 8).chunks)
+    assert found.counts == (11,) + (12,) * 6 + (13,)
 
 
 def test_counts_that_do_not_add_up_are_refused_on_one_line(tmp_path):
