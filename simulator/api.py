@@ -61,10 +61,13 @@ def resolve_shape(workload: Workload, schedule: Schedule | str | None, pp: int |
     P = _positive("pp", h.pp if pp is None else pp)
     M = _positive("microbatches", h.ga if microbatches is None else microbatches)
     header_vpp = h.vpp if workload.layout == "model" else 1
-    if schedule is None:
-        chosen_v = vpp if vpp is not None else header_vpp
-        schedule = "interleaved-1f1b" if chosen_v > 1 else "1f1b"
-    spec = registry.get(schedule)
+    if schedule is None and h.pp_schedule is not None:
+        spec = file_schedule(workload)
+    else:
+        if schedule is None:
+            chosen_v = vpp if vpp is not None else header_vpp
+            schedule = "interleaved-1f1b" if chosen_v > 1 else "1f1b"
+        spec = registry.get(schedule)
     if vpp is None:
         if spec.variable_vpp:
             v = header_vpp if header_vpp > 1 else spec.default_vpp
@@ -76,6 +79,33 @@ def resolve_shape(workload: Workload, schedule: Schedule | str | None, pp: int |
     else:
         v = _positive("vpp", vpp)
     return spec, P, M, v
+
+
+def file_schedule(workload: Workload) -> ScheduleSpec:
+    """The schedule the header's ``pp_schedule:`` names."""
+    name = workload.header.pp_schedule
+    try:
+        return registry.get(name)
+    except ConfigError:
+        raise ConfigError(f"{workload.path}:1: pp_schedule: expected a registered schedule "
+                          f"(pipesim schedule --list), found {name!r}") from None
+
+
+def schedule_warnings(workload: Workload, schedule: Schedule | str | None,
+                      spec: ScheduleSpec | None) -> list:
+    """What the header's ``pp_schedule:`` did: ran, or was overridden by ``-s``."""
+    from .diagnostics import RunWarning
+
+    named = workload.header.pp_schedule
+    if named is None or spec is None:
+        return []
+    if schedule is None:
+        return [RunWarning("schedule_from_file", f"{workload.path}: runs {spec.name}, the "
+                           f"schedule its header names (pp_schedule: {named})", "-s")]
+    if registry.get(named).name != spec.name:
+        return [RunWarning("schedule_file_overridden", f"{workload.path}: its header names "
+                           f"pp_schedule: {named}; -s {spec.name} runs instead", "")]
+    return []
 
 
 def resolve_schedule(workload: Workload, schedule: Schedule | str | None, pp: int | None,
@@ -137,6 +167,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
             raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {P})")
     wl, warnings = header_for_run(wl, P, pp_comm=pp_comm, gpus=gpus, dp=dp, microbatches=M,
                                   vpp=v)
+    warnings += schedule_warnings(wl, schedule, spec)
     if spec is not None and not isinstance(schedule, Schedule):
         check_sizes(wl, spec, P, M, v, schedule_options, max_actions)
     else:

@@ -97,3 +97,13 @@ def render_run(d: RunSummary) -> str:
         lines.append("")
         lines += [f"  note: {n}" for n in notes]
     return "\n".join(lines)
+
+
+def render_runtimes(verdicts) -> str:
+    """Which runtimes run this configuration, and the rule each refusal breaks."""
+    lines = ["", "runtimes (would they run it?)"]
+    for name, v in verdicts.items():
+        text = (f"yes, {v.how}" + (f" ({v.rule})" if v.rule else "")) if v.accepts \
+            else f"no: {v.rule}"
+        lines.append(f"  {name:<11}{text}")
+    return "\n".join(lines)

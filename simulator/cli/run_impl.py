@@ -35,6 +35,7 @@ RUN_ARGS = (
     (("--json",), "json_dest", "json"),
     (("--gantt",), "gantt", "path"),
     (("--trace",), "trace", "path"),
+    (("--launch",), "launch", "str"),
     (("--log-level",), "log_level", "log_level"),
     (("--chakra",), "chakra", "str"),
     (("--chakra-in",), "chakra_in", "str"),
@@ -182,8 +183,8 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 
 
 def run(workload, schedule, schedule_file, system, calibration, schedule_options,
-        system_sets, json_dest, gantt, trace, log_level, chakra=None, chakra_in=None,
-        **run_options) -> None:
+        system_sets, json_dest, gantt, trace, log_level, launch=None, chakra=None,
+        chakra_in=None, **run_options) -> None:
     """What ``pipesim run`` does once its arguments are read (by click or by
     :func:`parse_run_args`)."""
     from ..api import simulate
@@ -248,12 +249,26 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         written = write_chakra(result, chakra)
         if json_dest != "-":
             echo(written.line())
+    from ..schedules.runtimes import check_runtimes, shape_of
+
+    verdicts = check_runtimes(shape_of(result.schedule, result.workload, result.partition,
+                                       options))
+    if launch:
+        from ..export.launch import write_launch
+
+        write_launch(launch, result, recompute=opts.recompute, options=options,
+                     command=None)
     if json_dest:
         from .jsonout import write_json
 
-        write_json(result.to_dict(), json_dest)
+        data = result.to_dict()
+        data["runtimes"] = {k: v.to_dict() for k, v in verdicts.items()}
+        write_json(data, json_dest)
     if json_dest == "-":     # stdout holds the JSON and nothing else
         return
-    from .report import render_run
+    from .report import render_run, render_runtimes
 
     echo(render_run(result.summary))
+    echo(render_runtimes(verdicts))
+    if launch:
+        echo(f"launch settings: {launch}/ (README.md says what each file is)")

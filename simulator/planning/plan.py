@@ -78,6 +78,7 @@ class PlanSettings:
     efficiency: float | None = None
     tp_max: int = 8
     schedules: tuple[str, ...] | None = None   # hand-made schedules searched (None: all)
+    runtime: str | None = None   # keep only what this runtime runs (torch|megatron|torchtitan)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class Outcome:
     reason: str | None = None
     command: str | None = None
     lower_bound_ns: float | None = None
+    runtimes: dict[str, dict] | None = None   # per runtime: accepts, how, rule (once it ran)
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
@@ -135,7 +137,7 @@ class Outcome:
                "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,
                "peak_memory_bytes": self.peak_memory_bytes, "bubble_ratio": self.bubble_ratio,
                "lower_bound_ns": self.lower_bound_ns, "engine": self.engine,
-               "feasible": self.feasible, "reason": self.reason}
+               "feasible": self.feasible, "reason": self.reason, "runtimes": self.runtimes}
         if self.command is not None:
             out["command"] = self.command
         return out
@@ -149,7 +151,9 @@ class Plan:
     objective: str                     # "makespan_ns" or "p95_ns"
     notes: list[str] = field(default_factory=list)
     screened: int = 0                  # candidates run in this call (not taken from --resume)
-    resumed: int = 0
+    resumed: int = 0                   # taken from --out's candidates (--resume)
+    pruned: int = 0                    # not run: their lower bound was above the best
+    ruled_out: int = 0                 # not run: their sizes alone rule them out
 
     @property
     def best(self) -> Outcome:
@@ -159,6 +163,10 @@ class Plan:
         best = self.best.row()
         return {"workload": self.settings.workload, "gpus": self.settings.gpus,
                 "memory_limit_bytes": self.memory_limit_bytes, "objective": self.objective,
+                "runtime": self.settings.runtime,
+                "counts": {"candidates": len(self.outcomes), "screened": self.screened,
+                           "resumed": self.resumed, "pruned": self.pruned,
+                           "ruled_out": self.ruled_out},
                 "candidates": [o.row() for o in self.outcomes], "best": best,
                 "notes": list(self.notes)}
 
@@ -270,6 +278,7 @@ class _Context:
     gpus: int
     p2p: str | None
     max_actions: int | None
+    runtime: str | None = None
 
 
 _WORKLOADS: dict[str, Any] = {}
@@ -310,6 +319,14 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
     if not result.schedule.flush:
         out.reason = (f"{c.schedule} does not flush the pipeline (1-stale weights): its "
                       "iteration time is not comparable")
+        return out
+    from ..schedules.runtimes import check_runtimes, shape_of
+
+    verdicts = check_runtimes(shape_of(result.schedule, result.workload, result.partition,
+                                       c.options))
+    out.runtimes = {k: v.to_dict() for k, v in verdicts.items()}
+    if ctx.runtime is not None and not verdicts[ctx.runtime].accepts:
+        out.reason = f"{ctx.runtime} does not run it: {verdicts[ctx.runtime].rule}"
         return out
     s = result.to_dict()
     out.makespan_ns = s["makespan_ns"]
@@ -387,6 +404,11 @@ def _check(settings: PlanSettings) -> None:
         raise ConfigError(f"--iterations: expected a positive integer, got {settings.iterations}")
     if settings.confirm < 1:
         raise ConfigError(f"--confirm: expected a positive integer, got {settings.confirm}")
+    from ..schedules.runtimes import RUNTIMES
+
+    if settings.runtime is not None and settings.runtime not in RUNTIMES:
+        raise ConfigError(f"--runtime: expected one of {', '.join(RUNTIMES)}, got "
+                          f"{settings.runtime!r}")
 
 
 def _read_resumed(out_dir: Path, settings: PlanSettings, resume: bool
@@ -417,7 +439,7 @@ def _read_resumed(out_dir: Path, settings: PlanSettings, resume: bool
 def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
     return Outcome(c, row["makespan_ns"], row["p95_ns"], row["peak_memory_bytes"],
                    row["bubble_ratio"], None, row["engine"], row["feasible"], row["reason"],
-                   lower_bound_ns=row.get("lower_bound_ns"))
+                   lower_bound_ns=row.get("lower_bound_ns"), runtimes=row.get("runtimes"))
 
 
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
@@ -472,7 +494,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     else:
         limit = system.memory.capacity_bytes
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
-                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions)
+                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
+                   settings.runtime)
 
     stage_costs: dict[tuple[str, int, int], Any] = {}
     bounds: dict[int, float | None] = {}
@@ -526,7 +549,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     elif resume:
         raise ConfigError("--resume: needs --out DIR (the folder of the plan to complete)")
     total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
-    screened = 0
+    screened = resumed_count = pruned_count = ruled_out = 0
 
     def record(o: Outcome) -> None:
         o.lower_bound_ns = bounds.get(o.candidate.index)
@@ -539,12 +562,13 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         """Run ``batch`` in rounds, cheapest lower bound first; after each round, a candidate
         whose bound is above the best fitting makespan so far is not run (it cannot win). The
         rounds have a fixed size, so what is pruned does not depend on the workers' timing."""
-        nonlocal screened
+        nonlocal screened, resumed_count, pruned_count, ruled_out
         todo = []
         for c in batch:
             row = resumed.get(c.key)
             if row is not None:
                 outcomes[c.index] = _from_row(c, row)
+                resumed_count += 1
             else:
                 todo.append(c)
         if progress is not None:
@@ -562,12 +586,16 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
             for c in pruned:
                 record(Outcome(c, reason=f"not run: its lower bound {_ms(bounds[c.index])} is "
                                          f"above the best found, {_ms(best)}"))
+                pruned_count += 1
             if progress is not None and pruned:
                 progress(len(outcomes), total)
             todo, now = keep[ROUND:], keep[:ROUND]
             for o in _map(executor, jobs, address, [(ctx, c) for c in now]):
                 record(o)
-                screened += 1
+                if o.candidate.reason is not None:   # refused by its sizes, nothing ran
+                    ruled_out += 1
+                else:
+                    screened += 1
                 if progress is not None:
                     progress(len(outcomes), total)
 
@@ -631,8 +659,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                      "others are ranked by their evaluated makespan")
     best = ranked[0]
     best.command = command_for(settings, best)
-    return Plan(settings, ranked + dropped, limit, objective, notes, screened,
-                len(candidates) - screened)
+    return Plan(settings, ranked + dropped, limit, objective, notes, screened, resumed_count,
+                pruned_count, ruled_out)
 
 
 def _run_costs(wl, system, gpus: int, pp: int, vpp: int):
@@ -669,6 +697,12 @@ def _judge_memory(outcomes: list[Outcome], limit: float) -> None:
 
 def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings) -> None:
     ran = [o for o in outcomes if o.peak_memory_bytes is not None]
+    if not ran and settings.runtime is not None:
+        refused = [o.reason for o in outcomes
+                   if o.reason and o.reason.startswith(f"{settings.runtime} does not run it")]
+        if refused:
+            raise ConfigError(f"--runtime {settings.runtime}: no candidate it runs on --gpus "
+                              f"{settings.gpus}; the first refused: {refused[0]}")
     if not ran:
         first = next((o.reason for o in outcomes if o.reason), "no candidate")
         raise ConfigError(f"{settings.workload}: no candidate could run on --gpus "

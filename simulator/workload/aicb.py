@@ -139,7 +139,8 @@ def recover_stage(workload: Workload) -> AicbStage:
 def partition_aicb(workload: Workload, n_chunks: int) -> Partition:
     """Split the recovered model into ``n_chunks`` chunks (see the module docstring)."""
     st: AicbStage = workload.aicb  # type: ignore[assignment]
-    chunks = tuple(tuple(st.model[a:b]) for a, b in chunk_rows(st, n_chunks, workload.path))
+    chunks = tuple(tuple(st.model[a:b]) for a, b in chunk_rows(st, n_chunks, workload.path,
+                                                                workload.header.stage_layers))
     recompute = _recompute(workload, st, chunks)
     rows = sum(b - a for a, b in st.layer_spans)
     per_layer = rows / len(st.layer_spans) if st.layer_spans else 1.0
@@ -149,8 +150,12 @@ def partition_aicb(workload: Workload, n_chunks: int) -> Partition:
                      iteration_stages=st.stages)
 
 
-def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:
-    """[first, last) transformer layer (model order) of each chunk; remainder to the first."""
+def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>",
+                 counts: tuple[int, ...] = ()) -> list[tuple[int, int]]:
+    """[first, last) transformer layer (model order) of each chunk; remainder to the first, or
+    ``counts`` layers each (the header's ``stage_layers:``)."""
+    if counts:
+        return list(zip(accumulate(counts, initial=0), accumulate(counts)))
     n_layers = st.model_layers
     if n_chunks < 1:
         raise ConfigError(f"number of pipeline stages must be >= 1, got {n_chunks}")
@@ -162,12 +167,13 @@ def chunk_layers(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list
     return chunk_bounds(n_layers, n_chunks)
 
 
-def chunk_rows(st: AicbStage, n_chunks: int, path: str = "<workload>") -> list[tuple[int, int]]:
+def chunk_rows(st: AicbStage, n_chunks: int, path: str = "<workload>",
+               counts: tuple[int, ...] = ()) -> list[tuple[int, int]]:
     """[start, stop) in ``st.model`` of each chunk: its layers, the head on the first chunk and
     the tail on the last."""
     out = []
     spans = st.layer_spans
-    for c, (a, b) in enumerate(chunk_layers(st, n_chunks, path)):
+    for c, (a, b) in enumerate(chunk_layers(st, n_chunks, path, counts)):
         start = 0 if c == 0 else spans[a][0]
         stop = len(st.model) if c == n_chunks - 1 else spans[b - 1][1]
         out.append((start, stop))

@@ -9,6 +9,8 @@ compares them with the row counter); they are checked once the row count is know
 
 from __future__ import annotations
 
+import re
+
 from ..errors import WorkloadError
 from .model import POLICIES, Header
 from .rows import MAX_INT, end_column, int_range_text, to_int
@@ -16,11 +18,13 @@ from .rows import MAX_INT, end_column, int_range_text, to_int
 FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
 DLRM_POLICIES = ("HYBRID_DLRM", "HYBRID_DLRM_ENHANCED")  # ASTRA-sim 1.0: bare integer follows
 DLRM_KEY = "DLRM_LAST_BOTTOM_LAYER:"                    # SimAI's spelling of the same value
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 # key as written -> (Header field, smallest legal value)
 _INT_KEYS = {
     "model_parallel_NPU_group:": ("tp", 1),
     "ep:": ("ep", 1),
+    "expert_parallel_npu_group:": ("ep", 1),   # AICB's older spelling of ep:
     "pp:": ("pp", 1),
     "vpp:": ("vpp", 1),
     "ga:": ("ga", 1),
@@ -28,13 +32,18 @@ _INT_KEYS = {
     "pp_comm:": ("pp_comm", 0),
     "pp_comm": ("pp_comm", 0),  # SimAI's own example writes it without the colon
 }
+# SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
+SCHEDULE_KEY = "pp_schedule:"
+MODE_KEY = "mode:"             # AICB 2.0: 0 training, 1 inference (one token, kept as written)
+INFERENCE_MODES = ("1", "inference")
+STAGE_LAYERS_KEY = "stage_layers:"
 _LIST_KEYS = {"checkpoints:": "checkpoints", "checkpoint_initiates:": "checkpoint_initiates"}
 _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
              "ga": "ga:", "all_gpus": "all_gpus:", "pp_comm": "pp_comm:",
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
-          "checkpoint_initiates:")
+          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:")
 
 
 class ParsedHeader:
@@ -108,6 +117,37 @@ def parse_header(line: str, path: str) -> ParsedHeader:
             raise WorkloadError(path, 1, kcol, field,
                                 f"each key once (already given at column {seen[name]})", key)
         seen[name] = kcol
+        if key == MODE_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if not found or _is_key(found):
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "a value after 'mode:' (AICB: 0 training, 1 "
+                                    "inference)", found)
+            values[name] = found
+            i += 2
+            continue
+        if key == SCHEDULE_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if not found or _is_key(found) or not _NAME_RE.match(found):
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "a schedule name after 'pp_schedule:' (e.g. 1f1b, "
+                                    "interleaved)", found)
+            values[name] = found
+            i += 2
+            continue
+        if key == STAGE_LAYERS_KEY:
+            j = i + 1
+            while j < len(toks) and not _is_key(toks[j][0]):
+                values.setdefault(name, [])
+                values[name].append(value_at(j, field, 1, "a layer count >= 1 per stage after "
+                                                         "'stage_layers:'"))
+                j += 1
+            if j == i + 1:
+                value_at(j, field, 1, "a layer count >= 1 per stage after 'stage_layers:'")
+            values[name] = tuple(values[name])
+            values["stage_layers_column"] = kcol
+            i = j
+            continue
         if key in _LIST_KEYS:
             count = value_at(i + 1, field, 0, f"the number of layer numbers after '{key}'")
             listed = []
@@ -136,6 +176,12 @@ def _field_of(key: str, policy: str) -> str | None:
         return _INT_KEYS[key][0]
     if key in _LIST_KEYS:
         return _LIST_KEYS[key]
+    if key == SCHEDULE_KEY:
+        return "pp_schedule"
+    if key == MODE_KEY:
+        return "mode"
+    if key == STAGE_LAYERS_KEY:
+        return "stage_layers"
     if key == DLRM_KEY and policy in DLRM_POLICIES:
         return "dlrm_last_bottom_layer"
     return None
@@ -156,6 +202,10 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
         missing += [k for k in ("checkpoints", "checkpoint_initiates") if k not in values]
     header = Header(policy=policy, **{k: values.get(k, v) for k, v in defaults.items()},
                     dlrm_last_bottom_layer=values.get("dlrm_last_bottom_layer"),
+                    pp_schedule=values.get("pp_schedule"),
+                    stage_layers=values.get("stage_layers", ()),
+                    mode=values.get("mode"),
+                    stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []
     if missing:
@@ -166,6 +216,9 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
     if header.all_gpus % (header.tp * header.pp):
         warnings.append(f"{path}:1: all_gpus {header.all_gpus} is not a multiple of tp x pp = "
                         f"{header.tp} x {header.pp}")
+    if header.mode in INFERENCE_MODES:
+        warnings.append(f"{path}:1: mode: {header.mode} (AICB: an inference trace); pipesim "
+                        f"simulates training iterations from the rows as written")
     if header.pp > 1 and "pp_comm" in values and header.pp_comm == 0:
         warnings.append(f"{path}:1: pp is {header.pp} but pp_comm is 0, so activations between "
                         f"stages cost nothing to send")

@@ -31,6 +31,18 @@ PRE_NAME = re.compile(r"^(grad_\w*|moe_grad_norm\d*|embedding_grads|layernorm|no
 POST_NAME = re.compile(r"^(cross_entropy\d*|optimizer\d*)$")
 
 
+def model_rows(workload) -> tuple[tuple[Layer, ...], tuple[Layer, ...]]:
+    """(the rows split into chunks, AICB's iteration rows) of a model-layout file: AICB's model
+    files put whole-model DP/optimizer rows before and after the layers; they run once per
+    iteration, not on the first or last stage."""
+    layers = workload.layers
+    found = split_named(layers)
+    if found is None:
+        return layers, ()
+    pre, post = found
+    return layers[pre:len(layers) - post], layers[:pre] + layers[len(layers) - post:]
+
+
 def split_named(rows: tuple[Layer, ...]) -> tuple[int, int] | None:
     """(leading, trailing) counts of AICB iteration rows in a model-layout file, or None when
     the file does not look like AICB's (no ``grad_*`` row before the model and no

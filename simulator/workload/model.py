@@ -125,6 +125,10 @@ class Header:
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer
+    pp_schedule: str | None = None        # the schedule the file names (SimAI#283 proposal)
+    stage_layers: tuple[int, ...] = ()    # transformer layers per (virtual) stage, in order
+    mode: str | None = None               # AICB 2.0's mode: as written (0 training, 1 inference)
+    stage_layers_column: int = field(default=0, compare=False)   # for messages
     defaults_used: tuple[str, ...] = ()   # keys absent from the file, defaulted
     unknown_keys: tuple[tuple[str, str], ...] = ()
 

@@ -87,12 +87,17 @@ def load_workload(path, layout: str = "auto") -> Workload:
         raise WorkloadError(str(path), None, None, "file", "a readable workload file",
                             err.strerror or type(err).__name__) from None
     workload = parse_workload_bytes(data, str(path))
-    if layout == "model":
-        return workload
-    if layout == "aicb":
-        workload = dataclasses.replace(workload, layout="aicb")
-    detect = _detect_layout_hook()
-    return workload if detect is None else detect(workload)
+    if layout != "model":
+        if layout == "aicb":
+            workload = dataclasses.replace(workload, layout="aicb")
+        detect = _detect_layout_hook()
+        workload = workload if detect is None else detect(workload)
+    if isinstance(workload, Workload) and workload.header.stage_layers:
+        # counted in transformer layers: the layout decides them
+        from .stage_layers import check_stage_layers
+
+        check_stage_layers(workload)
+    return workload
 
 
 def _read_bytes(path) -> bytes:

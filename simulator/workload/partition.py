@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .chunks import chunk_bounds, recompute_plan
-from .iteration_rows import chunk_shares, split_named
+from .iteration_rows import chunk_shares, model_rows
+from .stage_layers import check_stage_count, layer_bounds, layer_rows, row_bounds_from_layers
 from .model import Layer, Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
@@ -25,22 +26,15 @@ def partition(workload: Workload, n_chunks: int) -> Partition:
     return partition_model(workload, n_chunks)
 
 
-def model_rows(workload: Workload) -> tuple[tuple[Layer, ...], tuple[Layer, ...]]:
-    """(the rows split into chunks, AICB's iteration rows) of a model-layout file: AICB's model
-    files put whole-model DP/optimizer rows before and after the layers (see
-    :mod:`.iteration_rows`); they run once per iteration, not on the first or last stage."""
-    layers = workload.layers
-    found = split_named(layers)
-    if found is None:
-        return layers, ()
-    pre, post = found
-    return layers[pre:len(layers) - post], layers[:pre] + layers[len(layers) - post:]
-
-
 def partition_model(workload: Workload, n_chunks: int) -> Partition:
     layers, iteration = model_rows(workload)
     check_chunks(workload, n_chunks)
-    chunks = tuple(tuple(layers[a:b]) for a, b in chunk_bounds(len(layers), n_chunks))
+    counts = workload.header.stage_layers
+    if counts:   # the header's split, in transformer layers
+        bounds = row_bounds_from_layers(layer_rows(layers), len(layers), layer_bounds(counts))
+    else:
+        bounds = chunk_bounds(len(layers), n_chunks)
+    chunks = tuple(tuple(layers[a:b]) for a, b in bounds)
     h = workload.header
     recompute = tuple(recompute_plan(c, h.checkpoints, h.checkpoint_initiates) for c in chunks)
     share = chunk_shares(chunks, 1) if iteration else ()
@@ -52,6 +46,7 @@ def check_chunks(workload: Workload, n_chunks: int) -> None:
     """Refuse, from the sizes alone, a split that leaves a chunk without layers."""
     if n_chunks < 1:
         raise ConfigError(f"number of pipeline stages must be >= 1, got {n_chunks}")
+    check_stage_count(workload, n_chunks)
     if workload.layout == "aicb" and workload.aicb is not None:
         from .aicb import chunk_layers
 

@@ -139,7 +139,9 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     code, text, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
                           A100, "-j", "1", "--no-prune", "--out", str(out / "dir"), "--resume")
     assert (code, err) == (0, "")
-    assert "71 candidates (0 screened, 71 resumed)" in text
+    assert "71 candidates: 0 screened, 71 taken from --out (--resume); ranked" in text
+    assert again_counts(out) == {"candidates": 71, "screened": 0, "resumed": 71, "pruned": 0,
+                                 "ruled_out": 0}
     again = json.loads((out / "dir" / "plan.json").read_text())
     assert again["candidates"] == [{k: v for k, v in c.items()
                                     if k not in ("csv", "command_schedule_file")}
@@ -278,3 +280,24 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
     again = run_json(capsys, *shlex.split(best["command"])[1:])
     assert again["makespan_ns"] == best["makespan_ns"]
     assert again["peak_memory_bytes"] == best["peak_memory_bytes"]
+
+
+def again_counts(out):
+    return json.loads((out / "dir" / "plan.json").read_text())["counts"]
+
+
+def test_the_title_names_each_count_by_what_happened_to_it(capsys):
+    """A fresh plan: what ran, what its lower bound skipped and what its sizes ruled out, never
+    'resumed' (it used to call the skipped ones resumed)."""
+    code, text, _ = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
+                        A100, "-j", "1")
+    assert code == 0
+    title = text.splitlines()[0]
+    assert "resumed" not in title and "--resume" not in title
+    import re
+
+    got = re.search(r"(\d+) candidates: (\d+) screened, (\d+) not run \(lower bound above the "
+                    r"best\)(?:, (\d+) ruled out by their sizes)?; ranked", title)
+    assert got, title
+    total, screened, pruned, ruled = (int(g or 0) for g in got.groups())
+    assert total == screened + pruned + ruled and pruned > 0

@@ -297,14 +297,21 @@ def test_hybrid_dlrm_bare_integer_and_key_form():
 
 
 def test_unknown_keys_kept_with_one_warning():
-    text = (HEADER + " mode: train expert_parallel_npu_group: 4 DLRM_LAST_BOTTOM_LAYER: 0 empty:"
-            "\n1\n" + rows(1))
+    text = (HEADER.replace(" ep: 1", "") + " mode: train expert_parallel_npu_group: 4 "
+            "DLRM_LAST_BOTTOM_LAYER: 0 empty:\n1\n" + rows(1))
     w = parse_workload_text(text, "u.txt")
-    assert w.header.unknown_keys == (("mode", "train"), ("expert_parallel_npu_group", "4"),
-                                     ("DLRM_LAST_BOTTOM_LAYER", "0"), ("empty", ""))
-    assert w.header.ep == 1
-    assert w.warnings == ("u.txt:1: unknown header keys kept but not used: mode: train, "
-                          "expert_parallel_npu_group: 4, DLRM_LAST_BOTTOM_LAYER: 0, empty:",)
+    assert w.header.unknown_keys == (("DLRM_LAST_BOTTOM_LAYER", "0"), ("empty", ""))
+    # AICB's keys are read: mode: as written, expert_parallel_npu_group: as ep:
+    assert (w.header.mode, w.header.ep) == ("train", 4)
+    assert w.warnings == ("u.txt:1: unknown header keys kept but not used: "
+                          "DLRM_LAST_BOTTOM_LAYER: 0, empty:",)
+
+
+def test_expert_parallel_npu_group_is_ep_and_given_once():
+    with pytest.raises(WorkloadError) as err:
+        parse_workload_text(HEADER + " expert_parallel_npu_group: 4\n1\n" + rows(1), "e.txt")
+    assert str(err.value) == ("e.txt:1:151: expert_parallel_npu_group: expected each key once "
+                              "(already given at column 61), found 'expert_parallel_npu_group:'")
 
 
 def test_all_defaults_listed_in_one_warning():

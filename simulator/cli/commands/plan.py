@@ -76,13 +76,19 @@ TOP = 10
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
               help="Hand-made schedules to search (default: every registered one); auto is "
                    "always added.")
+@click.option("--runtime", type=click.Choice(["torch", "megatron", "torchtitan"]), default=None,
+              help="Keep only configurations this runtime runs (the others are listed with "
+                   "the rule they break).")
+@click.option("--launch", "launch_dir", type=click.Path(file_okay=False), default=None,
+              metavar="DIR", help="Write the winner's launch settings into DIR: "
+              "megatron_args.txt, torchtitan.toml, schedule.csv, stage_ranks.json, README.md.")
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
             efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, schedule_list, no_prune):
+            jobs, address, max_actions, schedule_list, runtime, launch_dir, no_prune):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -115,7 +121,7 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
                           "gpt|llama --layers --hidden --heads --seq)")
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
-                            model, gpu, efficiency, tp_max, names)
+                            model, gpu, efficiency, tp_max, names, runtime)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     with _Progress(Path(workload).name, enabled=not quiet) as bar:
@@ -130,6 +136,10 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
         data["best"]["csv"] = written_csv
         # the same number from the written CSV (what torch's runtime would load)
         data["best"]["command_schedule_file"] = command_for(result.settings, best, written_csv)
+    written_launch = None
+    if launch_dir is not None:
+        written_launch = _write_launch(result, launch_dir, micro_batch if model else 1)
+        data["best"]["launch"] = launch_dir
     if out_dir is not None:
         write_json(data, str(Path(out_dir) / "plan.json"))
     if plot:
@@ -143,6 +153,8 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     if written_csv is not None:
         click.echo(f"  its schedule as torch's CSV: {written_csv}; the same number: "
                    f"{data['best']['command_schedule_file']}")
+    if written_launch is not None:
+        click.echo(f"  its launch settings: {launch_dir}/ ({', '.join(Path(f).name for f in written_launch)})")
 
 
 def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | None:
@@ -187,6 +199,24 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     return csv_path
 
 
+def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
+    """The winner's launch folder, from a run of the winner itself (the schedule it ran)."""
+    from ...api import simulate
+    from ...export.launch import write_launch
+    from ...planning.plan import _workload
+
+    best = result.best
+    c = best.candidate
+    res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
+                   _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
+                   gpus=result.settings.gpus, schedule_options=c.options or None,
+                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute)
+    numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
+               "peak_memory_bytes": best.peak_memory_bytes}
+    return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
+                        options=c.options, command=best.command, numbers=numbers)
+
+
 def _system_of(settings):
     from ...planning.plan import _load_system
 
@@ -202,16 +232,24 @@ def _render(result) -> str:
     from ...units import fmt_time as format_ns
 
     s = result.settings
+    counts = [f"{result.screened} screened"]
+    if result.pruned:
+        counts.append(f"{result.pruned} not run (lower bound above the best)")
+    if result.ruled_out:
+        counts.append(f"{result.ruled_out} ruled out by their sizes")
+    if result.resumed:
+        counts.append(f"{result.resumed} taken from --out (--resume)")
     title = (f"pipesim plan: {s.workload} on {s.gpus} GPUs, "
-             f"{len(result.outcomes)} candidates ({result.screened} screened"
-             + (f", {result.resumed} resumed" if result.resumed else "") + "), ranked by "
-             + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time"))
+             f"{len(result.outcomes)} candidates: {', '.join(counts)}; ranked by "
+             + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time")
+             + (f"; only what {s.runtime} runs" if s.runtime else ""))
     # The title is a plain line, not the table's: rich wraps a title to the table's width, so a
     # long workload path would break the line at a place that depends on where the file lives.
     table = Table()
     for col in ("#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
-                "peak mem/GPU", "engine"):
-        table.add_column(col, justify="left" if col in ("schedule", "engine") else "right")
+                "peak mem/GPU", "engine", "runs on"):
+        table.add_column(col, justify="left" if col in ("schedule", "engine", "runs on")
+                         else "right")
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
@@ -219,7 +257,8 @@ def _render(result) -> str:
         table.add_row(str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
                       format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
-                      f"{o.bubble_ratio:.1%}", f"{o.peak_memory_bytes / 1e9:.2f} GB", o.engine)
+                      f"{o.bubble_ratio:.1%}", f"{o.peak_memory_bytes / 1e9:.2f} GB", o.engine,
+                      _runs_on(o.runtimes))
     out = StringIO()
     Console(file=out, width=140, force_terminal=False, color_system=None).print(table)
     dropped: dict[str, int] = {}
@@ -236,6 +275,17 @@ def _render(result) -> str:
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _runs_on(runtimes: dict | None) -> str:
+    """The runtimes that run a configuration: ``torch``, ``torch(csv)`` (from the CSV only),
+    ``megatron``, ``titan``; ``-`` when none does."""
+    if not runtimes:
+        return "-"
+    names = {"torchtitan": "titan"}
+    out = [names.get(k, k) + ("(csv)" if v["how"].startswith("csv") else "")
+           for k, v in runtimes.items() if v["accepts"]]
+    return " ".join(out) or "-"
 
 
 def _plot(result, path: str) -> None:

@@ -14,7 +14,15 @@ __all__ = ["LOG_LEVELS", "command", "configure_logging", "parse_assignments", "w
 def _run_schema() -> dict:
     from ...metrics.types import run_schema
 
-    return run_schema()
+    schema = run_schema()
+    verdict = {"type": "object", "required": ["accepts", "how", "rule"],
+               "properties": {"accepts": {"type": "boolean"}, "how": {"type": "string"},
+                              "rule": {"type": ["string", "null"]}}}
+    schema["properties"]["runtimes"] = {
+        "type": "object", "description": "per runtime (torch, megatron, torchtitan): does it "
+        "run this configuration, how, or the rule it breaks",
+        "properties": {k: verdict for k in ("torch", "megatron", "torchtitan")}}
+    return schema
 
 
 @click.command("run")
@@ -47,12 +55,18 @@ def _run_schema() -> dict:
 @click.option("--chakra-in", default=None, metavar="PREFIX",
               help="Simulate Chakra execution traces PREFIX.<rank>.et (compute, send and "
                    "receive nodes) instead of a WORKLOAD; needs pipesim[chakra].")
+@click.option("--launch", default=None, metavar="DIR",
+              help="Write the launch settings for Megatron-LM, torchtitan and torch into DIR "
+                   "(megatron_args.txt, torchtitan.toml, schedule.csv, stage_ranks.json, "
+                   "README.md).")
 @click_options(skip=("schedule",))
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS), case_sensitive=False),
               default="warning", show_default=True, help="debug prints every pipeline event.")
 def command(workload, schedule, schedule_file, system, calibration, schedule_options,
-            system_sets, json_dest, gantt, trace, log_level, chakra, chakra_in, **run_options):
+            system_sets, json_dest, gantt, trace, launch, log_level, chakra, chakra_in,
+            **run_options):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
     run(workload, schedule, schedule_file, system, calibration, schedule_options, system_sets,
-        json_dest, gantt, trace, log_level, chakra=chakra, chakra_in=chakra_in, **run_options)
+        json_dest, gantt, trace, log_level, launch=launch, chakra=chakra, chakra_in=chakra_in,
+        **run_options)

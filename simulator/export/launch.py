@@ -1,0 +1,305 @@
+"""A run as the settings the runtimes take: Megatron-LM's arguments, torchtitan's
+``[parallelism]`` block, torch's CSV and the stage each rank must build, and a README.
+
+Translating by hand is where launches go wrong (layers silently dropped by an uneven split, a
+V-shaped schedule placed in a loop, fewer microbatches than stages). Everything here is read off
+the simulated run itself: its schedule, the transformer layers of each chunk
+(:mod:`simulator.workload.stage_layers`) and the runtime check
+(:mod:`simulator.schedules.runtimes`). A runtime that cannot run the configuration gets, in its
+file, the rule it breaks and nothing to launch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
+from ..workload.stage_layers import chunk_layers_of
+
+FILES = ("megatron_args.txt", "torchtitan.toml", "schedule.csv", "stage_ranks.json", "README.md")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything the files say, computed once."""
+
+    shape: Shape
+    verdicts: dict[str, Verdict]
+    tp: int
+    dp: int
+    micro_batch_size: int          # sequences per microbatch
+    recompute: str                 # file | none | full
+    file_recompute: bool           # the header names checkpoint lists
+    embedding_stage: int | None
+    head_stage: int | None
+    stage_ranks: dict[int, list[int]]
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch_size * self.shape.microbatches * self.dp
+
+
+def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
+                options: dict | None = None) -> LaunchPlan:
+    """The launch settings of a simulated run (a :class:`~simulator.result.SimulationResult`)."""
+    wl, sched = result.workload, result.schedule
+    shape = shape_of(sched, wl, result.partition, options)
+    found = chunk_layers_of(wl, result.partition.chunks)
+    h = wl.header
+    ranks: dict[int, list[int]] = {r: [] for r in range(sched.pp)}
+    for stage, rank in enumerate(sched.placement):
+        ranks[rank].append(stage)
+    tp = max(1, h.tp)
+    dp = max(1, h.all_gpus // (tp * sched.pp))   # the run's world size over its own pp
+    return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
+                      recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
+                      found.head_chunk, ranks)
+
+
+# -- Megatron-LM ------------------------------------------------------------------------------
+
+def megatron_layout(counts: tuple[int, ...], embedding: int | None = 0,
+                    head: int | None = None) -> str:
+    """Megatron's ``--pipeline-model-parallel-layout``: stages in virtual-stage order split by
+    ``|``, ``E`` the embedding, ``t*n`` n transformer layers, ``L`` the loss (commas are
+    cosmetic)."""
+    last = len(counts) - 1 if head is None else head
+    parts = []
+    for s, n in enumerate(counts):
+        items = (["E"] if s == embedding else []) + ([f"t*{n}"] if n else []) + \
+                (["L"] if s == last else [])
+        parts.append(",".join(items))
+    return "|".join(parts)
+
+
+def megatron_args(lp: LaunchPlan) -> list[str]:
+    """The arguments, one per line (``#`` lines are notes), or the reason there are none."""
+    s, v = lp.shape, lp.verdicts["megatron"]
+    if not v.accepts:
+        return [f"# Megatron-LM cannot run this configuration: {v.rule}.",
+                "# No arguments are written: none would reproduce what pipesim simulated."]
+    counts = s.layers
+    out = [f"--tensor-model-parallel-size {lp.tp}", f"--pipeline-model-parallel-size {s.pp}",
+           f"--num-layers {sum(counts)}"]
+    even = len(set(counts)) == 1
+    middle = counts[1:-1]
+    if even:
+        if s.vpp > 1:
+            out.append(f"--num-virtual-stages-per-pipeline-rank {s.vpp}")
+    elif s.vpp == 1 and s.pp > 1 and len(set(middle)) <= 1 and lp.embedding_stage in (0, None) \
+            and lp.head_stage in (len(counts) - 1, None):
+        if counts[0] != (middle[0] if middle else None):
+            out.append(f"--decoder-first-pipeline-num-layers {counts[0]}")
+        if counts[-1] != (middle[0] if middle else None):
+            out.append(f"--decoder-last-pipeline-num-layers {counts[-1]}")
+    else:
+        layout = megatron_layout(counts, lp.embedding_stage, lp.head_stage)
+        out.append(f"--pipeline-model-parallel-layout {layout}")
+    if s.vpp > 1 and s.group_size is not None and s.group_size != s.pp:
+        out.append(f"--microbatch-group-size-per-virtual-pipeline-stage {s.group_size}")
+    out += [f"--micro-batch-size {lp.micro_batch_size}", f"--global-batch-size {lp.global_batch}"]
+    if lp.recompute == "full":
+        out += ["--recompute-granularity full", "--recompute-method uniform",
+                "--recompute-num-layers 1"]
+    elif lp.recompute == "file" and lp.file_recompute:
+        out.append("# the workload's checkpoint lists have no Megatron-LM flag; no recompute "
+                   "flags written (pipesim simulated the file's lists)")
+    return out
+
+
+# -- torchtitan -------------------------------------------------------------------------------
+
+def torchtitan_parallelism(lp: LaunchPlan, csv_name: str | None) -> dict | None:
+    """The ``[parallelism]`` keys (torchtitan 0.3's ``ParallelismConfig``), or None."""
+    s, v = lp.shape, lp.verdicts["torchtitan"]
+    if not v.accepts:
+        return None
+    cls = TORCH_CLASS.get(s.schedule)
+    out: dict = {"pipeline_parallel_degree": s.pp, "tensor_parallel_degree": lp.tp,
+                 "data_parallel_replicate_degree": lp.dp, "data_parallel_shard_degree": 1}
+    if v.how.startswith("csv"):
+        # the name only places the stages (torchtitan's _get_pp_rank_to_stage_indices_mapping)
+        out["pipeline_parallel_schedule"] = ("ZBVZeroBubble" if s.placement == "v" else
+                                             "Interleaved1F1B" if s.vpp > 1 else "1F1B")
+        out["pipeline_parallel_schedule_csv"] = csv_name or "schedule.csv"
+    else:
+        out["pipeline_parallel_schedule"] = cls
+    out["pipeline_parallel_microbatch_size"] = lp.micro_batch_size
+    out["module_fqns_per_model_part"] = module_fqns(s.layers, lp.embedding_stage, lp.head_stage)
+    return out
+
+
+def module_fqns(counts: tuple[int, ...], embedding: int | None, head: int | None) -> list:
+    """Module names per stage, torchtitan's LLM naming (``tok_embeddings``, ``layers.N``,
+    ``norm``, ``lm_head``), stages in order."""
+    last = len(counts) - 1 if head is None else head
+    out, at = [], 0
+    for s, n in enumerate(counts):
+        names = (["tok_embeddings"] if s == (embedding if embedding is not None else 0) else [])
+        names += [f"layers.{k}" for k in range(at, at + n)]
+        at += n
+        if s == last:
+            names += ["norm", "lm_head"]
+        out.append(names)
+    return out
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "[" + ", ".join(_toml_value(x) for x in value) + "]"
+
+
+def torchtitan_toml(lp: LaunchPlan, csv_name: str | None) -> str:
+    par = torchtitan_parallelism(lp, csv_name)
+    v = lp.verdicts["torchtitan"]
+    if par is None:
+        return (f"# torchtitan cannot run this configuration: {v.rule}.\n"
+                "# No settings are written: none would reproduce what pipesim simulated.\n")
+    local = lp.micro_batch_size * lp.shape.microbatches
+    training = {"local_batch_size": local, "global_batch_size": local * lp.dp}
+    lines = ["# torchtitan settings (ParallelismConfig / TrainingConfig keys). torchtitan 0.3 "
+             "takes them as", "# command-line overrides, e.g. --parallelism.pipeline_parallel_"
+             "degree " + str(par["pipeline_parallel_degree"]) + " (see README.md)"]
+    if v.rule:
+        lines.append(f"# {v.rule}; torchtitan runs the CSV")
+    lines += ["", "[parallelism]"] + [f"{k} = {_toml_value(x)}" for k, x in par.items()]
+    lines += ["", "[training]"] + [f"{k} = {_toml_value(x)}" for k, x in training.items()]
+    return "\n".join(lines) + "\n"
+
+
+def torchtitan_overrides(lp: LaunchPlan, csv_name: str | None) -> list[str]:
+    """The same settings as torchtitan 0.3's command-line overrides (``--section.key value``)."""
+    par = torchtitan_parallelism(lp, csv_name)
+    if par is None:
+        return []
+    local = lp.micro_batch_size * lp.shape.microbatches
+    out = []
+    for key, value in par.items():
+        if key == "module_fqns_per_model_part":
+            out += [f"--parallelism.{key}"] + [",".join(part) for part in value]
+        else:
+            out += [f"--parallelism.{key}", str(value)]
+    out += ["--training.local_batch_size", str(local),
+            "--training.global_batch_size", str(local * lp.dp)]
+    return out
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
+                 recompute: str = "file", options: dict | None = None,
+                 command: str | None = None, numbers: dict | None = None) -> list[str]:
+    """Write the launch folder for ``result``; returns the files written. ``numbers`` are the
+    figures the README quotes (default: the run's own)."""
+    from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
+    from ..errors import PipesimError
+
+    lp = launch_plan(result, micro_batch_size, recompute, options)
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        csv_note = lp.shape.csv_reason
+        csv_path = out / "schedule.csv"
+        if csv_note is None:
+            write_schedule_csv(result.schedule, csv_path)
+            try:
+                load_schedule_csv(csv_path, vpp=result.schedule.vpp,
+                                  placement=tuple(result.schedule.placement))
+            except PipesimError as err:   # a CSV nobody can load back is not handed out
+                csv_path.unlink()
+                csv_note = f"its CSV does not load back ({str(err).splitlines()[0]})"
+            else:
+                written.append(str(csv_path))
+        elif csv_path.exists():
+            csv_path.unlink()
+        csv_name = "schedule.csv" if csv_note is None else None
+        files = {
+            "megatron_args.txt": "\n".join(megatron_args(lp)) + "\n",
+            "torchtitan.toml": torchtitan_toml(lp, csv_name),
+            "stage_ranks.json": "{\n" + ",\n".join(
+                f'  "{r}": {json.dumps(s)}' for r, s in lp.stage_ranks.items()) + "\n}\n",
+            "README.md": readme(lp, result, csv_note, command, numbers),
+        }
+        for name, text in files.items():
+            (out / name).write_text(text)
+            written.append(str(out / name))
+    except OSError as err:
+        raise ConfigError(f"--launch: cannot write {out}: {err.strerror or err}") from None
+    return written
+
+
+def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
+           numbers: dict | None) -> str:
+    from ..units import fmt_time
+
+    s = lp.shape
+    n = numbers or {"makespan_ns": result.makespan_ns, "bubble_ratio": result.bubble_ratio,
+                    "peak_memory_bytes": result.to_dict().get("peak_memory_bytes")}
+    gpus = lp.tp * s.pp * lp.dp
+    lines = [f"# Launch settings: {s.schedule} on {gpus} GPUs", "",
+             f"Written by pipesim from `{result.workload.path}`: TP {lp.tp} x PP {s.pp} x DP "
+             f"{lp.dp}, {s.vpp} stage(s) per rank, {s.microbatches} microbatches of "
+             f"{lp.micro_batch_size} sequence(s) per data-parallel group and iteration (global "
+             f"batch {lp.global_batch} sequences).", ""]
+    if s.layers:
+        lines.append("Transformer layers per stage (stage order): "
+                     + " ".join(map(str, s.layers)) + f" ({sum(s.layers)} in all); "
+                     f"the embedding on stage {lp.embedding_stage if lp.embedding_stage is not None else 0}, "
+                     f"the LM head and loss on stage {lp.head_stage if lp.head_stage is not None else len(s.layers) - 1}.")
+    elif s.layer_cut:
+        from ..workload.chunks import chunk_bounds
+        from ..workload.stage_layers import n_model_layers
+
+        even = [b - a for a, b in chunk_bounds(n_model_layers(result.workload),
+                                               s.pp * s.vpp)]
+        lines.append(f"Layers: {s.layer_cut}; a runtime that places whole layers cannot "
+                     "reproduce this split. To simulate a whole-layer split, add "
+                     f"`stage_layers: {' '.join(map(str, even))}` to the workload's header "
+                     "and plan or run again.")
+    lines += ["", "pipesim's numbers for this configuration: iteration "
+              f"{fmt_time(n['makespan_ns'])}, bubble {n['bubble_ratio']:.1%}"
+              + (f", peak memory {n['peak_memory_bytes'] / 1e9:.2f} GB per GPU"
+                 if n.get("peak_memory_bytes") else "") + "."]
+    if command:
+        lines += ["", "Reproduce them:", "", f"    {command}"]
+    lines += ["", "| runtime | runs it | how, or the rule it breaks |", "|---|---|---|"]
+    for name, v in lp.verdicts.items():
+        lines.append(f"| {name} | {'yes' if v.accepts else 'no'} | "
+                     f"{v.how if v.accepts else v.rule}"
+                     + (f" ({v.rule})" if v.accepts and v.rule else "") + " |")
+    overrides = torchtitan_overrides(lp, None if csv_note else "schedule.csv")
+    lines += ["", "## Files", "",
+              "- `megatron_args.txt`: " + (
+                  "Megatron-LM's pipeline, batch and recompute arguments, one per line (`#` "
+                  "lines are notes): `pretrain_gpt.py $(grep -v '^#' megatron_args.txt) ...`; "
+                  "the model's size, data and optimizer arguments are yours."
+                  if lp.verdicts["megatron"].accepts else "why Megatron-LM cannot run it."),
+              "- `torchtitan.toml`: " + (
+                  "the `[parallelism]` and `[training]` keys of torchtitan's config; torchtitan "
+                  "0.3 takes them as overrides: `... --module <model> --config <config> "
+                  + " ".join(_shell(x) for x in overrides)
+                  + "`. The module names are torchtitan's LLM naming." if overrides else
+                  "why torchtitan cannot run it."),
+              "- `schedule.csv`: " + ("the schedule in torch's format, one row per rank "
+                                      "(`_PipelineScheduleRuntime._load_csv(path)`, "
+                                      "torchtitan's `pipeline_parallel_schedule_csv`)."
+                                      if csv_note is None else f"not written: {csv_note}."),
+              "- `stage_ranks.json`: the stages each rank must build, `{\"rank\": [stages]}`; "
+              "torch takes the placement from the CSV, and stages built elsewhere hang.",
+              ""]
+    return "\n".join(lines)
+
+
+def _shell(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)

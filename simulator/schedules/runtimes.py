@@ -1,0 +1,208 @@
+"""Which training runtimes accept a configuration, before anything is simulated.
+
+A plan is only worth what a runtime will run. Each rule below is a condition under which the
+runtime refuses the configuration or hangs on it, taken from the runtime's own source (cited
+per rule; tests/schedules/test_runtimes.py has one test per rule). The verdict per runtime says
+how it would run the configuration (``how``) or, in plain words, the rule it breaks (``rule``):
+
+- ``torch``: ``torch.distributed.pipelining`` 2.13, by its schedule class when one exists, else
+  from the CSV (``_PipelineScheduleRuntime._load_csv``);
+- ``megatron``: Megatron-LM (``megatron/training/arguments.py`` and megatron-core's
+  ``pipeline_parallel/schedules.py``): 1F1B, and interleaved 1F1B with virtual stages;
+- ``torchtitan``: torchtitan 0.3 (``torchtitan/distributed/pipeline_parallel.py``), which runs
+  torch's classes or a CSV and places the stages itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RUNTIMES = ("torch", "megatron", "torchtitan")
+
+# pipesim schedule -> torch's class (torch/distributed/pipelining/schedules.py, get_schedule_class)
+TORCH_CLASS = {
+    "gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B",
+    "looped-bfs": "LoopedBFS", "zb-h1": "InterleavedZeroBubble", "zb-v": "ZBVZeroBubble",
+    "dualpipe-v": "DualPipeV",
+}
+SINGLE_STAGE = ("GPipe", "1F1B")          # PipelineScheduleSingle: one stage per rank
+V_CLASSES = ("ZBVZeroBubble", "DualPipeV")   # torchtitan places their stages in a V
+
+
+@dataclass(frozen=True)
+class Verdict:
+    runtime: str
+    accepts: bool
+    how: str = ""            # what the runtime runs (class, CSV, Megatron schedule)
+    rule: str | None = None  # the rule broken (refused), or why the class was not used
+
+    @property
+    def short(self) -> str:
+        """One word for a table: the class, ``csv``, or ``no``."""
+        if not self.accepts:
+            return "no"
+        return "csv" if self.how.startswith("csv") else "yes"
+
+    def to_dict(self) -> dict:
+        return {"accepts": self.accepts, "how": self.how, "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the rules look at: the schedule and its sizes, the placement of its stages, and
+    the transformer layers per stage (``layer_cut`` set: the split cuts a layer)."""
+
+    schedule: str                     # registered name
+    pp: int
+    vpp: int
+    microbatches: int
+    placement: str = "loop"           # "loop", "v" or "other"
+    layers: tuple[int, ...] = ()      # whole transformer layers per stage (model order)
+    layer_cut: str | None = None
+    csv_reason: str | None = None     # set: torch's CSV format cannot hold the schedule
+    group_size: int | None = None     # interleaved 1F1B's microbatch group N
+
+
+def torch_class_rule(cls: str, pp: int, vpp: int, m: int) -> str | None:
+    """Why torch's class ``cls`` refuses P, v, M (None: it accepts)."""
+    if cls in SINGLE_STAGE and vpp != 1:
+        return f"Schedule{cls} runs one stage per rank, got {vpp}"
+    if cls == "1F1B" and m < pp:
+        # schedules.py Schedule1F1B.__init__: n_microbatches < self._num_stages -> ValueError
+        return f"Schedule1F1B needs at least as many microbatches as stages (M {m} < P {pp})"
+    if cls in ("Interleaved1F1B", "InterleavedZeroBubble"):
+        rounds = max(1, m // pp)
+        # schedules.py: number_of_rounds = max(1, n_microbatches // pp_group_size);
+        # n_microbatches % number_of_rounds != 0 -> ValueError
+        if m % rounds:
+            return (f"Schedule{cls} needs M to be a multiple of its rounds, max(1, M // P) = "
+                    f"{rounds} (M {m}, P {pp})")
+    if cls in V_CLASSES and vpp != 2:
+        # schedules.py ScheduleZBVZeroBubble / ScheduleDualPipeV: n_local_stages != 2
+        return f"Schedule{cls} needs exactly 2 stages per rank, got {vpp}"
+    if cls == "DualPipeV" and m < 2 * pp:
+        # schedules.py ScheduleDualPipeV: n_microbatches < self._num_stages -> ValueError
+        return f"ScheduleDualPipeV needs at least as many microbatches as stages (M {m} < {2 * pp})"
+    return None
+
+
+def torch_verdict(s: Shape) -> Verdict:
+    cls = TORCH_CLASS.get(s.schedule)
+    why = torch_class_rule(cls, s.pp, s.vpp, s.microbatches) if cls else None
+    if cls is not None and why is None:
+        return Verdict("torch", True, f"Schedule{cls}")
+    if s.csv_reason is not None:
+        return Verdict("torch", False, "", s.csv_reason if why is None else f"{why}; and "
+                       f"{s.csv_reason}")
+    note = why if why is not None else f"torch has no class for {s.schedule}"
+    return Verdict("torch", True, "csv (_PipelineScheduleRuntime._load_csv)", note)
+
+
+def megatron_verdict(s: Shape) -> Verdict:
+    def no(rule: str) -> Verdict:
+        return Verdict("megatron", False, "", rule)
+
+    if s.schedule == "1f1b" and s.vpp == 1:
+        how = "1F1B (forward_backward_pipelining_without_interleaving)"
+    elif s.schedule == "interleaved-1f1b" and s.vpp > 1:
+        how = "interleaved 1F1B (forward_backward_pipelining_with_interleaving)"
+        if s.pp < 2:
+            # arguments.py: virtual stages need --pipeline-model-parallel-size > 1 (> 2 with
+            # --no-overlap-p2p-communication)
+            return no(f"Megatron-LM runs virtual stages only with 2 or more pipeline ranks "
+                      f"(pp {s.pp})")
+        n = s.group_size if s.group_size is not None else s.pp
+        # megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_
+        # interleaving: N > M or N < P -> ValueError; 0 < M mod N < P -> RuntimeError
+        if not s.pp <= n <= s.microbatches:
+            return no(f"Megatron-LM's interleaved schedule needs P <= N <= M microbatches per "
+                      f"group (P {s.pp}, N {n}, M {s.microbatches})")
+        if 0 < s.microbatches % n < s.pp:
+            return no(f"Megatron-LM's interleaved schedule needs M mod N to be 0 or at least "
+                      f"P (M {s.microbatches}, N {n}, P {s.pp})")
+    elif s.schedule == "interleaved-1f1b":
+        return no("Megatron-LM runs interleaved 1F1B only with 2 or more virtual stages; at "
+                  "vpp 1 it runs 1F1B (-s 1f1b)")
+    else:
+        return no(f"Megatron-LM has no {s.schedule} schedule (it runs 1F1B, and interleaved "
+                  f"1F1B with virtual stages)")
+    if s.layer_cut is not None:
+        return no(f"Megatron-LM places whole transformer layers; {s.layer_cut}")
+    if s.layers and min(s.layers) < 1 and s.pp * s.vpp > 1:
+        return no("Megatron-LM's layout gives every stage a layer or an embedding/loss; "
+                  "a stage here holds no transformer layer")
+    return Verdict("megatron", True, how)
+
+
+def torchtitan_verdict(s: Shape) -> Verdict:
+    def no(rule: str) -> Verdict:
+        return Verdict("torchtitan", False, "", rule)
+
+    stages = s.pp * s.vpp
+    cls = TORCH_CLASS.get(s.schedule)
+    why = torch_class_rule(cls, s.pp, s.vpp, s.microbatches) if cls else None
+    if cls is not None and why is None:
+        how = cls
+    elif s.csv_reason is not None:
+        return no(s.csv_reason)
+    elif s.placement == "other":
+        # pipeline_parallel.py _get_pp_rank_to_stage_indices_mapping: "loop", or "v" for
+        # ZBVZeroBubble/DualPipeV with 2 stages per rank; the CSV's own placement is not read
+        return no(f"torchtitan places stages in a loop, or in a V with 2 per rank; "
+                  f"{s.schedule}'s placement is neither (the CSV would load and hang)")
+    elif s.placement == "v" and s.vpp != 2:
+        return no("torchtitan places V stages only 2 per rank")
+    else:
+        how = "csv (pipeline_parallel_schedule_csv)"
+    if s.microbatches < stages:
+        # torchtitan#775: PP hangs when microbatches < stages; pipeline_parallel.py
+        # _build_pipeline_schedule warns n_microbatches < num_total_stages
+        return no(f"torchtitan needs at least as many microbatches as stages (M "
+                  f"{s.microbatches} < {stages}): fewer hang (torchtitan#775)")
+    if s.layer_cut is not None:
+        return no(f"torchtitan places whole transformer layers; {s.layer_cut}")
+    return Verdict("torchtitan", True, how, why)
+
+
+def check_runtimes(shape: Shape) -> dict[str, Verdict]:
+    """The verdict of each runtime in :data:`RUNTIMES`."""
+    return {"torch": torch_verdict(shape), "megatron": megatron_verdict(shape),
+            "torchtitan": torchtitan_verdict(shape)}
+
+
+def placement_kind(schedule) -> str:
+    """``loop`` (stage s on rank s mod P), ``v`` (rank r holds r and 2P-1-r) or ``other``."""
+    from .schedule import loop_placement, v_placement
+
+    placed = tuple(schedule.placement)
+    if placed == loop_placement(schedule.pp, schedule.vpp):
+        return "loop"
+    if schedule.vpp == 2 and placed == v_placement(schedule.pp):
+        return "v"
+    return "other"
+
+
+def shape_of(schedule, workload=None, partition=None, options: dict | None = None) -> Shape:
+    """The :class:`Shape` of a built schedule, with the layers of ``partition`` (its chunks
+    from ``workload``) when given."""
+    from .csv_io import torch_cannot_run
+
+    layers: tuple[int, ...] = ()
+    cut = None
+    if workload is not None and partition is not None:
+        from ..workload.stage_layers import chunk_layers_of
+
+        found = chunk_layers_of(workload, partition.chunks)
+        layers, cut = found.counts, found.cut
+    group = None
+    if schedule.name == "interleaved-1f1b":
+        from .library.interleaved_1f1b import resolve_group_size
+        from ..errors import ConfigError
+
+        try:
+            group = resolve_group_size(schedule.pp, schedule.microbatches, schedule.vpp,
+                                       (options or {}).get("group_size"), schedule.name)
+        except ConfigError:
+            group = None
+    return Shape(schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
+                 placement_kind(schedule), layers, cut, torch_cannot_run(schedule), group)

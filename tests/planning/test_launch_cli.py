@@ -1,0 +1,101 @@
+"""From a plan to a launch: `pipesim plan --runtime/--launch` and `pipesim run --launch`, the
+runtime check in their output, and the launch folder describing what was simulated."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from simulator.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+WL = str(ROOT / "workloads" / "gpt-24l.txt")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_for_megatron_writes_its_launch(capsys, tmp_path):
+    launch = tmp_path / "launch"
+    code, out, err = run(capsys, "plan", WL, "--gpus", "64", "--runtime", "megatron", "-j", "1",
+                         "--launch", str(launch), "--json", str(tmp_path / "p.json"))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0].endswith("; only what megatron runs")
+    data = json.loads((tmp_path / "p.json").read_text())
+    best = data["best"]
+    assert best["runtimes"]["megatron"]["accepts"] and best["launch"] == str(launch)
+    refused = [c for c in data["candidates"] if c["reason"] and
+               c["reason"].startswith("megatron does not run it: ")]
+    assert any("has no zb-h1 schedule" in c["reason"] for c in refused)
+    assert all(c["schedule"] in ("1f1b", "interleaved-1f1b") for c in data["candidates"]
+               if c["feasible"])
+    assert sorted(p.name for p in launch.iterdir()) == [
+        "README.md", "megatron_args.txt", "schedule.csv", "stage_ranks.json", "torchtitan.toml"]
+    args = (launch / "megatron_args.txt").read_text().splitlines()
+    assert f"--pipeline-model-parallel-size {best['pp']}" in args
+    assert "--tensor-model-parallel-size 2" in args and "--num-layers 24" in args
+    assert f"--global-batch-size {best['microbatches'] * best['dp']}" in args
+    readme = (launch / "README.md").read_text()
+    assert best["command"] in readme
+    # the README's command gives back the plan's number
+    code, out, _ = run(capsys, *shlex.split(best["command"])[1:], "--json", "-")
+    assert json.loads(out)["makespan_ns"] == best["makespan_ns"]
+
+
+def test_run_launch_and_its_runtime_lines(capsys, tmp_path):
+    head, rest = Path(WL).read_text().split("\n", 1)
+    wl = tmp_path / "w.txt"
+    wl.write_text(f"{head} stage_layers: 5 6 6 7\n{rest}")
+    code, out, err = run(capsys, "run", str(wl), "--gpus", "32", "--launch",
+                         str(tmp_path / "L"))
+    assert (code, err) == (0, "")
+    assert "runtimes (would they run it?)\n  torch      yes, Schedule1F1B\n  megatron   yes, 1F1B" \
+        in out
+    assert (tmp_path / "L" / "megatron_args.txt").read_text() == (
+        "--tensor-model-parallel-size 2\n--pipeline-model-parallel-size 4\n--num-layers 24\n"
+        "--decoder-first-pipeline-num-layers 5\n--decoder-last-pipeline-num-layers 7\n"
+        "--micro-batch-size 1\n--global-batch-size 64\n")
+    assert json.loads((tmp_path / "L" / "stage_ranks.json").read_text()) == {
+        "0": [0], "1": [1], "2": [2], "3": [3]}
+
+
+def test_run_json_says_why_a_runtime_refuses(capsys):
+    code, out, _ = run(capsys, "run", WL, "-s", "zb-v", "--json", "-")
+    assert code == 0
+    rt = json.loads(out)["runtimes"]
+    assert rt["torch"] == {"accepts": True, "how": "ScheduleZBVZeroBubble", "rule": None}
+    assert rt["megatron"] == {"accepts": False, "how": "", "rule": (
+        "Megatron-LM has no zb-v schedule (it runs 1F1B, and interleaved 1F1B with virtual "
+        "stages)")}
+    assert not rt["torchtitan"]["accepts"]
+    assert rt["torchtitan"]["rule"].startswith("torchtitan places whole transformer layers; "
+                                               "the split cuts transformer layer")
+
+
+def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
+    code, _, _ = run(capsys, "run", WL, "-s", "zb-v", "--launch", str(tmp_path))
+    assert code == 0
+    text = (tmp_path / "megatron_args.txt").read_text()
+    assert text == ("# Megatron-LM cannot run this configuration: Megatron-LM has no zb-v "
+                    "schedule (it runs 1F1B, and interleaved 1F1B with virtual stages).\n"
+                    "# No arguments are written: none would reproduce what pipesim "
+                    "simulated.\n")
+    assert (tmp_path / "torchtitan.toml").read_text().startswith(
+        "# torchtitan cannot run this configuration: torchtitan places whole transformer "
+        "layers")
+    readme = (tmp_path / "README.md").read_text()
+    assert "add `stage_layers: 1 1 1 1 1 1 1 1` to the workload's header" not in readme
+    assert "`stage_layers: " in readme
+
+
+def test_plan_runtime_nothing_fits_is_one_line(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "64", "--runtime", "megatron", "-j", "1",
+                         "-s", "zb-h1")
+    assert code == 2 and out == ""
+    assert err.startswith("pipesim: error: --runtime megatron: no candidate it runs on --gpus "
+                          "64; the first refused: megatron does not run it: ")
+    assert len(err.splitlines()) == 1
