@@ -92,6 +92,8 @@ class Calibration:
     comm_ns: dict = field(default_factory=dict)   # per kind: measured send/recv posting
     timeline_error_ns: float = 0.0     # mean |replayed - measured| end of every compute action
     timeline_actions: int = 0
+    memory: dict | None = None         # the ``memory:`` section (memory_fit), from [memory] events
+    memory_basis: str = ""             # "absolute" or "deltas" (memory_trace), per the traces
 
     def runtime(self) -> dict:
         """The ``runtime:`` section (YAML-ready: plain ints, floats, strings)."""
@@ -121,7 +123,10 @@ class Calibration:
 
     def to_dict(self) -> dict:
         """The calibration file's content (a fragment of a system file)."""
-        return {"links": {"latency_ns": int(round(self.latency_ns))}, "runtime": self.runtime()}
+        out = {"links": {"latency_ns": int(round(self.latency_ns))}, "runtime": self.runtime()}
+        if self.memory:
+            out["memory"] = self.memory
+        return out
 
     def to_yaml(self) -> str:
         import yaml
@@ -158,6 +163,11 @@ class Calibration:
                      f"{self.timeline_error_ns / 1e3:.1f} us over {self.timeline_actions} actions")
         lines.append(f"iteration: measured {self.measured_iteration_ns / 1e6:.3f} ms, replayed "
                      f"{self.replayed_iteration_ns / 1e6:.3f} ms ({err:+.2f} %)")
+        if self.memory:
+            acts = self.memory.get("actions", {}).get("*", {})
+            lines.append(f"memory ({self.memory_basis} allocator levels): stash "
+                         f"{self.memory.get('activation_bytes_per_layer', 0)} B per layer; "
+                         + "; ".join(f"{k} {v}" for k, v in acts.items()))
         return "\n".join(lines)
 
 
@@ -442,10 +452,42 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
 
 
 def calibrate(paths: Sequence[str | PathLike], workload: Workload | str | PathLike, *,
-              label_pattern: str | re.Pattern | None = None) -> Calibration:
-    """Read the traces (files or folders of ``*.json[.gz]``, one per rank) and fit."""
+              label_pattern: str | re.Pattern | None = None,
+              memory: bool | None = None) -> Calibration:
+    """Read the traces (files or folders of ``*.json[.gz]``, one per rank) and fit. Memory
+    too (``memory``: True requires the allocator's events, None fits them where every trace
+    has them, False never)."""
     files = trace_files(paths)
-    return fit(read_traces(files, label_pattern=label_pattern), workload)
+    cal = fit(read_traces(files, label_pattern=label_pattern), workload)
+    if memory is not False:
+        fit_trace_memory(cal, files, workload, label_pattern, required=memory is True)
+    return cal
+
+
+def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
+                     required: bool) -> None:
+    """The ``memory:`` section from the traces' [memory] events (memory_fit), into ``cal``."""
+    from .memory_fit import fit_memory
+    from .memory_trace import read_memory
+
+    try:
+        ranks = [read_memory(f, label_pattern=label_pattern) for f in files]
+    except TraceError:
+        if required:
+            raise
+        return
+    per: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for rank in ranks:
+        for key, v in rank.per_action().items():
+            per.setdefault(key, []).append((v["kept"], v["transient"]))
+    merged = {k: (median(x for x, _ in v), median(t for _, t in v)) for k, v in per.items()}
+    wl, _ = _load_workload(workload)
+    from ..workload.partition import partition
+
+    chunks = partition(wl, cal.pp * cal.vpp).chunks
+    layers = {s: len(c) for s, c in enumerate(chunks)}
+    cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm)
+    cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
 
 
 def write_calibration(cal: Calibration, path: str | PathLike) -> None:

@@ -24,14 +24,18 @@ from ...errors import ConfigError
               help="Your own compute labels: a regex with named groups kind (F/B/I/W) and mb, "
                    "and stage unless the stage is the rank (e.g. Schedule1F1B, which labels "
                    "nothing).")
-def command(traces, workload, output, label_pattern):
-    """Fit per-action costs, overheads and transfer parameters to profiler traces."""
+@click.option("--memory/--no-memory", default=None,
+              help="Fit the memory model to the allocator's [memory] events too (default: "
+                   "where every trace has them; --memory requires them).")
+def command(traces, workload, output, label_pattern, memory):
+    """Fit per-action costs, overheads and transfer parameters (and memory) to profiler
+    traces."""
     from ...calibration.fit import calibrate
 
     if not traces:
         raise ConfigError("calibrate: expected one profiler trace per pipeline rank (files or "
                           "a folder), got none")
-    cal = calibrate(traces, workload, label_pattern=label_pattern)
+    cal = calibrate(traces, workload, label_pattern=label_pattern, memory=memory)
     text = cal.to_yaml()
     if output is None:
         click.echo(cal.report(), err=True)
