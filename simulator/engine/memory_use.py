@@ -202,6 +202,7 @@ def account(model: MemoryModel, schedule, records: RunRecords, iterations: int,
             traces.append((r, base, use, before, starts, ends))
     if overflows:
         raise min(overflows, key=lambda o: (o[0], o[1]))[2]
+    records.memory_model = model
     records.static_memory = list(model.static_bytes)
     records.peak_memory = [p.bytes for p in peaks]
     if samples:
@@ -282,3 +283,14 @@ def _samples(traces) -> list[tuple[int, float, float]]:
                 out.append((r, float(ends[k]), before[k] + use.total[k]))
     out.sort(key=lambda x: (x[1], x[0]))
     return out
+
+
+def memory_timeline(schedule, records: RunRecords,
+                    iterations: int) -> list[tuple[int, float, float]]:
+    """(rank, time, bytes) after every change of a finished run: the samples it recorded, or
+    the same computed again from its memory model (a run records them only when asked)."""
+    if records.memory or getattr(records, "memory_model", None) is None:
+        return list(records.memory)
+    copy = RunRecords(actions=records.actions, transfers=records.transfers)
+    account(records.memory_model, schedule, copy, iterations, samples=True)
+    return copy.memory

@@ -77,6 +77,7 @@ class RunRecords:
     # recorded with trace_layers (a trace's memory counter); the peaks are always kept
     peak_memory: list[float] = field(default_factory=list)               # per rank
     memory_peaks: list = field(default_factory=list)   # per rank: memory_use.MemoryPeak
+    memory_model: object = None                       # the engine/memory.MemoryModel applied
     static_memory: list[float] = field(default_factory=list)             # per rank
     iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
     rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]

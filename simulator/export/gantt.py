@@ -34,6 +34,7 @@ _AXES_MAX_IN = 15.0
 _LEFT_IN, _RIGHT_IN = 0.85, 0.3
 _TITLE_LINE_IN = 0.19
 _XLABEL_IN = 0.5
+_MEMORY_IN = 1.3        # the memory panel under a single chart
 _LEGEND_ROW_IN = 0.27
 _LEGEND_COLUMNS = 5
 _SUBTITLE_IN = 0.34     # one-line title of each stacked chart in a comparison
@@ -390,19 +391,64 @@ def draw_gantt(result: Any, ax: Any = None, *, unit: tuple[str, float] | None = 
     unit = unit or time_unit(t_end)
     text = default_title(result) if title is None else title
     items = legend_items(result) if legend else []
+    panel = None
     if ax is None:
+        samples = memory_samples(result)
         width = _figure_width([result])
         axes_h = _axes_height(result.schedule.pp)
         top = 0.12 + _TITLE_LINE_IN * (text.count("\n") + 1) if text else 0.2
         bottom = _XLABEL_IN + _legend_height(len(items))
-        height = top + axes_h + bottom
+        mem_h = _MEMORY_IN + _GAP_IN if samples else 0.0
+        height = top + axes_h + mem_h + bottom
         fig = _new_figure(width, height)
-        ax = fig.add_axes((_LEFT_IN / width, bottom / height,
-                           1.0 - (_LEFT_IN + _RIGHT_IN) / width, axes_h / height))
+        box = (_LEFT_IN / width, 1.0 - (_LEFT_IN + _RIGHT_IN) / width)
+        ax = fig.add_axes((box[0], (bottom + mem_h) / height, box[1], axes_h / height))
+        if samples:
+            panel = fig.add_axes((box[0], bottom / height, box[1], _MEMORY_IN / height),
+                                 sharex=ax)
         _legend(fig, items, 0.05)
     fig = ax.figure
-    _draw(ax, result, unit=unit, t_end=t_end, title=text, xlabel=True)
+    _draw(ax, result, unit=unit, t_end=t_end, title=text, xlabel=panel is None)
+    if panel is not None:
+        _memory_panel(panel, samples, result.schedule.pp, unit)
+        ax.tick_params(axis="x", labelbottom=False)
     return fig
+
+
+def memory_samples(result: Any) -> list[tuple[int, float, float]]:
+    """(rank, time, bytes) after every change of the run's memory (engine/memory_use.py)."""
+    from ..engine.memory_use import memory_timeline
+
+    return memory_timeline(result.schedule, result.records, result.iterations)
+
+
+def _memory_panel(ax, samples: list[tuple[int, float, float]], pp: int,
+                  unit: tuple[str, float]) -> None:
+    """Each rank's memory over time, a step line per rank, the peak marked."""
+    from matplotlib import colormaps
+
+    top = max(b for _, _, b in samples) or 1.0
+    div, label = next(((d, n) for d, n in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+                       if top >= d), (1, "B"))
+    colors = colormaps["viridis"]
+    per_rank: list[tuple[list, list]] = [([], []) for _ in range(pp)]
+    for rank, t, b in samples:
+        xs, ys = per_rank[rank]
+        xs.append(t)
+        ys.append(b / div)
+    for r, (xs, ys) in enumerate(per_rank):
+        if xs:
+            ax.step(xs, ys, where="post", linewidth=0.9, color=colors(r / max(1, pp - 1)),
+                    label=f"rank {r}")
+    ax.set_ylabel(f"memory ({label})", fontsize=8)
+    ax.set_ylim(bottom=0.0)
+    ax.tick_params(axis="both", labelsize=8)
+    ax.set_xlabel(f"time ({unit[0]})", fontsize=9)
+    ax.grid(axis="both", color="#E4E4E4", linewidth=0.6, zorder=0)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    if pp <= 8:
+        ax.legend(fontsize=7, ncol=min(pp, 8), frameon=False, loc="lower center")
 
 
 def comparison_title(result: Any, speedup: float | None = None, baseline: str = "") -> str:

@@ -354,3 +354,20 @@ def test_run_and_compare_import_matplotlib_only_for_a_chart(tmp_path):
         base + f"main(['compare', {str(wl)!r}, '-s', '1f1b,gpipe', '-m', '4'])")
     assert _imports_matplotlib(
         base + f"main(['run', {str(wl)!r}, '-m', '4', '--gantt', {str(tmp_path / 'g.png')!r}])")
+
+
+def test_a_memory_panel_under_the_chart_steps_through_each_ranks_memory():
+    """One step line per rank, on the chart's time axis; each line's top is the rank's peak
+    (17 x 1000 B per stash: 1F1B's rank r holds P - r of them)."""
+    r = simulate(uniform_workload(4, pp_comm=1000), "1f1b", pp=4, microbatches=8)
+    fig = draw_gantt(r)
+    chart, panel = fig.axes
+    assert panel.get_shared_x_axes().joined(chart, panel)
+    lines = panel.get_lines()
+    assert [ln.get_label() for ln in lines] == [f"rank {k}" for k in range(4)]
+    assert panel.get_ylabel() == "memory (KiB)"
+    tops = [max(ln.get_ydata()) * 1024 for ln in lines]
+    assert tops == [s["peak_memory_bytes"] for s in r.to_dict()["ranks"]]
+    assert tops == [4 * 17000, 3 * 17000, 2 * 17000, 17000]
+    # the memory counted from the start: nothing before the first forward on any rank
+    assert [ln.get_ydata()[0] for ln in lines] == [0.0] * 4
