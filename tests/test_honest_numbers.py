@@ -270,7 +270,10 @@ def test_hybrid_customized_layer_policy_is_warned(capsys):
 # -- warning about exactly that -------------------------------------------------------------
 
 def _real_files() -> list[Path]:
-    return sorted(p for p in DATA.rglob("*.txt") if not p.name.startswith("L65B"))
+    # left out: the malformed L65B (both copies) and AICB's Example.txt (a computation-time
+    # profile, not a workload): refused at parsing (tests/test_shared_real_files.py)
+    return sorted(p for p in DATA.rglob("*.txt")
+                  if "L65B-M1-C05" not in p.name and p.name != "aicb__Example.txt")
 
 
 @needs_real

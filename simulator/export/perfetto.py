@@ -9,8 +9,8 @@ Layout of the trace:
   run recorded them (``trace_layers=True``); then the point-to-point send tracks (one per peer),
   the receive tracks, and the DP collective stream;
 - a flow arrow (``ph: "s"`` / ``"f"``, ``bp: "e"``) from each send to its receive;
-- counters (``ph: "C"``): microbatches and stage activations in flight per rank, and memory when
-  the run recorded a memory timeline.
+- counters (``ph: "C"``): microbatches and stage activations in flight per rank, and its memory
+  (``engine/memory_use.py``: every change, the peak included).
 
 Times. The format wants ``ts``/``dur`` in microseconds; Perfetto turns them into integer
 nanoseconds, either by truncating ``value * 1000`` or by cutting the decimal text after the third
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..engine.memory_use import memory_timeline
 from ..errors import ConfigError
 from ..schedules.action import Kind
 from .palette import KIND_NAMES
@@ -312,7 +313,7 @@ def _counters(result: Any) -> list[dict]:
         by_rank[a.rank].append(a)
     for r in range(result.schedule.pp):
         events += counter_events(r + 1, "in flight", inflight_samples(result, r, by_rank[r]))
-    memory = getattr(result.records, "memory", None) or []
+    memory = memory_timeline(result.schedule, result.records, result.iterations)
     per_rank: dict[int, list] = defaultdict(list)
     for rank, t, nbytes in memory:
         per_rank[rank].append((t, {"bytes": nbytes}))
