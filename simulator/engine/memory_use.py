@@ -84,7 +84,7 @@ class _RankUse:
         only = next(iter(stages), 0)
         if len(stages) == 1:
             roles = _roles(model, only)
-            codes = list(kinds)
+            codes = kinds              # a str: indexed, sliced and counted like a list
         else:
             roles = {(s, k): r for s in stages for k, r in _roles(model, s).items()}
             codes = list(zip(map(_stage, actions), kinds))
@@ -101,9 +101,16 @@ class _RankUse:
         self.release: dict[int, float] = {}        # runtime buffers, after the action
         self.grad_release: dict[int, float] = {}   # gradients, after the action
         firsts: dict[int, int] = {}                # stage -> its first weight backward
-        for k in range(n):
-            if kinds[k] in "WB" and actions[k].stage not in firsts:
-                firsts[actions[k].stage] = k
+        if len(stages) == 1:
+            found = [k for k in (kinds.find("W"), kinds.find("B")) if k >= 0]
+            if found:
+                firsts[only] = min(found)
+        else:
+            for k in range(n):
+                if kinds[k] in "WB" and actions[k].stage not in firsts:
+                    firsts[actions[k].stage] = k
+                    if len(firsts) == len(stages):
+                        break
         for it in range(iterations if model.gradients_per_step else 1):
             step = 0.0
             for stage, k in firsts.items():
@@ -118,8 +125,9 @@ class _RankUse:
         single = len(stages) == 1
         kept = {c: model.stages[only if single else c[0]].kept_output
                 if (c if single else c[1]) == "F" else 0.0 for c in roles}
-        per_iter_sent = sum(map(sent.__getitem__, codes))
-        per_iter_kept = sum(map(kept.__getitem__, codes))
+        counts = Counter(codes)
+        per_iter_sent = sum(sent[c] * k for c, k in counts.items())
+        per_iter_kept = sum(kept[c] * k for c, k in counts.items())
         held_to_end = per_iter_kept + (per_iter_sent - per_iter_kept
                                        if model.sends_held == "step_end" else 0.0)
         for it in range(iterations):
