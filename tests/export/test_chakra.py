@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.chakra
 chakra = pytest.importorskip("chakra.schema.protobuf.et_def_pb2", reason="needs mlc-chakra")
 protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
 
