@@ -16,7 +16,9 @@ time. Its parts (docs/model.md, Memory):
 - **activations**, per (stage, microbatch): the stash is allocated when its forward starts and
   freed when its last weight-carrying backward (W, or B when the backward is not split) ends; an
   I frees ``memory.actions``' ``I.frees`` of it and keeps ``I.keeps`` until its W. A layer
-  stashes ``activation_bytes_per_layer``, or ``activation_factor × pp_comm``, spread evenly
+  stashes ``activation_bytes_per_layer``, else the header's ``activation_bytes`` (what
+  ``pipesim generate`` works out from the model's shape), else ``activation_factor × pp_comm``,
+  spread evenly
   over its rows; a row that will be recomputed keeps nothing, except the first row of a
   recompute range, which keeps its input (``pp_comm`` bytes). ``F.keeps`` replaces the rows' sum.
 - **transient**: an action's working memory above the higher of the levels before and after it.
@@ -83,9 +85,33 @@ def _params(layer: Layer, cfg: MemoryConfig) -> float:
     return 0.0
 
 
+_LAYER_ROWS = ("attention", "mlp", "moe")   # a transformer layer's sub-layer rows, by name
+
+
+def _sub_layer_rows(partition: Partition) -> float:
+    """Rows that make one transformer layer: the AICB layout's, else the rows from one
+    transformer row to the next row of the same name (``pipesim generate`` writes a layer as
+    attention and MLP rows)."""
+    if partition.rows_per_layer != 1.0:
+        return partition.rows_per_layer
+    names = [row.name for rows in partition.chunks for row in rows]
+    firsts = [i for i, n in enumerate(names) if n.startswith(_LAYER_ROWS)]
+    if not firsts:
+        return 1.0
+    again = names.index(names[firsts[0]], firsts[0] + 1) if names.count(
+        names[firsts[0]]) > 1 else len(names)
+    return float(sum(1 for n in names[firsts[0]:again] if n.startswith(_LAYER_ROWS)))
+
+
 def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> list[float]:
-    per_layer = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
-    per_row = per_layer / partition.rows_per_layer
+    # the header's activation_bytes (the model's shape) is a transformer layer's: spread over
+    # its sub-layer rows, other rows (embedding, head, loss) keep nothing
+    by_shape = not cfg.activation_bytes_per_layer and header.activation_bytes > 0
+    if by_shape:
+        per_row = header.activation_bytes / _sub_layer_rows(partition)
+    else:
+        per_layer = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
+        per_row = per_layer / partition.rows_per_layer
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
     acts = []
     for c, layers in enumerate(partition.chunks):
@@ -99,7 +125,8 @@ def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> lis
         for pos in range(len(layers)):
             if pos in kept_inputs:
                 total += header.pp_comm
-            elif pos not in dropped:
+            elif pos not in dropped and (not by_shape or layers[pos].name.startswith(
+                    _LAYER_ROWS)):
                 total += per_row
         acts.append(total)
     return acts

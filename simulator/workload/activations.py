@@ -59,3 +59,28 @@ def derive_pp_comm(layers: tuple[Layer, ...], tp: int) -> DerivedPPComm | None:
                                            "activation")
     return DerivedPPComm(c.bytes // tp, row, f"forward {c.type.value} of {c.bytes} bytes, "
                                              f"sequence parallel: each GPU sends its 1/{tp} shard")
+
+
+def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
+                                 ffn: int, tp: int = 1, sequence_parallel: bool = True,
+                                 flash_attention: bool = True) -> int:
+    """Bytes one transformer layer keeps for its backward per microbatch, 16-bit activations
+    (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+    2022, section 4.1), with the MLP's width ``ffn`` in place of their 4h:
+
+    - 10·s·b·h outside the tensor-parallel regions (layer-norm inputs, dropout masks), split by
+      TP only with sequence parallelism;
+    - 8·s·b·h of attention (Q, K, V, the projection's input) and 4·s·b·ffn of MLP (the GELU's
+      input and output) inside them, split by TP;
+    - 5·a·s²·b for the attention scores (softmax output, its dropout mask and output), split
+      by TP; none with flash attention, which recomputes them (as selective recompute does).
+
+    At ffn = 4h: s·b·h·(10 + 24/t + 5·a·s/(h·t)), and s·b·h·(34 + 5·a·s/h)/t with sequence
+    parallelism, the paper's equations."""
+    s, b, h = seq, micro_batch, hidden
+    outside = 10 * s * b * h
+    inside = 8 * s * b * h + 4 * s * b * ffn
+    scores = 0 if flash_attention else 5 * heads * s * s * b
+    if sequence_parallel:
+        return (outside + inside + scores) // tp
+    return outside + (inside + scores) // tp

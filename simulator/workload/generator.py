@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from .activations import transformer_activation_bytes
 from .gpus import GPUPreset
 
 MODELS = ("gpt", "llama", "moe")
@@ -98,6 +99,7 @@ class ParallelSpec:
     dp: int = 1
     ep: int = 1
     sequence_parallel: bool = True
+    flash_attention: bool = True     # the attention scores are not kept (activation memory)
 
     @property
     def world(self) -> int:
@@ -308,11 +310,21 @@ def generate_rows(model: ModelSpec, par: ParallelSpec, layout: str = "model") ->
     return pre + block * par.ga + post
 
 
+def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
+    """What one transformer layer keeps per microbatch (Korthikanti et al.; an MoE layer's MLP
+    counted once per expert a token visits)."""
+    ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
+    return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
+                                        model.heads, ffn, par.tp, par.sequence_parallel,
+                                        par.flash_attention)
+
+
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
     vpp = par.vpp if layout == "model" else model.layers // par.pp
     return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
             f"vpp: {vpp} ga: {par.ga} all_gpus: {par.world} checkpoints: 0 "
-            f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)}")
+            f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
+            f"activation_bytes: {activation_bytes(model, par)}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

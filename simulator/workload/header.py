@@ -31,6 +31,9 @@ _INT_KEYS = {
     "all_gpus:": ("all_gpus", 1),
     "pp_comm:": ("pp_comm", 0),
     "pp_comm": ("pp_comm", 0),  # SimAI's own example writes it without the colon
+    # pipesim's: bytes a transformer layer keeps per microbatch (pipesim generate writes it
+    # from the model's shape); SimAI ignores a key it does not know
+    "activation_bytes:": ("activation_bytes", 0),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -43,7 +46,7 @@ _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp":
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
-          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:")
+          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:")
 
 
 class ParsedHeader:
@@ -205,6 +208,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     pp_schedule=values.get("pp_schedule"),
                     stage_layers=values.get("stage_layers", ()),
                     mode=values.get("mode"),
+                    activation_bytes=values.get("activation_bytes", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

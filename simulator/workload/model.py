@@ -122,6 +122,7 @@ class Header:
     ga: int = 1
     all_gpus: int = 1
     pp_comm: int = 0                      # bytes between adjacent stages per microbatch
+    activation_bytes: int = 0             # a layer's stash per microbatch (0: not given)
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer

@@ -44,10 +44,13 @@ from ...workload.gpus import GPUS
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert parallelism (moe).")
 @click.option("--no-sequence-parallel", "no_sp", is_flag=True,
               help="TP all-reduces instead of all-gather/reduce-scatter; pp_comm not split by T.")
+@click.option("--no-flash-attention", "no_flash", is_flag=True,
+              help="The attention keeps its scores for the backward (5·a·s²·b bytes per layer "
+                   "more in the header's activation_bytes).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
 def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, gpu, efficiency,
-            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, output):
+            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, output):
     """Write a workload file for a model of the given shape and parallelism."""
     from ...errors import ConfigError
     from ...workload.generator import ModelSpec, ParallelSpec, render
@@ -55,7 +58,8 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
 
     model = ModelSpec(arch, layers, hidden, heads, seq, micro_batch, ffn=ffn, vocab=vocab,
                       kv_heads=kv_heads, experts=experts, topk=topk)
-    par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp)
+    par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp,
+                       flash_attention=not no_flash)
     text = render(model, par, gpu_preset(gpu), layout, efficiency)
     if output == "-":
         click.echo(text, nl=False)
