@@ -22,34 +22,11 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import statistics
-import sys
 from pathlib import Path
 
+from ..fidelity.harness import _free_port, _names, _usage_error  # one argument reader
 from .cases import LAYERS, MICROBATCHES, P, SCHEDULES, SHAPES, USER_PATTERN, pipesim_schedule, \
     workload_text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _usage_error(message: str) -> None:
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
-
-
-def _names(text: str, known: dict, what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        _usage_error(f"--{what}: expected a comma-separated list of: {', '.join(known)}")
-    for n in names:
-        if n not in known:
-            _usage_error(f"--{what}: unknown {n!r}; expected some of: {', '.join(known)}")
-    return names
 
 
 def configs(out: Path, schedules: list[str], shapes: list[str], mbs: list[int]) -> list[dict]:
