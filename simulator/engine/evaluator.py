@@ -211,7 +211,7 @@ class _Sweep:
         mailbox: dict = {}
         waiting: dict = {}             # same key -> the rank blocked on it
         out_links: list[dict] = [{} for _ in range(P)]   # per source rank: dst -> LinkStats
-        free_sends = [[0] * P for _ in range(P)]         # zero-byte sends per (src, dst)
+        free_sends: list[dict] = [{} for _ in range(P)]  # zero-byte sends per (src, dst)
         digest: dict = {}              # id(StepCost) -> the fields the loop reads
         self.channels: dict = {}       # blocking / batched / torch rendezvous
         channels = self.channels
@@ -291,7 +291,7 @@ class _Sweep:
                     dst, nbytes = op[2], op[3]
                     if not nbytes:         # no cost at all: counted, applied at the end
                         e = now
-                        zero_sends[dst] += 1
+                        zero_sends[dst] = zero_sends.get(dst, 0) + 1
                         t_issued(now)      # starts and arrives when issued
                         if nbytes != pp_comm:
                             raise ValueError("the evaluator expects every send to carry "
@@ -410,7 +410,7 @@ class _Sweep:
                     continue
             clock[r] = now
         for r in range(P):
-            for dst, n in enumerate(free_sends[r]):
+            for dst, n in sorted(free_sends[r].items()):
                 if n:
                     link = links.get((r, dst))
                     if link is None:

@@ -206,12 +206,12 @@ class _Walk:
         starts, ends, issued, t_starts, t_ends = lists
         # per destination rank, the booking of its link (only this rank books it, in its op
         # order): LinkStats.book, the engine's FIFO rule
-        book: list = [None] * self.P
+        book: dict = {}   # a table over every rank on every rank grew with P^2
         if not instant:
             nbytes = rt.pp_comm
             for _, _, _, sends in prog.plan():
                 for _, _, _, dst in sends:
-                    if book[dst] is None:
+                    if dst not in book:
                         link = rec.links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
                         book[dst] = link.book
         coll_append = rec.collectives.append
@@ -405,7 +405,7 @@ class _Walk:
                     continue
                 r = -1 - mark
                 stage, kind = base // 2, (GRADIENT if base % 2 else ACTIVATION)
-                data, other, peer = self.rt.compiled[r]._recv[(stage, kind)]
+                data, other, peer = self.rt.compiled[r].recv_of(stage, kind)
                 t = Transfer("recv", data, other, stage, mb, peer, r)
                 waits.append(Wait(r, str(t), peer, self.clock[r]))
         waits.sort(key=lambda w: w.rank)

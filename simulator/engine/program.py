@@ -532,14 +532,27 @@ class AsyncOps(Sequence):
         self.costs = costs
         self.steps = steps
         self.pp_comm = pp_comm
-        # per (stage, kind): (data, upstream stage, its rank) / (data, downstream, its rank)
+        # per (stage, kind): (data, upstream stage, its rank) / (data, downstream, its rank),
+        # filled for the stages the rank's steps hold when first asked (a table over every
+        # stage on every rank grew with P^2 v: 4.9 GB at P = 2000)
         self._recv: dict[tuple[int, str], tuple | None] = {}
         self._send: dict[tuple[int, str], tuple | None] = {}
-        for st in range(schedule.n_stages):   # any stage: an unchecked list may hold others'
-            for kind in (Kind.F, Kind.B, Kind.I, Kind.W):
-                self._recv[(st, kind)] = self._peer(st, kind, True)
-                self._send[(st, kind)] = self._peer(st, kind, False)
         self._len: int | None = None
+
+    def recv_of(self, stage: int, kind: str) -> tuple | None:
+        """(data, upstream stage, its rank) an action of ``stage`` and ``kind`` receives, or
+        None when its input is on this rank (any stage: an unchecked list may hold others')."""
+        key = (stage, kind)
+        if key not in self._recv:
+            self._recv[key] = self._peer(stage, kind, True)
+        return self._recv[key]
+
+    def send_of(self, stage: int, kind: str) -> tuple | None:
+        """(data, downstream stage, its rank) an action sends, or None (see :meth:`recv_of`)."""
+        key = (stage, kind)
+        if key not in self._send:
+            self._send[key] = self._peer(stage, kind, False)
+        return self._send[key]
 
     def _peer(self, stage: int, kind: str, recv: bool) -> tuple | None:
         s = self.schedule
@@ -561,10 +574,10 @@ class AsyncOps(Sequence):
         for cost, acts in zip(self.costs, self.examples):
             recvs, sends = [], []
             for k, a in enumerate(acts):
-                r = self._recv.get((a.stage, a.kind))
+                r = self.recv_of(a.stage, a.kind)
                 if r is not None:
                     recvs.append((k,) + r)
-                r = self._send.get((a.stage, a.kind))
+                r = self.send_of(a.stage, a.kind)
                 if r is not None:
                     sends.append((k,) + r)
             out.append((cost, len(cost.shares), tuple(recvs), tuple(sends)))
