@@ -81,11 +81,13 @@ def load_workload(path, layout: str = "auto") -> Workload:
     """
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
+    from ..input_file import MAX_WORKLOAD_BYTES, InputFileError, read_input_bytes
+
     try:
-        data = _read_bytes(path)
-    except OSError as err:
-        raise WorkloadError(str(path), None, None, "file", "a readable workload file",
-                            err.strerror or type(err).__name__) from None
+        data = read_input_bytes(path, MAX_WORKLOAD_BYTES)
+    except InputFileError as err:
+        expected = err.expected.replace("file", "workload file")
+        raise WorkloadError(str(path), None, None, "file", expected, err.found) from None
     workload = parse_workload_bytes(data, str(path))
     if layout != "model":
         if layout == "aicb":
@@ -98,18 +100,6 @@ def load_workload(path, layout: str = "auto") -> Workload:
 
         check_stage_layers(workload)
     return workload
-
-
-def _read_bytes(path) -> bytes:
-    """``Path(path).read_bytes()`` without importing pathlib for a plain file name (the common
-    case; pathlib costs start-up time). Names pathlib would rewrite before opening (``""``, a
-    trailing ``/`` or ``.`` component) and non-str paths go through pathlib as before."""
-    if isinstance(path, str) and path and not path.endswith(("/", ".")):
-        with open(path, "rb") as fh:
-            return fh.read()
-    from pathlib import Path
-
-    return Path(path).read_bytes()
 
 
 def _detect_layout_hook() -> Callable[[Workload], Workload] | None:

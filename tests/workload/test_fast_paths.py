@@ -61,19 +61,23 @@ def test_reading_a_workload_by_name_is_what_pathlib_read(tmp_path, monkeypatch):
     import pytest
 
     from simulator.errors import WorkloadError
-    from simulator.workload.parser import _read_bytes, load_workload
+    from simulator.input_file import InputFileError, read_input_bytes
+    from simulator.workload.parser import load_workload
 
     f = tmp_path / "w.txt"
     f.write_bytes(b"MICRO\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 0\n")
     monkeypatch.chdir(tmp_path)
     for name in ("w.txt", str(f), str(f) + "/", str(f) + "/.", str(tmp_path) + "//w.txt", f):
-        assert _read_bytes(name) == f.read_bytes()                   # pathlib drops "/", "/."
-    for name in ("", ".", str(tmp_path), "missing.txt", str(f) + "/x"):
-        with pytest.raises(OSError) as ours:
-            _read_bytes(name)
+        assert read_input_bytes(name, 1000) == f.read_bytes()        # pathlib drops "/", "/."
+    for name in ("missing.txt", str(f) + "/x"):
+        with pytest.raises(InputFileError) as ours:
+            read_input_bytes(name, 1000)
         with pytest.raises(OSError) as theirs:
             Path(name).read_bytes()
-        assert (type(ours.value), ours.value.strerror) == (type(theirs.value), theirs.value.strerror)
+        assert ours.value.found == theirs.value.strerror
+    for name in ("", ".", str(tmp_path)):
+        with pytest.raises(InputFileError, match="^is a directory, not a regular file$"):
+            read_input_bytes(name, 1000)
     with pytest.raises(WorkloadError, match=r"^missing\.txt: file: expected a readable workload "
                                             r"file, found 'No such file or directory'$"):
         load_workload("missing.txt")
