@@ -270,19 +270,40 @@ def _steps(compute: tuple[TraceAction, ...]) -> tuple[Action, ...]:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def _load_json(path: Path) -> dict:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such trace file") from None
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read the trace ({e.strerror})") from None
-    if raw[:2] == b"\x1f\x8b":
+def _gunzip(raw: bytes, path: Path, limit: int) -> bytes:
+    """The gzip data decompressed, refused once it passes ``limit`` bytes (a small file can
+    hold gigabytes of zeros)."""
+    import zlib
+
+    out = bytearray()
+    while raw:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError):
+            out += d.decompress(raw, limit + 1 - len(out))
+        except zlib.error:
             raise TraceError(f"{path}: expected a gzip-compressed Chrome trace, the gzip data "
                              "is truncated or damaged") from None
+        if len(out) > limit:
+            raise TraceError(f"{path}: decompresses to more than {limit >> 20} MiB, the limit "
+                             "for a trace") from None
+        if not d.eof:
+            raise TraceError(f"{path}: expected a gzip-compressed Chrome trace, the gzip data "
+                             "is truncated or damaged") from None
+        raw = d.unused_data.lstrip(b"\0")   # the next member, as gzip.decompress reads them
+    return bytes(out)
+
+
+def _load_json(path: Path) -> dict:
+    from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
+
+    try:
+        raw = read_input_bytes(path, MAX_TRACE_BYTES)
+    except InputFileError as e:
+        if e.found == "No such file or directory":
+            raise TraceError(f"{path}: no such trace file") from None
+        raise TraceError(f"{path}: cannot read the trace ({e.problem})") from None
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw, path, MAX_TRACE_BYTES)
     try:
         data = json.loads(raw)
     except UnicodeDecodeError:

@@ -18,6 +18,7 @@ Positions in errors are 0-based cell indices in the row; ranks are 0-based row i
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 from typing import Sequence
@@ -44,11 +45,14 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
     ``"at-use"`` when every receive is right before the step that needs it, else ``"early"``).
     """
     path = Path(path)
+    from ..input_file import MAX_CSV_BYTES, InputFileError, read_input_bytes
+
     try:
-        with open(path, newline="") as fh:
-            rows = list(csv.reader(fh))
-    except OSError as err:
-        raise ScheduleError(f"{path}: cannot read: {err.strerror or err}") from None
+        data = read_input_bytes(path, MAX_CSV_BYTES)
+    except InputFileError as err:
+        raise ScheduleError(f"{path}: cannot read: {err.problem}") from None
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     except (csv.Error, UnicodeDecodeError) as err:
         raise ScheduleError(f"{path}: not a CSV file: {err}") from None
     while rows and not any(cell.strip() for cell in rows[-1]):

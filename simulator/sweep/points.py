@@ -29,6 +29,13 @@ class Point:
 
 
 def file_sha256(path: Path) -> str:
+    import os
+
+    from ..input_file import not_regular
+
+    what = not_regular(os.stat(path).st_mode)   # a FIFO or /dev/zero would be read forever
+    if what is not None:
+        raise ConfigError(f"{path}: is {what}, not a regular file")
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -124,6 +124,7 @@ def recover_stage(workload: Workload) -> AicbStage:
                      f"writes layers per stage in vpp:, so the block is taken as one stage of "
                      f"{L} layer(s) ({h.pp * L} in the model over pp {h.pp})")
     stage_layers = tuple(tuple(block[a:b]) for a, b in spans)
+    _check_model_rows(workload, h.pp, sum(b - a for a, b in spans), len(block) - len(spans))
     model, model_spans, offsets, iteration = _build_model(block, head_len, spans, tail_start,
                                                           h.pp, rows[:pre] + rows[pre + ga * size:])
     return AicbStage(
@@ -333,6 +334,24 @@ def _split_by_names(block: tuple[Layer, ...]) -> tuple[int, list[tuple[int, int]
     end = max(i for i in range(len(block)) if block[i].name.lower().startswith(_LAYER_NAME)) + 1
     end = max(end, starts[-1] + 1)
     return starts[0], list(zip(starts, starts[1:] + [end])), end
+
+
+# The most rows the model built from a stage trace may have (pp copies of the block's layer
+# rows): far above any real model (pp 64 x 100 layers x 6 rows is 38,400) and a few hundred MB
+# at most; a header's pp: beyond it would make the parse itself unbounded.
+MAX_MODEL_ROWS = 200_000
+
+
+def _check_model_rows(workload: Workload, pp: int, layer_rows: int, other_rows: int) -> None:
+    """Refuse, before building it, a model of more than :data:`MAX_MODEL_ROWS` rows."""
+    rows = pp * layer_rows + other_rows
+    if rows > MAX_MODEL_ROWS:
+        most = max(1, (MAX_MODEL_ROWS - other_rows) // max(1, layer_rows))
+        raise WorkloadError(
+            workload.path, 1, None, "pp",
+            f"at most {most:,} stages for this stage trace (its block has {layer_rows:,} layer "
+            f"row(s); the model is pp copies of them, at most {MAX_MODEL_ROWS:,} rows)",
+            f"{pp:,}")
 
 
 def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
