@@ -31,13 +31,23 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
 
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
-    limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
-    if limit > 0 and actions > limit:
+    check_actions(spec, pp, microbatches, vpp, actions, max_actions)
+    return chunks
+
+
+def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, actions: int,
+                  max_actions: int | None, *, limit: int = DEFAULT_MAX_ACTIONS,
+                  work: str = "runs up to {actions:,} actions",
+                  cost: str = "about 10 s of simulation") -> None:
+    """The one size check of every command that builds a schedule (``run``, ``schedule``,
+    ``verify``...): ``actions`` (or what ``work`` counts) above ``max_actions`` (default
+    ``limit``, 0 = none) is refused in one line saying how to raise it."""
+    bound = limit if max_actions is None else max_actions
+    if bound > 0 and actions > bound:
         raise ConfigError(
             f"--max-actions: {spec.name} with pp {pp}, vpp {vpp}, {microbatches} microbatches "
-            f"runs up to {actions:,} actions, above the limit of {limit:,} (about 10 s of "
-            f"simulation); pass --max-actions {actions} (or 0 for no limit) to run it anyway")
-    return chunks
+            f"{work.format(actions=actions)}, above the limit of {bound:,} ({cost}); pass "
+            f"--max-actions {actions} (or 0 for no limit) to run it anyway")
 
 
 def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:

@@ -440,11 +440,50 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
     return Synthesis(sched, prob.makespan(best), bound, start_name, start_score[0])
 
 
+# The most action evaluations a synthesis may take unless -O max_evaluations=N says otherwise:
+# about 10 s on a 2-core machine (docs/performance.md), like the engine's --max-actions.
+DEFAULT_MAX_EVALUATIONS = 30_000_000
+
+
+def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int) -> int:
+    """Action evaluations a synthesis of this size makes, from the parameters alone: every
+    step re-evaluates every action (3 x stages x microbatches of them) -- each greedy start
+    about twice, each hand-made seed once, each local-search move once per start (three
+    starts), and the fusing step once per input-gradient it tries to fuse with its W."""
+    n_stages = pp * vpp
+    actions = 3 * n_stages * microbatches
+    moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
+    starts = 2 * len(V_POLICIES if vpp == 2 else POLICIES) + 13
+    return actions * (starts + 3 * moves + n_stages * microbatches)
+
+
+def check_synthesis(pp: int, microbatches: int, vpp: int, iterations: int,
+                    limit: int | None) -> None:
+    """Refuse, before any of it is done, a synthesis above ``limit`` action evaluations
+    (default :data:`DEFAULT_MAX_EVALUATIONS`, 0 = none)."""
+    limit = DEFAULT_MAX_EVALUATIONS if limit is None else limit
+    if limit <= 0 or min(pp, microbatches, vpp) < 1:
+        return
+    work = synthesis_work(pp, microbatches, vpp, iterations)
+    if work > limit:
+        raise ConfigError(
+            f"-O max_evaluations: synthesizing auto with pp {pp}, vpp {vpp}, {microbatches} "
+            f"microbatches takes about {work:,} action evaluations, above the limit of "
+            f"{limit:,} (about 10 s); pass -O max_evaluations={work} (or 0 for no limit) to "
+            "synthesize it anyway")
+
+
 def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int | None = None,
                   stage_costs: StageCosts | str | None = None, seed: int = 0,
-                  iterations: int = DEFAULT_ITERATIONS) -> Schedule:
+                  iterations: int = DEFAULT_ITERATIONS,
+                  max_evaluations: int | None = None) -> Schedule:
     """Registry entry: ``stage_costs`` is a :class:`StageCosts`, a costs.yaml path or None
-    (unit costs)."""
+    (unit costs); ``max_evaluations`` caps the synthesis' work (see :func:`check_synthesis`)."""
+    iterations = _int_option(iterations, "iterations")
+    if vpp in (1, 2):
+        check_synthesis(pp, microbatches, vpp, iterations,
+                        None if max_evaluations is None
+                        else _int_option(max_evaluations, "max_evaluations"))
     n_stages = pp * vpp
     if isinstance(stage_costs, str):
         stage_costs = load_stage_costs(stage_costs, n_stages,
@@ -453,13 +492,13 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
         raise ConfigError(f"--stage-costs: expected {n_stages} costs per list, one per stage, "
                           f"found {stage_costs.n_stages}")
     if max_in_flight is not None:
-        max_in_flight = _int_option(max_in_flight)
-    return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight, seed=int(seed),
-                      iterations=int(iterations)).schedule
+        max_in_flight = _int_option(max_in_flight, "--max-in-flight")
+    return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight,
+                      seed=_int_option(seed, "seed"), iterations=iterations).schedule
 
 
-def _int_option(value: object) -> int:
+def _int_option(value: object, option: str) -> int:
     try:
         return int(str(value), 10) if not isinstance(value, int) else value
     except ValueError:
-        raise ConfigError(f"--max-in-flight: expected an integer, found {value!r}") from None
+        raise ConfigError(f"{option}: expected an integer, found {value!r}") from None

@@ -19,6 +19,7 @@ from ...schedules.csv_io import write_schedule_csv
 from ...schedules.schedule import Schedule
 from ...schedules.validate import validate
 from ..jsonout import json_option, schema_option, write_json
+from ..outputs import check_writable
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,12 @@ def _schema() -> dict:
               help="Simulate the schedule at unit costs (or --stage-costs), 1 unit = 1 ms, and "
                    "write it as Chakra execution traces for ASTRA-sim 2.0 into DIR (see "
                    "`pipesim run --chakra`); needs pipesim[chakra].")
+@click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Refuse a schedule of more actions (default 700000, as `pipesim run`; "
+                   "0 = no limit).")
 @click.option("--list", "list_all", is_flag=True, help="List the registered schedules and exit.")
 def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options, csv_path, stage_costs,
-            max_in_flight, list_all, chakra_dir) -> None:
+            max_in_flight, list_all, chakra_dir, max_actions) -> None:
     """Print schedule NAME's action list for each rank, e.g. `pipesim schedule 1f1b --pp 4 -m 8`."""
     if list_all:
         _list()
@@ -97,6 +101,16 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                 raise ConfigError(f"{option}: only for a synthesized schedule (auto), not "
                                   f"{spec.name}")
             options[key] = value
+    from ...preflight import check_actions
+
+    if pp >= 1 and microbatches >= 1:
+        v = spec.default_vpp if vpp is None else vpp
+        if v >= 1:
+            _, actions = spec.size_of(pp, microbatches, v, options)
+            check_actions(spec, pp, microbatches, v, actions, max_actions,
+                          work="has up to {actions:,} actions", cost="about 10 s to build")
+    check_writable(csv_path, "--csv")
+    check_writable(json_dest, "--json")
     sched = registry.generate(name, pp, microbatches, vpp, **options)
     validate(sched)
     if csv_path is not None:

@@ -15,8 +15,12 @@ import click
 from ...errors import ConfigError
 from ...metrics.types import SCHEMA_VERSION
 from ..jsonout import json_option, schema_option, write_json
+from ..outputs import check_writable
 
 ITERATIONS_NO_FLUSH = 4  # minibatches for a schedule without flush: enough to see 1-stale updates
+# The most actions x MLP layers per chunk a verify runs unless --max-actions says otherwise: the
+# numpy executor costs about 100x the engine per action (about 10 s on a 2-core machine)
+VERIFY_MAX_WORK = 100_000
 
 
 def _schema() -> dict:
@@ -49,10 +53,13 @@ def _schema() -> dict:
               help="Largest error accepted (absolute and relative).")
 @click.option("--no-validate", is_flag=True,
               help="Skip the schedule validator: let the executor find what is wrong.")
+@click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
+              help=f"Refuse a run of more actions x MLP layers per chunk (default "
+                   f"{VERIFY_MAX_WORK}, about 10 s; 0 = no limit).")
 @json_option("the report")
 @schema_option(_schema)
 def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed, lr, tolerance,
-            no_validate, json_dest):
+            no_validate, max_actions, json_dest):
     """Check that schedule NAME computes the loss and gradients of single-device training."""
     from ...verify import VerificationFailed, verify_schedule
 
@@ -62,7 +69,9 @@ def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed
         raise ConfigError(f"--seed: expected a non-negative integer, got {seed}")
     if tolerance < 0:
         raise ConfigError(f"--tolerance: expected a non-negative number, got {tolerance}")
-    sched = _schedule(name, schedule_file, pp, microbatches, vpp, iterations, not no_validate)
+    check_writable(json_dest, "--json")
+    sched = _schedule(name, schedule_file, pp, microbatches, vpp, iterations, not no_validate,
+                      layers, max_actions)
     report = verify_schedule(sched, layers=layers, seed=seed, lr=lr, tolerance=tolerance,
                              validate=not no_validate and schedule_file is None)
     if json_dest is not None:
@@ -73,7 +82,20 @@ def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed
         raise VerificationFailed(report.failure())
 
 
-def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check):
+def _check_work(spec, pp, microbatches, vpp, actions, chunks, layers, max_actions) -> None:
+    """Refuse a verify whose actions x MLP layers per chunk pass the limit, before any of it
+    (the schedule included) is built."""
+    from ...preflight import check_actions
+
+    per_chunk = -(-(2 * chunks + 1 if layers is None else layers) // max(1, chunks))
+    check_actions(spec, pp, microbatches, vpp, actions * per_chunk, max_actions,
+                  limit=VERIFY_MAX_WORK,
+                  work=f"and {per_chunk} MLP layer(s) per chunk runs up to {{actions:,}} "
+                       "actions x layers", cost="about 10 s")
+
+
+def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, layers=None,
+              max_actions=None):
     if schedule_file is not None:
         if name is not None:
             raise ConfigError("NAME and --schedule-file: give one, not both")
@@ -82,6 +104,11 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check):
         from ...schedules.csv_io import load_schedule_csv
 
         sched = load_schedule_csv(schedule_file, vpp=vpp, check=check)
+        from ...schedules.registry import ScheduleSpec
+
+        _check_work(ScheduleSpec(str(schedule_file), None, ""), sched.pp, sched.microbatches,
+                    sched.vpp, sum(len(r) for r in sched.ranks), sched.n_chunks, layers,
+                    max_actions)
         for option, given, found in (("--pp", pp, sched.pp),
                                      ("--microbatches", microbatches, sched.microbatches)):
             if given is not None and given != found:
@@ -104,6 +131,10 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check):
     elif iterations is not None:
         raise ConfigError(f"--iterations: {spec.name} flushes every iteration; verify runs "
                           f"one iteration")
+    v = spec.default_vpp if vpp is None else vpp
+    if min(pp, microbatches, v) >= 1:
+        chunks, actions = spec.size_of(pp, microbatches, v, options)
+        _check_work(spec, pp, microbatches, v, actions, chunks, layers, max_actions)
     return registry.generate(spec.name, pp, microbatches, vpp, **options)
 
 

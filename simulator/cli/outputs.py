@@ -1,0 +1,49 @@
+"""Output paths are checked before the work starts: a plot, CSV or JSON that cannot be written
+is one line and exit 2 at once, not a traceback (or a lost result) after the run."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError
+
+
+def check_writable(path, option: str) -> None:
+    """Refuse ``path`` (a file pipesim will write; None and ``-`` pass) when it is a folder, or
+    cannot be written, or its folder does not exist or cannot be written in."""
+    if path is None or path == "-":
+        return
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise ConfigError(f"{option}: cannot write {name}: is a folder; expected a file name")
+    if os.path.exists(name):
+        if not os.access(name, os.W_OK):
+            raise ConfigError(f"{option}: cannot write {name}: permission denied")
+        return
+    _check_folder(os.path.dirname(name) or ".", name, option, create=False)
+
+
+def check_writable_dir(path, option: str) -> None:
+    """Refuse the output folder ``path`` when it is a file, or it (or, when it does not exist
+    yet, the nearest folder above it, where it will be made) cannot be written in."""
+    if path is None:
+        return
+    name = os.fspath(path)
+    if os.path.exists(name) and not os.path.isdir(name):
+        raise ConfigError(f"{option}: cannot write in {name}: is a file; expected a folder")
+    _check_folder(name, name, option, create=True)
+
+
+def _check_folder(folder: str, name: str, option: str, create: bool) -> None:
+    probe = folder
+    while not os.path.exists(probe):
+        if not create:
+            raise ConfigError(f"{option}: cannot write {name}: folder {folder} does not exist")
+        parent = os.path.dirname(os.path.abspath(probe))
+        if parent == os.path.abspath(probe):
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise ConfigError(f"{option}: cannot write {name}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option}: cannot write {name}: permission denied in {probe}")
