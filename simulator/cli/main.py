@@ -155,6 +155,15 @@ def _main(argv: list[str] | None) -> int:
         return err.exit_code
     except BrokenPipeError:
         return 0
+    except OSError as err:
+        if err.errno not in _OUTPUT_ERRNOS:
+            return _internal(err)
+        # stdout (or a file being written) went full or away mid-write: the user's
+        # environment, not a bug; stdout may be the broken stream, so say it on stderr
+        where = f" {err.filename}" if err.filename else " the output"
+        echo(f"pipesim: error: cannot write{where}: {err.strerror}", err=True)
+        _quiet_stdout()
+        return 2
     except Exception as err:
         click = sys.modules.get("click")   # a click exception only when click ran
         if click is not None:
@@ -166,12 +175,29 @@ def _main(argv: list[str] | None) -> int:
                 return err.exit_code
             if isinstance(err, click.exceptions.Exit):
                 return err.exit_code
-        if os.environ.get("PIPESIM_DEBUG"):
-            raise
-        # a bug in pipesim, not in the input: say so in one line
-        echo(f"pipesim: internal error: {type(err).__name__}: {err} "
-             "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
-        return 70
+        return _internal(err)
+
+
+def _internal(err: Exception) -> int:
+    if os.environ.get("PIPESIM_DEBUG"):
+        raise err
+    # a bug in pipesim, not in the input: say so in one line
+    echo(f"pipesim: internal error: {type(err).__name__}: {err} "
+         "(set PIPESIM_DEBUG=1 for the traceback, and please report it)", err=True)
+    return 70
+
+
+# errno values of a write the environment refused (disk full, quota, I/O error, read-only)
+_OUTPUT_ERRNOS = frozenset({28, 122, 5, 30})   # ENOSPC, EDQUOT, EIO, EROFS
+
+
+def _quiet_stdout() -> None:
+    """Drop what is still buffered for stdout: flushing it at exit would fail again, and
+    Python would print that on stderr after our one line."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process ends next)
+    except OSError:
+        pass
 
 
 def _dispatch(argv: list[str] | None) -> int:

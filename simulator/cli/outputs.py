@@ -3,6 +3,7 @@ is one line and exit 2 at once, not a traceback (or a lost result) after the run
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..errors import ConfigError
@@ -47,3 +48,35 @@ def _check_folder(folder: str, name: str, option: str, create: bool) -> None:
         raise ConfigError(f"{option}: cannot write {name}: {probe} is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{option}: cannot write {name}: permission denied in {probe}")
+
+
+@contextlib.contextmanager
+def out_dir_lock(path, option: str):
+    """Hold the output folder ``path`` for this run: a second pipesim writing the same folder
+    at once (two plans streaming one candidates.jsonl duplicated its rows) is refused in one
+    line. The lock is a file in the temporary folder named after the folder's real path, so
+    the folder itself is neither created nor touched until the run writes it."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(os.path.realpath(os.fspath(path)).encode()).hexdigest()[:16]
+    lock = os.path.join(tempfile.gettempdir(), f"pipesim-out-{key}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield   # no lock can be made (a read-only temporary folder): run unguarded
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            raise ConfigError(f"{option}: {os.fspath(path)} is being written by another pipesim "
+                              f"run (pid {holder}); wait for it to finish or choose another "
+                              "folder") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)   # closing releases the lock

@@ -191,6 +191,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
 
     opts = RunOptions.from_values(run_options)
     configure_logging(log_level)
+    if gantt or trace or json_dest:
+        from .outputs import check_writable
+
+        for path, option in ((gantt, "--gantt"), (trace, "--trace"), (json_dest, "--json")):
+            check_writable(path, option)
     if gantt:
         from ..export.gantt import gantt_format
 

@@ -173,8 +173,22 @@ class Plan:
 
 # -- the space ------------------------------------------------------------------------------
 
+# The largest world size a plan searches (--gpus): beyond the largest clusters built, and its
+# candidates (every divisor, times every schedule) stay a few thousand.
+MAX_PLAN_GPUS = 1 << 17
+
+
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n`` in increasing order, in O(sqrt n)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
@@ -392,6 +406,16 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
 def _check(settings: PlanSettings) -> None:
     if settings.gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
+    if settings.gpus > MAX_PLAN_GPUS:
+        raise ConfigError(f"--gpus: {settings.gpus:,} GPUs, above the largest world size a plan "
+                          f"searches ({MAX_PLAN_GPUS:,})")
+    layers = dict(settings.model or ()).get("layers")
+    if layers is not None:
+        from ..workload.generator import MAX_LAYERS
+
+        if layers > MAX_LAYERS:
+            raise ConfigError(f"--layers: {layers:,} layers, above the most pipesim generates "
+                              f"({MAX_LAYERS:,}; real models have a few hundred)")
     if settings.global_batch is not None and settings.global_batch < 1:
         raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
                           f"{settings.global_batch}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import ConfigError
 from .executors import DEFAULT_CONNECT_TIMEOUT_S, make_executor
 from .points import FileHashes, Point, expand
 from .spec import SweepSpec, load_spec
@@ -58,6 +59,26 @@ class SweepOutcome:
     first_error: str | None = None   # the failure of the first failed point, in point order
 
 
+# The most points a sweep runs unless --max-points says otherwise: counted from the spec's
+# axes before any point is made (a grid of 10^10 points was expanded in full first).
+DEFAULT_MAX_POINTS = 100_000
+
+
+def check_points(spec: SweepSpec, max_points: int | None) -> None:
+    """Refuse a spec whose grid has more than ``max_points`` points (default
+    :data:`DEFAULT_MAX_POINTS`, 0 = none), from the axes' lengths alone (exclude rules can only
+    remove points, so this is an upper bound)."""
+    limit = DEFAULT_MAX_POINTS if max_points is None else max_points
+    n = 1
+    for axis in spec.axes:
+        n *= len(axis.steps)
+    if limit > 0 and n > limit:
+        sizes = " x ".join(str(len(axis.steps)) for axis in spec.axes)
+        raise ConfigError(f"--max-points: the sweep {spec.label} has up to {n:,} points (axes of "
+                          f"{sizes} values), above the limit of {limit:,}; pass --max-points "
+                          f"{n} (or 0 for no limit) to run it anyway")
+
+
 def _param_dtype(spec: SweepSpec, key: str) -> str:
     dtype = spec.kinds[key].dtype
     if dtype != "object":
@@ -89,7 +110,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
               resume: bool = False, executor: str = "local", address: str | None = None,
               reporter: Reporter | None = None,
               connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-              strict: bool = False) -> SweepOutcome:
+              strict: bool = False, max_points: int | None = None) -> SweepOutcome:
     """Run every point of ``spec`` (a :class:`SweepSpec` or a spec file) into ``out_dir``.
 
     ``executor`` is ``local`` (``jobs`` processes, default the CPU count; 1 runs in this
@@ -101,6 +122,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
     t0 = time.perf_counter()
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
+    check_points(spec, max_points)
     reporter = reporter or NullReporter()
     ex = make_executor(executor, jobs, address, connect_timeout)
     hashes = FileHashes(spec.base_dir)

@@ -127,6 +127,12 @@ def padded_vocab(model: ModelSpec, tp: int) -> int:
     return -(-model.vocab_size // unit) * unit
 
 
+# The most transformer layers (model layout; layers per stage x ga in the AICB layout) a
+# generated file holds: a few rows each, so the file stays far below the workload reader's
+# size limit and parses in about a second.
+MAX_LAYERS = 10_000
+
+
 def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
     """Refuse shapes Megatron refuses, naming the option."""
     if model.arch not in MODELS:
@@ -139,6 +145,13 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
                        ("ep", par.ep), ("experts", model.experts), ("topk", model.topk)):
         if value < 1:
             raise ConfigError(f"--{opt}: expected a positive integer, found {value}")
+    if model.layers > MAX_LAYERS:
+        raise ConfigError(f"--layers: {model.layers:,} layers, above the most pipesim generates "
+                          f"({MAX_LAYERS:,}; real models have a few hundred)")
+    if layout == "aicb" and (model.layers // par.pp) * par.ga > MAX_LAYERS:
+        raise ConfigError(f"--ga: {par.ga:,} microbatches x {model.layers // par.pp:,} layers "
+                          f"per stage unroll into {(model.layers // par.pp) * par.ga:,} layers "
+                          f"of rows, above the most pipesim generates ({MAX_LAYERS:,})")
     T = par.tp
     if model.hidden % model.heads:
         raise ConfigError(f"--hidden {model.hidden} is not a multiple of --heads {model.heads}")

@@ -35,6 +35,9 @@ def command(traces, workload, output, label_pattern, memory):
     if not traces:
         raise ConfigError("calibrate: expected one profiler trace per pipeline rank (files or "
                           "a folder), got none")
+    from ..outputs import check_writable
+
+    check_writable(output, "--output")
     cal = calibrate(traces, workload, label_pattern=label_pattern, memory=memory)
     text = cal.to_yaml()
     if output is None:

@@ -47,6 +47,10 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
         from ...export.gantt import gantt_format
 
         gantt_format(gantt)          # a bad extension fails before anything runs
+    from ..outputs import check_writable
+
+    check_writable(gantt, "--gantt")
+    check_writable(json_dest, "--json")
     opts = RunOptions.from_values(run_options)
     runs = compare(workload, names, system, **opts.simulate_kwargs())
     table = rows(runs)

@@ -60,6 +60,9 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
                       kv_heads=kv_heads, experts=experts, topk=topk)
     par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp,
                        flash_attention=not no_flash)
+    from ..outputs import check_writable
+
+    check_writable(output, "--output")
     text = render(model, par, gpu_preset(gpu), layout, efficiency)
     if output == "-":
         click.echo(text, nl=False)

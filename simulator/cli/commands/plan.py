@@ -3,6 +3,7 @@ and schedule to run on N GPUs within their memory (see :mod:`simulator.planning.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -99,6 +100,11 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
         from ...export.gantt import gantt_format
 
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
+    from ..outputs import check_writable, check_writable_dir, out_dir_lock
+
+    for path, option in ((json_dest, "--json"), (plot, "--plot"), (csv_path, "--csv")):
+        check_writable(path, option)
+    check_writable_dir(out_dir, "--out")
     names = None
     if schedule_list is not None:
         from ...export.compare import parse_schedules
@@ -124,7 +130,8 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
                             model, gpu, efficiency, tp_max, names, runtime)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
-    with _Progress(Path(workload).name, enabled=not quiet) as bar:
+    lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
+    with lock, _Progress(Path(workload).name, enabled=not quiet) as bar:
         result = plan(settings, executor=executor, jobs=jobs, address=address, out_dir=out_dir,
                       resume=resume, progress=bar.update, workload_dir=where)
     best = result.best

@@ -31,18 +31,25 @@ from ...sweep.executors import DEFAULT_CONNECT_TIMEOUT_S, EXECUTORS
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 @click.option("--strict", is_flag=True,
               help="Record a point whose run has warnings as failed, with the warning.")
+@click.option("--max-points", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Refuse a spec of more points (default 100000; 0 = no limit).")
 def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plot, quiet,
-            strict):
+            strict, max_points):
     """Run every point of the sweep SPEC (YAML: a base, a grid:, zip: groups, exclude: rules)
     and write one row per point to DIR/results.csv (streamed) and DIR/results.parquet."""
     from ...sweep.progress import RichReporter
     from ...sweep.runner import run_sweep
 
+    from ..outputs import check_writable_dir, out_dir_lock
+
+    check_writable_dir(out_dir, "--out")
     reporter = RichReporter(Path(spec).name, enabled=not quiet)
     try:
-        outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
-                            address=address, reporter=reporter,
-                            connect_timeout=connect_timeout, strict=strict)
+        with out_dir_lock(out_dir, "--out"):
+            outcome = run_sweep(spec, out_dir, jobs=jobs, resume=resume, executor=executor,
+                                address=address, reporter=reporter,
+                                connect_timeout=connect_timeout, strict=strict,
+                                max_points=max_points)
     except KeyboardInterrupt:
         click.echo(f"pipesim sweep: interrupted; the finished points are in {out_dir}/results.csv:"
                    " rerun with --resume to complete the sweep", err=True)
