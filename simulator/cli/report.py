@@ -38,6 +38,21 @@ def _memory_lines(d: RunSummary) -> list[str]:
             f"    made of           {parts or 'nothing'}"]
 
 
+def _tail_lines(d: RunSummary) -> list[str]:
+    """When most of the bubble ratio is the DP/optimizer tail (a P = 1 run, a run its DP
+    all-reduce dominates), say so beside it: "bubble ratio 100 %" over "pipeline bubble 0 ns"
+    read as a contradiction. Nothing is printed when the pipeline part is the larger."""
+    pb = d.pipeline_bubble_ns
+    if pb is None or not d.makespan_ns:
+        return []
+    pipe = pb.mean_ns / d.makespan_ns
+    tail = d.bubble_ratio - pipe
+    if tail <= pipe or tail < 0.00005:
+        return []
+    return [f"    of which          {fmt_pct(tail)} is the DP/optimizer tail after the last "
+            f"compute, {fmt_pct(max(0.0, pipe))} the pipeline bubble"]
+
+
 def render_run(d: RunSummary) -> str:
     lines = [
         f"pipesim: {d.schedule} on {d.workload} ({d.layout} layout)",
@@ -60,7 +75,7 @@ def render_run(d: RunSummary) -> str:
     else:
         bubble_lines = [f"  bubble ratio        {fmt_pct(d.bubble_ratio)}   "
                         f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
-    lines += bubble_lines + [
+    lines += bubble_lines + _tail_lines(d) + [
         *_simai_lines(d),
         f"  utilisation         {fmt_pct(d.utilization)}",
         f"  forward / backward  {fmt_time(d.forward_ns)} / {fmt_time(d.backward_ns)} "

@@ -5,13 +5,65 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from ...errors import ConfigError
+from ..jsonout import schema_option
 
 TOP = 10
+
+
+@dataclass(frozen=True)
+class PlanCandidateJson:
+    """One screened candidate of ``pipesim plan --json``."""
+
+    key: str = field(metadata={"help": "the candidate's identity (its shape and options)"})
+    tp: int = field(metadata={"help": "tensor-parallel size"})
+    pp: int = field(metadata={"help": "pipeline degree"})
+    dp: int = field(metadata={"help": "data-parallel size, GPUs / (TP x PP)"})
+    vpp: int = field(metadata={"help": "chunks per rank"})
+    microbatches: int = field(metadata={"help": "microbatches per iteration per DP group"})
+    schedule: str = field(metadata={"help": "registered schedule"})
+    max_in_flight: int | None = field(metadata={"help": "auto's cap on held activations"})
+    recompute: str = field(metadata={"help": "file, none or full"})
+    makespan_ns: float | None = field(metadata={"help": "iteration time (ns); null when not run"})
+    p95_ns: float | None = field(metadata={"help": "95th percentile iteration time under "
+                                                   "--jitter"})
+    peak_memory_bytes: int | None = field(metadata={"help": "largest rank's peak memory"})
+    bubble_ratio: float | None = field(metadata={"help": "pipeline bubble ratio"})
+    lower_bound_ns: float | None = field(metadata={"help": "the shape's lower bound, used to "
+                                                           "prune"})
+    engine: str | None = field(metadata={"help": "engine that ran it"})
+    feasible: bool = field(metadata={"help": "ran and fits the memory limit"})
+    reason: str | None = field(metadata={"help": "why it is infeasible or was not run"})
+    command: str | None = field(default=None, metadata={"help": "the pipesim run command"})
+    csv: str | None = field(default=None, metadata={"help": "best only: its schedule as "
+                                                            "torch's CSV, when written"})
+    command_schedule_file: str | None = field(default=None, metadata={
+        "help": "best only: the run command on the written CSV"})
+
+
+@dataclass(frozen=True)
+class PlanJson:
+    """``pipesim plan --json``: every candidate, ranked, and the best."""
+
+    workload: str = field(metadata={"help": "workload file (or model flags' name)"})
+    gpus: int = field(metadata={"help": "world size searched"})
+    memory_limit_bytes: float = field(metadata={"help": "per-GPU memory limit (0: none)"})
+    objective: str = field(metadata={"help": "makespan_ns or p95_ns"})
+    candidates: tuple[PlanCandidateJson, ...] = field(metadata={"help": "ranked: feasible "
+                                                                "first by the objective"})
+    best: PlanCandidateJson = field(metadata={"help": "the winner"})
+    notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
+
+
+def _schema() -> dict:
+    from ...schema import schema_of
+
+    return schema_of(PlanJson, "pipesim plan --json")
 
 
 @click.command("plan")
@@ -61,6 +113,7 @@ TOP = 10
 @click.option("--resume", is_flag=True, help="Screen only the candidates not yet in --out.")
 @click.option("--json", "json_dest", default=None, metavar="PATH|-",
               help="Write {candidates, best} to PATH, or to stdout (and nothing else) with '-'.")
+@schema_option(_schema)
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, metavar="PNG|SVG|PDF",
               help="Iteration time against peak memory per GPU, the Pareto front marked.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,

@@ -175,7 +175,7 @@ def _show(sched: Schedule) -> None:
 
 
 def _list() -> None:
-    specs = [registry.get(n) for n in sorted(registry.names())]
+    specs = [registry.get(n) for n in sorted(registry.names() + registry.cost_aware_names())]
     width = max(len(s.name) for s in specs)
     for spec in specs:
         aliases = f" (also: {', '.join(spec.aliases)})" if spec.aliases else ""
