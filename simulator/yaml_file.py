@@ -62,16 +62,16 @@ _LOADER = None
 
 
 def _loader():
-    """PyYAML's safe loader (the C one when there is one), refusing numbers it would read as
-    text and numbers beyond a float's range (built once, on first use)."""
+    """PyYAML's safe loader, refusing numbers it would read as text and numbers beyond a
+    float's range (built once, on first use). The Python parser, not the C one: the C parser
+    recurses once per nesting level on the C stack, and 50,000 nested '- ' crash the process;
+    the Python parser's recursion is a RecursionError, reported as one line."""
     global _LOADER
     if _LOADER is not None:
         return _LOADER
     import yaml
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Loader(base):  # type: ignore[misc, valid-type]
+    class Loader(yaml.SafeLoader):
         pass
 
     def text(loader, node):

@@ -28,3 +28,15 @@ def real_dir() -> Path:
     if not REAL_DIR.is_dir():
         pytest.skip(f"{REAL_DIR} not found: ../shared is not beside the checkout")
     return REAL_DIR
+
+
+FUZZ_MIN_DIR = REPO.parent / "shared" / "fuzz-min"
+
+
+@pytest.fixture
+def fuzz_min_dir() -> Path:
+    """../shared/fuzz-min: the fuzzer's minimized reproducers (synthetic files; its README.md
+    says what each one did)."""
+    if not FUZZ_MIN_DIR.is_dir():
+        pytest.skip(f"{FUZZ_MIN_DIR} is absent (the project's shared folder beside the repo)")
+    return FUZZ_MIN_DIR

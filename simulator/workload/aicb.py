@@ -351,7 +351,7 @@ def _check_model_rows(workload: Workload, pp: int, layer_rows: int, other_rows: 
             workload.path, 1, None, "pp",
             f"at most {most:,} stages for this stage trace (its block has {layer_rows:,} layer "
             f"row(s); the model is pp copies of them, at most {MAX_MODEL_ROWS:,} rows)",
-            f"{pp:,}")
+            str(pp))
 
 
 def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):

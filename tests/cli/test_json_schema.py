@@ -22,6 +22,7 @@ COMMANDS = {
     "compare": [["compare", str(DATA / "tiny_model.txt"), "-s", "1f1b,dualpipe-v,zb-v", "--pp",
                  "2", "-m", "2", "--json"]],
     "schedule": [["schedule", "zb-v", "--pp", "2", "-m", "4", "--json"]],
+    "plan": [["plan", str(DATA / "tiny_model.txt"), "--gpus", "2", "-j", "1", "--json", "-"]],
     "verify": [["verify", "dualpipe-v", "--pp", "2", "-m", "4", "--json"]],
     "inspect": [["inspect", str(REAL / "workload_gpt13b_128g.txt"), "--json"],
                 ["inspect", str(REAL / "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"),

@@ -50,6 +50,7 @@ class PlanCandidateJson:
 class PlanJson:
     """``pipesim plan --json``: every candidate, ranked, and the best."""
 
+    schema_version: str = field(metadata={"help": "version of this JSON's shape"})
     workload: str = field(metadata={"help": "workload file (or model flags' name)"})
     gpus: int = field(metadata={"help": "world size searched"})
     memory_limit_bytes: float = field(metadata={"help": "per-GPU memory limit (0: none)"})
@@ -189,7 +190,9 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
                       resume=resume, progress=bar.update, workload_dir=where)
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
-    data = result.to_dict()
+    from ...metrics.types import SCHEMA_VERSION
+
+    data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
     if written_csv is not None:
         from ...planning.plan import command_for
 

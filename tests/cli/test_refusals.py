@@ -1,0 +1,378 @@
+"""Every command refuses what it cannot do in one line, exit 2, before doing the work (issue 26):
+special and binary files, numbers YAML reads as text, header counts that would make the parse
+unbounded, sizes above each command's budget, output paths that cannot be written, a folder
+another run is writing, and the fuzzer's reproducers. How long a refusal takes is measured by
+benchmarks/bench_fuzz.py; here the exact line and the exit code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from simulator.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = str(ROOT / "workloads" / "gpt-24l.txt")
+TINY = str(ROOT / "tests" / "data" / "tiny_model.txt")
+
+
+def _refused(capsys, args) -> str:
+    """The one line pipesim printed, after checking it refused with exit 2 and printed nothing
+    else."""
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("pipesim: error: ")
+    return lines[0][len("pipesim: error: "):]
+
+
+# -- one reader for every input file -------------------------------------------------------
+
+@pytest.fixture
+def fifo(tmp_path) -> str:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+def test_a_fifo_is_refused_before_it_is_opened_as_any_input(capsys, fifo):
+    assert _refused(capsys, ["run", fifo]) == (
+        f"{fifo}: file: expected a regular workload file, found 'a FIFO (named pipe)'")
+    assert _refused(capsys, ["run", GPT, "--system", fifo]) == (
+        f"--system: cannot read {fifo}: is a FIFO (named pipe), not a regular file")
+    assert _refused(capsys, ["run", GPT, "--calibration", fifo]) == (
+        f"--calibration: cannot read {fifo}: is a FIFO (named pipe), not a regular file")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "2", "-m", "2", "--stage-costs",
+                             fifo]) == (
+        f"--stage-costs: cannot read {fifo}: is a FIFO (named pipe), not a regular file")
+    assert _refused(capsys, ["verify", "--schedule-file", fifo]) == (
+        f"{fifo}: cannot read: is a FIFO (named pipe), not a regular file")
+
+
+def test_dev_zero_is_refused_not_read_until_memory_runs_out(capsys, tmp_path):
+    assert _refused(capsys, ["run", "/dev/zero"]) == (
+        "/dev/zero: file: expected a regular workload file, found 'a character device'")
+    assert _refused(capsys, ["run", GPT, "--system", "/dev/zero"]) == (
+        "--system: cannot read /dev/zero: is a character device, not a regular file")
+    assert _refused(capsys, ["sweep", "/dev/zero", "--out", str(tmp_path / "o")]) == (
+        "/dev/zero: cannot read the sweep spec: is a character device, not a regular file")
+
+
+def test_a_binary_yaml_is_one_line_at_its_first_bad_byte(capsys, tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_bytes(b"a:\n  \xff\xfe\x00")
+    want = f"{f}:2:3: not UTF-8 text (byte 0xff); expected a YAML file"
+    assert _refused(capsys, ["run", GPT, "--calibration", str(f)]) == want
+    assert _refused(capsys, ["run", GPT, "--system", str(f)]) == want
+    assert _refused(capsys, ["sweep", str(f), "--out", str(tmp_path / "o")]) == want
+    assert _refused(capsys, ["schedule", "auto", "--pp", "2", "-m", "2", "--stage-costs",
+                             str(f)]) == want
+
+
+def test_a_file_above_its_kinds_size_limit_is_refused_unread(capsys, tmp_path, monkeypatch):
+    import simulator.yaml_file as yaml_file
+
+    monkeypatch.setattr(yaml_file, "MAX_YAML_BYTES", 1000)
+    f = tmp_path / "big.yaml"
+    f.write_text("a: 1\n" * 300)
+    assert _refused(capsys, ["run", GPT, "--system", str(f)]) == (
+        f"--system: cannot read {f}: 1,500 bytes, above the limit of 1,000 bytes for this kind "
+        "of file")
+
+
+@pytest.mark.parametrize("written, fix", [("1e308", "1.0e+308"), ("1.0e308", "1.0e+308"),
+                                          ("-2E-3", "-2.0E-3"), (".5e3", "0.5e+3")])
+def test_a_number_yaml_reads_as_text_says_so_at_its_line(capsys, tmp_path, written, fix):
+    f = tmp_path / "costs.yaml"
+    f.write_text(f"f: [1, 1]\ni: [1, {written}]\nw: [1, 1]\n")
+    fix = fix.replace("E", "e")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "2", "-m", "2", "--stage-costs",
+                             str(f)]) == (
+        f"{f}:2:8: YAML reads {written} as text, not a number; write {fix} (or quote it if "
+        "it is text)")
+
+
+def test_a_quoted_number_like_text_is_text(tmp_path):
+    from simulator.yaml_file import read_yaml
+
+    f = tmp_path / "a.yaml"
+    f.write_text("name: '1e3'\nx: 1.0e+3\n")
+    assert read_yaml(f, "x") == {"name": "1e3", "x": 1000.0}
+
+
+def test_numbers_beyond_a_float_are_refused_at_their_line(capsys, tmp_path):
+    f = tmp_path / "costs.yaml"
+    f.write_text("f: [1, " + "1" + "0" * 400 + "]\ni: [1, 1]\nw: [1, 1]\n")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "2", "-m", "2", "--stage-costs",
+                             str(f)]) == (
+        f"{f}:1:8: a 401-digit integer is beyond the largest number pipesim takes "
+        "(1.79769e+308)")
+    f.write_text("comm: 1.0e+400\n")
+    assert _refused(capsys, ["run", GPT, "--calibration", str(f)]) == (
+        f"{f}:1:7: 1.0e+400 is beyond the largest number pipesim takes (1.79769e+308)")
+
+
+def test_yaml_nested_too_deeply_is_one_line(capsys, tmp_path):
+    f = tmp_path / "deep.yaml"
+    f.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = _refused(capsys, ["run", GPT, "--system", str(f)])
+    assert line.startswith(f"{f}")
+    assert "invalid YAML" in line
+
+
+# -- header counts -------------------------------------------------------------------------
+
+def test_an_aicb_header_pp_that_would_build_millions_of_rows_is_refused_where_read(
+        capsys, tmp_path):
+    rows = ["embedding_layer\t-1\t10\tNONE\t0\t10\tNONE\t0\t10\tNONE\t0\t10",
+            "attention_column\t-1\t10\tNONE\t0\t10\tNONE\t0\t10\tNONE\t0\t10",
+            "mlp_column\t-1\t10\tNONE\t0\t10\tNONE\t0\t10\tNONE\t0\t10"] * 2
+    f = tmp_path / "w.txt"
+    f.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 1000000 "
+                 "vpp: 1 ga: 2 all_gpus: 1000000 pp_comm: 8\n6\n" + "\n".join(rows) + "\n")
+    want = (f"{f}:1: pp: expected at most 99,999 stages for this stage trace (its block has 2 "
+            "layer row(s); the model is pp copies of them, at most 200,000 rows), found "
+            "'1000000'")
+    assert _refused(capsys, ["run", str(f), "--pp", "2"]) == want
+    assert _refused(capsys, ["inspect", str(f)]) == want
+
+
+# -- one size budget, every command --------------------------------------------------------
+
+def test_schedule_refuses_more_actions_than_its_budget(capsys):
+    assert _refused(capsys, ["schedule", "1f1b", "--pp", "100000", "-m", "100000"]) == (
+        "--max-actions: 1f1b with pp 100000, vpp 1, 100000 microbatches has up to "
+        "20,000,000,000 actions, above the limit of 700,000 (about 10 s to build); pass "
+        "--max-actions 20000000000 (or 0 for no limit) to run it anyway")
+    assert _refused(capsys, ["schedule", "1f1b", "--pp", "4", "-m", "8", "--max-actions",
+                             "60"]).startswith("--max-actions: 1f1b with pp 4, vpp 1, 8 "
+                                               "microbatches has up to 64 actions")
+    assert main(["schedule", "1f1b", "--pp", "4", "-m", "8", "--max-actions", "64"]) == 0
+
+
+def test_verify_counts_actions_times_mlp_layers(capsys):
+    assert _refused(capsys, ["verify", "1f1b", "--pp", "4", "-m", "10000000"]) == (
+        "--max-actions: 1f1b with pp 4, vpp 1, 10000000 microbatches and 3 MLP layer(s) per "
+        "chunk runs up to 240,000,000 actions x layers, above the limit of 100,000 (about "
+        "10 s); pass --max-actions 240000000 (or 0 for no limit) to run it anyway")
+    assert _refused(capsys, ["verify", "1f1b", "--pp", "2", "-m", "2", "--layers",
+                             "1000000000"]) == (
+        "--max-actions: 1f1b with pp 2, vpp 1, 2 microbatches and 500000000 MLP layer(s) per "
+        "chunk runs up to 4,000,000,000 actions x layers, above the limit of 100,000 (about "
+        "10 s); pass --max-actions 4000000000 (or 0 for no limit) to run it anyway")
+
+
+def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
+    want = ("-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
+            "about 4,886,520,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=4886520000 (or 0 for no limit) to synthesize it anyway")
+    assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
+    assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == want
+    assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
+                             "max_evaluations=1000"]).startswith(
+        "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
+        "590,688 action evaluations, above the limit of 1,000")
+    assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
+                 "max_evaluations=590688"]) == 0
+
+
+def test_the_synthesis_estimate_grows_with_the_work():
+    from simulator.planning.synthesis import synthesis_work
+
+    assert synthesis_work(4, 8, 1, 2000) == 96 * (121 + 3 * 2000 + 32)
+    assert synthesis_work(4, 8, 1, 0) == 96 * (121 + 32)
+    assert synthesis_work(4, 8, 2, 200) == 192 * (205 + 3 * 200 + 64)
+
+
+def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):
+    assert _refused(capsys, ["plan", GPT, "--gpus", str(2**40)]) == (
+        "--gpus: 1,099,511,627,776 GPUs, above the largest world size a plan searches "
+        "(131,072)")
+    assert _refused(capsys, ["plan", "--gpus", "8", "--model", "gpt", "--layers", "1000000000",
+                             "--hidden", "1024", "--heads", "16", "--seq", "1024",
+                             "--global-batch", "8"]) == (
+        "--layers: 1,000,000,000 layers, above the most pipesim generates (10,000; real models "
+        "have a few hundred)")
+
+
+def test_divisors_in_order_in_square_root_time():
+    from simulator.planning.plan import divisors
+
+    for n in range(1, 500):
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    assert divisors(2**40)[-3:] == [2**38, 2**39, 2**40]   # a loop to N would take minutes
+
+
+def test_generate_caps_layers_and_the_aicb_unroll(capsys, tmp_path):
+    out = str(tmp_path / "w.txt")
+    shape = ["--hidden", "1024", "--heads", "16", "--seq", "1024", "--micro-batch", "1"]
+    assert _refused(capsys, ["generate", "--model", "gpt", "--layers", "1000000000", *shape,
+                             "-o", out]) == (
+        "--layers: 1,000,000,000 layers, above the most pipesim generates (10,000; real models "
+        "have a few hundred)")
+    assert _refused(capsys, ["generate", "--model", "gpt", "--layers", "24", *shape, "--layout",
+                             "aicb", "--pp", "2", "--ga", "100000000", "-o", out]) == (
+        "--ga: 100,000,000 microbatches x 12 layers per stage unroll into 1,200,000,000 layers "
+        "of rows, above the most pipesim generates (10,000)")
+    assert not Path(out).exists()
+
+
+def _spec(tmp_path, n: int) -> Path:
+    spec = tmp_path / "s.yaml"
+    values = ", ".join(str(i) for i in range(1, n + 1))
+    spec.write_text(f"workload: {GPT}\ngrid:\n  microbatches: [{values}]\n"
+                    f"  seed: [{values}]\n  jitter: [0.0, 0.1]\n")
+    return spec
+
+
+def test_sweep_counts_its_points_before_expanding_them(capsys, tmp_path):
+    spec = _spec(tmp_path, 300)
+    assert _refused(capsys, ["sweep", str(spec), "--out", str(tmp_path / "o")]) == (
+        f"--max-points: the sweep {spec} has up to 180,000 points (axes of 300 x 300 x 2 "
+        "values), above the limit of 100,000; pass --max-points 180000 (or 0 for no limit) to "
+        "run it anyway")
+    assert _refused(capsys, ["sweep", str(_spec(tmp_path, 2)), "--out", str(tmp_path / "o"),
+                             "--max-points", "7"]).startswith(
+        "--max-points: the sweep")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_p2000_run_builds_no_table_over_every_stage_on_every_rank():
+    """The engine's per-rank peer table holds the stages the rank's steps name (at P = 2000 a
+    table over every stage cost 4.9 GB)."""
+    from simulator.engine.program import AsyncOps
+    from simulator.schedules import registry
+
+    sched = registry.generate("1f1b", 64, 4)
+    ops = AsyncOps(sched, 5, (), None, 0, ())
+    assert ops._recv == {} and ops._send == {}
+    assert ops.recv_of(5, "F")[1:] == (4, 4)      # (data, upstream stage, its rank)
+    assert list(ops._recv) == [(5, "F")]
+
+
+# -- output paths, before the work ---------------------------------------------------------
+
+def test_output_paths_are_checked_before_the_work(capsys, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    bad = str(afile / "out.png")
+    assert _refused(capsys, ["run", GPT, "--gantt", bad]) == (
+        f"--gantt: cannot write {bad}: {afile} is not a folder")
+    assert _refused(capsys, ["run", GPT, "--json", str(tmp_path)]) == (
+        f"--json: cannot write {tmp_path}: is a folder; expected a file name")
+    missing = str(tmp_path / "no" / "t.json")
+    assert _refused(capsys, ["run", GPT, "--trace", missing]) == (
+        f"--trace: cannot write {missing}: folder {tmp_path / 'no'} does not exist")
+    assert _refused(capsys, ["schedule", "1f1b", "--pp", "2", "-m", "2", "--csv", bad]) == (
+        f"--csv: cannot write {bad}: {afile} is not a folder")
+    assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--plot", bad]) == (
+        f"--plot: cannot write {bad}: {afile} is not a folder")
+    out = str(afile / "o")
+    assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--out", out]) == (
+        f"--out: cannot write {out}: {afile} is not a folder")
+    assert _refused(capsys, ["sweep", str(_spec(tmp_path, 2)), "--out", out]) == (
+        f"--out: cannot write {out}: {afile} is not a folder")
+    cal = str(afile / "c.yaml")
+    assert _refused(capsys, ["calibrate", str(tmp_path), "-w", GPT, "-o", cal]) == (
+        f"--output: cannot write {cal}: {afile} is not a folder")
+
+
+def test_a_full_stdout_is_one_line_not_an_internal_error(tmp_path):
+    import subprocess
+    import sys
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "simulator", "schedule", "1f1b", "--pp",
+                               "2", "-m", "2"], stdout=full, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2
+    assert proc.stderr == "pipesim: error: cannot write the output: No space left on device\n"
+
+
+def test_a_second_run_on_an_output_folder_in_use_is_refused(capsys, tmp_path):
+    from simulator.cli.outputs import out_dir_lock
+
+    out = tmp_path / "o"
+    with out_dir_lock(out, "--out"):
+        line = _refused(capsys, ["sweep", str(_spec(tmp_path, 2)), "--out", str(out)])
+        assert line == (f"--out: {out} is being written by another pipesim run (pid "
+                        f"{os.getpid()}); wait for it to finish or choose another folder")
+        line = _refused(capsys, ["plan", TINY, "--gpus", "2", "--out", str(out)])
+        assert line.startswith(f"--out: {out} is being written by another pipesim run")
+    with out_dir_lock(out, "--out"):   # released when the first is done
+        pass
+
+
+# -- the smaller things ----------------------------------------------------------------------
+
+def test_schedule_list_names_auto(capsys):
+    assert main(["schedule", "--list"]) == 0
+    assert any(line.startswith("auto ") for line in capsys.readouterr().out.splitlines())
+
+
+def test_a_p1_run_says_its_bubble_is_the_dp_tail(capsys, tmp_path):
+    f = tmp_path / "w.txt"
+    f.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 "
+                 "ga: 2 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0\n2\n"
+                 "l1 -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1048576 0\n"
+                 "l2 -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1048576 0\n")
+    assert main(["run", str(f)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(out) if line.startswith("  bubble ratio"))
+    assert out[at].startswith("  bubble ratio        100.00 %")
+    assert out[at + 1] == ("    of which          100.00 % is the DP/optimizer tail after the "
+                           "last compute, 0.00 % the pipeline bubble")
+    assert out[at + 2].startswith("  pipeline bubble     0 ns per rank")
+
+
+def test_no_tail_line_when_the_pipeline_bubble_is_most_of_it(capsys):
+    assert main(["run", GPT]) == 0
+    assert "of which" not in capsys.readouterr().out
+
+
+# -- the fuzzer's reproducers ----------------------------------------------------------------
+
+REPRODUCERS = {
+    "hang_aicb_header_pp1000000.txt": (["--pp", "2"], 2),
+    "memblowup_aicb_header_pp2e40.txt": (["--pp", "2"], 2),
+    "slow_memblowup_P2000_1f1b_96k_actions.txt": (["-s", "1f1b"], 0),
+    "slow_memblowup_P1000_looped-bfs_96k_actions.txt": (["-s", "looped-bfs"], 0),
+    "hang_pp1000.txt": ([], 2),
+    "hang_vpp1000_ga1000_8rows.txt": ([], 2),
+    "memblowup_ga_8388608_float.txt": ([], 2),
+    "slow_refusal_pp1000_vpp8.txt": ([], 2),
+}
+
+
+def test_every_reproducer_is_covered(fuzz_min_dir):
+    files = {p.name for p in fuzz_min_dir.iterdir() if p.name != "README.md"}
+    assert files == set(REPRODUCERS) | {"internal_error_binary_yaml.yaml",
+                                        "internal_error_costs_int_10e400.yaml"}
+
+
+@pytest.mark.parametrize("name", sorted(REPRODUCERS))
+def test_a_workload_reproducer_is_refused_or_runs(name, fuzz_min_dir, capsys):
+    args, code = REPRODUCERS[name]
+    if name.startswith("slow_memblowup"):
+        args = [*args, "--engine", "evaluator", "--json", os.devnull]
+    assert main(["run", str(fuzz_min_dir / name), *args]) == code
+    err = capsys.readouterr().err
+    if code == 2:
+        assert len(err.splitlines()) == 1 and err.startswith("pipesim: error: ")
+
+
+def test_the_yaml_reproducers_are_refused_in_one_line(fuzz_min_dir, capsys, tmp_path):
+    binary = str(fuzz_min_dir / "internal_error_binary_yaml.yaml")
+    want = f"{binary}:1:3: not UTF-8 text (byte 0xff); expected a YAML file"
+    for args in (["run", GPT, "--calibration", binary], ["run", GPT, "--system", binary],
+                 ["sweep", binary, "--out", str(tmp_path / "o")],
+                 ["schedule", "auto", "--pp", "4", "-m", "8", "--stage-costs", binary]):
+        assert _refused(capsys, args) == want
+    costs = str(fuzz_min_dir / "internal_error_costs_int_10e400.yaml")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "--stage-costs",
+                             costs]).startswith(f"{costs}:1:8: a 401-digit integer is beyond")
