@@ -1,24 +1,32 @@
-"""End-to-end fuzz of ``pipesim run``: mutated real workload files under random options.
+"""End-to-end fuzz of every pipesim command: mutated files under random options.
 
-Each case mutates a real file (../shared/workloads-real beside the checkout; tokens dropped, swapped, replaced by
-junk or huge numbers, lines dropped or duplicated, bytes inserted) and runs ``simulate`` with
-random ``--pp``, ``--vpp``, ``-m`` and schedule, in a forked child with a 10 s limit and a 1 GiB
-address-space cap, the way a user's command would meet it. It counts what issue 14 targets:
-tracebacks (anything but a one-line PipesimError), runs over 10 s, the peak RSS, and how long
-refusals of impossible sizes take.
+Each case picks a command (run, inspect, compare, schedule, verify, plan, generate, sweep,
+calibrate), builds its files by mutating real ones (workload rows: tokens dropped, swapped,
+replaced by junk or huge numbers, lines dropped or duplicated, bytes inserted; YAML system,
+calibration, stage-cost and sweep files: values replaced by junk, huge numbers, numbers YAML
+reads as text, binary bytes; torch traces: bytes flipped, truncated) or by giving a special file
+instead (a FIFO, /dev/zero, a directory), picks random options (sizes from 1 to 2^40), and runs
+the CLI's ``main`` in a forked child with a 10 s limit, the way a user's command meets it. It
+counts what issue 26 targets: internal errors (exit 70, or a crash), runs over 10 s, and
+children whose peak RSS passes 2 GiB; and how long refusals (exit 2) take.
 
-    python benchmarks/bench_fuzz.py --cases 100000 --workers 2 [--append docs/performance.md]
+    python benchmarks/bench_fuzz.py --cases 50000 --workers 2 [--json benchmarks/results/x.json]
 
+Seed files: the real workloads in ../shared/workloads-real (or tests/data/real when present),
+the bundled workloads/, configs/system/, configs/sweeps/ and tests/data/traces/.
 Deterministic: case k uses random.Random(seed * 1_000_003 + k).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import json
+import os
 import random
 import resource
+import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,16 +34,30 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 LIMIT_S = 10.0
-RSS_CAP = 1 << 30
+RSS_LIMIT = 2 << 30          # a child above this is counted (the target: none)
+AS_CAP = 4 << 30             # address-space cap of a child, so one case cannot take the machine
 HEAD_ROWS = 60
 SCHEDULES = ("1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe-v", "v-half",
-             "hanayo", "looped-bfs", "2bw", "dualpipe", "zb-h2", "v-min")
+             "hanayo", "looped-bfs", "2bw", "dualpipe", "zb-h2", "v-min", "auto")
 HUGE = ("8388608", "8388608.0", "1000000", "99999999999", "4000", "1e9", "-1", "0", "nan")
+SIZES = (None, 1, 2, 4, 8, 24, 1000, 100_000, 8_388_608, 2**40)
+YAML_JUNK = ("1e308", "1.0e308", "1" + "0" * 400, "1.0e+400", "-1", "0", "nan", ".inf", "x",
+             "[]", "{}", "null", "'8'", "99999999999999999999", "[1, 2]", "\x00", "\xff")
+COMMANDS = {"run": 30, "inspect": 6, "compare": 6, "schedule": 16, "verify": 8, "plan": 6,
+            "generate": 10, "sweep": 8, "calibrate": 4}   # weights
+TRACES = REPO / "tests" / "data" / "traces" / "ScheduleInterleaved1F1B"
+TRACE_WORKLOAD = (REPO / "benchmarks" / "fidelity" / "results" / "2026-11-23-cpu-gloo-f" /
+                  "workloads" / "uniform.txt")
 
 
-def seeds() -> list[str]:
+# -- seed files -------------------------------------------------------------------------------
+
+def workload_seeds() -> list[str]:
+    real = REPO / "tests" / "data" / "real"
+    if not real.is_dir():
+        real = REPO.parent / "shared" / "workloads-real"
     out = []
-    for p in sorted((REPO.parent / "shared" / "workloads-real").rglob("*.txt")):
+    for p in sorted(real.rglob("*.txt")) + sorted((REPO / "workloads").glob("*.txt")):
         lines = p.read_text(errors="replace").split("\n")
         if len(lines) > HEAD_ROWS + 2:          # keep the big files' first rows, count fixed
             lines = [lines[0], str(HEAD_ROWS), *lines[2:2 + HEAD_ROWS]]
@@ -43,7 +65,23 @@ def seeds() -> list[str]:
     return out
 
 
-def mutate(text: str, rng: random.Random) -> bytes:
+def yaml_seeds() -> dict[str, list[str]]:
+    return {
+        "system": [p.read_text() for p in sorted((REPO / "configs" / "system").glob("*.yaml"))],
+        "calibration": ["runtime:\n  launch_ns: 5000\n  exchange_ns: 200000\n",
+                        "gpu:\n  compute_scale: 1.5\nlinks:\n  bandwidth_gbps: 100.0\n"],
+        "costs": ["f: [1, 1, 1, 1]\ni: [1, 1, 1, 1]\nw: [1, 1, 1, 1]\ncomm: 0\n",
+                  "f: [2, 1]\ni: [2, 1]\nw: [1, 1]\ncomm: 0.5\n"],
+        "sweep": [f"workload: {REPO / 'workloads' / 'gpt-24l.txt'}\ngrid:\n  schedule: [1f1b, "
+                  "zb-h1]\n  microbatches: [4, 8]\n",
+                  f"workload: {REPO / 'workloads' / 'gpt-24l.txt'}\nzip:\n  - pp: [2, 4]\n    "
+                  "microbatches: [4, 8]\n"],
+    }
+
+
+# -- mutations --------------------------------------------------------------------------------
+
+def mutate_workload(text: str, rng: random.Random) -> bytes:
     lines = text.split("\n")
     for _ in range(rng.choice((0, 0, 1, 1, 2, 3))):   # a third of the cases: options only
         kind = rng.choice(("drop_token", "swap_tokens", "junk", "huge", "drop_line", "dup_line",
@@ -73,52 +111,232 @@ def mutate(text: str, rng: random.Random) -> bytes:
     return "\n".join(lines).encode()
 
 
-def options(rng: random.Random) -> dict:
-    return {"pp": rng.choice((None, None, 1, 2, 2, 4, 4, 8, 1000, 4096)),
-            "vpp": rng.choice((None, None, None, 1, 2, 3, 1000)),
-            "microbatches": rng.choice((None, None, 1, 4, 8, 8, 24, 1000, 8388608)),
-            "schedule": rng.choice((None, None, None) + SCHEDULES)}
+def mutate_yaml(text: str, rng: random.Random) -> bytes:
+    lines = text.split("\n")
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        i = rng.randrange(len(lines))
+        line = lines[i]
+        kind = rng.choice(("value", "value", "drop", "dup", "indent", "bytes"))
+        if kind == "value" and ":" in line:
+            key = line.split(":", 1)[0]
+            lines[i] = f"{key}: {rng.choice(YAML_JUNK)}"
+        elif kind == "drop" and len(lines) > 1:
+            del lines[i]
+        elif kind == "dup":
+            lines.insert(i, line)
+        elif kind == "indent":
+            lines[i] = "  " + line
+        else:
+            at = rng.randint(0, len(line))
+            lines[i] = line[:at] + rng.choice(("\x00", "\t", "\xff", "[", "{", "&a", "*a")) + \
+                line[at:]
+    data = "\n".join(lines).encode("utf-8", errors="surrogateescape")
+    if rng.random() < 0.05:
+        data = data.replace(b"\xc3\xbf", b"\xff")     # an invalid UTF-8 byte
+    return data
 
 
-def _child(data: bytes, opts: dict, conn) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (RSS_CAP * 2, RSS_CAP * 2))
-    from simulator import simulate
-    from simulator.errors import PipesimError
-    from simulator.workload.parser import parse_workload_bytes
-
-    t0 = time.perf_counter()
-    try:
-        wl = parse_workload_bytes(data, "fuzz.txt")
-        simulate(wl, opts["schedule"], pp=opts["pp"], vpp=opts["vpp"],
-                 microbatches=opts["microbatches"])
-        outcome, message = "ok", ""
-    except PipesimError as err:
-        outcome, message = "refused", str(err)
-        if "\n" in message:
-            outcome = "multiline"
-    except MemoryError:
-        outcome, message = "memory", "MemoryError"
-    except Exception as err:  # noqa: BLE001 -- the point: any other exception is a bug
-        outcome, message = "traceback", f"{type(err).__name__}: {err}"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    conn.send((outcome, message[:300], time.perf_counter() - t0, rss))
+def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.choice((0, 1, 3))):
+        if not b:
+            break
+        kind = rng.choice(("flip", "truncate", "insert"))
+        at = rng.randrange(len(b))
+        if kind == "flip":
+            b[at] ^= 1 << rng.randrange(8)
+        elif kind == "truncate":
+            del b[at:]
+        else:
+            b[at:at] = rng.choice((b"\x00", b"}", b"9" * 20, b'"'))
+    return bytes(b)
 
 
-def run_case(k: int, seed: int, texts: list[str]) -> tuple:
+class Files:
+    """A case's input files, in its own temporary folder; any file argument may instead be a
+    special file (a FIFO, /dev/zero, a directory)."""
+
+    def __init__(self, rng: random.Random, where: Path) -> None:
+        self.rng = rng
+        self.where = where
+        self.n = 0
+
+    def special(self) -> str | None:
+        r = self.rng.random()
+        if r < 0.02:
+            path = self.where / f"fifo{self.n}"
+            self.n += 1
+            os.mkfifo(path)
+            return str(path)
+        if r < 0.03:
+            return "/dev/zero"
+        if r < 0.04:
+            return str(self.where)
+        return None
+
+    def write(self, data: bytes, suffix: str) -> str:
+        special = self.special()
+        if special is not None:
+            return special
+        path = self.where / f"f{self.n}{suffix}"
+        self.n += 1
+        path.write_bytes(data)
+        return str(path)
+
+
+# -- one case ---------------------------------------------------------------------------------
+
+def _size(rng: random.Random) -> str:
+    return str(rng.choice(SIZES[1:]))
+
+
+def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
     rng = random.Random(seed * 1_000_003 + k)
-    data = mutate(rng.choice(texts), rng)
-    opts = options(rng)
-    parent, child = mp.Pipe(duplex=False)
-    proc = mp.get_context("fork").Process(target=_child, args=(data, opts, child))
-    t0 = time.perf_counter()
-    proc.start()
-    if parent.poll(LIMIT_S):
-        outcome, message, seconds, rss = parent.recv()
+    files = Files(rng, where)
+    command = rng.choices(list(COMMANDS), weights=list(COMMANDS.values()))[0]
+    wl = lambda: files.write(mutate_workload(rng.choice(seeds["workloads"]), rng), ".txt")  # noqa
+    yml = lambda kind: files.write(mutate_yaml(rng.choice(seeds["yaml"][kind]), rng), ".yaml")  # noqa
+    out = lambda suffix: rng.choice((str(where / f"out{suffix}"), str(where / "no" / f"o{suffix}"),  # noqa
+                                     str(where)))
+    args = [command]
+    if command == "run":
+        args.append(wl())
+        for flag, values in (("--pp", SIZES), ("--vpp", (None, None, 1, 2, 3, 1000)),
+                             ("-m", SIZES), ("-s", (None,) + SCHEDULES),
+                             ("--p2p", (None, None, "blocking", "torch", "batched")),
+                             ("--engine", (None, None, "evaluator")),
+                             ("--iterations", (None, None, None, 2, 1000)),
+                             ("--gpus", (None, None, None, 8, 7, 2**40))):
+            value = rng.choice(values)
+            if value is not None:
+                args += [flag, str(value)]
+        if rng.random() < 0.15:
+            args += ["--system", yml("system")]
+        if rng.random() < 0.1:
+            args += ["--calibration", yml("calibration")]
+        if rng.random() < 0.05:
+            args += ["-O", rng.choice(("max_evaluations=0", "iterations=x", "max_in_flight=1",
+                                       "group_size=3"))]
+        if rng.random() < 0.1:
+            args += [rng.choice(("--json", "--gantt", "--trace")), out(rng.choice((".json",
+                                                                                   ".png")))]
+    elif command == "inspect":
+        args.append(wl())
+        if rng.random() < 0.5:
+            args += ["--pp", _size(rng)]
+    elif command == "compare":
+        args += [wl(), "-s", ",".join(rng.sample(SCHEDULES[:-1], 3)), "--pp", _size(rng),
+                 "-m", _size(rng)]
+    elif command in ("schedule", "verify"):
+        args.append(rng.choice(SCHEDULES))
+        args += ["--pp", _size(rng), "-m", _size(rng)]
+        if rng.random() < 0.3:
+            args += ["--vpp", rng.choice(("1", "2", "3", "1000"))]
+        if command == "schedule":
+            if rng.random() < 0.2:
+                args += ["--stage-costs", yml("costs")]
+            if rng.random() < 0.1:
+                args += ["--csv", out(".csv")]
+        elif rng.random() < 0.2:
+            args += ["--layers", rng.choice(("1", "3", "1000", "1000000000"))]
+    elif command == "plan":
+        args += [rng.choice((str(REPO / "tests" / "data" / "tiny_model.txt"), wl())),
+                 "--gpus", rng.choice(("1", "2", "4", "8", "7", str(2**20), str(2**40))),
+                 "-j", "1"]
+        if rng.random() < 0.3:
+            args += ["--global-batch", _size(rng)]
+        if rng.random() < 0.2:
+            args += ["--out", out("")]
+    elif command == "generate":
+        args += ["--model", rng.choice(("gpt", "llama", "moe")),
+                 "--layers", rng.choice(("1", "24", "96", "100000", "1000000000")),
+                 "--hidden", rng.choice(("64", "1024", "4096", "1000000007")),
+                 "--heads", rng.choice(("1", "8", "16", "3")),
+                 "--seq", rng.choice(("1", "2048", "99999999999")),
+                 "--micro-batch", rng.choice(("1", "4")),
+                 "--layout", rng.choice(("model", "aicb")),
+                 "--pp", rng.choice(("1", "2", "4")), "--ga", _size(rng),
+                 "-o", out(".txt")]
+        if args[2] == "moe":
+            args += ["--experts", rng.choice(("2", "8")), "--ep", "1"]
+    elif command == "sweep":
+        args += [yml("sweep"), "--out", out(""), "-j", "1", "-q"]
+    elif command == "calibrate":
+        folder = where / "traces"
+        folder.mkdir()
+        for f in sorted(TRACES.glob("rank*.json*")):
+            (folder / f.name).write_bytes(mutate_bytes(f.read_bytes(), rng)
+                                          if rng.random() < 0.5 else f.read_bytes())
+        args += [str(folder), "--workload", rng.choice((str(TRACE_WORKLOAD), wl()))]
+        if rng.random() < 0.3:
+            args += ["-o", out(".yaml")]
+    return args
+
+
+def _child(args: list[str], err_fd: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
+    os.dup2(err_fd, 2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    from simulator.cli.main import main
+
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:   # noqa: BLE001 -- anything main lets out is a bug
+        code = 71
+    os._exit(code if isinstance(code, int) else 1)
+
+
+def run_case(k: int, seed: int, seeds: dict) -> dict:
+    with tempfile.TemporaryDirectory(prefix="pipesim-fuzz-") as tmp:
+        where = Path(tmp)
+        args = build_args(k, seed, seeds, where)
+        err_path = where / "stderr"
+        err_fd = os.open(err_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.chdir(tmp)
+                _child(args, err_fd)
+            finally:
+                os._exit(72)
+        os.close(err_fd)
+        deadline = t0 + LIMIT_S
+        status, usage, timeout = None, None, False
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                break
+            if time.perf_counter() > deadline:
+                timeout = True
+                os.kill(pid, signal.SIGKILL)
+                _, status, usage = os.wait4(pid, 0)
+                break
+            time.sleep(0.005)
+        seconds = time.perf_counter() - t0
+        err = err_path.read_text(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if timeout:
+        outcome = "timeout"
+    elif code < 0:
+        outcome = "crash"
+    elif code in (70, 71, 72):
+        outcome = "internal"
+    elif code == 0:
+        outcome = "ok"
+    elif code in (2, 3, 4):
+        outcome = "refused"
     else:
-        outcome, message, seconds, rss = "timeout", "", time.perf_counter() - t0, 0
-        proc.kill()
-    proc.join()
-    return k, outcome, message, seconds, rss, opts
+        outcome = f"exit {code}"
+    lines = [x for x in err.splitlines() if x.startswith("pipesim: error")]
+    if outcome == "refused" and len(lines) != 1:
+        outcome = "refused-not-one-line"
+    return {"case": k, "command": args[0], "outcome": outcome, "seconds": round(seconds, 3),
+            "rss": usage.ru_maxrss * 1024, "args": args,
+            "message": (lines[0] if lines else err.strip()[-300:])[:300]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,61 +344,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--append", type=Path, default=None, help="markdown file to append to")
+    ap.add_argument("--json", type=Path, default=None,
+                    help="write the figures (and every bad case) here as JSON")
     args = ap.parse_args(argv)
-    texts = seeds()
-    import simulator.api  # noqa: F401 -- imported once here, inherited by every forked case
+    seeds = {"workloads": workload_seeds(), "yaml": yaml_seeds()}
+    # imported once here, inherited by every forked case
+    import simulator.api  # noqa: F401
+    import simulator.cli.group  # noqa: F401
     from simulator.schedules import registry
 
     registry.names()
-    counts: dict[str, int] = {}
-    worst = (0.0, None)
+    registry.cost_aware_names()
+    per: dict[str, dict[str, int]] = {}
+    slowest: dict[str, float] = {}
+    refusal_max: dict[str, float] = {}
     peak = 0
-    slow_refusals = []
     bad = []
     t0 = time.perf_counter()
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(args.workers) as pool:
-        for k, outcome, message, seconds, rss, opts in pool.map(
-                lambda k: run_case(k, args.seed, texts), range(args.cases)):
-            counts[outcome] = counts.get(outcome, 0) + 1
-            peak = max(peak, rss)
-            if seconds > worst[0]:
-                worst = (seconds, (k, outcome, opts))
-            if outcome == "refused" and seconds > 1.0 and ("cannot split" in message
-                                                           or "--max-actions" in message):
-                slow_refusals.append((k, seconds, message[:120]))
-            if outcome in ("traceback", "timeout", "multiline", "memory"):
-                bad.append((k, outcome, message, opts))
+        for r in pool.map(lambda k: run_case(k, args.seed, seeds), range(args.cases)):
+            c = r["command"]
+            counts = per.setdefault(c, {})
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+            slowest[c] = max(slowest.get(c, 0.0), r["seconds"])
+            if r["outcome"] == "refused":
+                refusal_max[c] = max(refusal_max.get(c, 0.0), r["seconds"])
+            peak = max(peak, r["rss"])
+            if r["outcome"] not in ("ok", "refused") or r["rss"] > RSS_LIMIT:
+                bad.append(r)
     wall = time.perf_counter() - t0
-    lines = [
-        f"## End-to-end fuzz ({time.strftime('%Y-%m-%d')}, `benchmarks/bench_fuzz.py`)",
-        "",
-        f"{args.cases:,} mutated real files under random --pp/--vpp/-m/schedule, seed "
-        f"{args.seed}, {args.workers} workers, {wall:.0f} s wall.",
-        "",
-        "| target | measured | met? |",
-        "|---|---|---|",
-        f"| 0 tracebacks | {counts.get('traceback', 0) + counts.get('multiline', 0)} | "
-        f"{'yes' if not counts.get('traceback') and not counts.get('multiline') else 'no'} |",
-        f"| 0 runs over 10 s | {counts.get('timeout', 0)} (slowest case {worst[0]:.2f} s) | "
-        f"{'yes' if not counts.get('timeout') else 'no'} |",
-        f"| peak RSS <= 1 GB | {peak / 1e9:.2f} GB (largest child) | "
-        f"{'yes' if peak <= 1e9 else 'no'} |",
-        f"| refusals of impossible sizes < 1 s | {len(slow_refusals)} over 1 s | "
-        f"{'yes' if not slow_refusals else 'no'} |",
-        "",
-        "Outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) + ".",
-        "",
-    ]
-    for k, outcome, message, opts in bad[:10]:
-        lines.append(f"- case {k}: {outcome}: {message} {opts}")
-    text = "\n".join(lines)
-    print(text)
-    if args.append:
-        with args.append.open("a") as fh:
-            fh.write("\n" + text + "\n")
+    total = lambda o: sum(v.get(o, 0) for v in per.values())  # noqa: E731
+    summary = {
+        "date": time.strftime("%Y-%m-%d"), "cases": args.cases, "seed": args.seed,
+        "workers": args.workers, "wall_s": round(wall, 1),
+        "internal_errors": total("internal") + total("crash") + total("refused-not-one-line"),
+        "over_10_s": total("timeout"), "over_2_gib": sum(r["rss"] > RSS_LIMIT for r in bad),
+        "peak_rss_bytes": peak, "per_command": per,
+        "slowest_s": {c: round(s, 2) for c, s in sorted(slowest.items())},
+        "slowest_refusal_s": {c: round(s, 2) for c, s in sorted(refusal_max.items())},
+        "bad": bad[:50],
+    }
+    print(json.dumps({k: v for k, v in summary.items() if k != "bad"}, indent=1))
+    for r in bad[:20]:
+        print(f"case {r['case']}: {r['outcome']} {r['seconds']} s {r['rss'] >> 20} MiB: "
+              f"{' '.join(r['args'])}: {r['message']}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
     return 1 if bad else 0
 
 

@@ -31,23 +31,31 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
 
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
-    check_actions(spec, pp, microbatches, vpp, actions, max_actions)
+    check_actions(spec, pp, microbatches, vpp, actions, max_actions,
+                  built=spec.work_of(pp, microbatches, vpp, actions))
     return chunks
 
 
 def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, actions: int,
                   max_actions: int | None, *, limit: int = DEFAULT_MAX_ACTIONS,
                   work: str = "runs up to {actions:,} actions",
-                  cost: str = "about 10 s of simulation") -> None:
+                  cost: str = "about 10 s of simulation", built: int | None = None) -> None:
     """The one size check of every command that builds a schedule (``run``, ``schedule``,
     ``verify``...): ``actions`` (or what ``work`` counts) above ``max_actions`` (default
-    ``limit``, 0 = none) is refused in one line saying how to raise it."""
+    ``limit``, 0 = none) is refused in one line saying how to raise it. ``built``: what
+    building the schedule costs in actions, when its generator grows faster than its actions
+    (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`); the larger of the two counts."""
     bound = limit if max_actions is None else max_actions
-    if bound > 0 and actions > bound:
+    size = actions if built is None else max(actions, built)
+    if bound > 0 and size > bound:
+        what = work.format(actions=actions)
+        if size > actions:
+            what += (f", and building it costs as much as {size:,} (its generator grows faster "
+                     "than its actions)")
         raise ConfigError(
             f"--max-actions: {spec.name} with pp {pp}, vpp {vpp}, {microbatches} microbatches "
-            f"{work.format(actions=actions)}, above the limit of {bound:,} ({cost}); pass "
-            f"--max-actions {actions} (or 0 for no limit) to run it anyway")
+            f"{what}, above the limit of {bound:,} ({cost}); pass --max-actions {size} (or 0 "
+            "for no limit) to run it anyway")
 
 
 def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:

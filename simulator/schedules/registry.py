@@ -31,6 +31,11 @@ Sizes = Callable[[int, int, int, dict], "tuple[int, int]"]
 # communication), of the makespan (``closed_form_basis="makespan"``) or of each stage's own span
 # from its first to its last action (``"own"``, how the zero-bubble paper counts)
 ClosedForm = Callable[[int, int, int], float]
+# work(pp, microbatches, vpp, actions) -> what building the schedule costs, counted in actions
+# of the engine (about 14 us each): for generators whose construction grows faster than the
+# actions they emit (measured by benchmarks/bench_fuzz.py's finds), so the one size budget
+# counts what they really cost
+Work = Callable[[int, int, int, int], int]
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class ScheduleSpec:
     variable_vpp: bool = False   # takes any --vpp (interleaved); else fixed at default_vpp
     closed_form_basis: str = "makespan"   # or "own": see ClosedForm
     sizes: Sizes | None = None   # default: pp x vpp chunks, 3 actions per stage and microbatch
+    work: Work | None = None     # default: building costs what the actions cost
 
     def size_of(self, pp: int, microbatches: int, vpp: int, options: dict | None = None
                 ) -> tuple[int, int]:
@@ -52,6 +58,12 @@ class ScheduleSpec:
         if self.sizes is not None:
             return self.sizes(pp, microbatches, vpp, options or {})
         return pp * vpp, 3 * pp * vpp * microbatches
+
+    def work_of(self, pp: int, microbatches: int, vpp: int, actions: int) -> int:
+        """What building the schedule costs, in engine actions (see :data:`Work`)."""
+        if self.work is None:
+            return actions
+        return max(actions, self.work(pp, microbatches, vpp, actions))
     needs_costs: bool = False   # takes stage_costs=...; registered by a layer above (planning)
 
 
@@ -71,14 +83,15 @@ ENTRY_POINTS: dict[str, str] = {"auto": "simulator.planning"}
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
              variable_vpp: bool = False, closed_form_basis: str = "makespan",
-             sizes: Sizes | None = None) -> Callable[[Generator], Generator]:
+             sizes: Sizes | None = None, work: Work | None = None
+             ) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
         if name in _REGISTRY:
             raise RuntimeError(f"schedule {name!r} registered twice")
         _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
-                                        variable_vpp, closed_form_basis, sizes=sizes)
+                                        variable_vpp, closed_form_basis, sizes=sizes, work=work)
         for alias in aliases:
             if alias in _ALIASES or alias in _REGISTRY:
                 raise RuntimeError(f"schedule alias {alias!r} registered twice")

@@ -108,7 +108,8 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
         if v >= 1:
             _, actions = spec.size_of(pp, microbatches, v, options)
             check_actions(spec, pp, microbatches, v, actions, max_actions,
-                          work="has up to {actions:,} actions", cost="about 10 s to build")
+                          work="has up to {actions:,} actions", cost="about 10 s to build",
+                          built=spec.work_of(pp, microbatches, v, actions))
     check_writable(csv_path, "--csv")
     check_writable(json_dest, "--json")
     sched = registry.generate(name, pp, microbatches, vpp, **options)

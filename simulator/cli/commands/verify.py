@@ -134,6 +134,11 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, lay
     v = spec.default_vpp if vpp is None else vpp
     if min(pp, microbatches, v) >= 1:
         chunks, actions = spec.size_of(pp, microbatches, v, options)
+        if spec.work_of(pp, microbatches, v, actions) > actions:   # building it, then the MLP
+            from ...preflight import check_actions
+
+            check_actions(spec, pp, microbatches, v, actions, max_actions,
+                          built=spec.work_of(pp, microbatches, v, actions))
         _check_work(spec, pp, microbatches, v, actions, chunks, layers, max_actions)
     return registry.generate(spec.name, pp, microbatches, vpp, **options)
 

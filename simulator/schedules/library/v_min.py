@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ..registry import register
 from ..schedule import Schedule, v_placement
-from .v_half import check, controllable_memory_ranks, v_min_pattern
+from .v_half import build_work, check, controllable_memory_ranks, v_min_pattern
 
 
 @register("v-min", summary="V-Min (controllable-memory V schedule): about a third of 1F1B's "
           "activation memory, zero-bubble repository's construction", default_vpp=2,
-          aliases=("vmin",))
+          aliases=("vmin",), work=build_work)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check("v-min", vpp)
     return Schedule("v-min", pp, 2, microbatches, v_placement(pp),
