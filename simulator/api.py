@@ -11,7 +11,8 @@ from .engine.options import EngineOptions
 from .engine.runtime import Runtime
 from .diagnostics import enforce_strict
 from .errors import ConfigError, PipesimError
-from .preflight import calibration_warnings, check_sizes, header_for_run, memory_warnings
+from .preflight import (calibration_warnings, check_schedule_size, check_sizes, header_for_run,
+                        memory_warnings)
 from .result import ScheduleRun, SimulationResult
 from .schedules import registry
 from .schedules.registry import ScheduleSpec
@@ -169,9 +170,10 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                   vpp=v)
     warnings += schedule_warnings(wl, schedule, spec)
     if spec is not None and not isinstance(schedule, Schedule):
-        check_sizes(wl, spec, P, M, v, schedule_options, max_actions)
+        check_sizes(wl, spec, P, M, v, schedule_options, max_actions, iterations)
     else:
         check_chunks(wl, schedule.n_chunks)
+        check_schedule_size(schedule, iterations, max_actions)
     if strict:
         enforce_strict(warnings)
     opts = schedule_options or {}

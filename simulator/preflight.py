@@ -25,15 +25,33 @@ TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
 def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
-                options: dict | None, max_actions: int | None) -> int:
-    """Refuse a run its sizes make impossible or too large; returns the model chunks it needs."""
+                options: dict | None, max_actions: int | None, iterations: int = 1) -> int:
+    """Refuse a run its sizes make impossible or too large (its actions in every iteration);
+    returns the model chunks it needs."""
     from .workload.partition import check_chunks
 
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
-    check_actions(spec, pp, microbatches, vpp, actions, max_actions,
-                  built=spec.work_of(pp, microbatches, vpp, actions))
+    built = spec.work_of(pp, microbatches, vpp, actions)
+    if iterations > 1:
+        check_actions(spec, pp, microbatches, vpp, actions * iterations, max_actions,
+                      work=f"x {iterations} iterations runs up to {{actions:,}} actions",
+                      built=built if built > actions else None)
+    else:
+        check_actions(spec, pp, microbatches, vpp, actions, max_actions, built=built)
     return chunks
+
+
+def check_schedule_size(schedule, iterations: int, max_actions: int | None) -> None:
+    """The same budget for a schedule given whole (a CSV file): its actions in every
+    iteration."""
+    actions = sum(len(r) for r in schedule.ranks) * iterations
+    limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
+    if limit > 0 and actions > limit:
+        raise ConfigError(
+            f"--max-actions: schedule {schedule.name} ({schedule.pp} ranks) x {iterations} "
+            f"iteration(s) runs {actions:,} actions, above the limit of {limit:,} (about 10 s "
+            f"of simulation); pass --max-actions {actions} (or 0 for no limit) to run it anyway")
 
 
 def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, actions: int,

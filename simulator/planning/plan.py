@@ -326,7 +326,10 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
                           microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
                           schedule_options=c.options or None, memory_limit_gb=math.inf,
                           engine=engine, jitter=jitter, iterations=iterations, seed=seed,
-                          max_actions=ctx.max_actions, recompute=c.recompute)
+                          # the per-candidate budget is per iteration (confirming runs under
+                          # --jitter run several)
+                          max_actions=ctx.max_actions * iterations if ctx.max_actions
+                          else ctx.max_actions, recompute=c.recompute)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

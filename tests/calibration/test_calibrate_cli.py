@@ -110,7 +110,8 @@ def test_bad_inputs_one_line_exit_2(capsys, wl_dir, tmp_path):
          "--label-pattern: expected named groups (?P<kind>...) and (?P<mb>...) (and "
          "(?P<stage>...) unless the stage is the rank), found 'fidelity:(?P<mb>\\\\d+)'"),
         (("calibrate", SOURCE, "-w", wl, "-o", tmp_path / "no" / "c.yaml"),
-         f"--output: cannot write {tmp_path / 'no' / 'c.yaml'} (No such file or directory)"),
+         f"--output: cannot write {tmp_path / 'no' / 'c.yaml'}: folder {tmp_path / 'no'} does "
+         "not exist"),
     ]
     for args, message in cases:
         rc, out, err = cli(capsys, *args)

@@ -376,3 +376,29 @@ def test_the_yaml_reproducers_are_refused_in_one_line(fuzz_min_dir, capsys, tmp_
     costs = str(fuzz_min_dir / "internal_error_costs_int_10e400.yaml")
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "--stage-costs",
                              costs]).startswith(f"{costs}:1:8: a 401-digit integer is beyond")
+
+
+def test_run_counts_the_actions_of_every_iteration(capsys, tmp_path):
+    assert _refused(capsys, ["run", GPT, "--iterations", "1000000"]) == (
+        "--max-actions: 1f1b with pp 4, vpp 1, 16 microbatches x 1000000 iterations runs up to "
+        "128,000,000 actions, above the limit of 700,000 (about 10 s of simulation); pass "
+        "--max-actions 128000000 (or 0 for no limit) to run it anyway")
+    csv = tmp_path / "s.csv"
+    assert main(["schedule", "1f1b", "--pp", "4", "-m", "16", "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    assert _refused(capsys, ["run", GPT, "--schedule-file", str(csv), "--iterations",
+                             "10000"]) == (
+        "--max-actions: schedule custom (4 ranks) x 10000 iteration(s) runs 1,280,000 actions, "
+        "above the limit of 700,000 (about 10 s of simulation); pass --max-actions 1280000 (or "
+        "0 for no limit) to run it anyway")
+
+
+def test_a_generator_that_grows_faster_than_its_actions_is_counted_at_its_cost(capsys):
+    assert _refused(capsys, ["schedule", "zb-v", "--pp", "1000", "-m", "8"]) == (
+        "--max-actions: zb-v with pp 1000, vpp 2, 8 microbatches has up to 48,000 actions, and "
+        "building it costs as much as 11,994,000 (its generator grows faster than its actions), "
+        "above the limit of 700,000 (about 10 s to build); pass --max-actions 11994000 (or 0 "
+        "for no limit) to run it anyway")
+    line = _refused(capsys, ["run", GPT, "-s", "v-half", "--pp", "4", "-m", "20000"])
+    assert line.startswith("--max-actions: v-half with pp 4, vpp 2, 20000 microbatches runs up "
+                           "to 480,000 actions, and building it costs as much as 4,320,000")
