@@ -200,8 +200,9 @@ def no_generation(monkeypatch):
      "needs at least one layer"),
     (["--pp", "1", "-m", "8388608", "-s", "v-half"],
      "--max-actions: v-half with pp 1, vpp 2, 8388608 microbatches runs up to 50,331,648 "
-     "actions, above the limit of 700,000 (about 10 s of simulation); pass --max-actions "
-     "50331648 (or 0 for no limit) to run it anyway"),
+     "actions, and building it costs as much as 402,653,184 (its generator grows faster than "
+     "its actions), above the limit of 700,000 (about 10 s of simulation); pass --max-actions "
+     "402653184 (or 0 for no limit) to run it anyway"),
 ])
 def test_impossible_sizes_are_refused_before_any_work(capsys, no_generation, args, message):
     assert main(["run", str(DLRM), *args]) == 2

@@ -64,7 +64,7 @@ def test_list_names_every_schedule_with_its_formula(capsys):
     assert (code, err) == (0, "")
     lines = out.splitlines()
     listed = [line.split()[0] for line in lines if not line.startswith(" ")]
-    assert listed == sorted(names())
+    assert listed == sorted(names() + ["auto"])       # auto: the cost-aware one
     zb = lines.index(next(line for line in lines if line.startswith("zb-h1 ")))
     assert lines[zb + 1].split() == ["formula:", "(P-1)/(3vM+P-1)"]
 
@@ -96,7 +96,8 @@ def test_unwritable_csv_path(capsys, tmp_path):
     path = tmp_path / "missing-dir" / "s.csv"
     code, out, err = run(capsys, "schedule", "1f1b", "--pp", "2", "-m", "2", "--csv", str(path))
     assert (code, out) == (2, "")
-    assert err == f"pipesim: error: --csv: cannot write {path}: No such file or directory\n"
+    assert err == (f"pipesim: error: --csv: cannot write {path}: folder {path.parent} does not "
+                   "exist\n")
 
 
 def test_schedule_takes_run_s_schedule_options(capsys):

@@ -225,8 +225,8 @@ def test_missing_file(tmp_path):
 def test_directory(tmp_path):
     with pytest.raises(WorkloadError) as err:
         load_workload(tmp_path)
-    assert str(err.value) == (f"{tmp_path}: file: expected a readable workload file, "
-                              f"found 'Is a directory'")
+    assert str(err.value) == (f"{tmp_path}: file: expected a regular workload file, "
+                              f"found 'a directory'")
 
 
 def test_binary_file_on_disk(tmp_path):
