@@ -82,10 +82,15 @@ def _loader():
         return value
 
     def integer(loader, node):
-        value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+        digits = len(node.value.lstrip("+-").replace("_", ""))
+        beyond = _Refused(node, f"a {digits}-digit integer is beyond the largest number "
+                                f"pipesim takes ({_FLOAT_MAX:.6g})")
+        try:
+            value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+        except ValueError:   # past Python's 4300-digit limit on int()
+            raise beyond from None
         if abs(value) > _FLOAT_MAX:
-            raise _Refused(node, f"a {len(str(abs(value)))}-digit integer is beyond the largest "
-                                 f"number pipesim takes ({_FLOAT_MAX:.6g})")
+            raise beyond
         return value
 
     def floating(loader, node):

@@ -35,12 +35,24 @@ _COMM_BASES = (("ALLREDUCE", CommType.ALLREDUCE), ("ALLTOALL", CommType.ALLTOALL
 _SUFFIX_GROUPS = {"_EP": CommGroup.EP, "_DP_EP": CommGroup.DP_EP}
 
 
+# Python's int() refuses strings of more than 4300 digits (a ValueError); any integer of more
+# digits than this is far out of every field's range, so it is read as this stand-in instead
+_LONG = 40
+_BEYOND = 10 ** _LONG
+
+
 def to_int(token: str) -> int | None:
-    """The integer a token spells (``8388608.0`` counts), or None if it is not one."""
+    """The integer a token spells (``8388608.0`` counts), or None if it is not one; a token of
+    more than 40 digits reads as 10^40 (beyond every field's range: refused as written)."""
     if token.isdigit() and token.isascii():
-        return int(token)
+        return int(token) if len(token) <= _LONG else _BEYOND
     match = re.fullmatch(_INT_PATTERN, token)   # rare (``8388608.0``): compiled on first use
-    return int(match.group(1)) if match else None
+    if match is None:
+        return None
+    digits = match.group(1)
+    if len(digits.lstrip("+-")) > _LONG:
+        return -_BEYOND if digits.startswith("-") else _BEYOND
+    return int(digits)
 
 
 def column_of(line: str, k: int) -> int:

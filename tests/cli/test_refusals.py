@@ -402,3 +402,19 @@ def test_a_generator_that_grows_faster_than_its_actions_is_counted_at_its_cost(c
     line = _refused(capsys, ["run", GPT, "-s", "v-half", "--pp", "4", "-m", "20000"])
     assert line.startswith("--max-actions: v-half with pp 4, vpp 2, 20000 microbatches runs up "
                            "to 480,000 actions, and building it costs as much as 4,320,000")
+
+
+def test_integers_past_pythons_4300_digit_limit_are_refused_as_written(capsys, tmp_path):
+    costs = tmp_path / "c.yaml"
+    costs.write_text("f: [1, " + "9" * 5000 + "]\n")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "2", "-m", "2", "--stage-costs",
+                             str(costs)]) == (
+        f"{costs}:1:8: a 5000-digit integer is beyond the largest number pipesim takes "
+        "(1.79769e+308)")
+    lines = Path(GPT).read_text().split("\n")
+    lines[0] = lines[0].replace("pp: 4", "pp: " + "9" * 5000)
+    w = tmp_path / "w.txt"
+    w.write_text("\n".join(lines))
+    assert _refused(capsys, ["run", str(w)]) == (
+        f"{w}:1:71: pp: expected an integer >= 1 and < 2^63 after 'pp:', found "
+        "'9999999999999999999999999999999999999...'")
