@@ -453,8 +453,29 @@ def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int) -> int
     n_stages = pp * vpp
     actions = 3 * n_stages * microbatches
     moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
-    starts = 2 * len(V_POLICIES if vpp == 2 else POLICIES) + 13
-    return actions * (starts + 3 * moves + n_stages * microbatches)
+    starts = 2 * len(V_POLICIES if vpp == 2 else POLICIES)
+    return actions * (starts + 3 * moves + n_stages * microbatches) + \
+        EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches, vpp)
+
+
+# an engine action's time in action evaluations of the search (14 us against ~0.3 us)
+EVALUATIONS_PER_ACTION = 40
+
+
+def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
+    """What building the hand-made schedules tried as starting points costs, in engine
+    actions (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`): ZB-H2 or Hanayo at
+    P = 1000 cost more than the whole search."""
+    from ..schedules import registry
+
+    total = 0
+    for name in registry.names():
+        spec = registry.get(name)
+        if not spec.variable_vpp and spec.default_vpp != vpp:
+            continue   # refused at once by its generator
+        _, actions = spec.size_of(pp, microbatches, vpp)
+        total += spec.work_of(pp, microbatches, vpp, actions)
+    return total
 
 
 def check_synthesis(pp: int, microbatches: int, vpp: int, iterations: int,

@@ -156,35 +156,39 @@ def test_schedule_refuses_more_actions_than_its_budget(capsys):
 def test_verify_counts_actions_times_mlp_layers(capsys):
     assert _refused(capsys, ["verify", "1f1b", "--pp", "4", "-m", "10000000"]) == (
         "--max-actions: 1f1b with pp 4, vpp 1, 10000000 microbatches and 3 MLP layer(s) per "
-        "chunk runs up to 240,000,000 actions x layers, above the limit of 100,000 (about "
+        "chunk runs up to 240,000,000 actions x layers, above the limit of 50,000 (about "
         "10 s); pass --max-actions 240000000 (or 0 for no limit) to run it anyway")
     assert _refused(capsys, ["verify", "1f1b", "--pp", "2", "-m", "2", "--layers",
                              "1000000000"]) == (
         "--max-actions: 1f1b with pp 2, vpp 1, 2 microbatches and 500000000 MLP layer(s) per "
-        "chunk runs up to 4,000,000,000 actions x layers, above the limit of 100,000 (about "
+        "chunk runs up to 4,000,000,000 actions x layers, above the limit of 50,000 (about "
         "10 s); pass --max-actions 4000000000 (or 0 for no limit) to run it anyway")
 
 
 def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
     want = ("-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-            "about 4,886,520,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=4886520000 (or 0 for no limit) to synthesize it anyway")
+            "about 4,996,960,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=4996960000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == want
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
                              "max_evaluations=1000"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "590,688 action evaluations, above the limit of 1,000")
+        "615,040 action evaluations, above the limit of 1,000")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=590688"]) == 0
+                 "max_evaluations=615040"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
     from simulator.planning.synthesis import synthesis_work
 
-    assert synthesis_work(4, 8, 1, 2000) == 96 * (121 + 3 * 2000 + 32)
-    assert synthesis_work(4, 8, 1, 0) == 96 * (121 + 32)
-    assert synthesis_work(4, 8, 2, 200) == 192 * (205 + 3 * 200 + 64)
+    from simulator.planning.synthesis import EVALUATIONS_PER_ACTION, _seed_work
+
+    seeds = _seed_work(4, 8, 1)   # building the hand-made starts, in engine actions
+    assert seeds == 640   # 1f1b, gpipe, hanayo, interleaved, looped-bfs 64 each; zb-h1/h2 96; 2bw 128
+    assert synthesis_work(4, 8, 1, 2000) == 96 * (108 + 3 * 2000 + 32) + 40 * seeds
+    assert synthesis_work(4, 8, 1, 0) == 96 * (108 + 32) + EVALUATIONS_PER_ACTION * seeds
+    assert synthesis_work(4, 8, 2, 200) == 192 * (192 + 3 * 200 + 64) + 40 * _seed_work(4, 8, 2)
 
 
 def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):

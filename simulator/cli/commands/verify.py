@@ -20,7 +20,7 @@ from ..outputs import check_writable
 ITERATIONS_NO_FLUSH = 4  # minibatches for a schedule without flush: enough to see 1-stale updates
 # The most actions x MLP layers per chunk a verify runs unless --max-actions says otherwise: the
 # numpy executor costs about 100x the engine per action (about 10 s on a 2-core machine)
-VERIFY_MAX_WORK = 100_000
+VERIFY_MAX_WORK = 50_000
 
 
 def _schema() -> dict:
