@@ -30,7 +30,7 @@ def real_dir() -> Path:
     return REAL_DIR
 
 
-FUZZ_MIN_DIR = REPO.parent / "shared" / "fuzz-min"
+from shared_files import FUZZ_MIN_DIR  # noqa: E402
 
 
 @pytest.fixture
@@ -38,5 +38,5 @@ def fuzz_min_dir() -> Path:
     """../shared/fuzz-min: the fuzzer's minimized reproducers (synthetic files; its README.md
     says what each one did)."""
     if not FUZZ_MIN_DIR.is_dir():
-        pytest.skip(f"{FUZZ_MIN_DIR} is absent (the project's shared folder beside the repo)")
+        pytest.skip(f"{FUZZ_MIN_DIR} not found: ../shared is not beside the checkout")
     return FUZZ_MIN_DIR

@@ -173,10 +173,14 @@ _NAME = re.compile(r"^\s*(\d+)\s*([FBIW])\s*(\d+)\s*$")
 
 def _read_rank(ch, path: str, rank: int) -> _Rank:
     pb = ch.pb
-    try:
-        fh = open(path, "rb")
-    except OSError as err:
-        raise ConfigError(f"--chakra-in: cannot read {path}: {err.strerror or err}") from None
+    import io
+
+    from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
+
+    try:   # the one reader: a FIFO or /dev/zero is refused, not read forever
+        fh = io.BytesIO(read_input_bytes(path, MAX_TRACE_BYTES))
+    except InputFileError as err:
+        raise ConfigError(f"--chakra-in: cannot read {path}: {err.problem}") from None
     with fh:
         meta_msg = pb.GlobalMetadata()
         try:
