@@ -227,6 +227,9 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             static = records.static_memory[worst] if records.static_memory else 0.0
             if cfg.activation_bytes_per_layer:
                 act_rule = f"memory.activation_bytes_per_layer {cfg.activation_bytes_per_layer:g}"
+            elif workload.header.activation_bytes:
+                act_rule = (f"the header's activation_bytes {workload.header.activation_bytes} "
+                            "per layer and microbatch")
             else:
                 act_rule = (f"activation_factor {cfg.activation_factor:g} x pp_comm "
                             f"{workload.header.pp_comm} bytes per layer and microbatch")
@@ -237,6 +240,17 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                 f"({cfg.bytes_per_param:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
                 f"stashed activations ({act_rule})",
                 "--memory-limit or memory.capacity_gib in --system"))
+    if (not cfg.activation_bytes_per_layer and not workload.header.activation_bytes
+            and "keeps" not in cfg.actions.get("*", {}).get("F", {})
+            and any(m.stash > 0 for m in memory.stages)):
+        out.append(RunWarning(
+            "activation_assumed",
+            f"activation memory assumed: {cfg.activation_factor:g} x pp_comm "
+            f"({workload.header.pp_comm} bytes) per layer and microbatch, Megatron's 34·s·b·h "
+            "with flash attention or selective recompute (Korthikanti et al.); the file gives "
+            "no activation size",
+            "memory.activation_bytes_per_layer in --system, activation_bytes: in the header "
+            "(pipesim generate writes it), or pipesim calibrate --memory"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")

@@ -180,3 +180,16 @@ def test_bad_memory_keys_are_one_line_errors(memory, message):
     with pytest.raises(ConfigError) as err:
         system_from_dict({"memory": memory}, "t")
     assert str(err.value) == message
+
+
+def test_an_assumed_activation_size_is_a_warning_and_a_given_one_is_not():
+    wl = uniform_workload(2, pp_comm=1000)
+    r = simulate(wl, "1f1b", SystemConfig(), pp=2, microbatches=2)
+    (w,) = [w for w in r.warnings if w.code == "activation_assumed"]
+    assert w.message == ("activation memory assumed: 17 x pp_comm (1000 bytes) per layer and "
+                         "microbatch, Megatron's 34·s·b·h with flash attention or selective "
+                         "recompute (Korthikanti et al.); the file gives no activation size")
+    assert w.option == ("memory.activation_bytes_per_layer in --system, activation_bytes: in "
+                        "the header (pipesim generate writes it), or pipesim calibrate --memory")
+    given = simulate(wl, "1f1b", system(), pp=2, microbatches=2)
+    assert "activation_assumed" not in [w.code for w in given.warnings]
