@@ -269,7 +269,8 @@ def test_p64_m512_draws_in_seconds_without_labels(tmp_path):
     assert len(collection(fig.axes[0], "compute").get_paths()) == 64 * 512 * 2
     assert not labels(fig.axes[0])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert elapsed < 20.0, f"drew and saved P=64, M=512 in {elapsed:.1f} s"
+    # ~10 s on a quiet machine (with its memory panel); the bound catches a blow-up, not drift
+    assert elapsed < 30.0, f"drew and saved P=64, M=512 in {elapsed:.1f} s"
 
 
 def test_image_formats(tmp_path, one_f_one_b):

@@ -122,5 +122,6 @@ def test_seeds_parse_unmutated():
             parse_workload_bytes(seed.encode(), "seed")
         except WorkloadError as err:
             bad.append(str(err))
+    l65b = any("L65B-M1-C05" in p.name for p in real_files("*.txt"))
     assert bad == ["seed:2:1: layer count: expected as many layer rows as declared "
-                   "(line 2 declares 839 layer rows, found 33)"]
+                   "(line 2 declares 839 layer rows, found 33)"] * l65b
