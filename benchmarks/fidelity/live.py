@@ -91,8 +91,9 @@ def _loss(out, target):
     return ((out - target) ** 2).mean()
 
 
-def _label_compute(stage) -> None:
-    """Wrap a single-stage schedule's compute calls in ``fidelity:<stage><kind><mb>`` spans.
+def label_compute(stage, label: str = USER_LABEL) -> None:
+    """Wrap a single-stage schedule's compute calls in ``label`` spans (default
+    ``fidelity:<stage><kind><mb>``; the memory harness passes its own).
 
     Schedule1F1B records no label at all; these spans hold the compute only (not the receive
     wait, which torch's ``PP:`` spans include).
@@ -101,11 +102,11 @@ def _label_compute(stage) -> None:
     idx = stage.stage_index
 
     def forward_one_chunk(chunk_id, *args, **kwargs):
-        with record_function(USER_LABEL.format(stage=idx, kind="F", mb=chunk_id)):
+        with record_function(label.format(stage=idx, kind="F", mb=chunk_id)):
             return fwd(chunk_id, *args, **kwargs)
 
     def backward_one_chunk(chunk_id, *args, **kwargs):
-        with record_function(USER_LABEL.format(stage=idx, kind="B", mb=chunk_id)):
+        with record_function(label.format(stage=idx, kind="B", mb=chunk_id)):
             return bwd(chunk_id, *args, **kwargs)
 
     stage.forward_one_chunk = forward_one_chunk
@@ -129,7 +130,7 @@ def run_config(rank: int, world: int, cls: ScheduleClass, case: Case, *, warmup:
     klass = getattr(pl, cls.torch_name)
     if cls.vpp == 1:
         if cls.torch_name == "Schedule1F1B":
-            _label_compute(stages[0])
+            label_compute(stages[0])
         schedule = klass(stages[0], n_microbatches=M, loss_fn=_loss)
     else:
         schedule = klass(stages, n_microbatches=M, loss_fn=_loss)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from ..fidelity.live import label_compute
 from .cases import BYTES_PER_ELEMENT, SCHEDULES, SHAPES, USER_LABEL, Sched, Shape, stages_of_rank
 
 
@@ -52,23 +53,6 @@ def _loss(out, target):
     return ((out - target) ** 2).mean()
 
 
-def _label_compute(stage) -> None:
-    """Wrap Schedule1F1B's compute calls (it records no label) in ``mem:<stage><kind><mb>``."""
-    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
-    idx = stage.stage_index
-
-    def forward_one_chunk(chunk_id, *args, **kwargs):
-        with record_function(USER_LABEL.format(stage=idx, kind="F", mb=chunk_id)):
-            return fwd(chunk_id, *args, **kwargs)
-
-    def backward_one_chunk(chunk_id, *args, **kwargs):
-        with record_function(USER_LABEL.format(stage=idx, kind="B", mb=chunk_id)):
-            return bwd(chunk_id, *args, **kwargs)
-
-    stage.forward_one_chunk = forward_one_chunk
-    stage.backward_one_chunk = backward_one_chunk
-
-
 def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: int, *,
                csv_path: str | None, warmup: int, iterations: int, trace_path: Path) -> dict:
     """One configuration under its own memory profiler; returns what this rank holds."""
@@ -90,7 +74,7 @@ def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: 
             schedule._load_csv(csv_path, "compute_only")
         elif sched.vpp == 1:
             if sched.name == "Schedule1F1B":
-                _label_compute(stages[0])
+                label_compute(stages[0], USER_LABEL)
             schedule = getattr(pl, sched.name)(stages[0], n_microbatches=microbatches,
                                                loss_fn=_loss)
         else:
