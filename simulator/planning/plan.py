@@ -44,6 +44,9 @@ AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
 AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
 AUTO_MAX_ACTIONS = 3_000   # larger shapes are not synthesized (listed with the reason)
 PLAN_MAX_ACTIONS = 50_000  # default per-candidate size (--max-actions): screens stay ~1 s or less
+# default budget of a whole plan (--max-work), in actions: every candidate's screen and the
+# confirming runs; a screen costs ~15 us per action on a loaded 2-core machine, so ~10 s
+PLAN_MAX_WORK = 700_000
 ROUND = 16                 # candidates screened between two prunings by lower bound
 # DualPipe(V): overlapped F/B pairs hide collectives, and microbatches enter at both ends:
 # neither term of the bound holds
@@ -406,6 +409,47 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
     return shlex.join(words)
 
 
+def candidate_work(c: Candidate, max_actions: int | None) -> int:
+    """What running ``c`` once costs, in engine actions, from its sizes alone: its actions, or
+    what building its schedule costs when that grows faster (as ``run``'s budget counts them);
+    0 when nothing runs (its sizes rule it out, or it is above the per-candidate
+    ``max_actions`` and refused at once)."""
+    if c.reason is not None:
+        return 0
+    from ..schedules import registry
+
+    spec = registry.get(c.schedule)
+    try:
+        _, actions = spec.size_of(c.pp, c.microbatches, c.vpp, c.options or None)
+    except PipesimError:
+        return 0
+    work = spec.work_of(c.pp, c.microbatches, c.vpp, actions)
+    return 0 if max_actions and work > max_actions else work
+
+
+def check_work(settings: PlanSettings, candidates: list[Candidate], max_actions: int | None,
+               max_work: int | None) -> int:
+    """Refuse a plan whose candidates cost more than ``max_work`` actions in all (default
+    :data:`PLAN_MAX_WORK`, 0 = none), before any runs: every candidate screened (no lower bound
+    is assumed to prune one) and the ``confirm`` largest run again for ``iterations``
+    iterations. Returns the count."""
+    each = sorted((candidate_work(c, max_actions) for c in candidates), reverse=True)
+    screens = sum(each)
+    confirms = sum(each[:settings.confirm]) * settings.iterations
+    total = screens + confirms
+    bound = PLAN_MAX_WORK if max_work is None else max_work
+    if bound > 0 and total > bound:
+        run = sum(1 for w in each if w)
+        raise ConfigError(
+            f"--max-work: plan of {settings.workload} on {settings.gpus} GPUs screens {run} "
+            f"candidate(s) of {screens:,} actions in all and confirms the best "
+            f"{settings.confirm} x {settings.iterations} iteration(s) (up to {confirms:,}), "
+            f"{total:,} actions, above the limit of {bound:,} (about 10 s); pass --max-work "
+            f"{total} (or 0 for no limit), or a lower --max-actions to list the largest "
+            "candidates infeasible")
+    return total
+
+
 def _check(settings: PlanSettings) -> None:
     if settings.gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
@@ -472,12 +516,14 @@ def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
          address: str | None = None, out_dir: str | Path | None = None, resume: bool = False,
          progress: Callable[[int, int], None] | None = None,
-         workload_dir: str | Path | None = None) -> Plan:
+         workload_dir: str | Path | None = None, max_work: int | None = None) -> Plan:
     """Screen every candidate, confirm the best, rank; see the module docstring.
 
     ``progress(done, total)`` is called as candidates finish. With model flags, the workload
-    of each TP is generated into ``workload_dir`` (default: here), where ``best.command`` runs it. Raises ConfigError (exit 2) when
-    no candidate fits the memory limit, naming the smallest peak found and what to relax.
+    of each TP is generated into ``workload_dir`` (default: here), where ``best.command`` runs
+    it. Raises ConfigError (exit 2) when the candidates cost more than ``max_work`` actions in
+    all (:func:`check_work`), or when no candidate fits the memory limit, naming the smallest
+    peak found and what to relax.
     """
     _check(settings)
     from ..schedules import registry
@@ -523,6 +569,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
                    PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
                    settings.runtime)
+    check_work(settings, candidates, ctx.max_actions, max_work)
 
     stage_costs: dict[tuple[str, int, int], Any] = {}
     bounds: dict[int, float | None] = {}

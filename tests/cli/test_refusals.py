@@ -202,6 +202,26 @@ def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):
         "have a few hundred)")
 
 
+def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
+    # found by the fuzz: each candidate within the per-candidate budget, their sum ~10 s
+    # (screens ~15 us per action); counted from the sizes alone, before any screen runs
+    assert _refused(capsys, ["plan", GPT, "--gpus", "8", "--global-batch", "1000"]) == (
+        f"--max-work: plan of {GPT} on 8 GPUs screens 60 candidate(s) of 633,000 actions in "
+        "all and confirms the best 3 x 1 iteration(s) (up to 144,000), 777,000 actions, above "
+        "the limit of 700,000 (about 10 s); pass --max-work 777000 (or 0 for no limit), or a "
+        "lower --max-actions to list the largest candidates infeasible")
+    # confirming runs count as iterations: 1f1b at pp 1, 8 microbatches is 16 actions
+    assert _refused(capsys, ["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5",
+                             "--max-work", "95"]) == (
+        f"--max-work: plan of {TINY} on 2 GPUs screens 1 candidate(s) of 16 actions in all and "
+        "confirms the best 3 x 5 iteration(s) (up to 80), 96 actions, above the limit of 95 "
+        "(about 10 s); pass --max-work 96 (or 0 for no limit), or a lower --max-actions to "
+        "list the largest candidates infeasible")
+    assert main(["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5", "--max-work",
+                 "96", "-j", "1", "--json", "-"]) == 0
+    capsys.readouterr()
+
+
 def test_divisors_in_order_in_square_root_time():
     from simulator.planning.plan import divisors
 

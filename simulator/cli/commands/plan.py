@@ -128,6 +128,9 @@ def _schema() -> dict:
 @click.option("--max-actions", type=click.IntRange(min=0), default=None, metavar="N",
               help="Candidates with more actions are listed infeasible, with the reason "
                    "(default 50000: a screen stays about a second or less; 0 = no limit).")
+@click.option("--max-work", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Refuse a plan whose candidates' screens and confirming runs have more "
+                   "actions in all (default 700000: about 10 s; 0 = no limit).")
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
               help="Hand-made schedules to search (default: every registered one); auto is "
                    "always added.")
@@ -143,7 +146,7 @@ def _schema() -> dict:
 def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
             efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, schedule_list, runtime, launch_dir, no_prune):
+            jobs, address, max_actions, max_work, schedule_list, runtime, launch_dir, no_prune):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -187,7 +190,8 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
     with lock, _Progress(Path(workload).name, enabled=not quiet) as bar:
         result = plan(settings, executor=executor, jobs=jobs, address=address, out_dir=out_dir,
-                      resume=resume, progress=bar.update, workload_dir=where)
+                      resume=resume, progress=bar.update, workload_dir=where,
+                      max_work=max_work)
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
     from ...metrics.types import SCHEMA_VERSION
