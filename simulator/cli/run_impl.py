@@ -237,7 +237,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
             system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
     from .ticker import ticker
 
-    with ticker(f"simulating {chakra_in or workload}"):
+    # a synthesis (auto) can take most of the run: the line says so
+    label = f"simulating {chakra_in or workload}"
+    if isinstance(sched, str) and sched == "auto":
+        label = f"synthesizing auto and {label}"
+    with ticker(label):
         result = simulate(workload, sched, system, trace_layers=trace is not None,
                           schedule_options=options, **opts.simulate_kwargs())
     if gantt:

@@ -112,7 +112,12 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                           built=spec.work_of(pp, microbatches, v, actions))
     check_writable(csv_path, "--csv")
     check_writable(json_dest, "--json")
-    sched = registry.generate(name, pp, microbatches, vpp, **options)
+    from ..ticker import ticker
+
+    # a synthesis (auto) or a big generator can take seconds: a progress line on a terminal
+    doing = "synthesizing" if spec.needs_costs else "building"
+    with ticker(f"{doing} {spec.name} with pp {pp}, {microbatches} microbatches"):
+        sched = registry.generate(name, pp, microbatches, vpp, **options)
     validate(sched)
     if csv_path is not None:
         try:
