@@ -106,10 +106,18 @@ class DeadlockError(PipesimError):
 
     exit_code = 3
 
+    # the line names this many waits and counts the others (at P = 2000 every rank waits: a
+    # line of ~130,000 characters); all of them stay in ``waits``
+    SHOWN = 10
+
     def __init__(self, waits: list[Wait], time_ns: float) -> None:
         self.waits = list(waits)
         self.time_ns = time_ns
-        detail = "; ".join(str(w) for w in self.waits)
+        detail = "; ".join(str(w) for w in self.waits[:self.SHOWN])
+        more = len(self.waits) - self.SHOWN
+        if more > 0:
+            detail += (f"; and {more:,} more ranks wait likewise" if more > 1
+                       else "; and 1 more rank waits likewise")
         super().__init__(f"deadlock at t={time_ns:.0f} ns: {detail}")
 
 

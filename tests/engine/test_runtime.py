@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from simulator import DeadlockError, simulate
+from simulator.errors import Wait
 from simulator.schedules import Action, Schedule
 from simulator.system import SystemConfig
 from simulator.system.config import CollectiveConfig, LinkConfig
@@ -247,3 +248,29 @@ def test_a_compiled_program_is_reused_by_runs_with_other_options():
     with pytest.raises(ValueError, match="compiled for --p2p async, the options ask for "
                                          "batched"):
         Runtime.of(program, options=EngineOptions(p2p="batched"))
+
+
+@pytest.mark.parametrize("engine", ["simpy", "evaluator"])
+def test_a_deadlock_of_2000_ranks_names_ten_and_counts_the_rest(engine):
+    """Every rank waits (rank 0's backward comes first): the line names the first ten waits
+    and counts the others, where it was one line of ~130,000 characters; all stay in waits."""
+    P = 2000
+    ranks = ((Action(0, "B", 0), Action(0, "F", 0)),) + tuple(
+        (Action(r, "F", 0), Action(r, "B", 0)) for r in range(1, P))
+    sched = Schedule("bad", P, 1, 1, tuple(range(P)), ranks)
+    with pytest.raises(DeadlockError) as err:
+        run(uniform_workload(P), sched, pp=P, microbatches=1, validate=False, engine=engine)
+    assert str(err.value) == (
+        "deadlock at t=0 ns: rank 0 waits on recv 0B0 (1->0) from rank 1 (since t=0 ns); "
+        + "; ".join(f"rank {r} waits on recv {r}F0 ({r - 1}->{r}) from rank {r - 1} "
+                    "(since t=0 ns)" for r in range(1, 10))
+        + "; and 1,990 more ranks wait likewise")
+    assert len(err.value.waits) == P
+    assert err.value.waits[-1].rank == P - 1
+
+
+def test_a_deadlock_of_eleven_ranks_counts_the_one_left():
+    waits = [Wait(r, f"recv {r}F0", r - 1, 0.0) for r in range(11)]
+    assert str(DeadlockError(waits, 0.0)).endswith(
+        "rank 9 waits on recv 9F0 from rank 8 (since t=0 ns); and 1 more rank waits likewise")
+    assert "likewise" not in str(DeadlockError(waits[:10], 0.0))
