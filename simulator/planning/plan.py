@@ -569,7 +569,10 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
                    PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
                    settings.runtime)
-    check_work(settings, candidates, ctx.max_actions, max_work)
+    work = check_work(settings, candidates, ctx.max_actions, max_work)
+    work_bound = PLAN_MAX_WORK if max_work is None else max_work
+    notes: list[str] = []
+    unretried = ""   # the no-fit error's last words when retries were left out
 
     stage_costs: dict[tuple[str, int, int], Any] = {}
     bounds: dict[int, float | None] = {}
@@ -680,6 +683,24 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
             over = [c for c in candidates if c.recompute == "file"
                     and outcomes[c.index].peak_memory_bytes is not None
                     and outcomes[c.index].peak_memory_bytes > limit]
+            # retried while the plan stays within --max-work (what is not retried keeps its
+            # reason, over the memory limit, and a note says so)
+            retry, skipped, extra = [], 0, 0
+            for c in over:
+                w = candidate_work(replace(c, recompute="full"), ctx.max_actions)
+                if work_bound > 0 and work + w > work_bound:
+                    skipped += 1
+                    extra += w
+                    continue
+                work += w
+                retry.append(c)
+            if skipped:
+                unretried = (f"{skipped} candidate(s) over the memory limit not tried again "
+                             f"with full recompute: the plan would pass --max-work "
+                             f"{work_bound} (pass --max-work {work + extra} to try them)")
+                notes.append(unretried)
+                unretried = "; " + unretried
+            over = retry
             redo = [replace(c, index=len(candidates) + k, recompute="full")
                     for k, c in enumerate(over)]
             floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
@@ -709,7 +730,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     _judge_memory(ordered, limit)
     fits = sorted((o for o in ordered if o.feasible), key=lambda o: (o.makespan_ns, o.candidate.index))
     if not fits:
-        _no_fit(ordered, limit, settings)
+        _no_fit(ordered, limit, settings, unretried)
     # confirm on the SimPy engine (with jitter when asked) and rank by what it says
     confirmed = fits[:settings.confirm]
     for n, o in enumerate(confirmed):
@@ -725,9 +746,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     rest = fits[settings.confirm:]
     ranked = [o for o in confirmed if o.feasible] + rest
     if not ranked:
-        _no_fit(ordered, limit, settings)
+        _no_fit(ordered, limit, settings, unretried)
     dropped = [o for o in confirmed if not o.feasible] + [o for o in ordered if not o.feasible]
-    notes = []
     if settings.jitter > 0 and rest:
         notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; the "
                      "others are ranked by their evaluated makespan")
@@ -769,7 +789,8 @@ def _judge_memory(outcomes: list[Outcome], limit: float) -> None:
                         f"{_gb(limit)}")
 
 
-def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings) -> None:
+def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
+            unretried: str = "") -> None:
     ran = [o for o in outcomes if o.peak_memory_bytes is not None]
     if not ran and settings.runtime is not None:
         refused = [o.reason for o in outcomes
@@ -789,7 +810,7 @@ def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings) -> No
                       f"memory found is {_gb(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
                       f"{c.vpp}, {c.schedule}"
                       f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
-                      f"add GPUs (--gpus) or lower --global-batch")
+                      f"add GPUs (--gpus) or lower --global-batch{unretried}")
 
 
 def _map(executor: str, jobs: int | None, address: str | None,

@@ -282,6 +282,20 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
     assert again["peak_memory_bytes"] == best["peak_memory_bytes"]
 
 
+def test_full_recompute_retries_stay_within_max_work(capsys):
+    """The retries are counted too: the first screen and the confirm take 80,064 actions, the
+    56 retries 64,128 more; at --max-work 80064 none is tried, and the error says so."""
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1",
+                         "--confirm", "1", "--max-work", "80064")
+    assert code == 2 and out == ""
+    assert err == (
+        "pipesim: error: --memory-limit 4.00 GB: no feasible configuration; the smallest peak "
+        "memory found is 7.81 GB per GPU (pp 4, vpp 2, v-min); raise --memory-limit, add GPUs "
+        "(--gpus) or lower --global-batch; 56 candidate(s) over the memory limit not tried "
+        "again with full recompute: the plan would pass --max-work 80064 (pass --max-work "
+        "144192 to try them)\n")
+
+
 def again_counts(out):
     return json.loads((out / "dir" / "plan.json").read_text())["counts"]
 
