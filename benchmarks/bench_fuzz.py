@@ -245,6 +245,10 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
                  "-j", "1"]
         if rng.random() < 0.3:
             args += ["--global-batch", _size(rng)]
+        if rng.random() < 0.15:
+            args += ["--jitter", "0.1", "--iterations", _size(rng)]
+        if rng.random() < 0.15:
+            args += ["--memory-limit", rng.choice(("0", "1", "4", "80"))]
         if rng.random() < 0.2:
             args += ["--out", out("")]
     elif command == "generate":

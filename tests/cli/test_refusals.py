@@ -220,6 +220,13 @@ def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
     assert main(["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5", "--max-work",
                  "96", "-j", "1", "--json", "-"]) == 0
     capsys.readouterr()
+    # confirming under jitter for a million iterations ran without end
+    assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--jitter", "0.1", "--iterations",
+                             "1000000"]) == (
+        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,504 actions in all "
+        "and confirms the best 3 x 1000000 iteration(s) (up to 864,000,000), 864,001,504 "
+        "actions, above the limit of 700,000 (about 10 s); pass --max-work 864001504 (or 0 for "
+        "no limit), or a lower --max-actions to list the largest candidates infeasible")
 
 
 def test_divisors_in_order_in_square_root_time():
