@@ -15,6 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from heapq import merge
+from itertools import repeat
 from operator import attrgetter
 
 from .records import ActionRecord, TransferRecord
@@ -118,15 +119,23 @@ class TransferColumns(_Columns):
     def _columns(self) -> list[array]:
         return self.issued
 
+    def pass_records(self, rank: int) -> list:
+        """One pass over ``rank``'s sends as records of iteration 0 with times 0: the fields
+        every iteration's records share (iteration ``it``'s ``k``-th record is the ``k``-th
+        send of the pass), without building a record per transfer of the run."""
+        if self._records_of is not None:
+            return list(self._records_of(rank, repeat((0.0, 0.0, 0.0)), 0, self.nbytes))
+        if self._sends is None:
+            self._sends = _send_ops(self.schedule)
+        return [TransferRecord(rank, t.dst_rank, t.src_stage, t.dst_stage, t.data, t.microbatch,
+                               0, self.nbytes, 0.0, 0.0, 0.0) for t in self._sends[rank]]
+
     def _records(self, rank: int):
         if self._records_of is not None:
             yield from self._generated(rank)
             return
         if self._sends is None:
-            from ..schedules.comm_pass import Transfer, op_lists
-
-            self._sends = [[op for op in prog if type(op) is Transfer and op.op == "send"]
-                           for prog in op_lists(self.schedule)]
+            self._sends = _send_ops(self.schedule)
         sends = self._sends[rank]
         n = len(sends)
         nbytes = self.nbytes
@@ -161,3 +170,11 @@ class TransferColumns(_Columns):
             if made == before:     # a pass with no sends: nothing more to read
                 return
             it += 1
+
+
+def _send_ops(schedule) -> list[list]:
+    """Per rank, the comm pass's sends in op order."""
+    from ..schedules.comm_pass import Transfer, op_lists
+
+    return [[op for op in prog if type(op) is Transfer and op.op == "send"]
+            for prog in op_lists(schedule)]

@@ -31,11 +31,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..result import SimulationResult
-from ..schedules.action import Kind
 from ..system.topology import LinkModel
 from ..workload.chakra_pb import NS, chakra
+from .chakra_tables import RankSends, action_tables, send_tables
 
 GIB = float(1 << 30)
 FREE_GBPS = 1.0e6        # GB/s: a byte crosses in ~1e-6 ns, 0 once ASTRA-sim truncates
@@ -61,17 +63,13 @@ class ChakraExport:
                 + " nodes)")
 
 
-def _schedule_positions(result: SimulationResult) -> list[dict[tuple, int]]:
-    out = []
-    for acts in result.schedule.ranks:
-        out.append({(a.stage, str(a.kind), a.microbatch): i for i, a in enumerate(acts)})
-    return out
-
-
-def link_figures(result: SimulationResult) -> tuple[float, float, list[str]]:
-    """(bandwidth Gb/s, latency ns) of the links the run's transfers used, and notes: the
-    slowest figure when pairs differ (ASTRA-sim's network here is one link type)."""
-    pairs = sorted({(t.src_rank, t.dst_rank) for t in result.records.transfers})
+def link_figures(result: SimulationResult, pairs=None) -> tuple[float, float, list[str]]:
+    """(bandwidth Gb/s, latency ns) of the links the run's transfers used (``pairs``: their
+    (source, destination) ranks; None: read from the records), and notes: the slowest figure
+    when pairs differ (ASTRA-sim's network here is one link type)."""
+    if pairs is None:
+        pairs = {(t.src_rank, t.dst_rank) for t in result.records.transfers}
+    pairs = sorted(pairs)
     model = LinkModel(result.workload.header, result.system, result.schedule.pp)
     links = [model.p2p(s, d) for s, d in pairs] or [model.p2p(0, min(1, result.schedule.pp - 1))]
     bw = min(link.bandwidth_gbps for link in links)
@@ -83,6 +81,25 @@ def link_figures(result: SimulationResult) -> tuple[float, float, list[str]]:
     return bw, lat, notes
 
 
+def _tag_order(sends: list[RankSends]) -> np.ndarray:
+    """The run's transfers (numbered rank after rank, each rank's in its order) in tag order:
+    by iteration, issue time, source, destination, microbatch and data; ties in the run's
+    order (which keeps each source rank's own order)."""
+    def col(name, dtype):
+        parts = [np.asarray(getattr(s, name), dtype=dtype) for s in sends]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    data = [d for s in sends for d in s.data]
+    kinds = sorted(set(data))
+    code = {k: i for i, k in enumerate(kinds)}
+    src = np.concatenate([np.full(len(s.issued), r, np.int64) for r, s in enumerate(sends)]) \
+        if sends else np.zeros(0, np.int64)
+    seq = np.arange(len(src))
+    return np.lexsort((seq, np.fromiter((code[d] for d in data), np.int64, len(data)),
+                       col("microbatch", np.int64), col("dst_rank", np.int64), src,
+                       col("issued", np.float64), col("iteration", np.int64)))
+
+
 def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExport:
     """Write the run's ETs and ASTRA-sim configuration files into ``directory``."""
     ch = chakra("--chakra")
@@ -92,47 +109,63 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"--chakra: cannot create {out}: {err.strerror or err}") from None
-    sched = result.schedule
+    P = result.schedule.pp
     rec = result.records
-    P = sched.pp
     export = ChakraExport(out, P)
-    positions = _schedule_positions(result)
+    acts = action_tables(result)
+    sends = send_tables(result)
 
-    acts_by_rank: list[list] = [[] for _ in range(P)]
-    for a in rec.actions:
-        acts_by_rank[a.rank].append(a)
-    for r, acts in enumerate(acts_by_rank):
-        pos = positions[r]
-        acts.sort(key=lambda a: (a.iteration, pos.get((a.stage, str(a.kind), a.microbatch), 0),
-                                 a.start))
+    # an action by (iteration, stage, kind, microbatch): its index in the rank's order (a key
+    # met twice names every action of it)
+    index_of: list[dict] = []
+    for t in acts:
+        keys = list(zip(t.iteration, t.stage, t.kind, t.microbatch))
+        first = dict(zip(keys, range(len(keys))))
+        if len(first) != len(keys):
+            dup: dict = defaultdict(list)
+            for i, k in enumerate(keys):
+                dup[k].append(i)
+            first = dict(dup)
+        index_of.append(first)
+
+    def indices(r: int, key) -> tuple:
+        got = index_of[r].get(key)
+        if got is None:
+            return ()
+        return got if isinstance(got, list) else (got,)
 
     # transfers: tag = index in a deterministic order; who produces and who consumes each
-    transfers = sorted(rec.transfers, key=lambda t: (t.iteration, t.issued, t.src_rank,
-                                                     t.dst_rank, t.microbatch, str(t.data)))
-    sends_after: dict[tuple, list] = defaultdict(list)    # producer key -> [(tag, t)]
-    recvs_before: dict[tuple, list] = defaultdict(list)   # consumer key -> [(tag, t)]
-    produced_by = {}
-    for r, acts in enumerate(acts_by_rank):
-        for a in acts:
-            produced_by[(r, a.iteration, a.stage, str(a.kind), a.microbatch)] = a
-    for tag, t in enumerate(transfers):
-        src_kinds = ("F",) if t.data == Kind.F else ("B", "I")
-        for k in src_kinds:
-            key = (t.src_rank, t.iteration, t.src_stage, k, t.microbatch)
-            if key in produced_by:
-                sends_after[key].append((tag, t))
+    flat = [(r, k) for r, s in enumerate(sends) for k in range(len(s.issued))]
+    order = _tag_order(sends)
+    n_tags = len(order)
+    sends_at: list[dict] = [defaultdict(list) for _ in range(P)]   # action index -> [tag]
+    recvs_at: list[dict] = [defaultdict(list) for _ in range(P)]
+    tag_src: list[tuple] = [None] * n_tags    # (src rank, index in its sends)
+    for tag, g in enumerate(order.tolist()):
+        r, k = flat[g]
+        s = sends[r]
+        it, mb, data = s.iteration[k], s.microbatch[k], s.data[k]
+        src_kinds = ("F",) if data == "F" else ("B", "I")
+        tag_src[tag] = (r, k)
+        for kind in src_kinds:
+            found = indices(r, (it, s.src_stage[k], kind, mb))
+            if found:
+                for i in found:
+                    sends_at[r][i].append(tag)
                 break
         else:
-            raise ConfigError(f"--chakra: transfer {t.src_stage}->{t.dst_stage} of microbatch "
-                              f"{t.microbatch} has no producing action on rank {t.src_rank}")
-        for k in src_kinds:
-            key = (t.dst_rank, t.iteration, t.dst_stage, k, t.microbatch)
-            if key in produced_by:
-                recvs_before[key].append((tag, t))
+            raise ConfigError(f"--chakra: transfer {s.src_stage[k]}->{s.dst_stage[k]} of "
+                              f"microbatch {mb} has no producing action on rank {r}")
+        d = s.dst_rank[k]
+        for kind in src_kinds:
+            found = indices(d, (it, s.dst_stage[k], kind, mb))
+            if found:
+                for i in found:
+                    recvs_at[d][i].append(tag)
                 break
         else:
-            raise ConfigError(f"--chakra: transfer {t.src_stage}->{t.dst_stage} of microbatch "
-                              f"{t.microbatch} has no consuming action on rank {t.dst_rank}")
+            raise ConfigError(f"--chakra: transfer {s.src_stage[k]}->{s.dst_stage[k]} of "
+                              f"microbatch {mb} has no consuming action on rank {d}")
 
     colls_by_rank: list[list] = [[] for _ in range(P)]
     for c in rec.collectives:
@@ -140,76 +173,136 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
     for cs in colls_by_rank:
         cs.sort(key=lambda c: (c.start, c.ready))
 
-    bw_gbps, lat_ns, notes = link_figures(result)
+    pairs = {(r, d) for r, s in enumerate(sends) for d in set(s.dst_rank)}
+    bw_gbps, lat_ns, notes = link_figures(result, pairs)
     export.notes += notes
-    free_network = all(t.nbytes <= 0 for t in transfers)
+    free_network = all(b <= 0 for s in sends for b in set(s.nbytes))
     meta_attrs = _metadata_attrs(pb, result, bw_gbps, lat_ns)
 
     Attr = pb.AttributeProto
-    comp_t, send_t, recv_t = pb.COMP_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
-    comp_attrs: dict[tuple, bytes] = {}   # an action's attributes but its microbatch
-    comm_attrs: dict[tuple, bytes] = {}   # a transfer's attributes but its tag
+    most = max([n_tags] + [len(a.stage) + sum(map(len, sends_at[r].values()))
+                           + sum(map(len, recvs_at[r].values())) + len(colls_by_rank[r])
+                           for r, a in enumerate(acts)])
+    V = _varints(max(most + 1, 1 << 16))
+    # per transfer, what its send and its receive node share: attributes (the tag's last)
+    comm_attrs: dict[tuple, bytes] = {}
+    tag_attr = [b""] * n_tags
+    for tag, (r, k) in enumerate(tag_src):
+        s = sends[r]
+        key = (r, s.dst_rank[k], s.nbytes[k])
+        fixed = comm_attrs.get(key)
+        if fixed is None:
+            fixed = comm_attrs[key] = _transfer_attrs(r, s.dst_rank[k], s.nbytes[k])
+        v = V[tag]
+        tag_attr[tag] = fixed + b"\x52" + V[11 + len(v)] + b"\x0a\x08comm_tag\x38" + v
+    comp_ty = b"\x18" + V[pb.COMP_NODE]
+    send_ty = b"\x18" + V[pb.COMM_SEND_NODE]
+    recv_ty = b"\x18" + V[pb.COMM_RECV_NODE]
+    comp_fixed: dict[tuple, tuple] = {}   # an action's attributes but its microbatch, ...
+    mb_attr: dict[int, bytes] = {}
     for r in range(P):
-        nodes: list[bytes] = []
-        next_id = 0
-        prev_compute = None
+        a = acts[r]
+        stage, kind, mbs, chunk, pair, its = (a.stage, a.kind, a.microbatch, a.chunk, a.pair,
+                                              a.iteration)
+        starts, ends = a.start, a.end
+        n = len(stage)
+        sends_r, recvs_r = sends_at[r], recvs_at[r]
+        want_ends = bool(colls_by_rank[r])
+        parts: list[bytes] = []
+        add = parts.append
+        nid = 0
+        prev_dep = None                 # varint length + varint of the previous compute node
         last_by_end: list[tuple[float, int, int]] = []   # (end, iteration, node id)
-        for group in _steps(acts_by_rank[r]):
+        i = 0
+        while i < n:
             # an overlapped pair is one step: it starts when both halves' inputs are in, and
             # sends both halves' outputs when it ends (pipesim's OVERLAP_F_B)
-            keys = [(r, a.iteration, a.stage, str(a.kind), a.microbatch) for a in group]
+            j = i + 1
+            p = pair[i]
+            if p is not None and j < n and pair[j] == p and its[j] == its[i]:
+                j += 1
             recv_ids = []
-            for key in keys:
-                for tag, t in recvs_before.get(key, ()):
-                    nodes.append(_node(next_id, f"{t.dst_stage}RECV_{t.data}{t.microbatch}",
-                                       recv_t, (), (), 0,
-                                       _transfer_attrs(comm_attrs, t, tag)))
-                    recv_ids.append(next_id)
-                    next_id += 1
-                    export.recv_nodes += 1
-            for a in group:
-                dur = round(a.end - a.start, 3)   # end - start carries float noise below a ps
-                micros = int(round(dur / 1000.0))
-                if micros * 1000 != dur:
+            for x in range(i, j):
+                tags = recvs_r.get(x)
+                if tags:
+                    for tag in tags:
+                        r2, k = tag_src[tag]
+                        s = sends[r2]
+                        name = f"{s.dst_stage[k]}RECV_{s.data[k]}{s.microbatch[k]}".encode()
+                        body = (b"\x08" + V[nid] + b"\x12" + V[len(name)] + name + recv_ty
+                                + tag_attr[tag])
+                        add(V[len(body)])
+                        add(body)
+                        recv_ids.append(nid)
+                        nid += 1
+                    export.recv_nodes += len(tags)
+            for x in range(i, j):
+                st, kd, it = stage[x], kind[x], its[x]
+                dur = round(ends[x] - starts[x], 3)   # end - start carries noise below a ps
+                ck = (st, kd, chunk[x], it, dur, pair[x])
+                got = comp_fixed.get(ck)
+                if got is None:
+                    micros = int(round(dur / 1000.0))
+                    got = comp_fixed[ck] = (
+                        b"\x38" + _varint(micros) if micros else b"",
+                        b"".join(_attr_field(y) for y in (
+                            _bool("is_cpu_op", False), _int(NS + "stage", st),
+                            _str(NS + "kind", kd), _int(NS + "chunk", chunk[x]),
+                            _int(NS + "iteration", it), _double(NS + "duration_ns", dur))
+                            + ((_int(NS + "pair", pair[x]),) if pair[x] is not None else ())),
+                        micros * 1000 != dur)
+                mic, fixed, rounded = got
+                mb = mbs[x]
+                mba = mb_attr.get(mb)
+                if mba is None:
+                    mba = mb_attr[mb] = _attr_field(_int(NS + "microbatch", mb))
+                name = f"{st}{kd}{mb}".encode()
+                body = b"\x08" + V[nid] + b"\x12" + V[len(name)] + name + comp_ty
+                if prev_dep is not None:
+                    body += b"\x22" + prev_dep
+                if recv_ids:
+                    dp = b"".join([V[y] for y in recv_ids])
+                    body += b"\x2a" + V[len(dp)] + dp
+                    recv_ids = []
+                body += mic + fixed + mba
+                add(V[len(body)])
+                add(body)
+                if rounded:
                     export.rounded += 1
-                ck = (a.stage, str(a.kind), a.chunk, a.iteration, dur, a.pair)
-                fixed = comp_attrs.get(ck)
-                if fixed is None:
-                    fixed = comp_attrs[ck] = b"".join(_attr_field(x) for x in (
-                        _bool("is_cpu_op", False), _int(NS + "stage", a.stage),
-                        _str(NS + "kind", str(a.kind)), _int(NS + "chunk", a.chunk),
-                        _int(NS + "iteration", a.iteration), _double(NS + "duration_ns", dur))
-                        + ((_int(NS + "pair", a.pair),) if a.pair is not None else ()))
-                nodes.append(_node(next_id, f"{a.stage}{a.kind}{a.microbatch}", comp_t,
-                                   () if prev_compute is None else (prev_compute,), recv_ids,
-                                   micros, fixed
-                                   + _attr_field(_int(NS + "microbatch", a.microbatch))))
-                recv_ids = []
-                prev_compute = next_id
-                last_by_end.append((a.end, a.iteration, next_id))
-                next_id += 1
-                export.compute_nodes += 1
-            for key in keys:
-                for tag, t in sends_after.get(key, ()):
-                    nodes.append(_node(next_id, f"{t.src_stage}SEND_{t.data}{t.microbatch}",
-                                       send_t, (), (prev_compute,), 0,
-                                       _transfer_attrs(comm_attrs, t, tag)))
-                    next_id += 1
-                    export.send_nodes += 1
+                v = V[nid]
+                prev_dep = V[len(v)] + v
+                if want_ends:
+                    last_by_end.append((ends[x], it, nid))
+                nid += 1
+            export.compute_nodes += j - i
+            for x in range(i, j):
+                tags = sends_r.get(x)
+                if tags:
+                    for tag in tags:
+                        r2, k = tag_src[tag]
+                        s = sends[r2]
+                        name = f"{s.src_stage[k]}SEND_{s.data[k]}{s.microbatch[k]}".encode()
+                        body = (b"\x08" + V[nid] + b"\x12" + V[len(name)] + name + send_ty
+                                + b"\x2a" + prev_dep + tag_attr[tag])
+                        add(V[len(body)])
+                        add(body)
+                        nid += 1
+                    export.send_nodes += len(tags)
+            i = j
         prev_coll = None
         for c in colls_by_rank[r]:
             ready_node = _ready_node(last_by_end, c.iteration, c.ready)
             ctrl = tuple(x for x in (ready_node, prev_coll) if x is not None)
             dur = round(c.end - c.start, 3)
-            nodes.append(_node(next_id, f"dp_collective chunk{c.chunk} layer{c.layer}", comp_t,
-                               ctrl, (), int(round(dur / 1000.0)), b"".join(
-                                   _attr_field(x) for x in (
-                                       _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
-                                       _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
-                                       _int(NS + "bytes", int(c.nbytes)),
-                                       _double(NS + "duration_ns", dur)))))
-            prev_coll = next_id
-            next_id += 1
+            add(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}", pb.COMP_NODE,
+                      ctrl, (), int(round(dur / 1000.0)), b"".join(
+                          _attr_field(x) for x in (
+                              _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
+                              _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
+                              _int(NS + "bytes", int(c.nbytes)),
+                              _double(NS + "duration_ns", dur)))))
+            prev_coll = nid
+            nid += 1
             export.collective_nodes += 1
         path = out / f"et.{r}.et"
         try:
@@ -217,24 +310,12 @@ def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpor
                 meta = pb.GlobalMetadata(version="1.0.0")
                 meta.attr.extend(meta_attrs + [Attr(name=NS + "rank", int64_val=r)])
                 fh.write(_delimited(meta.SerializeToString()))
-                fh.write(b"".join(nodes))
+                fh.write(b"".join(parts))
         except OSError as err:
             raise ConfigError(f"--chakra: cannot write {path}: {err.strerror or err}") from None
     _write_configs(out, P, bw_gbps, lat_ns, free_network)
     _write_readme(out, result, export, bw_gbps, lat_ns, free_network)
     return export
-
-
-def _steps(acts: list) -> list[list]:
-    """A rank's action records as its steps: an overlapped pair's two halves together."""
-    out: list[list] = []
-    for a in acts:
-        if out and a.pair is not None and len(out[-1]) == 1 and out[-1][0].pair == a.pair \
-                and out[-1][0].iteration == a.iteration:
-            out[-1].append(a)
-        else:
-            out.append([a])
-    return out
 
 
 # -- Chakra's Node in protobuf's wire format ---------------------------------------------------
@@ -261,6 +342,19 @@ def _varint(n: int) -> bytes:
     if 0 <= n < 1 << 20:
         _VARINT[n] = b
     return b
+
+
+def _varints(n: int) -> list[bytes]:
+    """The varints of 0 .. n-1, indexed by value (ids and tags: one list look-up a node)."""
+    out = [bytes((v,)) for v in range(min(n, 128))]
+    for v in range(128, n):
+        b = bytearray()
+        while v > 0x7F:
+            b.append(0x80 | (v & 0x7F))
+            v >>= 7
+        b.append(v)
+        out.append(bytes(b))
+    return out
 
 
 def _delimited(data: bytes) -> bytes:
@@ -314,15 +408,11 @@ def _node(nid: int, name: str, ntype: int, ctrl, data, micros: int, attrs: bytes
     return _varint(len(body)) + body
 
 
-def _transfer_attrs(cache: dict, t, tag: int) -> bytes:
-    key = (t.src_rank, t.dst_rank, t.nbytes)
-    fixed = cache.get(key)
-    if fixed is None:
-        fixed = cache[key] = b"".join(_attr_field(x) for x in (
-            _bool("is_cpu_op", False), _int32("comm_src", t.src_rank),
-            _int32("comm_dst", t.dst_rank), _int("comm_size", max(int(t.nbytes), 1)),
-            _int(NS + "bytes", int(t.nbytes))))
-    return fixed + _attr_field(_int32("comm_tag", tag))
+def _transfer_attrs(src: int, dst: int, nbytes: int) -> bytes:
+    """A transfer's attributes but its tag (the same on its send and its receive node)."""
+    return b"".join(_attr_field(x) for x in (
+        _bool("is_cpu_op", False), _int32("comm_src", src), _int32("comm_dst", dst),
+        _int("comm_size", max(int(nbytes), 1)), _int(NS + "bytes", int(nbytes))))
 
 
 def _ready_node(last_by_end: list[tuple[float, int, int]], iteration: int,
