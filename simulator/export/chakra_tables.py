@@ -50,6 +50,12 @@ def _repeat(values: list, n: int, total: int) -> list:
     return (values * times)[:total]
 
 
+def _plain(kinds: list) -> list[str]:
+    """Kinds (``Kind``, a str enum) as plain strings."""
+    as_str = {k: str(k) for k in set(kinds)}
+    return [as_str[k] for k in kinds]
+
+
 def _iterations(n: int, total: int) -> list:
     out: list = []
     for it in range(-(-total // n) if n else 0):
@@ -62,8 +68,9 @@ def action_tables(result) -> list[RankActions]:
     sched = result.schedule
     acts = result.records.actions
     P = sched.pp
+    # (Kind's own __str__ is a Python call: a dict maps each kind to its plain string)
     if isinstance(acts, ActionColumns) and all(
-            len({(a.stage, str(a.kind), a.microbatch) for a in ops}) == len(ops)
+            len({(a.stage, a.kind, a.microbatch) for a in ops}) == len(ops)
             for ops in sched.ranks):
         out = []
         chunk_of = sched.stage_chunk
@@ -73,7 +80,7 @@ def action_tables(result) -> list[RankActions]:
             n = len(ops)
             out.append(RankActions(
                 _repeat([a.stage for a in ops], n, total),
-                _repeat([str(a.kind) for a in ops], n, total),
+                _repeat(_plain([a.kind for a in ops]), n, total),
                 _repeat([a.microbatch for a in ops], n, total),
                 _repeat([chunk_of[a.stage] for a in ops], n, total),
                 _repeat([a.pair for a in ops], n, total),
@@ -111,7 +118,7 @@ def send_tables(result) -> list[RankSends]:
                 _repeat([t.dst_rank for t in one], n, total),
                 _repeat([t.src_stage for t in one], n, total),
                 _repeat([t.dst_stage for t in one], n, total),
-                _repeat([str(t.data) for t in one], n, total),
+                _repeat(_plain([t.data for t in one]), n, total),
                 _repeat([t.microbatch for t in one], n, total),
                 _iterations(n, total), [trs.nbytes] * total, trs.issued[r]))
         return out
