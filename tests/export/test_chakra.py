@@ -259,3 +259,62 @@ def test_without_mlc_chakra_one_line(tmp_path, capsys, monkeypatch):
                                                    "mlc-chakra package")
     assert 'pip install "pipesim[chakra]"' in err
     assert not list(tmp_path.iterdir())     # refused before the run, nothing written
+
+
+# -- the bytes written: a golden per run, taken before the export was made fast (columns read
+# in place, nodes encoded from cached pieces); any change to what is written shows here
+def _golden_workload(P, M, dp_bytes=0, gpus=None, pp_comm=MIB, uneven=True):
+    from simulator.workload.model import Comm, CommGroup, CommType
+
+    kw = {"wg_comm": Comm(CommType.ALLREDUCE, CommGroup.DP, dp_bytes, f"ALLREDUCE {dp_bytes}")} \
+        if dp_bytes else {}
+    # F, I, W of 1, 2 and 1 ms give or take a few ns: durations that are not whole microseconds
+    wl = uniform_workload(P * (2 if uneven else 1), 1_000_000, 1_999_999, 1_000_007, pp=P,
+                          ga=M, pp_comm=pp_comm, all_gpus=gpus, **kw)
+    if uneven:
+        wl = dataclasses.replace(wl, layers=tuple(
+            dataclasses.replace(layer, fwd_compute=1_000_000 * (1 + i % 3) + 333)
+            for i, layer in enumerate(wl.layers)))
+    return wl
+
+
+GOLDEN = {   # run: (digest of every file written, (compute, send, recv, collective, rounded))
+    "1f1b": ("07de089f1228848057367c504117545e", (64, 48, 48, 0, 64)),
+    "gpipe-free": ("799b8fedae24f076c08ce8997b5187d8", (30, 20, 20, 0, 15)),
+    "interleaved-2it": ("06c756c1060fea5e56b589b66b366a79", (256, 224, 224, 0, 256)),
+    "zb-v": ("cb94c0ec4cf65d9f1b01e9d6026c0ce6", (192, 96, 96, 0, 192)),
+    "dualpipe": ("b888060f9a72ec2425f5220fee6fd618", (74, 48, 48, 0, 74)),
+    "1f1b-batched": ("9414b0bcf1582a3909c3a51cebce37e2", (64, 48, 48, 0, 64)),
+    "1f1b-dp": ("0ee02580dc0b690ffd5b513f56a2cb94", (64, 48, 48, 16, 64)),
+}
+GOLDEN_RUNS = {
+    "1f1b": lambda: simulate(_golden_workload(4, 8), "1f1b", pp=4, microbatches=8),
+    "gpipe-free": lambda: simulate(_golden_workload(3, 5, pp_comm=0, uneven=False), "gpipe",
+                                   pp=3, microbatches=5),
+    "interleaved-2it": lambda: simulate(_golden_workload(4, 8), "interleaved-1f1b", pp=4,
+                                        microbatches=8, vpp=2, iterations=2),
+    "zb-v": lambda: simulate(_golden_workload(4, 8), "zb-v", pp=4, microbatches=8),
+    "dualpipe": lambda: simulate(_golden_workload(4, 8), "dualpipe", pp=4, microbatches=8),
+    # batched point-to-point keeps transfers as tuples, not columns: the other reading path
+    "1f1b-batched": lambda: simulate(_golden_workload(4, 8), "1f1b", pp=4, microbatches=8,
+                                     p2p="batched"),
+    "1f1b-dp": lambda: simulate(_golden_workload(4, 4, dp_bytes=64 * MIB, gpus=8), "1f1b", pp=4,
+                                microbatches=4, iterations=2),
+}
+
+
+@pytest.mark.parametrize("run", sorted(GOLDEN))
+def test_same_bytes_as_the_golden(tmp_path, run):
+    import hashlib
+
+    written = write_chakra(GOLDEN_RUNS[run](), tmp_path)
+    files = {}
+    for f in sorted(tmp_path.iterdir()):
+        data = f.read_bytes()
+        if f.name == "README.md":
+            data = data.replace(str(tmp_path.resolve()).encode(), b"DIR")
+        files[f.name] = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256("".join(f"{n}:{files[n]}\n" for n in sorted(files)).encode())
+    counts = (written.compute_nodes, written.send_nodes, written.recv_nodes,
+              written.collective_nodes, written.rounded)
+    assert (digest.hexdigest()[:32], counts) == GOLDEN[run]
