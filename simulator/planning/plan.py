@@ -131,6 +131,9 @@ class Outcome:
     command: str | None = None
     lower_bound_ns: float | None = None
     runtimes: dict[str, dict] | None = None   # per runtime: accepts, how, rule (once it ran)
+    # the schedule a cost-aware candidate (auto) was synthesized into: the confirming run and
+    # the written CSV take it instead of synthesizing it again (not part of the row)
+    schedule: Any = field(default=None, repr=False, compare=False)
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
@@ -317,15 +320,18 @@ def _p95(values: list[float]) -> float:
 
 
 def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
-                  iterations: int = 1, seed: int = 0) -> Outcome:
-    """Simulate one candidate (no memory limit: the plan judges memory itself)."""
+                  iterations: int = 1, seed: int = 0, schedule: Any = None) -> Outcome:
+    """Simulate one candidate (no memory limit: the plan judges memory itself); ``schedule``:
+    the candidate's schedule already built (a synthesized ``auto``), else it is built here."""
     from ..api import simulate
+    from ..schedules import registry
 
     out = Outcome(c, reason=c.reason)
     if c.reason is not None:
         return out
     try:
-        result = simulate(_workload(c.workload or ctx.workload), c.schedule, ctx.system, pp=c.pp,
+        result = simulate(_workload(c.workload or ctx.workload),
+                          c.schedule if schedule is None else schedule, ctx.system, pp=c.pp,
                           microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
                           schedule_options=c.options or None, memory_limit_gb=math.inf,
                           engine=engine, jitter=jitter, iterations=iterations, seed=seed,
@@ -336,6 +342,8 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out
+    if registry.get(c.schedule).needs_costs:
+        out.schedule = result.schedule
     if not result.schedule.flush:
         out.reason = (f"{c.schedule} does not flush the pipeline (1-stale weights): its "
                       "iteration time is not comparable")
@@ -735,7 +743,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     confirmed = fits[:settings.confirm]
     for n, o in enumerate(confirmed):
         again = run_candidate(ctx, o.candidate, "simpy", settings.jitter,
-                              settings.iterations, settings.seed)
+                              settings.iterations, settings.seed, o.schedule)
         again.lower_bound_ns = o.lower_bound_ns
         if again.feasible:
             confirmed[n] = again

@@ -315,3 +315,33 @@ def test_the_title_names_each_count_by_what_happened_to_it(capsys):
     assert got, title
     total, screened, pruned, ruled = (int(g or 0) for g in got.groups())
     assert total == screened + pruned + ruled and pruned > 0
+
+
+def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
+    """The confirming run and the written CSV take the schedule the screen synthesized: 4 auto
+    candidates, 4 syntheses (there were 6: the winner twice more), and the CSV still gives the
+    winner's number."""
+    import simulator.planning.synthesis as synthesis
+
+    calls = []
+    real = synthesis.synthesize
+
+    def counted(*args, **kwargs):
+        calls.append(args[:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(synthesis, "synthesize", counted)
+    wl = tmp_path / "tp1.txt"   # gpt-24l with TP 1: auto wins at pp 3
+    wl.write_text(Path(WL).read_text().replace("model_parallel_NPU_group: 2",
+                                               "model_parallel_NPU_group: 1", 1))
+    dest = tmp_path / "p.json"
+    code, out, err = run(capsys, "plan", str(wl), "--gpus", "3", "--global-batch", "4", "-s",
+                         "1f1b", "-j", "1", "--confirm", "2", "--json", str(dest))
+    assert (code, err) == (0, "")
+    best = json.loads(dest.read_text())["best"]
+    assert best["key"] == "tp1-pp3-v2-m4-auto-k6"
+    assert sorted(calls) == [(3, 4, 1), (3, 4, 1), (3, 4, 2), (3, 4, 2)]
+    assert best["csv"] == str(tmp_path / "plan-best.csv")
+    monkeypatch.setattr(synthesis, "synthesize", real)
+    again = run_json(capsys, *shlex.split(best["command_schedule_file"])[1:])
+    assert again["makespan_ns"] == best["makespan_ns"]

@@ -237,7 +237,9 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
 
     c = best.candidate
     spec = registry.get(c.schedule)
-    if spec.needs_costs:   # the same schedule the run builds: from the run's own costs
+    if best.schedule is not None:   # the schedule the plan synthesized and ran
+        sched = best.schedule
+    elif spec.needs_costs:   # the same schedule the run builds: from the run's own costs
         res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
@@ -274,7 +276,8 @@ def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
 
     best = result.best
     c = best.candidate
-    res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
+    res = simulate(_workload(c.workload or result.settings.workload),
+                   c.schedule if best.schedule is None else best.schedule,
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
                    memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute)
