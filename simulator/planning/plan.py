@@ -419,8 +419,9 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
 
 def candidate_work(c: Candidate, max_actions: int | None) -> int:
     """What running ``c`` once costs, in engine actions, from its sizes alone: its actions, or
-    what building its schedule costs when that grows faster (as ``run``'s budget counts them);
-    0 when nothing runs (its sizes rule it out, or it is above the per-candidate
+    what building its schedule costs when that grows faster (as ``run``'s budget counts them),
+    plus for ``auto`` its synthesis (:func:`.synthesis.synthesis_work`, ~40 evaluations per
+    action); 0 when nothing runs (its sizes rule it out, or it is above the per-candidate
     ``max_actions`` and refused at once)."""
     if c.reason is not None:
         return 0
@@ -432,29 +433,53 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
     except PipesimError:
         return 0
     work = spec.work_of(c.pp, c.microbatches, c.vpp, actions)
-    return 0 if max_actions and work > max_actions else work
+    if max_actions and work > max_actions:
+        return 0
+    if spec.needs_costs:   # auto: its synthesis, counted in engine actions
+        from .synthesis import EVALUATIONS_PER_ACTION, synthesis_work
+
+        evaluations = synthesis_work(c.pp, c.microbatches, c.vpp,
+                                     c.search_iterations or AUTO_ITERATIONS)
+        work += -(-evaluations // EVALUATIONS_PER_ACTION)
+    return work
+
+
+def auto_floor(candidates: list[Candidate], layers: dict[str, int],
+               max_actions: int | None) -> int:
+    """The least the ``auto`` candidates can cost, before any screen says where they go: their
+    work (syntheses and screens) on the :data:`AUTO_SHAPES` cheapest (tp, pp) shapes that give
+    a whole number of microbatches."""
+    shapes: dict[tuple[str, int, int], Candidate] = {}
+    for c in candidates:
+        if c.reason is None or "chunks for" in c.reason:
+            shapes.setdefault((c.workload, c.tp, c.pp), c)
+    costs = sorted(sum(candidate_work(a, max_actions)
+                       for a in auto_candidates(0, [c], layers[c.workload]))
+                   for c in shapes.values())
+    return sum(costs[:AUTO_SHAPES])
 
 
 def check_work(settings: PlanSettings, candidates: list[Candidate], max_actions: int | None,
-               max_work: int | None) -> int:
+               max_work: int | None, autos: int = 0) -> int:
     """Refuse a plan whose candidates cost more than ``max_work`` actions in all (default
     :data:`PLAN_MAX_WORK`, 0 = none), before any runs: every candidate screened (no lower bound
-    is assumed to prune one) and the ``confirm`` largest run again for ``iterations``
-    iterations. Returns the count."""
+    is assumed to prune one), ``autos`` (:func:`auto_floor`) and the ``confirm`` largest run
+    again for ``iterations`` iterations. Returns the count."""
     each = sorted((candidate_work(c, max_actions) for c in candidates), reverse=True)
     screens = sum(each)
     confirms = sum(each[:settings.confirm]) * settings.iterations
-    total = screens + confirms
+    total = screens + autos + confirms
     bound = PLAN_MAX_WORK if max_work is None else max_work
     if bound > 0 and total > bound:
         run = sum(1 for w in each if w)
         raise ConfigError(
             f"--max-work: plan of {settings.workload} on {settings.gpus} GPUs screens {run} "
-            f"candidate(s) of {screens:,} actions in all and confirms the best "
-            f"{settings.confirm} x {settings.iterations} iteration(s) (up to {confirms:,}), "
-            f"{total:,} actions, above the limit of {bound:,} (about 10 s); pass --max-work "
-            f"{total} (or 0 for no limit), or a lower --max-actions to list the largest "
-            "candidates infeasible")
+            f"candidate(s) of {screens:,} actions in all, synthesizes auto on its "
+            f"{AUTO_SHAPES} cheapest pipeline degree(s) (at least {autos:,}) and confirms the "
+            f"best {settings.confirm} x {settings.iterations} iteration(s) (up to "
+            f"{confirms:,}), {total:,} actions, above the limit of {bound:,} (about 10 s); pass "
+            f"--max-work {total} (or 0 for no limit), or a lower --max-actions to list the "
+            "largest candidates infeasible")
     return total
 
 
@@ -550,6 +575,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         sources = [(None, settings.workload)]
     candidates: list[Candidate] = []
     workloads: dict[str, Any] = {}
+    layers: dict[str, int] = {}   # per workload (by the candidates' ``workload`` field)
     tried_dps: set[int] = set()
     for tp, path in sources:
         wl = workloads[path] = _workload(path)
@@ -563,6 +589,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                         else h.ga * h.dp)
         tried_dps.update(settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp))
         n_layers = len(model_rows(wl)[0]) if wl.layout == "model" else 10 ** 9
+        layers[path if settings.model else ""] = n_layers
         candidates += enumerate_candidates(tp, settings.gpus, global_batch, n_layers, table,
                                            len(candidates), path if settings.model else "")
     if not any(global_batch % dp == 0 for dp in tried_dps):
@@ -577,7 +604,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
                    PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
                    settings.runtime)
-    work = check_work(settings, candidates, ctx.max_actions, max_work)
+    floor_autos = auto_floor(candidates, layers, ctx.max_actions)
+    work = check_work(settings, candidates, ctx.max_actions, max_work, floor_autos)
     work_bound = PLAN_MAX_WORK if max_work is None else max_work
     notes: list[str] = []
     unretried = ""   # the no-fit error's last words when retries were left out
@@ -726,6 +754,23 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                     (c.tp, c.pp) for c in shapes}:
                 shapes.append(o.candidate)
         autos = auto_candidates(len(candidates), shapes, n_layers)
+        # synthesized while the plan stays within --max-work (those left out say so); the
+        # floor held for them until now is counted again, on the shapes chosen
+        work -= floor_autos
+        skipped, extra = 0, 0
+        for n, a in enumerate(autos):
+            w = candidate_work(a, ctx.max_actions)
+            if work_bound > 0 and work + w > work_bound:
+                skipped += 1
+                extra += w
+                autos[n] = replace(a, reason=f"auto not synthesized: the plan would pass "
+                                             f"--max-work {work_bound}")
+                continue
+            work += w
+        if skipped:
+            notes.append(f"{skipped} auto candidate(s) not synthesized: the plan would pass "
+                         f"--max-work {work_bound} (pass --max-work {work + extra} to "
+                         "synthesize them)")
         candidates = candidates + autos
         total = len(candidates)
         screen(autos)

@@ -448,14 +448,21 @@ DEFAULT_MAX_EVALUATIONS = 30_000_000
 def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int) -> int:
     """Action evaluations a synthesis of this size makes, from the parameters alone: every
     step re-evaluates every action (3 x stages x microbatches of them) -- each greedy start
-    about twice, each hand-made seed once, each local-search move once per start (three
-    starts), and the fusing step once per input-gradient it tries to fuse with its W."""
+    :data:`GREEDY_EVALUATIONS_PER_RANK` x pp times (:func:`seeds` runs every policy, 54 of
+    them, 96 in V mode), each hand-made seed once, each local-search move once per start
+    (three starts), and the fusing step once per input-gradient it tries to fuse with its W."""
     n_stages = pp * vpp
     actions = 3 * n_stages * microbatches
     moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
-    starts = 2 * len(V_POLICIES if vpp == 2 else POLICIES)
+    starts = len(V_POLICIES if vpp == 2 else POLICIES) * GREEDY_EVALUATIONS_PER_RANK * pp
     return actions * (starts + 3 * moves + n_stages * microbatches) + \
         EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches, vpp)
+
+
+# A greedy start costs about this many evaluations x pp: on simulated time it looks at every
+# rank at every event (measured with a workload's own costs, 2026-11-26: 2-4 us x pp per
+# action against ~0.3 us per action for an evaluation; 6-166 evaluations per start at pp 2-24)
+GREEDY_EVALUATIONS_PER_RANK = 10
 
 
 # an engine action's time in action evaluations of the search (14 us against ~0.3 us)

@@ -167,16 +167,16 @@ def test_verify_counts_actions_times_mlp_layers(capsys):
 
 def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
     want = ("-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-            "about 4,996,960,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=4996960000 (or 0 for no limit) to synthesize it anyway")
+            "about 5,243,200,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=5243200000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == want
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
                              "max_evaluations=1000"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "615,040 action evaluations, above the limit of 1,000")
+        "812,032 action evaluations, above the limit of 1,000")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=615040"]) == 0
+                 "max_evaluations=812032"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
@@ -186,9 +186,11 @@ def test_the_synthesis_estimate_grows_with_the_work():
 
     seeds = _seed_work(4, 8, 1)   # building the hand-made starts, in engine actions
     assert seeds == 640   # 1f1b, gpipe, hanayo, interleaved, looped-bfs 64 each; zb-h1/h2 96; 2bw 128
-    assert synthesis_work(4, 8, 1, 2000) == 96 * (108 + 3 * 2000 + 32) + 40 * seeds
-    assert synthesis_work(4, 8, 1, 0) == 96 * (108 + 32) + EVALUATIONS_PER_ACTION * seeds
-    assert synthesis_work(4, 8, 2, 200) == 192 * (192 + 3 * 200 + 64) + 40 * _seed_work(4, 8, 2)
+    # every greedy policy (54) at 10 evaluations x pp per action, 3 x 2000 moves, 32 fusings
+    assert synthesis_work(4, 8, 1, 2000) == 96 * (54 * 10 * 4 + 3 * 2000 + 32) + 40 * seeds
+    assert synthesis_work(4, 8, 1, 0) == 96 * (54 * 10 * 4 + 32) + EVALUATIONS_PER_ACTION * seeds
+    assert synthesis_work(4, 8, 2, 200) == 192 * (96 * 10 * 4 + 3 * 200 + 64) + \
+        40 * _seed_work(4, 8, 2)
 
 
 def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):
@@ -207,26 +209,43 @@ def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
     # (screens ~15 us per action); counted from the sizes alone, before any screen runs
     assert _refused(capsys, ["plan", GPT, "--gpus", "8", "--global-batch", "1000"]) == (
         f"--max-work: plan of {GPT} on 8 GPUs screens 60 candidate(s) of 633,000 actions in "
-        "all and confirms the best 3 x 1 iteration(s) (up to 144,000), 777,000 actions, above "
-        "the limit of 700,000 (about 10 s); pass --max-work 777000 (or 0 for no limit), or a "
+        "all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least 287,126) and "
+        "confirms the best 3 x 1 iteration(s) (up to 144,000), 1,064,126 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1064126 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
     # confirming runs count as iterations: 1f1b at pp 1, 8 microbatches is 16 actions
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5",
-                             "--max-work", "95"]) == (
-        f"--max-work: plan of {TINY} on 2 GPUs screens 1 candidate(s) of 16 actions in all and "
-        "confirms the best 3 x 5 iteration(s) (up to 80), 96 actions, above the limit of 95 "
-        "(about 10 s); pass --max-work 96 (or 0 for no limit), or a lower --max-actions to "
+                             "--max-work", "7833"]) == (
+        f"--max-work: plan of {TINY} on 2 GPUs screens 1 candidate(s) of 16 actions in all, "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 7,738) and confirms "
+        "the best 3 x 5 iteration(s) (up to 80), 7,834 actions, above the limit of 7,833 "
+        "(about 10 s); pass --max-work 7834 (or 0 for no limit), or a lower --max-actions to "
         "list the largest candidates infeasible")
     assert main(["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5", "--max-work",
-                 "96", "-j", "1", "--json", "-"]) == 0
+                 "7834", "-j", "1", "--json", "-"]) == 0
     capsys.readouterr()
     # confirming under jitter for a million iterations ran without end
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--jitter", "0.1", "--iterations",
                              "1000000"]) == (
-        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,504 actions in all "
-        "and confirms the best 3 x 1000000 iteration(s) (up to 864,000,000), 864,001,504 "
-        "actions, above the limit of 700,000 (about 10 s); pass --max-work 864001504 (or 0 for "
-        "no limit), or a lower --max-actions to list the largest candidates infeasible")
+        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,504 actions in all, "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 7,738) and confirms "
+        "the best 3 x 1000000 iteration(s) (up to 864,000,000), 864,009,242 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 864009242 (or 0 for no limit), or a "
+        "lower --max-actions to list the largest candidates infeasible")
+
+
+def test_plan_counts_the_syntheses_of_auto_in_max_work(capsys, tmp_path):
+    """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 71,232 actions,
+    but auto's four syntheses there (54 or 96 greedy starts each) took 20 s; refused at once."""
+    wl = tmp_path / "tp1.txt"
+    wl.write_text(Path(GPT).read_text().replace("model_parallel_NPU_group: 2",
+                                                "model_parallel_NPU_group: 1", 1))
+    assert _refused(capsys, ["plan", str(wl), "--gpus", "7", "--global-batch", "48"]) == (
+        f"--max-work: plan of {wl} on 7 GPUs screens 21 candidate(s) of 71,232 actions in all, "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 1,167,602) and "
+        "confirms the best 3 x 1 iteration(s) (up to 44,352), 1,283,186 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1283186 (or 0 for no limit), or a "
+        "lower --max-actions to list the largest candidates infeasible")
 
 
 def test_divisors_in_order_in_square_root_time():

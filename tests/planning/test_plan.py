@@ -283,17 +283,18 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
 
 
 def test_full_recompute_retries_stay_within_max_work(capsys):
-    """The retries are counted too: the first screen and the confirm take 80,064 actions, the
-    56 retries 64,128 more; at --max-work 80064 none is tried, and the error says so."""
+    """The retries are counted too: the first screen, auto on the two cheapest shapes and the
+    confirm take 183,828 actions, the 56 retries 64,128 more; at --max-work 183828 none is
+    tried, and the error says so."""
     code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1",
-                         "--confirm", "1", "--max-work", "80064")
+                         "--confirm", "1", "--max-work", "183828")
     assert code == 2 and out == ""
     assert err == (
         "pipesim: error: --memory-limit 4.00 GB: no feasible configuration; the smallest peak "
         "memory found is 7.81 GB per GPU (pp 4, vpp 2, v-min); raise --memory-limit, add GPUs "
         "(--gpus) or lower --global-batch; 56 candidate(s) over the memory limit not tried "
-        "again with full recompute: the plan would pass --max-work 80064 (pass --max-work "
-        "144192 to try them)\n")
+        "again with full recompute: the plan would pass --max-work 183828 (pass --max-work "
+        "247956 to try them)\n")
 
 
 def again_counts(out):
