@@ -346,3 +346,20 @@ def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(synthesis, "synthesize", real)
     again = run_json(capsys, *shlex.split(best["command_schedule_file"])[1:])
     assert again["makespan_ns"] == best["makespan_ns"]
+
+
+def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, tmp_path):
+    """--max-work holds auto's syntheses on the two cheapest shapes (pp 1 and 2); under 8 GB
+    they go to pp 2 and 4, and the two V-mode ones at pp 4 would pass 40,000: listed, noted."""
+    wl = tmp_path / "tp1.txt"
+    wl.write_text(Path(WL).read_text().replace("model_parallel_NPU_group: 2",
+                                               "model_parallel_NPU_group: 1", 1))
+    data = run_json(capsys, "plan", str(wl), "--gpus", "8", "--global-batch", "16", "-s",
+                    "1f1b", "--memory-limit", "8", "-j", "1", "--confirm", "1",
+                    "--max-work", "40000")
+    assert data["notes"] == ["2 auto candidate(s) not synthesized: the plan would pass "
+                             "--max-work 40000 (pass --max-work 79340 to synthesize them)"]
+    left = {c["key"]: c["reason"] for c in data["candidates"]
+            if c["reason"] and c["reason"].startswith("auto not")}
+    assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],
+                                 "auto not synthesized: the plan would pass --max-work 40000")
