@@ -758,7 +758,12 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         # floor held for them until now is counted again, on the shapes chosen
         work -= floor_autos
         skipped, extra = 0, 0
+        best_yet = min((o.makespan_ns for o in outcomes.values() if _fits(o, limit)),
+                       default=math.inf)
         for n, a in enumerate(autos):
+            b = lower_bound(a)
+            if prune and b is not None and b > best_yet:
+                continue   # its bound already rules it out: screen() prunes it, nothing runs
             w = candidate_work(a, ctx.max_actions)
             if work_bound > 0 and work + w > work_bound:
                 skipped += 1
