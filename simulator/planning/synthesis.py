@@ -445,23 +445,27 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
 DEFAULT_MAX_EVALUATIONS = 30_000_000
 
 
-def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int) -> int:
+def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int,
+                   unit_costs: bool = False) -> int:
     """Action evaluations a synthesis of this size makes, from the parameters alone: every
     step re-evaluates every action (3 x stages x microbatches of them) -- each greedy start
     :data:`GREEDY_EVALUATIONS_PER_RANK` x pp times (:func:`seeds` runs every policy, 54 of
     them, 96 in V mode), each hand-made seed once, each local-search move once per start
-    (three starts), and the fusing step once per input-gradient it tries to fuse with its W."""
+    (three starts), and the fusing step once per input-gradient it tries to fuse with its W.
+    With ``unit_costs`` a greedy start meets few distinct event times: it costs
+    ``10 + 2 x pp x vpp`` evaluations per action."""
     n_stages = pp * vpp
     actions = 3 * n_stages * microbatches
     moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
-    starts = len(V_POLICIES if vpp == 2 else POLICIES) * GREEDY_EVALUATIONS_PER_RANK * pp
+    per_start = 10 + 2 * n_stages if unit_costs else GREEDY_EVALUATIONS_PER_RANK * pp
+    starts = len(V_POLICIES if vpp == 2 else POLICIES) * per_start
     return actions * (starts + 3 * moves + n_stages * microbatches) + \
         EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches, vpp)
 
 
 # A greedy start costs about this many evaluations x pp: on simulated time it looks at every
 # rank at every event (measured with a workload's own costs, 2026-11-26: 2-4 us x pp per
-# action against ~0.3 us per action for an evaluation; 6-166 evaluations per start at pp 2-24)
+# action against ~0.3 us per action for an evaluation; with unit costs 1.5-5 x pp x vpp)
 GREEDY_EVALUATIONS_PER_RANK = 10
 
 
@@ -486,13 +490,13 @@ def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
 
 
 def check_synthesis(pp: int, microbatches: int, vpp: int, iterations: int,
-                    limit: int | None) -> None:
+                    limit: int | None, unit_costs: bool = False) -> None:
     """Refuse, before any of it is done, a synthesis above ``limit`` action evaluations
     (default :data:`DEFAULT_MAX_EVALUATIONS`, 0 = none)."""
     limit = DEFAULT_MAX_EVALUATIONS if limit is None else limit
     if limit <= 0 or min(pp, microbatches, vpp) < 1:
         return
-    work = synthesis_work(pp, microbatches, vpp, iterations)
+    work = synthesis_work(pp, microbatches, vpp, iterations, unit_costs)
     if work > limit:
         raise ConfigError(
             f"-O max_evaluations: synthesizing auto with pp {pp}, vpp {vpp}, {microbatches} "
@@ -511,7 +515,8 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
     if vpp in (1, 2):
         check_synthesis(pp, microbatches, vpp, iterations,
                         None if max_evaluations is None
-                        else _int_option(max_evaluations, "max_evaluations"))
+                        else _int_option(max_evaluations, "max_evaluations"),
+                        unit_costs=stage_costs is None)
     n_stages = pp * vpp
     if isinstance(stage_costs, str):
         stage_costs = load_stage_costs(stage_costs, n_stages,

@@ -170,13 +170,17 @@ def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
             "about 5,243,200,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
             "pass -O max_evaluations=5243200000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
-    assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == want
+    # without --stage-costs, unit costs: a greedy start costs less (few distinct event times)
+    assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == (
+        "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
+        "about 5,100,640,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+        "pass -O max_evaluations=5100640000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
                              "max_evaluations=1000"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "812,032 action evaluations, above the limit of 1,000")
+        "697,984 action evaluations, above the limit of 1,000")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=812032"]) == 0
+                 "max_evaluations=697984"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
@@ -191,6 +195,11 @@ def test_the_synthesis_estimate_grows_with_the_work():
     assert synthesis_work(4, 8, 1, 0) == 96 * (54 * 10 * 4 + 32) + EVALUATIONS_PER_ACTION * seeds
     assert synthesis_work(4, 8, 2, 200) == 192 * (96 * 10 * 4 + 3 * 200 + 64) + \
         40 * _seed_work(4, 8, 2)
+    # unit costs: 10 + 2 x pp x vpp per start; pp 64, 4 microbatches (2.1 s) stays accepted
+    assert synthesis_work(4, 8, 1, 2000, unit_costs=True) == \
+        96 * (54 * (10 + 2 * 4) + 3 * 2000 + 32) + 40 * seeds
+    assert synthesis_work(64, 4, 1, 2000, unit_costs=True) < 30_000_000 < \
+        synthesis_work(64, 4, 1, 2000)
 
 
 def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):
