@@ -77,7 +77,13 @@ def _bool(value: Any, base: Path) -> bool:
 def _file(value: Any, base: Path) -> str:
     if not isinstance(value, str) or not value:
         raise BadValue()
-    if not (base / value).is_file():
+    try:
+        found = (base / value).is_file()
+    except OSError as err:      # a name too long for the file system, ...
+        raise BadValue(f"expected a readable file (relative to {base}), found "
+                       f"{value[:60]!r}{'...' if len(value) > 60 else ''} "
+                       f"({err.strerror})") from None
+    if not found:
         raise BadValue(f"expected a readable file (relative to {base}), found {value!r}")
     return value
 

@@ -185,3 +185,16 @@ def test_the_example_specs_load_and_expand():
     folder = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
     counts = {p.name: len(expand(load_spec(p))[0]) for p in sorted(folder.glob("*.yaml"))}
     assert counts == {"example.yaml": 4 * 3 * 4 * 3 - 3 * 3, "weak-scaling.yaml": 4 * 2 * 3 - 2 * 2}
+
+
+def test_a_file_name_too_long_for_the_file_system_is_one_line(tmp_path, capsys):
+    """Found by the fuzz (seed 2, case 5123): the path's stat() raised ENAMETOOLONG."""
+    from simulator.cli.main import main
+
+    name = "a" * 300
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"workload: {name}\ngrid:\n  pp: [2]\n")
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: {spec}: workload: expected a readable file (relative to {tmp_path}), "
+        f"found '{'a' * 60}'... (File name too long)\n")
