@@ -170,10 +170,11 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                   vpp=v)
     warnings += schedule_warnings(wl, schedule, spec)
     if spec is not None and not isinstance(schedule, Schedule):
-        check_sizes(wl, spec, P, M, v, schedule_options, max_actions, iterations)
+        check_sizes(wl, spec, P, M, v, schedule_options, max_actions, iterations,
+                    p2p or sysconf.runtime.p2p)
     else:
         check_chunks(wl, schedule.n_chunks)
-        check_schedule_size(schedule, iterations, max_actions)
+        check_schedule_size(schedule, iterations, max_actions, p2p or sysconf.runtime.p2p)
     if strict:
         enforce_strict(warnings)
     opts = schedule_options or {}

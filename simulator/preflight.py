@@ -20,54 +20,72 @@ from .workload.model import CommGroup, Layer, Workload
 # The most actions a run may have unless --max-actions says otherwise: the largest allowed run
 # finishes in about 10 s on a 2-core machine (docs/performance.md).
 DEFAULT_MAX_ACTIONS = 700_000
+# What one action costs the engine per point-to-point mode, as a multiple of an asynchronous one
+# (benchmarks/bench_run_cost.py: CPU per action with jitter, 2 cores: async 6-11 us, torch's
+# runtimes 19-23 us, blocking 28 us, batched 29-47 us): a run's actions count this many times
+# against --max-actions, so every mode's largest allowed run stays near 10 s.
+P2P_ACTION_COST = {"async": 1, "torch": 2, "torch-single": 2, "torch-multi": 2, "blocking": 3,
+                   "batched": 4}
 # What a GPU holds when no system says (A100 / H100 SXM: "80 GB" is 80 GiB of HBM).
 TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
 def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
-                options: dict | None, max_actions: int | None, iterations: int = 1) -> int:
-    """Refuse a run its sizes make impossible or too large (its actions in every iteration);
-    returns the model chunks it needs."""
+                options: dict | None, max_actions: int | None, iterations: int = 1,
+                p2p: str = "async") -> int:
+    """Refuse a run its sizes make impossible or too large (its actions in every iteration,
+    weighted by the point-to-point mode's cost per action); returns the model chunks it needs."""
     from .workload.partition import check_chunks
 
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
     built = spec.work_of(pp, microbatches, vpp, actions)
+    weight = P2P_ACTION_COST.get(p2p, 1)
+    work = "runs up to {actions:,} actions"
     if iterations > 1:
-        check_actions(spec, pp, microbatches, vpp, actions * iterations, max_actions,
-                      work=f"x {iterations} iterations runs up to {{actions:,}} actions",
-                      built=built if built > actions else None)
-    else:
-        check_actions(spec, pp, microbatches, vpp, actions, max_actions, built=built)
+        work = f"x {iterations} iterations " + work
+    if weight > 1:
+        work += f", each counted {weight}x with --p2p {p2p} ({{counted:,}})"
+    runs = actions * iterations
+    check_actions(spec, pp, microbatches, vpp, runs, max_actions, work=work,
+                  built=built if iterations == 1 or built > actions else None, weight=weight)
     return chunks
 
 
-def check_schedule_size(schedule, iterations: int, max_actions: int | None) -> None:
+def check_schedule_size(schedule, iterations: int, max_actions: int | None,
+                        p2p: str = "async") -> None:
     """The same budget for a schedule given whole (a CSV file): its actions in every
-    iteration."""
+    iteration, weighted by the point-to-point mode."""
     actions = sum(len(r) for r in schedule.ranks) * iterations
+    weight = P2P_ACTION_COST.get(p2p, 1)
+    counted = actions * weight
     limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
-    if limit > 0 and actions > limit:
+    if limit > 0 and counted > limit:
+        each = f", each counted {weight}x with --p2p {p2p} ({counted:,})" if weight > 1 else ""
         raise ConfigError(
             f"--max-actions: schedule {schedule.name} ({schedule.pp} ranks) x {iterations} "
-            f"iteration(s) runs {actions:,} actions, above the limit of {limit:,} (about 10 s "
-            f"of simulation); pass --max-actions {actions} (or 0 for no limit) to run it anyway")
+            f"iteration(s) runs {actions:,} actions{each}, above the limit of {limit:,} (about "
+            f"10 s of simulation); pass --max-actions {counted} (or 0 for no limit) to run it "
+            "anyway")
 
 
 def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, actions: int,
                   max_actions: int | None, *, limit: int = DEFAULT_MAX_ACTIONS,
                   work: str = "runs up to {actions:,} actions",
-                  cost: str = "about 10 s of simulation", built: int | None = None) -> None:
+                  cost: str = "about 10 s of simulation", built: int | None = None,
+                  weight: int = 1) -> None:
     """The one size check of every command that builds a schedule (``run``, ``schedule``,
     ``verify``...): ``actions`` (or what ``work`` counts) above ``max_actions`` (default
     ``limit``, 0 = none) is refused in one line saying how to raise it. ``built``: what
     building the schedule costs in actions, when its generator grows faster than its actions
-    (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`); the larger of the two counts."""
+    (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`); the larger of the two counts.
+    ``weight``: what one action costs, in asynchronous actions (:data:`P2P_ACTION_COST`)."""
     bound = limit if max_actions is None else max_actions
-    size = actions if built is None else max(actions, built)
+    counted = actions * weight
+    size = counted if built is None else max(counted, built)
     if bound > 0 and size > bound:
-        what = work.format(actions=actions)
-        if size > actions:
+        what = work.format(actions=actions, counted=counted)
+        if size > counted:
             what += (f", and building it costs as much as {size:,} (its generator grows faster "
                      "than its actions)")
         raise ConfigError(

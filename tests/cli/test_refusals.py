@@ -452,6 +452,33 @@ def test_run_counts_the_actions_of_every_iteration(capsys, tmp_path):
         "0 for no limit) to run it anyway")
 
 
+def test_a_p2p_mode_that_costs_more_per_action_counts_its_actions_more(capsys, tmp_path):
+    # the 10,000-case fuzz's one run over 10 s: 576,000 actions on torch's multi-stage runtime
+    assert _refused(capsys, ["run", GPT, "-s", "looped-bfs", "--vpp", "3", "-m", "24", "--p2p",
+                             "torch", "--iterations", "1000"]) == (
+        "--max-actions: looped-bfs with pp 4, vpp 3, 24 microbatches x 1000 iterations runs up "
+        "to 576,000 actions, each counted 2x with --p2p torch (1,152,000), above the limit of "
+        "700,000 (about 10 s of simulation); pass --max-actions 1152000 (or 0 for no limit) to "
+        "run it anyway")
+    assert _refused(capsys, ["run", GPT, "-m", "24", "--p2p", "batched", "--iterations",
+                             "1000"]).startswith(
+        "--max-actions: 1f1b with pp 4, vpp 1, 24 microbatches x 1000 iterations runs up to "
+        "192,000 actions, each counted 4x with --p2p batched (768,000), above the limit")
+    system = tmp_path / "system.yaml"
+    system.write_text("runtime:\n  p2p: blocking\n")   # the mode the system names counts too
+    assert "each counted 3x with --p2p blocking (864,000)" in _refused(
+        capsys, ["run", GPT, "--system", str(system), "-s", "gpipe", "-m", "24", "--iterations",
+                 "1500"])
+    csv = tmp_path / "s.csv"
+    assert main(["schedule", "1f1b", "--pp", "4", "-m", "16", "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    assert _refused(capsys, ["run", GPT, "--schedule-file", str(csv), "--p2p", "torch-single",
+                             "--iterations", "5000"]) == (
+        "--max-actions: schedule custom (4 ranks) x 5000 iteration(s) runs 640,000 actions, "
+        "each counted 2x with --p2p torch-single (1,280,000), above the limit of 700,000 (about "
+        "10 s of simulation); pass --max-actions 1280000 (or 0 for no limit) to run it anyway")
+
+
 def test_a_generator_that_grows_faster_than_its_actions_is_counted_at_its_cost(capsys):
     assert _refused(capsys, ["schedule", "zb-v", "--pp", "1000", "-m", "8"]) == (
         "--max-actions: zb-v with pp 1000, vpp 2, 8 microbatches has up to 48,000 actions, and "
