@@ -11,6 +11,13 @@ counts what issue 26 targets: internal errors (exit 70, or a crash), runs over 1
 children whose peak RSS passes 2 GiB; and how long refusals (exit 2) take.
 
     python benchmarks/bench_fuzz.py --cases 50000 --workers 2 [--json benchmarks/results/x.json]
+        [--clock cpu] [--log cases.jsonl] [--start K]
+
+``--clock cpu`` counts a case's 10 s in the child's CPU time (user + system, enforced by
+RLIMIT_CPU) instead of wall time, so the figure holds on a machine shared with other work; a
+case still alive after 300 s of wall time is counted as a hang. ``--log`` appends every case as
+one JSON line as it finishes (a long run's partial figures survive); ``--start`` skips the
+first K cases (resume from a log).
 
 Seed files: the real workloads in ../shared/workloads-real (or tests/data/real when present),
 the bundled workloads/, configs/system/, configs/sweeps/ and tests/data/traces/.
@@ -277,8 +284,13 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
     return args
 
 
-def _child(args: list[str], err_fd: int) -> None:
+HANG_S = 300.0               # with --clock cpu: a case alive this long in wall time is a hang
+
+
+def _child(args: list[str], err_fd: int, cpu_clock: bool) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
+    if cpu_clock:   # SIGXCPU at the soft limit ends the child
+        resource.setrlimit(resource.RLIMIT_CPU, (int(LIMIT_S), int(LIMIT_S) + 1))
     os.dup2(err_fd, 2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -293,7 +305,7 @@ def _child(args: list[str], err_fd: int) -> None:
     os._exit(code if isinstance(code, int) else 1)
 
 
-def run_case(k: int, seed: int, seeds: dict) -> dict:
+def run_case(k: int, seed: int, seeds: dict, cpu_clock: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="pipesim-fuzz-") as tmp:
         where = Path(tmp)
         args = build_args(k, seed, seeds, where)
@@ -304,11 +316,11 @@ def run_case(k: int, seed: int, seeds: dict) -> dict:
         if pid == 0:
             try:
                 os.chdir(tmp)
-                _child(args, err_fd)
+                _child(args, err_fd, cpu_clock)
             finally:
                 os._exit(72)
         os.close(err_fd)
-        deadline = t0 + LIMIT_S
+        deadline = t0 + (HANG_S if cpu_clock else LIMIT_S)
         status, usage, timeout = None, None, False
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
@@ -323,7 +335,10 @@ def run_case(k: int, seed: int, seeds: dict) -> dict:
         seconds = time.perf_counter() - t0
         err = err_path.read_text(errors="replace")
     code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
     if timeout:
+        outcome = "hang" if cpu_clock else "timeout"
+    elif cpu_clock and (code == -signal.SIGXCPU or cpu > LIMIT_S):
         outcome = "timeout"
     elif code < 0:
         outcome = "crash"
@@ -339,7 +354,7 @@ def run_case(k: int, seed: int, seeds: dict) -> dict:
     if outcome == "refused" and len(lines) != 1:
         outcome = "refused-not-one-line"
     return {"case": k, "command": args[0], "outcome": outcome, "seconds": round(seconds, 3),
-            "rss": usage.ru_maxrss * 1024, "args": args,
+            "cpu_s": round(cpu, 3), "rss": usage.ru_maxrss * 1024, "args": args,
             "message": (lines[0] if lines else err.strip()[-300:])[:300]}
 
 
@@ -350,7 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None,
                     help="write the figures (and every bad case) here as JSON")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="what a case's 10 s limit counts (cpu: the child's CPU time)")
+    ap.add_argument("--log", type=Path, default=None, help="append every case here (JSON lines)")
+    ap.add_argument("--start", type=int, default=0, help="skip the first K cases")
     args = ap.parse_args(argv)
+    cpu_clock = args.clock == "cpu"
+    log = args.log.open("a") if args.log else None
     seeds = {"workloads": workload_seeds(), "yaml": yaml_seeds()}
     # imported once here, inherited by every forked case
     import simulator.api  # noqa: F401
@@ -368,21 +389,27 @@ def main(argv: list[str] | None = None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(args.workers) as pool:
-        for r in pool.map(lambda k: run_case(k, args.seed, seeds), range(args.cases)):
+        for r in pool.map(lambda k: run_case(k, args.seed, seeds, cpu_clock),
+                          range(args.start, args.cases)):
+            if log:
+                log.write(json.dumps(r) + "\n")
+                log.flush()
             c = r["command"]
             counts = per.setdefault(c, {})
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-            slowest[c] = max(slowest.get(c, 0.0), r["seconds"])
+            took = r["cpu_s"] if cpu_clock else r["seconds"]
+            slowest[c] = max(slowest.get(c, 0.0), took)
             if r["outcome"] == "refused":
-                refusal_max[c] = max(refusal_max.get(c, 0.0), r["seconds"])
+                refusal_max[c] = max(refusal_max.get(c, 0.0), took)
             peak = max(peak, r["rss"])
             if r["outcome"] not in ("ok", "refused") or r["rss"] > RSS_LIMIT:
                 bad.append(r)
     wall = time.perf_counter() - t0
     total = lambda o: sum(v.get(o, 0) for v in per.values())  # noqa: E731
     summary = {
-        "date": time.strftime("%Y-%m-%d"), "cases": args.cases, "seed": args.seed,
-        "workers": args.workers, "wall_s": round(wall, 1),
+        "date": time.strftime("%Y-%m-%d"), "cases": args.cases - args.start,
+        "first_case": args.start, "seed": args.seed, "clock": args.clock,
+        "workers": args.workers, "wall_s": round(wall, 1), "hangs": total("hang"),
         "internal_errors": total("internal") + total("crash") + total("refused-not-one-line"),
         "over_10_s": total("timeout"), "over_2_gib": sum(r["rss"] > RSS_LIMIT for r in bad),
         "peak_rss_bytes": peak, "per_command": per,
