@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -259,18 +258,15 @@ def test_sub_pixel_bars_are_outlined_on_top(real_dir):
     assert thin.get_zorder() > collection(ax, "compute").get_zorder()
 
 
-def test_p64_m512_draws_in_seconds_without_labels(tmp_path):
+def test_p64_m512_draws_every_bar_without_labels(tmp_path):
+    # how long it takes is benchmarks/bench_gantt.py's figure, not a test's
     r = simulate(uniform_workload(64, 200_000, 200_000, 200_000, pp_comm=1 << 22), "1f1b",
                  pp=64, microbatches=512)
-    t0 = time.perf_counter()
     fig = draw_gantt(r)
     path = save_figure(fig, tmp_path / "big.png")
-    elapsed = time.perf_counter() - t0
     assert len(collection(fig.axes[0], "compute").get_paths()) == 64 * 512 * 2
     assert not labels(fig.axes[0])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # ~10 s on a quiet machine (with its memory panel); the bound catches a blow-up, not drift
-    assert elapsed < 30.0, f"drew and saved P=64, M=512 in {elapsed:.1f} s"
 
 
 def test_image_formats(tmp_path, one_f_one_b):

@@ -4,7 +4,6 @@ tests/data/tiny_model.txt, and on each grammar feature."""
 from __future__ import annotations
 
 import sys
-import time
 import types
 
 import pytest
@@ -167,19 +166,6 @@ def test_gpt13b_dp_ep_suffix(real_dir):
     assert moe.wg_comm == Comm(AG, DP_EP, 0, "ALLGATHER_DP_EP") and not moe.wg_comm.active
     emb = w.layers[3]   # "embedding_layer -1 1 NONE 20971520": bytes kept, no collective
     assert emb.fwd_comm == Comm(NONE, TP, 20971520, "NONE") and not emb.fwd_comm.active
-
-
-@pytest.mark.parametrize("name", [DEEPSEEK, ANALYTICAL])
-def test_big_files_parse_fast(real_dir, name):
-    text = (real_dir / name).read_text()
-    best = min(_timed(parse_workload_text, text) for _ in range(3))
-    assert best < 0.050, f"{name} took {best * 1000:.1f} ms"
-
-
-def _timed(fn, *args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
 
 
 # --- the hand-made model-layout example ------------------------------------------------------
