@@ -94,6 +94,22 @@ class Calibration:
     timeline_actions: int = 0
     memory: dict | None = None         # the ``memory:`` section (memory_fit), from [memory] events
     memory_basis: str = ""             # "absolute" or "deltas" (memory_trace), per the traces
+    other: "Calibration | None" = None  # the other torch runtime's fit (runtime_figures)
+    warnings: list = field(default_factory=list)
+
+    @property
+    def p2p(self) -> str:
+        """The torch runtime the traced schedule ran on."""
+        return runtime_of(self.schedule)
+
+    def runtime_figures(self) -> dict:
+        """This fit's transfer and launch figures, as ``runtime.runtimes.<p2p>`` holds them."""
+        return {"action_overhead_ns": {k: int(round(v)) for k, v in self.overheads().items()},
+                "step_prologue_ns": int(round(self.prologue_ns)),
+                "step_epilogue_ns": int(round(self.epilogue_ns)),
+                "exchange_ns": int(round(self.exchange_ns)),
+                "latency_ns": int(round(self.latency_ns)),
+                "calibrated_on": self.schedule}
 
     def runtime(self) -> dict:
         """The ``runtime:`` section (YAML-ready: plain ints, floats, strings)."""
@@ -111,9 +127,11 @@ class Calibration:
             "action_costs_ns": costs,
             "layer_scale": {str(i): {k: round(f[k], 4) for k in ("F", "I", "W")}
                             for i, f in sorted(self.layer_scale.items())},
-            **({"calibrated_on": {"schedule": self.schedule,
-                                  "p2p": ("torch-single" if self.schedule in SINGLE_STAGE
-                                          else "torch-multi")}} if self.schedule else {}),
+            **({"calibrated_on": {"schedule": self.schedule, "p2p": self.p2p}}
+               if self.schedule else {}),
+            **({"runtimes": {c.p2p: c.runtime_figures()
+                             for c in sorted((self, self.other), key=lambda c: c.p2p)}}
+               if self.other is not None else {}),
         }
 
     def overheads(self) -> dict[str, float]:
@@ -135,7 +153,12 @@ class Calibration:
                 f"M={self.microbatches}, {self.iterations} iteration(s); measured iteration "
                 f"{self.measured_iteration_ns / 1e6:.3f} ms, replayed "
                 f"{self.replayed_iteration_ns / 1e6:.3f} ms\n"
-                "# use: pipesim run W.txt -s SCHEDULE --vpp V --calibration THIS_FILE\n")
+                + (f"# {self.other.p2p} figures from {self.other.schedule} traces, "
+                   f"M={self.other.microbatches}, {self.other.iterations} iteration(s); "
+                   f"measured iteration {self.other.measured_iteration_ns / 1e6:.3f} ms, "
+                   f"replayed {self.other.replayed_iteration_ns / 1e6:.3f} ms\n"
+                   if self.other is not None else "")
+                + "# use: pipesim run W.txt -s SCHEDULE --vpp V --calibration THIS_FILE\n")
         return head + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None,
                                      width=100)
 
@@ -163,12 +186,29 @@ class Calibration:
                      f"{self.timeline_error_ns / 1e3:.1f} us over {self.timeline_actions} actions")
         lines.append(f"iteration: measured {self.measured_iteration_ns / 1e6:.3f} ms, replayed "
                      f"{self.replayed_iteration_ns / 1e6:.3f} ms ({err:+.2f} %)")
+        if self.other is not None:
+            o = self.other
+            oerr = 100.0 * (o.replayed_iteration_ns - o.measured_iteration_ns) \
+                / o.measured_iteration_ns
+            lines.append(f"{o.p2p} (calibrated on {o.schedule}, v={o.vpp}, {o.replays} "
+                         f"replays): launch overhead {o.overhead_ns / 1e3:.1f} us per action, "
+                         f"exchange {o.exchange_ns / 1e3:.1f} us, latency "
+                         f"{o.latency_ns / 1e3:.1f} us, prologue {o.prologue_ns / 1e3:.1f} us, "
+                         f"epilogue {o.epilogue_ns / 1e3:.1f} us; iteration measured "
+                         f"{o.measured_iteration_ns / 1e6:.3f} ms, replayed "
+                         f"{o.replayed_iteration_ns / 1e6:.3f} ms ({oerr:+.2f} %)")
         if self.memory:
             acts = self.memory.get("actions", {}).get("*", {})
             lines.append(f"memory ({self.memory_basis} allocator levels): stash "
                          f"{self.memory.get('activation_bytes_per_layer', 0)} B per layer; "
                          + "; ".join(f"{k} {v}" for k, v in acts.items()))
+        lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def runtime_of(schedule: str) -> str:
+    """torch's runtime for a schedule: the single-stage one runs gpipe and 1f1b."""
+    return "torch-single" if schedule in SINGLE_STAGE else "torch-multi"
 
 
 def _load_workload(workload: Workload | str | PathLike) -> tuple[Workload, str]:
@@ -457,11 +497,48 @@ def calibrate(paths: Sequence[str | PathLike], workload: Workload | str | PathLi
     """Read the traces (files or folders of ``*.json[.gz]``, one per rank) and fit. Memory
     too (``memory``: True requires the allocator's events, None fits them where every trace
     has them, False never)."""
-    files = trace_files(paths)
+    sets = trace_sets(paths)
+    if len(sets) > 2:
+        raise TraceError(f"calibrate: expected the traces of one schedule per torch runtime "
+                         f"(at most 2 folders), got {len(sets)} folders")
+    files = sets[0]
     cal = fit(read_traces(files, label_pattern=label_pattern), workload)
+    if len(sets) == 2:
+        other = fit(read_traces(sets[1], label_pattern=label_pattern), workload)
+        if other.p2p == cal.p2p:
+            kind = "single-stage" if cal.p2p == "torch-single" else "multi-stage"
+            raise TraceError(f"{_folder(sets[1])}: {other.schedule} ran on torch's "
+                             f"{kind} runtime, as {cal.schedule} in {_folder(sets[0])} "
+                             "did; expected a schedule of the other runtime (gpipe or 1f1b "
+                             "beside a multi-stage one)")
+        cal.other = other
+    else:
+        single = cal.p2p == "torch-single"
+        cal.warnings.append(
+            f"traces of torch's {'single' if single else 'multi'}-stage runtime only "
+            f"({cal.schedule}): runs on the {'multi-stage' if single else 'single-stage'} one "
+            f"({'the other schedules' if single else 'gpipe, 1f1b'}) use the same launch "
+            "overheads, exchange cost and latency, copied; give a folder of "
+            f"{'a multi-stage schedule' if single else 'gpipe or 1f1b'}'s traces too to fit "
+            "its own")
     if memory is not False:
         fit_trace_memory(cal, files, workload, label_pattern, required=memory is True)
     return cal
+
+
+def _folder(files: list) -> str:
+    return str(Path(files[0]).parent) if files else "?"
+
+
+def trace_sets(paths: Sequence[str | PathLike]) -> list[list[Path]]:
+    """The traces of one schedule run each: several folders that each hold more than one
+    trace are one run each (one schedule per torch runtime); anything else is one run."""
+    dirs = [Path(p) for p in paths]
+    if len(dirs) > 1 and all(d.is_dir() for d in dirs):
+        sets = [trace_files([d]) for d in dirs]
+        if all(len(s) > 1 for s in sets):
+            return sets
+    return [trace_files(paths)]
 
 
 def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,

@@ -35,6 +35,7 @@ from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.iteration_rows import rank_iteration_rows
 from ..workload.model import Header, Layer, Partition
+from ..system.per_runtime import for_runtime
 from ..system.runtime_profile import RuntimeProfile
 from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs,
                     partition_costs)
@@ -137,6 +138,8 @@ class Program:
         # torch: the single-stage runtime runs gpipe and 1f1b, the multi-stage one the rest
         compiled_mode = mode if mode != "torch" else (
             "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
+        system = for_runtime(system, compiled_mode)   # that runtime's own figures, if any
+        profile = system.runtime
         pp_comm = header.pp_comm if pp_comm is None else pp_comm
         memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
         links = LinkModel(header, system, schedule.pp)

@@ -3,7 +3,7 @@
 Precedence: built-in default < ``--system`` < ``--calibration`` < ``--set`` < explicit flags.
 Mappings merge key by key (a calibration that fits ``runtime.exchange_ns`` keeps the system's
 other ``runtime`` keys); the calibrated costs themselves (``runtime.action_costs_ns``,
-``runtime.calibrated_for``, ``runtime.layer_scale``, ``memory.actions``) replace the system's
+``runtime.calibrated_for``, ``runtime.layer_scale``, ``runtime.runtimes``, ``memory.actions``) replace the system's
 as a whole, since stage numbers from two calibrations do not mix.
 """
 
@@ -16,7 +16,8 @@ from ..errors import ConfigError
 from ..yaml_file import read_yaml
 from .config import SystemConfig, system_from_dict
 
-WHOLE = ("action_costs_ns", "calibrated_for", "calibrated_on", "layer_scale", "actions")
+WHOLE = ("action_costs_ns", "calibrated_for", "calibrated_on", "layer_scale", "actions",
+         "runtimes")
 
 
 def _merge(base: dict, over: dict) -> dict:

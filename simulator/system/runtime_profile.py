@@ -29,7 +29,14 @@ before. Keys:
   input a stage takes from another rank, allocated once and kept across steps) and
   ``kept_outputs`` (``none``, or ``step_end``: the last stage keeps each microbatch's output
   until the step ends, torch's ``return_outputs``) and ``gradients`` (``kept`` from a stage's
-  first weight backward on, or ``per_step``: freed at the step's end).
+  first weight backward on, or ``per_step``: freed at the step's end);
+- ``runtimes: {torch-single: {...}, torch-multi: {...}}``: figures of one of torch's runtimes
+  that replace the ones above on a run of that runtime (:func:`per_runtime.for_runtime`):
+  ``action_overhead_ns``, ``step_prologue_ns``, ``step_epilogue_ns``, ``exchange_ns``,
+  ``latency_ns`` (the links' one-way latency) and ``calibrated_on`` (the schedule whose traces
+  they were fitted on). ``pipesim calibrate`` writes them when given traces of both runtimes:
+  the two exchange their tensors differently (docs/model.md, *The runtime model*), and one
+  figure for both left 1F1B 17 % high at 1 ms per layer.
 
 Layering: this module belongs to the system layer; the engine reads it.
 """
@@ -58,6 +65,10 @@ RETENTION_CHOICES = {"sends_held": ("auto", "none", "until_sent", "step_end"),
 RETENTION = {"torch-single": ("until_sent", "per_microbatch", "step_end", "per_step"),
              "torch-multi": ("step_end", "per_microbatch", "step_end", "per_step")}
 NO_RETENTION = ("none", "none", "none", "kept")
+TORCH_RUNTIMES = ("torch-single", "torch-multi")
+# what a ``runtimes.<runtime>`` mapping may set (see the module docstring)
+RUNTIME_FIGURES = ("action_overhead_ns", "step_prologue_ns", "step_epilogue_ns", "exchange_ns",
+                   "latency_ns", "calibrated_on")
 
 
 def _zero_overheads() -> dict[str, float]:
@@ -83,6 +94,7 @@ class RuntimeProfile:
     recv_buffers: str = "auto"
     kept_outputs: str = "auto"
     gradients: str = "auto"
+    runtimes: dict = field(default_factory=dict)   # {"torch-single": {exchange_ns: ...}}
 
     @property
     def has_overheads(self) -> bool:
@@ -152,6 +164,31 @@ def _kinds(value: Any, where: str, allowed: tuple[str, ...]) -> dict[str, float]
     return out
 
 
+def _runtimes(value: Any, where: str) -> dict:
+    """``runtimes: {torch-single: {...}, torch-multi: {...}}`` validated (module docstring)."""
+    out: dict = {}
+    for name, figs in _mapping(value, where, "{torch-single: {exchange_ns: 700000}}").items():
+        if name not in TORCH_RUNTIMES:
+            raise ConfigError(f"{where}: unknown runtime {name!r}; expected "
+                              + " or ".join(TORCH_RUNTIMES))
+        w = f"{where}.{name}"
+        got: dict = {}
+        for k, v in _mapping(figs, w, "{exchange_ns: 700000, latency_ns: 100000}").items():
+            if k not in RUNTIME_FIGURES:
+                raise ConfigError(f"{w}: unknown key {k!r}; expected one of: "
+                                  + ", ".join(RUNTIME_FIGURES))
+            if k == "action_overhead_ns":
+                got[k] = {**_zero_overheads(), **_kinds(v, f"{w}.{k}", KINDS)}
+            elif k == "calibrated_on":
+                if not isinstance(v, str) or not v:
+                    raise ConfigError(f"{w}.{k}: expected a schedule name, found {v!r}")
+                got[k] = v
+            else:
+                got[k] = _number(v, f"{w}.{k}")
+        out[name] = got
+    return out
+
+
 def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> RuntimeProfile:
     """Validate a ``runtime:`` mapping; errors name ``source`` and the dotted key."""
     if data is None:
@@ -208,6 +245,8 @@ def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> Runtim
                 raise ConfigError(f"{where}.p2p: expected torch-single or torch-multi, found "
                                   f"{value['p2p']!r}")
             kw[key] = {"schedule": value["schedule"], "p2p": value["p2p"]}
+        elif key == "runtimes":
+            kw[key] = _runtimes(value, where)
         elif key == "action_costs_ns":
             costs = {}
             for s, kinds in _mapping(value, where, "{'0': {F: 1000, B: 2000}}").items():
