@@ -12,7 +12,10 @@ too big to keep); measured medians come from its ``results.json``.
 Each calibration is applied as ``pipesim run W -s <schedule> --vpp <v> --calibration C`` does
 (built-in system + the fragment) to every class. The source of the main table is
 ScheduleInterleaved1F1B (a multi-stage schedule whose chunks differ from the single-stage
-schedules' stages); leave-one-out uses every class as the source in turn. No torch needed.
+schedules' stages); leave-one-out uses every class as the source in turn. Per runtime: torch's
+two runtimes calibrated apart (``pipesim calibrate`` given a multi-stage class's traces and a
+single-stage one's), ``SOURCE`` + ``SINGLE_SOURCE`` for the table, and every pair of a
+multi-stage and a single-stage class for the matrix of largest errors. No torch needed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from pathlib import Path
 from .cases import CLASSES, USER_PATTERN
 
 SOURCE = "ScheduleInterleaved1F1B"
+SINGLE_SOURCE = "Schedule1F1B"        # the single-stage runtime's class in the per-runtime table
+SINGLE = ("ScheduleGPipe", "Schedule1F1B")
+PER_RUNTIME_PCT = 5.0
 TARGET_PCT = 3.0
 
 
@@ -66,6 +72,40 @@ def from_results(folder: Path, case: str) -> tuple[dict, dict]:
     return measured, fragments
 
 
+def combine(primary: dict, other: dict) -> dict:
+    """The calibration ``pipesim calibrate PRIMARY_DIR OTHER_DIR`` writes, from the two
+    classes' own calibrations (each runtime's figures are fitted on its class alone, so this
+    is the same file): ``primary`` with ``runtime.runtimes`` holding both fits' figures."""
+    import copy
+
+    out = copy.deepcopy(primary)
+    figs = {}
+    for frag in (primary, other):
+        rt = frag["runtime"]
+        figs[rt["calibrated_on"]["p2p"]] = {
+            **{k: rt[k] for k in ("action_overhead_ns", "step_prologue_ns", "step_epilogue_ns",
+                                  "exchange_ns")},
+            "latency_ns": frag["links"]["latency_ns"],
+            "calibrated_on": rt["calibrated_on"]["schedule"]}
+    out["runtime"]["runtimes"] = dict(sorted(figs.items()))
+    return out
+
+
+def per_runtime(workload: Path, measured: dict, fragments: dict, classes,
+                source: str = SOURCE, single: str = SINGLE_SOURCE) -> dict:
+    """Both runtimes calibrated apart: per class the error of ``source`` + ``single`` (the
+    first gives the compute), and for every pair of a multi-stage and a single-stage class
+    the errors of every class."""
+    pairs = {}
+    for m in classes:
+        for s in classes:
+            if m in SINGLE or s not in SINGLE or m not in fragments or s not in fragments:
+                continue
+            p = predict(workload, combine(fragments[m], fragments[s]), classes)
+            pairs[f"{m}+{s}"] = {c: _err(p[c], measured[c]["median_ms"]) for c in classes}
+    return {"source": source, "single": single, "pairs": pairs}
+
+
 def predict(workload: Path, fragment: dict | None, classes) -> dict[str, float]:
     """{class: iteration ms} under a calibration (None: per-layer costs, built-in system)."""
     from simulator import simulate
@@ -99,7 +139,8 @@ def evaluate(case: str, workload: Path, measured: dict, fragments: dict,
     loo = {src: {c: _err(p[c], measured[c]["median_ms"]) for c in classes}
            for src, p in preds.items()}
     return {"case": case, "source": source, "rows": rows, "loo": loo,
-            "ranking": _ranking(measured, preds.get(source), classes)}
+            "ranking": _ranking(measured, preds.get(source), classes),
+            "per_runtime": per_runtime(workload, measured, fragments, classes, source)}
 
 
 def _err(pred: float, meas: float) -> float:
@@ -176,6 +217,33 @@ def markdown(ev: dict) -> list[str]:
             others = [abs(errs[t]) for t in targets if t != s]
             lines.append(f"| {_short(s)} | " + " | ".join(f"{errs[t]:+.1f}" for t in targets)
                          + f" | {statistics.mean(others):.1f} |")
+    return lines + per_runtime_markdown(ev)
+
+
+def per_runtime_markdown(ev: dict) -> list[str]:
+    """The per-runtime calibration's errors: the source pair's, then every pair's."""
+    pr = ev.get("per_runtime")
+    if not pr or not pr["pairs"]:
+        return []
+    targets = [r["class"] for r in ev["rows"]]
+    key = f"{pr['source']}+{pr['single']}"
+    lines = ["", "Per runtime (`pipesim calibrate` given a multi-stage class's traces and a "
+             "single-stage one's: each runtime's transfer and launch figures fitted on its own "
+             "class, the compute on the first; error % of each target):", "",
+             "| multi-stage + single-stage source | " + " | ".join(map(_short, targets))
+             + " | largest abs |", "|---|" + "---:|" * (len(targets) + 1)]
+    for pair, errs in pr["pairs"].items():
+        m, s = pair.split("+")
+        mark = " (table's sources)" if pair == key else ""
+        lines.append(f"| {_short(m)} + {_short(s)}{mark} | "
+                     + " | ".join(f"{errs[t]:+.1f}" for t in targets)
+                     + f" | {max(abs(e) for e in errs.values()):.1f} |")
+    if key in pr["pairs"]:
+        errs = pr["pairs"][key]
+        within = sum(1 for e in errs.values() if abs(e) <= PER_RUNTIME_PCT)
+        lines += ["", f"- calibrated on {_short(pr['source'])} + {_short(pr['single'])}: "
+                  f"{within} of {len(errs)} classes within ±{PER_RUNTIME_PCT:g} % (largest "
+                  f"|error| {max(abs(e) for e in errs.values()):.1f} %)"]
     return lines
 
 

@@ -177,6 +177,14 @@ def test_one_class_per_torch_runtime(capsys, wl_dir, tmp_path):
         assert rc == 0 and round(doc["makespan_ns"] / 1e6, 3) == ms, sched
         # each runtime has figures fitted on it: no calibration_other_runtime warning
         assert [w["code"] for w in doc["warnings"]] == ["activation_assumed"], sched
+    # what the fidelity tables combine from two classes' own calibrations is this same file
+    import yaml
+
+    from benchmarks.fidelity.predict import combine
+    from simulator.calibration.fit import calibrate
+
+    assert combine(calibrate([SOURCE], wl).to_dict(),
+                   calibrate([TRACES / "ScheduleGPipe"], wl).to_dict()) == yaml.safe_load(text)
 
 
 def test_two_folders_of_one_runtime_or_three_folders_are_refused(capsys, wl_dir):
