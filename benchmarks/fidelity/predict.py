@@ -72,21 +72,25 @@ def from_results(folder: Path, case: str) -> tuple[dict, dict]:
     return measured, fragments
 
 
-def combine(primary: dict, other: dict) -> dict:
+def combine(primary: dict, other: dict, schedules: tuple[str, str] | None = None) -> dict:
     """The calibration ``pipesim calibrate PRIMARY_DIR OTHER_DIR`` writes, from the two
     classes' own calibrations (each runtime's figures are fitted on its class alone, so this
-    is the same file): ``primary`` with ``runtime.runtimes`` holding both fits' figures."""
+    is the same file): ``primary`` with ``runtime.runtimes`` holding both fits' figures.
+    ``schedules``: the two fits' pipesim schedule names, for calibrations written before
+    ``calibrated_on`` was."""
     import copy
+
+    from simulator.calibration.fit import runtime_of
 
     out = copy.deepcopy(primary)
     figs = {}
-    for frag in (primary, other):
+    for i, frag in enumerate((primary, other)):
         rt = frag["runtime"]
-        figs[rt["calibrated_on"]["p2p"]] = {
+        sched = rt["calibrated_on"]["schedule"] if "calibrated_on" in rt else schedules[i]
+        figs[runtime_of(sched)] = {
             **{k: rt[k] for k in ("action_overhead_ns", "step_prologue_ns", "step_epilogue_ns",
                                   "exchange_ns")},
-            "latency_ns": frag["links"]["latency_ns"],
-            "calibrated_on": rt["calibrated_on"]["schedule"]}
+            "latency_ns": frag["links"]["latency_ns"], "calibrated_on": sched}
     out["runtime"]["runtimes"] = dict(sorted(figs.items()))
     return out
 
@@ -101,7 +105,8 @@ def per_runtime(workload: Path, measured: dict, fragments: dict, classes,
         for s in classes:
             if m in SINGLE or s not in SINGLE or m not in fragments or s not in fragments:
                 continue
-            p = predict(workload, combine(fragments[m], fragments[s]), classes)
+            frag = combine(fragments[m], fragments[s], (CLASSES[m].pipesim, CLASSES[s].pipesim))
+            p = predict(workload, frag, classes)
             pairs[f"{m}+{s}"] = {c: _err(p[c], measured[c]["median_ms"]) for c in classes}
     return {"source": source, "single": single, "pairs": pairs}
 
