@@ -126,7 +126,7 @@ def predict(workload: Path, fragment: dict | None, classes) -> dict[str, float]:
 
 
 def evaluate(case: str, workload: Path, measured: dict, fragments: dict,
-             source: str = SOURCE) -> dict:
+             source: str = SOURCE, single: str = SINGLE_SOURCE) -> dict:
     """Per class: measured, per-layer prediction, calibrated prediction from ``source`` and
     errors; leave-one-out errors of every source; the rankings."""
     classes = [c for c in CLASSES if c in measured]
@@ -145,7 +145,7 @@ def evaluate(case: str, workload: Path, measured: dict, fragments: dict,
            for src, p in preds.items()}
     return {"case": case, "source": source, "rows": rows, "loo": loo,
             "ranking": _ranking(measured, preds.get(source), classes),
-            "per_runtime": per_runtime(workload, measured, fragments, classes, source)}
+            "per_runtime": per_runtime(workload, measured, fragments, classes, source, single)}
 
 
 def _err(pred: float, meas: float) -> float:
@@ -261,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workload", type=Path, help="with --traces: the case's workload file")
     ap.add_argument("--case", default="uniform", help="with --traces: the case's name")
     ap.add_argument("--source", default=SOURCE, help="class calibrated on for the main table")
+    ap.add_argument("--single-source", default=SINGLE_SOURCE,
+                    help="single-stage class beside --source in the per-runtime table")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--md", type=Path, help="also write the tables as markdown here")
     ap.add_argument("--quiet", action="store_true", help="print nothing")
@@ -269,19 +271,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--source: expected one of {', '.join(CLASSES)}, got {a.source!r}",
               file=sys.stderr)
         return 2
+    if a.single_source not in SINGLE:
+        print(f"--single-source: expected one of {', '.join(SINGLE)}, got {a.single_source!r}",
+              file=sys.stderr)
+        return 2
     evs = []
     if a.traces:
         if a.workload is None:
             print("--workload: expected the workload file of the traced case", file=sys.stderr)
             return 2
         measured, frags = from_traces(a.traces, a.workload)
-        evs.append(evaluate(a.case, a.workload, measured, frags, a.source))
+        evs.append(evaluate(a.case, a.workload, measured, frags, a.source, a.single_source))
     else:
         doc = json.loads((a.results / "results.json").read_text())
         for case in dict.fromkeys(r["case"] for r in doc["results"].values()):
             measured, frags = from_results(a.results, case)
             evs.append(evaluate(case, a.results / "workloads" / f"{case}.txt", measured, frags,
-                                a.source))
+                                a.source, a.single_source))
     text = "".join(f"## {ev['case']}\n\n" + "\n".join(markdown(ev)) + "\n\n" for ev in evs)
     if not a.quiet:
         print(text, end="")

@@ -29,7 +29,8 @@ from ...errors import ConfigError
                    "where every trace has them; --memory requires them).")
 def command(traces, workload, output, label_pattern, memory):
     """Fit per-action costs, overheads and transfer parameters (and memory) to profiler
-    traces."""
+    traces. Two folders, a multi-stage schedule's traces and gpipe's or 1f1b's, fit each
+    torch runtime's transfer figures on its own (the first gives the compute)."""
     from ...calibration.fit import calibrate
 
     if not traces:
