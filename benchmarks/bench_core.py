@@ -1,0 +1,159 @@
+"""Issue 23's engine targets, whole processes, CPU seconds (user + sys of the child, from
+``resource.getrusage(RUSAGE_CHILDREN)``), best of ``--repeats`` (3) runs, interleaved:
+
+- ``evaluator``: ``pipesim run W --engine evaluator --max-actions 0 --json -`` on the 1M
+  one-layer-action case (32 ranks, M = 15,625, 1F1B, pp_comm 0: ``scaling.one_layer_workload_text``);
+- ``simpy``: the same with ``--engine simpy``;
+- ``bare``: a bare SimPy loop of 1,000,000 timeouts (``timing.bare_loop``), whole process
+  (interpreter start and ``import simpy`` included) and the loop alone (``perf_counter`` /
+  ``process_time`` inside the child);
+- ``validate``: ``validate()`` of the library 1F1B schedule at that size, in-process CPU;
+- ``plan`` (with ``--plan``): ``pipesim plan`` on the 1,207-candidate case of docs/planning.md
+  (a GPT with 96 layers from the model flags, 1,024 GPUs, H100), wall and CPU of the child
+  tree, best of ``--plan-repeats`` (1).
+
+Targets (issue 23): evaluator <= 1.0 s CPU and <= 1.5x the bare loop's process; simpy and
+plan no slower than before. Prints one JSON object; ``--out FILE`` also writes it.
+
+    python benchmarks/bench_core.py [--repeats 3] [--plan] [--out benchmarks/results/X.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.scaling import one_layer_workload_text  # noqa: E402
+
+P, M = 32, 15625          # 2 x 32 x 15,625 = 1,000,000 F/B actions
+BARE_N = 1_000_000
+
+BARE_CHILD = """
+import time, sys
+c0, w0 = time.process_time(), time.perf_counter()
+sys.path.insert(0, {repo!r})
+from benchmarks.timing import bare_loop
+c1, w1 = time.process_time(), time.perf_counter()
+bare_loop({n})
+print(time.process_time() - c1, time.perf_counter() - w1)
+"""
+
+VALIDATE_CHILD = """
+import gc, time, sys
+sys.path.insert(0, {repo!r})
+from simulator.schedules import registry
+from simulator.schedules.validate import validate
+gc.disable()
+s = registry.generate("1f1b", {p}, {m}, 1)
+best = None
+for _ in range(3):
+    c = time.process_time()
+    validate(s)
+    c = time.process_time() - c
+    best = c if best is None else min(best, c)
+print(best)
+"""
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+
+
+def child(cmd: list[str]) -> tuple[float, float, str]:
+    """(CPU of the child tree, wall, stdout) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, proc.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--plan", action="store_true")
+    ap.add_argument("--plan-repeats", type=int, default=1)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    py = sys.executable
+    out: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                          capture_output=True, text=True).stdout.strip(),
+                 "python": platform.python_version(), "load_before": os.getloadavg()[0],
+                 "case": f"{P} ranks, one layer per stage, 1F1B, M = {M}: "
+                         f"{2 * P * M:,} actions"}
+    with tempfile.TemporaryDirectory() as tmp:
+        w = Path(tmp) / "one_layer_1m.txt"
+        w.write_text(one_layer_workload_text(P, M))
+        runs: dict[str, list] = {"evaluator": [], "simpy": [], "bare": []}
+        makespans = {}
+        for _ in range(args.repeats):     # interleaved: the machine's load hits all alike
+            for engine in ("evaluator", "simpy"):
+                cpu, wall, stdout = child([py, "-m", "simulator", "run", str(w), "--engine",
+                                           engine, "--max-actions", "0", "--json", "-"])
+                runs[engine].append((cpu, wall))
+                makespans[engine] = json.loads(stdout)["makespan_ns"]
+            cpu, wall, stdout = child([py, "-c", BARE_CHILD.format(repo=str(REPO), n=BARE_N)])
+            loop_cpu, loop_wall = map(float, stdout.split())
+            runs["bare"].append((cpu, wall, loop_cpu, loop_wall))
+        for name, rows in runs.items():
+            best = min(rows)
+            out[name] = {"cpu_s": round(best[0], 3), "wall_s": round(best[1], 3),
+                         "all_cpu_s": [round(r[0], 3) for r in rows]}
+            if name == "bare":
+                out[name]["loop_cpu_s"] = round(min(r[2] for r in rows), 3)
+                out[name]["loop_wall_s"] = round(min(r[3] for r in rows), 3)
+        out["makespan_ns"] = makespans
+        out["evaluator_vs_bare_process"] = round(out["evaluator"]["cpu_s"]
+                                                 / out["bare"]["cpu_s"], 2)
+        out["evaluator_vs_bare_loop"] = round(out["evaluator"]["cpu_s"]
+                                              / out["bare"]["loop_cpu_s"], 2)
+        _, _, stdout = child([py, "-c", VALIDATE_CHILD.format(repo=str(REPO), p=P, m=M)])
+        out["validate_library_1m_cpu_s"] = round(float(stdout), 3)
+        if args.plan:
+            out["plan"] = plan(py, Path(tmp), args.plan_repeats)
+    out["load_after"] = os.getloadavg()[0]
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+def plan(py: str, tmp: Path, repeats: int) -> dict:
+    """``pipesim plan`` on the model flags case (1,207 candidates), best of ``repeats``."""
+    dest = tmp / "plan.json"
+    argv = [py, "-m", "simulator", "plan", "--model", "gpt", "--layers", "96", "--hidden",
+            "12288", "--heads", "96", "--seq", "2048", "--gpu", "h100", "--gpus", "1024",
+            "--out", str(tmp), "--global-batch", "256", "--system",
+            "configs/system/h100.yaml", "--max-work", "0", "--json", str(dest)]
+    rows = []
+    for _ in range(repeats):
+        cpu, wall, _ = child(argv)
+        rows.append((wall, cpu))
+    data = json.loads(dest.read_text())
+    best = min(rows)
+    return {"candidates": len(data["candidates"]), "wall_s": round(best[0], 2),
+            "cpu_s": round(min(r[1] for r in rows), 2),
+            "best": data["best"]["key"], "best_makespan_ns": data["best"]["makespan_ns"]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
