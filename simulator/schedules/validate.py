@@ -26,25 +26,39 @@ block and a compute waits until the data it receives was sent (torch's runtime).
 from __future__ import annotations
 
 from array import array
+from itertools import compress
+from operator import attrgetter
 
 from ..errors import ScheduleError
 from .action import RECVS, SENDS, Action, Kind
 from .ops import comm_action, transfer_of, transfers
+from .phases import rank_in_order, rank_kinds, rank_stages, rank_unpaired
 from .schedule import Schedule
 
 Key = tuple[int, str, int]
+_microbatch = attrgetter("microbatch")
 
 
 def validate(schedule: Schedule) -> None:
-    """Raise :class:`ScheduleError` naming rank, position and action for the first problem."""
+    """Raise :class:`ScheduleError` naming rank, position and action for the first problem.
+
+    One validator: a fast first pass (:func:`_rules_hold`: the rules over flat flags, or over
+    counters for ranks whose kinds each take microbatches in turn) decides; only when it finds
+    a problem do the explaining checks (:func:`_explain`) walk the schedule to name it."""
     _check_shape(schedule)
-    if not _valid_fast(schedule):
-        where = _check_actions(schedule)
-        _check_pairs(schedule)
-        _check_complete(schedule, where)
-        _check_dataflow(schedule, where)
+    if not _rules_hold(schedule):
+        _explain(schedule)
     if schedule.lowered:
         _check_comm(schedule)
+
+
+def _explain(s: Schedule) -> None:
+    """The first problem as a :class:`ScheduleError`: per-action checks in rank order, then
+    pairs, completeness and the dataflow (the order the rules are listed in above)."""
+    where = _check_actions(s)
+    _check_pairs(s)
+    _check_complete(s, where)
+    _check_dataflow(s, where)
 
 
 def _compute_steps(s: Schedule, rank: int) -> list[tuple[int, tuple[Action, ...]]]:
@@ -61,72 +75,183 @@ def _compute_steps(s: Schedule, rank: int) -> list[tuple[int, tuple[Action, ...]
 
 
 _KIND_INDEX = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
+_IS_F = bytes(1 if c == ord("F") else 0 for c in range(256))
+_IS_B = bytes(1 if c == ord("B") else 0 for c in range(256))
 
 
-def _valid_fast(s: Schedule) -> bool:
-    """True when every rule holds, in one linear pass over flat flags (a bytearray indexed by
-    (stage, kind, microbatch)) instead of tuples in dicts; False when anything is off (or the
-    schedule has several pipelines), and then the detailed checks below find and name the first
-    problem. It accepts exactly what they accept: the same rules, in the same order of visits."""
+def _rules_hold(s: Schedule) -> bool:
+    """True when every rule holds; False when anything is off (or the schedule has several
+    pipelines), and then :func:`_explain` finds and names the first problem. It accepts exactly
+    what the explaining checks accept: the same rules, in the same order of visits."""
     if len(s.pipelines) != 1:
         return False
-    n_st, M, placement = s.n_stages, s.microbatches, s.placement
-    M4 = 4 * M
-    kind_index = _KIND_INDEX
-    seen = bytearray(n_st * M4)
-    # per rank, each compute action's code (stage * 4M + kind * M + microbatch); the second half
-    # of an overlapped pair is stored as -1 - code, so a step is a code and any negative one
-    # after it. A rank whose steps are its compute view (no pair, no communication) is
-    # walked without looking at the steps.
-    codes: list[array] = []
+    simple = _one_stage_ranks(s)
+    if simple is not None:
+        return _runs_in_turn(s, simple)
+    seen = bytearray(s.n_stages * 4 * s.microbatches)
+    codes = _codes(s, seen)
+    return codes is not None and _covered(s, seen) and _runs_through(s, codes)
+
+
+def _one_stage_ranks(s: Schedule) -> list[int] | None:
+    """Per rank its one stage, when every rank holds one stage of its own (placed there) and
+    runs exactly its M forwards and M full backwards, each kind taking microbatches 0, 1, 2,
+    ... in turn, with no pair and no communication in its steps (1F1B, GPipe at v = 1): then
+    no action can be a duplicate, misplaced or missing, and the dataflow runs on counters.
+    None when any rank is otherwise (the flat flags take it). Reads the facts the generator
+    recorded (``phases.known_rank_facts``) where it did, else the actions in C passes."""
+    M, placement = s.microbatches, s.placement
+    if s.n_stages != s.pp:
+        return None
+    stage_of: list[int] = []
+    in_turn = list(range(M))
     for rank, acts in enumerate(s.ranks):
-        steps = s.steps[rank]
-        seconds = () if steps is acts else _second_halves(steps, kind_index)
-        if seconds is None:
-            return False
-        out = array("q")
-        put = out.append
-        for a in acts:
-            if type(a) is not Action:
-                return False
-            st, mb = a.stage, a.microbatch
-            k = kind_index.get(a.kind)
-            if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
-                    or not 0 <= mb < M or placement[st] != rank:
-                return False
-            base = st * M4 + mb
-            code = base + k * M
-            if seen[code]:
-                return False                      # duplicate
-            if k == 1:
-                if seen[base + 2 * M] or seen[base + 3 * M]:
-                    return False                  # B mixed with I/W
-            elif k >= 2:
-                if seen[base + M]:
-                    return False                  # I/W mixed with B
-                if k == 3 and not seen[base + 2 * M]:
-                    return False                  # W before its I
-            seen[code] = 1
-            put(code)
-        for i in seconds:
-            out[i] = -1 - out[i]
-        codes.append(out)
-    # coverage: every stage has M forwards and, per microbatch, a B or an I and a W
-    for st in range(n_st):
-        b = st * M4
-        if seen.count(1, b, b + M) != M or \
-                seen.count(1, b + M, b + 2 * M) + seen.count(1, b + 3 * M, b + M4) != M:
-            return False
-    # dataflow: run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward
-    # of next(s); W(s) needs I(s). Per stage, the code offsets of what each kind waits for.
+        if s.steps[rank] is not acts or len(acts) != 2 * M:
+            return None
+        kinds = rank_kinds(s, rank)
+        stages = rank_stages(s, rank)
+        if len(stages) != 1 or kinds.count("F") != M or kinds.count("B") != M:
+            return None
+        (st,) = stages
+        if type(st) is not int or not 0 <= st < s.n_stages or placement[st] != rank:
+            return None
+        if set(map(type, acts)) != {Action} or not rank_unpaired(s, rank):
+            return None
+        if not rank_in_order(s, rank):
+            mbs = list(map(_microbatch, acts))
+            if set(map(type, mbs)) != {int}:
+                return None
+            code = kinds.encode()
+            if list(compress(mbs, code.translate(_IS_F))) != in_turn or \
+                    list(compress(mbs, code.translate(_IS_B))) != in_turn:
+                return None
+        stage_of.append(st)
+    if sorted(stage_of) != list(range(s.n_stages)):
+        return None
+    return stage_of
+
+
+def _runs_in_turn(s: Schedule, stage_of: list[int]) -> bool:
+    """The dataflow of :func:`_one_stage_ranks`' schedules. As each kind takes microbatches in
+    turn, a stage's progress is two counters (forwards done, backwards done): F(s, m) needs
+    F(prev, m), i.e. more than m forwards done on prev; B(s, m) needs F(s, m) and B(next, m).
+    A rank blocked on a neighbour is looked at again only once that neighbour has moved (as
+    :func:`_runs_through`). Hot loop, one letter per step: a closed form per visit (the
+    positions of each kind's m-th action) made 1.5x more visits and ran slower."""
+    P = s.pp
     pipe = s.pipelines[0]
-    prev = [-1] * n_st
-    nxt = [-1] * n_st
+    prev, nxt = _neighbour_stages(pipe, s.n_stages)
+    n_f = [0] * s.n_stages
+    n_b = [0] * s.n_stages
+    kinds = [rank_kinds(s, r) for r in range(P)]
+    pointer = [0] * P
+    neighbours = [[s.placement[o] for o in (prev[st], nxt[st]) if o >= 0] for st in stage_of]
+    queued = bytearray(b"\x01" * P)
+    todo = list(range(P - 1, -1, -1))
+    while todo:
+        rank = todo.pop()
+        queued[rank] = 0
+        st = stage_of[rank]
+        p, n = prev[st], nxt[st]
+        k = kinds[rank]
+        end = len(k)
+        i = start = pointer[rank]
+        f, b = n_f[st], n_b[st]
+        while i < end:
+            if k[i] == "F":
+                if p >= 0 and n_f[p] <= f:
+                    break
+                f += 1
+            else:
+                if f <= b or (n >= 0 and n_b[n] <= b):
+                    break
+                b += 1
+            i += 1
+        if i != start:
+            n_f[st], n_b[st] = f, b
+            pointer[rank] = i
+            for other in neighbours[rank]:
+                if not queued[other]:
+                    queued[other] = 1
+                    todo.append(other)
+    return all(pointer[r] == len(kinds[r]) for r in range(P))
+
+
+def _neighbour_stages(pipe, n_stages: int) -> tuple[list[int], list[int]]:
+    """Per stage its previous and next stage in the pipeline ``pipe`` (-1: none)."""
+    prev = [-1] * n_stages
+    nxt = [-1] * n_stages
     for i, st in enumerate(pipe):
         if i > 0:
             prev[st] = pipe[i - 1]
         if i + 1 < len(pipe):
             nxt[st] = pipe[i + 1]
+    return prev, nxt
+
+
+def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
+    """Per rank, each compute action's code (stage * 4M + kind * M + microbatch), checking the
+    per-action rules in one linear pass over flat flags (``seen``, indexed by code): None at
+    the first problem. The second half of an overlapped pair is stored as -1 - code, so a step
+    is a code and any negative one after it. A rank whose steps are its compute view (no pair,
+    no communication) is walked without looking at the steps."""
+    n_st, M, placement = s.n_stages, s.microbatches, s.placement
+    M4 = 4 * M
+    kind_index = _KIND_INDEX
+    codes: list[array] = []
+    for rank, acts in enumerate(s.ranks):
+        steps = s.steps[rank]
+        seconds = () if steps is acts else _second_halves(steps, kind_index)
+        if seconds is None:
+            return None
+        out = array("q")
+        put = out.append
+        for a in acts:
+            if type(a) is not Action:
+                return None
+            st, mb = a.stage, a.microbatch
+            k = kind_index.get(a.kind)
+            if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
+                    or not 0 <= mb < M or placement[st] != rank:
+                return None
+            base = st * M4 + mb
+            code = base + k * M
+            if seen[code]:
+                return None                       # duplicate
+            if k == 1:
+                if seen[base + 2 * M] or seen[base + 3 * M]:
+                    return None                   # B mixed with I/W
+            elif k >= 2:
+                if seen[base + M]:
+                    return None                   # I/W mixed with B
+                if k == 3 and not seen[base + 2 * M]:
+                    return None                   # W before its I
+            seen[code] = 1
+            put(code)
+        for i in seconds:
+            out[i] = -1 - out[i]
+        codes.append(out)
+    return codes
+
+
+def _covered(s: Schedule, seen: bytearray) -> bool:
+    """Every stage has M forwards and, per microbatch, a B or an I and a W."""
+    M = s.microbatches
+    M4 = 4 * M
+    for st in range(s.n_stages):
+        b = st * M4
+        if seen.count(1, b, b + M) != M or \
+                seen.count(1, b + M, b + 2 * M) + seen.count(1, b + 3 * M, b + M4) != M:
+            return False
+    return True
+
+
+def _runs_through(s: Schedule, codes: list[array]) -> bool:
+    """Run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward of next(s);
+    W(s) needs I(s). Hot loop, kept whole: the single-step check is :func:`met` inlined."""
+    n_st, M, placement = s.n_stages, s.microbatches, s.placement
+    M4 = 4 * M
+    prev, nxt = _neighbour_stages(s.pipelines[0], n_st)
     done = bytearray(n_st * M4)
 
     def met(code: int) -> bool:
