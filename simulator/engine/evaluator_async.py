@@ -30,7 +30,7 @@ from collections import Counter
 from struct import pack as _pack
 
 from ..errors import DeadlockError, Wait
-from ..schedules.comm_pass import ACTIVATION, GRADIENT, Transfer
+from ..schedules.comm_pass import ACTIVATION, GRADIENT
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
@@ -111,6 +111,18 @@ def _flush(columns: tuple, lists: tuple) -> None:
             buf.clear()
 
 
+def _slot(dst_stage: int, data: str) -> int:
+    """A tensor's slot in its microbatch's mailbox row: 2 x destination stage + (data is a
+    gradient)."""
+    return 2 * dst_stage + (data != ACTIVATION)
+
+
+def _tensor_of(slot: int) -> tuple[int, str]:
+    """(destination stage, kind of the action that receives it) of a mailbox slot: the
+    inverse of :func:`_slot`."""
+    return slot // 2, (GRADIENT if slot % 2 else ACTIVATION)
+
+
 def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
     """Per step-cost index: (total, receive slot, send slot, send peer, rest). ``rest`` is
     None for a fast step: one action over the whole step (shares 0 and 1) that takes time, no
@@ -120,10 +132,8 @@ def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
     send (position, slot, peer). A slot is 2 x destination stage + (data is a gradient)."""
     out = []
     for (cost, n, recvs, sends), acts in zip(prog.plan(), prog.examples):
-        rs = tuple((k, 2 * acts[k].stage + (data != ACTIVATION))
-                   for k, data, other, peer in recvs)
-        ss = tuple((k, 2 * other + (data != ACTIVATION), peer)
-                   for k, data, other, peer in sends)
+        rs = tuple((k, _slot(acts[k].stage, data)) for k, data, other, peer in recvs)
+        ss = tuple((k, _slot(other, data), peer) for k, data, other, peer in sends)
         fast = (plain and n == 1 and not cost.dp and not cost.pre and cost.total > 0
                 and cost.shares[0][0] == 0.0 and cost.shares[0][1] == 1.0)
         out.append((cost.total, rs[0][1] if rs else -1, ss[0][1] if ss else -1,
@@ -404,10 +414,8 @@ class _Walk:
                 if mark is None or mark >= 0:
                     continue
                 r = -1 - mark
-                stage, kind = base // 2, (GRADIENT if base % 2 else ACTIVATION)
-                data, other, peer = self.rt.compiled[r].recv_of(stage, kind)
-                t = Transfer("recv", data, other, stage, mb, peer, r)
-                waits.append(Wait(r, str(t), peer, self.clock[r]))
+                t = self.rt.compiled[r].receive(*_tensor_of(base), mb)
+                waits.append(Wait(r, str(t), t.src_rank, self.clock[r]))
         waits.sort(key=lambda w: w.rank)
         raise DeadlockError(waits, max(self.clock))
 

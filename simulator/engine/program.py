@@ -28,6 +28,7 @@ from operator import attrgetter
 from ..errors import ConfigError
 from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
                                    op_lists)
+from ..schedules.ops import peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 phase_labels, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
@@ -558,16 +559,13 @@ class AsyncOps(Sequence):
         return self._send[key]
 
     def _peer(self, stage: int, kind: str, recv: bool) -> tuple | None:
-        s = self.schedule
-        if kind == Kind.F:
-            data, other = ACTIVATION, (s.prev_stage if recv else s.next_stage)(stage)
-        elif kind in (Kind.B, Kind.I):
-            data, other = GRADIENT, (s.next_stage if recv else s.prev_stage)(stage)
-        else:
-            return None
-        if other is None or s.placement[other] == self.rank:
-            return None
-        return data, other, s.placement[other]
+        return peer(self.schedule, stage, kind, self.rank, recv)
+
+    def receive(self, stage: int, kind: str, microbatch: int) -> Transfer:
+        """The :class:`Transfer` an action of ``stage``, ``kind`` and ``microbatch`` on this
+        rank receives (it must receive one): what a wait on it is described by."""
+        data, other, src = self.recv_of(stage, kind)
+        return Transfer("recv", data, other, stage, microbatch, src, self.rank)
 
     def plan(self) -> list[tuple]:
         """Per step-cost index (which fixes each action's stage and kind): (cost, number of

@@ -38,10 +38,6 @@ __all__ = ["ACTIVATION", "GRADIENT", "Compute", "Op", "Transfer", "add_communica
 AT_USE, EARLY = "at-use", "early"   # meta["lowered"]: where the receives are posted
 
 
-def _peer(schedule: Schedule, a: Action, rank: int, op: str) -> list[Transfer]:
-    return transfers(schedule, a, rank, op)
-
-
 def add_communication(schedule: Schedule, early_receives: bool = False) -> Schedule:
     """``schedule`` lowered: per rank its steps with the RECV and SEND actions in them.
 

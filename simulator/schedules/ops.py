@@ -64,29 +64,38 @@ class Transfer(NamedTuple):
 Op = Compute | Transfer
 
 
-def transfers(schedule: Any, a: Action, rank: int, op: str) -> list[Transfer]:
-    """The receive (``op="recv"``) or send (``"send"``) compute action ``a`` on ``rank`` needs,
-    if it crosses ranks.
+def peer(schedule: Any, stage: int, kind: str, rank: int,
+         recv: bool) -> tuple[str, int, int] | None:
+    """Which transfer a compute action of ``stage`` and ``kind`` on ``rank`` needs: the one
+    answer every encoding below the schedule reads (the comm pass, the op tuples, the compact
+    lists, the deadlock messages). ``(data, other stage, its rank)`` of the tensor it receives
+    (``recv``) or sends, or None when it crosses no rank.
 
     A forward takes activations from the previous stage and gives them to the next; a
     gradient-carrying backward (B or I) runs the other way; W moves no data. A peer stage on
     ``rank`` itself hands the data over locally: no transfer.
     """
-    if a.kind == Kind.F:
-        data, upstream = ACTIVATION, schedule.prev_stage
-        downstream = schedule.next_stage
-    elif a.kind in (Kind.B, Kind.I):
-        data, upstream = GRADIENT, schedule.next_stage
-        downstream = schedule.prev_stage
+    if kind == Kind.F:
+        data, other = ACTIVATION, (schedule.prev_stage if recv else schedule.next_stage)(stage)
+    elif kind in (Kind.B, Kind.I):
+        data, other = GRADIENT, (schedule.next_stage if recv else schedule.prev_stage)(stage)
     else:
-        return []
-    other = (upstream if op == "recv" else downstream)(a.stage)
+        return None
     if other is None or schedule.placement[other] == rank:
+        return None
+    return data, other, schedule.placement[other]
+
+
+def transfers(schedule: Any, a: Action, rank: int, op: str) -> list[Transfer]:
+    """The receive (``op="recv"``) or send (``"send"``) compute action ``a`` on ``rank`` needs,
+    if it crosses ranks (:func:`peer`), as a :class:`Transfer`."""
+    found = peer(schedule, a.stage, a.kind, rank, op == "recv")
+    if found is None:
         return []
-    peer = schedule.placement[other]
+    data, other, other_rank = found
     if op == "recv":
-        return [Transfer("recv", data, other, a.stage, a.microbatch, peer, rank)]
-    return [Transfer("send", data, a.stage, other, a.microbatch, rank, peer)]
+        return [Transfer("recv", data, other, a.stage, a.microbatch, other_rank, rank)]
+    return [Transfer("send", data, a.stage, other, a.microbatch, rank, other_rank)]
 
 
 def comm_action(t: Transfer) -> Action:

@@ -615,10 +615,12 @@ def _check_comm(s: Schedule) -> None:
     indices in ``steps``."""
     sends: dict[tuple, tuple] = {}
     recvs: dict[tuple, tuple] = {}
+    keys: dict[tuple[int, int], tuple] = {}    # (rank, position) -> its transfer's key
     for rank, acts in enumerate(s.steps):
         for pos, a in enumerate(acts):
             if a.kind in SENDS or a.kind in RECVS:
                 t = transfer_of(s, a, rank, pos)
+                keys[(rank, pos)] = t.key
                 table = sends if t.op == "send" else recvs
                 if t.key in table:
                     r0, p0 = table[t.key][:2]
@@ -638,10 +640,10 @@ def _check_comm(s: Schedule) -> None:
         unsent: dict[tuple, tuple[int, Action, object]] = {}
         for pos, a in enumerate(acts):
             if a.kind in RECVS:
-                received.add(_comm_key(s, a))
+                received.add(keys[(rank, pos)])
                 continue
             if a.kind in SENDS:
-                t = sends[_comm_key(s, a)][3]
+                t = sends[keys[(rank, pos)]][3]
                 if unsent.pop(t.key, None) is None:
                     later = next((p for p in range(pos + 1, len(acts))
                                   if any(t in transfers(s, h, rank, "send")
@@ -666,24 +668,15 @@ def _check_comm(s: Schedule) -> None:
             raise ScheduleError(f"{h.plain}'s output goes to rank {t.dst_rank}, but no "
                                 f"{_comm_name(t, 'send')} follows it on this rank",
                                 rank, pos, str(acts[pos].plain))
-    _run_lowered(s, sends)
-
-
-def _comm_key(s: Schedule, a: Action) -> tuple:
-    """The transfer key (data, consuming stage, microbatch) of a SEND or RECV action."""
-    forward = a.kind in (Kind.SEND_F, Kind.RECV_F)
-    data = Kind.F if forward else Kind.B
-    if a.kind in RECVS:
-        return (data, a.stage, a.microbatch)
-    dst = (s.next_stage if forward else s.prev_stage)(a.stage)
-    return (data, dst, a.microbatch)
+    _run_lowered(s, sends, keys)
 
 
 def _comm_name(t, op: str) -> str:
     return comm_action(t._replace(op=op)).plain
 
 
-def _run_lowered(s: Schedule, sends: dict[tuple, tuple]) -> None:
+def _run_lowered(s: Schedule, sends: dict[tuple, tuple],
+                 keys: dict[tuple[int, int], tuple]) -> None:
     """Run the lowered lists: SENDs and RECVs never block; a compute waits for its local
     inputs and for the SENDs of the data it receives."""
     P = s.pp
@@ -724,7 +717,7 @@ def _run_lowered(s: Schedule, sends: dict[tuple, tuple]) -> None:
             while pointer[rank] < len(acts):
                 a = acts[pointer[rank]]
                 if a.kind in SENDS:
-                    sent.add(_comm_key(s, a))
+                    sent.add(keys[(rank, pointer[rank])])
                 elif a.kind not in RECVS:
                     if any(unmet(rank, h) for h in a.halves):
                         break
