@@ -5,8 +5,7 @@ Each (size, engine) point runs in a fresh interpreter so its peak RSS is its own
 the schedule and the Runtime (shared by the engines: the compiled program), then times one run:
 CPU (``process_time``, robust to the shared machine's load) and wall time, and the peak-RSS
 growth over the run (``ru_maxrss`` before and after: the records the run keeps). The engines:
-``evaluator`` (what ``--engine evaluator`` runs: here the asynchronous walk, ``evaluator_async``),
-``generic`` (the evaluator's generic sweep over op tuples, which ran this case before the walk)
+``evaluator`` (what ``--engine evaluator`` runs: the asynchronous walk, ``evaluator_async``)
 and ``simpy``. Their records are reduced to a digest of every action's and transfer's exact
 times: equal digests mean 0 ns difference. The exponent is the least-squares slope of log CPU
 time against log actions.
@@ -64,7 +63,7 @@ def point(microbatches: int, engine: str) -> dict:
     """One measurement in this process (the child's side)."""
     import gc
 
-    from simulator.engine.evaluator import _Sweep, evaluate
+    from simulator.engine.evaluator import evaluate
     from simulator.engine.runtime import Runtime
     from simulator.schedules import registry
     from simulator.system.config import load_system
@@ -83,8 +82,6 @@ def point(microbatches: int, engine: str) -> dict:
     c0, w0 = time.process_time(), time.perf_counter()
     if engine == "simpy":
         rec = runtime.run()
-    elif engine == "generic":
-        rec = _Sweep(runtime).run()
     else:
         rec = evaluate(runtime)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
@@ -123,7 +120,7 @@ def fit_exponent(xs: list[float], ys: list[float]) -> float:
             / sum((a - mx) ** 2 for a in lx))
 
 
-def report(rows: list[tuple[dict, dict, dict]], quick: bool) -> str:
+def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
     from benchmarks.markdown import table, verdict
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
@@ -137,40 +134,37 @@ def report(rows: list[tuple[dict, dict, dict]], quick: bool) -> str:
              "CPU = `process_time` of the engine's run alone (the schedule and the Runtime's "
              "compiled program are built first and shared by the engines: `setup`); RSS = "
              "growth of peak RSS over the run (the records it keeps); `peak` = the "
-             "evaluator process's peak RSS; `generic` = the evaluator's generic sweep over op "
-             "tuples (what ran this case before the asynchronous walk); `same` = equal digests "
-             "of every action's and transfer's exact times in all three (0 ns difference); "
+             "evaluator process's peak RSS; `same` = equal digests "
+             "of every action's and transfer's exact times in both (0 ns difference); "
              "`floor` = CPU to loop over every rank's step indices and actions doing nothing, "
              "the floor of any walk of them.", ""]
     body = []
-    for ev, ge, sp in rows:
+    for ev, sp in rows:
         body.append([f"{ev['actions']:,}", f"{ev['setup_cpu_s']:.2f} s",
                      f"{ev['walk_cpu_s']:.3f} s",
                      f"{ev['cpu_s']:.3f} s", f"{ev['wall_s']:.3f} s",
                      f"{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB",
                      f"{ev['rss_after_mb']:.0f} MB",
-                     f"{ge['cpu_s']:.3f} s",
                      f"{sp['cpu_s']:.3f} s", f"{sp['wall_s']:.3f} s",
                      f"{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB",
                      f"{sp['cpu_s'] / ev['cpu_s']:.2f}x",
-                     "yes" if ev["digest"] == ge["digest"] == sp["digest"] else "NO"])
+                     "yes" if ev["digest"] == sp["digest"] else "NO"])
     lines.append(table(["actions", "setup CPU", "floor", "evaluator CPU", "wall", "RSS", "peak",
-                        "generic CPU", "SimPy run CPU", "wall", "RSS", "vs SimPy", "same"],
+                        "SimPy run CPU", "wall", "RSS", "vs SimPy", "same"],
                        body))
-    acts = [ev["actions"] for ev, _, _ in rows]
-    e_exp = fit_exponent(acts, [ev["cpu_s"] for ev, _, _ in rows])
-    s_exp = fit_exponent(acts, [sp["cpu_s"] for _, _, sp in rows])
-    big_ev, big_ge, big_sp = rows[-1]
+    acts = [ev["actions"] for ev, _ in rows]
+    e_exp = fit_exponent(acts, [ev["cpu_s"] for ev, _ in rows])
+    s_exp = fit_exponent(acts, [sp["cpu_s"] for _, sp in rows])
+    big_ev, big_sp = rows[-1]
     rss_big = big_ev["rss_after_mb"] - big_ev["rss_before_mb"]
-    same = all(ev["digest"] == ge["digest"] == sp["digest"] for ev, ge, sp in rows)
+    same = all(ev["digest"] == sp["digest"] for ev, sp in rows)
     full = big_ev["actions"] >= 1_000_000
 
     def judge(ok: bool) -> str:
         return verdict(ok) if full else "- (the 1M point only)"
 
     lines += ["", f"Fitted exponent (CPU time vs actions, {acts[0]:,}-{acts[-1]:,}): evaluator "
-              f"{e_exp:.3f}, SimPy run {s_exp:.3f}. At {big_ev['actions']:,} actions the "
-              f"walk takes {big_ev['cpu_s'] / big_ge['cpu_s']:.2f}x the generic sweep's CPU.",
+              f"{e_exp:.3f}, SimPy run {s_exp:.3f}.",
               "",
               table(["target (issue 16)", "measured", "verdict"], [
                   [f"evaluator <= {TARGET_S} s at {big_ev['actions']:,} actions",
@@ -197,20 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     rows = []
     for m in (QUICK_SIZES if args.quick else SIZES):
-        ev, ge, sp = (run_point(m, e) for e in ("evaluator", "generic", "simpy"))
+        ev, sp = (run_point(m, e) for e in ("evaluator", "simpy"))
         print(f"M={m}: {ev['actions']:,} actions: evaluator {ev['cpu_s']:.3f} s CPU "
-              f"(+{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB), generic sweep "
-              f"{ge['cpu_s']:.3f} s, SimPy run {sp['cpu_s']:.3f} s CPU "
-              f"(+{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB), "
-              f"same: {ev['digest'] == ge['digest'] == sp['digest']}", file=sys.stderr)
-        rows.append((ev, ge, sp))
+              f"(+{ev['rss_after_mb'] - ev['rss_before_mb']:.0f} MB), SimPy run "
+              f"{sp['cpu_s']:.3f} s CPU (+{sp['rss_after_mb'] - sp['rss_before_mb']:.0f} MB), "
+              f"same: {ev['digest'] == sp['digest']}", file=sys.stderr)
+        rows.append((ev, sp))
     text = report(rows, args.quick)
     print(text)
     if args.append:
         from benchmarks.markdown import append_section
 
         append_section(Path(args.out), text)
-    return 0 if all(ev["digest"] == ge["digest"] == sp["digest"] for ev, ge, sp in rows) else 1
+    return 0 if all(ev["digest"] == sp["digest"] for ev, sp in rows) else 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""The evaluator's walk for asynchronous point-to-point on FIFO links, step by step.
+"""The evaluator's walk for asynchronous point-to-point on FIFO links, step by step: the one
+exact fast path (the SimPy engine is the reference for every mode; its lookahead runs this walk
+on SimPy's queue).
 
-The generic sweep (``evaluator._Sweep``) walks op tuples with one dispatch per op; at a million
-actions that is most of its time. Here a rank's compact list (:class:`~.program.AsyncOps`) is
-walked by step index, as the SimPy engine's ``_rank_async`` does. Per step-cost index a plan
-tuple is built once: its costs, and its receive and send as slots (``2 x destination stage +
+A rank's compact list (:class:`~.program.AsyncOps`) is walked by step index. Per step-cost
+index a plan tuple is built once: its costs, and its receive and send as slots (``2 x destination stage +
 (data is a gradient)``) of the mailbox row of the action's microbatch. A step then makes no
 tuple and reads no attribute beyond its action's microbatch; a plain step (one action, no
 overhead, no DP collective, no variation: :func:`_plan`) takes a short path of its own. The
@@ -19,8 +19,9 @@ receiver woken by its sender at ``e`` resumes at ``now + (e - now)`` if it was w
 before the send (``tr < now``) and else at ``tr + (e - tr)`` when ``e > tr``; the barrier at
 ``last + (cand - last)``. Zero-byte sends are counted per link at the end; a link is booked
 only by its source rank, in that rank's op order (``LinkStats.book``). Slow ranks and jitter
-draw per rank in its own op order. Layer records (``trace_layers``) and microbatch numbers
-beyond the schedule's count (an unchecked list) take the generic sweep.
+draw per rank in its own op order. Layer records (``trace_layers``) take the general step,
+which derives them from each action's cost as the engine does. Microbatch numbers beyond the
+schedule's count (an unchecked list) have no mailbox row: the SimPy engine takes them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
 from .costs import issue_dp, iteration_rows
-from .records import RunRecords
+from .records import LayerRecord, RunRecords
 from .simpy_fast import fire_at
 from .variation import RankVariation
 
@@ -44,15 +45,14 @@ _INF = float("inf")
 
 def covers(runtime, mode: str) -> bool:
     """The walk applies: asynchronous point-to-point (FIFO links checked by the caller) over
-    compact op lists, without layer records."""
-    return (mode == "async" and not runtime.trace_layers
-            and all(isinstance(p, AsyncOps) for p in runtime.compiled))
+    compact op lists."""
+    return mode == "async" and all(isinstance(p, AsyncOps) for p in runtime.compiled)
 
 
 def walk(runtime, iter_rows: list, env=None):
     """The RunRecords of ``runtime`` (``iter_rows[r]``: rank r's once-per-iteration rows), or
     None where a microbatch number is beyond the schedule's count (an unchecked list: the
-    generic sweep takes it). Raises the engine's DeadlockError.
+    SimPy engine takes it). Raises the engine's DeadlockError.
 
     Without ``env`` the ranks that can go on are resumed from a worklist (the evaluator: no
     event queue). With a SimPy environment each rank's walk runs inside a SimPy process and
@@ -203,7 +203,8 @@ class _Walk:
         prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
         epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
         var = RankVariation.of(rt.options, r)
-        plan = _plan(prog, var is None)
+        layers = self._layers if rt.trace_layers else None
+        plan = _plan(prog, var is None and layers is None)
         clock = self.clock
         box = self.box
         me = -1 - r                       # this rank's mark in a mailbox slot
@@ -308,9 +309,12 @@ class _Walk:
                     if total > 0:
                         now = now + total
                     span = now - start
-                    for sh in cost.shares:
-                        starts.append(start + sh[0] * span)
+                    for k, sh in enumerate(cost.shares):
+                        s0 = start + sh[0] * span
+                        starts.append(s0)
                         ends.append(start + sh[1] * span)
+                        if layers is not None:
+                            layers(r, step[k], it, s0, (sh[1] - sh[0]) * span, sh[3])
                     if cost.dp:
                         dp_free[r], done = issue_dp(
                             r, it, dp_free[r], start, cost.dp,
@@ -347,6 +351,16 @@ class _Walk:
                 self.cand = done
             self._barrier(r, it, now)
             yield
+
+    def _layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
+        """The layer records of action ``a`` run over ``[start, start + span]``: its cost's
+        layer states in proportion, as the engine derives them."""
+        scale = span / cost.duration if cost.duration else 0.0
+        append = self.rec.layers.append
+        for seg in cost.segments:
+            s = start + seg.offset * scale
+            append(LayerRecord(rank, a.stage, a.microbatch, it, seg.layer, seg.state, s,
+                               s + seg.duration * scale))
 
     def _mailbox(self) -> list[list]:
         """An empty mailbox: a row of 2 x stages slots per microbatch."""

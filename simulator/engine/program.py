@@ -26,9 +26,8 @@ from itertools import compress, count
 from operator import attrgetter
 
 from ..errors import ConfigError
-from ..schedules.comm_pass import (ACTIVATION, GRADIENT, Compute, Op, Transfer,
-                                   op_lists)
-from ..schedules.ops import peer
+from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, op_lists
+from ..schedules.ops import peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 phase_labels, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
@@ -559,7 +558,7 @@ class AsyncOps(Sequence):
         return self._send[key]
 
     def _peer(self, stage: int, kind: str, recv: bool) -> tuple | None:
-        return peer(self.schedule, stage, kind, self.rank, recv)
+        return transfer_peer(self.schedule, stage, kind, self.rank, recv)
 
     def receive(self, stage: int, kind: str, microbatch: int) -> Transfer:
         """The :class:`Transfer` an action of ``stage``, ``kind`` and ``microbatch`` on this
@@ -585,11 +584,8 @@ class AsyncOps(Sequence):
         return out
 
     def __iter__(self):
-        return self.walk(True)
-
-    def walk(self, transfers: bool = True):
-        """The ops; with ``transfers=False`` a receive's or send's last field (its
-        :class:`Transfer`, only read to describe a wait) is None: see :meth:`transfer_of`."""
+        """The ops, as ``ProgramBuilder.compile`` lists them (the SimPy engine's step-by-step
+        walk reads them)."""
         actions = self.schedule.ranks[self.rank]
         plan = self.plan()
         rank = self.rank
@@ -608,39 +604,13 @@ class AsyncOps(Sequence):
                 a = step[k]
                 st, mb = a.stage, a.microbatch
                 yield (RECV, (data, st, mb), peer, None,
-                       new(Transfer, ("recv", data, other, st, mb, peer, rank))
-                       if transfers else None)
+                       new(Transfer, ("recv", data, other, st, mb, peer, rank)))
             yield (COMPUTE, cost, step)
             for k, data, other, peer in sends:
                 a = step[k]
                 mb = a.microbatch
                 yield (SEND, (data, other, mb), peer, nbytes,
-                       new(Transfer, ("send", data, a.stage, other, mb, rank, peer))
-                       if transfers else None)
-
-    def transfer_of(self, op: tuple) -> Transfer:
-        """The :class:`Transfer` of a receive or send op walked without transfers."""
-        if op[4] is not None:
-            return op[4]
-        data, dst_stage, mb = op[1]
-        if op[0] == RECV:
-            s = self.schedule
-            src_stage = (s.prev_stage if data == ACTIVATION else s.next_stage)(dst_stage)
-            return Transfer("recv", data, src_stage, dst_stage, mb, op[2], self.rank)
-        s = self.schedule
-        src_stage = (s.prev_stage if data == ACTIVATION else s.next_stage)(dst_stage)
-        return Transfer("send", data, src_stage, dst_stage, mb, self.rank, op[2])
-
-    def sends(self):
-        """The sends in op order, generated."""
-        send_of = self._send
-        rank = self.rank
-        new = tuple.__new__
-        for a in self.schedule.ranks[self.rank]:
-            r = send_of.get((a.stage, a.kind))
-            if r is not None:
-                data, other, peer = r
-                yield new(Transfer, ("send", data, a.stage, other, a.microbatch, rank, peer))
+                       new(Transfer, ("send", data, a.stage, other, mb, rank, peer)))
 
     def send_records(self, rank: int, times, it: int, nbytes: int):
         """One pass over the sends as :class:`TransferRecord`s of iteration ``it``, each with

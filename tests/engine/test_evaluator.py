@@ -1,13 +1,12 @@
 """The exact critical-path evaluator gives the SimPy engine's records to the nanosecond: every
-time compared with ==, on every registered schedule, every point-to-point mode it covers, the
-bundled workloads and random workloads; where it does not apply the SimPy engine runs and the
-result says so."""
+time compared with ==, on every registered schedule, the bundled workloads and random
+workloads, asynchronous point-to-point (its one walk, ``evaluator_async``); in every other mode
+the SimPy engine runs and the result says so."""
 
 from __future__ import annotations
 
 import glob
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 from shared_files import real_files
 from simulator import DeadlockError, OutOfMemoryError, simulate
 from simulator.cli.main import main
-from simulator.engine import evaluator as ev
 from simulator.engine.evaluator import evaluate, unsupported
 from simulator.engine.options import EngineOptions
 from simulator.engine.runtime import Runtime
@@ -32,53 +30,9 @@ from simulator.workload import Comm, CommGroup, CommType, make_layer, uniform_wo
 from simulator.workload.model import Header, Workload
 from simulator.workload.partition import partition
 
+from .cases import DP, LINK, SYSTEM, assert_same, cases, workload
+
 REPO = Path(__file__).resolve().parents[2]
-LINK = LinkConfig(bandwidth_gbps=8.0, latency_ns=100.0)     # 1 byte per ns + 100 ns
-SYSTEM = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK))
-TP = Comm(CommType.ALLREDUCE, CommGroup.TP, 6000, "ALLREDUCE")
-DP = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
-
-
-def workload(n_chunks: int, pp_comm: int = 3000) -> Workload:
-    """Three rows per chunk with uneven costs (thirds of a ns appear in the times), TP
-    collectives, DP all-reduces with an update time, and recompute."""
-    layers = []
-    for i in range(3 * n_chunks):
-        layers.append(make_layer(i, 1000 + 37 * i, 900 + 11 * (i % 5), 500 + 3 * i,
-                                 fwd_comm=TP if i % 2 else Comm(CommType.NONE, CommGroup.TP, 0),
-                                 ig_comm=TP, wg_comm=DP, update_time=50))
-    header = Header("HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=2, pp=1, all_gpus=6, pp_comm=pp_comm,
-                    checkpoints=(0,), checkpoint_initiates=(2,))
-    return Workload("<evaluator>", header, tuple(layers))
-
-
-def by_rank(records, rank_of) -> dict:
-    out = defaultdict(list)
-    for x in records:
-        out[rank_of(x)].append(x)
-    return dict(out)
-
-
-def assert_same(simpy, fast, transfer_order: bool = True) -> None:
-    """Everything a walk records, exactly: per rank, in the engine's order (the lists only
-    interleave the ranks differently). Memory is not a walk's: one pass over the executed
-    order accounts it for every engine (engine/memory_use.py). ``transfer_order=False``: rendezvous transfers booked
-    at one instant on different links may be listed the other way round (module docstring)."""
-    assert by_rank(fast.actions, lambda a: a.rank) == by_rank(simpy.actions, lambda a: a.rank)
-    fast_t = by_rank(fast.transfers, lambda t: t.src_rank)
-    simpy_t = by_rank(simpy.transfers, lambda t: t.src_rank)
-    if not transfer_order:
-        fast_t = {r: sorted(ts) for r, ts in fast_t.items()}
-        simpy_t = {r: sorted(ts) for r, ts in simpy_t.items()}
-    assert fast_t == simpy_t
-    assert (by_rank(fast.collectives, lambda c: c.rank)
-            == by_rank(simpy.collectives, lambda c: c.rank))
-    assert by_rank(fast.layers, lambda x: x.rank) == by_rank(simpy.layers, lambda x: x.rank)
-    assert fast.iteration_bounds == simpy.iteration_bounds
-    assert fast.rank_finish == simpy.rank_finish
-    assert fast.links == simpy.links
-    assert fast.layer_ops == simpy.layer_ops
-    assert len(fast.actions) == len(simpy.actions)
 
 
 def check(rt) -> object | None:
@@ -92,7 +46,7 @@ def check(rt) -> object | None:
         assert str(again.value) == str(err) and again.value.waits == err.waits
         return None
     fast = evaluate(rt)
-    assert_same(simpy, fast, transfer_order=rt.options.p2p == "async")
+    assert_same(simpy, fast)
     return fast
 
 
@@ -102,37 +56,14 @@ def both(sched, wl, system=SYSTEM, iterations=2, **options):
     return check(rt)
 
 
-def cases(name: str):
-    spec = get(name)
-    vs = (1, 2, 3) if spec.variable_vpp else (spec.default_vpp,)
-    for P, M in ((2, 4), (4, 8), (3, 7)):
-        for v in vs:
-            try:
-                yield generate(name, P, M, v)
-            except ConfigError:
-                continue
-
-
 @pytest.mark.parametrize("name", sorted(names()))
-@pytest.mark.parametrize("p2p", ["async", "batched"])
-def test_equals_simpy_on_every_schedule(name, p2p):
-    runs = []
+def test_equals_simpy_on_every_schedule(name):
+    runs = 0
     for sched in cases(name):
-        fast = both(sched, workload(sched.n_chunks), p2p=p2p,
-                    slow_ranks=((sched.pp - 1, 1.25),))
-        runs.append(fast is not None)   # None: the same deadlock in both
-        if fast is not None:
-            assert fast.collectives and fast.transfers
-    # batched, the naive order deadlocks many schedules (fused pairs wait on each other): the
-    # evaluator must then raise the engine's error, word for word
-    assert runs and (all(runs) or p2p == "batched")
-
-
-@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved-1f1b", "zb-v", "dualpipe-v"])
-def test_blocking_equals_simpy_or_deadlocks_the_same_way(name):
-    outcomes = [both(sched, workload(sched.n_chunks), p2p="blocking") is None
-                for sched in cases(name)]
-    assert outcomes
+        fast = both(sched, workload(sched.n_chunks), slow_ranks=((sched.pp - 1, 1.25),))
+        assert fast is not None and fast.collectives and fast.transfers
+        runs += 1
+    assert runs
 
 
 def test_known_times_uniform_1f1b():
@@ -162,18 +93,16 @@ def test_runtime_profile_overheads_prologue_and_epilogue():
     for name in ("1f1b", "zb-h1", "dualpipe-v"):
         sched = next(cases(name))
         assert both(sched, workload(sched.n_chunks), system) is not None
-        # batched DualPipeV deadlocks: then the same error is what is checked
-        both(sched, workload(sched.n_chunks), system, jitter_sigma=0.2, seed=1, p2p="batched")
+        assert both(sched, workload(sched.n_chunks), system, jitter_sigma=0.2,
+                    seed=1) is not None
 
 
 def test_links_that_queue():
     # 100 kB per transfer at 1 B/ns: transfers take longer than the compute; async sends queue
-    # on their links (FIFO), batched ones hold their senders
+    # on their links (FIFO)
     sched = generate("1f1b", 4, 8, 1)
     fast = both(sched, workload(4, pp_comm=100_000), p2p="async")
     assert max(t.start - t.issued for t in fast.transfers) > 50_000
-    fast = both(sched, workload(4, pp_comm=100_000), p2p="batched")
-    assert fast.iteration_bounds[0][1] > 8 * 100_000
 
 
 BUNDLED = sorted(glob.glob(str(REPO / "workloads" / "*.txt"))
@@ -250,8 +179,10 @@ def test_out_of_memory_same_error():
      "fair link sharing"),
     ({"schedule": "2bw", "iterations": 2}, SYSTEM,
      "several iterations of a schedule without a flush"),
-    ({"p2p": "torch"}, SystemConfig(links=LINK, runtime=RuntimeProfile(exchange_ns=500.0)),
-     "runtime.exchange_ns (two-way exchanges pair transfers in time order)"),
+    ({"p2p": "blocking", "schedule": "gpipe"}, SYSTEM, "--p2p blocking"),
+    ({"p2p": "batched"}, SYSTEM, "--p2p batched"),
+    ({"p2p": "torch"}, SYSTEM, "--p2p torch-single"),
+    ({"p2p": "torch", "schedule": "zb-h1"}, SYSTEM, "--p2p torch-multi"),
 ])
 def test_falls_back_to_simpy_with_a_note(kwargs, system, reason):
     kwargs = {"schedule": "1f1b", **kwargs}
@@ -262,18 +193,6 @@ def test_falls_back_to_simpy_with_a_note(kwargs, system, reason):
     assert r.to_dict()["engine_used"] == "simpy"
     assert note in r.to_dict()["notes"] and note not in ref.to_dict()["notes"]
     assert r.records.iteration_bounds == ref.records.iteration_bounds
-
-
-def test_ambiguous_booking_order_runs_simpy(monkeypatch):
-    sched = generate("1f1b", 4, 8, 1)
-    wl = workload(4)
-    rt = Runtime(sched, partition(wl, 4), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
-
-    def tie(*_args):
-        raise ev._Ambiguous
-
-    monkeypatch.setattr(ev._Sweep, "_book", tie)
-    assert_same(simulate(wl, sched, SYSTEM, p2p="batched").records, evaluate(rt))
 
 
 def test_unknown_engine_is_one_line_error(capsys):
@@ -321,27 +240,15 @@ def random_case(draw):
     link = LinkConfig(bandwidth_gbps=draw(st.sampled_from([1.0, 8.0, 16.0])),
                       latency_ns=draw(st.sampled_from([0.0, 500.0])))
     system = SystemConfig(links=link, collectives=CollectiveConfig(tp=link, dp=link))
-    p2p = draw(st.sampled_from(["async", "batched", "blocking", "torch"]))
     iterations = draw(st.integers(1, 2))
-    return sched, wl, system, p2p, iterations
+    return sched, wl, system, iterations
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_case())
 def test_random_workloads_equal_simpy(case):
-    sched, wl, system, p2p, iterations = case
-    both(sched, wl, system, iterations, p2p=p2p)
-
-
-def test_batched_rank_that_waits_part_of_a_batch_then_blocks():
-    # found by a random sweep: a rank whose batch's first wait advances its clock before the
-    # second wait blocks must resume from the advanced clock
-    sched = generate("interleaved-1f1b", 5, 6, 3)
-    layers = tuple(make_layer(i, *((3000, 2000, 0), (3000, 1000, 1000))[i % 2])
-                   for i in range(15))
-    wl = Workload("<r>", Header("HYBRID_TRANSFORMER", pp=1, pp_comm=0), layers)
-    system = SystemConfig(links=LinkConfig(bandwidth_gbps=1.0, latency_ns=500.0))
-    assert both(sched, wl, system, iterations=1, p2p="batched") is not None
+    sched, wl, system, iterations = case
+    both(sched, wl, system, iterations)
 
 
 def test_records_are_time_columns_that_read_as_the_engine_lists():
@@ -373,32 +280,3 @@ def test_zero_byte_transfers_keep_one_time_and_read_back_whole():
     assert fast.transfers.instant and not any(len(c) for c in fast.transfers.start)
     assert fast.transfers == simpy.transfers
     assert all(t.issued == t.start == t.end for t in fast.transfers)
-
-
-@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-v",
-                                  "dualpipe-v", "hanayo"])
-def test_torch_rules_equal_simpy(name):
-    # torch: the single-stage runtime for gpipe and 1f1b, the multi-stage one for the rest;
-    # uneven costs and slow links make receives wait and sends queue
-    for sched in cases(name):
-        for wl in (workload(sched.n_chunks), workload(sched.n_chunks, pp_comm=0)):
-            rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, SYSTEM, iterations=2,
-                         options=EngineOptions(p2p="torch", slow_ranks=((0, 1.5),)))
-            check(rt)
-            ev._Sweep(rt).run()   # the sweep itself: no tie handed over to the engine
-
-
-def test_a_tie_only_the_event_queue_orders_runs_simpy_and_says_so(monkeypatch):
-    # two bookings of one link at one instant that SimPy's queue order would decide (none is
-    # known on the registered schedules: forced here) hand the run to the SimPy engine
-    def tie(*_args):
-        raise ev._Ambiguous
-
-    monkeypatch.setattr(ev._Sweep, "_book", tie)
-    sched = generate("dualpipe-v", 2, 4, 2)
-    r = simulate(workload(4), sched, SYSTEM, p2p="torch", engine="evaluator")
-    ref = simulate(workload(4), sched, SYSTEM, p2p="torch")
-    assert r.to_dict()["engine_used"] == "simpy"
-    assert ("engine: two bookings of one link at one instant whose order only the event queue "
-            "decides; the SimPy engine ran") in r.to_dict()["notes"]
-    assert_same(ref.records, r.records)

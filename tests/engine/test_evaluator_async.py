@@ -1,5 +1,5 @@
 """The evaluator's step-by-step walk of asynchronous runs (``evaluator_async``) gives the SimPy
-engine's records to the nanosecond. Called directly here, so a fallback to the generic sweep
+engine's records to the nanosecond. Called directly here, so a fallback to the SimPy engine
 cannot hide a difference: every registered schedule with seeded random costs, several
 iterations, slow ranks and jitter (its general step), plain ranks (its fast step), links that
 queue and zero-byte sends; the cases it hands on (an unchecked list); the float identity its
@@ -18,7 +18,7 @@ from simulator.engine import evaluator_async
 from simulator.engine.evaluator import evaluate
 from simulator.engine.options import EngineOptions
 from simulator.engine.runtime import Runtime
-from simulator.schedules import names
+from simulator.schedules import generate, names
 from simulator.schedules.action import Action
 from simulator.schedules.schedule import Schedule
 from simulator.system import SystemConfig
@@ -27,7 +27,7 @@ from simulator.workload import Comm, CommGroup, CommType, make_layer, uniform_wo
 from simulator.workload.model import Header, Workload
 from simulator.workload.partition import partition
 
-from .test_evaluator import SYSTEM, assert_same, cases
+from .cases import SYSTEM, assert_same, cases
 
 DP = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
 
@@ -104,7 +104,7 @@ def test_known_times_with_a_queueing_link():
     assert fast.iteration_bounds == [(0.0, 16200.0)]
 
 
-def test_microbatch_beyond_the_count_takes_the_generic_sweep():
+def test_microbatch_beyond_the_count_runs_the_simpy_engine_and_says_so():
     # an unchecked list naming microbatch 5 of a 2-microbatch schedule: the walk's mailbox
     # has no slot for it and hands the run on; the evaluator's result is the engine's
     A = Action.parse
@@ -116,7 +116,9 @@ def test_microbatch_beyond_the_count_takes_the_generic_sweep():
     assert evaluator_async.walk(rt, list(rt.iter_rows)) is None
     assert_same(rt.run(), evaluate(rt))
     r = simulate(wl, sched, SYSTEM, validate=False, iterations=2, engine="evaluator")
-    assert r.to_dict()["engine_used"] == "evaluator"
+    assert r.to_dict()["engine_used"] == "simpy"
+    assert ("engine: the evaluator does not cover a microbatch beyond the schedule's count "
+            "(an unchecked list); the SimPy engine ran") in r.to_dict()["notes"]
 
 
 def test_deadlock_names_every_waiting_receive():
@@ -141,12 +143,19 @@ def test_deadlock_names_every_waiting_receive():
         "2F1 (1->2) from rank 1 (since t=4200 ns)")
 
 
-def test_trace_layers_and_other_modes_are_not_covered():
-    wl = uniform_workload(4, pp_comm=0)
-    sched = next(cases("1f1b"))
-    for options in (EngineOptions(p2p="async", trace_layers=True), EngineOptions(p2p="batched")):
-        rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, SYSTEM, options=options)
-        assert not evaluator_async.covers(rt, options.p2p)
+def test_layer_records_are_the_engines_and_other_modes_are_not_covered():
+    # layer records take the general step: each action's layer states in proportion
+    sched = generate("interleaved-1f1b", 4, 8, 2)
+    wl = uniform_workload(8, 1000, 700, 500, pp_comm=64)
+    rt = Runtime(sched, partition(wl, 8), wl.header, SYSTEM, iterations=2,
+                 options=EngineOptions(p2p="async", trace_layers=True, jitter_sigma=0.2, seed=3))
+    assert evaluator_async.covers(rt, "async")
+    fast = evaluator_async.walk(rt, list(rt.iter_rows))
+    # iterations x stages x M x (F; B: input and weight gradients)
+    assert len(fast.layers) == 2 * 8 * 8 * 3
+    assert_same(rt.run(), fast)
+    rt = Runtime(sched, partition(wl, 8), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
+    assert not evaluator_async.covers(rt, "batched")
 
 
 @settings(max_examples=2000, deadline=None)

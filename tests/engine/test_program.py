@@ -41,20 +41,6 @@ def test_async_ops_equal_the_comm_pass_compile(name, sched):
         assert list(ops) == expected
         assert list(ops) == expected           # walks again
         assert len(ops) == len(expected)
-        assert list(ops.sends()) == [op[4] for op in expected if op[0] == 2]
-
-
-def test_walk_without_transfers_describes_them_on_demand():
-    """The evaluator walks the lists without Transfer objects; ``transfer_of`` rebuilds each."""
-    sched = generate("interleaved-1f1b", 4, 8, 2)
-    wl = uniform_workload(8, pp=4, ga=8, pp_comm=64)
-    program = Program.compile(sched, partition(wl, 8), wl.header, SystemConfig(), p2p="async")
-    for ops in program.compiled:
-        full = list(ops)
-        lean = list(ops.walk(False))
-        assert [op[:4] for op in lean] == [op[:4] for op in full]
-        assert [ops.transfer_of(b) for b, a in zip(lean, full) if b[0] != 1] == \
-            [a[4] for a in full if a[0] != 1]
 
 
 def test_transfer_records_over_generated_sends_equal_the_comm_pass_ones():

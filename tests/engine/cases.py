@@ -1,0 +1,71 @@
+"""The engine tests' one case generator: the registered schedules at small shapes, a workload
+with uneven costs (fractions of a ns in the times), TP and DP collectives and recompute, a
+system of 1 byte per ns + 100 ns, and the comparison of two runs' records."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from simulator.errors import ConfigError
+from simulator.schedules import generate, get
+from simulator.system import SystemConfig
+from simulator.system.config import CollectiveConfig, LinkConfig
+from simulator.workload import Comm, CommGroup, CommType, make_layer
+from simulator.workload.model import Header, Workload
+
+LINK = LinkConfig(bandwidth_gbps=8.0, latency_ns=100.0)     # 1 byte per ns + 100 ns
+SYSTEM = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK))
+TP = Comm(CommType.ALLREDUCE, CommGroup.TP, 6000, "ALLREDUCE")
+DP = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
+SHAPES = ((2, 4), (4, 8), (3, 7))                           # (P, M)
+
+
+def cases(name: str, shapes=SHAPES, vpps: tuple[int, ...] | None = None):
+    """Schedule ``name`` at each (P, M) of ``shapes`` and each v of ``vpps`` (default: 1, 2
+    and 3 where the schedule takes any v, else its own); shapes it refuses are left out."""
+    spec = get(name)
+    if vpps is None:
+        vpps = (1, 2, 3) if spec.variable_vpp else (spec.default_vpp,)
+    for P, M in shapes:
+        for v in vpps:
+            try:
+                yield generate(name, P, M, v)
+            except ConfigError:
+                continue
+
+
+def workload(n_chunks: int, pp_comm: int = 3000, name: str = "<engine>") -> Workload:
+    """Three rows per chunk with uneven costs (thirds of a ns appear in the times), TP
+    collectives, DP all-reduces with an update time, and recompute."""
+    layers = []
+    for i in range(3 * n_chunks):
+        layers.append(make_layer(i, 1000 + 37 * i, 900 + 11 * (i % 5), 500 + 3 * i,
+                                 fwd_comm=TP if i % 2 else Comm(CommType.NONE, CommGroup.TP, 0),
+                                 ig_comm=TP, wg_comm=DP, update_time=50))
+    header = Header("HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=2, pp=1, all_gpus=6, pp_comm=pp_comm,
+                    checkpoints=(0,), checkpoint_initiates=(2,))
+    return Workload(name, header, tuple(layers))
+
+
+def by_rank(records, rank_of) -> dict:
+    out = defaultdict(list)
+    for x in records:
+        out[rank_of(x)].append(x)
+    return dict(out)
+
+
+def assert_same(simpy, fast) -> None:
+    """Everything a walk records, exactly: per rank, in the engine's order (the lists only
+    interleave the ranks differently). Memory is not a walk's: one pass over the executed
+    order accounts it for every engine (engine/memory_use.py)."""
+    assert by_rank(fast.actions, lambda a: a.rank) == by_rank(simpy.actions, lambda a: a.rank)
+    assert (by_rank(fast.transfers, lambda t: t.src_rank)
+            == by_rank(simpy.transfers, lambda t: t.src_rank))
+    assert (by_rank(fast.collectives, lambda c: c.rank)
+            == by_rank(simpy.collectives, lambda c: c.rank))
+    assert by_rank(fast.layers, lambda x: x.rank) == by_rank(simpy.layers, lambda x: x.rank)
+    assert fast.iteration_bounds == simpy.iteration_bounds
+    assert fast.rank_finish == simpy.rank_finish
+    assert fast.links == simpy.links
+    assert fast.layer_ops == simpy.layer_ops
+    assert len(fast.actions) == len(simpy.actions)
