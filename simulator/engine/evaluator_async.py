@@ -192,7 +192,10 @@ class _Walk:
 
         Times are appended to lists and moved into the rank's columns every ``_CHUNK`` steps
         (``_flush``): a list append costs a fraction of an array's, which converts each
-        float through the argument parser."""
+        float through the argument parser. The evaluator's hot loop, kept whole on purpose:
+        benchmarks/bench_evaluator.py's 1M-action point spends ~0.37 us per step here, and a
+        Python call per step (a receive, a send or a step as a helper) would add ~0.1 us each;
+        the set-up is :meth:`_links_of`."""
         rt = self.rt
         rec = self.rec
         prog: AsyncOps = rt.compiled[r]
@@ -215,16 +218,8 @@ class _Walk:
                    tcols.end[r])
         lists = ([], [], [], [], [])
         starts, ends, issued, t_starts, t_ends = lists
-        # per destination rank, the booking of its link (only this rank books it, in its op
-        # order): LinkStats.book, the engine's FIFO rule
-        book: dict = {}   # a table over every rank on every rank grew with P^2
-        if not instant:
-            nbytes = rt.pp_comm
-            for _, _, _, sends in prog.plan():
-                for _, _, _, dst in sends:
-                    if dst not in book:
-                        link = rec.links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
-                        book[dst] = link.book
+        book = {} if instant else self._links_of(r, prog)
+        nbytes = rt.pp_comm
         coll_append = rec.collectives.append
         dp_free = self.dp_free
         rows = self.rows[r]
@@ -351,6 +346,19 @@ class _Walk:
                 self.cand = done
             self._barrier(r, it, now)
             yield
+
+    def _links_of(self, r: int, prog: AsyncOps) -> dict:
+        """Per destination rank of rank ``r``'s sends, the booking of its link (only ``r``
+        books it, in its op order): ``LinkStats.book``, the engine's FIFO rule. A table over
+        every rank on every rank grew with P^2."""
+        rt, links = self.rt, self.rec.links
+        book: dict = {}
+        for _, _, _, sends in prog.plan():
+            for _, _, _, dst in sends:
+                if dst not in book:
+                    link = links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
+                    book[dst] = link.book
+        return book
 
     def _layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
         """The layer records of action ``a`` run over ``[start, start + span]``: its cost's

@@ -248,37 +248,26 @@ class _Run:
             return Wait(rank, "the iteration barrier", None, self.env.now)
         if isinstance(w, Wait):
             return w
-        if len(w) == 3:   # the compact walk's receive: (action, its sender, since)
-            a, (data, other, peer), since = w
-            t = Transfer("recv", data, other, a.stage, a.microbatch, peer, rank)
-            return Wait(rank, str(t), peer, since)
         op, since = w   # a receive, recorded cheaply in the hot loop
         return Wait(rank, str(op[4]), op[2], since)
 
     def _rank(self, rank: int):
+        """Rank ``rank``'s SimPy process: its op list once per iteration, step by step (one
+        timeout per compute step), then the iteration's end. Hot loop for the rendezvous modes
+        (the asynchronous ones take the lookahead walk): the compute step and the receive stay
+        inline; a send, torch's posts and waits, and an action's records are named steps."""
         env = self.env
         program = self.compiled[rank]
         mailbox = self.mailbox
-        a_start = self.rec.actions.start[rank].append
-        a_end = self.rec.actions.end[rank].append
-        a_order = self.rec.actions.order.append
-        if self.fifo_columns:
-            tcols = self.rec.transfers
-            t_issued = tcols.issued[rank].append
-            t_start, t_end = tcols.start[rank].append, tcols.end[rank].append
-            instant = tcols.instant
-            t_order = tcols.order.append
-        net = self.net
-        fifo = not net.fair
+        record = self._recorder(rank)
+        send = self._sender(rank)
         debug = self.debug
         virtual = self.schedule.n_stages > self.schedule.pp
         variation = RankVariation.of(self.options, rank)
-        trace_layers = self.trace_layers
         layer_by_layer = self.options.layer_by_layer
         prologue = self.profile.step_prologue_ns
         epilogue = self.profile.step_epilogue_ns
         torch = self.p2p.startswith("torch")
-        rdv = self.rdv
         waiting = self.waiting
         # one run of one iteration: the mailbox needs no iteration in its keys
         one_box = self.iterations == 1
@@ -305,20 +294,7 @@ class _Run:
                             yield env.timeout(duration)
                     end = env.now
                     span = end - start
-                    shares = cost.shares
-                    if len(shares) == 1 and not trace_layers:
-                        sh = shares[0]
-                        a_start(start + sh[0] * span)
-                        a_end(start + sh[1] * span)
-                        a_order(rank)
-                    else:
-                        for a, (lo, hi, _, acost, _) in zip(op[2], shares):
-                            s0 = start + lo * span
-                            a_start(s0)
-                            a_end(start + hi * span)
-                            a_order(rank)
-                            if trace_layers:
-                                self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
+                    record(op[2], cost, it, start, span)
                     if cost.dp and not layer_by_layer:
                         self._issue_dp(rank, it, start, cost.dp, span / cost.duration
                                        if cost.duration else 1.0)
@@ -340,57 +316,105 @@ class _Run:
                     elif got.callbacks is not None:
                         yield got
                 elif code == SEND:
-                    mkey = op[1] if one_box else (it,) + op[1]
-                    waiter = mailbox.get(mkey)
-                    if fifo:                   # the arrival time is known now
-                        dst, nbytes = op[2], op[3]
-                        now = env.now
-                        start, end = net.book(rank, dst, nbytes)
-                        t_issued(now)
-                        t_order(rank)
-                        if not instant:
-                            t_start(start)
-                            t_end(end)
-                        if waiter is None:
-                            mailbox[mkey] = float(end)
-                        else:
-                            fire_at(env, waiter, end - now)
-                    else:
-                        if waiter is None:
-                            waiter = mailbox[mkey] = env.event()
-                        self._transfer(rank, op[2], op[3], op[4], it, waiter)
+                    send(op, op[1] if one_box else (it,) + op[1], it)
                 elif code == BATCH:
                     yield from self._batch(rank, it, op[1])
-                # torch's point-to-point (see ``rendezvous`` and ``program``)
-                elif code == IRECV:
-                    rdv.post_recv((it,) + op[1])
-                elif code == WAIT:
-                    key = (it,) + op[1]
-                    ev = rdv.channels[key].arrival
-                    if ev.callbacks is not None:
-                        self.waiting[rank] = (op, env.now)
-                        yield ev
-                        self.waiting[rank] = None
-                    del rdv.channels[key]
-                elif code == TSEND:
-                    key = (it,) + op[1]
-                    sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
-                else:   # WAITSENDS
-                    for key in op[1]:
-                        ev, sop = sends.pop((it,) + key)
-                        if ev.callbacks is not None:
-                            self.waiting[rank] = (sop, env.now)
-                            yield ev
-                            self.waiting[rank] = None
+                else:    # torch's point-to-point (see ``rendezvous`` and ``program``)
+                    yield from self._torch_op(rank, it, op, sends)
             if torch:
                 for ev, sop in sends.values():     # torch waits for its sends at the end
-                    if ev.callbacks is not None:
-                        self.waiting[rank] = (sop, env.now)
-                        yield ev
-                        self.waiting[rank] = None
+                    yield from self._wait(rank, ev, sop)
             if epilogue:
                 yield env.timeout(epilogue)
             yield from self._end_iteration(rank, it)
+
+    def _recorder(self, rank: int):
+        """``record(actions, cost, it, start, span)``: the action records of a compute step
+        run over ``[start, start + span]`` (each action its share; layer records too when
+        traced), into the rank's time columns."""
+        a_start = self.rec.actions.start[rank].append
+        a_end = self.rec.actions.end[rank].append
+        a_order = self.rec.actions.order.append
+        trace_layers = self.trace_layers
+
+        def record(actions, cost, it: int, start: float, span: float) -> None:
+            shares = cost.shares
+            if len(shares) == 1 and not trace_layers:
+                sh = shares[0]
+                a_start(start + sh[0] * span)
+                a_end(start + sh[1] * span)
+                a_order(rank)
+                return
+            for a, (lo, hi, _, acost, _) in zip(actions, shares):
+                s0 = start + lo * span
+                a_start(s0)
+                a_end(start + hi * span)
+                a_order(rank)
+                if trace_layers:
+                    self._record_layers(rank, a, it, s0, (hi - lo) * span, acost)
+
+        return record
+
+    def _sender(self, rank: int):
+        """``send(op, mailbox key, it)``: post a send. On FIFO links its arrival time is known
+        now: booked, recorded in the transfer columns and left in the mailbox (or the waiting
+        receiver woken then); on fair links a transfer whose arrival fires an event."""
+        env, mailbox, net = self.env, self.mailbox, self.net
+        if not self.fifo_columns:
+            def send_fair(op: tuple, mkey: tuple, it: int) -> None:
+                waiter = mailbox.get(mkey)
+                if waiter is None:
+                    waiter = mailbox[mkey] = env.event()
+                self._transfer(rank, op[2], op[3], op[4], it, waiter)
+
+            return send_fair
+        tcols = self.rec.transfers
+        t_issued = tcols.issued[rank].append
+        t_start, t_end = tcols.start[rank].append, tcols.end[rank].append
+        instant = tcols.instant
+        t_order = tcols.order.append
+
+        def send_fifo(op: tuple, mkey: tuple, it: int) -> None:
+            waiter = mailbox.get(mkey)
+            now = env.now
+            start, end = net.book(rank, op[2], op[3])
+            t_issued(now)
+            t_order(rank)
+            if not instant:
+                t_start(start)
+                t_end(end)
+            if waiter is None:
+                mailbox[mkey] = float(end)
+            else:
+                fire_at(env, waiter, end - now)
+
+        return send_fifo
+
+    def _torch_op(self, rank: int, it: int, op: tuple, sends: dict):
+        """One of torch's steps (``rendezvous``): post a receive or a send (never blocks),
+        wait for a receive, or wait for earlier sends."""
+        code = op[0]
+        rdv = self.rdv
+        if code == IRECV:
+            rdv.post_recv((it,) + op[1])
+        elif code == WAIT:
+            key = (it,) + op[1]
+            yield from self._wait(rank, rdv.channels[key].arrival, op)
+            del rdv.channels[key]
+        elif code == TSEND:
+            key = (it,) + op[1]
+            sends[key] = (rdv.post_send(key, rank, op[2], op[3], op[4], it), op)
+        else:   # WAITSENDS
+            for key in op[1]:
+                ev, sop = sends.pop((it,) + key)
+                yield from self._wait(rank, ev, sop)
+
+    def _wait(self, rank: int, ev, op: tuple):
+        """Wait for ``ev`` unless it fired, recorded as waiting on ``op`` since now."""
+        if ev.callbacks is not None:
+            self.waiting[rank] = (op, self.env.now)
+            yield ev
+            self.waiting[rank] = None
 
     def _layers(self, rank: int, it: int, cost: StepCost):
         """The reference path: one SimPy timeout per layer state, each DP collective issued
@@ -447,9 +471,9 @@ class _Run:
                 waits.append((op, ch.sent))
         for op, ev in waits:
             if ev.callbacks is not None:
-                what = _describe(op)
+                what = str(op[4])
                 if len(ops) > 1:
-                    what += " in batch [" + ", ".join(_describe(o) for o in ops) + "]"
+                    what += " in batch [" + ", ".join(str(o[4]) for o in ops) + "]"
                 self.waiting[rank] = Wait(rank, what, op[2], self.env.now)
                 yield ev
                 self.waiting[rank] = None
@@ -498,6 +522,3 @@ class _Run:
             self.rec.layers.append(LayerRecord(rank, a.stage, a.microbatch, it, seg.layer,
                                                seg.state, s, s + seg.duration * scale))
 
-
-def _describe(op: tuple) -> str:
-    return str(op[4])

@@ -34,6 +34,12 @@ def cases(name: str, shapes=SHAPES, vpps: tuple[int, ...] | None = None):
                 continue
 
 
+def one_vpp(name: str) -> tuple[int]:
+    """One v per schedule: 2 where it takes any, else its own."""
+    spec = get(name)
+    return (2,) if spec.variable_vpp else (spec.default_vpp,)
+
+
 def workload(n_chunks: int, pp_comm: int = 3000, name: str = "<engine>") -> Workload:
     """Three rows per chunk with uneven costs (thirds of a ns appear in the times), TP
     collectives, DP all-reduces with an update time, and recompute."""

@@ -10,9 +10,11 @@ import random
 import pytest
 
 from simulator.errors import ScheduleError
-from simulator.schedules import generate, get, names
+from simulator.schedules import generate, names
 from simulator.schedules.schedule import Schedule
 from simulator.schedules import validate as V
+
+from .cases import cases, one_vpp
 
 
 def detailed(s: Schedule) -> bool:
@@ -27,16 +29,7 @@ def detailed(s: Schedule) -> bool:
 
 
 def schedules():
-    out = []
-    for name in names():
-        spec = get(name)
-        v = 2 if spec.variable_vpp else spec.default_vpp
-        for P, M in ((2, 4), (4, 8)):
-            try:
-                out.append(generate(name, P, M, v))
-            except Exception:
-                continue
-    return out
+    return [s for name in names() for s in cases(name, ((2, 4), (4, 8)), one_vpp(name))]
 
 
 def broken(s: Schedule, rng: random.Random) -> Schedule:
