@@ -13,9 +13,11 @@
   tree, best of ``--plan-repeats`` (1).
 
 Targets (issue 23): evaluator <= 1.0 s CPU and <= 1.5x the bare loop's process; simpy and
-plan no slower than before. Prints one JSON object; ``--out FILE`` also writes it.
+plan no slower than before. ``--baseline DIR`` (a checkout of the code before, e.g. ``git
+archive COMMIT | tar -x -C DIR``) runs the same commands from it, interleaved with this tree's,
+so a shared machine's load hits both alike. Prints one JSON object; ``--out FILE`` writes it.
 
-    python benchmarks/bench_core.py [--repeats 3] [--plan] [--out benchmarks/results/X.json]
+    python benchmarks/bench_core.py [--repeats 3] [--plan] [--baseline DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -67,16 +69,15 @@ print(best)
 """
 
 
-def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+def _env(tree: Path) -> dict:
+    return dict(os.environ, PYTHONPATH=str(tree))
 
 
-def child(cmd: list[str]) -> tuple[float, float, str]:
-    """(CPU of the child tree, wall, stdout) of one run."""
+def child(cmd: list[str], tree: Path = REPO) -> tuple[float, float, str]:
+    """(CPU of the child tree, wall, stdout) of one run of ``tree``'s code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -90,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--plan", action="store_true")
     ap.add_argument("--plan-repeats", type=int, default=1)
+    ap.add_argument("--baseline", type=Path, help="a checkout of the code before")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    py = sys.executable
+    trees = {"this": REPO}
+    if args.baseline:
+        trees = {"baseline": args.baseline.resolve(), "this": REPO}
     out: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                  "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                                           capture_output=True, text=True).stdout.strip(),
@@ -102,33 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp) / "one_layer_1m.txt"
         w.write_text(one_layer_workload_text(P, M))
-        runs: dict[str, list] = {"evaluator": [], "simpy": [], "bare": []}
-        makespans = {}
-        for _ in range(args.repeats):     # interleaved: the machine's load hits all alike
-            for engine in ("evaluator", "simpy"):
-                cpu, wall, stdout = child([py, "-m", "simulator", "run", str(w), "--engine",
-                                           engine, "--max-actions", "0", "--json", "-"])
-                runs[engine].append((cpu, wall))
-                makespans[engine] = json.loads(stdout)["makespan_ns"]
-            cpu, wall, stdout = child([py, "-c", BARE_CHILD.format(repo=str(REPO), n=BARE_N)])
-            loop_cpu, loop_wall = map(float, stdout.split())
-            runs["bare"].append((cpu, wall, loop_cpu, loop_wall))
-        for name, rows in runs.items():
-            best = min(rows)
-            out[name] = {"cpu_s": round(best[0], 3), "wall_s": round(best[1], 3),
-                         "all_cpu_s": [round(r[0], 3) for r in rows]}
-            if name == "bare":
-                out[name]["loop_cpu_s"] = round(min(r[2] for r in rows), 3)
-                out[name]["loop_wall_s"] = round(min(r[3] for r in rows), 3)
-        out["makespan_ns"] = makespans
-        out["evaluator_vs_bare_process"] = round(out["evaluator"]["cpu_s"]
-                                                 / out["bare"]["cpu_s"], 2)
-        out["evaluator_vs_bare_loop"] = round(out["evaluator"]["cpu_s"]
-                                              / out["bare"]["loop_cpu_s"], 2)
-        _, _, stdout = child([py, "-c", VALIDATE_CHILD.format(repo=str(REPO), p=P, m=M)])
-        out["validate_library_1m_cpu_s"] = round(float(stdout), 3)
-        if args.plan:
-            out["plan"] = plan(py, Path(tmp), args.plan_repeats)
+        results = interleaved(trees, w, args, Path(tmp))
+    out.update(results if len(trees) > 1 else results["this"])
     out["load_after"] = os.getloadavg()[0]
     text = json.dumps(out, indent=1)
     print(text)
@@ -137,7 +116,56 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plan(py: str, tmp: Path, repeats: int) -> dict:
+def interleaved(trees: dict, w: Path, args, tmp: Path) -> dict:
+    """Each tree's figures, their runs interleaved repeat by repeat."""
+    runs: dict = {name: {"evaluator": [], "simpy": [], "bare": []} for name in trees}
+    out: dict = {name: {} for name in trees}
+    for _ in range(args.repeats):
+        for name, tree in trees.items():
+            one_round(tree, w, runs[name], out[name])
+    for name, tree in trees.items():
+        summarize(runs[name], out[name])
+        _, _, stdout = child([sys.executable, "-c", VALIDATE_CHILD.format(repo=str(tree), p=P,
+                                                                         m=M)], tree)
+        out[name]["validate_library_1m_cpu_s"] = round(float(stdout), 3)
+    if args.plan:
+        for _ in range(args.plan_repeats):
+            for name, tree in trees.items():
+                d = tmp / name
+                d.mkdir(exist_ok=True)
+                got = plan(sys.executable, d, 1, tree)
+                best = out[name].get("plan")
+                if best is None or got["wall_s"] < best["wall_s"]:
+                    out[name]["plan"] = got
+    return out
+
+
+def one_round(tree: Path, w: Path, runs: dict, makespans: dict) -> None:
+    py = sys.executable
+    for engine in ("evaluator", "simpy"):
+        cpu, wall, stdout = child([py, "-m", "simulator", "run", str(w), "--engine", engine,
+                                   "--max-actions", "0", "--json", "-"], tree)
+        runs[engine].append((cpu, wall))
+        makespans.setdefault("makespan_ns", {})[engine] = json.loads(stdout)["makespan_ns"]
+    cpu, wall, stdout = child([py, "-c", BARE_CHILD.format(repo=str(tree), n=BARE_N)], tree)
+    loop_cpu, loop_wall = map(float, stdout.split())
+    runs["bare"].append((cpu, wall, loop_cpu, loop_wall))
+
+
+def summarize(runs: dict, out: dict) -> None:
+    for name, rows in runs.items():
+        best = min(rows)
+        out[name] = {"cpu_s": round(best[0], 3), "wall_s": round(best[1], 3),
+                     "all_cpu_s": [round(r[0], 3) for r in rows]}
+        if name == "bare":
+            out[name]["loop_cpu_s"] = round(min(r[2] for r in rows), 3)
+            out[name]["loop_wall_s"] = round(min(r[3] for r in rows), 3)
+    out["evaluator_vs_bare_process"] = round(out["evaluator"]["cpu_s"] / out["bare"]["cpu_s"], 2)
+    out["evaluator_vs_bare_loop"] = round(out["evaluator"]["cpu_s"]
+                                          / out["bare"]["loop_cpu_s"], 2)
+
+
+def plan(py: str, tmp: Path, repeats: int, tree: Path = REPO) -> dict:
     """``pipesim plan`` on the model flags case (1,207 candidates), best of ``repeats``."""
     dest = tmp / "plan.json"
     argv = [py, "-m", "simulator", "plan", "--model", "gpt", "--layers", "96", "--hidden",
@@ -146,7 +174,7 @@ def plan(py: str, tmp: Path, repeats: int) -> dict:
             "configs/system/h100.yaml", "--max-work", "0", "--json", str(dest)]
     rows = []
     for _ in range(repeats):
-        cpu, wall, _ = child(argv)
+        cpu, wall, _ = child(argv, tree)
         rows.append((wall, cpu))
     data = json.loads(dest.read_text())
     best = min(rows)
