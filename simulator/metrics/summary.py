@@ -115,19 +115,8 @@ def _peak_fields(rec, rank: int) -> dict:
             "peak_memory_time_ns": 0.0, "peak_memory_action": None}
 
 
-def summarize(result: Any) -> RunSummary:
-    sched = result.schedule
-    rec = result.records
-    n_it = len(rec.iteration_bounds)
-    makespans = [e - s for s, e in rec.iteration_bounds]
-    makespan = mean(makespans) if makespans else 0.0
-
-    cols = rec.actions if isinstance(rec.actions, ActionColumns) else None
-    per_rank_iter: dict[tuple[int, int], list] = defaultdict(list)
-    if cols is None:
-        for a in rec.actions:
-            per_rank_iter[(a.rank, a.iteration)].append(a)
-
+def _bytes_per_rank(rec) -> tuple[dict[int, int], dict[int, int]]:
+    """Bytes each rank sent and received over the whole run."""
     sent: dict[int, int] = defaultdict(int)
     received: dict[int, int] = defaultdict(int)
     if isinstance(rec.transfers, TransferColumns) and rec.links:
@@ -139,75 +128,83 @@ def summarize(result: Any) -> RunSummary:
         for t in rec.transfers:
             sent[t.src_rank] += t.nbytes
             received[t.dst_rank] += t.nbytes
+    return sent, received
 
-    stages = []
-    first_busy: list[float] = []     # per rank, its compute time in the first iteration
-    for r in range(sched.pp):
-        acc = _Times()
-        kinds = rank_kinds(sched, r)
-        if cols is not None:       # the run's time columns, read in place (no record objects)
-            n = len(kinds)
-            forward = kinds.encode("ascii").translate(_FORWARD)
-            starts, ends = cols.start[r], cols.end[r]
-        for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
-            if cols is not None:
-                lo = it * n
-                acc.add(forward, starts[lo:lo + n], ends[lo:lo + n], it_start, it_end)
-            else:
-                acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
-                acc.add([a.kind == Kind.F for a in acts], [a.start for a in acts],
-                        [a.end for a in acts], it_start, it_end)
-        busy, fwd, bwd, fwd_bub, bwd_bub = acc.busy, acc.fwd, acc.bwd, acc.fwd_bub, acc.bwd_bub
-        idle_own, span_own = acc.idle_own, acc.span_own
-        first_busy.append(0.0 if acc.first_busy is None else acc.first_busy)
-        k = max(1, n_it)
-        busy /= k
-        idle = max(0.0, makespan - busy)
-        counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
-        peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r),
-                                          rank_in_order(sched, r))
-        stages.append(RankSummary(
-            rank=r,
-            virtual_stages=sched.stages_of(r),
-            layers=tuple(result.partition.layer_range(sched.stage_chunk[s])
-                         for s in sched.stages_of(r)),
-            busy_ns=busy,
-            idle_ns=idle,
-            bubble_ratio=idle / makespan if makespan else 0.0,
-            bubble_ratio_own=(idle_own / span_own) if span_own else 0.0,
-            **counts,
-            peak_inflight_microbatches=peak_mb,
-            peak_inflight_activations=peak_act,
-            bytes_sent=sent[r] // k,
-            bytes_received=received[r] // k,
-            static_memory_bytes=round(rec.static_memory[r]) if rec.static_memory else 0,
-            peak_memory_bytes=round(rec.peak_memory[r]) if rec.peak_memory else 0,
-            **_peak_fields(rec, r),
-            forward_ns=fwd / k,
-            backward_ns=bwd / k,
-            forward_bubble_ns=fwd_bub / k,
-            backward_bubble_ns=bwd_bub / k,
-        ))
 
-    bubble = mean(s.bubble_ratio for s in stages) if stages else 0.0
-    bubble_own = mean(s.bubble_ratio_own for s in stages) if stages else 0.0
-    spec = result.spec
-    theory = None
+def _rank_times(rec, r: int, kinds: str, cols: ActionColumns | None,
+                per_rank_iter: dict[tuple[int, int], list]) -> _Times:
+    """Rank ``r``'s compute-stream sums over every iteration: from the run's time columns,
+    read in place (no record objects), or from its action records."""
+    acc = _Times()
+    if cols is not None:
+        n = len(kinds)
+        forward = kinds.encode("ascii").translate(_FORWARD)
+        starts, ends = cols.start[r], cols.end[r]
+    for it, (it_start, it_end) in enumerate(rec.iteration_bounds):
+        if cols is not None:
+            lo = it * n
+            acc.add(forward, starts[lo:lo + n], ends[lo:lo + n], it_start, it_end)
+        else:
+            acts = per_rank_iter.get((r, it), ())   # a rank records in execution order
+            acc.add([a.kind == Kind.F for a in acts], [a.start for a in acts],
+                    [a.end for a in acts], it_start, it_end)
+    return acc
+
+
+def _rank_summary(result: Any, r: int, kinds: str, acc: _Times, makespan: float, k: int,
+                  sent: dict[int, int], received: dict[int, int]) -> RankSummary:
+    """Rank ``r``'s line of the summary, per iteration (``k`` iterations summed in ``acc``)."""
+    sched, rec = result.schedule, result.records
+    busy = acc.busy / k
+    idle = max(0.0, makespan - busy)
+    counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
+    peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r),
+                                      rank_in_order(sched, r))
+    return RankSummary(
+        rank=r,
+        virtual_stages=sched.stages_of(r),
+        layers=tuple(result.partition.layer_range(sched.stage_chunk[s])
+                     for s in sched.stages_of(r)),
+        busy_ns=busy,
+        idle_ns=idle,
+        bubble_ratio=idle / makespan if makespan else 0.0,
+        bubble_ratio_own=(acc.idle_own / acc.span_own) if acc.span_own else 0.0,
+        **counts,
+        peak_inflight_microbatches=peak_mb,
+        peak_inflight_activations=peak_act,
+        bytes_sent=sent[r] // k,
+        bytes_received=received[r] // k,
+        static_memory_bytes=round(rec.static_memory[r]) if rec.static_memory else 0,
+        peak_memory_bytes=round(rec.peak_memory[r]) if rec.peak_memory else 0,
+        **_peak_fields(rec, r),
+        forward_ns=acc.fwd / k,
+        backward_ns=acc.bwd / k,
+        forward_bubble_ns=acc.fwd_bub / k,
+        backward_bubble_ns=acc.bwd_bub / k,
+    )
+
+
+def _theory(spec, sched) -> float | None:
+    """The schedule's closed-form bubble ratio, when it has one for this shape."""
     if spec is not None and spec.closed_form is not None:
         try:
-            theory = spec.closed_form(sched.pp, sched.microbatches, sched.vpp)
+            return spec.closed_form(sched.pp, sched.microbatches, sched.vpp)
         except (ZeroDivisionError, ValueError):
-            theory = None
-    fwd_total = sum(s.forward_ns for s in stages)
-    bwd_total = sum(s.backward_ns for s in stages)
-    fwd_bub = sum(s.forward_bubble_ns for s in stages)
-    bwd_bub = sum(s.backward_bubble_ns for s in stages)
-    k = max(1, n_it)
+            return None
+    return None
+
+
+def _overall(result: Any, stages: list[RankSummary], makespan: float,
+             makespans: list[float], k: int) -> dict[str, Any]:
+    """The run-wide fields of the summary, from the ranks' lines."""
+    sched, rec, spec = result.schedule, result.records, result.spec
+    bubble = mean(s.bubble_ratio for s in stages) if stages else 0.0
+    bubble_own = mean(s.bubble_ratio_own for s in stages) if stages else 0.0
     links = tuple(LinkSummary(ln.src, ln.dst, ln.bytes // k, ln.transfers // k, ln.busy_ns / k)
                   for ln in sorted(rec.links.values(), key=lambda x: (x.src, x.dst)))
     p2p_bytes = sum(ln.bytes for ln in links)
     dp_bytes = sum(c.nbytes for c in rec.collectives) // k
-    out: dict[str, Any] = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "schedule": sched.name,
         "pp": sched.pp,
@@ -220,14 +217,14 @@ def summarize(result: Any) -> RunSummary:
         "iteration_times_ns": tuple(makespans),
         "bubble_ratio": bubble,
         "bubble_ratio_own": bubble_own,
-        "theoretical_bubble_ratio": theory,
+        "theoretical_bubble_ratio": _theory(spec, sched),
         "theoretical_formula": spec.formula if spec is not None else "",
         "theoretical_bubble_basis": spec.closed_form_basis if spec is not None else "makespan",
         "utilization": 1.0 - bubble,
-        "forward_ns": fwd_total,
-        "backward_ns": bwd_total,
-        "forward_bubble_ns": fwd_bub,
-        "backward_bubble_ns": bwd_bub,
+        "forward_ns": sum(s.forward_ns for s in stages),
+        "backward_ns": sum(s.backward_ns for s in stages),
+        "forward_bubble_ns": sum(s.forward_bubble_ns for s in stages),
+        "backward_bubble_ns": sum(s.backward_bubble_ns for s in stages),
         "layer_ops": rec.layer_ops,
         "p2p_bytes": p2p_bytes,
         "dp_collective_bytes": dp_bytes,
@@ -242,6 +239,51 @@ def summarize(result: Any) -> RunSummary:
         "warnings": tuple(getattr(result, "warnings", ())),
         "notes": tuple(result.notes) + tuple(result.workload.warnings),
     }
+
+
+def _add_bubbles(out: dict[str, Any], result: Any, first_busy: list[float]) -> None:
+    """The simulated pipeline bubble, and SimAI's analytical terms beside it for a file in
+    AICB's layout (SimAI's formula reads the rows as one stage over ga microbatches: only
+    meaningful there)."""
+    from .bubble import pipeline_bubble
+    from .simai import simai_pipeline_terms
+
+    sched = result.schedule
+    pb = pipeline_bubble(result, busy=first_busy)
+    out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
+                                               pb["mean_ns"], pb["max_ns"], pb["min_ns"])
+    if result.workload.layout == "aicb":
+        simai = simai_pipeline_terms(result.workload, result.system)
+        simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
+            result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
+            vpp=sched.vpp)["bubble_ns"]
+        out["simai"] = simai
+
+
+def summarize(result: Any) -> RunSummary:
+    sched = result.schedule
+    rec = result.records
+    n_it = len(rec.iteration_bounds)
+    makespans = [e - s for s, e in rec.iteration_bounds]
+    makespan = mean(makespans) if makespans else 0.0
+    k = max(1, n_it)
+
+    cols = rec.actions if isinstance(rec.actions, ActionColumns) else None
+    per_rank_iter: dict[tuple[int, int], list] = defaultdict(list)
+    if cols is None:
+        for a in rec.actions:
+            per_rank_iter[(a.rank, a.iteration)].append(a)
+    sent, received = _bytes_per_rank(rec)
+
+    stages = []
+    first_busy: list[float] = []     # per rank, its compute time in the first iteration
+    for r in range(sched.pp):
+        kinds = rank_kinds(sched, r)
+        acc = _rank_times(rec, r, kinds, cols, per_rank_iter)
+        first_busy.append(0.0 if acc.first_busy is None else acc.first_busy)
+        stages.append(_rank_summary(result, r, kinds, acc, makespan, k, sent, received))
+
+    out = _overall(result, stages, makespan, makespans, k)
     if n_it > 1:
         from statistics import median
 
@@ -249,20 +291,7 @@ def summarize(result: Any) -> RunSummary:
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))
     if n_it:
-        from .bubble import pipeline_bubble
-        from .simai import simai_pipeline_terms
-
-        pb = pipeline_bubble(result, busy=first_busy)
-        out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
-                                                   pb["mean_ns"], pb["max_ns"], pb["min_ns"])
-        if result.workload.layout == "aicb":
-            # SimAI's formula reads the rows as one stage over ga microbatches: only meaningful
-            # for files in that layout
-            simai = simai_pipeline_terms(result.workload, result.system)
-            simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
-                result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
-                vpp=sched.vpp)["bubble_ns"]
-            out["simai"] = simai
+        _add_bubbles(out, result, first_busy)
     if not sched.flush and sched.meta.get("iterations"):  # e.g. 2BW: minibatches run as one
         out["minibatches"] = sched.meta["iterations"]
         out["time_per_minibatch_ns"] = makespan / sched.meta["iterations"]

@@ -546,24 +546,12 @@ def _from_row(c: Candidate, row: dict[str, Any]) -> Outcome:
                    lower_bound_ns=row.get("lower_bound_ns"), runtimes=row.get("runtimes"))
 
 
-def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
-         address: str | None = None, out_dir: str | Path | None = None, resume: bool = False,
-         progress: Callable[[int, int], None] | None = None,
-         workload_dir: str | Path | None = None, max_work: int | None = None) -> Plan:
-    """Screen every candidate, confirm the best, rank; see the module docstring.
-
-    ``progress(done, total)`` is called as candidates finish. With model flags, the workload
-    of each TP is generated into ``workload_dir`` (default: here), where ``best.command`` runs
-    it. Raises ConfigError (exit 2) when the candidates cost more than ``max_work`` actions in
-    all (:func:`check_work`), or when no candidate fits the memory limit, naming the smallest
-    peak found and what to relax.
-    """
-    _check(settings)
-    from ..schedules import registry
-
-    system = _load_system(settings)
-    specs = [registry.get(n) for n in (settings.schedules or registry.names())]
-    table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
+def _enumerate(settings: PlanSettings, table: list[tuple[str, bool, int]],
+               workload_dir: str | Path | None
+               ) -> tuple[list[Candidate], dict[str, Any], dict[str, int], int]:
+    """Every hand-made candidate of every workload (one per TP with model flags), the workloads
+    by path, their layer counts and the number of layers ``auto`` is given (the last
+    workload's); refuses a global batch no pipeline degree divides."""
     from ..workload.partition import model_rows
 
     if settings.model is not None:
@@ -597,37 +585,59 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
                           f"number of microbatches per data-parallel group; expected a multiple "
                           f"of one of DP = {', '.join(map(str, sorted(tried_dps)))} "
                           f"(--gpus {settings.gpus})")
-    if settings.memory_limit_gb is not None:
-        limit = settings.memory_limit_gb * 1e9
-    else:
-        limit = system.memory.capacity_bytes
-    ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
-                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
-                   settings.runtime)
-    floor_autos = auto_floor(candidates, layers, ctx.max_actions)
-    work = check_work(settings, candidates, ctx.max_actions, max_work, floor_autos)
-    work_bound = PLAN_MAX_WORK if max_work is None else max_work
-    notes: list[str] = []
-    unretried = ""   # the no-fit error's last words when retries were left out
+    return candidates, workloads, layers, n_layers
 
-    stage_costs: dict[tuple[str, int, int], Any] = {}
-    bounds: dict[int, float | None] = {}
-    # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
-    prune = settings.prune and settings.jitter == 0
 
-    floor: dict[int, float] = {}   # a recompute retry: its own run without recompute
+class _Search:
+    """One plan's screening state: the candidates so far, their outcomes and lower bounds, the
+    work spent against ``--max-work``, the counters the report prints, and the candidates file
+    (``--out``) each outcome is appended to as it comes."""
 
-    def lower_bound(c: Candidate) -> float | None:
+    def __init__(self, settings: PlanSettings, system: Any, workloads: dict[str, Any],
+                 candidates: list[Candidate], limit: float, ctx: _Context, work: int,
+                 work_bound: int, executor: str, jobs: int | None, address: str | None,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.settings, self.system, self.workloads = settings, system, workloads
+        self.candidates, self.limit, self.ctx = candidates, limit, ctx
+        self.work, self.work_bound = work, work_bound
+        self.executor, self.jobs, self.address, self.progress = executor, jobs, address, progress
+        self.notes: list[str] = []
+        self.unretried = ""   # the no-fit error's last words when retries were left out
+        self.stage_costs: dict[tuple[str, int, int], Any] = {}
+        self.bounds: dict[int, float | None] = {}
+        # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
+        self.prune = settings.prune and settings.jitter == 0
+        self.floor: dict[int, float] = {}   # a recompute retry: its own run without recompute
+        self.outcomes: dict[int, Outcome] = {}
+        self.resumed: dict[str, dict[str, Any]] = {}
+        self.sink = None
+        self.total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+        self.screened = self.resumed_count = self.pruned_count = self.ruled_out = 0
+
+    def open(self, out_dir: str | Path | None, resume: bool) -> None:
+        """Read what ``out_dir`` already holds (with ``resume``) and append to it from now."""
+        if out_dir is not None:
+            out_dir = Path(out_dir)
+            self.resumed = _read_resumed(out_dir, self.settings, resume)
+            self.sink = open(out_dir / CANDIDATES_FILE, "a")
+        elif resume:
+            raise ConfigError("--resume: needs --out DIR (the folder of the plan to complete)")
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+
+    def lower_bound(self, c: Candidate) -> float | None:
         """The shape's bound (below), raised for a full-recompute retry to the makespan of the
         same candidate without recompute: replaying forwards only lengthens actions, and with
         the orders fixed the makespan cannot shrink."""
-        base = shape_bound(c)
-        f = floor.get(c.index)
+        base = self.shape_bound(c)
+        f = self.floor.get(c.index)
         if f is None:
             return base
         return f if base is None else max(base, f)
 
-    def shape_bound(c: Candidate) -> float | None:
+    def shape_bound(self, c: Candidate) -> float | None:
         """A makespan no schedule of this shape beats (ns): every rank runs its share of the
         compute, at best an equal share, and no rank starts before the first microbatch's
         forward reaches its first chunk (the ranks' first chunks are distinct, so their start
@@ -636,13 +646,14 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         if c.reason is not None or c.schedule in NO_BOUND:
             return None
         key = (c.workload, c.pp, c.vpp)
-        sc = stage_costs.get(key)
+        sc = self.stage_costs.get(key)
         if sc is None:
             try:
-                sc = stage_costs[key] = _run_costs(workloads[c.workload or settings.workload],
-                                                   system, settings.gpus, c.pp, c.vpp)
+                sc = self.stage_costs[key] = _run_costs(
+                    self.workloads[c.workload or self.settings.workload], self.system,
+                    self.settings.gpus, c.pp, c.vpp)
             except PipesimError:
-                sc = stage_costs[key] = False
+                sc = self.stage_costs[key] = False
         if sc is False:
             return None
         total = sum(sc.f) + sum(sc.i) + sum(sc.w)
@@ -652,99 +663,96 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
             prefix += sc.f[k]
         return (c.microbatches * total + starts) / c.pp
 
-    outcomes: dict[int, Outcome] = {}
-    resumed: dict[str, dict[str, Any]] = {}
-    sink = None
-    if out_dir is not None:
-        out_dir = Path(out_dir)
-        resumed = _read_resumed(out_dir, settings, resume)
-        sink = open(out_dir / CANDIDATES_FILE, "a")
-    elif resume:
-        raise ConfigError("--resume: needs --out DIR (the folder of the plan to complete)")
-    total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
-    screened = resumed_count = pruned_count = ruled_out = 0
+    def _tell(self) -> None:
+        if self.progress is not None:
+            self.progress(len(self.outcomes), self.total)
 
-    def record(o: Outcome) -> None:
-        o.lower_bound_ns = bounds.get(o.candidate.index)
-        outcomes[o.candidate.index] = o
-        if sink is not None:
-            sink.write(json.dumps(o.row()) + "\n")
-            sink.flush()
+    def _best_fitting(self) -> float:
+        return min((o.makespan_ns for o in self.outcomes.values() if _fits(o, self.limit)),
+                   default=math.inf)
 
-    def screen(batch: list[Candidate]) -> None:
+    def record(self, o: Outcome) -> None:
+        o.lower_bound_ns = self.bounds.get(o.candidate.index)
+        self.outcomes[o.candidate.index] = o
+        if self.sink is not None:
+            self.sink.write(json.dumps(o.row()) + "\n")
+            self.sink.flush()
+
+    def screen(self, batch: list[Candidate]) -> None:
         """Run ``batch`` in rounds, cheapest lower bound first; after each round, a candidate
         whose bound is above the best fitting makespan so far is not run (it cannot win). The
         rounds have a fixed size, so what is pruned does not depend on the workers' timing."""
-        nonlocal screened, resumed_count, pruned_count, ruled_out
         todo = []
         for c in batch:
-            row = resumed.get(c.key)
+            row = self.resumed.get(c.key)
             if row is not None:
-                outcomes[c.index] = _from_row(c, row)
-                resumed_count += 1
+                self.outcomes[c.index] = _from_row(c, row)
+                self.resumed_count += 1
             else:
                 todo.append(c)
-        if progress is not None:
-            progress(len(outcomes), total)
-        bounds.update((c.index, lower_bound(c)) for c in todo)
+        self._tell()
+        bounds = self.bounds
+        bounds.update((c.index, self.lower_bound(c)) for c in todo)
         todo.sort(key=lambda c: (bounds[c.index] if bounds[c.index] is not None else -1.0,
                                  c.index))
         while todo:
-            best = min((o.makespan_ns for o in outcomes.values() if _fits(o, limit)),
-                       default=math.inf)
+            best = self._best_fitting()
             keep, pruned = [], []
             for c in todo:
                 b = bounds[c.index]
-                (pruned if prune and b is not None and b > best else keep).append(c)
+                (pruned if self.prune and b is not None and b > best else keep).append(c)
             for c in pruned:
-                record(Outcome(c, reason=f"not run: its lower bound {_ms(bounds[c.index])} is "
-                                         f"above the best found, {_ms(best)}"))
-                pruned_count += 1
-            if progress is not None and pruned:
-                progress(len(outcomes), total)
+                self.record(Outcome(c, reason=f"not run: its lower bound {_ms(bounds[c.index])} "
+                                              f"is above the best found, {_ms(best)}"))
+                self.pruned_count += 1
+            if pruned:
+                self._tell()
             todo, now = keep[ROUND:], keep[:ROUND]
-            for o in _map(executor, jobs, address, [(ctx, c) for c in now]):
-                record(o)
+            for o in _map(self.executor, self.jobs, self.address, [(self.ctx, c) for c in now]):
+                self.record(o)
                 if o.candidate.reason is not None:   # refused by its sizes, nothing ran
-                    ruled_out += 1
+                    self.ruled_out += 1
                 else:
-                    screened += 1
-                if progress is not None:
-                    progress(len(outcomes), total)
+                    self.screened += 1
+                self._tell()
 
-    try:
-        screen(candidates)
-        # what does not fit, once more with full recompute (less memory, more compute)
-        if limit > 0:
-            over = [c for c in candidates if c.recompute == "file"
-                    and outcomes[c.index].peak_memory_bytes is not None
-                    and outcomes[c.index].peak_memory_bytes > limit]
-            # retried while the plan stays within --max-work (what is not retried keeps its
-            # reason, over the memory limit, and a note says so)
-            retry, skipped, extra = [], 0, 0
-            for c in over:
-                w = candidate_work(replace(c, recompute="full"), ctx.max_actions)
-                if work_bound > 0 and work + w > work_bound:
-                    skipped += 1
-                    extra += w
-                    continue
-                work += w
-                retry.append(c)
-            if skipped:
-                unretried = (f"{skipped} candidate(s) over the memory limit not tried again "
-                             f"with full recompute: the plan would pass --max-work "
-                             f"{work_bound} (pass --max-work {work + extra} to try them)")
-                notes.append(unretried)
-                unretried = "; " + unretried
-            over = retry
-            redo = [replace(c, index=len(candidates) + k, recompute="full")
-                    for k, c in enumerate(over)]
-            floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
-            candidates = candidates + redo
-            total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
-            screen(redo)
-        # auto on the pipeline degrees whose best hand-made schedule fits and is fastest
-        fitting = sorted((outcomes[c.index] for c in candidates
+    def retry_with_recompute(self) -> None:
+        """What does not fit, once more with full recompute (less memory, more compute), while
+        the plan stays within --max-work (what is not retried keeps its reason, over the memory
+        limit, and a note says so)."""
+        outcomes, limit = self.outcomes, self.limit
+        over = [c for c in self.candidates if c.recompute == "file"
+                and outcomes[c.index].peak_memory_bytes is not None
+                and outcomes[c.index].peak_memory_bytes > limit]
+        retry, skipped, extra = [], 0, 0
+        for c in over:
+            w = candidate_work(replace(c, recompute="full"), self.ctx.max_actions)
+            if self.work_bound > 0 and self.work + w > self.work_bound:
+                skipped += 1
+                extra += w
+                continue
+            self.work += w
+            retry.append(c)
+        if skipped:
+            unretried = (f"{skipped} candidate(s) over the memory limit not tried again "
+                         f"with full recompute: the plan would pass --max-work "
+                         f"{self.work_bound} (pass --max-work {self.work + extra} to try them)")
+            self.notes.append(unretried)
+            self.unretried = "; " + unretried
+        over = retry
+        redo = [replace(c, index=len(self.candidates) + k, recompute="full")
+                for k, c in enumerate(over)]
+        self.floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
+        self.candidates = self.candidates + redo
+        self.total = len(self.candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+        self.screen(redo)
+
+    def synthesize_autos(self, n_layers: int, floor_autos: int) -> None:
+        """``auto`` on the pipeline degrees whose best hand-made schedule fits and is fastest,
+        synthesized while the plan stays within --max-work (those left out say so); the floor
+        held for them until now is counted again, on the shapes chosen."""
+        outcomes, limit = self.outcomes, self.limit
+        fitting = sorted((outcomes[c.index] for c in self.candidates
                           if outcomes[c.index].feasible and (
                               limit <= 0 or outcomes[c.index].peak_memory_bytes <= limit)),
                          key=lambda o: (o.makespan_ns, o.candidate.index))
@@ -753,66 +761,106 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
             if len(shapes) < AUTO_SHAPES and (o.candidate.tp, o.candidate.pp) not in {
                     (c.tp, c.pp) for c in shapes}:
                 shapes.append(o.candidate)
-        autos = auto_candidates(len(candidates), shapes, n_layers)
-        # synthesized while the plan stays within --max-work (those left out say so); the
-        # floor held for them until now is counted again, on the shapes chosen
-        work -= floor_autos
+        autos = auto_candidates(len(self.candidates), shapes, n_layers)
+        self.work -= floor_autos
         skipped, extra = 0, 0
-        best_yet = min((o.makespan_ns for o in outcomes.values() if _fits(o, limit)),
-                       default=math.inf)
+        best_yet = self._best_fitting()
         for n, a in enumerate(autos):
-            b = lower_bound(a)
-            if prune and b is not None and b > best_yet:
+            b = self.lower_bound(a)
+            if self.prune and b is not None and b > best_yet:
                 continue   # its bound already rules it out: screen() prunes it, nothing runs
-            w = candidate_work(a, ctx.max_actions)
-            if work_bound > 0 and work + w > work_bound:
+            w = candidate_work(a, self.ctx.max_actions)
+            if self.work_bound > 0 and self.work + w > self.work_bound:
                 skipped += 1
                 extra += w
                 autos[n] = replace(a, reason=f"auto not synthesized: the plan would pass "
-                                             f"--max-work {work_bound}")
+                                             f"--max-work {self.work_bound}")
                 continue
-            work += w
+            self.work += w
         if skipped:
-            notes.append(f"{skipped} auto candidate(s) not synthesized: the plan would pass "
-                         f"--max-work {work_bound} (pass --max-work {work + extra} to "
-                         "synthesize them)")
-        candidates = candidates + autos
-        total = len(candidates)
-        screen(autos)
-    finally:
-        if sink is not None:
-            sink.close()
+            self.notes.append(f"{skipped} auto candidate(s) not synthesized: the plan would pass "
+                              f"--max-work {self.work_bound} (pass --max-work "
+                              f"{self.work + extra} to synthesize them)")
+        self.candidates = self.candidates + autos
+        self.total = len(self.candidates)
+        self.screen(autos)
 
-    ordered = [outcomes[c.index] for c in candidates]
-    objective = "p95_ns" if settings.jitter > 0 else "makespan_ns"
-    _judge_memory(ordered, limit)
-    fits = sorted((o for o in ordered if o.feasible), key=lambda o: (o.makespan_ns, o.candidate.index))
-    if not fits:
-        _no_fit(ordered, limit, settings, unretried)
-    # confirm on the SimPy engine (with jitter when asked) and rank by what it says
-    confirmed = fits[:settings.confirm]
-    for n, o in enumerate(confirmed):
-        again = run_candidate(ctx, o.candidate, "simpy", settings.jitter,
-                              settings.iterations, settings.seed, o.schedule)
-        again.lower_bound_ns = o.lower_bound_ns
-        if again.feasible:
-            confirmed[n] = again
-        else:
-            confirmed[n].feasible, confirmed[n].reason = False, again.reason
-    _judge_memory(confirmed, limit)
-    confirmed.sort(key=lambda o: (_objective(o, objective), o.candidate.index))
-    rest = fits[settings.confirm:]
-    ranked = [o for o in confirmed if o.feasible] + rest
-    if not ranked:
-        _no_fit(ordered, limit, settings, unretried)
-    dropped = [o for o in confirmed if not o.feasible] + [o for o in ordered if not o.feasible]
-    if settings.jitter > 0 and rest:
-        notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; the "
-                     "others are ranked by their evaluated makespan")
-    best = ranked[0]
-    best.command = command_for(settings, best)
-    return Plan(settings, ranked + dropped, limit, objective, notes, screened, resumed_count,
-                pruned_count, ruled_out)
+    def rank(self) -> Plan:
+        """Confirm the best ``confirm`` fitting candidates on the SimPy engine (with jitter when
+        asked), rank by what it says, and list the rest after them."""
+        settings, limit, notes = self.settings, self.limit, self.notes
+        ordered = [self.outcomes[c.index] for c in self.candidates]
+        objective = "p95_ns" if settings.jitter > 0 else "makespan_ns"
+        _judge_memory(ordered, limit)
+        fits = sorted((o for o in ordered if o.feasible),
+                      key=lambda o: (o.makespan_ns, o.candidate.index))
+        if not fits:
+            _no_fit(ordered, limit, settings, self.unretried)
+        confirmed = fits[:settings.confirm]
+        for n, o in enumerate(confirmed):
+            again = run_candidate(self.ctx, o.candidate, "simpy", settings.jitter,
+                                  settings.iterations, settings.seed, o.schedule)
+            again.lower_bound_ns = o.lower_bound_ns
+            if again.feasible:
+                confirmed[n] = again
+            else:
+                confirmed[n].feasible, confirmed[n].reason = False, again.reason
+        _judge_memory(confirmed, limit)
+        confirmed.sort(key=lambda o: (_objective(o, objective), o.candidate.index))
+        rest = fits[settings.confirm:]
+        ranked = [o for o in confirmed if o.feasible] + rest
+        if not ranked:
+            _no_fit(ordered, limit, settings, self.unretried)
+        dropped = [o for o in confirmed if not o.feasible] + [o for o in ordered if not o.feasible]
+        if settings.jitter > 0 and rest:
+            notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; "
+                         "the others are ranked by their evaluated makespan")
+        best = ranked[0]
+        best.command = command_for(settings, best)
+        return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
+                    self.resumed_count, self.pruned_count, self.ruled_out)
+
+
+def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
+         address: str | None = None, out_dir: str | Path | None = None, resume: bool = False,
+         progress: Callable[[int, int], None] | None = None,
+         workload_dir: str | Path | None = None, max_work: int | None = None) -> Plan:
+    """Screen every candidate, confirm the best, rank; see the module docstring.
+
+    ``progress(done, total)`` is called as candidates finish. With model flags, the workload
+    of each TP is generated into ``workload_dir`` (default: here), where ``best.command`` runs
+    it. Raises ConfigError (exit 2) when the candidates cost more than ``max_work`` actions in
+    all (:func:`check_work`), or when no candidate fits the memory limit, naming the smallest
+    peak found and what to relax.
+    """
+    _check(settings)
+    from ..schedules import registry
+
+    system = _load_system(settings)
+    specs = [registry.get(n) for n in (settings.schedules or registry.names())]
+    table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
+    candidates, workloads, layers, n_layers = _enumerate(settings, table, workload_dir)
+    if settings.memory_limit_gb is not None:
+        limit = settings.memory_limit_gb * 1e9
+    else:
+        limit = system.memory.capacity_bytes
+    ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
+                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
+                   settings.runtime)
+    floor_autos = auto_floor(candidates, layers, ctx.max_actions)
+    work = check_work(settings, candidates, ctx.max_actions, max_work, floor_autos)
+    search = _Search(settings, system, workloads, candidates, limit, ctx, work,
+                     PLAN_MAX_WORK if max_work is None else max_work, executor, jobs, address,
+                     progress)
+    search.open(out_dir, resume)
+    try:
+        search.screen(candidates)
+        if limit > 0:
+            search.retry_with_recompute()
+        search.synthesize_autos(n_layers, floor_autos)
+    finally:
+        search.close()
+    return search.rank()
 
 
 def _run_costs(wl, system, gpus: int, pp: int, vpp: int):
