@@ -12,7 +12,7 @@ time against log actions.
 
     python benchmarks/bench_evaluator.py                # 10k, 100k, 300k, 1M actions
     python benchmarks/bench_evaluator.py --quick        # small sizes, a few seconds
-    python benchmarks/bench_evaluator.py --append       # also append to docs/performance.md
+    python benchmarks/bench_evaluator.py --append       # also save it under benchmarks/results/
 """
 
 from __future__ import annotations
@@ -181,8 +181,9 @@ def report(rows: list[tuple[dict, dict]], quick: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
-    ap.add_argument("--append", action="store_true", help="append to docs/performance.md")
-    ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
+    ap.add_argument("--append", action="store_true",
+                    help="save the report (default: a new dated file in benchmarks/results/)")
+    ap.add_argument("--out", default=None, help="with --append: the markdown file to append to")
     ap.add_argument("--point", nargs=2, metavar=("M", "ENGINE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.point:
@@ -200,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     text = report(rows, args.quick)
     print(text)
     if args.append:
-        from benchmarks.markdown import append_section
+        from benchmarks.markdown import append_section, dated_result
 
-        append_section(Path(args.out), text)
+        append_section(Path(args.out) if args.out else dated_result("evaluator"), text)
     return 0 if all(ev["digest"] == sp["digest"] for ev, sp in rows) else 1
 
 

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import startup
-from benchmarks.markdown import append_section, table, verdict
+from benchmarks.markdown import append_section, dated_result, table, verdict
 
 WORKLOAD = REPO.parent / "shared" / "workloads-real" / "workload_analytical.txt"
 SIMAI_ARGS = ["-w", "example/workload_analytical.txt", "-g", "9216", "-nv", "360", "-nic", "48.5",
@@ -308,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workload", default=str(WORKLOAD),
                     help="SimAI's workload_analytical.txt (default: ../shared/workloads-real/)")
     ap.add_argument("--pairs", type=int, default=15, help="counted pairs (default 15)")
-    ap.add_argument("--append", action="store_true", help="append to docs/performance.md")
-    ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
+    ap.add_argument("--append", action="store_true",
+                    help="save the report (default: a new dated file in benchmarks/results/)")
+    ap.add_argument("--out", default=None, help="with --append: the markdown file to append to")
     args = ap.parse_args(argv)
     if args.pairs < 1:
         ap.error(f"--pairs: expected an integer >= 1, got {args.pairs}")
@@ -360,8 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, measured, ok in targets:
         print(f"{verdict(ok):7s} {name}: {measured}")
     if args.append:
-        append_section(Path(args.out), text)
-        print(f"appended to {args.out}", file=sys.stderr)
+        out = Path(args.out) if args.out else dated_result("startup-simai")
+        append_section(out, text)
+        print(f"appended to {out}", file=sys.stderr)
     return 0
 
 

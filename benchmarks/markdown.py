@@ -1,8 +1,11 @@
-"""Markdown output: GitHub tables and appending a dated section to docs/performance.md."""
+"""Markdown output: GitHub tables, and a dated run saved as data under benchmarks/results/."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:
@@ -41,3 +44,9 @@ def append_section(path: Path, text: str) -> None:
     old = path.read_text() if path.exists() else "# Performance\n"
     sep = "" if old.endswith("\n\n") else ("\n" if old.endswith("\n") else "\n\n")
     path.write_text(old + sep + text.rstrip("\n") + "\n")
+
+
+def dated_result(name: str) -> Path:
+    """``benchmarks/results/<UTC date-time>-<name>.md``: where a run's dated output is kept (docs/
+    keeps only where things stand)."""
+    return RESULTS / f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d-%H%M}-{name}.md"

@@ -1,6 +1,6 @@
 """Run every pipesim benchmark (issue 8) and report against its targets.
 
-    python benchmarks/run_all.py            # full run (a few minutes), appends to docs/performance.md
+    python benchmarks/run_all.py            # full run (a few minutes), saved under benchmarks/results/
     python benchmarks/run_all.py --quick    # tiny sizes, a few seconds (what the smoke test runs)
     python benchmarks/run_all.py --sections c --no-append   # only the scaling series, print only
 
@@ -8,8 +8,9 @@ The scaling section (c) ends with issue 16's one-layer case: the whole `pipesim 
 1,000,000 F/B actions (CPU, peak RSS) and the SimPy engine against the evaluator from 10k to 1M
 actions with fitted exponents, each target with its figure and verdict.
 
-Prints one markdown section to stdout and appends it, dated, to ``docs/performance.md``
-(``--out`` elsewhere, ``--no-append`` not at all). Exit 0, or 1 if a measurement failed (its
+Prints one markdown section to stdout and saves it, dated, as
+``benchmarks/results/<date>-<time>-run-all.md`` (``--out`` to append to another file,
+``--no-append`` not at all). Exit 0, or 1 if a measurement failed (its
 table row says why); missing a target is a result, not a failure.
 """
 
@@ -34,7 +35,6 @@ from benchmarks import profiling, scaling, startup, timing  # noqa: E402
 from simulator.errors import PipesimError  # noqa: E402
 
 DEFAULT_WORKLOAD = REPO.parent / "shared" / "workloads-real" / "workload_analytical.txt"
-DEFAULT_OUT = REPO / "docs" / "performance.md"
 
 # issue 8's targets
 RATIO_TARGET = 1.0          # simulate() time / bare SimPy loop of the same number of layer-ops
@@ -314,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="runs per median (default 5, quick 1)")
     ap.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD,
                     help=f"the real workload for (b), (d) and the profile (default {DEFAULT_WORKLOAD})")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown file to append to")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="markdown file to append to (default: a new dated file in benchmarks/results/)")
     ap.add_argument("--no-append", action="store_true", help="print only")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     text = rep.text()
     sys.stdout.write(text)
     if not args.no_append:
-        md.append_section(args.out, text)
+        md.append_section(args.out or md.dated_result("run-all"), text)
     return 1 if rep.failed else 0
 
 
