@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from statistics import median
 from typing import Sequence
 
@@ -566,6 +565,3 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
     cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm)
     cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
 
-
-def write_calibration(cal: Calibration, path: str | PathLike) -> None:
-    Path(path).write_text(cal.to_yaml())

@@ -34,7 +34,6 @@ and what was expected.
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import re
 from collections import Counter

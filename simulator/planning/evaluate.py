@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..schedules.action import Action
-from ..schedules.schedule import Schedule, loop_placement, v_placement
+from ..schedules.schedule import Schedule, loop_placement
 from .costs import StageCosts
 from ..schedules.action import Kind
 
@@ -58,10 +58,6 @@ class Problem:
     @classmethod
     def for_schedule(cls, schedule: Schedule, costs: StageCosts) -> "Problem":
         return cls(schedule.pp, schedule.microbatches, costs, schedule.placement)
-
-    @property
-    def v_mode(self) -> bool:
-        return self.vpp == 2 and self.placement == v_placement(self.pp)
 
     def encode(self, a: Action) -> int:
         return (KIND_CODE[a.kind] * self.n_stages + a.stage) * self.m + a.microbatch
@@ -162,10 +158,6 @@ class Evaluation:
     start: dict[Action, float]
     end: dict[Action, float]
     peak_inflight: tuple[int, ...]
-
-    def rank_span(self, ranks: Sequence[Sequence[Action]]) -> list[float]:
-        """Each rank's own span, first action's start to last action's end (the paper's)."""
-        return [self.end[acts[-1]] - self.start[acts[0]] if acts else 0.0 for acts in ranks]
 
 
 def evaluate(schedule: Schedule, costs: StageCosts) -> Evaluation:

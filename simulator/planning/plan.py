@@ -53,7 +53,6 @@ ROUND = 16                 # candidates screened between two prunings by lower b
 NO_BOUND = frozenset({"dualpipe", "dualpipe-v"})
 CANDIDATES_FILE = "candidates.jsonl"
 SETTINGS_FILE = "plan-settings.json"
-PLAN_FILE = "plan.json"
 
 
 @dataclass(frozen=True)

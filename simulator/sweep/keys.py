@@ -17,7 +17,6 @@ from typing import Any, Callable
 from ..errors import ConfigError
 from ..system.config import SystemConfig
 
-LAYOUTS = ("auto", "model", "aicb")
 SYSTEM_PREFIX = "system."
 OPTIONS_PREFIX = "schedule_options."
 
@@ -38,12 +37,6 @@ class KeyKind:
     dtype: str                    # pandas dtype of the column in the results table
 
 
-def _positive_int(value: Any, base: Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadValue()
-    return value
-
-
 def _schedule(value: Any, base: Path) -> str:
     from ..schedules import registry
 
@@ -54,18 +47,6 @@ def _schedule(value: Any, base: Path) -> str:
     except ConfigError:
         raise BadValue("expected a registered schedule (one of: "
                        + ", ".join(sorted(registry.names())) + f"), found {value!r}") from None
-
-
-def _layout(value: Any, base: Path) -> str:
-    if value not in LAYOUTS:
-        raise BadValue()
-    return value
-
-
-def _non_negative_int(value: Any, base: Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadValue()
-    return value
 
 
 def _bool(value: Any, base: Path) -> bool:

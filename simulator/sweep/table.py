@@ -47,7 +47,6 @@ class ResultsTable:
         self.csv_path = out_dir / CSV_NAME
         self.parquet_path = out_dir / PARQUET_NAME
         self.done: set[str] = set()
-        self.rows_written = 0
         self._fh = None
         self._writer = None
         self._fresh = True
@@ -143,7 +142,6 @@ class ResultsTable:
         self._writer.writerow([_cell(row.get(c)) for c in self.columns])
         self._fh.flush()
         self.done.add(row["point_id"])
-        self.rows_written += 1
 
     def close(self) -> None:
         if self._fh is not None:
