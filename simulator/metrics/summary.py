@@ -151,19 +151,20 @@ def _rank_times(rec, r: int, kinds: str, cols: ActionColumns | None,
     return acc
 
 
-def _rank_summary(result: Any, r: int, kinds: str, acc: _Times, makespan: float, k: int,
-                  sent: dict[int, int], received: dict[int, int]) -> RankSummary:
-    """Rank ``r``'s line of the summary, per iteration (``k`` iterations summed in ``acc``)."""
-    sched, rec = result.schedule, result.records
+def _rank_summary(sched, rec, partition, labels, r: int, kinds: str, acc: _Times,
+                  makespan: float, k: int, sent: dict[int, int],
+                  received: dict[int, int]) -> RankSummary:
+    """Rank ``r``'s line of the summary, per iteration (``k`` iterations summed in ``acc``;
+    ``labels`` its phase labels)."""
     busy = acc.busy / k
     idle = max(0.0, makespan - busy)
-    counts = phase_counts(sched.ranks[r], result.phase_labels[r], kinds)
+    counts = phase_counts(sched.ranks[r], labels, kinds)
     peak_mb, peak_act = peak_inflight(sched.ranks[r], kinds, rank_stages(sched, r),
                                       rank_in_order(sched, r))
     return RankSummary(
         rank=r,
         virtual_stages=sched.stages_of(r),
-        layers=tuple(result.partition.layer_range(sched.stage_chunk[s])
+        layers=tuple(partition.layer_range(sched.stage_chunk[s])
                      for s in sched.stages_of(r)),
         busy_ns=busy,
         idle_ns=idle,
@@ -194,10 +195,9 @@ def _theory(spec, sched) -> float | None:
     return None
 
 
-def _overall(result: Any, stages: list[RankSummary], makespan: float,
+def _overall(sched, rec, spec, stages: list[RankSummary], makespan: float,
              makespans: list[float], k: int) -> dict[str, Any]:
-    """The run-wide fields of the summary, from the ranks' lines."""
-    sched, rec, spec = result.schedule, result.records, result.spec
+    """The run-wide figures of the summary, from the ranks' lines."""
     bubble = mean(s.bubble_ratio for s in stages) if stages else 0.0
     bubble_own = mean(s.bubble_ratio_own for s in stages) if stages else 0.0
     links = tuple(LinkSummary(ln.src, ln.dst, ln.bytes // k, ln.transfers // k, ln.busy_ns / k)
@@ -210,9 +210,6 @@ def _overall(result: Any, stages: list[RankSummary], makespan: float,
         "pp": sched.pp,
         "vpp": sched.vpp,
         "microbatches": sched.microbatches,
-        "iterations": result.iterations,
-        "workload": result.workload.path,
-        "layout": result.workload.layout,
         "makespan_ns": makespan,
         "iteration_times_ns": tuple(makespans),
         "bubble_ratio": bubble,
@@ -232,32 +229,9 @@ def _overall(result: Any, stages: list[RankSummary], makespan: float,
         "peak_inflight_microbatches": max((s.peak_inflight_microbatches for s in stages),
                                           default=0),
         "peak_memory_bytes": max((s.peak_memory_bytes for s in stages), default=0),
-        "p2p_mode": result.options.p2p if result.options else "async",
-        "engine_used": getattr(result, "engine_used", "simpy"),
         "ranks": tuple(stages),
         "links": links,
-        "warnings": tuple(getattr(result, "warnings", ())),
-        "notes": tuple(result.notes) + tuple(result.workload.warnings),
     }
-
-
-def _add_bubbles(out: dict[str, Any], result: Any, first_busy: list[float]) -> None:
-    """The simulated pipeline bubble, and SimAI's analytical terms beside it for a file in
-    AICB's layout (SimAI's formula reads the rows as one stage over ga microbatches: only
-    meaningful there)."""
-    from .bubble import pipeline_bubble
-    from .simai import simai_pipeline_terms
-
-    sched = result.schedule
-    pb = pipeline_bubble(result, busy=first_busy)
-    out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
-                                               pb["mean_ns"], pb["max_ns"], pb["min_ns"])
-    if result.workload.layout == "aicb":
-        simai = simai_pipeline_terms(result.workload, result.system)
-        simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
-            result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
-            vpp=sched.vpp)["bubble_ns"]
-        out["simai"] = simai
 
 
 def summarize(result: Any) -> RunSummary:
@@ -281,9 +255,16 @@ def summarize(result: Any) -> RunSummary:
         kinds = rank_kinds(sched, r)
         acc = _rank_times(rec, r, kinds, cols, per_rank_iter)
         first_busy.append(0.0 if acc.first_busy is None else acc.first_busy)
-        stages.append(_rank_summary(result, r, kinds, acc, makespan, k, sent, received))
+        stages.append(_rank_summary(sched, rec, result.partition, result.phase_labels[r], r,
+                                    kinds, acc, makespan, k, sent, received))
 
-    out = _overall(result, stages, makespan, makespans, k)
+    out = _overall(sched, rec, result.spec, stages, makespan, makespans, k)
+    out.update(iterations=result.iterations, workload=result.workload.path,
+               layout=result.workload.layout,
+               p2p_mode=result.options.p2p if result.options else "async",
+               engine_used=getattr(result, "engine_used", "simpy"),
+               warnings=tuple(getattr(result, "warnings", ())),
+               notes=tuple(result.notes) + tuple(result.workload.warnings))
     if n_it > 1:
         from statistics import median
 
@@ -291,7 +272,20 @@ def summarize(result: Any) -> RunSummary:
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))
     if n_it:
-        _add_bubbles(out, result, first_busy)
+        from .bubble import pipeline_bubble
+        from .simai import simai_pipeline_terms
+
+        pb = pipeline_bubble(result, busy=first_busy)
+        out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
+                                                   pb["mean_ns"], pb["max_ns"], pb["min_ns"])
+        if result.workload.layout == "aicb":
+            # SimAI's formula reads the rows as one stage over ga microbatches: only meaningful
+            # for files in that layout
+            simai = simai_pipeline_terms(result.workload, result.system)
+            simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
+                result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
+                vpp=sched.vpp)["bubble_ns"]
+            out["simai"] = simai
     if not sched.flush and sched.meta.get("iterations"):  # e.g. 2BW: minibatches run as one
         out["minibatches"] = sched.meta["iterations"]
         out["time_per_minibatch_ns"] = makespan / sched.meta["iterations"]
