@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from os import PathLike
+from pathlib import Path
 from statistics import median
 from typing import Sequence
 
