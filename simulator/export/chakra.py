@@ -28,7 +28,7 @@ from __future__ import annotations
 import gc
 import json
 import struct
-from collections import defaultdict
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,8 @@ from ..errors import ConfigError
 from ..result import SimulationResult
 from ..system.topology import LinkModel
 from ..workload.chakra_pb import NS, chakra
-from .chakra_tables import RankSends, action_tables, send_tables
+from .chakra_tables import NO_PAIR, Actions, Sends, action_tables, send_tables
+from .chakra_wire import Pieces, varint, varint_width
 
 GIB = float(1 << 30)
 FREE_GBPS = 1.0e6        # GB/s: a byte crosses in ~1e-6 ns, 0 once ASTRA-sim truncates
@@ -82,248 +83,472 @@ def link_figures(result: SimulationResult, pairs=None) -> tuple[float, float, li
     return bw, lat, notes
 
 
-def _tag_order(sends: list[RankSends]) -> np.ndarray:
+def _tag_order(sends: Sends) -> np.ndarray:
     """The run's transfers (numbered rank after rank, each rank's in its order) in tag order:
     by iteration, issue time, source, destination, microbatch and data; ties in the run's
     order (which keeps each source rank's own order)."""
-    def col(name, dtype):
-        parts = [np.asarray(getattr(s, name), dtype=dtype) for s in sends]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-    data = [d for s in sends for d in s.data]
-    kinds = sorted(set(data))
-    code = {k: i for i, k in enumerate(kinds)}
-    src = np.concatenate([np.full(len(s.issued), r, np.int64) for r, s in enumerate(sends)]) \
-        if sends else np.zeros(0, np.int64)
-    seq = np.arange(len(src))
-    return np.lexsort((seq, np.fromiter((code[d] for d in data), np.int64, len(data)),
-                       col("microbatch", np.int64), col("dst_rank", np.int64), src,
-                       col("issued", np.float64), col("iteration", np.int64)))
+    seq = np.arange(len(sends.issued))
+    return np.lexsort((seq, sends.data, sends.microbatch, sends.dst_rank, sends.src_rank,
+                       sends.issued, sends.iteration))
 
 
-def write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExport:
-    """Write the run's ETs and ASTRA-sim configuration files into ``directory``."""
-    # millions of small lists and tuples and no cycles: the collector's passes over them are
-    # pure cost (as simulate() runs the engines)
+def write_chakra(result: SimulationResult, directory: str | Path,
+                 timings: dict | None = None) -> ChakraExport:
+    """Write the run's ETs and ASTRA-sim configuration files into ``directory`` (``timings``:
+    filled with each step's CPU seconds, for the benchmark)."""
+    # millions of small objects and no cycles: the collector's passes over them are pure cost
+    # (as simulate() runs the engines)
     was = gc.isenabled()
     gc.disable()
     try:
-        return _write_chakra(result, directory)
+        return _write_chakra(result, directory, _Clock(timings))
     finally:
         if was:
             gc.enable()
 
 
-def _write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExport:
-    ch = chakra("--chakra")
-    pb = ch.pb
+class _Clock:
+    """CPU seconds per step, added up in ``timings`` (nothing kept without it)."""
+
+    def __init__(self, timings: dict | None) -> None:
+        self.timings = timings
+        self.last = time.process_time()
+
+    def __call__(self, step: str) -> None:
+        if self.timings is not None:
+            now = time.process_time()
+            self.timings[step] = self.timings.get(step, 0.0) + now - self.last
+            self.last = now
+
+
+def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock) -> ChakraExport:
+    pb = chakra("--chakra").pb
+    out = _make_directory(directory)
+    P = result.schedule.pp
+    export = ChakraExport(out, P)
+    acts = action_tables(result)
+    sends = send_tables(result, acts)
+    clock("read records")
+    tags = _Tags(sends, _tag_order(sends))
+    links = _match_transfers(acts, tags)
+    layout = _layout(acts, links)
+    clock("match transfers, lay out nodes")
+    pairs = np.unique(tags.src * P + tags.dst)
+    bw_gbps, lat_ns, notes = link_figures(result, {divmod(int(k), P) for k in pairs})
+    export.notes += notes
+    free_network = not bool((sends.nbytes > 0).any())
+    pieces = Pieces(max(int(np.diff(layout.node_bounds).max(initial=0)) + 1, tags.n + 1,
+                        1 << 16))
+    comp = _compute_rows(pieces, acts, layout, pb, export)
+    recv, send = _transfer_rows(pieces, tags, links, layout, pb, P)
+    export.compute_nodes = len(acts.stage)
+    export.recv_nodes, export.send_nodes = len(links.recv_tag), len(links.send_tag)
+    clock("encode pieces and rows")
+    meta = _metadata_attrs(pb, result, bw_gbps, lat_ns)
+    colls = _collectives_by_rank(result, P)
+    clock("run summary, collectives")
+    E = pieces.add(b"")
+    for r in range(P):
+        rows = _rank_rows(r, acts, links, layout, comp, recv, send, E)
+        _write_et(out / f"et.{r}.et", pb, meta, r, pieces.gather(rows),
+                  _collective_nodes(colls[r], acts, layout, r, pb, export))
+    clock("gather and write ETs")
+    _write_configs(out, P, bw_gbps, lat_ns, free_network)
+    _write_readme(out, result, export, bw_gbps, lat_ns, free_network)
+    clock("configs, README")
+    return export
+
+
+def _make_directory(directory: str | Path) -> Path:
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"--chakra: cannot create {out}: {err.strerror or err}") from None
-    P = result.schedule.pp
-    rec = result.records
-    export = ChakraExport(out, P)
-    acts = action_tables(result)
-    sends = send_tables(result)
+    return out
 
-    # an action by (iteration, stage, kind, microbatch): its index in the rank's order (a key
-    # met twice names every action of it)
-    index_of: list[dict] = []
-    for t in acts:
-        keys = list(zip(t.iteration, t.stage, t.kind, t.microbatch))
-        first = dict(zip(keys, range(len(keys))))
-        if len(first) != len(keys):
-            dup: dict = defaultdict(list)
-            for i, k in enumerate(keys):
-                dup[k].append(i)
-            first = dict(dup)
-        index_of.append(first)
 
-    # transfers: tag = index in a deterministic order; who produces and who consumes each
-    flat = [(r, k) for r, s in enumerate(sends) for k in range(len(s.issued))]
-    order = _tag_order(sends)
-    n_tags = len(order)
-    sends_at: list[dict] = [defaultdict(list) for _ in range(P)]   # action index -> [tag]
-    recvs_at: list[dict] = [defaultdict(list) for _ in range(P)]
-    tag_src: list[tuple] = [None] * n_tags    # (src rank, index in its sends)
-    for tag, g in enumerate(order.tolist()):
-        r, k = flat[g]
-        s = sends[r]
-        it, mb, data = s.iteration[k], s.microbatch[k], s.data[k]
-        src_kinds = ("F",) if data == "F" else ("B", "I")
-        tag_src[tag] = (r, k)
-        for kind in src_kinds:
-            found = index_of[r].get((it, s.src_stage[k], kind, mb))
-            if found is not None:
-                for i in (found if type(found) is list else (found,)):
-                    sends_at[r][i].append(tag)
-                break
+def _write_et(path: Path, pb, meta_attrs: list, rank: int, nodes, tail: bytes) -> None:
+    """One ET: the GlobalMetadata, the nodes (chunks of bytes), then ``tail``."""
+    try:
+        with open(path, "wb") as fh:
+            meta = pb.GlobalMetadata(version="1.0.0")
+            meta.attr.extend(meta_attrs + [pb.AttributeProto(name=NS + "rank", int64_val=rank)])
+            fh.write(_delimited(meta.SerializeToString()))
+            for chunk in nodes:
+                fh.write(chunk)
+            fh.write(tail)
+    except OSError as err:
+        raise ConfigError(f"--chakra: cannot write {path}: {err.strerror or err}") from None
+
+
+class _Tags:
+    """The run's transfers in tag order (tag = index): each one's fields."""
+
+    def __init__(self, sends: Sends, order: np.ndarray) -> None:
+        self.n = len(order)
+        self.src = sends.src_rank[order]
+        self.dst = sends.dst_rank[order]
+        self.src_stage = sends.src_stage[order]
+        self.dst_stage = sends.dst_stage[order]
+        self.data = sends.data[order]
+        self.datas = sends.datas
+        self.microbatch = sends.microbatch[order]
+        self.iteration = sends.iteration[order]
+        self.nbytes = sends.nbytes[order]
+
+
+@dataclass
+class _Links:
+    """Which actions send and receive each tag: (action, tag) pairs sorted by action, then tag
+    (actions are global indices, rank after rank)."""
+
+    send_action: np.ndarray
+    send_tag: np.ndarray
+    recv_action: np.ndarray
+    recv_tag: np.ndarray
+
+
+def _match_transfers(acts: Actions, tags: _Tags) -> _Links:
+    """Each transfer's producing action (on its source rank: the F of its stage and microbatch
+    for an activation, the B, else the I, for a gradient) and consuming one (the same kinds on
+    its destination rank), in one sorted search: a key met by several actions names them all."""
+    P = len(acts.bounds) - 1
+    n_it = int(max(acts.iteration.max(initial=0), tags.iteration.max(initial=0))) + 1
+    n_st = int(max(acts.stage.max(initial=0), tags.src_stage.max(initial=0),
+                   tags.dst_stage.max(initial=0))) + 1
+    n_kd = len(acts.kinds) + 1
+    n_mb = int(max(acts.microbatch.max(initial=0), tags.microbatch.max(initial=0))) + 1
+
+    def key(rank, it, stage, kind, mb):
+        return (((rank * n_it + it) * n_st + stage) * n_kd + kind) * n_mb + mb
+
+    rank_of = np.repeat(np.arange(P), np.diff(acts.bounds))
+    akey = key(rank_of, acts.iteration, acts.stage, acts.kind, acts.microbatch)
+    perm = np.argsort(akey, kind="stable")
+    skey = akey[perm]
+    code = {k: i for i, k in enumerate(acts.kinds)}
+    none = len(acts.kinds)          # a kind no action has
+    activation = tags.data == (tags.datas.index("F") if "F" in tags.datas else -1)
+    first = np.where(activation, code.get("F", none), code.get("B", none))
+    second = np.where(activation, none, code.get("I", none))
+
+    unique = not bool((skey[1:] == skey[:-1]).any())
+
+    def search(q):
+        lo = np.searchsorted(skey, q, "left")
+        if unique:   # one action per key: found or not
+            return lo, lo + (skey[np.minimum(lo, len(skey) - 1)] == q) if len(skey) else lo
+        return lo, np.searchsorted(skey, q, "right")
+
+    def find(rank, stage):
+        lo, hi = search(key(rank, tags.iteration, stage, first, tags.microbatch))
+        miss = np.flatnonzero(hi == lo)
+        if len(miss):      # a gradient's producer: the B, else the I
+            a, b = search(key(rank[miss], tags.iteration[miss], stage[miss], second[miss],
+                              tags.microbatch[miss]))
+            lo[miss], hi[miss] = a, b
+        return lo, hi
+
+    slo, shi = find(tags.src, tags.src_stage)
+    rlo, rhi = find(tags.dst, tags.dst_stage)
+    bad = (shi == slo) | (rhi == rlo)
+    if bad.any():
+        t = int(np.flatnonzero(bad)[0])
+        side, rank = (("producing", tags.src[t]) if shi[t] == slo[t] else
+                      ("consuming", tags.dst[t]))
+        raise ConfigError(f"--chakra: transfer {tags.src_stage[t]}->{tags.dst_stage[t]} of "
+                          f"microbatch {tags.microbatch[t]} has no {side} action on rank "
+                          f"{rank}")
+
+    def pairs(lo, hi):
+        counts = hi - lo
+        tag = np.repeat(np.arange(tags.n), counts)
+        within = np.arange(len(tag)) - np.repeat(np.cumsum(counts) - counts, counts)
+        action = perm[np.repeat(lo, counts) + within]
+        o = np.lexsort((tag, action))
+        return action[o], tag[o]
+
+    return _Links(*pairs(slo, shi), *pairs(rlo, rhi))
+
+
+@dataclass
+class _Layout:
+    """Where each node goes: a rank's nodes are, step after step, the step's receives, its
+    compute nodes, its sends (a step: one action, or an overlapped pair's two halves); ids are
+    positions in the rank's file."""
+
+    node_bounds: np.ndarray    # P + 1: first node of each rank, over all ranks
+    comp_id: np.ndarray        # per action: its node id (in its rank)
+    recv_id: np.ndarray        # per (action, tag) receive pair
+    send_id: np.ndarray
+    step: np.ndarray           # per action: its step (global)
+    step_first: np.ndarray     # per step: its first action
+    step_last: np.ndarray      # per step: its last action
+    recv_step: np.ndarray      # per receive pair: its step
+    recv_step_first: np.ndarray   # per step: its first receive pair
+
+
+def _steps(acts: Actions) -> np.ndarray:
+    """Per action, whether the next action is the second half of its overlapped pair: both
+    halves of one pair number and iteration on one rank, pairs taken left to right (pipesim's
+    OVERLAP_F_B: it starts when both halves' inputs are in, sends both outputs when it ends)."""
+    n = len(acts.pair)
+    joined = np.zeros(n, dtype=bool)
+    if n < 2:
+        return joined
+    rank_end = np.zeros(n, dtype=bool)
+    rank_end[acts.bounds[1:][acts.bounds[1:] > 0] - 1] = True
+    cand = ((acts.pair[:-1] != NO_PAIR) & (acts.pair[1:] == acts.pair[:-1])
+            & (acts.iteration[1:] == acts.iteration[:-1]) & ~rank_end[:-1])
+    last = -2
+    for x in np.flatnonzero(cand).tolist():
+        if x != last + 1:        # not the second half of the pair just taken
+            joined[x] = True
+            last = x
+    return joined
+
+
+def _layout(acts: Actions, links: _Links) -> _Layout:
+    n = len(acts.stage)
+    joined = _steps(acts)
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = ~joined[:-1]
+    step = np.cumsum(starts) - 1
+    n_steps = int(step[-1]) + 1 if n else 0
+    step_first = np.flatnonzero(starts)
+    step_last = np.append(step_first[1:], n) - 1
+    size_c = step_last - step_first + 1
+    recv_step, send_step = step[links.recv_action], step[links.send_action]
+    size_r = np.bincount(recv_step, minlength=n_steps)
+    size_s = np.bincount(send_step, minlength=n_steps)
+    size = size_r + size_c + size_s
+    at = np.cumsum(size) - size                   # first node of each step, over all ranks
+    rank_first_step = np.searchsorted(step_first, acts.bounds)   # P + 1
+    node_bounds = np.append(at, at[-1] + size[-1] if n_steps else 0)[rank_first_step]
+    recv_first = np.cumsum(size_r) - size_r       # first receive pair of each step
+    send_first = np.cumsum(size_s) - size_s
+    rank_of_step = np.repeat(np.arange(len(acts.bounds) - 1), np.diff(rank_first_step))
+    base = at - node_bounds[rank_of_step]         # first node id of each step in its rank
+    comp_id = base[step] + size_r[step] + (np.arange(n) - step_first[step])
+    recv_id = base[recv_step] + (np.arange(len(recv_step)) - recv_first[recv_step])
+    send_id = (base[send_step] + size_r[send_step] + size_c[send_step]
+               + (np.arange(len(send_step)) - send_first[send_step]))
+    return _Layout(node_bounds, comp_id, recv_id, send_id, step, step_first, step_last,
+                   recv_step, recv_first)
+
+
+_C08, _C12, _C22, _C2A, _C52 = b"\x08", b"\x12", b"\x22", b"\x2a", b"\x52"
+_TAG_NAME = b"\x0a\x08comm_tag\x38"                               # comm_tag, int32_val
+ID = np.int32       # piece ids
+_MB_NAME = b"\x0a" + bytes([len(NS + "microbatch")]) + (NS + "microbatch").encode() + b"\x48"
+
+
+def _decimals(pieces: Pieces, values: np.ndarray, base: dict) -> np.ndarray:
+    """Piece ids of the values' decimal strings (the numbers in node names)."""
+    top = int(values.max(initial=0)) + 1
+    if base.get("n", 0) < top:
+        base["ids"] = pieces.add_all([str(i).encode() for i in range(top)])
+        base["n"] = top
+    return base["ids"][values]
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for non-negative integers; a table over the
+    values' range when it is small (no sort)."""
+    top = int(values.max(initial=0)) + 1 if len(values) else 0
+    if values.dtype.kind not in "iu" or top > 4 * len(values) + 1024 or \
+            int(values.min(initial=0)) < 0:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    seen = np.zeros(top, dtype=bool)
+    seen[values] = True
+    uniq = np.flatnonzero(seen)
+    index = np.cumsum(seen) - 1
+    return uniq, index[values]
+
+
+def _pieces_by(pieces: Pieces, cols: list[np.ndarray], make) -> np.ndarray:
+    """Per row of the (integer) columns, the piece ``make(*row)``, made once per distinct
+    row (the columns' values folded into one code a column at a time: no overflow)."""
+    n = len(cols[0])
+    code = np.zeros(n, np.int64)
+    for c in cols:
+        c = c - c.min(initial=0)
+        _, code = _distinct(code * (int(c.max(initial=0)) + 1) + c)
+    top = int(code.max(initial=-1)) + 1
+    first = np.empty(top, np.int64)
+    first[code[::-1]] = np.arange(n - 1, -1, -1)       # each code's first row
+    rows = zip(*[c[first].tolist() for c in cols])
+    return pieces.add_all([make(*row) for row in rows])[code]
+
+
+def _digits(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of non-negative integers."""
+    d = np.ones(len(values), np.int64)
+    for k in range(1, 19):
+        d += values >= 10 ** k
+    return d
+
+
+def _with_length(pieces: Pieces, cols: list) -> np.ndarray:
+    """A table of nodes (a row each, a piece id per column; a column may be one id for all),
+    each behind its length prefix (protobuf's length-delimited framing)."""
+    n = max(len(c) for c in cols if isinstance(c, np.ndarray))
+    rows = np.empty((n, len(cols) + 1), dtype=ID)
+    total = np.zeros(n, np.int64)
+    for i, c in enumerate(cols, 1):
+        rows[:, i] = c
+        total += pieces.lengths(c)
+    if n and int(total.max()) >= pieces.n_varints:
+        raise AssertionError("a Chakra node longer than the varint table")
+    rows[:, 0] = total
+    return rows
+
+
+def _compute_rows(pieces: Pieces, acts: Actions, layout: _Layout, types,
+                  export: ChakraExport) -> np.ndarray:
+    """A COMP_NODE per action: id, name (``3F1``), type, the rank's previous compute node as
+    its control dependency, its step's receives as data dependencies (on the step's first
+    half), duration, attributes."""
+    n = len(acts.stage)
+    E = pieces.add(b"")
+    kinds = acts.kinds
+    # name: its length, the stage and kind, then the microbatch (a table of decimals)
+    name_head = _pieces_by(pieces, [acts.stage, acts.kind, _digits(acts.microbatch)],
+                           lambda st, kd, digits: _C12 + varint(len(str(st)) + len(kinds[kd])
+                                                                + digits)
+                           + f"{st}{kinds[kd]}".encode())
+    # control dependency: the rank's previous action
+    has_prev = np.ones(n, dtype=bool)
+    has_prev[acts.bounds[:-1][acts.bounds[:-1] < n]] = False
+    prev = np.roll(layout.comp_id, 1)
+    comp_type = b"\x18" + varint(types.COMP_NODE)
+    ctrl = [np.where(has_prev, pieces.add(comp_type + _C22), pieces.add(comp_type)),
+            np.where(has_prev, varint_width(prev), E), np.where(has_prev, prev, E)]
+    # duration: whole microseconds, and the exact ns to the ps (end - start carries noise)
+    uniq, dur = np.unique(acts.end - acts.start, return_inverse=True)
+    dur = dur.reshape(-1)
+    durs = [round(d, 3) for d in uniq.tolist()]
+    micros = [int(round(d / 1000.0)) for d in durs]
+    rounded = np.array([m * 1000 != d for m, d in zip(micros, durs)], dtype=bool)
+    export.rounded = int(rounded[dur].sum())
+
+    def fixed(d, st, kd, ch, it, pair) -> bytes:   # an action's attributes but its microbatch
+        return (b"\x38" + varint(micros[d]) if micros[d] else b"") + b"".join(
+            _attr_field(y) for y in (
+                _bool("is_cpu_op", False), _int(NS + "stage", st), _str(NS + "kind", kinds[kd]),
+                _int(NS + "chunk", ch), _int(NS + "iteration", it),
+                _double(NS + "duration_ns", durs[d]))
+            + ((_int(NS + "pair", pair),) if pair != NO_PAIR else ()))
+
+    attrs = _pieces_by(pieces, [dur, acts.stage, acts.kind, acts.chunk, acts.iteration,
+                                acts.pair], fixed)
+    microbatch = _pieces_by(pieces, [acts.microbatch], lambda mb: _attr_field(
+        _int(NS + "microbatch", mb)))
+    return _with_length(pieces, [
+        pieces.add(_C08), layout.comp_id, name_head, _decimals(pieces, acts.microbatch, {}),
+        *ctrl, *_receive_deps(pieces, layout, n, E), attrs, microbatch])
+
+
+def _receive_deps(pieces: Pieces, layout: _Layout, n: int, E: int) -> list[np.ndarray]:
+    """The data-dependency columns: the key and packed length, then a column per receive (as
+    many as the step with the most), on each step's first action."""
+    n_steps = len(layout.step_first)
+    size = np.bincount(layout.recv_step, minlength=n_steps)
+    most = int(size.max(initial=0))
+    head = np.full(n, E, ID)
+    has = size > 0
+    packed = np.bincount(layout.recv_step, weights=varint_width(layout.recv_id),
+                         minlength=n_steps).astype(np.int64)
+    head[layout.step_first[has]] = _pieces_by(pieces, [packed[has]],
+                                              lambda k: _C2A + varint(k))
+    deps = np.full((n, most), E, ID)
+    k = np.arange(len(layout.recv_step)) - layout.recv_step_first[layout.recv_step]
+    deps[layout.step_first[layout.recv_step], k] = layout.recv_id
+    return [head, *deps.T]
+
+
+def _transfer_rows(pieces: Pieces, tags: _Tags, links: _Links, layout: _Layout, types,
+                   P: int) -> tuple[np.ndarray, np.ndarray]:
+    """A COMM_RECV_NODE and a COMM_SEND_NODE per (action, tag) pair: id, name (``2RECV_F5``),
+    type, the send's data dependency (its step's last compute node), attributes (comm_src,
+    comm_dst, comm_size, comm_tag)."""
+    nb_uniq, nb_code = _distinct(tags.nbytes)
+    tag = np.arange(tags.n)
+    # the attributes: the link's and the size's, then comm_tag up to its value
+    link_tag = _pieces_by(pieces, [tags.src, tags.dst, nb_code, varint_width(tag)],
+                          lambda src, dst, nb, w: _transfer_attrs(src, dst, int(nb_uniq[nb]))
+                          + _C52 + varint(11 + w) + _TAG_NAME)
+    digits = _digits(tags.microbatch)
+    decimals = _decimals(pieces, tags.microbatch, {})
+    rows = []
+    for word, stage, ids, which, node_type in (
+            ("RECV_", tags.dst_stage, layout.recv_id, links.recv_tag, types.COMM_RECV_NODE),
+            ("SEND_", tags.src_stage, layout.send_id, links.send_tag, types.COMM_SEND_NODE)):
+        name_head = _pieces_by(pieces, [stage, tags.data, digits], lambda st, d, digits: (
+            lambda head: _C12 + varint(len(head) + digits) + head)(
+                f"{st}{word}{tags.datas[d]}".encode()))
+        cols = [pieces.add(_C08), ids, name_head[which], decimals[which]]
+        if word == "SEND_":   # a data dependency on the action that produced the data
+            producer = layout.comp_id[layout.step_last[layout.step[links.send_action]]]
+            cols += [pieces.add(b"\x18" + varint(node_type) + _C2A), varint_width(producer),
+                     producer]
         else:
-            raise ConfigError(f"--chakra: transfer {s.src_stage[k]}->{s.dst_stage[k]} of "
-                              f"microbatch {mb} has no producing action on rank {r}")
-        d = s.dst_rank[k]
-        for kind in src_kinds:
-            found = index_of[d].get((it, s.dst_stage[k], kind, mb))
-            if found is not None:
-                for i in (found if type(found) is list else (found,)):
-                    recvs_at[d][i].append(tag)
-                break
-        else:
-            raise ConfigError(f"--chakra: transfer {s.src_stage[k]}->{s.dst_stage[k]} of "
-                              f"microbatch {mb} has no consuming action on rank {d}")
+            cols.append(pieces.add(b"\x18" + varint(node_type)))
+        cols += [link_tag[which], tag[which]]
+        rows.append(_with_length(pieces, cols))
+    return rows[0], rows[1]
 
-    colls_by_rank: list[list] = [[] for _ in range(P)]
-    for c in rec.collectives:
-        colls_by_rank[c.rank].append(c)
-    for cs in colls_by_rank:
+
+def _rank_rows(r: int, acts: Actions, links: _Links, layout: _Layout, comp: np.ndarray,
+               recv: np.ndarray, send: np.ndarray, E: int) -> np.ndarray:
+    """Rank ``r``'s nodes as rows of piece ids, in its file's order (row = node id)."""
+    lo, hi = acts.bounds[r], acts.bounds[r + 1]
+    width = max(comp.shape[1], recv.shape[1], send.shape[1])
+    rows = np.full((layout.node_bounds[r + 1] - layout.node_bounds[r], width), E, ID)
+    rows[layout.comp_id[lo:hi], :comp.shape[1]] = comp[lo:hi]
+    for action, ids, table in ((links.recv_action, layout.recv_id, recv),
+                               (links.send_action, layout.send_id, send)):
+        a, b = np.searchsorted(action, [lo, hi])
+        rows[ids[a:b], :table.shape[1]] = table[a:b]
+    return rows
+
+
+def _collectives_by_rank(result: SimulationResult, P: int) -> list[list]:
+    colls: list[list] = [[] for _ in range(P)]
+    for c in result.records.collectives:
+        colls[c.rank].append(c)
+    for cs in colls:
         cs.sort(key=lambda c: (c.start, c.ready))
+    return colls
 
-    pairs = {(r, d) for r, s in enumerate(sends) for d in set(s.dst_rank)}
-    bw_gbps, lat_ns, notes = link_figures(result, pairs)
-    export.notes += notes
-    free_network = all(b <= 0 for s in sends for b in set(s.nbytes))
-    meta_attrs = _metadata_attrs(pb, result, bw_gbps, lat_ns)
 
-    Attr = pb.AttributeProto
-    most = max([n_tags] + [len(a.stage) + sum(map(len, sends_at[r].values()))
-                           + sum(map(len, recvs_at[r].values())) + len(colls_by_rank[r])
-                           for r, a in enumerate(acts)])
-    V = _varints(max(most + 1, 1 << 16))
-    # per transfer, what its send and its receive node share: attributes (the tag's last)
-    # and each node but its id (and a send's dependency): name, type, attributes
-    comm_attrs: dict[tuple, bytes] = {}
-    send_ty = b"\x18" + V[pb.COMM_SEND_NODE]
-    recv_ty = b"\x18" + V[pb.COMM_RECV_NODE]
-    send_head = [b""] * n_tags
-    tag_attr = [b""] * n_tags
-    recv_tail = [b""] * n_tags
-    for tag, (r, k) in enumerate(tag_src):
-        s = sends[r]
-        key = (r, s.dst_rank[k], s.nbytes[k])
-        fixed = comm_attrs.get(key)
-        if fixed is None:
-            fixed = comm_attrs[key] = _transfer_attrs(r, s.dst_rank[k], s.nbytes[k])
-        v = V[tag]
-        attrs = tag_attr[tag] = (fixed + b"\x52" + V[11 + len(v)] + b"\x0a\x08comm_tag\x38"
-                                 + v)
-        data, mb = s.data[k], s.microbatch[k]
-        name = f"{s.src_stage[k]}SEND_{data}{mb}".encode()
-        send_head[tag] = b"\x12" + V[len(name)] + name + send_ty + b"\x2a"
-        name = f"{s.dst_stage[k]}RECV_{data}{mb}".encode()
-        recv_tail[tag] = b"\x12" + V[len(name)] + name + recv_ty + attrs
-    comp_ty = b"\x18" + V[pb.COMP_NODE]
-    comp_fixed: dict[tuple, tuple] = {}   # an action's attributes but its microbatch, ...
-    mb_attr: dict[int, bytes] = {}
-    for r in range(P):
-        a = acts[r]
-        stage, kind, mbs, chunk, pair, its = (a.stage, a.kind, a.microbatch, a.chunk, a.pair,
-                                              a.iteration)
-        starts, ends = a.start, a.end
-        n = len(stage)
-        sends_r, recvs_r = sends_at[r], recvs_at[r]
-        want_ends = bool(colls_by_rank[r])
-        parts: list[bytes] = []
-        add = parts.append
-        nid = 0
-        prev_dep = None                 # varint length + varint of the previous compute node
-        last_by_end: list[tuple[float, int, int]] = []   # (end, iteration, node id)
-        i = 0
-        while i < n:
-            # an overlapped pair is one step: it starts when both halves' inputs are in, and
-            # sends both halves' outputs when it ends (pipesim's OVERLAP_F_B)
-            j = i + 1
-            p = pair[i]
-            if p is not None and j < n and pair[j] == p and its[j] == its[i]:
-                j += 1
-            recv_ids = []
-            for x in range(i, j):
-                tags = recvs_r.get(x)
-                if tags:
-                    for tag in tags:
-                        body = b"\x08" + V[nid] + recv_tail[tag]
-                        add(V[len(body)])
-                        add(body)
-                        recv_ids.append(nid)
-                        nid += 1
-                    export.recv_nodes += len(tags)
-            for x in range(i, j):
-                st, kd, it = stage[x], kind[x], its[x]
-                dur = round(ends[x] - starts[x], 3)   # end - start carries noise below a ps
-                ck = (st, kd, chunk[x], it, dur, pair[x])
-                got = comp_fixed.get(ck)
-                if got is None:
-                    micros = int(round(dur / 1000.0))
-                    got = comp_fixed[ck] = (
-                        b"\x38" + _varint(micros) if micros else b"",
-                        b"".join(_attr_field(y) for y in (
-                            _bool("is_cpu_op", False), _int(NS + "stage", st),
-                            _str(NS + "kind", kd), _int(NS + "chunk", chunk[x]),
-                            _int(NS + "iteration", it), _double(NS + "duration_ns", dur))
-                            + ((_int(NS + "pair", pair[x]),) if pair[x] is not None else ())),
-                        micros * 1000 != dur)
-                mic, fixed, rounded = got
-                mb = mbs[x]
-                mba = mb_attr.get(mb)
-                if mba is None:
-                    mba = mb_attr[mb] = _attr_field(_int(NS + "microbatch", mb))
-                name = f"{st}{kd}{mb}".encode()
-                body = b"\x08" + V[nid] + b"\x12" + V[len(name)] + name + comp_ty
-                if prev_dep is not None:
-                    body += b"\x22" + prev_dep
-                if recv_ids:
-                    dp = b"".join([V[y] for y in recv_ids])
-                    body += b"\x2a" + V[len(dp)] + dp
-                    recv_ids = []
-                body += mic + fixed + mba
-                add(V[len(body)])
-                add(body)
-                if rounded:
-                    export.rounded += 1
-                v = V[nid]
-                prev_dep = V[len(v)] + v
-                if want_ends:
-                    last_by_end.append((ends[x], it, nid))
-                nid += 1
-            export.compute_nodes += j - i
-            for x in range(i, j):
-                tags = sends_r.get(x)
-                if tags:
-                    for tag in tags:
-                        body = b"\x08" + V[nid] + send_head[tag] + prev_dep + tag_attr[tag]
-                        add(V[len(body)])
-                        add(body)
-                        nid += 1
-                    export.send_nodes += len(tags)
-            i = j
-        prev_coll = None
-        for c in colls_by_rank[r]:
-            ready_node = _ready_node(last_by_end, c.iteration, c.ready)
-            ctrl = tuple(x for x in (ready_node, prev_coll) if x is not None)
-            dur = round(c.end - c.start, 3)
-            add(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}", pb.COMP_NODE,
-                      ctrl, (), int(round(dur / 1000.0)), b"".join(
-                          _attr_field(x) for x in (
-                              _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
-                              _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
-                              _int(NS + "bytes", int(c.nbytes)),
-                              _double(NS + "duration_ns", dur)))))
-            prev_coll = nid
-            nid += 1
-            export.collective_nodes += 1
-        path = out / f"et.{r}.et"
-        try:
-            with open(path, "wb") as fh:
-                meta = pb.GlobalMetadata(version="1.0.0")
-                meta.attr.extend(meta_attrs + [Attr(name=NS + "rank", int64_val=r)])
-                fh.write(_delimited(meta.SerializeToString()))
-                fh.write(b"".join(parts))
-        except OSError as err:
-            raise ConfigError(f"--chakra: cannot write {path}: {err.strerror or err}") from None
-    _write_configs(out, P, bw_gbps, lat_ns, free_network)
-    _write_readme(out, result, export, bw_gbps, lat_ns, free_network)
-    return export
+def _collective_nodes(colls: list, acts: Actions, layout: _Layout, r: int, types,
+                      export: ChakraExport) -> bytes:
+    """A rank's DP collectives, after its other nodes: each a node of the duration pipesim
+    priced on the second (``is_cpu_op``) slot, after the last compute node of its iteration
+    that ended by the time it was ready, and after the rank's previous collective."""
+    lo, hi = acts.bounds[r], acts.bounds[r + 1]
+    nid = int(layout.node_bounds[r + 1] - layout.node_bounds[r])
+    parts = []
+    prev = None
+    for c in colls:
+        done = np.flatnonzero((acts.iteration[lo:hi] == c.iteration)
+                              & (acts.end[lo:hi] <= c.ready + 1e-6))
+        ready = int(layout.comp_id[lo + done[-1]]) if len(done) else None
+        ctrl = tuple(x for x in (ready, prev) if x is not None)
+        dur = round(c.end - c.start, 3)
+        parts.append(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}", types.COMP_NODE,
+                           ctrl, (), int(round(dur / 1000.0)), b"".join(_attr_field(x) for x in (
+                               _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
+                               _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
+                               _int(NS + "bytes", int(c.nbytes)),
+                               _double(NS + "duration_ns", dur)))))
+        prev = nid
+        nid += 1
+        export.collective_nodes += 1
+    return b"".join(parts)
 
 
 # -- Chakra's Node in protobuf's wire format ---------------------------------------------------
@@ -333,43 +558,9 @@ def _write_chakra(result: SimulationResult, directory: str | Path) -> ChakraExpo
 # node), so the nodes are encoded here, field by field, as et_def.proto defines them (Node: id 1,
 # name 2, type 3, ctrl_deps 4, data_deps 5 (packed), duration_micros 7, attr 10; AttributeProto:
 # name 1, double_val 3, int32_val 7, int64_val 9, bool_val 27, string_val 29); the tests read them
-# back with chakra's own decoder and hold the bytes to a golden. Repeated pieces (a transfer's
-# attributes, an action's but its microbatch) are encoded once.
-_VARINT: dict[int, bytes] = {}
-
-
-def _varint(n: int) -> bytes:
-    b = _VARINT.get(n)
-    if b is not None:
-        return b
-    v = n & 0xFFFFFFFFFFFFFFFF   # negative numbers as protobuf writes them: 10 bytes
-    out = bytearray()
-    while v > 0x7F:
-        out.append(0x80 | (v & 0x7F))
-        v >>= 7
-    out.append(v)
-    b = bytes(out)
-    if 0 <= n < 1 << 20:
-        _VARINT[n] = b
-    return b
-
-
-def _varints(n: int) -> list[bytes]:
-    """The varints of 0 .. n-1, indexed by value (ids and tags: one list look-up a node),
-    made with numpy a byte length at a time (a Python loop per value took 0.8 s at 2^20)."""
-    out: list[bytes] = []
-    lo, width = 0, 1
-    while lo < n:
-        hi = min(n, 1 << (7 * width))
-        v = np.arange(lo, hi, dtype=np.uint64)
-        cols = np.empty((hi - lo, width), dtype=np.uint8)
-        for b in range(width):
-            cols[:, b] = ((v >> np.uint64(7 * b)) & np.uint64(0x7F)) | np.uint64(
-                0x80 if b < width - 1 else 0)
-        buf = cols.tobytes()
-        out += [buf[i:i + width] for i in range(0, len(buf), width)]
-        lo, width = hi, width + 1
-    return out
+# back with chakra's own decoder and hold the bytes to a golden. Each distinct piece is encoded
+# once and the nodes gathered from them with numpy (``chakra_wire``).
+_varint = varint
 
 
 def _delimited(data: bytes) -> bytes:
