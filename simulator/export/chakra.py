@@ -42,6 +42,9 @@ from .chakra_tables import NO_PAIR, Actions, Sends, action_tables, send_tables
 from .chakra_wire import Pieces, varint, varint_width
 
 GIB = float(1 << 30)
+COLLECTIVE_MODES = ("durations", "nodes")
+# pipesim's collective kinds as Chakra's CollectiveCommType (et_def.proto)
+COMM_TYPES = {"ALLREDUCE": 0, "ALLGATHER": 2, "ALLTOALL": 6, "REDUCESCATTER": 7}
 FREE_GBPS = 1.0e6        # GB/s: a byte crosses in ~1e-6 ns, 0 once ASTRA-sim truncates
 
 
@@ -57,6 +60,8 @@ class ChakraExport:
     collective_nodes: int = 0
     rounded: int = 0          # compute nodes whose duration is not a whole microsecond
     notes: list[str] = field(default_factory=list)
+    collectives: str = "durations"   # how DP collectives were written (COLLECTIVE_MODES)
+    replicas: int = 1         # data-parallel replicas written (nodes: the configuration's DP)
 
     def line(self) -> str:
         return (f"chakra: {self.ranks} ETs in {self.directory} ({self.compute_nodes} compute, "
@@ -93,15 +98,23 @@ def _tag_order(sends: Sends) -> np.ndarray:
 
 
 def write_chakra(result: SimulationResult, directory: str | Path,
-                 timings: dict | None = None) -> ChakraExport:
-    """Write the run's ETs and ASTRA-sim configuration files into ``directory`` (``timings``:
-    filled with each step's CPU seconds, for the benchmark)."""
+                 timings: dict | None = None, collectives: str = "durations") -> ChakraExport:
+    """Write the run's ETs and ASTRA-sim configuration files into ``directory``.
+
+    ``collectives``: ``durations`` writes the pipeline's ranks, a DP collective as a node of
+    the duration pipesim priced; ``nodes`` writes every NPU of the data-parallel configuration
+    (each pipeline rank once per replica) and each DP collective as a ``COMM_COLL_NODE`` on its
+    group, which ASTRA-sim simulates itself. ``timings``: filled with each step's CPU seconds
+    (for the benchmark)."""
+    if collectives not in COLLECTIVE_MODES:
+        raise ConfigError(f"--chakra-collectives: {collectives!r}; expected one of "
+                          + ", ".join(COLLECTIVE_MODES))
     # millions of small objects and no cycles: the collector's passes over them are pure cost
     # (as simulate() runs the engines)
     was = gc.isenabled()
     gc.disable()
     try:
-        return _write_chakra(result, directory, _Clock(timings))
+        return _write_chakra(result, directory, _Clock(timings), collectives)
     finally:
         if was:
             gc.enable()
@@ -121,11 +134,14 @@ class _Clock:
             self.last = now
 
 
-def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock) -> ChakraExport:
+def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock,
+                  collectives: str) -> ChakraExport:
     pb = chakra("--chakra").pb
     out = _make_directory(directory)
     P = result.schedule.pp
-    export = ChakraExport(out, P)
+    groups = _Groups(result, P) if collectives == "nodes" else None
+    replicas = groups.replicas if groups else 1
+    export = ChakraExport(out, P * replicas, collectives=collectives, replicas=replicas)
     acts = action_tables(result)
     sends = send_tables(result, acts)
     clock("read records")
@@ -141,22 +157,63 @@ def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock
                         1 << 16))
     comp = _compute_rows(pieces, acts, layout, pb, export)
     recv, send = _transfer_rows(pieces, tags, links, layout, pb, P)
-    export.compute_nodes = len(acts.stage)
-    export.recv_nodes, export.send_nodes = len(links.recv_tag), len(links.send_tag)
+    export.compute_nodes = len(acts.stage) * replicas
+    export.recv_nodes = len(links.recv_tag) * replicas
+    export.send_nodes = len(links.send_tag) * replicas
     clock("encode pieces and rows")
     meta = _metadata_attrs(pb, result, bw_gbps, lat_ns)
     colls = _collectives_by_rank(result, P)
-    clock("run summary, collectives")
+    clock("metadata (the run's summary), collectives")
     E = pieces.add(b"")
-    for r in range(P):
-        rows = _rank_rows(r, acts, links, layout, comp, recv, send, E)
-        _write_et(out / f"et.{r}.et", pb, meta, r, pieces.gather(rows),
-                  _collective_nodes(colls[r], acts, layout, r, pb, export))
+    for d in range(replicas):
+        if d:   # a replica: the same nodes, its own NPUs as comm_src and comm_dst
+            recv, send = _transfer_rows(pieces, tags, links, layout, pb, P, d * P)
+        for r in range(P):
+            rows = _rank_rows(r, acts, links, layout, comp, recv, send, E)
+            extra = [pb.AttributeProto(name=NS + "replica", int64_val=d)] if groups else []
+            _write_et(out / f"et.{d * P + r}.et", pb, meta + extra, r, pieces.gather(rows),
+                      _collective_nodes(colls[r], acts, layout, r, pb, export,
+                                        groups and (groups.pg_name(r, d), groups.comm_type)))
     clock("gather and write ETs")
-    _write_configs(out, P, bw_gbps, lat_ns, free_network)
+    _write_configs(out, P * replicas, bw_gbps, lat_ns, free_network)
+    if groups:
+        (out / "comm_group.json").write_text(json.dumps(groups.json(), indent=1) + "\n")
     _write_readme(out, result, export, bw_gbps, lat_ns, free_network)
     clock("configs, README")
     return export
+
+
+class _Groups:
+    """``--chakra-collectives nodes``: NPU ``d x P + r`` runs pipeline rank ``r`` of
+    data-parallel replica ``d`` (a rank's TP group is one NPU, as in pipesim); a rank's DP
+    collective runs on the NPUs of its replicas (DP_EP: those of its expert-parallel class),
+    named by ``pg_name`` in ``comm_group.json`` (ids from 1: ASTRA-sim reads 0 as every NPU)."""
+
+    def __init__(self, result: SimulationResult, P: int) -> None:
+        from ..system.topology import Placement
+        from ..workload.model import CommGroup
+
+        place = Placement.of(result.workload.header, result.system, P)
+        self.P, self.replicas = P, place.dp
+        active = [layer for layer in result.workload.layers if layer.wg_comm.active]
+        kinds = {layer.wg_comm.group for layer in active}
+        self.comm_type = {layer.index: COMM_TYPES[layer.wg_comm.type.value] for layer in active}
+        # replicas d and d' share a group when d = d' mod classes
+        self.classes = place.ep if CommGroup.DP_EP in kinds and place.ep > 1 else 1
+        if len(kinds) > 1:
+            raise ConfigError("--chakra-collectives nodes: the workload's weight-gradient "
+                              "collectives run on both DP and DP_EP groups; pipesim writes "
+                              "one kind of group")
+
+    def pg_name(self, rank: int, replica: int) -> str:
+        return str(1 + rank * self.classes + replica % self.classes)
+
+    def json(self) -> dict:
+        out: dict = {}
+        for r in range(self.P):
+            for d in range(self.replicas):
+                out.setdefault(self.pg_name(r, d), []).append(d * self.P + r)
+        return out
 
 
 def _make_directory(directory: str | Path) -> Path:
@@ -470,15 +527,16 @@ def _receive_deps(pieces: Pieces, layout: _Layout, n: int, E: int) -> list[np.nd
 
 
 def _transfer_rows(pieces: Pieces, tags: _Tags, links: _Links, layout: _Layout, types,
-                   P: int) -> tuple[np.ndarray, np.ndarray]:
+                   P: int, npu: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A COMM_RECV_NODE and a COMM_SEND_NODE per (action, tag) pair: id, name (``2RECV_F5``),
     type, the send's data dependency (its step's last compute node), attributes (comm_src,
-    comm_dst, comm_size, comm_tag)."""
+    comm_dst: ranks + ``npu``; comm_size, comm_tag)."""
     nb_uniq, nb_code = _distinct(tags.nbytes)
     tag = np.arange(tags.n)
     # the attributes: the link's and the size's, then comm_tag up to its value
     link_tag = _pieces_by(pieces, [tags.src, tags.dst, nb_code, varint_width(tag)],
-                          lambda src, dst, nb, w: _transfer_attrs(src, dst, int(nb_uniq[nb]))
+                          lambda src, dst, nb, w: _transfer_attrs(src + npu, dst + npu,
+                                                                  int(nb_uniq[nb]))
                           + _C52 + varint(11 + w) + _TAG_NAME)
     digits = _digits(tags.microbatch)
     decimals = _decimals(pieces, tags.microbatch, {})
@@ -525,10 +583,12 @@ def _collectives_by_rank(result: SimulationResult, P: int) -> list[list]:
 
 
 def _collective_nodes(colls: list, acts: Actions, layout: _Layout, r: int, types,
-                      export: ChakraExport) -> bytes:
-    """A rank's DP collectives, after its other nodes: each a node of the duration pipesim
-    priced on the second (``is_cpu_op``) slot, after the last compute node of its iteration
-    that ended by the time it was ready, and after the rank's previous collective."""
+                      export: ChakraExport, group: tuple[str, dict] | None) -> bytes:
+    """A rank's DP collectives, after its other nodes, each on the rank's second
+    (``is_cpu_op``) slot, after the last compute node of its iteration that ended by the time
+    it was ready and after the rank's previous collective: a node of the duration pipesim
+    priced, or (``group``: its pg_name and each layer's comm_type) a ``COMM_COLL_NODE`` on
+    that group, which ASTRA-sim prices itself."""
     lo, hi = acts.bounds[r], acts.bounds[r + 1]
     nid = int(layout.node_bounds[r + 1] - layout.node_bounds[r])
     parts = []
@@ -539,12 +599,22 @@ def _collective_nodes(colls: list, acts: Actions, layout: _Layout, r: int, types
         ready = int(layout.comp_id[lo + done[-1]]) if len(done) else None
         ctrl = tuple(x for x in (ready, prev) if x is not None)
         dur = round(c.end - c.start, 3)
-        parts.append(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}", types.COMP_NODE,
-                           ctrl, (), int(round(dur / 1000.0)), b"".join(_attr_field(x) for x in (
-                               _bool("is_cpu_op", True), _str(NS + "collective", "dp"),
-                               _int(NS + "chunk", c.chunk), _int(NS + "layer", c.layer),
-                               _int(NS + "bytes", int(c.nbytes)),
-                               _double(NS + "duration_ns", dur)))))
+        ours = (_str(NS + "collective", "dp"), _int(NS + "chunk", c.chunk),
+                _int(NS + "layer", c.layer), _int(NS + "bytes", int(c.nbytes)),
+                _double(NS + "duration_ns", dur))
+        if group is None:
+            parts.append(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}",
+                               types.COMP_NODE, ctrl, (), int(round(dur / 1000.0)),
+                               b"".join(_attr_field(x) for x in (
+                                   _bool("is_cpu_op", True),) + ours)))
+        else:
+            parts.append(_node(nid, f"dp_collective chunk{c.chunk} layer{c.layer}",
+                               types.COMM_COLL_NODE, ctrl, (), 0, b"".join(
+                                   _attr_field(x) for x in (
+                                       _bool("is_cpu_op", True),
+                                       _int("comm_type", group[1][c.layer]),
+                                       _int("comm_size", max(int(c.nbytes), 1)),
+                                       _str("pg_name", group[0])) + ours)))
         prev = nid
         nid += 1
         export.collective_nodes += 1
@@ -686,7 +756,9 @@ def _write_readme(out: Path, result: SimulationResult, export: ChakraExport, bw_
         f"ASTRA_SIM_BINARY --workload-configuration={d}/et "
         f"--system-configuration={d}/system.json "
         f"--remote-memory-configuration={d}/remote_memory.json "
-        f"--network-configuration={d}/network.yml",
+        f"--network-configuration={d}/network.yml"
+        + (f" --comm-group-configuration={d}/comm_group.json"
+           if export.collectives == "nodes" else ""),
         "```",
         "",
         "Each NPU logs `sys[<npu>] finished, <T> cycles` (1 cycle = 1 ns); the largest T is the "
@@ -718,8 +790,25 @@ def _write_readme(out: Path, result: SimulationResult, export: ChakraExport, bw_
         "- DP collectives (if any) are written as nodes of the duration pipesim priced on the "
         "NPU's second slot (`is_cpu_op`), not as `COMM_COLL_NODE`s; their `update_time` is not "
         "written. Runtime-profile costs outside actions (step prologue/epilogue, exchange) and "
-        "once-per-iteration rows are not written either.",
+        "once-per-iteration rows are not written either." if export.collectives == "durations"
+        else _nodes_note(s.pp, export),
         "- `remote_memory.json`: no memory expansion.",
     ]
     lines += [f"- Note: {n}" for n in export.notes]
     (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def _nodes_note(P: int, export: ChakraExport) -> str:
+    """The README's words on ``--chakra-collectives nodes``."""
+    return (
+        f"- Every NPU of the data-parallel configuration is written: NPU d x {P} + r runs "
+        f"pipeline rank r of replica d ({export.replicas} replicas; a rank's TP group is one "
+        "NPU, as in pipesim, and its TP collectives stay inside the action durations pipesim "
+        "priced). Each weight-gradient (DP) collective is a `COMM_COLL_NODE` (`comm_type`, "
+        "`comm_size` in bytes, `pg_name`) on the NPU's second slot (`is_cpu_op`), after the "
+        "compute node that made its gradient ready; `comm_group.json` lists each group's NPUs "
+        "(`pg_name` -> NPUs). ASTRA-sim prices these collectives itself, on `network.yml`'s "
+        "links with `system.json`'s `direct` implementations: its times are its own (pipesim's "
+        "are in the attribute `pipesim.duration_ns`). Their `update_time`, runtime-profile "
+        "costs outside actions and once-per-iteration rows are not written. ASTRA-sim ignores "
+        "a comm-group file whose path contains the word `empty`.")

@@ -318,3 +318,88 @@ def test_same_bytes_as_the_golden(tmp_path, run):
     counts = (written.compute_nodes, written.send_nodes, written.recv_nodes,
               written.collective_nodes, written.rounded)
     assert (digest.hexdigest()[:32], counts) == GOLDEN[run]
+
+
+# -- --chakra-collectives nodes: every NPU of the configuration, DP collectives as COMM_COLL_NODEs
+def test_collectives_as_comm_coll_nodes_on_every_npu(tmp_path):
+    import json
+
+    result = GOLDEN_RUNS["1f1b-dp"]()            # P = 4, 8 GPUs: 2 replicas, 2 iterations
+    nodes_dir, durations_dir = tmp_path / "nodes", tmp_path / "durations"
+    written = write_chakra(result, nodes_dir, collectives="nodes")
+    write_chakra(result, durations_dir)
+    assert (written.ranks, written.compute_nodes, written.send_nodes, written.recv_nodes,
+            written.collective_nodes) == (8, 128, 96, 96, 32)
+    assert sorted(p.name for p in nodes_dir.glob("et.*.et")) == [f"et.{i}.et" for i in range(8)]
+    assert json.loads((nodes_dir / "comm_group.json").read_text()) == {
+        "1": [0, 4], "2": [1, 5], "3": [2, 6], "4": [3, 7]}
+    sends, recvs, colls = set(), set(), []
+    for npu in range(8):
+        rank, replica = npu % 4, npu // 4
+        meta, nodes = _read(nodes_dir / f"et.{npu}.et")
+        assert {a.name: a.int64_val for a in meta.attr
+                if a.name in ("pipesim.rank", "pipesim.replica")} == \
+            {"pipesim.rank": rank, "pipesim.replica": replica}
+        _, base = _read(durations_dir / f"et.{rank}.et")
+        assert len(nodes) == len(base)
+        for n, b in zip(nodes, base):    # the pipeline rank's nodes, on the replica's NPUs
+            a, ab = _attrs(n), _attrs(b)
+            assert (n.id, n.name, list(n.ctrl_deps), list(n.data_deps)) == \
+                (b.id, b.name, list(b.ctrl_deps), list(b.data_deps))
+            if ab.get("pipesim.collective") == "dp":
+                assert n.type == pb.COMM_COLL_NODE and n.duration_micros == 0
+                assert (a["comm_type"], a["comm_size"], a["pg_name"], a["is_cpu_op"]) == \
+                    (pb.ALL_REDUCE, 64 * MIB, str(rank + 1), True)
+                assert a["pipesim.duration_ns"] == ab["pipesim.duration_ns"]
+                colls.append((npu, a["pipesim.iteration"] if "pipesim.iteration" in a
+                              else None, a["pipesim.layer"]))
+                continue
+            assert n.type == b.type and n.duration_micros == b.duration_micros
+            if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+                assert (a["comm_src"], a["comm_dst"]) == \
+                    (ab["comm_src"] + 4 * replica, ab["comm_dst"] + 4 * replica)
+                key = (a["comm_tag"], a["comm_src"], a["comm_dst"], a["comm_size"])
+                (sends if n.type == pb.COMM_SEND_NODE else recvs).add(key)
+                assert {a["comm_src"], a["comm_dst"]} <= set(range(4 * replica, 4 * replica + 4))
+    assert len(sends) == 96 and sends == recvs           # every send matched on its replica
+    assert len(colls) == 32
+    net = (nodes_dir / "network.yml").read_text()
+    assert "npus_count: [ 8 ]" in net
+    readme = (nodes_dir / "README.md").read_text()
+    assert f"--comm-group-configuration={nodes_dir.resolve()}/comm_group.json" in readme
+    assert "NPU d x 4 + r runs pipeline rank r of replica d (2 replicas" in readme
+    assert "`COMM_COLL_NODE`" in readme
+    # the default writes the pipeline's ranks and says how it wrote the collectives
+    assert not (durations_dir / "comm_group.json").exists()
+    assert "comm-group-configuration" not in (durations_dir / "README.md").read_text()
+    assert "written as nodes of the duration pipesim priced" in \
+        (durations_dir / "README.md").read_text()
+
+
+def test_collectives_nodes_without_dp_writes_the_pipeline(tmp_path):
+    """One replica and no DP collective: the pipeline's ranks, the same nodes as the default."""
+    result = GOLDEN_RUNS["1f1b"]()
+    written = write_chakra(result, tmp_path / "n", collectives="nodes")
+    write_chakra(result, tmp_path / "d")
+    assert (written.ranks, written.collective_nodes) == (4, 0)
+    for r in range(4):
+        assert _read(tmp_path / "n" / f"et.{r}.et")[1] == _read(tmp_path / "d" / f"et.{r}.et")[1]
+
+
+def test_collectives_mode_refused_in_one_line(tmp_path):
+    from simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        write_chakra(GOLDEN_RUNS["1f1b"](), tmp_path, collectives="coll")
+    assert str(err.value) == ("--chakra-collectives: 'coll'; expected one of durations, "
+                              "nodes")
+
+
+def test_import_refuses_comm_coll_nodes_in_one_line(tmp_path, capsys):
+    result = simulate(_golden_workload(4, 4, dp_bytes=64 * MIB, gpus=8), "1f1b", pp=4,
+                      microbatches=4)
+    write_chakra(result, tmp_path, collectives="nodes")
+    assert main(["run", "--chakra-in", str(tmp_path / "et")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pipesim: error: --chakra-in: ")
+    assert "COMM_COLL_NODE" in err
