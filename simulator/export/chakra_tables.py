@@ -156,24 +156,21 @@ def action_tables(result) -> Actions:
 
 
 def _pass_sends(sched, rank: int, one: dict, kinds: list) -> dict | None:
-    """One pass's sends on ``rank``, from its actions: an F sends its activation to the next
-    stage, a B or an I its input gradient to the previous one, when that stage is on another
-    rank (the comm pass's rule; the transfer columns keep their times in this order)."""
+    """One pass's sends on ``rank``, from its actions: those that send by the one rule every
+    encoding reads (``ops.peer``), in action order (the transfer columns keep their times in
+    this order)."""
+    from ..schedules.ops import peer
+
     stage, kind = one["stage"], one["kind"]
     key = stage * len(kinds) + kind
     uniq, inverse = np.unique(key, return_inverse=True)
     table = np.full((len(uniq), 3), -1, np.int64)        # data (F 1, B 0), other stage, rank
     for i, k in enumerate(uniq.tolist()):
         st, kd = divmod(k, len(kinds))
-        name = kinds[kd]
-        if name == "F":
-            data, other = 1, sched.next_stage(st)
-        elif name in ("B", "I"):
-            data, other = 0, sched.prev_stage(st)
-        else:
-            continue
-        if other is not None and sched.placement[other] != rank:
-            table[i] = (data, other, sched.placement[other])
+        got = peer(sched, st, kinds[kd], rank, False)
+        if got is not None:
+            data, other, other_rank = got
+            table[i] = (1 if str(data) == "F" else 0, other, other_rank)
     row = table[inverse.reshape(-1)]
     sends = np.flatnonzero(row[:, 0] >= 0)
     return {"dst_rank": row[sends, 2], "src_stage": stage[sends], "dst_stage": row[sends, 1],
