@@ -11,7 +11,7 @@ counts what issue 26 targets: internal errors (exit 70, or a crash), runs over 1
 children whose peak RSS passes 2 GiB; and how long refusals (exit 2) take.
 
     python benchmarks/bench_fuzz.py --cases 50000 --workers 2 [--json benchmarks/results/x.json]
-        [--clock cpu] [--log cases.jsonl] [--start K]
+        [--clock cpu] [--log cases.jsonl] [--start K] [--from-log cases.jsonl]
 
 ``--clock cpu`` counts a case's 10 s in the child's CPU time (user + system, enforced by
 RLIMIT_CPU) instead of wall time, so the figure holds on a machine shared with other work; a
@@ -369,7 +369,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="what a case's 10 s limit counts (cpu: the child's CPU time)")
     ap.add_argument("--log", type=Path, default=None, help="append every case here (JSON lines)")
     ap.add_argument("--start", type=int, default=0, help="skip the first K cases")
+    ap.add_argument("--from-log", type=Path, default=None,
+                    help="run nothing: report the cases of this --log (a long run stopped early)")
     args = ap.parse_args(argv)
+    if args.from_log:
+        rows = [json.loads(line) for line in args.from_log.open() if line.strip()]
+        return report(rows, args, None)
     cpu_clock = args.clock == "cpu"
     log = args.log.open("a") if args.log else None
     seeds = {"workloads": workload_seeds(), "yaml": yaml_seeds()}
@@ -380,36 +385,46 @@ def main(argv: list[str] | None = None) -> int:
 
     registry.names()
     registry.cost_aware_names()
-    per: dict[str, dict[str, int]] = {}
-    slowest: dict[str, float] = {}
-    refusal_max: dict[str, float] = {}
-    peak = 0
-    bad = []
     t0 = time.perf_counter()
     from concurrent.futures import ThreadPoolExecutor
 
+    rows = []
     with ThreadPoolExecutor(args.workers) as pool:
         for r in pool.map(lambda k: run_case(k, args.seed, seeds, cpu_clock),
                           range(args.start, args.cases)):
             if log:
                 log.write(json.dumps(r) + "\n")
                 log.flush()
-            c = r["command"]
-            counts = per.setdefault(c, {})
-            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-            took = r["cpu_s"] if cpu_clock else r["seconds"]
-            slowest[c] = max(slowest.get(c, 0.0), took)
-            if r["outcome"] == "refused":
-                refusal_max[c] = max(refusal_max.get(c, 0.0), took)
-            peak = max(peak, r["rss"])
-            if r["outcome"] not in ("ok", "refused") or r["rss"] > RSS_LIMIT:
-                bad.append(r)
-    wall = time.perf_counter() - t0
+            rows.append(r)
+    return report(rows, args, time.perf_counter() - t0)
+
+
+def report(rows: list[dict], args, wall: float | None) -> int:
+    """The figures issue 26 targets, from the cases' rows (a run's, or a --log's)."""
+    cpu_clock = args.clock == "cpu"
+    per: dict[str, dict[str, int]] = {}
+    slowest: dict[str, float] = {}
+    refusal_max: dict[str, float] = {}
+    peak = 0
+    bad = []
+    for r in rows:
+        c = r["command"]
+        counts = per.setdefault(c, {})
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        took = r["cpu_s"] if cpu_clock else r["seconds"]
+        slowest[c] = max(slowest.get(c, 0.0), took)
+        if r["outcome"] == "refused":
+            refusal_max[c] = max(refusal_max.get(c, 0.0), took)
+        peak = max(peak, r["rss"])
+        if r["outcome"] not in ("ok", "refused") or r["rss"] > RSS_LIMIT:
+            bad.append(r)
     total = lambda o: sum(v.get(o, 0) for v in per.values())  # noqa: E731
+    cases = sorted(r["case"] for r in rows)
     summary = {
-        "date": time.strftime("%Y-%m-%d"), "cases": args.cases - args.start,
-        "first_case": args.start, "seed": args.seed, "clock": args.clock,
-        "workers": args.workers, "wall_s": round(wall, 1), "hangs": total("hang"),
+        "date": time.strftime("%Y-%m-%d"), "cases": len(rows),
+        "case_range": [cases[0], cases[-1]] if cases else None, "seed": args.seed,
+        "clock": args.clock, "workers": args.workers,
+        "wall_s": None if wall is None else round(wall, 1), "hangs": total("hang"),
         "internal_errors": total("internal") + total("crash") + total("refused-not-one-line"),
         "over_10_s": total("timeout"), "over_2_gib": sum(r["rss"] > RSS_LIMIT for r in bad),
         "peak_rss_bytes": peak, "per_command": per,
