@@ -8,14 +8,18 @@ change a number is a :class:`~simulator.diagnostics.RunWarning` from the start.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
 from .diagnostics import RunWarning
 from .errors import ConfigError
 from .schedules.registry import ScheduleSpec
+from .schedules.schedule import Schedule
+from .system.topology import LinkModel
 from .units import fmt_bytes
 from .workload.activations import derive_pp_comm
 from .workload.header import defaults_note
-from .workload.model import CommGroup, Layer, Workload
+from .workload.model import CommGroup, Layer, Partition, Workload
+from .workload.partition import check_chunks
 
 # The most actions a run may have unless --max-actions says otherwise: the largest allowed run
 # finishes in about 10 s on a 2-core machine (docs/performance.md).
@@ -35,8 +39,6 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
                 p2p: str = "async") -> int:
     """Refuse a run its sizes make impossible or too large (its actions in every iteration,
     weighted by the point-to-point mode's cost per action); returns the model chunks it needs."""
-    from .workload.partition import check_chunks
-
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
     built = spec.work_of(pp, microbatches, vpp, actions)
@@ -52,7 +54,7 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
     return chunks
 
 
-def check_schedule_size(schedule, iterations: int, max_actions: int | None,
+def check_schedule_size(schedule: Schedule, iterations: int, max_actions: int | None,
                         p2p: str = "async") -> None:
     """The same budget for a schedule given whole (a CSV file): its actions in every
     iteration, weighted by the point-to-point mode."""
@@ -113,97 +115,142 @@ def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
     return used
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run is, decided once before a schedule is built, and handed down to the size
+    checks, the stage costs of a cost-aware schedule and the engine's compile.
+
+    ``workload`` carries the run's header (``pp_comm`` and world size as run); ``partition``
+    splits it into ``chunks`` model chunks as the file says (recompute as read: the run's
+    ``--recompute`` is applied on top, :func:`~simulator.workload.partition.with_recompute`);
+    ``links`` prices its transfers and collectives. ``spec`` is None for a schedule given whole
+    that is not registered."""
+
+    workload: Workload
+    spec: ScheduleSpec | None
+    pp: int
+    microbatches: int
+    vpp: int
+    iterations: int
+    chunks: int
+    partition: Partition
+    links: LinkModel
+    warnings: list[RunWarning] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                    gpus: int | None = None, dp: int | None = None,
                    microbatches: int | None = None, vpp: int | None = None
                    ) -> tuple[Workload, list[RunWarning]]:
     """The workload with the run's ``pp_comm`` and world size in its header, and the warnings
-    for what had to be assumed (see docs/model.md, "What pipesim assumes"). The parser's note
-    on the header's missing keys is restated for the run: a key the run decides (``pp``,
-    ``microbatches`` and ``vpp`` as run, a given or derived ``pp_comm``, a given world size)
-    no longer reads as defaulted."""
-    h = workload.header
-    warnings: list[RunWarning] = []
+    for what had to be assumed (see docs/model.md, "What pipesim assumes"). The values are
+    checked already (:class:`~simulator.run_options.RunOptions`); what is decided here is what
+    they make of this workload, in four steps: the bytes between stages, the world size, the
+    rows pipesim reads but does not model, and the parser's note restated for the run."""
     changes: dict[str, object] = {}
-    path = workload.path
-    # -- stage-to-stage bytes ---------------------------------------------------------------
-    if pp_comm is not None:
-        if isinstance(pp_comm, bool) or not isinstance(pp_comm, int) or pp_comm < 0:
-            raise ConfigError(f"--pp-comm: expected a non-negative whole number of bytes, "
-                              f"got {pp_comm!r}")
-        changes["pp_comm"] = pp_comm
-    elif h.pp_comm == 0:
-        absent = "pp_comm" in h.defaults_used
-        rows = workload.aicb.model if workload.aicb is not None else workload.layers
-        derived = derive_pp_comm(rows, h.tp)
-        said = "has no pp_comm" if absent else "says pp_comm: 0"
-        if derived is not None:
-            changes["pp_comm"] = derived.nbytes
-            warnings.append(RunWarning(
-                "pp_comm_derived",
-                f"{path} {said}; using {derived.nbytes} bytes per microbatch between stages "
-                f"(and for activation memory), derived from line {derived.layer.line} "
-                f"({derived.layer.name}: {derived.rule})", "--pp-comm"))
-        elif pp > 1:
-            warnings.append(RunWarning(
-                "p2p_free",
-                f"{path} {said} and no activation size can be derived from its rows (no "
-                f"tensor-parallel forward collective); the {pp - 1} stage boundaries move 0 "
-                f"bytes, so transfers cost nothing and activations take no memory", "--pp-comm"))
-    # -- world size ---------------------------------------------------------------------------
-    tp = max(1, h.tp)
+    warnings = _stage_bytes(workload, pp, pp_comm, changes)
     used = _groups_used(workload.layers)
+    warnings += _world_size(workload, pp, gpus, dp, used, changes)
+    warnings += _unmodelled(workload, used)
+    notes = _restated_notes(workload, changes, pp, microbatches, vpp)
+    if changes or notes != workload.warnings:
+        workload = dataclasses.replace(workload, header=dataclasses.replace(workload.header,
+                                                                            **changes),
+                                       warnings=notes)
+    return workload, warnings
+
+
+def _stage_bytes(workload: Workload, pp: int, pp_comm: int | None,
+                 changes: dict[str, object]) -> list[RunWarning]:
+    """``pp_comm`` as given, else derived from the rows when the file has none (a warning)."""
+    h, path = workload.header, workload.path
+    if pp_comm is not None:
+        changes["pp_comm"] = pp_comm
+        return []
+    if h.pp_comm != 0:
+        return []
+    said = "has no pp_comm" if "pp_comm" in h.defaults_used else "says pp_comm: 0"
+    rows = workload.aicb.model if workload.aicb is not None else workload.layers
+    derived = derive_pp_comm(rows, h.tp)
+    if derived is not None:
+        changes["pp_comm"] = derived.nbytes
+        return [RunWarning(
+            "pp_comm_derived",
+            f"{path} {said}; using {derived.nbytes} bytes per microbatch between stages "
+            f"(and for activation memory), derived from line {derived.layer.line} "
+            f"({derived.layer.name}: {derived.rule})", "--pp-comm")]
+    if pp > 1:
+        return [RunWarning(
+            "p2p_free",
+            f"{path} {said} and no activation size can be derived from its rows (no "
+            f"tensor-parallel forward collective); the {pp - 1} stage boundaries move 0 "
+            f"bytes, so transfers cost nothing and activations take no memory", "--pp-comm")]
+    return []
+
+
+def _world_size(workload: Workload, pp: int, gpus: int | None, dp: int | None,
+                used: dict[CommGroup, int], changes: dict[str, object]) -> list[RunWarning]:
+    """``all_gpus`` from ``--gpus`` or ``--dp``; else the header's, with a warning where its
+    data-parallel (or tensor-parallel) collectives would run on a group of one."""
+    h, path = workload.header, workload.path
+    tp = max(1, h.tp)
     if gpus is not None and dp is not None:
         raise ConfigError("--gpus and --dp: give one, not both (DP = GPUs / (TP x PP))")
     if gpus is not None:
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-            raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus!r}")
         if gpus % (tp * pp):
             raise ConfigError(f"--gpus: {gpus} GPUs do not divide into TP {tp} x PP {pp} = "
                               f"{tp * pp} per data-parallel replica; expected a multiple of "
                               f"{tp * pp}")
         changes["all_gpus"] = gpus
-    elif dp is not None:
-        if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-            raise ConfigError(f"--dp: expected a positive data-parallel size, got {dp!r}")
+        return []
+    if dp is not None:
         changes["all_gpus"] = dp * tp * pp
-    else:
-        world = h.all_gpus
-        dp_now = max(1, world // (tp * pp))
-        dp_groups = {g: b for g, b in used.items() if g in (CommGroup.DP, CommGroup.DP_EP)}
-        if "all_gpus" in h.defaults_used and dp_groups:
-            total = sum(dp_groups.values())
-            warnings.append(RunWarning(
-                "gpus_defaulted",
-                f"{path} has no all_gpus; assuming {world} GPU(s) (tp x the header's pp), so "
-                f"at pp {pp} DP = {dp_now} and its data-parallel collectives ({total} bytes "
-                f"named in the rows) run on a group of one and cost nothing", "--gpus or --dp"))
-        elif dp_now == 1 and dp_groups and world % (tp * pp) == 0:
-            total = sum(dp_groups.values())
-            warnings.append(RunWarning(
-                "dp_group_of_one",
-                f"{path}: all_gpus {world} = TP {tp} x PP {pp}, so DP = 1 and its "
-                f"data-parallel collectives ({total} bytes named in the rows) run on a group of "
-                "one and cost nothing", "--gpus or --dp"))
-        elif world % (tp * pp) and dp_groups:
-            warnings.append(RunWarning(
-                "gpus_indivisible",
-                f"{path}: all_gpus {world} is not a multiple of TP {tp} x PP {pp}; using DP = "
-                f"{dp_now} for its data-parallel collectives (the remainder of the GPUs is left "
-                "out)", "--gpus or --dp"))
-        if CommGroup.TP in used and tp == 1:
-            warnings.append(RunWarning(
-                "tp_group_of_one",
-                f"{path}: rows name tensor-parallel collectives but model_parallel_NPU_group is "
-                f"{'absent' if 'tp' in h.defaults_used else '1'}; they run on a group of one "
-                "and cost nothing", "model_parallel_NPU_group: in the header"))
+        return []
+    warnings: list[RunWarning] = []
+    world = h.all_gpus
+    dp_now = max(1, world // (tp * pp))
+    dp_groups = {g: b for g, b in used.items() if g in (CommGroup.DP, CommGroup.DP_EP)}
+    if "all_gpus" in h.defaults_used and dp_groups:
+        total = sum(dp_groups.values())
+        warnings.append(RunWarning(
+            "gpus_defaulted",
+            f"{path} has no all_gpus; assuming {world} GPU(s) (tp x the header's pp), so "
+            f"at pp {pp} DP = {dp_now} and its data-parallel collectives ({total} bytes "
+            f"named in the rows) run on a group of one and cost nothing", "--gpus or --dp"))
+    elif dp_now == 1 and dp_groups and world % (tp * pp) == 0:
+        total = sum(dp_groups.values())
+        warnings.append(RunWarning(
+            "dp_group_of_one",
+            f"{path}: all_gpus {world} = TP {tp} x PP {pp}, so DP = 1 and its "
+            f"data-parallel collectives ({total} bytes named in the rows) run on a group of "
+            "one and cost nothing", "--gpus or --dp"))
+    elif world % (tp * pp) and dp_groups:
+        warnings.append(RunWarning(
+            "gpus_indivisible",
+            f"{path}: all_gpus {world} is not a multiple of TP {tp} x PP {pp}; using DP = "
+            f"{dp_now} for its data-parallel collectives (the remainder of the GPUs is left "
+            "out)", "--gpus or --dp"))
+    if CommGroup.TP in used and tp == 1:
+        warnings.append(RunWarning(
+            "tp_group_of_one",
+            f"{path}: rows name tensor-parallel collectives but model_parallel_NPU_group is "
+            f"{'absent' if 'tp' in h.defaults_used else '1'}; they run on a group of one "
+            "and cost nothing", "model_parallel_NPU_group: in the header"))
+    return warnings
+
+
+def _unmodelled(workload: Workload, used: dict[CommGroup, int]) -> list[RunWarning]:
+    """Rows pipesim reads but prices otherwise: expert-parallel groups of one, per-row
+    policies."""
+    h, path = workload.header, workload.path
+    warnings: list[RunWarning] = []
     if CommGroup.EP in used and max(1, h.ep) == 1:
         warnings.append(RunWarning(
             "ep_group_of_one",
             f"{path}: rows name expert-parallel collectives (_EP) but ep is "
             f"{'absent' if 'ep' in h.defaults_used else '1'}; they run on a group of one and "
             "cost nothing", "ep: in the header"))
-    # -- rows pipesim reads but does not model -------------------------------------------------
     if h.policy == "HYBRID_CUSTOMIZED":
         policies = sorted({r.policy for r in workload.layers if r.policy})
         warnings.append(RunWarning(
@@ -211,6 +258,15 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
             f"{path}: HYBRID_CUSTOMIZED rows carry their own policy ({', '.join(policies)}); "
             "pipesim prices each collective by its group suffix instead (TP for forward and "
             "input-gradient rows, DP for weight-gradient rows)", ""))
+    return warnings
+
+
+def _restated_notes(workload: Workload, changes: dict[str, object], pp: int,
+                    microbatches: int | None, vpp: int | None) -> tuple[str, ...]:
+    """The parser's note on the header's missing keys, without the keys the run decides
+    (``pp``, ``microbatches`` and ``vpp`` as run, a given or derived ``pp_comm``, a given world
+    size): those no longer read as defaulted."""
+    h, path = workload.header, workload.path
     decided = set(changes) | {k for k, run in (("pp", pp), ("ga", microbatches), ("vpp", vpp))
                               if run is not None and run != getattr(h, k)}
     notes = workload.warnings
@@ -219,10 +275,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
         still = [k for k in h.defaults_used if k not in decided]
         restated = (defaults_note(path, h, still),) if still else ()
         notes = tuple(x for n in notes for x in (restated if n == note else (n,)))
-    if changes or notes != workload.warnings:
-        workload = dataclasses.replace(workload, header=dataclasses.replace(h, **changes),
-                                       warnings=notes)
-    return workload, warnings
+    return notes
 
 
 def memory_warnings(memory, records, system, limit_gb: float | None,

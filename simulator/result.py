@@ -8,8 +8,9 @@ from typing import Any
 
 from .diagnostics import RunWarning
 from .engine.options import EngineOptions
-from .metrics.types import RunSummary
 from .engine.runtime import RunRecords
+from .metrics.summary import summarize
+from .metrics.types import RunSummary
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .system.config import SystemConfig
@@ -31,11 +32,10 @@ class SimulationResult:
     notes: list[str] = field(default_factory=list)
     options: EngineOptions | None = None
     warnings: list[RunWarning] = field(default_factory=list)
+    engine_used: str = "simpy"   # the engine that ran: simpy, or evaluator where it applies
 
     @cached_property
     def summary(self) -> RunSummary:
-        from .metrics.summary import summarize
-
         return summarize(self)
 
     @property

@@ -1,32 +1,37 @@
-"""The options of one run, written once: ``pipesim run``, ``compare`` and ``sweep`` and
-``simulate()`` all take them from here.
+"""The options of one run, written and checked once: ``pipesim run``, ``compare``, ``sweep`` and
+``simulate()`` all take a :class:`RunOptions`.
 
 Each field carries its help, its command-line flag and how a value is checked (vidur's
-dataclass-config style). :func:`click_options` turns the fields into click options, and
-:data:`SWEEPABLE` lists every option that changes a simulated number: a sweep spec may set or
-vary any of them. Options that only choose outputs (``--gantt``, ``--trace``, ``--log-level``)
-are not here.
+dataclass-config style); a RunOptions is checked when it is made (:func:`check`, one wording:
+``--flag: expected ..., got ...``). :func:`click_options` turns the fields into click options,
+and :data:`SWEEPABLE` lists every option that changes a simulated number: a sweep spec may set
+or vary any of them. Options that only choose outputs (``--gantt``, ``--trace``, ``--log-level``)
+are not here; three fields only the API sets (``schedule_options``, ``trace_layers``,
+``validate``) have no flag. :meth:`RunOptions.engine_options` is what the engine reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from .engine.options import EngineOptions, parse_slow_rank
 from .errors import ConfigError
 from .system.runtime_profile import P2P_MODES
+from .workload.parser import LAYOUTS
+from .workload.partition import RECOMPUTE_MODES
 
-LAYOUTS = ("auto", "model", "aicb")
 ENGINES = ("simpy", "evaluator")
 
 
 def _opt(help: str, *, flag: str | None = None, short: str | None = None,
          kind: str = "any", metavar: str | None = None, choices: tuple[str, ...] = (),
-         multiple: bool = False, run_only: bool = False) -> dict[str, Any]:
+         multiple: bool = False, api_only: bool = False) -> dict[str, Any]:
     """Field metadata: ``kind`` is how a value is checked (positive, non_negative, number,
-    non_negative_number, bool, choice, string, slow_rank)."""
+    non_negative_number, bool, choice, string, slow_rank, mapping); ``api_only``: set by
+    :func:`simulator.api.simulate`'s callers, no command-line flag and no sweep key."""
     return {"help": help, "flag": flag, "short": short, "kind": kind, "metavar": metavar,
-            "choices": choices, "multiple": multiple, "run_only": run_only}
+            "choices": choices, "multiple": multiple, "api_only": api_only}
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class RunOptions:
     recompute: str = field(default="file", metadata=_opt(
         "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
         "recomputes its forward before its backward and keeps only its input).",
-        kind="choice", choices=("file", "none", "full")))
+        kind="choice", choices=RECOMPUTE_MODES))
     pp_comm: int | None = field(default=None, metadata=_opt(
         "Bytes one microbatch sends between adjacent stages (overrides the file's pp_comm; "
         "when the file has none it is derived from the rows, with a warning).",
@@ -89,31 +94,92 @@ class RunOptions:
         "Reference path: one simulation event per layer state instead of per action "
         "(slower; same timeline).", kind="bool"))
 
-    def simulate_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`simulator.api.simulate` (the schedule goes apart)."""
-        from .engine.options import parse_slow_rank
+    # -- set by API callers only (no flag, no sweep key) -----------------------------------------
+    schedule_options: Mapping[str, Any] | None = field(default=None, metadata=_opt(
+        "Keyword options of the schedule's generator (``-O KEY=VALUE``).", flag="--option",
+        kind="mapping", api_only=True))
+    trace_layers: bool = field(default=False, metadata=_opt(
+        "Keep every layer's start and end (for --trace).", kind="bool", api_only=True))
+    validate: bool = field(default=True, metadata=_opt(
+        "Check the schedule before it runs.", kind="bool", api_only=True))
 
+    def __post_init__(self) -> None:
+        # the one check of every option, however the RunOptions is made
+        for f in fields(self):
+            value = getattr(self, f.name)
+            checked = check(f, value)
+            if checked is not value:
+                object.__setattr__(self, f.name, checked)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], source: str = "") -> "RunOptions":
+        """Options from a mapping (CLI keyword arguments or a sweep point: other names are
+        skipped); a bad value's message names ``source`` (``sweep: jitter: ...``) when given."""
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in values.items() if k in known})
+        except OptionError as err:
+            if not source:
+                raise
+            raise ConfigError(err.where(source)) from None
+
+    @classmethod
+    def given(cls, options: "RunOptions | None", keywords: Mapping[str, Any]) -> "RunOptions":
+        """The keyword shim of :func:`simulator.api.simulate` and ``compare`` (the one place API
+        keywords become options): ``options`` with ``keywords`` laid over it. The keywords are
+        the fields' names, plus ``memory_limit_gb`` (``memory_limit``) and ``slow_ranks``, a
+        mapping rank -> factor (``slow_rank``)."""
+        values = dict(keywords)
+        if "memory_limit_gb" in values:
+            values["memory_limit"] = values.pop("memory_limit_gb")
+        if "slow_ranks" in values:
+            slow = values.pop("slow_ranks") or {}
+            values["slow_rank"] = tuple(f"{r}:{float(f)!r}" for r, f in slow.items())
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise TypeError(f"simulate() got an unexpected keyword argument {unknown[0]!r}")
+        base = cls() if options is None else options
+        if not values:
+            return base
+        return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **values})
+
+    def slow_ranks(self) -> tuple[tuple[int, float], ...]:
+        """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""
         slow: dict[int, float] = {}
         for text in self.slow_rank:
             r, f = parse_slow_rank(text)
             slow[r] = slow.get(r, 1.0) * f
-        return {"pp": self.pp, "microbatches": self.microbatches, "vpp": self.vpp,
-                "iterations": self.iterations, "layout": self.layout, "p2p": self.p2p,
-                "memory_limit_gb": self.memory_limit, "jitter": self.jitter, "seed": self.seed,
-                "slow_ranks": slow, "pp_comm": self.pp_comm, "gpus": self.gpus, "dp": self.dp,
-                "max_actions": self.max_actions, "engine": self.engine, "strict": self.strict,
-                "layer_by_layer": self.layer_by_layer, "recompute": self.recompute}
+        return tuple(sorted(slow.items()))
 
-    @classmethod
-    def from_values(cls, values: dict[str, Any], source: str = "") -> "RunOptions":
-        """Options from a mapping (CLI keyword arguments or a sweep point), each checked."""
-        known = {f.name: f for f in fields(cls)}
-        kwargs = {}
-        for name, value in values.items():
-            if name not in known:
-                continue
-            kwargs[name] = check(known[name], value, source)
-        return cls(**kwargs)
+    def memory_limit_gb(self, capacity_bytes: float) -> float | None:
+        """``--memory-limit``, else the system's capacity (0: none)."""
+        if self.memory_limit is None and capacity_bytes > 0:
+            return capacity_bytes / 1e9
+        return self.memory_limit
+
+    def engine_options(self, capacity_bytes: float) -> EngineOptions:
+        """What the engine reads, in its own terms (bytes, a sigma, (rank, factor) pairs)."""
+        if self.layer_by_layer and (self.jitter > 0 or self.slow_rank):
+            raise ConfigError("--layer-by-layer: the reference path runs without --jitter and "
+                              "--slow-rank")
+        limit_gb = self.memory_limit_gb(capacity_bytes)
+        return EngineOptions(
+            p2p=self.p2p, memory_limit_bytes=None if limit_gb is None else limit_gb * 1e9,
+            jitter_sigma=self.jitter, seed=self.seed, slow_ranks=self.slow_ranks(),
+            trace_layers=self.trace_layers, layer_by_layer=self.layer_by_layer)
+
+
+class OptionError(ConfigError):
+    """A value of the wrong kind for one option: ``--flag: expected ..., got ...``."""
+
+    def __init__(self, name: str, flag: str, expected: str, value: Any) -> None:
+        self.name, self.expected, self.value = name, expected, value
+        super().__init__(f"{flag}: expected {expected}, got {value!r}")
+
+    def where(self, source: str) -> str:
+        """The same line naming the option as ``source`` calls it (``sweep: jitter``)."""
+        return f"{source}: {self.name}: expected {self.expected}, got {self.value!r}"
 
 
 def flag_of(f) -> str:
@@ -121,21 +187,22 @@ def flag_of(f) -> str:
 
 
 def check(f, value: Any, source: str = "") -> Any:
-    """``value`` for field ``f``, normalised, or a one-line ConfigError naming the option."""
+    """``value`` for field ``f``, normalised, or an :class:`OptionError` naming the option (as
+    ``source`` calls it when given)."""
     meta = f.metadata
-    where = f"{source}: {f.name}" if source else flag_of(f)
     if value is None and f.default is None:
         return None
+    where = f"{source}: {f.name}" if source else flag_of(f)
     kind = meta["kind"]
     if meta["multiple"]:
         items = value if isinstance(value, (list, tuple)) else [value]
-        return tuple(_check_one(kind, meta, v, where) for v in items)
-    return _check_one(kind, meta, value, where)
+        return tuple(_check_one(kind, meta, v, f.name, where) for v in items)
+    return _check_one(kind, meta, value, f.name, where)
 
 
-def _check_one(kind: str, meta: dict, value: Any, where: str) -> Any:
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{where}: expected {expected}, got {value!r}")
+def _check_one(kind: str, meta: dict, value: Any, name: str, where: str) -> Any:
+    def bad(expected: str) -> OptionError:
+        return OptionError(name, where, expected, value)
 
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_num = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
@@ -162,53 +229,54 @@ def _check_one(kind: str, meta: dict, value: Any, where: str) -> Any:
     elif kind == "string":
         if not isinstance(value, str):
             raise bad("a string")
+    elif kind == "mapping":
+        if not isinstance(value, Mapping):
+            raise bad("a mapping of KEY to VALUE")
     elif kind == "slow_rank":
-        from .engine.options import parse_slow_rank
-
         if not isinstance(value, str):
             raise bad("R:FACTOR like 2:1.5")
         parse_slow_rank(value)
     return value
 
 
-# every option that changes a simulated number, as a sweep may set it
-SWEEPABLE: tuple[str, ...] = tuple(f.name for f in fields(RunOptions))
+# every option that changes a simulated number, as a command line or a sweep may set it
+OPTION_FIELDS = tuple(f for f in fields(RunOptions) if not f.metadata["api_only"])
+SWEEPABLE: tuple[str, ...] = tuple(f.name for f in OPTION_FIELDS)
 
 
 def click_options(*, skip: tuple[str, ...] = ()) -> Callable:
     """A decorator adding one click option per RunOptions field (help, flag, type, default)."""
-    import click
 
     def deco(fn: Callable) -> Callable:
-        for f in reversed(fields(RunOptions)):
-            if f.name in skip:
-                continue
-            meta = f.metadata
-            names = [flag_of(f)] + ([meta["short"]] if meta["short"] else [])
-            kw: dict[str, Any] = {"help": meta["help"], "metavar": meta["metavar"]}
-            kind = meta["kind"]
-            if kind == "bool":
-                kw.update(is_flag=True, default=False)
-            elif kind == "choice":
-                kw.update(type=click.Choice(meta["choices"]), default=f.default,
-                          show_default=f.default is not None, metavar=None)
-            elif meta["multiple"]:
-                kw.update(multiple=True, default=())
-            elif kind in ("positive", "non_negative"):
-                # checked by RunOptions (one-line messages of our own), not click's IntRange
-                kw.update(type=int, default=f.default, show_default=f.default is not None)
-            elif kind in ("positive_number", "non_negative_number"):
-                kw.update(type=float, default=f.default, show_default=bool(f.default))
-            else:
-                kw.update(default=f.default)
-            fn = click.option(*names, f.name, **kw)(fn)
+        for f in reversed(OPTION_FIELDS):
+            if f.name not in skip:
+                fn = click_option_of(f)(fn)
         return fn
 
     return deco
 
 
-def pop_run_options(kwargs: dict[str, Any]) -> RunOptions:
-    """Take the RunOptions fields out of a click command's keyword arguments."""
-    names = {f.name for f in fields(RunOptions)}
-    values = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-    return RunOptions.from_values(values)
+def click_option_of(f) -> Callable:
+    """The click option of RunOptions field ``f``."""
+    # click only when a command is declared: a plain `pipesim run` is read without it (start-up)
+    import click
+
+    meta = f.metadata
+    names = [flag_of(f)] + ([meta["short"]] if meta["short"] else [])
+    kw: dict[str, Any] = {"help": meta["help"], "metavar": meta["metavar"]}
+    kind = meta["kind"]
+    if kind == "bool":
+        kw.update(is_flag=True, default=False)
+    elif kind == "choice":
+        kw.update(type=click.Choice(meta["choices"]), default=f.default,
+                  show_default=f.default is not None, metavar=None)
+    elif meta["multiple"]:
+        kw.update(multiple=True, default=())
+    elif kind in ("positive", "non_negative"):
+        # checked by RunOptions (one-line messages of our own), not click's IntRange
+        kw.update(type=int, default=f.default, show_default=f.default is not None)
+    elif kind in ("positive_number", "non_negative_number"):
+        kw.update(type=float, default=f.default, show_default=bool(f.default))
+    else:
+        kw.update(default=f.default)
+    return click.option(*names, f.name, **kw)

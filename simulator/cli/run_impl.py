@@ -7,7 +7,9 @@ Start-up is most of a small run's cost and click's import alone is about a tenth
 a flag, one positional WORKLOAD) and every value is one click would accept; for anything else
 (``--help``, ``--json-schema``, an unknown or bad option, a value click would refuse, ``--``,
 bundled short flags) it returns None and click parses the line, so every message and exit code
-stays click's. ``tests/cli/test_run_fast_path.py`` checks that the two readings agree.
+stays click's. Both readers come from one declaration, :data:`RUN_ARGS` (and the RunOptions
+fields it places): each option is written once. ``tests/cli/test_run_fast_path.py`` checks that
+the two readings agree.
 """
 
 from __future__ import annotations
@@ -15,53 +17,93 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
-from ..run_options import RunOptions, flag_of
+from ..run_options import OPTION_FIELDS, RunOptions, flag_of
 from .echo import echo
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
-# The options of ``pipesim run`` besides RunOptions' (declared with click in commands/run.py,
-# in this order): (flags, keyword, kind). kind: str, path (click.Path(dir_okay=False)), multi
-# (repeatable str), json (``--json [PATH|-]``), log_level (a choice of LOG_LEVELS).
+
+@dataclass(frozen=True)
+class Arg:
+    """One option of ``pipesim run``, declared once for both readers (:mod:`.commands.run`
+    makes the click option from it). ``kind``: ``option`` (the RunOptions field ``dest``; its
+    flags, help and check are the field's), ``options`` (every other RunOptions field, here),
+    ``path`` (click.Path(dir_okay=False)), ``str``, ``multi`` (repeatable str), ``json``
+    (``--json [PATH|-]``, with ``--json-schema``), ``log_level`` (a choice of LOG_LEVELS)."""
+
+    flags: tuple[str, ...]
+    dest: str
+    kind: str
+    help: str = ""
+    metavar: str | None = None
+
+
+# pipesim run's options, in the order --help lists them
 RUN_ARGS = (
-    (("--schedule", "-s"), "schedule", "str"),
-    (("--schedule-file",), "schedule_file", "path"),
-    (("--system",), "system", "path"),
-    (("--option", "-O"), "schedule_options", "multi"),
-    (("--calibration",), "calibration", "path"),
-    (("--set",), "system_sets", "multi"),
-    (("--json",), "json_dest", "json"),
-    (("--gantt",), "gantt", "path"),
-    (("--trace",), "trace", "path"),
-    (("--launch",), "launch", "str"),
-    (("--log-level",), "log_level", "log_level"),
-    (("--chakra",), "chakra", "str"),
-    (("--chakra-in",), "chakra_in", "str"),
+    Arg(("--schedule", "-s"), "schedule", "option"),
+    Arg(("--schedule-file",), "schedule_file", "path",
+        "A PyTorch-style CSV schedule (one row per rank) to simulate instead."),
+    Arg(("--system",), "system", "path",
+        "System YAML (default: the built-in, configs/system/default.yaml)."),
+    Arg(("--option", "-O"), "schedule_options", "multi",
+        "A schedule option, e.g. group_size=4 (interleaved), waves=2 (hanayo), iterations=3 "
+        "(2bw); repeatable.", "KEY=VALUE"),
+    Arg(("--calibration",), "calibration", "path",
+        "YAML laid over the system (e.g. fitted runtime: keys and action costs); --set and "
+        "flags still win.", "FILE"),
+    Arg(("--set",), "system_sets", "multi",
+        "Override a system value by dotted path, e.g. links.bandwidth_gbps=100; repeatable.",
+        "KEY=VALUE"),
+    Arg(("--json",), "json_dest", "json", "the summary"),
+    Arg(("--gantt",), "gantt", "path", "Draw a Gantt chart (.png, .svg or .pdf)."),
+    Arg(("--trace",), "trace", "path", "Write a Chrome/Perfetto trace (JSON)."),
+    Arg(("--chakra",), "chakra", "str",
+        "Also write the run as Chakra execution traces for ASTRA-sim 2.0 (DIR/et.<rank>.et, "
+        "its network/system configs, a README); needs pipesim[chakra].", "DIR"),
+    Arg(("--chakra-in",), "chakra_in", "str",
+        "Simulate Chakra execution traces PREFIX.<rank>.et (compute, send and receive nodes) "
+        "instead of a WORKLOAD; needs pipesim[chakra].", "PREFIX"),
+    Arg(("--launch",), "launch", "str",
+        "Write the launch settings for Megatron-LM, torchtitan and torch into DIR "
+        "(megatron_args.txt, torchtitan.toml, schedule.csv, stage_ranks.json, README.md).",
+        "DIR"),
+    Arg((), "", "options"),
+    Arg(("--log-level",), "log_level", "log_level", "debug prints every pipeline event."),
 )
 _DEFAULTS = {"schedule_options": (), "system_sets": (), "log_level": "warning"}
 _KIND_OF_RUN_OPTION = {"positive": "int", "non_negative": "int", "positive_number": "float",
                        "non_negative_number": "float", "bool": "flag", "choice": "choice"}
 
 
+def _option_entry(f) -> tuple[tuple[str, ...], str, tuple]:
+    """(flags, reader kind, choices) of RunOptions field ``f``."""
+    meta = f.metadata
+    kind = "multi" if meta["multiple"] else _KIND_OF_RUN_OPTION.get(meta["kind"], "str")
+    return tuple(n for n in (flag_of(f), meta["short"]) if n), kind, meta["choices"]
+
+
 def _table() -> tuple[dict[str, tuple[str, str, tuple]], dict[str, object]]:
     """flag -> (keyword, kind, choices), and every keyword's default (click's defaults)."""
     flags: dict[str, tuple[str, str, tuple]] = {}
     defaults: dict[str, object] = {}
-    for names, dest, kind in RUN_ARGS:
-        for name in names:
-            flags[name] = (dest, kind, LOG_LEVELS if kind == "log_level" else ())
-        defaults[dest] = _DEFAULTS.get(dest)
-    for f in RunOptions.__dataclass_fields__.values():
-        if f.name == "schedule":      # run declares --schedule itself
+    by_name = {f.name: f for f in OPTION_FIELDS}
+    declared = {a.dest for a in RUN_ARGS if a.kind == "option"}
+    for arg in RUN_ARGS:
+        if arg.kind in ("option", "options"):
+            for f in ([by_name[arg.dest]] if arg.kind == "option" else
+                      [f for f in OPTION_FIELDS if f.name not in declared]):
+                names, kind, choices = _option_entry(f)
+                for name in names:
+                    flags[name] = (f.name, kind, choices)
+                defaults[f.name] = () if kind == "multi" else False if kind == "flag" \
+                    else f.default
             continue
-        meta = f.metadata
-        kind = "multi" if meta["multiple"] else _KIND_OF_RUN_OPTION.get(meta["kind"], "str")
-        for name in (flag_of(f), meta["short"]):
-            if name:
-                flags[name] = (f.name, kind, meta["choices"])
-        defaults[f.name] = () if kind == "multi" else False if kind == "flag" else f.default
+        for name in arg.flags:
+            flags[name] = (arg.dest, arg.kind, LOG_LEVELS if arg.kind == "log_level" else ())
+        defaults[arg.dest] = _DEFAULTS.get(arg.dest)
     return flags, defaults
 
 
@@ -242,8 +284,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if isinstance(sched, str) and sched == "auto":
         label = f"synthesizing auto and {label}"
     with ticker(label):
-        result = simulate(workload, sched, system, trace_layers=trace is not None,
-                          schedule_options=options, **opts.simulate_kwargs())
+        result = simulate(workload, sched, system, replace(
+            opts, schedule_options=options, trace_layers=trace is not None))
     if gantt:
         from ..export.gantt import write_gantt
 

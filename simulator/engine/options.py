@@ -1,11 +1,16 @@
-"""Run-time choices that are not part of the workload or the system."""
+"""Run-time choices that are not part of the workload or the system, in the engine's terms.
+
+A run's options are written and checked once, as :class:`simulator.run_options.RunOptions`;
+:meth:`~simulator.run_options.RunOptions.engine_options` makes the one EngineOptions a run's
+engine reads (bytes, a sigma, (rank, factor) pairs).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..system.runtime_profile import P2P_MODES
+from ..system.runtime_profile import P2P_MODES   # re-exported: the modes p2p may name
 
 __all__ = ["EngineOptions", "P2P_MODES", "parse_slow_rank"]
 
@@ -23,7 +28,7 @@ class EngineOptions:
 
     ``jitter_sigma``: compute times scaled by seeded lognormal noise of mean 1; ``slow_ranks``:
     (rank, factor) pairs multiplying one rank's compute; ``memory_limit_bytes``: an overflow is an
-    OutOfMemoryError.
+    OutOfMemoryError. Not checked here: RunOptions checked the values it was made from.
     """
 
     p2p: str | None = None
@@ -33,22 +38,6 @@ class EngineOptions:
     slow_ranks: tuple[tuple[int, float], ...] = ()
     trace_layers: bool = False
     layer_by_layer: bool = False   # reference path: one SimPy event per layer state (slower)
-
-    def __post_init__(self) -> None:
-        if self.p2p is not None and self.p2p not in P2P_MODES:
-            raise ConfigError(f"--p2p: expected one of {', '.join(P2P_MODES)}, got {self.p2p!r}")
-        if not self.jitter_sigma >= 0:
-            raise ConfigError(f"--jitter: expected a non-negative sigma, got {self.jitter_sigma!r}")
-        if self.memory_limit_bytes is not None and not self.memory_limit_bytes > 0:
-            raise ConfigError(f"--memory-limit: expected a positive size in GB, got "
-                              f"{self.memory_limit_bytes / 1e9!r}")
-        if self.layer_by_layer and (self.jitter_sigma > 0 or self.slow_ranks):
-            raise ConfigError("--layer-by-layer: the reference path runs without --jitter and "
-                              "--slow-rank")
-        for rank, factor in self.slow_ranks:
-            if not factor > 0:
-                raise ConfigError(f"--slow-rank: expected RANK:FACTOR with FACTOR > 0, got "
-                                  f"{rank}:{factor}")
 
 
 def parse_slow_rank(text: str) -> tuple[int, float]:

@@ -130,7 +130,7 @@ class Program:
     @classmethod
     def compile(cls, schedule: Schedule, partition: Partition, header: Header,
                 system: SystemConfig, *, p2p: str | None = None,
-                pp_comm: int | None = None) -> "Program":
+                pp_comm: int | None = None, links: LinkModel | None = None) -> "Program":
         """Cost the chunks, lay out memory, add the communication and compile every rank's op
         list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``)."""
         profile = system.runtime
@@ -142,7 +142,7 @@ class Program:
         profile = system.runtime
         pp_comm = header.pp_comm if pp_comm is None else pp_comm
         memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
-        links = LinkModel(header, system, schedule.pp)
+        links = links if links is not None else LinkModel(header, system, schedule.pp)
         costs = partition_costs(partition, header, system, links)
         # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
         by_share: dict[tuple[int, ...], IterationRows] = {}

@@ -18,9 +18,9 @@ from .costs import partition_costs
 
 
 def run_stage_costs(partition: Partition, header: Header, system: SystemConfig,
-                    pp: int) -> StageCosts:
+                    pp: int, links: LinkModel | None = None) -> StageCosts:
     """Stage costs (ns) of ``partition``'s chunks, in global virtual-stage (model) order."""
-    links = LinkModel(header, system, pp)
+    links = links if links is not None else LinkModel(header, system, pp)
     chunks = partition_costs(partition, header, system, links)
     nbytes = header.pp_comm
     comm = 0.0

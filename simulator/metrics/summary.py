@@ -262,7 +262,7 @@ def summarize(result: Any) -> RunSummary:
     out.update(iterations=result.iterations, workload=result.workload.path,
                layout=result.workload.layout,
                p2p_mode=result.options.p2p if result.options else "async",
-               engine_used=getattr(result, "engine_used", "simpy"),
+               engine_used=result.engine_used,
                warnings=tuple(getattr(result, "warnings", ())),
                notes=tuple(result.notes) + tuple(result.workload.warnings))
     if n_it > 1:

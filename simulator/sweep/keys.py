@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError
 from ..system.config import SystemConfig
+from ..workload.parser import LAYOUTS
 
 SYSTEM_PREFIX = "system."
 OPTIONS_PREFIX = "schedule_options."
@@ -137,7 +138,7 @@ def _run_keys() -> dict[str, KeyKind]:
         "schedule": KeyKind("a schedule name", "schedule names", _schedule, "string"),
     }
     for f in fields(RunOptions):
-        if f.name not in keys:
+        if f.name not in keys and not f.metadata["api_only"]:
             keys[f.name] = _run_option_kind(f)
     return keys
 

@@ -14,8 +14,6 @@ from ...errors import ConfigError
 from ...run_options import RunOptions, click_options
 from ..jsonout import json_option, schema_option
 
-LAYOUTS = ["auto", "model", "aicb"]
-
 
 def _schema() -> dict:
     from ...export.compare import compare_schema
@@ -51,8 +49,7 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
 
     check_writable(gantt, "--gantt")
     check_writable(json_dest, "--json")
-    opts = RunOptions.from_values(run_options)
-    runs = compare(workload, names, system, **opts.simulate_kwargs())
+    runs = compare(workload, names, system, RunOptions.from_values(run_options))
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:

@@ -1,19 +1,23 @@
-"""``pipesim run WORKLOAD``: simulate one workload under one schedule and report."""
+"""``pipesim run WORKLOAD``: simulate one workload under one schedule and report.
+
+The options are declared once, in :data:`~simulator.cli.run_impl.RUN_ARGS` (which the plain
+reader reads too); this module makes them click options."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import click
 
-from ...run_options import click_options
+from ...metrics.types import run_schema
+from ...run_options import OPTION_FIELDS, click_option_of
 from ..jsonout import json_option, schema_option, write_json
-from ..run_impl import LOG_LEVELS, configure_logging, parse_assignments, run
+from ..run_impl import LOG_LEVELS, RUN_ARGS, Arg, configure_logging, parse_assignments, run
 
 __all__ = ["LOG_LEVELS", "command", "configure_logging", "parse_assignments", "write_json"]
 
 
 def _run_schema() -> dict:
-    from ...metrics.types import run_schema
-
     schema = run_schema()
     verdict = {"type": "object", "required": ["accepts", "how", "rule"],
                "properties": {"accepts": {"type": "boolean"}, "how": {"type": "string"},
@@ -25,48 +29,39 @@ def _run_schema() -> dict:
     return schema
 
 
+def _click_options(arg: Arg) -> list[Callable]:
+    """The click option(s) of one declared argument, in --help order."""
+    if arg.kind == "option":
+        return [click_option_of(next(f for f in OPTION_FIELDS if f.name == arg.dest))]
+    if arg.kind == "options":
+        declared = {a.dest for a in RUN_ARGS if a.kind == "option"}
+        return [click_option_of(f) for f in OPTION_FIELDS if f.name not in declared]
+    if arg.kind == "json":
+        return [json_option(arg.help), schema_option(_run_schema)]
+    if arg.kind == "log_level":
+        return [click.option(*arg.flags, arg.dest, type=click.Choice(list(LOG_LEVELS),
+                             case_sensitive=False), default="warning", show_default=True,
+                             help=arg.help)]
+    kw: dict = {"help": arg.help, "metavar": arg.metavar}
+    if arg.kind == "path":
+        kw.update(type=click.Path(dir_okay=False), default=None)
+    elif arg.kind == "multi":
+        kw.update(multiple=True)
+    else:
+        kw.update(default=None)
+    return [click.option(*arg.flags, arg.dest, **kw)]
+
+
+def _declared(fn: Callable) -> Callable:
+    for deco in reversed([d for arg in RUN_ARGS for d in _click_options(arg)]):
+        fn = deco(fn)
+    return fn
+
+
 @click.command("run")
 @click.argument("workload", type=click.Path(dir_okay=False), required=False, metavar="WORKLOAD")
-@click.option("--schedule", "-s", default=None, help="Registered schedule (see `pipesim schedule --list`); "
-              "default 1f1b, or interleaved-1f1b when vpp > 1.")
-@click.option("--schedule-file", type=click.Path(dir_okay=False), default=None,
-              help="A PyTorch-style CSV schedule (one row per rank) to simulate instead.")
-@click.option("--system", type=click.Path(dir_okay=False), default=None,
-              help="System YAML (default: the built-in, configs/system/default.yaml).")
-@click.option("--option", "-O", "schedule_options", multiple=True, metavar="KEY=VALUE",
-              help="A schedule option, e.g. group_size=4 (interleaved), waves=2 (hanayo), "
-              "iterations=3 (2bw); repeatable.")
-@click.option("--calibration", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="YAML laid over the system (e.g. fitted runtime: keys and action costs); "
-              "--set and flags still win.")
-@click.option("--set", "system_sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a system value by dotted path, e.g. links.bandwidth_gbps=100; "
-              "repeatable.")
-@json_option("the summary")
-@schema_option(_run_schema)
-@click.option("--gantt", type=click.Path(dir_okay=False), default=None,
-              help="Draw a Gantt chart (.png, .svg or .pdf).")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None,
-              help="Write a Chrome/Perfetto trace (JSON).")
-@click.option("--chakra", default=None, metavar="DIR",
-              help="Also write the run as Chakra execution traces for ASTRA-sim 2.0 "
-                   "(DIR/et.<rank>.et, its network/system configs, a README); needs "
-                   "pipesim[chakra].")
-@click.option("--chakra-in", default=None, metavar="PREFIX",
-              help="Simulate Chakra execution traces PREFIX.<rank>.et (compute, send and "
-                   "receive nodes) instead of a WORKLOAD; needs pipesim[chakra].")
-@click.option("--launch", default=None, metavar="DIR",
-              help="Write the launch settings for Megatron-LM, torchtitan and torch into DIR "
-                   "(megatron_args.txt, torchtitan.toml, schedule.csv, stage_ranks.json, "
-                   "README.md).")
-@click_options(skip=("schedule",))
-@click.option("--log-level", type=click.Choice(list(LOG_LEVELS), case_sensitive=False),
-              default="warning", show_default=True, help="debug prints every pipeline event.")
-def command(workload, schedule, schedule_file, system, calibration, schedule_options,
-            system_sets, json_dest, gantt, trace, launch, log_level, chakra, chakra_in,
-            **run_options):
+@_declared
+def command(workload, **kwargs):
     """Simulate WORKLOAD (an ASTRA-sim / SimAI workload file) and report iteration time,
     bubbles, in-flight microbatches and traffic."""
-    run(workload, schedule, schedule_file, system, calibration, schedule_options, system_sets,
-        json_dest, gantt, trace, log_level, launch=launch, chakra=chakra, chakra_in=chakra_in,
-        **run_options)
+    run(workload=workload, **kwargs)
