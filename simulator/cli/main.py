@@ -204,6 +204,11 @@ def _dispatch(argv: list[str] | None) -> int:
     """A plain ``pipesim run`` runs without click (its import is about a tenth of a small run);
     everything else, and any ``run`` line click must judge, goes through click."""
     args = sys.argv[1:] if argv is None else list(argv)
+    # here, after main() has set the collector for the command: the registry is loaded by every
+    # command that runs a schedule, and planning only when one asks for `auto`
+    from ..schedules import registry
+
+    registry.add_cost_aware_loader(_load_planning)
     if args[:1] == ["run"] and "_PIPESIM_COMPLETE" not in os.environ:   # not shell completion
         from .run_impl import parse_run_args, run
 
@@ -215,6 +220,12 @@ def _dispatch(argv: list[str] | None) -> int:
 
     rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
     return rc if isinstance(rc, int) else 0  # ctx.exit(n) comes back as the return value
+
+
+def _load_planning() -> None:
+    """Register the planning layer's cost-aware schedule (``auto``): importing it does."""
+    # on first use only: a run that never asks for auto does not import the planning layer
+    from .. import planning  # noqa: F401
 
 
 def _as_click_runs_a_command(callback, kwargs: dict) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..units import fmt_pct, fmt_time
 from ..errors import ConfigError
+from ..result import SimulationResult
 from ..schedules.action import Kind
 from . import palette
 
@@ -89,7 +90,7 @@ def local_chunks(schedule: Any) -> tuple[dict[int, int], int]:
     return local, most
 
 
-def compute_bars(result: Any) -> list[Bar]:
+def compute_bars(result: SimulationResult) -> list[Bar]:
     """A bar per action record, in (rank, start) order."""
     local, n_local = local_chunks(result.schedule)
     acts = sorted(result.records.actions, key=lambda a: (a.rank, a.start, a.end))
@@ -98,21 +99,21 @@ def compute_bars(result: Any) -> list[Bar]:
                 str(a.microbatch)) for a in acts]
 
 
-def p2p_bars(result: Any) -> list[Bar]:
+def p2p_bars(result: SimulationResult) -> list[Bar]:
     """A bar per transfer that takes time, under its sending rank."""
     return [Bar(t.src_rank, t.start, t.end, palette.P2P_COLOR, "p2p")
             for t in sorted(result.records.transfers, key=lambda t: (t.src_rank, t.start, t.end))
             if t.end > t.start]
 
 
-def collective_bars(result: Any) -> list[Bar]:
+def collective_bars(result: SimulationResult) -> list[Bar]:
     """A bar per DP collective that takes time, under its rank."""
     return [Bar(c.rank, c.start, c.end, palette.COLLECTIVE_COLOR, "dp")
             for c in sorted(result.records.collectives, key=lambda c: (c.rank, c.start, c.end))
             if c.end > c.start]
 
 
-def iteration_bars(result: Any) -> list[Bar]:
+def iteration_bars(result: SimulationResult) -> list[Bar]:
     """The once-per-iteration rows (AICB's optimizer / grad-norm rows) of each rank: the compute
     stream from the rank's last action to the time the runtime records it finished."""
     finish = getattr(result.records, "rank_finish", None) or []
@@ -130,7 +131,7 @@ def iteration_bars(result: Any) -> list[Bar]:
     return sorted(bars, key=lambda b: (b.rank, b.start))
 
 
-def timeline_end(result: Any) -> float:
+def timeline_end(result: SimulationResult) -> float:
     """Where the time axis ends: the last iteration's end (or the last record)."""
     rec = result.records
     ends = [e for _, e in rec.iteration_bounds]
@@ -142,7 +143,7 @@ def timeline_end(result: Any) -> float:
 _KIND_ORDER = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
 
 
-def _legend_entries(result: Any) -> list[tuple[tuple, str, str]]:
+def _legend_entries(result: SimulationResult) -> list[tuple[tuple, str, str]]:
     """(order key, label, colour) of everything the chart of ``result`` shows."""
     local, n_local = local_chunks(result.schedule)
     seen = {(a.kind, local.get(a.stage, 0)) for a in result.records.actions}
@@ -171,7 +172,7 @@ def legend_items(results: Any) -> list[tuple[str, str]]:
     return [(label, color) for _, label, color in entries]
 
 
-def default_title(result: Any) -> str:
+def default_title(result: SimulationResult) -> str:
     """Schedule, P, M, v and workload; iteration time and bubble ratio simulated vs the closed
     form; the closed form's formula on its own line (they can be long)."""
     s = result.summary
@@ -308,7 +309,7 @@ def _labels(ax, bars: Sequence[Bar], lane: tuple[float, float], pp: int, t_end: 
                 break
 
 
-def _draw(ax, result: Any, *, unit: tuple[str, float], t_end: float, title: str | None,
+def _draw(ax, result: SimulationResult, *, unit: tuple[str, float], t_end: float, title: str | None,
           xlabel: bool) -> None:
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
@@ -376,7 +377,7 @@ def _legend_height(n: int) -> float:
     return 0.0 if n == 0 else 0.05 + _LEGEND_ROW_IN * -(-n // _LEGEND_COLUMNS)
 
 
-def draw_gantt(result: Any, ax: Any = None, *, unit: tuple[str, float] | None = None,
+def draw_gantt(result: SimulationResult, ax: Any = None, *, unit: tuple[str, float] | None = None,
                t_end: float | None = None, title: str | None = None,
                legend: bool = True):
     """Draw ``result``'s timeline; returns the matplotlib ``Figure``.
@@ -415,7 +416,7 @@ def draw_gantt(result: Any, ax: Any = None, *, unit: tuple[str, float] | None = 
     return fig
 
 
-def memory_samples(result: Any) -> list[tuple[int, float, float]]:
+def memory_samples(result: SimulationResult) -> list[tuple[int, float, float]]:
     """(rank, time, bytes) after every change of the run's memory (engine/memory_use.py)."""
     from ..engine.memory_use import memory_timeline
 
@@ -451,7 +452,7 @@ def _memory_panel(ax, samples: list[tuple[int, float, float]], pp: int,
         ax.legend(fontsize=7, ncol=min(pp, 8), frameon=False, loc="lower center")
 
 
-def comparison_title(result: Any, speedup: float | None = None, baseline: str = "") -> str:
+def comparison_title(result: SimulationResult, speedup: float | None = None, baseline: str = "") -> str:
     s = result.summary
     theory = s.theoretical_bubble_ratio
     closed = "n/a" if theory is None else fmt_pct(theory)
@@ -508,7 +509,7 @@ def save_figure(fig, path: str | Path, option: str = "--gantt") -> Path:
     return out
 
 
-def write_gantt(result: Any, path: str | Path) -> Path:
+def write_gantt(result: SimulationResult, path: str | Path) -> Path:
     """``pipesim run --gantt PATH``: the chart of ``result`` as PNG, SVG or PDF."""
     gantt_format(path)
     return save_figure(draw_gantt(result), path)

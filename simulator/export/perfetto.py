@@ -32,6 +32,7 @@ from typing import Any
 
 from ..engine.memory_use import memory_timeline
 from ..errors import ConfigError
+from ..result import SimulationResult
 from ..schedules.action import Kind
 from .palette import KIND_NAMES
 
@@ -77,12 +78,12 @@ def assign_lanes(intervals: Sequence[tuple[int, int]]) -> list[int]:
 
 
 # -- pieces -----------------------------------------------------------------------------------
-def _layer_text(result: Any, chunk: int) -> str:
+def _layer_text(result: SimulationResult, chunk: int) -> str:
     first, last = result.partition.layer_range(chunk) if chunk >= 0 else (-1, -2)
     return f"{first}-{last}" if first >= 0 else ""
 
 
-def _actions(result: Any) -> tuple[list[dict], dict]:
+def _actions(result: SimulationResult) -> tuple[list[dict], dict]:
     """Compute slices; and (rank, iteration, stage, microbatch, kind class) -> (pid, tid, q0, q1)
     of each action, to anchor flows and layer slices."""
     events = []
@@ -109,7 +110,7 @@ def _actions(result: Any) -> tuple[list[dict], dict]:
     return events, where
 
 
-def _layer_slices(result: Any, where: dict) -> list[dict]:
+def _layer_slices(result: SimulationResult, where: dict) -> list[dict]:
     """The FSM states of each action's layers, nested in the action's slice: each clamped into
     its parent and after its previous sibling (rounding must not break the nesting)."""
     names = {layer.index: layer.name for layer in _model_layers(result).values()}
@@ -142,7 +143,7 @@ def _layer_slices(result: Any, where: dict) -> list[dict]:
     return events
 
 
-def _iteration_rows(result: Any) -> list[dict]:
+def _iteration_rows(result: SimulationResult) -> list[dict]:
     """Once-per-iteration rows (optimizer, grad norm) on the compute stream, when any ran."""
     from .gantt import iteration_bars
 
@@ -169,7 +170,7 @@ def _lane_name(base: str, lane: int) -> str:
     return base if lane == 0 else f"{base} ({lane + 1})"
 
 
-def _comm(result: Any, where: dict, tracks: _Tracks) -> list[dict]:
+def _comm(result: SimulationResult, where: dict, tracks: _Tracks) -> list[dict]:
     """Send and receive slices of every transfer that takes time, flows from each send to its
     receive (between the compute slices that produce and consume the data when the transfer
     takes no time: Perfetto binds a flow to the slice open at its time, so it needs one), and the
@@ -234,7 +235,7 @@ def _producer(where: dict, rank: int, it: int, stage: int, mb: int, data: str):
     return place
 
 
-def _collectives(result: Any, tracks: _Tracks) -> list[dict]:
+def _collectives(result: SimulationResult, tracks: _Tracks) -> list[dict]:
     layers = _model_layers(result)
     by_rank: dict[int, list] = defaultdict(list)
     for c in result.records.collectives:
@@ -272,7 +273,7 @@ def counter_events(pid: int, name: str,
     return events
 
 
-def inflight_samples(result: Any, rank: int,
+def inflight_samples(result: SimulationResult, rank: int,
                      actions: Sequence[Any] | None = None) -> list[tuple[float, dict[str, int]]]:
     """Microbatches and (stage, microbatch) activations held by ``rank`` over time: held from
     the start of a forward to the end of its last weight-carrying backward (W, or B when the
@@ -306,7 +307,7 @@ def inflight_samples(result: Any, rank: int,
     return samples
 
 
-def _counters(result: Any) -> list[dict]:
+def _counters(result: SimulationResult) -> list[dict]:
     events = []
     by_rank: dict[int, list] = defaultdict(list)
     for a in result.records.actions:
@@ -323,7 +324,7 @@ def _counters(result: Any) -> list[dict]:
     return events
 
 
-def _metadata(result: Any, tracks: _Tracks, pipeline_pid: int) -> list[dict]:
+def _metadata(result: SimulationResult, tracks: _Tracks, pipeline_pid: int) -> list[dict]:
     sched = result.schedule
     events = [
         {"name": "process_name", "ph": "M", "pid": pipeline_pid,
@@ -355,7 +356,7 @@ def _metadata(result: Any, tracks: _Tracks, pipeline_pid: int) -> list[dict]:
     return events
 
 
-def _iterations(result: Any, pid: int) -> list[dict]:
+def _iterations(result: SimulationResult, pid: int) -> list[dict]:
     s = result.summary
     events = []
     for i, (start, end) in enumerate(result.records.iteration_bounds):
@@ -375,7 +376,7 @@ def _order(ev: dict) -> tuple:
     return (1, ev["pid"], ev.get("tid", 0), q, -ns(ev.get("dur", 0.0) * 1000))
 
 
-def build_trace(result: Any) -> dict:
+def build_trace(result: SimulationResult) -> dict:
     """The trace as a dict: ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
     pipeline_pid = result.schedule.pp + 1
     tracks = _Tracks()
@@ -388,7 +389,7 @@ def build_trace(result: Any) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
-def write_trace(result: Any, path: str | Path) -> Path:
+def write_trace(result: SimulationResult, path: str | Path) -> Path:
     """``pipesim run --trace PATH``: write the trace of ``result`` as JSON."""
     out = Path(path)
     # json.dumps, not json.dump: dumps runs the C encoder (json.dump to a file does not), which
@@ -402,7 +403,7 @@ def write_trace(result: Any, path: str | Path) -> Path:
     return out
 
 
-def _model_layers(result: Any) -> dict:
+def _model_layers(result: SimulationResult) -> dict:
     """Layer index -> layer as the run numbers them (model order; the AICB layout re-indexes)."""
     part = result.partition
     layers = {layer.index: layer for chunk in part.chunks for layer in chunk}

@@ -10,10 +10,13 @@ transfer waits inside it are (SimAI counts them in a separate, by default zero, 
 from __future__ import annotations
 
 from operator import sub
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # the type only: result is a floor above metrics (tests/test_layers.py)
+    from ..result import SimulationResult
 
 
-def pipeline_bubble(result: Any, iteration: int = 0,
+def pipeline_bubble(result: SimulationResult, iteration: int = 0,
                     busy: list[float] | None = None) -> dict[str, Any]:
     """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration.
     ``busy``: each rank's compute-stream time in it, when the caller has summed it (the

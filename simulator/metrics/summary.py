@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import accumulate, chain, compress, count, islice
 from operator import gt, le, sub
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.columns import ActionColumns, TransferColumns
 from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank_kinds,
@@ -27,6 +27,9 @@ from .sums import added, mean
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, MemoryBreakdown,
                     PipelineBubble, RankSummary,
                     RunSummary)
+
+if TYPE_CHECKING:   # the type only: result is a floor above metrics (tests/test_layers.py)
+    from ..result import SimulationResult
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -234,7 +237,7 @@ def _overall(sched, rec, spec, stages: list[RankSummary], makespan: float,
     }
 
 
-def summarize(result: Any) -> RunSummary:
+def summarize(result: SimulationResult) -> RunSummary:
     sched = result.schedule
     rec = result.records
     n_it = len(rec.iteration_bounds)

@@ -6,10 +6,10 @@ layer calls :func:`register_cost_aware` when it is imported, so this module neve
 Such generators are found by :func:`get` and :func:`generate` but listed apart
 (:func:`cost_aware_names`), not by :func:`names`, which stays the hand-made library.
 
-So that ``simulate(..., "auto")`` works from any caller without ``api`` importing the planning
-layer, :data:`ENTRY_POINTS` names, as a string, the module that registers each cost-aware
-schedule; :func:`get` imports it by name the first time the schedule is asked for. The registry
-holds no planning code and no import edge to it, only the module's name.
+A layer above that provides cost-aware schedules hands the registry a function that registers
+them (:func:`add_cost_aware_loader`; the command line does, for ``auto``); :func:`get` calls it
+the first time a name is not in the library, so a run that never asks for one does not import
+it. The registry holds no planning code, no import edge to it and no module name.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ _REGISTRY: dict[str, ScheduleSpec] = {}
 _COST_AWARE: dict[str, ScheduleSpec] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False
-# cost-aware schedule -> the module whose import registers it (loaded on first use by get())
-ENTRY_POINTS: dict[str, str] = {"auto": "simulator.planning"}
+# functions a layer above handed in, each registering its cost-aware schedules (called once)
+_COST_AWARE_LOADERS: list[Callable[[], None]] = []
 
 
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
@@ -116,17 +116,23 @@ def register_cost_aware(name: str, generate: Generator, *, summary: str, default
                                     variable_vpp=variable_vpp, needs_costs=True)
 
 
+def add_cost_aware_loader(load: Callable[[], None]) -> None:
+    """``load()`` registers cost-aware schedules (:func:`register_cost_aware`); called the first
+    time :func:`get` misses a name or :func:`cost_aware_names` is asked. Adding it again does
+    nothing."""
+    if load not in _COST_AWARE_LOADERS:
+        _COST_AWARE_LOADERS.append(load)
+
+
+def _load_cost_aware() -> None:
+    while _COST_AWARE_LOADERS:
+        _COST_AWARE_LOADERS.pop(0)()
+
+
 def cost_aware_names() -> list[str]:
-    """Every cost-aware schedule, registered or known by its entry point (loads them)."""
-    for key in ENTRY_POINTS:
-        _load_entry_point(key)
+    """Every cost-aware schedule (runs the loaders handed in)."""
+    _load_cost_aware()
     return list(_COST_AWARE)
-
-
-def _load_entry_point(key: str) -> None:
-    module = ENTRY_POINTS.get(key)
-    if module is not None and key not in _COST_AWARE:
-        importlib.import_module(module)
 
 
 def _load_library() -> None:
@@ -136,6 +142,8 @@ def _load_library() -> None:
     _loaded = True
     from . import library
 
+    # by name: each module of library/ registers its schedule when imported (and imports this
+    # module to do so, so the registry cannot import them by an import statement: a circle)
     for mod in sorted(pkgutil.iter_modules(library.__path__), key=lambda m: m.name):
         importlib.import_module(f"{library.__name__}.{mod.name}")
 
@@ -149,7 +157,7 @@ def get(name: str) -> ScheduleSpec:
     _load_library()
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _REGISTRY:
-        _load_entry_point(key)
+        _load_cost_aware()
     spec = _REGISTRY.get(key) or _COST_AWARE.get(key)
     if spec is None:
         raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "

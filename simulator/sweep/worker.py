@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .. import planning  # noqa: F401  (registers the cost-aware schedule auto a point may ask)
 from ..errors import PipesimError
+from ..result import SimulationResult
 from .keys import OPTIONS_PREFIX, SYSTEM_PREFIX
 
 # summary fields that are the point's own parameters (as run_*) or not a per-point number
@@ -134,7 +136,7 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
                     replace(opts, schedule_options=options or None))
 
 
-def metrics(result: Any) -> dict[str, Any]:
+def metrics(result: SimulationResult) -> dict[str, Any]:
     """A result's summary flattened into the table's result columns."""
     from ..metrics.types import to_json
 

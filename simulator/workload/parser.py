@@ -4,21 +4,23 @@ Line 1 is the header (:mod:`.header`), line 2 the number of layer rows, then one
 (:mod:`.rows`). Anything malformed raises a one-line :class:`WorkloadError` naming
 ``path:line:column``, the field, what was expected and what was found; nothing else escapes.
 Which layout the rows are in (the whole model once, or one AICB stage unrolled over ``ga``
-microbatches) is decided after parsing, by :mod:`.aicb` when that module is present.
+microbatches) is decided after parsing, by :mod:`.aicb`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
-from typing import Callable
 
 from ..errors import ConfigError, WorkloadError
+from ..input_file import MAX_WORKLOAD_BYTES, InputFileError, read_input_bytes
+from .aicb import detect_layout
 from .header import check_layer_refs, parse_header
 from .model import Workload
 from .rows import MAX_INT, column_of, end_column, parse_rows, to_int
+from .stage_layers import check_stage_layers
 
+# how a file's rows may be read (``--layout``; every reader of the option takes it from here)
 LAYOUTS = ("auto", "model", "aicb")
 # C0 controls other than tab, LF, VT, FF, CR, plus DEL: binary junk, never part of a text file
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
@@ -75,14 +77,11 @@ def load_workload(path, layout: str = "auto") -> Workload:
     """Read and parse the file at ``path``; ``layout`` is ``auto``, ``model`` or ``aicb``.
 
     ``model`` keeps the rows as the whole model. ``auto`` and ``aicb`` hand the parsed workload
-    to ``simulator.workload.aicb.detect_layout`` when that module exists: it gets a workload whose
-    ``layout`` is ``"model"`` (auto: decide) or ``"aicb"`` (forced: recover the stage block) and
-    returns the final workload. Without that module, ``auto`` means ``model``.
+    to :func:`.aicb.detect_layout`: it gets a workload whose ``layout`` is ``"model"`` (auto:
+    decide) or ``"aicb"`` (forced: recover the stage block) and returns the final workload.
     """
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
-    from ..input_file import MAX_WORKLOAD_BYTES, InputFileError, read_input_bytes
-
     try:
         data = read_input_bytes(path, MAX_WORKLOAD_BYTES)
     except InputFileError as err:
@@ -92,26 +91,11 @@ def load_workload(path, layout: str = "auto") -> Workload:
     if layout != "model":
         if layout == "aicb":
             workload = dataclasses.replace(workload, layout="aicb")
-        detect = _detect_layout_hook()
-        workload = workload if detect is None else detect(workload)
+        workload = detect_layout(workload)
     if isinstance(workload, Workload) and workload.header.stage_layers:
         # counted in transformer layers: the layout decides them
-        from .stage_layers import check_stage_layers
-
         check_stage_layers(workload)
     return workload
-
-
-def _detect_layout_hook() -> Callable[[Workload], Workload] | None:
-    """``aicb.detect_layout`` if the AICB-layout module is installed, else None."""
-    name = f"{__package__}.aicb"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name != name:
-            raise
-        return None
-    return getattr(module, "detect_layout", None)
 
 
 def _declared_rows(line: str, path: str) -> int:

@@ -7,7 +7,10 @@ AICB's whole-model DP/optimizer rows run once per iteration (:mod:`.iteration_ro
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import ConfigError
+from .aicb import chunk_layers, partition_aicb
 from .chunks import chunk_bounds, recompute_plan
 from .iteration_rows import chunk_shares, model_rows
 from .stage_layers import check_stage_count, layer_bounds, layer_rows, row_bounds_from_layers
@@ -20,8 +23,6 @@ __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_
 def partition(workload: Workload, n_chunks: int) -> Partition:
     """Layers of each of ``n_chunks`` model chunks, per the workload's layout."""
     if workload.layout == "aicb" and workload.aicb is not None:
-        from .aicb import partition_aicb
-
         return partition_aicb(workload, n_chunks)
     return partition_model(workload, n_chunks)
 
@@ -48,8 +49,6 @@ def check_chunks(workload: Workload, n_chunks: int) -> None:
         raise ConfigError(f"number of pipeline stages must be >= 1, got {n_chunks}")
     check_stage_count(workload, n_chunks)
     if workload.layout == "aicb" and workload.aicb is not None:
-        from .aicb import chunk_layers
-
         chunk_layers(workload.aicb, n_chunks, workload.path)   # raises when too many
         return
     layers, iteration = model_rows(workload)
@@ -70,8 +69,6 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
     forward just before its backward and keeps only its input, like Megatron's full activation
     checkpointing; a layer is one row in the model layout, its sub-layer rows in an AICB
     stage trace)."""
-    import dataclasses
-
     if mode == "file":
         return part
     if mode == "none":
