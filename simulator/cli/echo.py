@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import sys
 
 
@@ -14,7 +15,7 @@ def echo(text: str, err: bool = False) -> None:
     encoding = getattr(stream, "encoding", None)
     if "\x1b" in text or not encoding or getattr(stream, "errors", None) is None \
             or _is_ascii(encoding):
-        import click
+        import click   # only for what plain writing cannot do: a plain run does without click
 
         click.echo(text, err=err)
         return
@@ -23,8 +24,6 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def _is_ascii(encoding: str) -> bool:
-    import codecs
-
     try:
         return codecs.lookup(encoding).name == "ascii"
     except LookupError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import ConfigError
+from .echo import echo
 
 SCHEMA_VERSION = "2"
 
@@ -20,11 +21,11 @@ def json_option(what: str) -> Callable:
 
 
 def schema_option(schema: Callable[[], dict]) -> Callable:
-    import click
+    import click  # declaring an option only: a plain `pipesim run` runs without click
 
     def show(ctx: click.Context, _param: Any, value: bool) -> None:
         if value and not ctx.resilient_parsing:
-            import json
+            import json   # only when the schema is asked for (start-up)
 
             click.echo(json.dumps(schema(), indent=2))
             ctx.exit(0)
@@ -38,8 +39,6 @@ def write_json(data: Any, dest: str, indent: int | None = 2) -> None:
 
     text = json.dumps(data, indent=indent, default=str)
     if dest == "-":
-        from .echo import echo
-
         echo(text)
         return
     try:

@@ -11,6 +11,7 @@ without ``importlib.metadata`` (see :class:`_SimpyWithoutMetadata`).
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
 import os
@@ -204,28 +205,17 @@ def _dispatch(argv: list[str] | None) -> int:
     """A plain ``pipesim run`` runs without click (its import is about a tenth of a small run);
     everything else, and any ``run`` line click must judge, goes through click."""
     args = sys.argv[1:] if argv is None else list(argv)
-    # here, after main() has set the collector for the command: the registry is loaded by every
-    # command that runs a schedule, and planning only when one asks for `auto`
-    from ..schedules import registry
-
-    registry.add_cost_aware_loader(_load_planning)
     if args[:1] == ["run"] and "_PIPESIM_COMPLETE" not in os.environ:   # not shell completion
-        from .run_impl import parse_run_args, run
+        from .run_impl import parse_run_args, run   # the run's modules, once the collector is off
 
         kwargs = parse_run_args(args[1:])
         if kwargs is not None:
             _as_click_runs_a_command(run, kwargs)
             return 0
-    from .group import cli
+    from .group import cli   # click: only when it reads the line (start-up)
 
     rc = cli.main(args=argv, prog_name="pipesim", standalone_mode=False)
     return rc if isinstance(rc, int) else 0  # ctx.exit(n) comes back as the return value
-
-
-def _load_planning() -> None:
-    """Register the planning layer's cost-aware schedule (``auto``): importing it does."""
-    # on first use only: a run that never asks for auto does not import the planning layer
-    from .. import planning  # noqa: F401
 
 
 def _as_click_runs_a_command(callback, kwargs: dict) -> None:
@@ -235,15 +225,13 @@ def _as_click_runs_a_command(callback, kwargs: dict) -> None:
         callback(**kwargs)
     except (EOFError, KeyboardInterrupt) as err:
         echo("", err=True)
-        from click.exceptions import Abort
+        from click.exceptions import Abort   # click's own exception, as click would raise
 
         raise Abort() from err
     except OSError as err:
-        import errno
-
         if err.errno != errno.EPIPE:
             raise
-        from click.utils import PacifyFlushWrapper
+        from click.utils import PacifyFlushWrapper   # as click does on a broken pipe
 
         sys.stdout = PacifyFlushWrapper(sys.stdout)
         sys.stderr = PacifyFlushWrapper(sys.stderr)
@@ -253,7 +241,7 @@ def _as_click_runs_a_command(callback, kwargs: dict) -> None:
 def __getattr__(name: str):
     """``cli`` and ``_LazyGroup`` (click objects) load on first use."""
     if name in ("cli", "_LazyGroup"):
-        from . import group
+        from . import group   # click: on first use only (start-up)
 
         return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -56,6 +56,7 @@ def out_dir_lock(path, option: str):
     at once (two plans streaming one candidates.jsonl duplicated its rows) is refused in one
     line. The lock is a file in the temporary folder named after the folder's real path, so
     the folder itself is neither created nor touched until the run writes it."""
+    # for the folder lock only (sweep, plan): a plain run's start-up does without them
     import fcntl
     import hashlib
     import tempfile

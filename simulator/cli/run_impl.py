@@ -19,9 +19,16 @@ import stat
 import sys
 from dataclasses import dataclass, replace
 
+from ..api import simulate
 from ..errors import ConfigError
 from ..run_options import OPTION_FIELDS, RunOptions, flag_of
+from ..schedules.runtimes import check_runtimes, shape_of
+from ..system.config import load_system
 from .echo import echo
+from .jsonout import write_json
+from .outputs import check_writable
+from .report import render_run, render_runtimes
+from .ticker import ticker
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -191,7 +198,7 @@ def configure_logging(level: str) -> None:
     set a level before) needs no set-up, and the run does not import it (start-up)."""
     if level.lower() != "debug" and "logging" not in sys.modules:
         return
-    import logging
+    import logging   # for --log-level debug only (start-up)
 
     class _StderrHandler(logging.Handler):
         """Writes to whatever ``sys.stderr`` is at the time (safe under test capture)."""
@@ -229,15 +236,13 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         chakra_in=None, **run_options) -> None:
     """What ``pipesim run`` does once its arguments are read (by click or by
     :func:`parse_run_args`)."""
-    from ..api import simulate
-
     opts = RunOptions.from_values(run_options)
     configure_logging(log_level)
     if gantt or trace or json_dest:
-        from .outputs import check_writable
-
         for path, option in ((gantt, "--gantt"), (trace, "--trace"), (json_dest, "--json")):
             check_writable(path, option)
+    # the exporters, readers and optional packages below load only with their option: a plain
+    # run's start-up does without them
     if gantt:
         from ..export.gantt import gantt_format
 
@@ -266,8 +271,6 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         sched = load_schedule_csv(schedule_file)
     options = parse_assignments(schedule_options, "--option")
     if calibration is not None or system_sets or link_sets:
-        from ..system.config import load_system
-
         system = load_system(system)
         if link_sets:   # the imported traces' own links, under --calibration and --set
             system = system.with_overrides(link_sets, "--chakra-in")
@@ -277,8 +280,6 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
             system = apply_calibration(system, calibration)
         if system_sets:
             system = system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
-    from .ticker import ticker
-
     # a synthesis (auto) can take most of the run: the line says so
     label = f"simulating {chakra_in or workload}"
     if isinstance(sched, str) and sched == "auto":
@@ -300,8 +301,6 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         written = write_chakra(result, chakra)
         if json_dest != "-":
             echo(written.line())
-    from ..schedules.runtimes import check_runtimes, shape_of
-
     verdicts = check_runtimes(shape_of(result.schedule, result.workload, result.partition,
                                        options))
     if launch:
@@ -310,15 +309,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         write_launch(launch, result, recompute=opts.recompute, options=options,
                      command=None)
     if json_dest:
-        from .jsonout import write_json
-
         data = result.to_dict()
         data["runtimes"] = {k: v.to_dict() for k, v in verdicts.items()}
         write_json(data, json_dest)
     if json_dest == "-":     # stdout holds the JSON and nothing else
         return
-    from .report import render_run, render_runtimes
-
     echo(render_run(result.summary))
     echo(render_runtimes(verdicts))
     if launch:

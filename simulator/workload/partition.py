@@ -14,7 +14,7 @@ from .aicb import chunk_layers, partition_aicb
 from .chunks import chunk_bounds, recompute_plan
 from .iteration_rows import chunk_shares, model_rows
 from .stage_layers import check_stage_count, layer_bounds, layer_rows, row_bounds_from_layers
-from .model import Layer, Partition, Workload
+from .model import Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
            "recompute_plan", "with_recompute", "RECOMPUTE_MODES"]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import click
 
+from ...calibration.fit import calibrate
 from ...errors import ConfigError
+from ..outputs import check_writable
 
 
 @click.command("calibrate")
@@ -31,12 +33,9 @@ def command(traces, workload, output, label_pattern, memory):
     """Fit per-action costs, overheads and transfer parameters (and memory) to profiler
     traces. Two folders, a multi-stage schedule's traces and gpipe's or 1f1b's, fit each
     torch runtime's transfer figures on its own (the first gives the compute)."""
-    from ...calibration.fit import calibrate
-
     if not traces:
         raise ConfigError("calibrate: expected one profiler trace per pipeline rank (files or "
                           "a folder), got none")
-    from ..outputs import check_writable
 
     check_writable(output, "--output")
     cal = calibrate(traces, workload, label_pattern=label_pattern, memory=memory)

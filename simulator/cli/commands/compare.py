@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import click
 
+from ...api import compare
 from ...errors import ConfigError
+from ...export.compare import (baseline, compare_schema, parse_schedules, render_table,
+                               render_warnings, rows, speedup)
+from ...export.gantt import comparison_title, gantt_format, write_comparison
 from ...run_options import RunOptions, click_options
-from ..jsonout import json_option, schema_option
+from ..jsonout import json_option, schema_option, write_json
+from ..outputs import check_writable
 
 
 def _schema() -> dict:
-    from ...export.compare import compare_schema
-
     return compare_schema()
 
 
@@ -36,16 +39,10 @@ def _schema() -> dict:
 @click_options(skip=("schedule",))
 def command(workload, schedules, system, gantt, json_dest, **run_options):
     """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
-    from ...api import compare
-    from ...export.compare import parse_schedules, render_table, render_warnings, rows
-    from ..jsonout import write_json
 
     names = parse_schedules(schedules)
     if gantt:
-        from ...export.gantt import gantt_format
-
         gantt_format(gantt)          # a bad extension fails before anything runs
-    from ..outputs import check_writable
 
     check_writable(gantt, "--gantt")
     check_writable(json_dest, "--json")
@@ -53,9 +50,6 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:
-        from ...export.compare import baseline, speedup
-        from ...export.gantt import comparison_title, write_comparison
-
         base = baseline(runs)
         titles = [comparison_title(r.result, speedup(r, base) if r is not base else None,
                                    base.schedule) for r in done]

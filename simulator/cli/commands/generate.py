@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import click
 
-from ...workload.generator import LAYOUTS, MODELS
-from ...workload.gpus import GPUS
+from ...errors import ConfigError
+from ...workload.generator import LAYOUTS, MODELS, ModelSpec, ParallelSpec, render
+from ...workload.gpus import GPUS, gpu_preset
+from ..outputs import check_writable
 
 
 @click.command("generate")
@@ -52,15 +54,11 @@ from ...workload.gpus import GPUS
 def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, gpu, efficiency,
             layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, output):
     """Write a workload file for a model of the given shape and parallelism."""
-    from ...errors import ConfigError
-    from ...workload.generator import ModelSpec, ParallelSpec, render
-    from ...workload.gpus import gpu_preset
 
     model = ModelSpec(arch, layers, hidden, heads, seq, micro_batch, ffn=ffn, vocab=vocab,
                       kv_heads=kv_heads, experts=experts, topk=topk)
     par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp,
                        flash_attention=not no_flash)
-    from ..outputs import check_writable
 
     check_writable(output, "--output")
     text = render(model, par, gpu_preset(gpu), layout, efficiency)

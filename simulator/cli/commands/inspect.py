@@ -12,9 +12,14 @@ from typing import Any
 
 import click
 
+from ...errors import ConfigError
 from ...metrics.types import SCHEMA_VERSION
+from ...schema import schema_of
+from ...workload.aicb import NotAicb, chunk_layers, recover_stage
 from ...workload.model import Layer, Workload
-from ..jsonout import json_option, schema_option
+from ...workload.parser import load_workload
+from ...workload.partition import partition
+from ..jsonout import json_option, schema_option, write_json
 
 
 def inspect_workload(workload: Workload, pp: int | None = None,
@@ -24,7 +29,6 @@ def inspect_workload(workload: Workload, pp: int | None = None,
     ``pp``/``vpp`` default to the header's (an AICB file's ``vpp:`` is layers per stage, so one
     chunk per rank there); the chunk table uses loop placement (chunk c on rank c mod pp).
     """
-    from ...workload.aicb import NotAicb, recover_stage
 
     h = workload.header
     P = pp or h.pp
@@ -55,14 +59,11 @@ def inspect_workload(workload: Workload, pp: int | None = None,
                                "the rows were read as the whole model")
         except NotAicb as err:
             out["not_aicb"] = err.found
-    from ...workload.partition import partition
 
     part = partition(workload, P * V)
     out["iteration_rows"] = len(part.iteration_layers)
     layer_ranges = None
     if workload.aicb is not None:
-        from ...workload.aicb import chunk_layers
-
         layer_ranges = chunk_layers(workload.aicb, P * V, workload.path)
     for c, rows in enumerate(part.chunks):
         entry = {
@@ -222,8 +223,6 @@ class InspectJson:
 
 
 def _schema() -> dict:
-    from ...schema import schema_of
-
     return schema_of(InspectJson, "pipesim inspect --json")
 
 
@@ -240,16 +239,12 @@ def _schema() -> dict:
 @schema_option(_schema)
 def command(workload, layout, pp, vpp, json_dest):
     """Explain what pipesim reads from WORKLOAD: header, layout, recovered block, chunks."""
-    from ...errors import ConfigError
-    from ...workload.parser import load_workload
 
     for name, value in (("pp", pp), ("vpp", vpp)):
         if value is not None and value < 1:
             raise ConfigError(f"--{name}: expected a positive integer, got {value}")
     data = inspect_workload(load_workload(workload, layout=layout), pp, vpp)
     if json_dest is not None:
-        from ..jsonout import write_json
-
         write_json({**data, "schema_version": SCHEMA_VERSION}, json_dest)
     if json_dest != "-":
         click.echo(render(data))

@@ -10,8 +10,20 @@ from pathlib import Path
 
 import click
 
-from ...errors import ConfigError
+from ...api import simulate
+from ...errors import ConfigError, PipesimError
+from ...export.compare import parse_schedules
+from ...export.gantt import gantt_format
+from ...export.launch import write_launch
+from ...metrics.types import SCHEMA_VERSION
+from ...planning.plan import PlanSettings, _load_system, _workload, command_for, plan
+from ...schedules import registry
+from ...schedules.csv_io import load_schedule_csv, torch_cannot_run, write_schedule_csv
+from ...schema import schema_of
+from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
+from ..outputs import check_writable, check_writable_dir, out_dir_lock
+from .run import write_json
 
 TOP = 10
 
@@ -62,8 +74,6 @@ class PlanJson:
 
 
 def _schema() -> dict:
-    from ...schema import schema_of
-
     return schema_of(PlanJson, "pipesim plan --json")
 
 
@@ -150,22 +160,15 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
-    from ...planning.plan import PlanSettings, plan
-    from .run import write_json
 
     if plot:
-        from ...export.gantt import gantt_format
-
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
-    from ..outputs import check_writable, check_writable_dir, out_dir_lock
 
     for path, option in ((json_dest, "--json"), (plot, "--plot"), (csv_path, "--csv")):
         check_writable(path, option)
     check_writable_dir(out_dir, "--out")
     names = None
     if schedule_list is not None:
-        from ...export.compare import parse_schedules
-
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
     if arch is not None:
@@ -194,12 +197,9 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
                       max_work=max_work)
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
-    from ...metrics.types import SCHEMA_VERSION
 
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
     if written_csv is not None:
-        from ...planning.plan import command_for
-
         data["best"]["csv"] = written_csv
         # the same number from the written CSV (what torch's runtime would load)
         data["best"]["command_schedule_file"] = command_for(result.settings, best, written_csv)
@@ -230,10 +230,6 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         if best.candidate.schedule != "auto" or not json_dest or json_dest == "-":
             return None
         csv_path = str(Path(json_dest).with_name("plan-best.csv"))
-    from ...api import simulate
-    from ...planning.plan import _workload
-    from ...schedules import registry
-    from ...schedules.csv_io import torch_cannot_run, write_schedule_csv
 
     c = best.candidate
     spec = registry.get(c.schedule)
@@ -255,8 +251,6 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         write_schedule_csv(sched, csv_path)
     except OSError as err:
         raise ConfigError(f"--csv: cannot write {csv_path}: {err.strerror or err}") from None
-    from ...errors import PipesimError
-    from ...schedules.csv_io import load_schedule_csv
 
     try:   # a CSV nobody can load back (e.g. bidirectional DualPipe) is not handed out
         load_schedule_csv(csv_path, vpp=c.vpp)
@@ -270,9 +264,6 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
 
 def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
     """The winner's launch folder, from a run of the winner itself (the schedule it ran)."""
-    from ...api import simulate
-    from ...export.launch import write_launch
-    from ...planning.plan import _workload
 
     best = result.best
     c = best.candidate
@@ -288,18 +279,15 @@ def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
 
 
 def _system_of(settings):
-    from ...planning.plan import _load_system
-
     return _load_system(settings)
 
 
 def _render(result) -> str:
     from io import StringIO
 
-    from rich.console import Console
+    from rich.console import Console   # rich: only when the table is drawn (`pipesim --help`)
     from rich.table import Table
 
-    from ...units import fmt_time as format_ns
 
     s = result.settings
     counts = [f"{result.screened} screened"]
@@ -359,7 +347,7 @@ def _runs_on(runtimes: dict | None) -> str:
 
 
 def _plot(result, path: str) -> None:
-    import matplotlib
+    import matplotlib   # only with --plot: matplotlib is heavy
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -408,6 +396,7 @@ class _Progress:
 
     def __enter__(self) -> "_Progress":
         if self.enabled:
+            # rich: only on a terminal that shows the progress bar
             from rich.console import Console
             from rich.progress import Progress
 

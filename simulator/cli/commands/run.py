@@ -12,7 +12,7 @@ import click
 from ...metrics.types import run_schema
 from ...run_options import OPTION_FIELDS, click_option_of
 from ..jsonout import json_option, schema_option, write_json
-from ..run_impl import LOG_LEVELS, RUN_ARGS, Arg, configure_logging, parse_assignments, run
+from ..run_impl import Arg, LOG_LEVELS, RUN_ARGS, configure_logging, parse_assignments, run
 
 __all__ = ["LOG_LEVELS", "command", "configure_logging", "parse_assignments", "write_json"]
 

@@ -11,15 +11,25 @@ from dataclasses import dataclass, field
 
 import click
 
-from ... import planning  # noqa: F401  (registers the cost-aware schedule auto)
+from ...api import simulate
 from ...errors import ConfigError
 from ...metrics.types import SCHEMA_VERSION
+from ...planning.costs import load_stage_costs
+from ...preflight import check_actions
 from ...schedules import registry
 from ...schedules.csv_io import write_schedule_csv
 from ...schedules.schedule import Schedule
+from ...schedules.stage_costs import StageCosts
 from ...schedules.validate import validate
+from ...schema import schema_of
+from ...system.config import load_system
+from ...workload.builder import make_layer
+from ...workload.chakra_pb import chakra
+from ...workload.model import Header, Workload
 from ..jsonout import json_option, schema_option, write_json
 from ..outputs import check_writable
+from ..ticker import ticker
+from .run import parse_assignments
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,6 @@ class ScheduleJson:
 
 
 def _schema() -> dict:
-    from ...schema import schema_of
-
     return schema_of(ScheduleJson, "pipesim schedule --json")
 
 
@@ -87,7 +95,6 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
     except ConfigError:
         raise ConfigError(f"NAME: unknown schedule {name!r}; expected one of: "
                           + ", ".join(sorted(registry.names()))) from None
-    from .run import parse_assignments
 
     options = parse_assignments(schedule_options, "--option")
     if group_size is not None:
@@ -101,7 +108,6 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                 raise ConfigError(f"{option}: only for a synthesized schedule (auto), not "
                                   f"{spec.name}")
             options[key] = value
-    from ...preflight import check_actions
 
     if pp >= 1 and microbatches >= 1:
         v = spec.default_vpp if vpp is None else vpp
@@ -112,7 +118,6 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                           built=spec.work_of(pp, microbatches, v, actions))
     check_writable(csv_path, "--csv")
     check_writable(json_dest, "--json")
-    from ..ticker import ticker
 
     # a synthesis (auto) or a big generator can take seconds: a progress line on a terminal
     doing = "synthesizing" if spec.needs_costs else "building"
@@ -142,14 +147,7 @@ def _export_chakra(sched: Schedule, stage_costs: str | None, directory: str, say
     unit costs without --stage-costs) and write the run as Chakra ETs. A cost ``comm`` > 0 is
     a transfer arriving ``comm`` after it is sent (a 1-byte ``pp_comm`` over a link of that
     latency); 0 moves nothing."""
-    from ...api import simulate
-    from ...export.chakra import write_chakra
-    from ...planning.costs import load_stage_costs
-    from ...schedules.stage_costs import StageCosts
-    from ...system.config import load_system
-    from ...workload.builder import make_layer
-    from ...workload.chakra_pb import chakra
-    from ...workload.model import Header, Workload
+    from ...export.chakra import write_chakra   # numpy: only with --chakra
 
     chakra("--chakra")
     n = sched.n_stages

@@ -7,6 +7,10 @@ from pathlib import Path
 import click
 
 from ...sweep.executors import DEFAULT_CONNECT_TIMEOUT_S, EXECUTORS
+from ...sweep.plots import write_plots
+from ...sweep.progress import RichReporter
+from ...sweep.runner import run_sweep
+from ..outputs import check_writable_dir, out_dir_lock
 
 
 @click.command("sweep")
@@ -37,10 +41,7 @@ def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plo
             strict, max_points):
     """Run every point of the sweep SPEC (YAML: a base, a grid:, zip: groups, exclude: rules)
     and write one row per point to DIR/results.csv (streamed) and DIR/results.parquet."""
-    from ...sweep.progress import RichReporter
-    from ...sweep.runner import run_sweep
 
-    from ..outputs import check_writable_dir, out_dir_lock
 
     check_writable_dir(out_dir, "--out")
     reporter = RichReporter(Path(spec).name, enabled=not quiet)
@@ -66,8 +67,6 @@ def command(spec, out_dir, jobs, resume, executor, address, connect_timeout, plo
         if outcome.first_error:
             click.echo(f"  first failure: {outcome.first_error}")
     if plot:
-        from ...sweep.plots import write_plots
-
         written = write_plots(outcome.table, outcome.out_dir)
         if not quiet:
             _echo_plots(written)

@@ -14,6 +14,11 @@ import click
 
 from ...errors import ConfigError
 from ...metrics.types import SCHEMA_VERSION
+from ...preflight import check_actions
+from ...schedules import registry
+from ...schedules.csv_io import load_schedule_csv
+from ...schedules.registry import ScheduleSpec
+from ...schema import schema_of
 from ..jsonout import json_option, schema_option, write_json
 from ..outputs import check_writable
 
@@ -24,8 +29,7 @@ VERIFY_MAX_WORK = 50_000
 
 
 def _schema() -> dict:
-    from ...schema import schema_of
-    from ...verify.compare import VerifyReport
+    from ...verify.compare import VerifyReport   # numpy: only for --json-schema
 
     return schema_of(VerifyReport, "pipesim verify --json", extra={
         "schema_version": {"type": "string"},
@@ -61,6 +65,7 @@ def _schema() -> dict:
 def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed, lr, tolerance,
             no_validate, max_actions, json_dest):
     """Check that schedule NAME computes the loss and gradients of single-device training."""
+    # numpy: when the command runs, not when `pipesim --help` lists it
     from ...verify import VerificationFailed, verify_schedule
 
     if layers is not None and layers < 1:
@@ -85,7 +90,6 @@ def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed
 def _check_work(spec, pp, microbatches, vpp, actions, chunks, layers, max_actions) -> None:
     """Refuse a verify whose actions x MLP layers per chunk pass the limit, before any of it
     (the schedule included) is built."""
-    from ...preflight import check_actions
 
     per_chunk = -(-(2 * chunks + 1 if layers is None else layers) // max(1, chunks))
     check_actions(spec, pp, microbatches, vpp, actions * per_chunk, max_actions,
@@ -101,10 +105,8 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, lay
             raise ConfigError("NAME and --schedule-file: give one, not both")
         if iterations is not None:
             raise ConfigError("--iterations: a CSV schedule flushes; verify runs it once")
-        from ...schedules.csv_io import load_schedule_csv
 
         sched = load_schedule_csv(schedule_file, vpp=vpp, check=check)
-        from ...schedules.registry import ScheduleSpec
 
         _check_work(ScheduleSpec(str(schedule_file), None, ""), sched.pp, sched.microbatches,
                     sched.vpp, sum(len(r) for r in sched.ranks), sched.n_chunks, layers,
@@ -120,8 +122,6 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, lay
     for option, value in (("--pp", pp), ("--microbatches", microbatches)):
         if value is None:
             raise ConfigError(f"{option}: required with a schedule name")
-    from ... import planning  # noqa: F401  (registers the cost-aware schedule auto)
-    from ...schedules import registry
 
     spec = registry.get(name)
     takes_iterations = "iterations" in inspect.signature(spec.generate).parameters
@@ -135,7 +135,6 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, lay
     if min(pp, microbatches, v) >= 1:
         chunks, actions = spec.size_of(pp, microbatches, v, options)
         if spec.work_of(pp, microbatches, v, actions) > actions:   # building it, then the MLP
-            from ...preflight import check_actions
 
             check_actions(spec, pp, microbatches, v, actions, max_actions,
                           built=spec.work_of(pp, microbatches, v, actions))
