@@ -1,8 +1,9 @@
 """pipesim: a discrete-event simulator of pipeline-parallel training.
 
-``simulate(workload, schedule=..., system=..., **overrides)`` runs one simulation and returns a
-:class:`SimulationResult` whose ``to_dict()`` is the JSON summary; ``compare`` runs several
-schedules on one workload. The names load on first use, so importing one layer of the package
+``simulate(workload, schedule, system, options)`` runs one simulation (``options`` a
+``simulator.run_options.RunOptions``; keyword arguments such as ``pp=4`` are laid over it) and
+returns a :class:`SimulationResult` whose ``to_dict()`` is the JSON summary; ``compare`` runs
+several schedules on one workload. The names load on first use, so importing one layer of the package
 (``simulator.workload``, say) does not import the engine.
 """
 

@@ -196,7 +196,7 @@ def test_falls_back_to_simpy_with_a_note(kwargs, system, reason):
 
 
 def test_unknown_engine_is_one_line_error(capsys):
-    with pytest.raises(ConfigError, match=r"^--engine: expected simpy or evaluator, got 'x'$"):
+    with pytest.raises(ConfigError, match=r"^--engine: expected one of simpy, evaluator, got 'x'$"):
         simulate(workload(4), "1f1b", SYSTEM, pp=4, microbatches=8, engine="x")
     rc = main(["run", str(REPO / "workloads" / "gpt-24l.txt"), "--engine", "x"])
     err = capsys.readouterr().err
