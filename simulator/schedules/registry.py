@@ -140,6 +140,7 @@ def _load_library() -> None:
     if _loaded:
         return
     _loaded = True
+    # here, not at the top: each library module imports this one to register its schedule
     from . import library
 
     # by name: each module of library/ registers its schedule when imported (and imports this

@@ -42,10 +42,12 @@ def _terminal_ticker(monkeypatch) -> FakeTerminal:
     """stderr a terminal, and the ticker's line shown at once (not after two seconds)."""
     import functools
 
-    from simulator.cli import ticker as module
+    from simulator.cli import run_impl
+    from simulator.cli.commands import schedule
 
     err = FakeTerminal()
-    monkeypatch.setattr(module, "ticker", functools.partial(ticker, delay=0.0))
+    for user in (run_impl, schedule):    # the modules that show it
+        monkeypatch.setattr(user, "ticker", functools.partial(ticker, delay=0.0))
     monkeypatch.setattr("sys.stderr", err)
     return err
 

@@ -197,14 +197,22 @@ def test_run_auto_is_synthesized_for_the_runs_own_costs(capsys):
     assert res.summary.to_dict()["peak_inflight_microbatches"] <= 3
 
 
-def test_the_registry_finds_auto_without_anyone_importing_planning():
-    code = ("import sys\nfrom simulator.schedules import registry\n"
+def test_the_command_line_hands_the_registry_auto_and_planning_loads_only_when_asked():
+    """No module loads the planning layer by name: the cli package hands the registry a loader
+    (an import the layering test sees), called the first time a name is not in the library."""
+    code = ("import sys\nimport simulator.cli\nfrom simulator.schedules import registry\n"
+            "registry.get('1f1b')\n"
             "assert 'simulator.planning' not in sys.modules\n"
             "spec = registry.get('auto')\n"
             "print(spec.name, spec.needs_costs, 'simulator.planning' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out == "auto True True\n"
+    alone = ("from simulator.schedules import registry\n"
+             "try:\n    registry.get('auto')\nexcept Exception as err:\n    print(err)")
+    out = subprocess.run([sys.executable, "-c", alone], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith("--schedule: unknown schedule 'auto'; expected one of: 1f1b, ")
 
 
 def test_compare_runs_auto_beside_the_hand_made_schedules():

@@ -3,14 +3,13 @@ tests/data/tiny_model.txt, and on each grammar feature."""
 
 from __future__ import annotations
 
-import sys
-import types
 
 import pytest
 
 from simulator.errors import ConfigError, WorkloadError
 from simulator.workload import (Comm, CommGroup, CommType, Header, Layer, load_workload,
                                 parse_workload_text)
+from simulator.workload import parser
 from simulator.workload.parser import parse_workload_bytes
 
 AR, A2A, AG, RS, NONE = (CommType.ALLREDUCE, CommType.ALLTOALL, CommType.ALLGATHER,
@@ -36,8 +35,9 @@ def rows(count: int) -> str:
 
 @pytest.fixture
 def no_aicb(monkeypatch):
-    """Pretend simulator.workload.aicb does not exist (the layout hook is absent)."""
-    monkeypatch.setitem(sys.modules, "simulator.workload.aicb", None)
+    """Keep the rows as parsed: the AICB layout detection (``aicb.detect_layout``) hands the
+    workload back unchanged."""
+    monkeypatch.setattr(parser, "detect_layout", lambda workload: workload)
 
 
 # --- real files kept in the repo -------------------------------------------------------------
@@ -357,12 +357,16 @@ def test_same_comm_token_with_different_sizes_and_slots():
 
 # --- load_workload: files and layouts --------------------------------------------------------
 
-def test_layout_model_auto_and_aicb_without_hook(data_dir, no_aicb):
+def test_layout_model_and_auto_keep_a_whole_model_and_aicb_refuses_it(data_dir):
     path = data_dir / "tiny_model.txt"
     assert load_workload(path).layout == "model"
     assert load_workload(path, "model").layout == "model"
-    forced = load_workload(str(path), "aicb")
-    assert (forced.layout, forced.aicb) == ("aicb", None)
+    with pytest.raises(WorkloadError) as err:
+        load_workload(str(path), "aicb")
+    assert str(err.value) == (
+        f"{path}: layout: expected the AICB stage layout: iteration rows, then 4 (ga) repeats "
+        "of one microbatch's rows, then iteration rows, found 'no block of rows repeated 4 "
+        "times'")
 
 
 def test_layout_hook_called_for_auto_and_aicb_only(data_dir, monkeypatch):
@@ -372,9 +376,7 @@ def test_layout_hook_called_for_auto_and_aicb_only(data_dir, monkeypatch):
         seen.append(workload.layout)
         return "result of hook"
 
-    fake = types.ModuleType("simulator.workload.aicb")
-    fake.detect_layout = detect_layout
-    monkeypatch.setitem(sys.modules, "simulator.workload.aicb", fake)
+    monkeypatch.setattr(parser, "detect_layout", detect_layout)
     path = data_dir / "tiny_model.txt"
     assert load_workload(path) == "result of hook"
     assert load_workload(path, "aicb") == "result of hook"

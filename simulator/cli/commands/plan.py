@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from io import StringIO
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,8 +284,6 @@ def _system_of(settings):
 
 
 def _render(result) -> str:
-    from io import StringIO
-
     from rich.console import Console   # rich: only when the table is drawn (`pipesim --help`)
     from rich.table import Table
 
