@@ -19,7 +19,6 @@ from .diagnostics import RunWarning, enforce_strict
 from .engine.options import EngineOptions
 from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
-from .engine.stage_costs import run_stage_costs
 from .errors import ConfigError, PipesimError
 from .preflight import (RunPlan, calibration_warnings, check_schedule_size, check_sizes,
                         header_for_run, memory_warnings)
@@ -152,6 +151,9 @@ def build_schedule(plan: RunPlan, schedule: Schedule | str | None, system: Syste
     else:
         opts = dict(options.schedule_options or {})
         if plan.spec.needs_costs and opts.get("stage_costs") is None:
+            # only a cost-aware schedule (auto) needs it: a plain run's start-up does without
+            from .engine.stage_costs import run_stage_costs
+
             opts["stage_costs"] = run_stage_costs(plan.partition, plan.workload.header, system,
                                                   plan.pp, links=plan.links)
         sched = registry.generate(plan.spec.name, plan.pp, plan.microbatches, plan.vpp, **opts)
