@@ -3,7 +3,6 @@ tests/data/tiny_model.txt, and on each grammar feature."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from simulator.errors import ConfigError, WorkloadError
