@@ -25,8 +25,6 @@ from ..run_options import OPTION_FIELDS, RunOptions, flag_of
 from ..schedules.runtimes import check_runtimes, shape_of
 from ..system.config import load_system
 from .echo import echo
-from .jsonout import write_json
-from .outputs import check_writable
 from .report import render_run, render_runtimes
 from .ticker import ticker
 
@@ -239,6 +237,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     opts = RunOptions.from_values(run_options)
     configure_logging(log_level)
     if gantt or trace or json_dest:
+        from .outputs import check_writable   # only with an output file: start-up
+
         for path, option in ((gantt, "--gantt"), (trace, "--trace"), (json_dest, "--json")):
             check_writable(path, option)
     # the exporters, readers and optional packages below load only with their option: a plain
@@ -309,6 +309,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         write_launch(launch, result, recompute=opts.recompute, options=options,
                      command=None)
     if json_dest:
+        from .jsonout import write_json   # only with --json: start-up
+
         data = result.to_dict()
         data["runtimes"] = {k: v.to_dict() for k, v in verdicts.items()}
         write_json(data, json_dest)
