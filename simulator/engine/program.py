@@ -142,7 +142,8 @@ class Program:
         profile = system.runtime
         pp_comm = header.pp_comm if pp_comm is None else pp_comm
         memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
-        links = links if links is not None else LinkModel(header, system, schedule.pp)
+        if links is None or links.system is not system:   # the plan's, unless the runtime's own
+            links = LinkModel(header, system, schedule.pp)  # figures changed the system above
         costs = partition_costs(partition, header, system, links)
         # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
         by_share: dict[tuple[int, ...], IterationRows] = {}
