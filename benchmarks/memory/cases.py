@@ -110,11 +110,14 @@ def pipesim_schedule(s: Sched, microbatches: int, pp: int = P):
 
 def workload_text(shape: Shape, microbatches: int, pp: int = P) -> str:
     """The model as a pipesim workload (model layout, 1 ms per pass: memory does not need
-    times)."""
+    times). A shape whose blocks differ gives each row its parameters as its weight-gradient
+    all-reduce (2 bytes per parameter, pipesim's default ``grad_bytes_per_param``)."""
     header = (f"HYBRID_TRANSFORMER model_parallel_NPU_group: 1 ep: 1 pp: {pp} vpp: 1 "
               f"ga: {microbatches} all_gpus: {pp} pp_comm: {shape.pp_comm}")
     rows = [header, str(LAYERS)]
+    sized = len(set(shape.ffn)) > 1
     for i in range(LAYERS):
         ig = 0 if i == 0 else 1_000_000
-        rows.append(f"block{i}\t-1\t1000000\tNONE\t0\t{ig}\tNONE\t0\t1000000\tNONE\t0\t0")
+        wg = f"ALLREDUCE\t{2 * shape.params(i)}" if sized else "NONE\t0"
+        rows.append(f"block{i}\t-1\t1000000\tNONE\t0\t{ig}\tNONE\t0\t1000000\t{wg}\t0")
     return "\n".join(rows) + "\n"

@@ -12,8 +12,9 @@ torch's runtime rules (``--p2p torch``: single-stage for GPipe and 1F1B, multi-s
 rest, CSV schedules included) with the model's parameters, fp32 weights and gradients and no
 optimizer state, as the harness ran. Compared: each rank's peak less the training data handed
 to the first stage (left out on both sides, as pipesim does not model the data). A shape whose
-blocks differ in size (heavy-last) needs per-layer memory keys pipesim does not have yet: it is
-listed as not predicted. Needs no torch.
+blocks differ in size (heavy-last) gives each row its parameters in the workload, and the fit
+(on that shape's own traces, whose stages have both sizes) its bytes per parameter. Needs no
+torch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from benchmarks.memory.cases import LAYERS, P, SCHEDULES, SHAPES, pipesim_schedu
 from simulator import simulate  # noqa: E402
 from simulator.calibration.memory_fit import fit_memory  # noqa: E402
 from simulator.system.config import system_from_dict  # noqa: E402
+from simulator.workload.partition import partition  # noqa: E402
 from simulator.workload.parser import parse_workload_text  # noqa: E402
 
 KINDS = "FBIW"
@@ -52,15 +54,18 @@ def calibration(results: dict, shape: str, on: str) -> dict:
     sched = SCHEDULES[on]
     n_stages = P * sched.vpp
     layers = {s: LAYERS // n_stages for s in range(n_stages)}
-    return fit_memory(_per_action(config), layers, {0}, SHAPES[shape].pp_comm)
+    wl = parse_workload_text(workload_text(SHAPES[shape], 8), f"<{shape}>")
+    rows = partition(wl, n_stages).chunks
+    return fit_memory(_per_action(config), layers, {0}, SHAPES[shape].pp_comm, rows)
 
 
 def predict(results: dict, shape: str, m: int, name: str, memory: dict) -> list[float]:
     s = SCHEDULES[name]
     sh = SHAPES[shape]
     wl = parse_workload_text(workload_text(sh, m), f"<{shape}>")
+    params = {"params_per_layer": sh.params(0)} if len(set(sh.ffn)) == 1 else {}
     system = system_from_dict({"memory": {**memory, "precision": "fp32", "optimizer": "sgd",
-                                          "params_per_layer": sh.params(0)}}, "predict")
+                                          **params}}, "predict")
     r = simulate(wl, pipesim_schedule(s, m), system, pp=P, microbatches=m, p2p="torch")
     return [x["peak_memory_bytes"] for x in r.to_dict()["ranks"]]
 
@@ -68,8 +73,7 @@ def predict(results: dict, shape: str, m: int, name: str, memory: dict) -> list[
 def run(results: dict, on: str) -> list[dict]:
     rows = []
     for shape in SHAPES:
-        uniform = len(set(SHAPES[shape].ffn)) == 1
-        memory = calibration(results, shape, on) if uniform else None
+        memory = calibration(results, shape, on)
         for key, config in results.items():
             sh, mtag, name = key.split("/")
             if sh != shape:

@@ -11,6 +11,14 @@ What is fitted, each a median over the traced stages (the model: engine/memory.p
   the runtime's rule counts that tensor apart), and an I's, W's and B's transient above the
   higher of its start and end levels. A first stage's backward on torch is one W (its I does
   nothing): there it gives B's transient where the trace has no B.
+
+Where the traced stages' rows differ in size (``rows``: a heavy last stage), one number per
+layer cannot serve both: every kept amount is fitted as ``{per_layer, per_param}`` (bytes per
+layer plus bytes per parameter of its rows) and every transient as ``{fixed, per_param}``
+(per parameter of the stage's largest row), from the medians of the stages of each size (a
+last stage, which also holds its output and the loss, only where its size has no other
+stage). A full backward's transient, seen only on the first stage, takes the W transient's
+bytes per parameter. Rows all of one size give exactly the fit above.
 """
 
 from __future__ import annotations
@@ -19,10 +27,15 @@ from statistics import median
 
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
-               layers: dict[int, int], first_stages: set[int], pp_comm: int) -> dict:
+               layers: dict[int, int], first_stages: set[int], pp_comm: int,
+               rows: list | None = None) -> dict:
     """The ``memory:`` fragment of a calibration from ``per_action[(stage, kind)] = (kept,
     transient above the action's start)``, ``layers[stage]`` (layers of its chunk) and the
-    stages with no previous stage."""
+    stages with no previous stage; ``rows`` (each stage's workload rows, optional) lets rows
+    of different sizes be fitted per parameter."""
+    params = _row_params(rows)
+    if params and len({p for ps in params.values() for p in ps}) > 1:
+        return _fit_sized(per_action, params, first_stages, pp_comm)
     def values(kind: str, first: bool | None = None):
         return [(s, kept, trans) for (s, k), (kept, trans) in sorted(per_action.items())
                 if k == kind and (first is None or (s in first_stages) == first)]
@@ -47,6 +60,83 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     full = values("B") or values("W", first=True)
     if full:
         actions["B"] = {"transient": round(median(t for _, _, t in full))}
+    if actions:
+        out["actions"] = {"*": actions}
+    return out
+
+
+def _row_params(rows) -> dict[int, list[float]]:
+    """Parameters of each stage's rows, counted as a run counts them (engine/memory.py)."""
+    if not rows:
+        return {}
+    from ..engine.memory import _params
+    from ..system.config import MemoryConfig
+    cfg = MemoryConfig()
+    return {s: [_params(layer, cfg) for layer in chunk] for s, chunk in enumerate(rows)}
+
+
+def _solve(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares ``v = a·x + b·y`` over (x, y, v) points (two unknowns)."""
+    sxx = sum(x * x for x, _, _ in points)
+    sxy = sum(x * y for x, y, _ in points)
+    syy = sum(y * y for _, y, _ in points)
+    sxv = sum(x * v for x, _, v in points)
+    syv = sum(y * v for _, y, v in points)
+    det = sxx * syy - sxy * sxy
+    if not det:
+        return 0.0, 0.0
+    return (sxv * syy - syv * sxy) / det, (syv * sxx - sxv * sxy) / det
+
+
+def _fit_sized(per_action, params: dict[int, list[float]], first_stages: set[int],
+               pp_comm: int) -> dict:
+    last = max(params)
+
+    def groups(kind: str, first: bool | None, pick) -> list[tuple[int, float, float, float]]:
+        """(layers, parameters, largest row's parameters, median of ``pick``) per size (an I
+        that keeps nothing, a first stage's, left out)."""
+        by: dict[tuple, list[tuple[int, tuple]]] = {}
+        for (s, k), v in sorted(per_action.items()):
+            if k == kind and s in params and (first is None or (s in first_stages) == first) \
+                    and (k != "I" or v[0] > 0):
+                by.setdefault(tuple(params[s]), []).append((s, v))
+        out = []
+        for size, found in sorted(by.items()):
+            kept = [v for s, v in found if s != last] or [v for _, v in found]
+            out.append((len(size), sum(size), max(size, default=0.0),
+                        median(pick(v) for v in kept)))
+        return out
+
+    def kept(kind: str, first: bool | None, fixed: float = 0.0) -> dict:
+        g = groups(kind, first, lambda v: v[0])
+        a, b = _solve([(n, p, v) for n, p, _, v in g])
+        out = {"per_layer": round(a), "per_param": round(b, 6)}
+        return {**out, "fixed": fixed} if fixed else out
+
+    def transient(kind: str, first: bool | None, pick, slope: float | None = None) -> dict:
+        g = groups(kind, first, pick)
+        if slope is None:
+            slope = _solve([(1.0, top, v) for _, _, top, v in g])[1] if len(g) > 1 else 0.0
+        fixed = median(v - slope * top for _, _, top, v in g)
+        return {"fixed": round(fixed), "per_param": round(slope, 6)}
+
+    out: dict = {}
+    actions: dict[str, dict] = {}
+    if any(k == "F" for _, k in per_action):
+        actions["F"] = {"keeps": kept("F", None),
+                        "transient": transient("F", None, lambda v: max(0.0, v[1] - v[0]))}
+    if any(k == "I" and s not in first_stages and v[0] > 0
+           for (s, k), v in per_action.items()):
+        actions["I"] = {"keeps": kept("I", False, -pp_comm),
+                        "transient": transient("I", False, lambda v: max(0.0, v[1] - v[0]))}
+    w_slope = None
+    if any(k == "W" and s not in first_stages for s, k in per_action):
+        actions["W"] = {"transient": transient("W", False, lambda v: v[1])}
+        w_slope = actions["W"]["transient"]["per_param"]
+    if any(k == "B" for _, k in per_action):
+        actions["B"] = {"transient": transient("B", None, lambda v: v[1])}
+    elif any(k == "W" and s in first_stages for s, k in per_action):
+        actions["B"] = {"transient": transient("W", True, lambda v: v[1], w_slope or 0.0)}
     if actions:
         out["actions"] = {"*": actions}
     return out

@@ -166,9 +166,13 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     for s in range(schedule.n_stages):
         chunk = schedule.stage_chunk[s]
         layers = len(partition.chunks[chunk])
+        # per_param counts all the rows' parameters for what a stage keeps or frees, its
+        # largest row's for a transient (an action works on one row at a time)
+        row_params = [_params(layer, cfg) for layer in partition.chunks[chunk]]
 
         def given(kind: str, name: str, default: float = 0.0) -> float:
-            v = action_bytes(cfg.actions, s, kind, name, layers)
+            params = max(row_params, default=0.0) if name == "transient" else sum(row_params)
+            v = action_bytes(cfg.actions, s, kind, name, layers, params)
             return default if v is None else v
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)

@@ -10,10 +10,13 @@ microbatch, by action kind (a stage's own entry wins over ``"*"``, key by key):
   ``frees`` of the stash and keeps ``keeps`` (gradients of intermediate outputs) until its W;
 - ``B: {transient}``, ``W: {transient}``: a full backward frees the stash, a W what its I left.
 
-A value is bytes >= 0, or ``{per_layer: x, fixed: y}``: ``x`` bytes for each layer of the
-stage's chunk plus ``y`` (which may be negative, as long as the sum is not), the form
-``pipesim calibrate`` writes so that one fit serves stages of any size. An unknown kind or
-field is an error naming the dotted key.
+A value is bytes >= 0, or ``{per_layer: x, fixed: y, per_param: z}``: ``x`` bytes for each
+layer of the stage's chunk plus ``y`` (which may be negative, as long as the sum is not), the
+form ``pipesim calibrate`` writes so that one fit serves stages of any size; ``z`` adds bytes
+per parameter of a row, so that rows of different sizes (a heavy last stage) hold what their
+own size gives: of all the stage's rows for ``keeps`` and ``frees``, of its largest row for a
+``transient`` (an action works on one row at a time). An unknown kind or field is an error
+naming the dotted key.
 """
 
 from __future__ import annotations
@@ -74,23 +77,32 @@ def _number(n: Any, source: str, where: str, signed: bool = False) -> float:
     return float(n)
 
 
-def _value(n: Any, source: str, where: str) -> float | tuple[float, float]:
-    """Bytes, or (per layer, fixed) from ``{per_layer: x, fixed: y}``."""
+def _value(n: Any, source: str, where: str) -> float | tuple[float, ...]:
+    """Bytes, or (per layer, fixed[, per parameter]) from ``{per_layer: x, fixed: y,
+    per_param: z}``."""
     if not isinstance(n, dict):
         return _number(n, source, where)
-    if not set(n) <= {"per_layer", "fixed"} or not n:
-        raise ConfigError(f"{source}: {where}: expected bytes or {{per_layer: x, fixed: y}}, "
-                          f"found {n!r}")
-    return (_number(n.get("per_layer", 0), source, f"{where}.per_layer"),
-            _number(n.get("fixed", 0), source, f"{where}.fixed", signed=True))
+    if not set(n) <= {"per_layer", "fixed", "per_param"} or not n:
+        raise ConfigError(f"{source}: {where}: expected bytes or {{per_layer: x, fixed: y, "
+                          f"per_param: z}}, found {n!r}")
+    out = (_number(n.get("per_layer", 0), source, f"{where}.per_layer"),
+           _number(n.get("fixed", 0), source, f"{where}.fixed", signed=True))
+    if "per_param" in n:
+        out += (_number(n["per_param"], source, f"{where}.per_param"),)
+    return out
 
 
 def action_bytes(actions: dict, stage: int, kind: str, name: str,
-                 layers: int = 1) -> float | None:
-    """``memory.actions``' value for one stage (of ``layers`` layers), kind and field (the
-    stage's own, else ``*``'s), or None when neither gives it."""
+                 layers: int = 1, params: float = 0.0) -> float | None:
+    """``memory.actions``' value for one stage (of ``layers`` layers; ``params``: the parameters
+    ``per_param`` counts), kind and field (the stage's own, else ``*``'s), or None when neither
+    gives it."""
     for key in (str(stage), "*"):
         v = actions.get(key, {}).get(kind, {}).get(name)
         if v is not None:
-            return max(0.0, v[0] * layers + v[1]) if type(v) is tuple else v
+            if type(v) is not tuple:
+                return v
+            if len(v) == 2:
+                return max(0.0, v[0] * layers + v[1])
+            return max(0.0, v[0] * layers + v[1] + v[2] * params)
     return None
