@@ -199,8 +199,9 @@ class Calibration:
                          f"{o.replayed_iteration_ns / 1e6:.3f} ms ({oerr:+.2f} %)")
         if self.memory:
             acts = self.memory.get("actions", {}).get("*", {})
+            stash = self.memory.get("activation_bytes_per_layer")
             lines.append(f"memory ({self.memory_basis} allocator levels): stash "
-                         f"{self.memory.get('activation_bytes_per_layer', 0)} B per layer; "
+                         + ("by F.keeps" if stash is None else f"{stash} B per layer") + "; "
                          + "; ".join(f"{k} {v}" for k, v in acts.items()))
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)

@@ -55,3 +55,13 @@ def test_every_heavy_last_class_predicted_as_pinned_and_within_5_percent(results
         assert all(abs(p - q) <= 0.05 * q for p, q in zip(got, measured)), (key, got, measured)
         checked += 1
     assert checked == 24
+
+
+def test_pipesim_calibrate_on_the_committed_heavy_last_traces_fits_the_same(tmp_path, capsys):
+    (tmp_path / "w.txt").write_text(workload_text(SHAPES["heavy-last"], 8))
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(TRACES), "-w", str(tmp_path / "w.txt"), "-o", str(out),
+                 "--memory"]) == 0
+    assert yaml.safe_load(out.read_text())["memory"] == FITTED
+    assert "memory (absolute allocator levels): stash by F.keeps; F {'keeps': " \
+        "{'per_layer': 16259, 'per_param': 1.984496}" in capsys.readouterr().out
