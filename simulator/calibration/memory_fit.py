@@ -69,10 +69,10 @@ def _row_params(rows) -> dict[int, list[float]]:
     """Parameters of each stage's rows, counted as a run counts them (engine/memory.py)."""
     if not rows:
         return {}
-    from ..engine.memory import _params
+    from ..engine.memory import layer_params
     from ..system.config import MemoryConfig
     cfg = MemoryConfig()
-    return {s: [_params(layer, cfg) for layer in chunk] for s, chunk in enumerate(rows)}
+    return {s: [layer_params(layer, cfg) for layer in chunk] for s, chunk in enumerate(rows)}
 
 
 def _solve(points: list[tuple[float, float, float]]) -> tuple[float, float]:

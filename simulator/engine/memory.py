@@ -74,7 +74,7 @@ class MemoryModel:
                 "activation_bytes_per_chunk": list(self.activation_bytes)}
 
 
-def _params(layer: Layer, cfg: MemoryConfig) -> float:
+def layer_params(layer: Layer, cfg: MemoryConfig) -> float:
     """Parameters behind a row: its gradient reduction (all-reduce or reduce-scatter) moves one
     gradient per parameter; an all-gather of the same weights must not count them again."""
     if cfg.params_per_layer > 0:
@@ -160,7 +160,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     dp = Placement.of(header, system, schedule.pp).dp
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
         p2p, schedule.name)
-    chunk_params = [sum(_params(layer, cfg) for layer in rows) for rows in partition.chunks]
+    chunk_params = [sum(layer_params(layer, cfg) for layer in rows) for rows in partition.chunks]
     placement = schedule.placement
     stages = []
     for s in range(schedule.n_stages):
@@ -168,7 +168,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         layers = len(partition.chunks[chunk])
         # per_param counts all the rows' parameters for what a stage keeps or frees, its
         # largest row's for a transient (an action works on one row at a time)
-        row_params = [_params(layer, cfg) for layer in partition.chunks[chunk]]
+        row_params = [layer_params(layer, cfg) for layer in partition.chunks[chunk]]
 
         def given(kind: str, name: str, default: float = 0.0) -> float:
             params = max(row_params, default=0.0) if name == "transient" else sum(row_params)
@@ -203,7 +203,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         own = schedule.stages_of(r)
         chunks = sorted({schedule.stage_chunk[s] for s in own})
         params = sum(chunk_params[c] for c in chunks)
-        params += sum(_params(layer, cfg)
+        params += sum(layer_params(layer, cfg)
                       for layer in rank_iteration_rows(partition, chunks, schedule.pp))
         part, _ = _static(params, cfg, versions, dp)
         if recv_buffers == "per_microbatch":
