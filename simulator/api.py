@@ -20,8 +20,8 @@ from .engine.options import EngineOptions
 from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
-from .preflight import (RunPlan, calibration_warnings, check_schedule_size, check_sizes,
-                        header_for_run, memory_warnings)
+from .preflight import (DEFAULT_MAX_ACTIONS, RunPlan, calibration_warnings, check_schedule_size,
+                        check_sizes, counted_actions, header_for_run, memory_warnings)
 from .result import ScheduleRun, SimulationResult
 from .run_options import RunOptions
 from .schedules import registry
@@ -242,10 +242,12 @@ def compare(workload: Workload | str | PathLike, schedules: Sequence[str],
     opts = RunOptions.given(options, keywords)
     wl = _load(workload, opts.layout)
     sysconf = _system(system)
+    specs = [registry.get(name) for name in schedules]
+    each = [(spec, opts if spec.variable_vpp or opts.vpp is None else replace(opts, vpp=None))
+            for spec in specs]
+    _check_compare_size(wl, each, sysconf, opts.max_actions)
     runs = []
-    for name in schedules:
-        spec = registry.get(name)
-        one = opts if spec.variable_vpp or opts.vpp is None else replace(opts, vpp=None)
+    for spec, one in each:
         try:
             result = simulate(wl, spec.name, sysconf, one)
         except PipesimError as err:
@@ -253,3 +255,30 @@ def compare(workload: Workload | str | PathLike, schedules: Sequence[str],
             continue
         runs.append(ScheduleRun(spec.name, result=result))
     return runs
+
+
+def _check_compare_size(wl: Workload, each: list[tuple[ScheduleSpec, RunOptions]],
+                        system: SystemConfig, max_actions: int | None) -> None:
+    """The schedules of one compare share one budget: their counted actions in all, before any
+    runs (each alone may be within it). A schedule that cannot run, or is over the budget by
+    itself, costs nothing: its own row says why."""
+    limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
+    if limit <= 0 or len(each) < 2:
+        return
+    sizes = []
+    for spec, one in each:
+        try:
+            _, P, M, v = resolve_shape(wl, spec.name, one, [])
+            sizes.append((spec.name, counted_actions(spec, P, M, v, one.schedule_options,
+                                                     one.iterations,
+                                                     one.p2p or system.runtime.p2p)))
+        except PipesimError:
+            continue
+    sizes = [(name, size) for name, size in sizes if size <= limit]
+    total = sum(size for _, size in sizes)
+    if total > limit:
+        parts = ", ".join(f"{name} {size:,}" for name, size in sizes)
+        raise ConfigError(
+            f"--max-actions: compare runs {len(sizes)} schedules of up to {total:,} actions in "
+            f"all ({parts}), above the limit of {limit:,} (about 10 s of simulation); pass "
+            f"--max-actions {total} (or 0 for no limit) to run them anyway")

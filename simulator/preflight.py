@@ -54,6 +54,15 @@ def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: i
     return chunks
 
 
+def counted_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
+                    options: dict | None, iterations: int = 1, p2p: str = "async") -> int:
+    """What a run counts against --max-actions: its actions x iterations, each weighted by its
+    point-to-point mode, or what building its schedule costs when that is more."""
+    _, actions = spec.size_of(pp, microbatches, vpp, options)
+    built = spec.work_of(pp, microbatches, vpp, actions)
+    return max(actions * iterations * P2P_ACTION_COST.get(p2p, 1), built)
+
+
 def check_schedule_size(schedule: Schedule, iterations: int, max_actions: int | None,
                         p2p: str = "async") -> None:
     """The same budget for a schedule given whole (a CSV file): its actions in every

@@ -6,6 +6,7 @@ benchmarks/bench_fuzz.py; here the exact line and the exit code."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -477,6 +478,21 @@ def test_a_p2p_mode_that_costs_more_per_action_counts_its_actions_more(capsys, t
         "--max-actions: schedule custom (4 ranks) x 5000 iteration(s) runs 640,000 actions, "
         "each counted 2x with --p2p torch-single (1,280,000), above the limit of 700,000 (about "
         "10 s of simulation); pass --max-actions 1280000 (or 0 for no limit) to run it anyway")
+
+
+def test_the_schedules_of_one_compare_share_one_budget(capsys):
+    # the 7,819-case fuzz's one run over 10 s: three schedules within the budget one by one
+    assert _refused(capsys, ["compare", GPT, "-s", "v-min,zb-h2,zb-h1", "--pp", "2", "-m",
+                             "100000"]) == (
+        "--max-actions: compare runs 2 schedules of up to 1,200,000 actions in all (zb-h2 "
+        "600,000, zb-h1 600,000), above the limit of 700,000 (about 10 s of simulation); pass "
+        "--max-actions 1200000 (or 0 for no limit) to run them anyway")
+    # one over the budget by itself is its own row, and costs the others nothing
+    assert main(["compare", GPT, "-s", "v-min,1f1b", "--pp", "2", "-m", "1000", "--max-actions",
+                 "5000", "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["error"].startswith("--max-actions: v-min with pp 2, vpp 2, 1000 microbatches")
+    assert rows[1]["makespan_ns"] > 0
 
 
 def test_a_generator_that_grows_faster_than_its_actions_is_counted_at_its_cost(capsys):
