@@ -34,7 +34,7 @@ def __getattr__(name: str) -> Any:
     found = _LAZY.get(name)
     if found is None:
         raise AttributeError(f"module 'simulator' has no attribute {name!r}")
-    from importlib import import_module
+    from importlib import import_module  # the package face loads each name on first use
 
     value = getattr(import_module(f"{__name__}.{found[0]}"), found[1])
     globals()[name] = value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path   # names pathlib rewrites ("", "f/", "f/."), as it would
 
 MiB = 1 << 20
 # The largest file of each kind pipesim reads. Real workload files are well under 1 MiB (the
@@ -53,8 +54,6 @@ def read_input_bytes(path, limit: int) -> bytes:
     large) or why it cannot be read."""
     name = os.fspath(path)
     if not isinstance(name, str) or not name or name.endswith(("/", ".")):
-        from pathlib import Path   # names pathlib rewrites ("", "f/", "f/."), as it would
-
         name = str(Path(os.fsdecode(name)))
     try:
         st = os.stat(name)            # never blocks, unlike open() on a FIFO

@@ -14,6 +14,7 @@ from .diagnostics import RunWarning
 from .errors import ConfigError
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
+from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
 from .units import fmt_bytes
 from .workload.activations import derive_pp_comm
@@ -349,7 +350,6 @@ _RUNTIME_NAME = {"torch-single": "single-stage", "torch-multi": "multi-stage"}
 def calibration_warnings(system, schedule_name: str, p2p: str) -> list[RunWarning]:
     """A calibration fitted on one of torch's runtimes applied to a run on the other: its
     transfer figures were never seen there (docs/validation.md, the 1 ms per layer run)."""
-    from .system.per_runtime import for_runtime
     system = for_runtime(system, p2p)    # a runtime with its own figures: fitted there
     on = system.runtime.calibrated_on
     if not on or p2p not in _RUNTIME_NAME or p2p == on["p2p"]:

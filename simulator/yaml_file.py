@@ -69,6 +69,7 @@ def _loader():
     global _LOADER
     if _LOADER is not None:
         return _LOADER
+    # deferred (start-up)
     import yaml
 
     class Loader(yaml.SafeLoader):

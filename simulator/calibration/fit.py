@@ -34,12 +34,18 @@ from pathlib import Path
 from statistics import median
 from typing import Sequence
 
+from ..api import simulate
 from ..engine.program import SINGLE_STAGE
 from ..errors import ConfigError
 from ..schedules import registry
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig, system_from_dict
+from ..system.overlay import _merge
 from ..workload.model import Workload
+from ..workload.parser import load_workload
+from ..workload.partition import partition
+from .memory_fit import fit_memory
+from .memory_trace import read_memory
 from .traces import TraceError, TraceSet, read_traces, trace_files
 
 # parameters fitted by replay: (key, start, first step, smallest step), in ns; the start is the
@@ -147,6 +153,7 @@ class Calibration:
         return out
 
     def to_yaml(self) -> str:
+        # deferred (start-up)
         import yaml
 
         head = (f"# pipesim calibrate: {self.schedule} traces, P={self.pp} v={self.vpp} "
@@ -215,7 +222,6 @@ def runtime_of(schedule: str) -> str:
 def _load_workload(workload: Workload | str | PathLike) -> tuple[Workload, str]:
     if isinstance(workload, Workload):
         return workload, "the workload"
-    from ..workload.parser import load_workload
 
     return load_workload(workload), str(workload)
 
@@ -304,8 +310,6 @@ def layer_scales(wl: Workload, sched: Schedule, costs: dict, first_torch: bool =
 
     The backward factor is measured B / rows' I + W, or I and W apart where the traces split
     them (not on the first stage, whose split torch does its own way: there I + W together)."""
-    from ..workload.partition import partition
-
     part = partition(wl, sched.n_chunks)
     out: dict[int, dict[str, float]] = {}
     for s in range(sched.n_stages):
@@ -363,8 +367,6 @@ def _system(params: dict, costs: dict, scales: dict, ts: TraceSet, epilogue: flo
 def calibrated_system(fragment: dict, base: SystemConfig | None = None) -> SystemConfig:
     """``base`` (default: the built-in system) with a calibration fragment laid over it, as
     ``--calibration`` lays it."""
-    from ..system.overlay import _merge
-
     return system_from_dict(_merge((base or SystemConfig()).to_dict(), fragment), "calibration")
 
 
@@ -372,8 +374,6 @@ def _replay(wl: Workload, sched: Schedule, system: SystemConfig
             ) -> tuple[list[dict], float, dict]:
     """Per rank busy/idle/end, the iteration time and (rank, stage, kind, mb) -> end of the
     first iteration replayed (an overlapped pair's halves both end where the pair ends)."""
-    from ..api import simulate
-
     res = simulate(wl, sched, system, p2p="torch")
     spans: dict[int, list[tuple[float, float]]] = {r: [] for r in range(sched.pp)}
     ends: dict[tuple[int, int, str, int], float] = {}
@@ -424,8 +424,6 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
         traces.require(vpp=h.vpp, against=f"{where} (vpp {h.vpp})")
     sched, name = _schedule_of(traces)
     try:
-        from ..workload.partition import partition
-
         partition(wl, sched.n_chunks)
     except ConfigError as e:
         why = str(e).removeprefix(f"{where}: ")
@@ -545,9 +543,6 @@ def trace_sets(paths: Sequence[str | PathLike]) -> list[list[Path]]:
 def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
                      required: bool) -> None:
     """The ``memory:`` section from the traces' [memory] events (memory_fit), into ``cal``."""
-    from .memory_fit import fit_memory
-    from .memory_trace import read_memory
-
     try:
         ranks = [read_memory(f, label_pattern=label_pattern) for f in files]
     except TraceError:
@@ -560,7 +555,6 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
             per.setdefault(key, []).append((v["kept"], v["transient"]))
     merged = {k: (median(x for x, _ in v), median(t for _, t in v)) for k, v in per.items()}
     wl, _ = _load_workload(workload)
-    from ..workload.partition import partition
 
     chunks = partition(wl, cal.pp * cal.vpp).chunks
     layers = {s: len(c) for s, c in enumerate(chunks)}

@@ -25,6 +25,9 @@ from __future__ import annotations
 
 from statistics import median
 
+from ..engine.memory import layer_params
+from ..system.config import MemoryConfig
+
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                layers: dict[int, int], first_stages: set[int], pp_comm: int,
@@ -69,8 +72,6 @@ def _row_params(rows) -> dict[int, list[float]]:
     """Parameters of each stage's rows, counted as a run counts them (engine/memory.py)."""
     if not rows:
         return {}
-    from ..engine.memory import layer_params
-    from ..system.config import MemoryConfig
     cfg = MemoryConfig()
     return {s: [layer_params(layer, cfg) for layer in chunk] for s, chunk in enumerate(rows)}
 

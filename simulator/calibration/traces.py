@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,6 +46,7 @@ from statistics import median
 from typing import Iterable, Sequence
 
 from ..errors import ConfigError
+from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
 from ..schedules.action import Action
 from ..schedules.schedule import Schedule
 
@@ -272,8 +274,6 @@ def _steps(compute: tuple[TraceAction, ...]) -> tuple[Action, ...]:
 def _gunzip(raw: bytes, path: Path, limit: int) -> bytes:
     """The gzip data decompressed, refused once it passes ``limit`` bytes (a small file can
     hold gigabytes of zeros)."""
-    import zlib
-
     out = bytearray()
     while raw:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -293,8 +293,6 @@ def _gunzip(raw: bytes, path: Path, limit: int) -> bytes:
 
 
 def _load_json(path: Path) -> dict:
-    from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
-
     try:
         raw = read_input_bytes(path, MAX_TRACE_BYTES)
     except InputFileError as e:

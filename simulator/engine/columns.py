@@ -18,6 +18,7 @@ from heapq import merge
 from itertools import repeat
 from operator import attrgetter
 
+from ..schedules.comm_pass import Transfer, op_lists
 from .records import ActionRecord, TransferRecord
 
 
@@ -174,7 +175,5 @@ class TransferColumns(_Columns):
 
 def _send_ops(schedule) -> list[list]:
     """Per rank, the comm pass's sends in op order."""
-    from ..schedules.comm_pass import Transfer, op_lists
-
     return [[op for op in prog if type(op) is Transfer and op.op == "send"]
             for prog in op_lists(schedule)]

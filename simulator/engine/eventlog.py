@@ -20,7 +20,7 @@ def debug_enabled() -> bool:
 
 
 def _log():
-    import logging
+    import logging  # deferred: see the module docstring (start-up)
 
     return logging.getLogger(LOGGER)
 

@@ -40,17 +40,18 @@ from ..schedules.comm_pass import Transfer
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..workload.model import Header, Partition
+from .columns import ActionColumns, TransferColumns
 from .costs import DPCollective, issue_dp
+from .evaluator_async import walk
 from .eventlog import debug_enabled, log_complete, log_step
+from .memory_use import account
 from .network import Network
 from .options import EngineOptions
 from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, Program,
                       StepCost)
-from .simpy_fast import fire_at
-from .rendezvous import Rendezvous
-from .columns import ActionColumns, TransferColumns
-from .memory_use import account
 from .records import LayerRecord, RunRecords, TransferRecord
+from .rendezvous import Rendezvous
+from .simpy_fast import fire_at
 from .variation import RankVariation
 
 
@@ -235,8 +236,6 @@ class _Run:
         use the expressions the step-by-step walk's timeouts compute, so the timeline is the
         same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
         walk must run instead: an unchecked list's microbatch beyond the count."""
-        from .evaluator_async import walk
-
         rows = self.iter_rows
         per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
                     for r in range(self.schedule.pp)]

@@ -42,8 +42,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..result import SimulationResult
-from ..system.topology import LinkModel
+from ..system.topology import LinkModel, Placement
 from ..workload.chakra_pb import NS, chakra
+from ..workload.model import CommGroup
 from .chakra_layout import Layout, Tags, layout_nodes, match_transfers, tag_order
 from .chakra_rows import compute_rows, rank_rows, transfer_rows
 from .chakra_tables import Actions, action_tables, send_tables
@@ -190,9 +191,6 @@ class _Groups:
     named by ``pg_name`` in ``comm_group.json`` (ids from 1: ASTRA-sim reads 0 as every NPU)."""
 
     def __init__(self, result: SimulationResult, P: int) -> None:
-        from ..system.topology import Placement
-        from ..workload.model import CommGroup
-
         place = Placement.of(result.workload.header, result.system, P)
         self.P, self.replicas = P, place.dp
         active = [layer for layer in result.workload.layers if layer.wg_comm.active]

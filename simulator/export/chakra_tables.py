@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.columns import ActionColumns, TransferColumns
+from ..schedules.ops import peer
 
 NO_PAIR = -1        # ``pair`` of an action that is not half of an overlapped pair
 
@@ -159,8 +160,6 @@ def _pass_sends(sched, rank: int, one: dict, kinds: list) -> dict | None:
     """One pass's sends on ``rank``, from its actions: those that send by the one rule every
     encoding reads (``ops.peer``), in action order (the transfer columns keep their times in
     this order)."""
-    from ..schedules.ops import peer
-
     stage, kind = one["stage"], one["kind"]
     key = stage * len(kinds) + kind
     uniq, inverse = np.unique(key, return_inverse=True)

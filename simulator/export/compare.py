@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import RunWarning
-
 from ..errors import ConfigError
 from ..metrics.types import SCHEMA_VERSION
 from ..result import ScheduleRun as Run
 from ..schedules import registry
+from ..schema import schema_of
 from ..units import fmt_bytes, fmt_pct, fmt_time
 
 
@@ -60,8 +60,6 @@ class CompareRow:
 
 
 def compare_schema() -> dict[str, Any]:
-    from ..schema import schema_of
-
     return schema_of(CompareRow, "pipesim compare --json", array=True)
 
 
@@ -149,6 +147,7 @@ def render_table(table: Sequence[dict[str, Any]]) -> str:
 def _rich_text(headers: list[str], cells: list[list[str]]) -> str:
     """A rich table as plain text: the schedule left, numbers right, a note (an error) last and
     never wrapped; no colour, no box, so it reads the same in a terminal, a file or a test."""
+    # deferred (start-up): only this output needs rich
     from rich import box
     from rich.console import Console
     from rich.table import Table

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..units import fmt_pct, fmt_time
+from ..engine.memory_use import memory_timeline
 from ..errors import ConfigError
 from ..result import SimulationResult
 from ..schedules.action import Kind
+from ..units import fmt_pct, fmt_time
 from . import palette
 
 FORMATS = ("png", "svg", "pdf")
@@ -213,6 +214,7 @@ def _figure_width(results: Sequence[Any]) -> float:
 
 
 def _new_figure(width: float, height: float):
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -222,6 +224,7 @@ def _new_figure(width: float, height: float):
 
 
 def _polys(bars: Sequence[Bar], lane: tuple[float, float]):
+    # deferred (start-up)
     import numpy as np
 
     n = len(bars)
@@ -243,6 +246,7 @@ def _collection(ax, bars: Sequence[Bar], lane: tuple[float, float], gid: str, ed
     separates touching bars, None draws faces only. Bars narrower than ``thin_px`` pixels are
     drawn again on top, outlined in their own colour, so they still show (collection
     ``gid-thin``); the data extents stay exact."""
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib.collections import PolyCollection
 
     color, width = {"white": ("white", 0.5), None: ("none", 0.0)}[edge]
@@ -281,6 +285,7 @@ def label_fits(text_width_px: float, bar_width_px: float, fontsize: float, dpi: 
 
 def _labels(ax, bars: Sequence[Bar], lane: tuple[float, float], pp: int, t_end: float) -> None:
     """Microbatch numbers, each in the largest of two font sizes that fits its bar (or none)."""
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib.font_manager import FontProperties
 
     big = _label_font(ax, lane, pp)
@@ -311,6 +316,7 @@ def _labels(ax, bars: Sequence[Bar], lane: tuple[float, float], pp: int, t_end: 
 
 def _draw(ax, result: SimulationResult, *, unit: tuple[str, float], t_end: float, title: str | None,
           xlabel: bool) -> None:
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     sched = result.schedule
@@ -361,6 +367,7 @@ def _draw(ax, result: SimulationResult, *, unit: tuple[str, float], t_end: float
 
 
 def _legend(fig, items: Sequence[tuple[str, str]], bottom_in: float) -> None:
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib.patches import Patch
 
     if not items:
@@ -418,14 +425,13 @@ def draw_gantt(result: SimulationResult, ax: Any = None, *, unit: tuple[str, flo
 
 def memory_samples(result: SimulationResult) -> list[tuple[int, float, float]]:
     """(rank, time, bytes) after every change of the run's memory (engine/memory_use.py)."""
-    from ..engine.memory_use import memory_timeline
-
     return memory_timeline(result.schedule, result.records, result.iterations)
 
 
 def _memory_panel(ax, samples: list[tuple[int, float, float]], pp: int,
                   unit: tuple[str, float]) -> None:
     """Each rank's memory over time, a step line per rank, the peak marked."""
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     from matplotlib import colormaps
 
     top = max(b for _, _, b in samples) or 1.0
@@ -494,6 +500,7 @@ def draw_comparison(results: Sequence[Any], titles: Sequence[str] | None = None)
 
 def save_figure(fig, path: str | Path, option: str = "--gantt") -> Path:
     """Write ``fig`` in the format the extension names, reproducibly (no dates in the file)."""
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     import matplotlib
 
     fmt = gantt_format(path, option)

@@ -12,12 +12,16 @@ file, the rule it breaks and nothing to launch.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PipesimError
+from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
-from ..workload.stage_layers import chunk_layers_of
+from ..units import fmt_time
+from ..workload.chunks import chunk_bounds
+from ..workload.stage_layers import chunk_layers_of, n_model_layers
 
 FILES = ("megatron_args.txt", "torchtitan.toml", "schedule.csv", "stage_ranks.json", "README.md")
 
@@ -199,9 +203,6 @@ def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
                  command: str | None = None, numbers: dict | None = None) -> list[str]:
     """Write the launch folder for ``result``; returns the files written. ``numbers`` are the
     figures the README quotes (default: the run's own)."""
-    from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
-    from ..errors import PipesimError
-
     lp = launch_plan(result, micro_batch_size, recompute, options)
     out = Path(directory)
     try:
@@ -239,8 +240,6 @@ def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
 
 def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
            numbers: dict | None) -> str:
-    from ..units import fmt_time
-
     s = lp.shape
     n = numbers or {"makespan_ns": result.makespan_ns, "bubble_ratio": result.bubble_ratio,
                     "peak_memory_bytes": result.to_dict().get("peak_memory_bytes")}
@@ -256,9 +255,6 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
                      f"the embedding on stage {lp.embedding_stage if lp.embedding_stage is not None else 0}, "
                      f"the LM head and loss on stage {lp.head_stage if lp.head_stage is not None else len(s.layers) - 1}.")
     elif s.layer_cut:
-        from ..workload.chunks import chunk_bounds
-        from ..workload.stage_layers import n_model_layers
-
         even = [b - a for a, b in chunk_bounds(n_model_layers(result.workload),
                                                s.pp * s.vpp)]
         lines.append(f"Layers: {s.layer_cut}; a runtime that places whole layers cannot "
@@ -300,6 +296,4 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
 
 
 def _shell(word: str) -> str:
-    import shlex
-
     return shlex.quote(word)

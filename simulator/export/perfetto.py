@@ -34,6 +34,7 @@ from ..engine.memory_use import memory_timeline
 from ..errors import ConfigError
 from ..result import SimulationResult
 from ..schedules.action import Kind
+from .gantt import iteration_bars
 from .palette import KIND_NAMES
 
 COMPUTE_TID = 1
@@ -145,8 +146,6 @@ def _layer_slices(result: SimulationResult, where: dict) -> list[dict]:
 
 def _iteration_rows(result: SimulationResult) -> list[dict]:
     """Once-per-iteration rows (optimizer, grad norm) on the compute stream, when any ran."""
-    from .gantt import iteration_bars
-
     return [_slice("iteration rows", "optimizer", b.rank + 1, COMPUTE_TID, ns(b.start),
                    ns(b.end), {}) for b in iteration_bars(result)]
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 from operator import sub
 from typing import TYPE_CHECKING, Any
 
+from ..engine.columns import ActionColumns
+from .sums import added
+
 if TYPE_CHECKING:   # the type only: result is a floor above metrics (tests/test_layers.py)
     from ..result import SimulationResult
 
@@ -21,9 +24,6 @@ def pipeline_bubble(result: SimulationResult, iteration: int = 0,
     """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration.
     ``busy``: each rank's compute-stream time in it, when the caller has summed it (the
     summary has, in the same order: the same numbers)."""
-    from ..engine.columns import ActionColumns
-    from .sums import added
-
     rec = result.records
     start = rec.iteration_bounds[iteration][0]
     given = busy is not None

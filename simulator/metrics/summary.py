@@ -20,9 +20,11 @@ from operator import gt, le, sub
 from typing import TYPE_CHECKING, Any
 
 from ..engine.columns import ActionColumns, TransferColumns
+from ..schedules.action import Kind
 from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank_kinds,
                                 rank_stages)
-from ..schedules.action import Kind
+from .bubble import pipeline_bubble
+from .simai import simai_pipeline_terms
 from .sums import added, mean
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, MemoryBreakdown,
                     PipelineBubble, RankSummary,
@@ -269,15 +271,11 @@ def summarize(result: SimulationResult) -> RunSummary:
                warnings=tuple(getattr(result, "warnings", ())),
                notes=tuple(result.notes) + tuple(result.workload.warnings))
     if n_it > 1:
-        from statistics import median
-
+        from statistics import median  # deferred (start-up): it loads decimal and fractions
         out["iteration_time_stats_ns"] = IterationStats(
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))
     if n_it:
-        from .bubble import pipeline_bubble
-        from .simai import simai_pipeline_terms
-
         pb = pipeline_bubble(result, busy=first_busy)
         out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
                                                    pb["mean_ns"], pb["max_ns"], pb["min_ns"])

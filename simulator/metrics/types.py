@@ -195,7 +195,7 @@ def to_json(value: Any, key: str = "") -> Any:
 
 def run_schema() -> dict[str, Any]:
     """JSON Schema of ``pipesim run --json``."""
-    from ..schema import schema_of
+    from ..schema import schema_of  # deferred: only --json-schema needs it (start-up)
 
     stage = {"type": "array", "description": "deprecated alias of ranks (each row also has "
              "stage = rank); removed in the next release",

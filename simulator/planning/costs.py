@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..schedules.stage_costs import StageCosts
+from ..yaml_file import read_yaml
 
 KEYS = ("f", "i", "w")
 __all__ = ["KEYS", "StageCosts", "load_stage_costs", "stage_costs_from"]
@@ -61,7 +62,5 @@ def stage_costs_from(data: object, n_stages: int, where: str, how: str = "") -> 
 def load_stage_costs(path: str | Path, n_stages: int, option: str = "--stage-costs",
                      how: str = "") -> StageCosts:
     """Read ``costs.yaml``; every problem is one ConfigError naming the file."""
-    from ..yaml_file import read_yaml
-
     data = read_yaml(path, f"{option}: cannot read {path}")
     return stage_costs_from(data, n_stages, str(path), how)

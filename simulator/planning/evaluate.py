@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..schedules.action import Action
+from ..schedules.action import Action, Kind
 from ..schedules.schedule import Schedule, loop_placement
+from ..schedules.validate import validate
 from .costs import StageCosts
-from ..schedules.action import Kind
 
 F, I, W, B = 0, 1, 2, 3
 KIND_CODE = {Kind.F: F, Kind.I: I, Kind.W: W, Kind.B: B}
@@ -162,8 +162,6 @@ class Evaluation:
 
 def evaluate(schedule: Schedule, costs: StageCosts) -> Evaluation:
     """Times of every action of ``schedule`` (validated first) under ``costs``."""
-    from ..schedules.validate import validate
-
     validate(schedule)
     if schedule.has_overlap:
         raise ValueError(f"{schedule.name}: overlapped F/B pairs are outside this model")

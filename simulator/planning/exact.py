@@ -30,6 +30,7 @@ class ExactResult:
 
 def solve(prob: Problem, cap: int, upper: float, time_limit: float = 60.0) -> ExactResult:
     """Minimise the makespan subject to makespan <= ``upper`` (e.g. a known schedule's)."""
+    # deferred (start-up)
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix

@@ -34,7 +34,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..api import simulate
+from ..engine.stage_costs import run_stage_costs
 from ..errors import ConfigError, PipesimError
+from ..preflight import header_for_run
+from ..schedules import registry
+from ..schedules.runtimes import RUNTIMES, check_runtimes, shape_of
+from ..sweep.executors import make_executor
+from ..system.config import load_system
+from ..system.overlay import apply_calibration
+from ..workload.generator import MAX_LAYERS, ModelSpec, ParallelSpec, check, render
+from ..workload.gpus import gpu_preset
+from ..workload.parser import load_workload
+from ..workload.partition import model_rows, partition
+from .synthesis import EVALUATIONS_PER_ACTION, synthesis_work
 
 AUTO = "auto"
 VARIABLE_VPPS = (1, 2, 4)
@@ -254,9 +267,6 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
 def generate_workloads(settings: PlanSettings, where: Path) -> list[tuple[int, str]]:
     """One workload file per TP (divisors of N up to ``tp_max`` the model allows), written
     into ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``."""
-    from ..workload.generator import ModelSpec, ParallelSpec, check, render
-    from ..workload.gpus import gpu_preset
-
     fields = dict(settings.model or ())
     model = ModelSpec(**fields)
     gpu = gpu_preset(settings.gpu)
@@ -306,8 +316,6 @@ _WORKLOADS: dict[str, Any] = {}
 def _workload(path: str):
     wl = _WORKLOADS.get(path)
     if wl is None:
-        from ..workload.parser import load_workload
-
         wl = _WORKLOADS[path] = load_workload(path)
     return wl
 
@@ -322,9 +330,6 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
                   iterations: int = 1, seed: int = 0, schedule: Any = None) -> Outcome:
     """Simulate one candidate (no memory limit: the plan judges memory itself); ``schedule``:
     the candidate's schedule already built (a synthesized ``auto``), else it is built here."""
-    from ..api import simulate
-    from ..schedules import registry
-
     out = Outcome(c, reason=c.reason)
     if c.reason is not None:
         return out
@@ -347,7 +352,6 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
         out.reason = (f"{c.schedule} does not flush the pipeline (1-stale weights): its "
                       "iteration time is not comparable")
         return out
-    from ..schedules.runtimes import check_runtimes, shape_of
 
     verdicts = check_runtimes(shape_of(result.schedule, result.workload, result.partition,
                                        c.options))
@@ -373,12 +377,8 @@ def _screen(task: tuple[_Context, Candidate]) -> Outcome:
 # -- the plan -------------------------------------------------------------------------------
 
 def _load_system(settings: PlanSettings):
-    from ..system.config import load_system
-
     system = load_system(settings.system)
     if settings.calibration is not None:
-        from ..system.overlay import apply_calibration
-
         system = apply_calibration(system, settings.calibration)
     return system
 
@@ -424,7 +424,6 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
     ``max_actions`` and refused at once)."""
     if c.reason is not None:
         return 0
-    from ..schedules import registry
 
     spec = registry.get(c.schedule)
     try:
@@ -435,7 +434,6 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
     if max_actions and work > max_actions:
         return 0
     if spec.needs_costs:   # auto: its synthesis, counted in engine actions
-        from .synthesis import EVALUATIONS_PER_ACTION, synthesis_work
 
         evaluations = synthesis_work(c.pp, c.microbatches, c.vpp,
                                      c.search_iterations or AUTO_ITERATIONS)
@@ -490,8 +488,6 @@ def _check(settings: PlanSettings) -> None:
                           f"searches ({MAX_PLAN_GPUS:,})")
     layers = dict(settings.model or ()).get("layers")
     if layers is not None:
-        from ..workload.generator import MAX_LAYERS
-
         if layers > MAX_LAYERS:
             raise ConfigError(f"--layers: {layers:,} layers, above the most pipesim generates "
                               f"({MAX_LAYERS:,}; real models have a few hundred)")
@@ -507,7 +503,6 @@ def _check(settings: PlanSettings) -> None:
         raise ConfigError(f"--iterations: expected a positive integer, got {settings.iterations}")
     if settings.confirm < 1:
         raise ConfigError(f"--confirm: expected a positive integer, got {settings.confirm}")
-    from ..schedules.runtimes import RUNTIMES
 
     if settings.runtime is not None and settings.runtime not in RUNTIMES:
         raise ConfigError(f"--runtime: expected one of {', '.join(RUNTIMES)}, got "
@@ -551,8 +546,6 @@ def _enumerate(settings: PlanSettings, table: list[tuple[str, bool, int]],
     """Every hand-made candidate of every workload (one per TP with model flags), the workloads
     by path, their layer counts and the number of layers ``auto`` is given (the last
     workload's); refuses a global batch no pipeline degree divides."""
-    from ..workload.partition import model_rows
-
     if settings.model is not None:
         if settings.global_batch is None:
             raise ConfigError("--global-batch: needed with the model flags (microbatches per "
@@ -833,7 +826,6 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     peak found and what to relax.
     """
     _check(settings)
-    from ..schedules import registry
 
     system = _load_system(settings)
     specs = [registry.get(n) for n in (settings.schedules or registry.names())]
@@ -863,10 +855,6 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
 
 
 def _run_costs(wl, system, gpus: int, pp: int, vpp: int):
-    from ..engine.stage_costs import run_stage_costs
-    from ..preflight import header_for_run
-    from ..workload.partition import partition
-
     run_wl, _ = header_for_run(wl, pp, gpus=gpus)
     return run_stage_costs(partition(run_wl, pp * vpp), run_wl.header, system, pp)
 
@@ -926,7 +914,6 @@ def _map(executor: str, jobs: int | None, address: str | None,
         for task in tasks:
             yield _screen(task)
         return
-    from ..sweep.executors import make_executor
 
     with make_executor(executor, jobs, address) as ex:
         yield from ex.map_unordered(_screen, tasks)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import ConfigError, PipesimError
+from ..schedules import registry
 from ..schedules.schedule import Schedule, loop_placement, v_placement
 from .bounds import heads_tails, lower_bound
 from .costs import StageCosts, load_stage_costs
@@ -372,8 +373,6 @@ class Synthesis:
 
 def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
     """Starting orders: every greedy variant and every registered schedule that fits."""
-    from ..schedules import registry
-
     out: list[tuple[str, list[list[int]]]] = []
     seen = set()
     for policy in (V_POLICIES if prob.vpp == 2 else POLICIES):
@@ -481,8 +480,6 @@ def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
     """What building the hand-made schedules tried as starting points costs, in engine
     actions (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`): ZB-H2 or Hanayo at
     P = 1000 cost more than the whole search."""
-    from ..schedules import registry
-
     total = 0
     for name in registry.names():
         spec = registry.get(name)

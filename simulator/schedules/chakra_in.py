@@ -16,12 +16,13 @@ returned as system overrides for the caller to apply; without them the run's sys
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import ConfigError, PipesimError
+from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
 from ..workload.builder import make_layer
 from ..workload.chakra_pb import NS, attr_value, chakra
 from ..workload.model import Header, Workload
@@ -173,9 +174,6 @@ _NAME = re.compile(r"^\s*(\d+)\s*([FBIW])\s*(\d+)\s*$")
 
 def _read_rank(ch, path: str, rank: int) -> _Rank:
     pb = ch.pb
-    import io
-
-    from ..input_file import MAX_TRACE_BYTES, InputFileError, read_input_bytes
 
     try:   # the one reader: a FIFO or /dev/zero is refused, not read forever
         fh = io.BytesIO(read_input_bytes(path, MAX_TRACE_BYTES))

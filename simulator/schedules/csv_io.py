@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import ConfigError, ScheduleError
+from ..input_file import MAX_CSV_BYTES, InputFileError, read_input_bytes
 from .action import Action, Kind
 from .schedule import Schedule, loop_placement, v_placement
 from .validate import validate
@@ -45,7 +46,6 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
     ``"at-use"`` when every receive is right before the step that needs it, else ``"early"``).
     """
     path = Path(path)
-    from ..input_file import MAX_CSV_BYTES, InputFileError, read_input_bytes
 
     try:
         data = read_input_bytes(path, MAX_CSV_BYTES)

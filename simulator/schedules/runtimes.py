@@ -17,6 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ConfigError
+from ..workload.stage_layers import chunk_layers_of
+from .csv_io import torch_cannot_run
+from .library.interleaved_1f1b import resolve_group_size
+from .schedule import loop_placement, v_placement
+
 RUNTIMES = ("torch", "megatron", "torchtitan")
 
 # pipesim schedule -> torch's class (torch/distributed/pipelining/schedules.py, get_schedule_class)
@@ -172,8 +178,6 @@ def check_runtimes(shape: Shape) -> dict[str, Verdict]:
 
 def placement_kind(schedule) -> str:
     """``loop`` (stage s on rank s mod P), ``v`` (rank r holds r and 2P-1-r) or ``other``."""
-    from .schedule import loop_placement, v_placement
-
     placed = tuple(schedule.placement)
     if placed == loop_placement(schedule.pp, schedule.vpp):
         return "loop"
@@ -185,20 +189,13 @@ def placement_kind(schedule) -> str:
 def shape_of(schedule, workload=None, partition=None, options: dict | None = None) -> Shape:
     """The :class:`Shape` of a built schedule, with the layers of ``partition`` (its chunks
     from ``workload``) when given."""
-    from .csv_io import torch_cannot_run
-
     layers: tuple[int, ...] = ()
     cut = None
     if workload is not None and partition is not None:
-        from ..workload.stage_layers import chunk_layers_of
-
         found = chunk_layers_of(workload, partition.chunks)
         layers, cut = found.counts, found.cut
     group = None
     if schedule.name == "interleaved-1f1b":
-        from .library.interleaved_1f1b import resolve_group_size
-        from ..errors import ConfigError
-
         try:
             group = resolve_group_size(schedule.pp, schedule.microbatches, schedule.vpp,
                                        (options or {}).get("group_size"), schedule.name)

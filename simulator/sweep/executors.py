@@ -9,14 +9,27 @@ the simulation is deterministic and the table is sorted into point order at the 
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import logging
+import multiprocessing
 import os
+import select
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+import simulator
 from ..errors import ConfigError, PipesimError
 
 EXECUTORS = ("local", "ray", "dask")
@@ -63,7 +76,6 @@ def _set_parent_death_signal() -> None:
     """Linux: the kernel sends SIGKILL to this process when its parent dies."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -77,8 +89,6 @@ def _exit_when_gone(pid: int, poll_s: float = 0.2) -> None:
 
     Linux waits on a pidfd (woken the moment it exits); elsewhere the thread polls.
     """
-    import threading
-
     fd = None
     try:
         fd = os.pidfd_open(pid)
@@ -89,8 +99,6 @@ def _exit_when_gone(pid: int, poll_s: float = 0.2) -> None:
 
     def watch() -> None:
         if fd is not None:
-            import select
-
             select.select([fd], [], [])
         else:
             while _alive(pid):
@@ -131,9 +139,6 @@ class LocalExecutor:
 
     def __enter__(self) -> "LocalExecutor":
         if self.workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
             # forkserver where there is one: a clean server process, with the simulator
             # imported once, forks the workers (forking this process could copy a lock held by
             # another thread); elsewhere the platform's default (spawn)
@@ -156,8 +161,6 @@ class LocalExecutor:
             for task in tasks:
                 yield fn(task)
             return
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
 
         tasks = list(tasks)
         size = max(1, min(self.MAX_CHUNK, len(tasks) // (16 * self.workers)))
@@ -206,14 +209,13 @@ class RayExecutor:
 
     def __enter__(self) -> "RayExecutor":
         try:
+            # optional extra
             import ray
         except ImportError:
             raise ExecutorError("--executor ray: ray is not installed; install pipesim[ray] "
                                 "(pip install 'pipesim[ray]')") from None
         self._ray = ray
         if not ray.is_initialized():
-            import simulator
-
             kwargs: dict[str, Any] = {
                 "include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
                 # ship this simulator package: the workers run exactly the driver's code
@@ -271,6 +273,7 @@ def _descendants() -> set[tuple[int, float]]:
     """``(pid, start time)`` of every process this one started, directly or not (psutil comes
     with Ray, perhaps only in Ray's own folder of third-party packages)."""
     try:
+        # optional (with ray)
         import psutil
     except ImportError:
         return set()
@@ -311,8 +314,7 @@ def _start_reaper(processes: set[tuple[int, float]]) -> Any:
     env, dashboard) first try to report the raylet's death to the dead GCS and stay for Ray's
     fixed 60 s timeout. The reaper ends them at once.
     """
-    import subprocess
-
+    # optional (with ray)
     import psutil
 
     if not processes:
@@ -348,11 +350,11 @@ class DaskExecutor:
 
     def __enter__(self) -> "DaskExecutor":
         try:
+            # optional extra
             from dask.distributed import Client, LocalCluster
         except ImportError:
             raise ExecutorError("--executor dask: dask.distributed is not installed; install "
                                 "pipesim[dask] (pip install 'pipesim[dask]')") from None
-        import logging
 
         try:
             if self.address is None:
@@ -392,6 +394,7 @@ class DaskExecutor:
             self._cluster = None
 
     def map_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        # optional extra
         from dask.distributed import as_completed
 
         client = self._client
@@ -416,11 +419,6 @@ class DaskExecutor:
 def _ship_code(client: Any) -> None:
     """Upload this simulator package (a zip) to the Dask scheduler and workers: they run the
     driver's code, as Ray's ``py_modules`` does; their environment supplies the dependencies."""
-    import tempfile
-    import zipfile
-
-    import simulator
-
     root = Path(simulator.__file__).parent
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "pipesim_simulator.zip"
@@ -444,8 +442,6 @@ def _host_port(address: str) -> tuple[str, int] | None:
 def _check_reachable(address: str, what: str, timeout: float) -> None:
     """Open (and close) a TCP connection to the address first: a closed port or an unknown
     host fails at once, a silent one after ``timeout``, where Ray would retry for minutes."""
-    import socket
-
     where = _host_port(address)
     if where is None:
         return
@@ -476,7 +472,6 @@ def _ray_connect(ray: Any, address: str, kwargs: dict[str, Any], timeout: float)
         return any(m in text for m in _RAY_AUTH_MARKERS)
 
     def given_up() -> None:  # the half-made connection: Ray's exit hook would wait on it
-        import atexit
 
         atexit.unregister(ray.shutdown)
 
@@ -510,8 +505,6 @@ def _connect_within(address: str, what: str, timeout: float, connect: Callable[[
     there; :class:`_Refused` as soon as ``refused(logged text)``. ``connect``'s own exception
     is re-raised here.
     """
-    import threading
-
     deadline = time.monotonic() + timeout
     _check_reachable(address, what, timeout)
     outcome: dict[str, Any] = {}
@@ -551,8 +544,6 @@ class _stderr_to_file:
     calling the context's value returns what was logged so far."""
 
     def __enter__(self) -> Callable[[], str]:
-        import tempfile
-
         sys.stderr.flush()
         self._tmp = tempfile.TemporaryFile()
         self._saved = os.dup(2)

@@ -10,13 +10,14 @@ raises :class:`BadValue` saying what it expected; the spec loader adds the file 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
-from ..system.config import SystemConfig
-from ..workload.parser import LAYOUTS
+from ..run_options import RunOptions, check
+from ..schedules import registry
+from ..system.config import SystemConfig, load_system
 
 SYSTEM_PREFIX = "system."
 OPTIONS_PREFIX = "schedule_options."
@@ -39,8 +40,6 @@ class KeyKind:
 
 
 def _schedule(value: Any, base: Path) -> str:
-    from ..schedules import registry
-
     if not isinstance(value, str):
         raise BadValue()
     try:
@@ -72,8 +71,6 @@ def _file(value: Any, base: Path) -> str:
 
 def _system_file(value: Any, base: Path) -> str:
     """A system YAML: it must exist and load (its own errors name the file, line and key)."""
-    from ..system.config import load_system
-
     value = _file(value, base)
     load_system(base / value)
     return value
@@ -98,8 +95,6 @@ _KIND_TEXT = {
 
 def _run_option_kind(f) -> KeyKind:
     """A sweep key for a RunOptions field: checked as ``pipesim run`` checks it."""
-    from ..run_options import check
-
     meta = f.metadata
     if meta["kind"] == "choice":
         one = "one of " + ", ".join(meta["choices"])
@@ -128,10 +123,6 @@ def _run_option_kind(f) -> KeyKind:
 def _run_keys() -> dict[str, KeyKind]:
     """Every run option that changes a simulated number (simulator.run_options), plus the
     workload and system files."""
-    from dataclasses import fields
-
-    from ..run_options import RunOptions
-
     keys = {
         "workload": KeyKind("a workload file path", "workload file paths", _file, "string"),
         "system": KeyKind("a system YAML path", "system YAML paths", _system_file, "string"),

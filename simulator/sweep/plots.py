@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..schedules import registry
+
 # the resolved value of a run option (the spec may leave it to the workload header)
 RESOLVED = {"schedule": "run_schedule", "pp": "run_pp", "vpp": "run_vpp",
             "microbatches": "run_microbatches"}
@@ -91,8 +93,6 @@ def _series(rows: Any, dims: dict[str, str]) -> tuple[list[str], Any]:
 
 
 def _closed_form(schedule: str, pp: int, vpp: int, ms: list[int]) -> list[float] | None:
-    from ..schedules import registry
-
     try:
         spec = registry.get(schedule)
     except Exception:  # noqa: BLE001 -- an unregistered schedule just gets no curve
@@ -106,9 +106,11 @@ def _closed_form(schedule: str, pp: int, vpp: int, ms: list[int]) -> list[float]
 
 
 def _figure(n_panels: int, sharey: bool):
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     import matplotlib.pyplot as plt
 
     cols = 2 if n_panels == 4 else min(n_panels, 3)
@@ -160,6 +162,7 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
             ax.set_xticks(xs, [_fmt(v) for v in xs])
             ax.minorticks_off()
         if percent:
+            # deferred: matplotlib loads in ~0.3 s, only drawing needs it
             from matplotlib.ticker import PercentFormatter
 
             ax.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -177,6 +180,7 @@ def _plot(frame: Any, *, x: str, y: str, facet: str | None, name: str, title: st
     texts = [n for n in names if n in found]
     handles = [found[n] for n in texts]
     if closed_form:
+        # deferred: matplotlib loads in ~0.3 s, only drawing needs it
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], color="grey", linestyle="--"))
@@ -214,6 +218,7 @@ def write_plots(frame: Any, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     if "status" not in frame.columns or "run_schedule" not in frame.columns:
         return []
+    # deferred: matplotlib loads in ~0.3 s, only drawing needs it
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..input_file import not_regular
 from .spec import SweepSpec
 
 FILE_KEYS = ("workload", "system")
@@ -29,10 +31,6 @@ class Point:
 
 
 def file_sha256(path: Path) -> str:
-    import os
-
-    from ..input_file import not_regular
-
     what = not_regular(os.stat(path).st_mode)   # a FIFO or /dev/zero would be read forever
     if what is not None:
         raise ConfigError(f"{path}: is {what}, not a regular file")

@@ -12,6 +12,7 @@ class RichReporter:
     """
 
     def __init__(self, label: str, enabled: bool = True, console: Any = None) -> None:
+        # deferred (start-up): only this output needs rich
         from rich.console import Console
 
         self.label = label
@@ -27,6 +28,7 @@ class RichReporter:
         starting, a remote one being reached: up to --connect-timeout)."""
         if not self.enabled:
             return
+        # deferred (start-up): only this output needs rich
         from rich.markup import escape
 
         self._stop_waiting()
@@ -42,8 +44,10 @@ class RichReporter:
         self._stop_waiting()
         if not self.enabled:
             return
+        # deferred (start-up): only this output needs rich
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
                                    TextColumn, TimeRemainingColumn)
+        # deferred (start-up): only this output needs rich
         from rich.markup import escape
         from rich.text import Text
 

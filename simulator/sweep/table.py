@@ -182,6 +182,7 @@ class ResultsTable:
 
 def read_csv(path: str | Path, dtypes: dict[str, str] | None = None) -> Any:
     """The CSV as a DataFrame with the table's column types ("" is missing, floats exact)."""
+    # deferred: pandas loads in ~0.5 s, only reading a table needs it
     import pandas as pd
 
     # pandas 3 parses floats round-trip exactly by default (and deprecates the option); 2.x
@@ -193,6 +194,7 @@ def read_csv(path: str | Path, dtypes: dict[str, str] | None = None) -> Any:
 
 def read_table(out_dir: str | Path) -> Any:
     """The results of the sweep in ``out_dir``: the parquet file, else the CSV."""
+    # deferred: pandas loads in ~0.5 s, only reading a table needs it
     import pandas as pd
 
     out = Path(out_dir)

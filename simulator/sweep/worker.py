@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .. import planning  # noqa: F401  (registers the cost-aware schedule auto a point may ask)
+from ..api import simulate
 from ..errors import PipesimError
+from ..metrics.types import RunSummary, to_json
 from ..result import SimulationResult
+from ..run_options import RunOptions
+from ..system.config import load_system
+from ..workload.parser import load_workload
 from .keys import OPTIONS_PREFIX, SYSTEM_PREFIX
 
 # summary fields that are the point's own parameters (as run_*) or not a per-point number
@@ -37,10 +42,6 @@ def _dtype(hint: str) -> str | None:
 def _result_columns() -> tuple[tuple[str, str], ...]:
     """(column, pandas dtype) of what a worker reports, after the point's own parameters:
     derived from the typed run summary, so a new summary number is a new column."""
-    from dataclasses import fields
-
-    from ..metrics.types import RunSummary
-
     cols = [("status", "string"), ("error_type", "string"), ("error", "string")]
     cols += [(f"run_{name}", "string" if name == "schedule" else "Int64") for name in _AS_RUN]
     scalars = []
@@ -82,8 +83,6 @@ def cached_workload(path: str, layout: str, sha: str) -> Any:
     with _lock:
         found = _workloads.get(key)
     if found is None:
-        from ..workload.parser import load_workload
-
         parse_count += 1
         try:
             found = load_workload(path, layout=layout)
@@ -97,8 +96,6 @@ def cached_workload(path: str, layout: str, sha: str) -> Any:
 
 
 def _system(path: str | None, overrides: dict[str, Any]) -> Any:
-    from ..system.config import load_system
-
     key = (path, tuple(sorted(overrides.items())))
     with _lock:
         found = _systems.get(key)
@@ -114,8 +111,6 @@ def _system(path: str | None, overrides: dict[str, Any]) -> Any:
 def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256: str = "",
                    strict: bool = False) -> Any:
     """The :class:`SimulationResult` of one point: what ``pipesim run`` with its options gives."""
-    from ..api import simulate
-
     base = Path(base_dir)
     layout = params.get("layout", "auto")
     workload = cached_workload(str(base / params["workload"]), layout, workload_sha256)
@@ -124,7 +119,6 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
                  if k.startswith(SYSTEM_PREFIX)}
     options = {k[len(OPTIONS_PREFIX):]: v for k, v in params.items()
                if k.startswith(OPTIONS_PREFIX)}
-    from ..run_options import RunOptions
 
     values = {k: v for k, v in params.items() if k not in ("workload", "system", "schedule")}
     if isinstance(values.get("slow_rank"), str):
@@ -138,8 +132,6 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
 
 def metrics(result: SimulationResult) -> dict[str, Any]:
     """A result's summary flattened into the table's result columns."""
-    from ..metrics.types import to_json
-
     d = result.summary
     ranks = d.ranks
     out: dict[str, Any] = {

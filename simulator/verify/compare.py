@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import PipesimError
 from ..schedules.phases import peak_inflight
 from ..schedules.schedule import Schedule
+from ..schedules.validate import validate as check
 from .executor import Execution, execute
 from .model import Model, Params, build_model, make_batch
 from .reference import ReferenceRun, train
@@ -118,8 +119,6 @@ def verify_schedule(schedule: Schedule, *, layers: int | None = None, seed: int 
     raised as is); without it, broken schedules reach the executor, which raises its own errors.
     """
     if validate:
-        from ..schedules.validate import validate as check
-
         check(schedule)
     training = training_of(schedule)
     n_layers = 2 * schedule.n_chunks + 1 if layers is None else layers

@@ -22,6 +22,7 @@ def chakra(option: str) -> SimpleNamespace:
     """The schema module (``pb``) and chakra's ``encode``/``decode``/``open_read``; a one-line
     ConfigError naming ``option`` when mlc-chakra is not installed."""
     try:
+        # optional extra (pipesim[chakra])
         from chakra.schema.protobuf import et_def_pb2 as pb
         from chakra.src.third_party.utils.protolib import decodeMessage, encodeMessage, openFileRd
     except ImportError as err:   # not installed, or a protobuf runtime too old for its schema
