@@ -68,6 +68,10 @@ RUN_ARGS = (
     Arg(("--chakra",), "chakra", "str",
         "Also write the run as Chakra execution traces for ASTRA-sim 2.0 (DIR/et.<rank>.et, "
         "its network/system configs, a README); needs pipesim[chakra].", "DIR"),
+    Arg(("--chakra-collectives",), "chakra_collectives", "str",
+        "With --chakra: durations (default: the pipeline's ranks, a DP collective as a node of "
+        "the time pipesim priced) or nodes (every NPU of the data-parallel configuration, each "
+        "DP collective a COMM_COLL_NODE on its group, with comm_group.json).", "MODE"),
     Arg(("--chakra-in",), "chakra_in", "str",
         "Simulate Chakra execution traces PREFIX.<rank>.et (compute, send and receive nodes) "
         "instead of a WORKLOAD; needs pipesim[chakra].", "PREFIX"),
@@ -231,7 +235,7 @@ def parse_assignments(items: tuple[str, ...], option: str) -> dict[str, object]:
 
 def run(workload, schedule, schedule_file, system, calibration, schedule_options,
         system_sets, json_dest, gantt, trace, log_level, launch=None, chakra=None,
-        chakra_in=None, **run_options) -> None:
+        chakra_collectives=None, chakra_in=None, **run_options) -> None:
     """What ``pipesim run`` does once its arguments are read (by click or by
     :func:`parse_run_args`)."""
     opts = RunOptions.from_values(run_options)
@@ -247,6 +251,14 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from ..export.gantt import gantt_format
 
         gantt_format(gantt)  # a bad extension is refused before the run, not after it
+    if chakra_collectives is not None:
+        from ..export.chakra import COLLECTIVE_MODES
+
+        if chakra is None:
+            raise ConfigError("--chakra-collectives: needs --chakra DIR (where the traces go)")
+        if chakra_collectives not in COLLECTIVE_MODES:
+            raise ConfigError(f"--chakra-collectives: expected one of "
+                              f"{', '.join(COLLECTIVE_MODES)}, got {chakra_collectives!r}")
     if chakra is not None:
         from ..workload.chakra_pb import chakra as load_chakra
 
@@ -298,7 +310,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if chakra is not None:
         from ..export.chakra import write_chakra
 
-        written = write_chakra(result, chakra)
+        written = write_chakra(result, chakra, collectives=chakra_collectives or "durations")
         if json_dest != "-":
             echo(written.line())
     verdicts = check_runtimes(shape_of(result.schedule, result.workload, result.partition,

@@ -275,7 +275,8 @@ def _collective_nodes(colls: list, acts: Actions, layout: Layout, r: int, types,
             parts.append(node_bytes(nid, f"dp_collective chunk{c.chunk} layer{c.layer}",
                                types.COMM_COLL_NODE, ctrl, (), 0, b"".join(
                                    attr_field(x) for x in (
-                                       boolean("is_cpu_op", True),
+                                       # ASTRA-sim refuses a comm node on the CPU slot
+                                       boolean("is_cpu_op", False),
                                        int64("comm_type", group[1][c.layer]),
                                        int64("comm_size", max(int(c.nbytes), 1)),
                                        string("pg_name", group[0])) + ours)))
@@ -390,7 +391,8 @@ def _nodes_note(P: int, export: ChakraExport) -> str:
         f"pipeline rank r of replica d ({export.replicas} replicas; a rank's TP group is one "
         "NPU, as in pipesim, and its TP collectives stay inside the action durations pipesim "
         "priced). Each weight-gradient (DP) collective is a `COMM_COLL_NODE` (`comm_type`, "
-        "`comm_size` in bytes, `pg_name`) on the NPU's second slot (`is_cpu_op`), after the "
+        "`comm_size` in bytes, `pg_name`; not on the CPU slot, which ASTRA-sim refuses for a comm "
+        "node), after the "
         "compute node that made its gradient ready; `comm_group.json` lists each group's NPUs "
         "(`pg_name` -> NPUs). ASTRA-sim prices these collectives itself, on `network.yml`'s "
         "links with `system.json`'s `direct` implementations: its times are its own (pipesim's "

@@ -495,6 +495,13 @@ def test_the_schedules_of_one_compare_share_one_budget(capsys):
     assert rows[1]["makespan_ns"] > 0
 
 
+def test_chakra_collectives_is_checked_before_the_run(capsys):
+    assert _refused(capsys, ["run", GPT, "--chakra-collectives", "nodes"]) == (
+        "--chakra-collectives: needs --chakra DIR (where the traces go)")
+    assert _refused(capsys, ["run", GPT, "--chakra", "x", "--chakra-collectives", "coll"]) == (
+        "--chakra-collectives: expected one of durations, nodes, got 'coll'")
+
+
 def test_a_generator_that_grows_faster_than_its_actions_is_counted_at_its_cost(capsys):
     assert _refused(capsys, ["schedule", "zb-v", "--pp", "1000", "-m", "8"]) == (
         "--max-actions: zb-v with pp 1000, vpp 2, 8 microbatches has up to 48,000 actions, and "

@@ -4,7 +4,9 @@ decoder, and `--chakra-in` running it again to the same makespan. Skipped withou
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -349,7 +351,7 @@ def test_collectives_as_comm_coll_nodes_on_every_npu(tmp_path):
             if ab.get("pipesim.collective") == "dp":
                 assert n.type == pb.COMM_COLL_NODE and n.duration_micros == 0
                 assert (a["comm_type"], a["comm_size"], a["pg_name"], a["is_cpu_op"]) == \
-                    (pb.ALL_REDUCE, 64 * MIB, str(rank + 1), True)
+                    (pb.ALL_REDUCE, 64 * MIB, str(rank + 1), False)   # ASTRA-sim: not on CPU
                 assert a["pipesim.duration_ns"] == ab["pipesim.duration_ns"]
                 colls.append((npu, a["pipesim.iteration"] if "pipesim.iteration" in a
                               else None, a["pipesim.layer"]))
@@ -393,6 +395,18 @@ def test_collectives_mode_refused_in_one_line(tmp_path):
         write_chakra(GOLDEN_RUNS["1f1b"](), tmp_path, collectives="coll")
     assert str(err.value) == ("--chakra-collectives: 'coll'; expected one of durations, "
                               "nodes")
+
+
+def test_cli_writes_collective_nodes_on_every_npu(tmp_path, capsys):
+    out = tmp_path / "et"
+    gpt = str(Path(__file__).resolve().parents[2] / "workloads" / "gpt-24l.txt")
+    assert main(["run", gpt, "--gpus", "16", "-m", "4", "--chakra", str(out),
+                 "--chakra-collectives", "nodes", "--json", str(tmp_path / "r.json")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"chakra: 8 ETs in {out} (64 compute, 48 send, 48 receive, 100 collective nodes)")
+    assert json.loads((out / "comm_group.json").read_text()) == {
+        "1": [0, 4], "2": [1, 5], "3": [2, 6], "4": [3, 7]}
+    assert "--comm-group-configuration=" in (out / "README.md").read_text()
 
 
 def test_import_refuses_comm_coll_nodes_in_one_line(tmp_path, capsys):
