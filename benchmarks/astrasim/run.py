@@ -49,7 +49,8 @@ def astra_finish(binary: str, d: Path) -> int:
     cmd = [binary, f"--workload-configuration={d}/et", f"--system-configuration={d}/system.json",
            f"--remote-memory-configuration={d}/remote_memory.json",
            f"--network-configuration={d}/network.yml"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # run in the export's folder: ASTRA-sim writes its log/ folder into the working directory
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=d)
     times = [int(t) for _, t in FINISHED.findall(out.stdout + out.stderr)]
     if not times:
         raise RuntimeError(f"no 'sys[..] finished' line from {binary} (exit {out.returncode}): "
