@@ -161,7 +161,10 @@ def get(name: str) -> ScheduleSpec:
         _load_cost_aware()
     spec = _REGISTRY.get(key) or _COST_AWARE.get(key)
     if spec is None:
-        raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "
+        hint = ""
+        if key == "auto" and not _COST_AWARE:   # from Python, nothing installed its loader
+            hint = " (auto is the planning layer's: import simulator.planning first)"
+        raise ConfigError(f"--schedule: unknown schedule {name!r}{hint}; expected one of: "
                           + ", ".join(sorted(_REGISTRY)))
     return spec
 

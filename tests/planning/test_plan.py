@@ -212,7 +212,8 @@ def test_the_command_line_hands_the_registry_auto_and_planning_loads_only_when_a
              "try:\n    registry.get('auto')\nexcept Exception as err:\n    print(err)")
     out = subprocess.run([sys.executable, "-c", alone], capture_output=True, text=True,
                          check=True).stdout
-    assert out.startswith("--schedule: unknown schedule 'auto'; expected one of: 1f1b, ")
+    assert out.startswith("--schedule: unknown schedule 'auto' (auto is the planning layer's: "
+                          "import simulator.planning first); expected one of: 1f1b, ")
 
 
 def test_compare_runs_auto_beside_the_hand_made_schedules():
