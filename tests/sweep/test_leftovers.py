@@ -194,7 +194,9 @@ def test_a_silent_port_fails_after_the_connect_timeout(tmp_path, silent_port, ex
                               f"127.0.0.1:{silent_port}", "--connect-timeout", "1.5")
     assert (rc, err) == (2, f"pipesim: error: --address 127.0.0.1:{silent_port}: cannot reach "
                             f"the {what}: no answer within 1.5 s (--connect-timeout)\n")
-    assert 1.5 < took < 15
+    # it waited the timeout, then gave up: the upper bound only tells giving up from hanging (the
+    # whole process imports ray or dask, 17-21 s on a loaded 2-core machine)
+    assert 1.5 < took < 60
     assert not (tmp_path / "out").exists()
 
 
