@@ -85,7 +85,8 @@ def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, acti
                   max_actions: int | None, *, limit: int = DEFAULT_MAX_ACTIONS,
                   work: str = "runs up to {actions:,} actions",
                   cost: str = "about 10 s of simulation", built: int | None = None,
-                  weight: int = 1) -> None:
+                  weight: int = 1, why: str = "its generator grows faster than its actions"
+                  ) -> None:
     """The one size check of every command that builds a schedule (``run``, ``schedule``,
     ``verify``...): ``actions`` (or what ``work`` counts) above ``max_actions`` (default
     ``limit``, 0 = none) is refused in one line saying how to raise it. ``built``: what
@@ -98,8 +99,7 @@ def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, acti
     if bound > 0 and size > bound:
         what = work.format(actions=actions, counted=counted)
         if size > counted:
-            what += (f", and building it costs as much as {size:,} (its generator grows faster "
-                     "than its actions)")
+            what += (f", and building it costs as much as {size:,} ({why})")
         raise ConfigError(
             f"--max-actions: {spec.name} with pp {pp}, vpp {vpp}, {microbatches} microbatches "
             f"{what}, above the limit of {bound:,} ({cost}); pass --max-actions {size} (or 0 "

@@ -154,6 +154,16 @@ def test_schedule_refuses_more_actions_than_its_budget(capsys):
     assert main(["schedule", "1f1b", "--pp", "4", "-m", "8", "--max-actions", "64"]) == 0
 
 
+def test_schedule_counts_its_ranks_where_they_cost_more_than_the_actions(capsys):
+    # the fuzz's slowest accepted schedule: 600,000 actions on 100,000 ranks took 8-10 s of CPU
+    assert _refused(capsys, ["schedule", "interleaved-1f1b", "--pp", "100000", "-m", "1",
+                             "--vpp", "3"]) == (
+        "--max-actions: interleaved-1f1b with pp 100000, vpp 3, 1 microbatches has up to "
+        "600,000 actions, and building it costs as much as 1,600,000 (each of its 100,000 ranks "
+        "costs as much as 16 actions), above the limit of 700,000 (about 10 s to build); pass "
+        "--max-actions 1600000 (or 0 for no limit) to run it anyway")
+
+
 def test_verify_counts_actions_times_mlp_layers(capsys):
     assert _refused(capsys, ["verify", "1f1b", "--pp", "4", "-m", "10000000"]) == (
         "--max-actions: 1f1b with pp 4, vpp 1, 10000000 microbatches and 3 MLP layer(s) per "
