@@ -20,8 +20,9 @@ from .engine.options import EngineOptions
 from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
-from .preflight import (DEFAULT_MAX_ACTIONS, RunPlan, calibration_warnings, check_schedule_size,
-                        check_sizes, counted_actions, header_for_run, memory_warnings)
+from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings,
+                        check_schedule_size, check_sizes, counted_actions, header_for_run,
+                        memory_warnings)
 from .result import ScheduleRun, SimulationResult
 from .run_options import RunOptions
 from .schedules import registry
@@ -116,6 +117,12 @@ def schedule_warnings(workload: Workload, schedule: Schedule | str | None,
     return []
 
 
+def drawn_as(options: RunOptions, system: SystemConfig) -> Drawn:
+    """What one action of this run costs against the budget: its point-to-point mode and the
+    outputs it will be drawn into."""
+    return Drawn(options.p2p or system.runtime.p2p, options.gantt, options.trace_layers)
+
+
 def plan_run(workload: Workload, schedule: Schedule | str | None, system: SystemConfig,
              options: RunOptions) -> RunPlan:
     """The run's shape, decided once: P, M, v, the header as run (and its warnings), the sizes
@@ -128,14 +135,14 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
     wl, warnings = header_for_run(workload, P, pp_comm=options.pp_comm, gpus=options.gpus,
                                   dp=options.dp, microbatches=M, vpp=v)
     warnings += schedule_warnings(wl, schedule, spec)
-    p2p = options.p2p or system.runtime.p2p   # the mode decides what an action costs
+    drawn = drawn_as(options, system)   # the mode and the outputs decide what an action costs
     if isinstance(schedule, Schedule):
         chunks = schedule.n_chunks
         check_chunks(wl, chunks)
-        check_schedule_size(schedule, options.iterations, options.max_actions, p2p)
+        check_schedule_size(wl, schedule, options.iterations, options.max_actions, drawn)
     else:
         chunks = check_sizes(wl, spec, P, M, v, options.schedule_options, options.max_actions,
-                             options.iterations, p2p)
+                             options.iterations, drawn)
     if options.strict:
         enforce_strict(warnings)
     return RunPlan(wl, spec, P, M, v, options.iterations, chunks, partition(wl, chunks),
@@ -269,9 +276,8 @@ def _check_compare_size(wl: Workload, each: list[tuple[ScheduleSpec, RunOptions]
     for spec, one in each:
         try:
             _, P, M, v = resolve_shape(wl, spec.name, one, [])
-            sizes.append((spec.name, counted_actions(spec, P, M, v, one.schedule_options,
-                                                     one.iterations,
-                                                     one.p2p or system.runtime.p2p)))
+            sizes.append((spec.name, counted_actions(wl, spec, P, M, v, one.schedule_options,
+                                                     one.iterations, drawn_as(one, system))))
         except PipesimError:
             continue
     sizes = [(name, size) for name, size in sizes if size <= limit]

@@ -31,54 +31,98 @@ DEFAULT_MAX_ACTIONS = 700_000
 # against --max-actions, so every mode's largest allowed run stays near 10 s.
 P2P_ACTION_COST = {"async": 1, "torch": 2, "torch-single": 2, "torch-multi": 2, "blocking": 3,
                    "batched": 4}
+# What drawing a run costs, in asynchronous actions, added to each action's own cost when the
+# run is drawn (benchmarks/bench_writer_cost.py; 14 us a unit): a Gantt chart's bar and label
+# 87-90 us; a Perfetto trace's slices, flows and counters ~157 us an action, plus 13-25 us and
+# ~2.3 KB each layer's slice (5M slices took 144 s and 11 GB before this count).
+GANTT_ACTION_COST = 7
+TRACE_ACTION_COST = 12
+TRACE_LAYER_COST = 2
 # What a GPU holds when no system says (A100 / H100 SXM: "80 GB" is 80 GiB of HBM).
 TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """What the run's outputs cost beyond the run (--gantt, --trace) and the point-to-point mode
+    each action is counted at: one action's cost, in asynchronous actions."""
+    p2p: str = "async"
+    gantt: bool = False
+    trace: bool = False
+
+    def weight(self, layers_per_action: float = 0.0) -> int:
+        weight = P2P_ACTION_COST.get(self.p2p, 1)
+        weight += GANTT_ACTION_COST * self.gantt
+        if self.trace:
+            weight += TRACE_ACTION_COST + round(TRACE_LAYER_COST * layers_per_action)
+        return weight
+
+    def says(self, weight: int, counted: int) -> str:
+        """What the weight is made of, for the refusal: nothing for a plain asynchronous run,
+        ``, each counted 2x with --p2p torch (N)``, or each part when outputs are drawn."""
+        p2p = P2P_ACTION_COST.get(self.p2p, 1)
+        if not (self.gantt or self.trace):
+            return f", each counted {weight}x with --p2p {self.p2p} ({counted:,})" if p2p > 1 else ""
+        parts = [f"--p2p {self.p2p} {p2p}"]
+        if self.gantt:
+            parts.append(f"--gantt {GANTT_ACTION_COST}")
+        if self.trace:
+            parts.append(f"--trace {weight - p2p - GANTT_ACTION_COST * self.gantt} "
+                         f"({TRACE_ACTION_COST} and {TRACE_LAYER_COST} a layer)")
+        return f", each counted {weight}x ({', '.join(parts)}: {counted:,})"
+
+
+def _layers_per_action(workload: Workload, chunks: int) -> float:
+    """Rows one action runs, on average: a trace draws a slice for each."""
+    return len(workload.layers) / max(1, chunks)
+
+
 def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
                 options: dict | None, max_actions: int | None, iterations: int = 1,
-                p2p: str = "async") -> int:
+                drawn: Drawn = Drawn()) -> int:
     """Refuse a run its sizes make impossible or too large (its actions in every iteration,
-    weighted by the point-to-point mode's cost per action); returns the model chunks it needs."""
+    weighted by the point-to-point mode's cost per action and by what drawing them costs);
+    returns the model chunks it needs."""
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     check_chunks(workload, chunks)
     built = spec.work_of(pp, microbatches, vpp, actions)
-    weight = P2P_ACTION_COST.get(p2p, 1)
+    weight = drawn.weight(_layers_per_action(workload, chunks) if drawn.trace else 0.0)
     work = "runs up to {actions:,} actions"
     if iterations > 1:
         work = f"x {iterations} iterations " + work
-    if weight > 1:
-        work += f", each counted {weight}x with --p2p {p2p} ({{counted:,}})"
     runs = actions * iterations
+    work += drawn.says(weight, runs * weight).replace("{", "{{").replace("}", "}}")
     check_actions(spec, pp, microbatches, vpp, runs, max_actions, work=work,
                   built=built if iterations == 1 or built > actions else None, weight=weight)
     return chunks
 
 
-def counted_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
-                    options: dict | None, iterations: int = 1, p2p: str = "async") -> int:
+def counted_actions(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int,
+                    vpp: int, options: dict | None, iterations: int = 1,
+                    drawn: Drawn = Drawn()) -> int:
     """What a run counts against --max-actions: its actions x iterations, each weighted by its
-    point-to-point mode, or what building its schedule costs when that is more."""
-    _, actions = spec.size_of(pp, microbatches, vpp, options)
+    point-to-point mode and its outputs, or what building its schedule costs when that is more."""
+    chunks, actions = spec.size_of(pp, microbatches, vpp, options)
     built = spec.work_of(pp, microbatches, vpp, actions)
-    return max(actions * iterations * P2P_ACTION_COST.get(p2p, 1), built)
+    weight = drawn.weight(_layers_per_action(workload, chunks) if drawn.trace else 0.0)
+    return max(actions * iterations * weight, built)
 
 
-def check_schedule_size(schedule: Schedule, iterations: int, max_actions: int | None,
-                        p2p: str = "async") -> None:
+def check_schedule_size(workload: Workload, schedule: Schedule, iterations: int,
+                        max_actions: int | None, drawn: Drawn = Drawn()) -> None:
     """The same budget for a schedule given whole (a CSV file): its actions in every
-    iteration, weighted by the point-to-point mode."""
+    iteration, weighted by the point-to-point mode and the outputs."""
     actions = sum(len(r) for r in schedule.ranks) * iterations
-    weight = P2P_ACTION_COST.get(p2p, 1)
+    weight = drawn.weight(_layers_per_action(workload, schedule.n_chunks) if drawn.trace
+                          else 0.0)
     counted = actions * weight
     limit = DEFAULT_MAX_ACTIONS if max_actions is None else max_actions
     if limit > 0 and counted > limit:
-        each = f", each counted {weight}x with --p2p {p2p} ({counted:,})" if weight > 1 else ""
         raise ConfigError(
             f"--max-actions: schedule {schedule.name} ({schedule.pp} ranks) x {iterations} "
-            f"iteration(s) runs {actions:,} actions{each}, above the limit of {limit:,} (about "
-            f"10 s of simulation); pass --max-actions {counted} (or 0 for no limit) to run it "
-            "anyway")
+            f"iteration(s) runs {actions:,} actions{drawn.says(weight, counted)}, above the "
+            f"limit of {limit:,} (about 10 s of simulation); pass --max-actions {counted} (or 0 "
+            "for no limit) to run it anyway")
 
 
 def check_actions(spec: ScheduleSpec, pp: int, microbatches: int, vpp: int, actions: int,

@@ -6,8 +6,8 @@ dataclass-config style); a RunOptions is checked when it is made (:func:`check`,
 ``--flag: expected ..., got ...``). :func:`click_options` turns the fields into click options,
 and :data:`SWEEPABLE` lists every option that changes a simulated number: a sweep spec may set
 or vary any of them. Options that only choose outputs (``--gantt``, ``--trace``, ``--log-level``)
-are not here; three fields only the API sets (``schedule_options``, ``trace_layers``,
-``validate``) have no flag. :meth:`RunOptions.engine_options` is what the engine reads.
+are not here, but what they will draw counts against the budget: four fields only the API
+and the CLI set (``schedule_options``, ``trace_layers``, ``gantt``, ``validate``) have no flag. :meth:`RunOptions.engine_options` is what the engine reads.
 """
 
 from __future__ import annotations
@@ -99,7 +99,11 @@ class RunOptions:
         "Keyword options of the schedule's generator (``-O KEY=VALUE``).", flag="--option",
         kind="mapping", api_only=True))
     trace_layers: bool = field(default=False, metadata=_opt(
-        "Keep every layer's start and end (for --trace).", kind="bool", api_only=True))
+        "Keep every layer's start and end (for --trace); counted against --max-actions as a "
+        "trace's cost.", kind="bool", api_only=True))
+    gantt: bool = field(default=False, metadata=_opt(
+        "The run will be drawn as a Gantt chart: its bars count against --max-actions.",
+        kind="bool", api_only=True))
     validate: bool = field(default=True, metadata=_opt(
         "Check the schedule before it runs.", kind="bool", api_only=True))
 

@@ -298,7 +298,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         label = f"synthesizing auto and {label}"
     with ticker(label):
         result = simulate(workload, sched, system, replace(
-            opts, schedule_options=options, trace_layers=trace is not None))
+            opts, schedule_options=options, trace_layers=trace is not None, gantt=bool(gantt)))
     if gantt:
         from ..export.gantt import write_gantt
 

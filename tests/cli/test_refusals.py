@@ -178,20 +178,20 @@ def test_verify_counts_actions_times_mlp_layers(capsys):
 
 def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
     want = ("-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-            "about 5,243,200,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=5243200000 (or 0 for no limit) to synthesize it anyway")
+            "about 5,252,800,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=5252800000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
     # without --stage-costs, unit costs: a greedy start costs less (few distinct event times)
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == (
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-        "about 5,100,640,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-        "pass -O max_evaluations=5100640000 (or 0 for no limit) to synthesize it anyway")
+        "about 5,110,240,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+        "pass -O max_evaluations=5110240000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
                              "max_evaluations=1000"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "697,984 action evaluations, above the limit of 1,000")
+        "705,664 action evaluations, above the limit of 1,000")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=697984"]) == 0
+                 "max_evaluations=705664"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
@@ -200,7 +200,7 @@ def test_the_synthesis_estimate_grows_with_the_work():
     from simulator.planning.synthesis import EVALUATIONS_PER_ACTION, _seed_work
 
     seeds = _seed_work(4, 8, 1)   # building the hand-made starts, in engine actions
-    assert seeds == 640   # 1f1b, gpipe, hanayo, interleaved, looped-bfs 64 each; zb-h1/h2 96; 2bw 128
+    assert seeds == 832   # 1f1b, gpipe, interleaved, looped-bfs 64 each; hanayo 256; zb-h1/h2 96; 2bw 128
     # every greedy policy (54) at 10 evaluations x pp per action, 3 x 2000 moves, 32 fusings
     assert synthesis_work(4, 8, 1, 2000) == 96 * (54 * 10 * 4 + 3 * 2000 + 32) + 40 * seeds
     assert synthesis_work(4, 8, 1, 0) == 96 * (54 * 10 * 4 + 32) + EVALUATIONS_PER_ACTION * seeds
@@ -228,43 +228,43 @@ def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
     # found by the fuzz: each candidate within the per-candidate budget, their sum ~10 s
     # (screens ~15 us per action); counted from the sizes alone, before any screen runs
     assert _refused(capsys, ["plan", GPT, "--gpus", "8", "--global-batch", "1000"]) == (
-        f"--max-work: plan of {GPT} on 8 GPUs screens 60 candidate(s) of 633,000 actions in "
-        "all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least 287,126) and "
-        "confirms the best 3 x 1 iteration(s) (up to 144,000), 1,064,126 actions, above the "
-        "limit of 700,000 (about 10 s); pass --max-work 1064126 (or 0 for no limit), or a "
+        f"--max-work: plan of {GPT} on 8 GPUs screens 59 candidate(s) of 661,500 actions in "
+        "all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least 296,126) and "
+        "confirms the best 3 x 1 iteration(s) (up to 144,000), 1,101,626 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1101626 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
     # confirming runs count as iterations: 1f1b at pp 1, 8 microbatches is 16 actions
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5",
-                             "--max-work", "7833"]) == (
+                             "--max-work", "8121"]) == (
         f"--max-work: plan of {TINY} on 2 GPUs screens 1 candidate(s) of 16 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 7,738) and confirms "
-        "the best 3 x 5 iteration(s) (up to 80), 7,834 actions, above the limit of 7,833 "
-        "(about 10 s); pass --max-work 7834 (or 0 for no limit), or a lower --max-actions to "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 8,026) and confirms "
+        "the best 3 x 5 iteration(s) (up to 80), 8,122 actions, above the limit of 8,121 "
+        "(about 10 s); pass --max-work 8122 (or 0 for no limit), or a lower --max-actions to "
         "list the largest candidates infeasible")
     assert main(["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5", "--max-work",
-                 "7834", "-j", "1", "--json", "-"]) == 0
+                 "8122", "-j", "1", "--json", "-"]) == 0
     capsys.readouterr()
     # confirming under jitter for a million iterations ran without end
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--jitter", "0.1", "--iterations",
                              "1000000"]) == (
-        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,504 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 7,738) and confirms "
-        "the best 3 x 1000000 iteration(s) (up to 864,000,000), 864,009,242 actions, above the "
-        "limit of 700,000 (about 10 s); pass --max-work 864009242 (or 0 for no limit), or a "
+        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,840 actions in all, "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 8,026) and confirms "
+        "the best 3 x 1000000 iteration(s) (up to 1,024,000,000), 1,024,009,866 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1024009866 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 
 def test_plan_counts_the_syntheses_of_auto_in_max_work(capsys, tmp_path):
-    """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 71,232 actions,
+    """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 85,344 actions,
     but auto's four syntheses there (54 or 96 greedy starts each) took 20 s; refused at once."""
     wl = tmp_path / "tp1.txt"
     wl.write_text(Path(GPT).read_text().replace("model_parallel_NPU_group: 2",
                                                 "model_parallel_NPU_group: 1", 1))
     assert _refused(capsys, ["plan", str(wl), "--gpus", "7", "--global-batch", "48"]) == (
-        f"--max-work: plan of {wl} on 7 GPUs screens 21 candidate(s) of 71,232 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 1,167,602) and "
-        "confirms the best 3 x 1 iteration(s) (up to 44,352), 1,283,186 actions, above the "
-        "limit of 700,000 (about 10 s); pass --max-work 1283186 (or 0 for no limit), or a "
+        f"--max-work: plan of {wl} on 7 GPUs screens 21 candidate(s) of 85,344 actions in all, "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 1,179,698) and "
+        "confirms the best 3 x 1 iteration(s) (up to 51,072), 1,316,114 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1316114 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 
@@ -537,3 +537,43 @@ def test_integers_past_pythons_4300_digit_limit_are_refused_as_written(capsys, t
     assert _refused(capsys, ["run", str(w)]) == (
         f"{w}:1:71: pp: expected an integer >= 1 and < 2^63 after 'pp:', found "
         "'9999999999999999999999999999999999999...'")
+
+
+def test_drawing_a_run_counts_against_the_budget(capsys, tmp_path):
+    """Found by the fuzz: a 400,000-action GPipe drawn as a Gantt chart, and a trace of 1000
+    iterations, each took over 10 s after the run itself; 200,000 actions of 25 layers each
+    traced took 144 s and 11 GB. The bars, slices and layers they draw are counted up front."""
+    png, trace = str(tmp_path / "g.png"), str(tmp_path / "t.json")
+    assert _refused(capsys, ["run", GPT, "--pp", "8", "-m", "8000", "-s", "gpipe",
+                             "--gantt", png]) == (
+        "--max-actions: gpipe with pp 8, vpp 1, 8000 microbatches runs up to 128,000 actions, "
+        "each counted 8x (--p2p async 1, --gantt 7: 1,024,000), above the limit of 700,000 "
+        "(about 10 s of simulation); pass --max-actions 1024000 (or 0 for no limit) to run it "
+        "anyway")
+    # a trace draws each action's layers: 50 rows over 2 stages, 25 a forward or backward
+    assert _refused(capsys, ["run", GPT, "--pp", "2", "-m", "50000", "-s", "gpipe", "--p2p",
+                             "torch", "--trace", trace]) == (
+        "--max-actions: gpipe with pp 2, vpp 1, 50000 microbatches runs up to 200,000 actions, "
+        "each counted 64x (--p2p torch 2, --trace 62 (12 and 2 a layer): 12,800,000), above "
+        "the limit of 700,000 (about 10 s of simulation); pass --max-actions 12800000 (or 0 "
+        "for no limit) to run it anyway")
+    assert not (tmp_path / "g.png").exists() and not (tmp_path / "t.json").exists()
+    # the same runs undrawn stay within the budget, and a compare draws every schedule
+    assert main(["run", GPT, "--pp", "8", "-m", "8000", "-s", "gpipe", "--json", "-"]) == 0
+    capsys.readouterr()
+    assert _refused(capsys, ["compare", GPT, "-s", "1f1b,gpipe", "--pp", "8", "-m", "4000",
+                             "--gantt", png]) == (
+        "--max-actions: compare runs 2 schedules of up to 1,024,000 actions in all (1f1b "
+        "512,000, gpipe 512,000), above the limit of 700,000 (about 10 s of simulation); pass "
+        "--max-actions 1024000 (or 0 for no limit) to run them anyway")
+
+
+def test_hanayo_counts_what_its_builder_costs_per_wave(capsys):
+    """Found by the fuzz: 1000 waves on 24 ranks, 192,000 actions, took 16 s to build (its
+    greedy order costs ~70 us an action there)."""
+    assert _refused(capsys, ["schedule", "hanayo", "--pp", "24", "-m", "4", "--vpp",
+                             "1000"]) == (
+        "--max-actions: hanayo with pp 24, vpp 1000, 4 microbatches has up to 192,000 actions, "
+        "and building it costs as much as 1,344,000 (its generator grows faster than its "
+        "actions), above the limit of 700,000 (about 10 s to build); pass --max-actions "
+        "1344000 (or 0 for no limit) to run it anyway")

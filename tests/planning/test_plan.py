@@ -293,17 +293,17 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
 
 def test_full_recompute_retries_stay_within_max_work(capsys):
     """The retries are counted too: the first screen, auto on the two cheapest shapes and the
-    confirm take 183,828 actions, the 56 retries 64,128 more; at --max-work 183828 none is
+    confirm take 200,820 actions, the 56 retries 76,224 more; at --max-work 200820 none is
     tried, and the error says so."""
     code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1",
-                         "--confirm", "1", "--max-work", "183828")
+                         "--confirm", "1", "--max-work", "200820")
     assert code == 2 and out == ""
     assert err == (
         "pipesim: error: --memory-limit 4.00 GB: no feasible configuration; the smallest peak "
         "memory found is 7.81 GB per GPU (pp 4, vpp 2, v-min); raise --memory-limit, add GPUs "
         "(--gpus) or lower --global-batch; 56 candidate(s) over the memory limit not tried "
-        "again with full recompute: the plan would pass --max-work 183828 (pass --max-work "
-        "247956 to try them)\n")
+        "again with full recompute: the plan would pass --max-work 200820 (pass --max-work "
+        "277044 to try them)\n")
 
 
 def again_counts(out):
@@ -367,7 +367,7 @@ def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, t
                     "1f1b", "--memory-limit", "8", "-j", "1", "--confirm", "1",
                     "--max-work", "40000")
     assert data["notes"] == ["2 auto candidate(s) not synthesized: the plan would pass "
-                             "--max-work 40000 (pass --max-work 79340 to synthesize them)"]
+                             "--max-work 40000 (pass --max-work 80780 to synthesize them)"]
     left = {c["key"]: c["reason"] for c in data["candidates"]
             if c["reason"] and c["reason"].startswith("auto not")}
     assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],

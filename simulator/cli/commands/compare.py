@@ -8,6 +8,8 @@ nothing else; ``--gantt`` draws the schedules' Gantt charts stacked on one time 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from ...api import compare
@@ -46,7 +48,8 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
 
     check_writable(gantt, "--gantt")
     check_writable(json_dest, "--json")
-    runs = compare(workload, names, system, RunOptions.from_values(run_options))
+    runs = compare(workload, names, system,
+                   replace(RunOptions.from_values(run_options), gantt=bool(gantt)))
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:

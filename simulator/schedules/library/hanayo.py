@@ -217,9 +217,10 @@ def resolve_waves(vpp: int, waves: object) -> int:
           "(vpp = 2W stages per rank), full backward, one model copy; option waves",
           formula="none (about (P-1)/(2WM+P-1))", default_vpp=2, variable_vpp=True,
           aliases=("wave", "wave-like"), sizes=fb_sizes,
-          # its greedy builder's cost per action grows with P and M (measured: 15 us at P 8,
-          # M 500; 70 us at M 2000; 240 us at P 256, M 8; 1.7 ms at P 500, M 1)
-          work=lambda pp, m, v, actions: actions * (1 + m // 400 + pp // 16 + pp * pp // 2000))
+          # its greedy builder's cost per action grows with P, M and the waves (measured: 15 us
+          # at P 8, M 500; 70 us at M 2000; 240 us at P 256, M 8; 1.7 ms at P 500, M 1; 43 us
+          # at P 4, M 8, 1000 waves; 70 us at P 24, M 4), and the run's own comes on top
+          work=lambda pp, m, v, actions: actions * (4 + m // 400 + pp // 8 + pp * pp // 2000))
 def generate(pp: int, microbatches: int, vpp: int = 2, waves: int | None = None,
              **_: object) -> Schedule:
     w = resolve_waves(vpp, waves)
