@@ -3,7 +3,9 @@
 The model is a stack of pre-LN MLP blocks, ``x + fc2(gelu(fc1(layer_norm(x))))``: real layers
 whose forward keeps real activations for the backward (the input of each of LayerNorm, fc1,
 GELU and fc2, LayerNorm's statistics) and whose backward works on several of them at once.
-P = 4 ranks, 16 blocks split evenly over the P·v stages, float32.
+P = 4 ranks, 16 blocks split evenly over the P·v stages, float32. The ``transformer`` shape
+stacks Megatron-style pre-LN GPT layers instead (attention with its scores, softmax and dropout;
+``TRANSFORMERS``): the case pipesim predicts from the model's shape alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ class Shape:
     hidden: int
     rows: int                      # rows of one microbatch
     ffn: tuple[int, ...]           # per block: the MLP's inner width as a multiple of hidden
+    heads: int = 0                 # > 0: transformer layers with this many attention heads
+    seq: int = 0                   # a transformer's sequence length (rows = seq x batch)
+
+    @property
+    def batch(self) -> int:
+        """Sequences per microbatch (transformer shapes)."""
+        return self.rows // self.seq
 
     @property
     def pp_comm(self) -> int:
@@ -30,9 +39,11 @@ class Shape:
         return self.rows * self.hidden * BYTES_PER_ELEMENT
 
     def params(self, block: int) -> int:
-        """Parameters of one block: LayerNorm (2h), fc1 (h·f + f), fc2 (f·h + h)."""
+        """Parameters of one block: LayerNorm (2h), fc1 (h·f + f), fc2 (f·h + h); a
+        transformer layer adds a LayerNorm (2h), QKV (3h² + 3h) and the projection (h² + h)."""
         h, f = self.hidden, self.hidden * self.ffn[block]
-        return 2 * h + h * f + f + f * h + h
+        mlp = 2 * h + h * f + f + f * h + h
+        return mlp + (2 * h + 3 * h * h + 3 * h + h * h + h if self.heads else 0)
 
     def blocks_of_stage(self, stage: int, n_stages: int) -> range:
         per = LAYERS // n_stages
@@ -51,6 +62,17 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
                          "MLP of 8h", 64, 32, heavy_last=True),
     _shape("h128", "16 blocks, hidden 128, MLP 4h, 32 rows per microbatch", 128, 32),
 )}
+
+# Megatron-style pre-LN GPT layers (no embedding or LM head: float input, mean-squared loss),
+# predicted from their shape alone (benchmarks/memory/shape_only.py)
+TRANSFORMER_SEQ, TRANSFORMER_BATCH, TRANSFORMER_HEADS, DROPOUT = 128, 1, 4, 0.1
+TRANSFORMERS: dict[str, Shape] = {s.name: s for s in (
+    Shape("transformer", f"16 pre-LN GPT layers, hidden 256, {TRANSFORMER_HEADS} heads, "
+          f"s = {TRANSFORMER_SEQ}, b = {TRANSFORMER_BATCH}, MLP 4h, dropout {DROPOUT}", 256,
+          TRANSFORMER_SEQ * TRANSFORMER_BATCH, (4,) * LAYERS, TRANSFORMER_HEADS,
+          TRANSFORMER_SEQ),
+)}
+ALL_SHAPES: dict[str, Shape] = {**SHAPES, **TRANSFORMERS}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import shutil
 from pathlib import Path
 
 from ..fidelity.harness import _free_port, _names, _usage_error  # one argument reader
-from .cases import LAYERS, MICROBATCHES, P, SCHEDULES, SHAPES, USER_PATTERN, pipesim_schedule, \
+from .cases import ALL_SHAPES, LAYERS, MICROBATCHES, P, SCHEDULES, SHAPES, USER_PATTERN, \
+    pipesim_schedule, \
     workload_text
 
 
@@ -68,7 +69,7 @@ def run_live(out: Path, cfgs: list[dict], *, warmup: int, iterations: int, timeo
 def measure_blocks(shapes: list[str]) -> dict[str, list[dict]]:
     from .live import measure_block
 
-    return {name: [measure_block(SHAPES[name], b) for b in range(LAYERS)] for name in shapes}
+    return {name: [measure_block(ALL_SHAPES[name], b) for b in range(LAYERS)] for name in shapes}
 
 
 def predict(shape: str, m: int, sched: str, blocks: list[dict]) -> list[float] | None:
@@ -87,7 +88,7 @@ def predict(shape: str, m: int, sched: str, blocks: list[dict]) -> list[float] |
                          "activation_bytes_per_layer": b["stash_bytes"]}}
     with tempfile.TemporaryDirectory() as d:
         wl = Path(d) / "w.txt"
-        wl.write_text(workload_text(SHAPES[shape], m))
+        wl.write_text(workload_text(ALL_SHAPES[shape], m))
         res = simulate(str(wl), schedule=pipesim_schedule(s, m), system=system, pp=P,
                        microbatches=m, vpp=s.vpp)
     return [float(r["peak_memory_bytes"]) for r in res.to_dict()["ranks"]]
@@ -165,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
-    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--shapes", default=",".join(SHAPES),
+                    help=f"of {', '.join(ALL_SHAPES)} (default: the MLP shapes)")
     ap.add_argument("--microbatches", default=",".join(map(str, MICROBATCHES)))
     ap.add_argument("--warmup", type=int, default=1, help="profiled, unlabelled steps first")
     ap.add_argument("--iterations", type=int, default=2, help="labelled steps (ITER<k>)")
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         merged, blocks = raw["ranks"], raw["blocks"]
     else:
         schedules = _names(a.schedules, SCHEDULES, "schedules")
-        shapes = _names(a.shapes, SHAPES, "shapes")
+        shapes = _names(a.shapes, ALL_SHAPES, "shapes")
         try:
             mbs = [int(x) for x in a.microbatches.split(",") if x.strip()]
         except ValueError:

@@ -14,6 +14,7 @@ buffers).
 from __future__ import annotations
 
 import gc
+import math
 import json
 import os
 import time
@@ -27,7 +28,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from ..fidelity.live import label_compute
-from .cases import BYTES_PER_ELEMENT, SCHEDULES, SHAPES, USER_LABEL, Sched, Shape, stages_of_rank
+from .cases import ALL_SHAPES, BYTES_PER_ELEMENT, DROPOUT, SCHEDULES, USER_LABEL, Sched, Shape, \
+    stages_of_rank
 
 
 class Block(nn.Module):
@@ -43,10 +45,56 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
+class TransformerLayer(nn.Module):
+    """Megatron-style pre-LN GPT layer on (b, s, h): LayerNorm, fused QKV, causal scores,
+    softmax, dropout, attention over V, output projection, dropout, residual; LayerNorm, MLP
+    h -> f, GeLU, f -> h, dropout, residual. Written out (no fused attention), so autograd
+    keeps what Korthikanti et al. count: the scores' softmax output, its dropout's mask and
+    output, Q, K, V, each linear's input, the GeLU's input."""
+
+    def __init__(self, hidden: int, inner: int, heads: int, causal: torch.Tensor) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, inner)
+        self.fc2 = nn.Linear(inner, hidden)
+        self.causal = causal          # (s, s) bool, True above the diagonal; one per chunk
+
+    def forward(self, x):
+        b, s, h = x.shape
+        a, d = self.heads, h // self.heads
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, a, d).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        probs = torch.softmax(scores.masked_fill(self.causal, float("-inf")), dim=-1)
+        ctx = (F.dropout(probs, DROPOUT, True) @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + F.dropout(self.proj(ctx), DROPOUT, True)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), DROPOUT, True)
+
+
+def make_layer(shape: Shape, block: int, causal: torch.Tensor | None = None) -> nn.Module:
+    inner = shape.hidden * shape.ffn[block]
+    if not shape.heads:
+        return Block(shape.hidden, inner)
+    if causal is None:
+        causal = torch.ones(shape.seq, shape.seq, dtype=torch.bool).triu(1)
+    return TransformerLayer(shape.hidden, inner, shape.heads, causal)
+
+
 def build_chunk(shape: Shape, stage: int, n_stages: int, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed + stage)
-    return nn.Sequential(*(Block(shape.hidden, shape.hidden * shape.ffn[b])
+    causal = torch.ones(shape.seq, shape.seq, dtype=torch.bool).triu(1) if shape.heads else None
+    return nn.Sequential(*(make_layer(shape, b, causal)
                            for b in shape.blocks_of_stage(stage, n_stages)))
+
+
+def sample(shape: Shape, microbatches: int, gen: torch.Generator) -> torch.Tensor:
+    """One step's input or target: M microbatches of rows x hidden (b x s x h)."""
+    if shape.heads:
+        return torch.randn(microbatches * shape.batch, shape.seq, shape.hidden, generator=gen)
+    return torch.randn(microbatches * shape.rows, shape.hidden, generator=gen)
 
 
 def _loss(out, target):
@@ -82,9 +130,8 @@ def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: 
                                                loss_fn=_loss)
         has_first, has_last = 0 in own, n_stages - 1 in own
         gen = torch.Generator().manual_seed(1)
-        rows = microbatches * shape.rows
-        x = torch.randn(rows, shape.hidden, generator=gen) if has_first else None
-        target = torch.randn(rows, shape.hidden, generator=gen) if has_last else None
+        x = sample(shape, microbatches, gen) if has_first else None
+        target = sample(shape, microbatches, gen) if has_last else None
         params = [p for c in chunks for p in c.parameters()]
         opt = torch.optim.SGD(params, lr=1e-4, foreach=False)
 
@@ -129,7 +176,7 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
             key = cfg["key"]
             trace = out / "traces" / key / f"rank{rank}.json"
             t = time.perf_counter()
-            info = run_config(rank, world, SCHEDULES[cfg["schedule"]], SHAPES[cfg["shape"]],
+            info = run_config(rank, world, SCHEDULES[cfg["schedule"]], ALL_SHAPES[cfg["shape"]],
                               cfg["microbatches"], csv_path=cfg.get("csv"),
                               warmup=plan["warmup"], iterations=plan["iterations"],
                               trace_path=trace)
@@ -148,8 +195,8 @@ def measure_block(shape: Shape, block: int) -> dict:
     the profiler starts, so only the forward's own allocations count."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    m = Block(shape.hidden, shape.hidden * shape.ffn[block])
-    x = torch.randn(shape.rows, shape.hidden, requires_grad=True)
+    m = make_layer(shape, block)
+    x = sample(shape, 1, torch.Generator().manual_seed(1)).requires_grad_()
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "block.json"
