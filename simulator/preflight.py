@@ -376,6 +376,18 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             "no activation size",
             "memory.activation_bytes_per_layer in --system, activation_bytes: in the header "
             "(pipesim generate writes it), or pipesim calibrate --memory"))
+    if (not cfg.activation_bytes_per_layer and workload.header.activation_bytes
+            and "keeps" not in cfg.actions.get("*", {}).get("F", {})
+            and any(m.stash > 0 for m in memory.stages)):
+        transient = ("" if cfg.actions else "; no working memory inside an action (transient "
+                     "0 B: a forward's output before its residual add, a backward's gradients)")
+        out.append(RunWarning(
+            "activation_from_shape",
+            f"activation memory from the model's shape: the header's activation_bytes "
+            f"{workload.header.activation_bytes} B per transformer layer and microbatch "
+            "(Korthikanti et al.'s count for the precision, flash attention and sequence "
+            f"parallelism pipesim generate was given; dropout masks 1 B an element){transient}",
+            "pipesim calibrate --memory on a profiler trace with memory events"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")

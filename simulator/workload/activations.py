@@ -63,24 +63,27 @@ def derive_pp_comm(layers: tuple[Layer, ...], tp: int) -> DerivedPPComm | None:
 
 def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
-                                 flash_attention: bool = True) -> int:
-    """Bytes one transformer layer keeps for its backward per microbatch, 16-bit activations
-    (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
-    2022, section 4.1), with the MLP's width ``ffn`` in place of their 4h:
+                                 flash_attention: bool = True, dtype_bytes: int = 2) -> int:
+    """Bytes one transformer layer keeps for its backward per microbatch (Korthikanti et al.,
+    "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.1), with
+    the MLP's width ``ffn`` in place of their 4h and activations of ``dtype_bytes`` bytes (their
+    count is for 16-bit ones, 2); dropout masks are 1 byte an element in every precision:
 
-    - 10·s·b·h outside the tensor-parallel regions (layer-norm inputs, dropout masks), split by
-      TP only with sequence parallelism;
-    - 8·s·b·h of attention (Q, K, V, the projection's input) and 4·s·b·ffn of MLP (the GELU's
-      input and output) inside them, split by TP;
-    - 5·a·s²·b for the attention scores (softmax output, its dropout mask and output), split
-      by TP; none with flash attention, which recomputes them (as selective recompute does).
+    - outside the tensor-parallel regions, split by TP only with sequence parallelism: the two
+      layer-norm inputs and the two linears' inputs they feed (4·s·b·h elements) and the two
+      dropout masks after the attention projection and the MLP (2·s·b·h bytes);
+    - inside them, split by TP: Q, K, V, the projection's input (4·s·b·h elements) and the
+      GELU's input and output (2·s·b·ffn elements);
+    - the attention scores, split by TP: the softmax's output and its dropout's output (2·a·s²·b
+      elements) and that dropout's mask (a·s²·b bytes); none with flash attention, which
+      recomputes them (as selective recompute does).
 
-    At ffn = 4h: s·b·h·(10 + 24/t + 5·a·s/(h·t)), and s·b·h·(34 + 5·a·s/h)/t with sequence
-    parallelism, the paper's equations."""
-    s, b, h = seq, micro_batch, hidden
-    outside = 10 * s * b * h
-    inside = 8 * s * b * h + 4 * s * b * ffn
-    scores = 0 if flash_attention else 5 * heads * s * s * b
+    In 16-bit at ffn = 4h: s·b·h·(10 + 24/t + 5·a·s/(h·t)), and s·b·h·(34 + 5·a·s/h)/t with
+    sequence parallelism, the paper's equations; in fp32 s·b·h·(18 + 48/t + 9·a·s/(h·t))."""
+    s, b, h, d = seq, micro_batch, hidden, dtype_bytes
+    outside = (4 * d + 2) * s * b * h
+    inside = 4 * d * s * b * h + 2 * d * s * b * ffn
+    scores = 0 if flash_attention else (2 * d + 1) * heads * s * s * b
     if sequence_parallel:
         return (outside + inside + scores) // tp
     return outside + (inside + scores) // tp

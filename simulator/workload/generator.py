@@ -21,7 +21,7 @@ FLOPs equal the forward GEMM FLOPs. Forward + backward is thus 3x forward (Megat
 of 2bs·h·k/T bytes each way, AICB's size) and ``moe_experts`` (k routed tokens per token through
 a SwiGLU expert: 6bs·k·h·f/T, experts split over EP and tensor-parallel over T).
 
-Comm sizes: a TP collective moves the bf16 activation, 2bsh bytes (all-gather/reduce-scatter with
+Comm sizes: a TP collective moves the activation, 2bsh bytes in bf16 (``--precision``: 4bsh in fp32) (all-gather/reduce-scatter with
 sequence parallelism, all-reduce without); ``pp_comm`` (one activation between stages) is 2bsh,
 divided by T with sequence parallelism. Weight-gradient (DP) all-reduces move the row's fp32
 gradients, 4 bytes per parameter on this GPU (weights and column biases split over T; row biases
@@ -52,6 +52,7 @@ LAYOUTS = ("model", "aicb")
 POLICY = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
 BF16 = 2
 FP32 = 4
+PRECISIONS = {"bf16": BF16, "fp16": BF16, "fp32": FP32}   # bytes of an activation element
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,11 @@ class ParallelSpec:
     ep: int = 1
     sequence_parallel: bool = True
     flash_attention: bool = True     # the attention scores are not kept (activation memory)
+    precision: str = "bf16"          # activations, weights and their collectives (PRECISIONS)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return PRECISIONS[self.precision]
 
     @property
     def world(self) -> int:
@@ -137,6 +143,9 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
     """Refuse shapes Megatron refuses, naming the option."""
     if model.arch not in MODELS:
         raise ConfigError(f"--model: expected one of {', '.join(MODELS)}, found {model.arch!r}")
+    if par.precision not in PRECISIONS:
+        raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, found "
+                          f"{par.precision!r}")
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
     for opt, value in (("layers", model.layers), ("hidden", model.hidden), ("heads", model.heads),
@@ -205,7 +214,7 @@ def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     """The rows of one transformer layer (FLOPs and bytes per GPU, one microbatch)."""
     b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
     bs = b * s
-    act = BF16 * bs * h
+    act = par.dtype_bytes * bs * h
     sp = par.sequence_parallel
     gpt = model.arch == "gpt"
     q = h + 2 * model.kv * (h // model.heads)          # fused QKV output width
@@ -239,7 +248,7 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
     E, k = model.experts, model.topk
     bs = b * s
-    a2a = BF16 * bs * h * k // T
+    a2a = par.dtype_bytes * bs * h * k // T
     router = 2 * bs * h * E // T
     experts = 6 * bs * k * h * f // T
     expert_params = (E // par.ep) * 3 * h * f // T
@@ -257,7 +266,7 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
 def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     """Vocab-parallel embedding: a lookup (0 FLOPs), then the TP reduction of its output."""
     h, T = model.hidden, par.tp
-    act = BF16 * model.micro_batch * model.seq * h
+    act = par.dtype_bytes * model.micro_batch * model.seq * h
     fwd = ("REDUCESCATTER", act) if par.sequence_parallel else ("ALLREDUCE", act)
     params = padded_vocab(model, T) * h // T + (model.seq * h if model.arch == "gpt" else 0)
     return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params)
@@ -268,7 +277,7 @@ def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     b, s, h, T = model.micro_batch, model.seq, model.hidden, par.tp
     V = padded_vocab(model, T)
     gemm = 2 * b * s * h * V // T
-    fc, ic = _tp_pair(par.sequence_parallel, True, BF16 * b * s * h)
+    fc, ic = _tp_pair(par.sequence_parallel, True, par.dtype_bytes * b * s * h)
     params = h * V // T + (2 * h if model.arch == "gpt" else h)
     return RowSpec("final_column", gemm, gemm, gemm, fc, ic, _dp(params), params)
 
@@ -280,7 +289,7 @@ def loss_rows(model: ModelSpec) -> list[RowSpec]:
 
 
 def pp_comm_bytes(model: ModelSpec, par: ParallelSpec) -> int:
-    act = BF16 * model.micro_batch * model.seq * model.hidden
+    act = par.dtype_bytes * model.micro_batch * model.seq * model.hidden
     return act // par.tp if par.sequence_parallel else act
 
 
@@ -297,15 +306,16 @@ def _no_dp(row: RowSpec) -> RowSpec:
 def aicb_iteration_rows(model: ModelSpec, par: ParallelSpec) -> tuple[list[RowSpec],
                                                                       list[RowSpec]]:
     """AICB's rows around the repeats: the distributed optimizer's gradient reduce-scatter
-    (fp32) and parameter all-gather (bf16) over the stage's parameters on this GPU (experts over
+    (fp32) and parameter all-gather (in the training precision) over the stage's parameters on this GPU (experts over
     the DP-over-EP group), then cross-entropy and the optimizer's 4-byte all-reduces."""
     stage = model_rows(model, par, model.layers // par.pp)
     dense = sum(r.params for r in stage if not r.meta.get("experts"))
     experts = sum(r.params for r in stage if r.meta.get("experts"))
-    pre = [RowSpec("grad_gather", 0, 0, 0, wg_comm=("ALLGATHER", BF16 * dense)),
+    pre = [RowSpec("grad_gather", 0, 0, 0, wg_comm=("ALLGATHER", par.dtype_bytes * dense)),
            RowSpec("grad_param_comm", 0, 0, 0, wg_comm=("REDUCESCATTER", FP32 * dense))]
     if experts:
-        pre += [RowSpec("moe_grad_norm1", 0, 0, 0, wg_comm=("ALLGATHER_DP_EP", BF16 * experts)),
+        pre += [RowSpec("moe_grad_norm1", 0, 0, 0,
+                        wg_comm=("ALLGATHER_DP_EP", par.dtype_bytes * experts)),
                 RowSpec("moe_grad_norm2", 0, 0, 0,
                         wg_comm=("REDUCESCATTER_DP_EP", FP32 * experts))]
     post = loss_rows(model) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
@@ -329,7 +339,7 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
                                         model.heads, ffn, par.tp, par.sequence_parallel,
-                                        par.flash_attention)
+                                        par.flash_attention, par.dtype_bytes)
 
 
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:

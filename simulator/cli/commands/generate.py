@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 from ...errors import ConfigError
-from ...workload.generator import LAYOUTS, MODELS, ModelSpec, ParallelSpec, render
+from ...workload.generator import LAYOUTS, MODELS, PRECISIONS, ModelSpec, ParallelSpec, \
+    activation_bytes, render
 from ...workload.gpus import GPUS, gpu_preset
 from ..outputs import check_writable
 
@@ -49,16 +50,21 @@ from ..outputs import check_writable
 @click.option("--no-flash-attention", "no_flash", is_flag=True,
               help="The attention keeps its scores for the backward (5·a·s²·b bytes per layer "
                    "more in the header's activation_bytes).")
+@click.option("--precision", type=click.Choice(sorted(PRECISIONS)), default="bf16",
+              show_default=True,
+              help="Activations' and weights' dtype: the bytes of pp_comm, the collectives and "
+                   "the header's activation_bytes (dropout masks 1 byte in every precision). "
+                   "Compute times stay the GPU preset's BF16 roofline.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
 def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, gpu, efficiency,
-            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, output):
+            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, precision, output):
     """Write a workload file for a model of the given shape and parallelism."""
 
     model = ModelSpec(arch, layers, hidden, heads, seq, micro_batch, ffn=ffn, vocab=vocab,
                       kv_heads=kv_heads, experts=experts, topk=topk)
     par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp,
-                       flash_attention=not no_flash)
+                       flash_attention=not no_flash, precision=precision)
 
     check_writable(output, "--output")
     text = render(model, par, gpu_preset(gpu), layout, efficiency)
@@ -73,3 +79,8 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
     rows = int(text.split("\n", 2)[1])
     click.echo(f"wrote {output}: {rows} rows ({layout} layout, {arch}, {layers} layers, "
                f"tp {tp} pp {pp} ga {ga}, {gpu})")
+    attention = "scores not kept (flash attention)" if not no_flash else "scores kept"
+    split = f", split over tp {tp}" + (" with sequence parallelism" if not no_sp else "")
+    click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
+               f"(Korthikanti et al.: {precision} activations, 1-byte dropout masks, "
+               f"{attention}{split if tp > 1 else ''})")

@@ -1,0 +1,138 @@
+"""pipesim's per-rank peak from the transformer case's shape alone (no traces), held against
+what the allocator measured.
+
+    python -m benchmarks.memory.shape_only [--results DIR] [--markdown OUT.md] [--json OUT.json]
+
+The workload is what ``pipesim generate --model gpt --no-flash-attention --precision fp32``
+writes for the harness's transformer shape (``cases.TRANSFORMERS``), its transformer layer rows
+alone (the harness's model has no embedding or LM head): parameters from the rows'
+weight-gradient all-reduces (fp32 gradients, 4 B per parameter), the stash from the header's
+``activation_bytes`` (Korthikanti et al.'s count in fp32, dropout masks 1 B an element).
+The system names what the harness ran: fp32 weights and gradients, SGD without momentum (no
+optimizer state), torch's runtime rules (``--p2p torch``); nothing is fitted. Compared: each
+rank's peak less the training data handed to the first stage (left out on both sides). Needs
+no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.memory.cases import LAYERS, P, SCHEDULES, TRANSFORMERS, Shape, \
+    pipesim_schedule  # noqa: E402
+from simulator import simulate  # noqa: E402
+from simulator.system.config import system_from_dict  # noqa: E402
+from simulator.workload.generator import ModelSpec, ParallelSpec, header_line, \
+    layer_rows  # noqa: E402
+from simulator.workload.gpus import gpu_preset  # noqa: E402
+from simulator.workload.parser import parse_workload_text  # noqa: E402
+
+# what the harness ran, named as a user names it: no trace, no fitted number
+SYSTEM = {"memory": {"precision": "fp32", "optimizer": "sgd",
+                     # generate writes a row's weight-gradient all-reduce as fp32 gradients
+                     "grad_bytes_per_param": 4}}
+TOLERANCE_PCT = 15.0
+
+
+def specs(shape: Shape, microbatches: int) -> tuple[ModelSpec, ParallelSpec]:
+    model = ModelSpec("gpt", LAYERS, shape.hidden, shape.heads, shape.seq, shape.batch,
+                      ffn=shape.hidden * shape.ffn[0])
+    par = ParallelSpec(pp=P, ga=microbatches, flash_attention=False, precision="fp32")
+    return model, par
+
+
+def workload_text(shape: Shape, microbatches: int) -> str:
+    """``pipesim generate``'s header and transformer layer rows for ``shape`` (times from the
+    A100 roofline: memory does not need them)."""
+    model, par = specs(shape, microbatches)
+    gpu = gpu_preset("a100")
+    rows = layer_rows(model, par) * LAYERS
+    lines = [header_line(model, par, "model"), str(len(rows))]
+    for r in rows:
+        t = [gpu.time_ns(x, None) for x in (r.fwd_flops, r.ig_flops, r.wg_flops)]
+        lines.append("\t".join(str(x) for x in (
+            r.name, -1, t[0], r.fwd_comm[0], r.fwd_comm[1], t[1], r.ig_comm[0], r.ig_comm[1],
+            t[2], r.wg_comm[0], r.wg_comm[1], 0)))
+    return "\n".join(lines) + "\n"
+
+
+def predict(shape: str, microbatches: int, name: str) -> tuple[list[float], list[str]]:
+    """Per-rank peaks and the run's warning codes."""
+    wl = parse_workload_text(workload_text(TRANSFORMERS[shape], microbatches), f"<{shape}>")
+    system = system_from_dict(SYSTEM, "shape-only")
+    r = simulate(wl, pipesim_schedule(SCHEDULES[name], microbatches), system, pp=P,
+                 microbatches=microbatches, p2p="torch").to_dict()
+    return ([x["peak_memory_bytes"] for x in r["ranks"]],
+            [w["code"] for w in r.get("warnings", [])])
+
+
+def run(results: dict) -> list[dict]:
+    rows = []
+    for key, config in results.items():
+        shape, _, name = key.split("/")
+        if shape not in TRANSFORMERS:
+            continue
+        m = config["microbatches"]
+        measured = [r["peak_bytes"] - r["data_bytes"] for r in config["ranks"]]
+        pred, _ = predict(shape, m, name)
+        rows.append({"shape": shape, "microbatches": m, "schedule": name, "measured": measured,
+                     "predicted": pred,
+                     "error_pct": [100.0 * (p - q) / q for p, q in zip(pred, measured)]})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    errs = sorted(e for r in rows for e in r["error_pct"])
+    mags = sorted(abs(e) for e in errs)
+    per_class: dict[str, list[float]] = {}
+    for r in rows:
+        per_class.setdefault(r["schedule"], []).extend(r["error_pct"])
+    return {"ranks": len(errs), f"within_{TOLERANCE_PCT:g}pct": sum(e <= TOLERANCE_PCT
+                                                                    for e in mags),
+            "median_error_pct": errs[len(errs) // 2] if errs else None,
+            "median_abs_error_pct": mags[len(mags) // 2] if mags else None,
+            "worst_error_pct": max(errs, key=abs) if errs else None,
+            "per_class": {k: {"min": min(v), "max": max(v)} for k, v in per_class.items()}}
+
+
+def markdown(rows: list[dict]) -> str:
+    kib = lambda b: f"{b / 1024:.0f}"  # noqa: E731
+    lines = ["From the model's shape alone (no traces); peaks per rank r0 / r1 / r2 / r3 in KiB, "
+             "the data handed to the first stage left out.", "",
+             "| M | schedule | measured | predicted | error % |", "|---:|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['microbatches']} | {r['schedule']} | "
+                     f"{' / '.join(map(kib, r['measured']))} | "
+                     f"{' / '.join(map(kib, r['predicted']))} | "
+                     f"{' / '.join(f'{e:+.1f}' for e in r['error_pct'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    found = sorted((REPO / "benchmarks" / "results").glob("memory-*transformer*"))
+    ap.add_argument("--results", default=str(found[-1]) if found else None)
+    ap.add_argument("--markdown")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    results = json.loads((Path(args.results) / "results.json").read_text())
+    rows = run(results)
+    text = markdown(rows)
+    s = summary(rows)
+    print(text)
+    print(json.dumps(s, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": s, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
