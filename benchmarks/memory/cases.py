@@ -50,17 +50,21 @@ class Shape:
         return range(stage * per, (stage + 1) * per)
 
 
-def _shape(name: str, summary: str, hidden: int, rows: int, heavy_last: bool = False) -> Shape:
+def _shape(name: str, summary: str, hidden: int, rows: int, heavy: str = "") -> Shape:
+    """``heavy``: "first" or "last" gives that quarter of the blocks an MLP of 8h."""
     q = LAYERS // P
-    ffn = tuple(8 if heavy_last and i >= LAYERS - q else 4 for i in range(LAYERS))
+    ffn = tuple(8 if (heavy == "last" and i >= LAYERS - q) or (heavy == "first" and i < q)
+                else 4 for i in range(LAYERS))
     return Shape(name, summary, hidden, rows, ffn)
 
 
 SHAPES: dict[str, Shape] = {s.name: s for s in (
     _shape("uniform", "16 blocks, hidden 64, MLP 4h, 32 rows per microbatch", 64, 32),
     _shape("heavy-last", "as uniform, the last quarter of the blocks (stage 3 at v = 1) with an "
-                         "MLP of 8h", 64, 32, heavy_last=True),
+                         "MLP of 8h", 64, 32, heavy="last"),
     _shape("h128", "16 blocks, hidden 128, MLP 4h, 32 rows per microbatch", 128, 32),
+    _shape("heavy-first", "as uniform, the first quarter of the blocks (stage 0 at v = 1) with "
+                          "an MLP of 8h", 64, 32, heavy="first"),
 )}
 
 # Megatron-style pre-LN GPT layers (no embedding or LM head: float input, mean-squared loss),
