@@ -816,22 +816,22 @@ def memory_section() -> list[str]:
 
 
 def _sized_shapes(rows: list[dict]) -> list[str]:
-    """A line per shape whose blocks differ in size (heavy-last): how it is predicted and how
-    close."""
+    """A line per shape whose blocks differ in size (heavy-last, heavy-first): how it is
+    predicted and how close."""
     out = []
-    for shape in ("heavy-last",):
+    for shape, quarter in (("heavy-last", "last"), ("heavy-first", "first")):
         errs = [abs(e) for r in rows if r["shape"] == shape and r["error_pct"]
                 and not r["calibrated_on"] for e in r["error_pct"]]
         if not errs:
             out.append(f"- Not predicted: the {shape} shape.")
             continue
-        out.append(f"- {shape} (the last quarter of the blocks with an MLP of 8h: rows of two "
-                   "sizes): each row's parameters in the workload, and the fit on that shape's "
-                   "own ZBV traces (stages of both sizes) gives bytes per parameter of a "
-                   "stage's rows (stash, an I's kept gradients) and of its largest row "
-                   "(transients; a full backward's takes the W's rate, as the traces show it "
-                   f"only on the light first stage): {sum(e <= 5 for e in errs)} of "
-                   f"{len(errs)} ranks within ±5 % (largest |error| {max(errs):.2f} %).")
+        out.append(f"- {shape} (the {quarter} quarter of the blocks with an MLP of 8h: rows "
+                   "of two sizes): each row's parameters in the workload, and the fit on that "
+                   "shape's own ZBV traces (stages of both sizes) gives bytes per parameter of "
+                   "a stage's rows (stash, an I's kept gradients) and of its largest row "
+                   "(transients; a full backward's takes the W's rate): "
+                   f"{sum(e <= 5 for e in errs)} of {len(errs)} ranks within ±5 % (largest "
+                   f"|error| {max(errs):.2f} %).")
     return out
 
 

@@ -50,11 +50,11 @@ def _fitted(shape: str, request) -> dict:
     traces (test_memory_heavy_last.py)."""
     if shape == "uniform":
         return request.getfixturevalue("calibration")["memory"]
-    from .test_memory_heavy_last import FITTED as HEAVY_LAST
-    return {"heavy-last": HEAVY_LAST}[shape]
+    from .test_memory_heavy_last import FITTED as HEAVY_LAST, FITTED_FIRST as HEAVY_FIRST
+    return {"heavy-last": HEAVY_LAST, "heavy-first": HEAVY_FIRST}[shape]
 
 
-@pytest.mark.parametrize("shape", ["uniform", "heavy-last"])
+@pytest.mark.parametrize("shape", ["uniform", "heavy-last", "heavy-first"])
 def test_every_class_predicted_as_pinned_and_within_5_percent_of_the_allocator(shape, request):
     memory = _fitted(shape, request)
     results = json.loads((RESULTS / "results.json").read_text())

@@ -1,7 +1,7 @@
-"""The heavy-last shape (the last quarter of the blocks with an MLP of 8h: rows of two sizes),
-calibrated on its own ZBV traces (M = 8, stages of both sizes): the fitted bytes per layer and
-per parameter, exact (every class's per-rank peak predicted with them:
-test_memory_calibration.py, parametrized over the shapes)."""
+"""The sized shapes (rows of two sizes): heavy-last (the last quarter of the blocks with an
+MLP of 8h) and heavy-first (the first quarter), each calibrated on its own ZBV traces (M = 8,
+stages of both sizes): the fitted bytes per layer and per parameter, exact (every class's
+per-rank peak predicted with them: test_memory_calibration.py, parametrized over the shapes)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ FITTED = {"actions": {"*": {
     "B": {"transient": {"fixed": -1345, "per_param": 3.007752}}}}}
 
 
+# heavy-first (the first quarter's MLP 8h; no committed traces, the per-action bytes the
+# harness read from its ZBV traces): the same rates, a full backward's fixed part aside
+FITTED_FIRST = {"actions": {"*": {
+    **FITTED["actions"]["*"],
+    "B": {"transient": {"fixed": -2369, "per_param": 3.007752}}}}}
+
+
 @pytest.fixture(scope="module")
 def results() -> dict:
     return json.loads((RESULTS / "results.json").read_text())
@@ -38,6 +45,10 @@ def results() -> dict:
 
 def test_the_fit_of_the_measured_per_action_bytes(results):
     assert calibration(results, "heavy-last", "ScheduleZBVZeroBubble") == FITTED
+
+
+def test_the_fit_of_heavy_first_from_its_recorded_per_action_bytes(results):
+    assert calibration(results, "heavy-first", "ScheduleZBVZeroBubble") == FITTED_FIRST
 
 
 def test_pipesim_calibrate_on_the_committed_heavy_last_traces_fits_the_same(tmp_path, capsys):
