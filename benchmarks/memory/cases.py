@@ -27,6 +27,7 @@ class Shape:
     ffn: tuple[int, ...]           # per block: the MLP's inner width as a multiple of hidden
     heads: int = 0                 # > 0: transformer layers with this many attention heads
     seq: int = 0                   # a transformer's sequence length (rows = seq x batch)
+    bool_masks: bool = False       # dropout through torch.native_dropout: 1-byte masks
 
     @property
     def batch(self) -> int:
@@ -75,6 +76,11 @@ TRANSFORMERS: dict[str, Shape] = {s.name: s for s in (
           f"s = {TRANSFORMER_SEQ}, b = {TRANSFORMER_BATCH}, MLP 4h, dropout {DROPOUT}", 256,
           TRANSFORMER_SEQ * TRANSFORMER_BATCH, (4,) * LAYERS, TRANSFORMER_HEADS,
           TRANSFORMER_SEQ),
+    # the same, its dropout keeping 1-byte masks as torch's CUDA kernel (and Megatron's count)
+    # does: on the CPU F.dropout keeps a 4-byte scaled noise tensor in place of the mask
+    Shape("transformer-bool-masks", "as transformer, dropout through torch.native_dropout "
+          "(1-byte masks, as on CUDA)", 256, TRANSFORMER_SEQ * TRANSFORMER_BATCH, (4,) * LAYERS,
+          TRANSFORMER_HEADS, TRANSFORMER_SEQ, bool_masks=True),
 )}
 ALL_SHAPES: dict[str, Shape] = {**SHAPES, **TRANSFORMERS}
 

@@ -52,9 +52,11 @@ class TransformerLayer(nn.Module):
     keeps what Korthikanti et al. count: the scores' softmax output, its dropout's mask and
     output, Q, K, V, each linear's input, the GeLU's input."""
 
-    def __init__(self, hidden: int, inner: int, heads: int, causal: torch.Tensor) -> None:
+    def __init__(self, hidden: int, inner: int, heads: int, causal: torch.Tensor,
+                 bool_masks: bool = False) -> None:
         super().__init__()
         self.heads = heads
+        self.bool_masks = bool_masks
         self.ln1 = nn.LayerNorm(hidden)
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
@@ -69,9 +71,16 @@ class TransformerLayer(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, a, d).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
         probs = torch.softmax(scores.masked_fill(self.causal, float("-inf")), dim=-1)
-        ctx = (F.dropout(probs, DROPOUT, True) @ v).transpose(1, 2).reshape(b, s, h)
-        x = x + F.dropout(self.proj(ctx), DROPOUT, True)
-        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), DROPOUT, True)
+        ctx = (self.dropout(probs) @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + self.dropout(self.proj(ctx))
+        return x + self.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+    def dropout(self, x):
+        """F.dropout keeps, on the CPU, its scaled noise in x's dtype; torch.native_dropout
+        (what F.dropout runs on CUDA) a bool mask."""
+        if self.bool_masks:
+            return torch.native_dropout(x, DROPOUT, True)[0]
+        return F.dropout(x, DROPOUT, True)
 
 
 def make_layer(shape: Shape, block: int, causal: torch.Tensor | None = None) -> nn.Module:
@@ -80,7 +89,7 @@ def make_layer(shape: Shape, block: int, causal: torch.Tensor | None = None) -> 
         return Block(shape.hidden, inner)
     if causal is None:
         causal = torch.ones(shape.seq, shape.seq, dtype=torch.bool).triu(1)
-    return TransformerLayer(shape.hidden, inner, shape.heads, causal)
+    return TransformerLayer(shape.hidden, inner, shape.heads, causal, shape.bool_masks)
 
 
 def build_chunk(shape: Shape, stage: int, n_stages: int, seed: int = 0) -> nn.Module:

@@ -52,3 +52,49 @@ def test_generate_writes_it_and_the_memory_model_stashes_it(tmp_path, capsys):
     r = simulate(str(out), "1f1b")
     last = r.to_dict()["ranks"][-1]
     assert last["peak_memory_breakdown"]["activations"] == 14 * per_layer // 4
+
+
+@pytest.mark.parametrize("sp, flash, closed_form", [
+    # the same count with 4-byte activations; dropout masks stay 1 byte an element
+    (False, False, S * B * H * (18 + 48 / T + 9 * A * S / (H * T))),
+    (True, False, S * B * H * (66 + 9 * A * S / H) / T),
+    (False, True, S * B * H * (18 + 48 / T)),
+    (True, True, S * B * H * 66 / T),
+])
+def test_fp32_activations_count_four_bytes_and_one_byte_masks(sp, flash, closed_form):
+    assert transformer_activation_bytes(S, B, H, A, 4 * H, T, sp, flash, 4) == closed_form
+
+
+def test_generate_precision_fp32_doubles_the_activation_bytes_but_not_the_masks(tmp_path,
+                                                                               capsys):
+    args = ["generate", "--model", "gpt", "--layers", "4", "--hidden", "256", "--heads", "4",
+            "--seq", "128", "--micro-batch", "1", "--pp", "2", "--ga", "4",
+            "--no-flash-attention"]
+    assert main(args + ["-o", str(tmp_path / "b.txt")]) == 0
+    assert main(args + ["--precision", "fp32", "-o", str(tmp_path / "f.txt")]) == 0
+    out = capsys.readouterr().out
+    bf16 = load_workload(tmp_path / "b.txt", "model").header
+    fp32 = load_workload(tmp_path / "f.txt", "model").header
+    sbh, as2b = 128 * 256, 4 * 128 * 128
+    assert bf16.activation_bytes == 34 * sbh + 5 * as2b
+    assert fp32.activation_bytes == 66 * sbh + 9 * as2b == 2752512
+    assert (bf16.pp_comm, fp32.pp_comm) == (2 * sbh, 4 * sbh)
+    assert ("activation_bytes: 2752512 B per layer and microbatch (Korthikanti et al.: fp32 "
+            "activations, 1-byte dropout masks, scores kept)\n") in out
+    assert main(args + ["--precision", "fp8", "-o", str(tmp_path / "x.txt")]) == 2
+    assert "--precision" in capsys.readouterr().err
+
+
+def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
+    out = tmp_path / "g.txt"
+    assert main(["generate", "--model", "gpt", "--layers", "4", "--hidden", "256", "--heads",
+                 "4", "--seq", "128", "--micro-batch", "1", "--pp", "2", "--ga", "4",
+                 "--precision", "fp32", "-o", str(out)]) == 0
+    warnings = {w["code"]: w["message"] for w in simulate(str(out), "1f1b").to_dict()["warnings"]}
+    assert warnings["activation_from_shape"] == (
+        "activation memory from the model's shape: the header's activation_bytes 2162688 B per "
+        "transformer layer and microbatch (Korthikanti et al.'s count for the precision, flash "
+        "attention and sequence parallelism pipesim generate was given; dropout masks 1 B an "
+        "element); no working memory inside an action (transient 0 B: a forward's output "
+        "before its residual add, a backward's gradients)")
+    assert "activation_assumed" not in warnings
