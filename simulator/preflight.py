@@ -381,13 +381,20 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             and any(m.stash > 0 for m in memory.stages)):
         transient = ("" if cfg.actions else "; no working memory inside an action (transient "
                      "0 B: a forward's output before its residual add, a backward's gradients)")
+        split = workload.header.split_backward_bytes
+        if "keeps" not in cfg.actions.get("*", {}).get("I", {}):
+            transient += (f"; a split backward's I keeps the header's split_backward_bytes "
+                          f"{split} B per layer until its W" if split else
+                          "; a split backward's I keeps nothing until its W (the header has no "
+                          "split_backward_bytes:)")
         out.append(RunWarning(
             "activation_from_shape",
             f"activation memory from the model's shape: the header's activation_bytes "
             f"{workload.header.activation_bytes} B per transformer layer and microbatch "
             "(Korthikanti et al.'s count for the precision, flash attention and sequence "
             f"parallelism pipesim generate was given; dropout masks 1 B an element){transient}",
-            "pipesim calibrate --memory on a profiler trace with memory events"))
+            "memory.actions in --system (pipesim calibrate --memory fits them from a profiler "
+            "trace with memory events)"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")

@@ -132,6 +132,16 @@ def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> lis
     return acts
 
 
+def _chunk_split_keeps(partition: Partition, header: Header) -> list[float]:
+    """Per chunk, what its layers' I keeps until their W by the model's shape: the header's
+    ``split_backward_bytes`` per transformer layer, spread over its sub-layer rows."""
+    if header.split_backward_bytes <= 0:
+        return [0.0] * len(partition.chunks)
+    per_row = header.split_backward_bytes / _sub_layer_rows(partition)
+    return [per_row * sum(1 for row in rows if row.name.startswith(_LAYER_ROWS))
+            for rows in partition.chunks]
+
+
 def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[dict, float]:
     """({category: bytes} held from the start, gradient bytes allocated at the first backward)
     for ``params`` parameters."""
@@ -156,6 +166,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     cfg = system.memory
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
     acts = _chunk_stash(partition, header, cfg)
+    split_keeps = _chunk_split_keeps(partition, header)
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
     dp = Placement.of(header, system, schedule.pp).dp
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
@@ -190,7 +201,11 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         stages.append(StageMemory(
             stash=given("F", "keeps", acts[chunk]), f_transient=given("F", "transient"),
             i_frees=0.0 if torch_first else given("I", "frees"),
-            i_keeps=0.0 if torch_first else given("I", "keeps"),
+            # by the shape: the I's own input gradient (among what it allocates) is counted as
+            # held by its send, the gradient it received is the last row's output gradient
+            i_keeps=0.0 if torch_first else given(
+                "I", "keeps", max(0.0, split_keeps[chunk] - (pp_comm if prev is not None
+                                                             else 0.0))),
             i_transient=0.0 if torch_first else given("I", "transient"),
             b_transient=given("B", "transient"),
             w_transient=given("B" if torch_first else "W", "transient"), gradients=grads,

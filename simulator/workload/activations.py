@@ -61,6 +61,24 @@ def derive_pp_comm(layers: tuple[Layer, ...], tp: int) -> DerivedPPComm | None:
                                              f"sequence parallel: each GPU sends its 1/{tp} shard")
 
 
+def transformer_split_backward_bytes(seq: int, micro_batch: int, hidden: int, qkv: int,
+                                     up: int, tp: int = 1, sequence_parallel: bool = True,
+                                     dtype_bytes: int = 2) -> int:
+    """Bytes one transformer layer's input-gradient backward (a split backward's I) keeps per
+    microbatch until its weight-gradient backward (W): the gradient at the output of every
+    layer with weights, which W multiplies by the stashed input (torch keeps them from
+    ``autograd.grad`` to the W; Qi et al.'s zero-bubble split). Per token: the two norms'
+    outputs, the attention projection's and the MLP's last linear's outputs (4·h, split by TP
+    only with sequence parallelism) and the fused QKV output (``qkv``) and the MLP's up
+    projection(s) (``up``), split by TP."""
+    s, b, d = seq, micro_batch, dtype_bytes
+    outside = 4 * hidden * s * b * d
+    inside = (qkv + up) * s * b * d
+    if sequence_parallel:
+        return (outside + inside) // tp
+    return outside + inside // tp
+
+
 def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
                                  flash_attention: bool = True, dtype_bytes: int = 2) -> int:

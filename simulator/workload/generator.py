@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from .activations import transformer_activation_bytes
+from .activations import transformer_activation_bytes, transformer_split_backward_bytes
 from .gpus import GPUPreset
 
 MODELS = ("gpt", "llama", "moe")
@@ -342,12 +342,23 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
                                         par.flash_attention, par.dtype_bytes)
 
 
+def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
+    """What one transformer layer's I keeps per microbatch until its W (its weights' output
+    gradients; an MoE layer's experts counted once per expert a token visits)."""
+    q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
+    up = model.ffn_size * (1 if model.arch == "gpt" else 2)
+    up *= model.topk if model.arch == "moe" else 1
+    return transformer_split_backward_bytes(model.seq, model.micro_batch, model.hidden, q, up,
+                                            par.tp, par.sequence_parallel, par.dtype_bytes)
+
+
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
     vpp = par.vpp if layout == "model" else model.layers // par.pp
     return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
             f"vpp: {vpp} ga: {par.ga} all_gpus: {par.world} checkpoints: 0 "
             f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
-            f"activation_bytes: {activation_bytes(model, par)}")
+            f"activation_bytes: {activation_bytes(model, par)} "
+            f"split_backward_bytes: {split_backward_bytes(model, par)}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

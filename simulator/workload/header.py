@@ -34,6 +34,8 @@ _INT_KEYS = {
     # pipesim's: bytes a transformer layer keeps per microbatch (pipesim generate writes it
     # from the model's shape); SimAI ignores a key it does not know
     "activation_bytes:": ("activation_bytes", 0),
+    # and what a split backward's I keeps per layer and microbatch until its W
+    "split_backward_bytes:": ("split_backward_bytes", 0),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -46,7 +48,8 @@ _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp":
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
-          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:")
+          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:, "
+          "split_backward_bytes:")
 
 
 class ParsedHeader:
@@ -209,6 +212,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     stage_layers=values.get("stage_layers", ()),
                     mode=values.get("mode"),
                     activation_bytes=values.get("activation_bytes", 0),
+                    split_backward_bytes=values.get("split_backward_bytes", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

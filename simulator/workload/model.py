@@ -123,6 +123,7 @@ class Header:
     all_gpus: int = 1
     pp_comm: int = 0                      # bytes between adjacent stages per microbatch
     activation_bytes: int = 0             # a layer's stash per microbatch (0: not given)
+    split_backward_bytes: int = 0         # what a layer's I keeps until its W (0: not given)
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer

@@ -80,7 +80,10 @@ def test_generate_precision_fp32_doubles_the_activation_bytes_but_not_the_masks(
     assert fp32.activation_bytes == 66 * sbh + 9 * as2b == 2752512
     assert (bf16.pp_comm, fp32.pp_comm) == (2 * sbh, 4 * sbh)
     assert ("activation_bytes: 2752512 B per layer and microbatch (Korthikanti et al.: fp32 "
-            "activations, 1-byte dropout masks, scores kept)\n") in out
+            "activations, 1-byte dropout masks, scores kept); split_backward_bytes: 1441792 B "
+            "(the weights' output gradients a split backward's I keeps until its W)\n") in out
+    # per token: the norms', the projection's and fc2's outputs (4h), QKV's (3h), fc1's (4h)
+    assert fp32.split_backward_bytes == 11 * sbh * 4 == 2 * bf16.split_backward_bytes
     assert main(args + ["--precision", "fp8", "-o", str(tmp_path / "x.txt")]) == 2
     assert "--precision" in capsys.readouterr().err
 
@@ -96,5 +99,35 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "transformer layer and microbatch (Korthikanti et al.'s count for the precision, flash "
         "attention and sequence parallelism pipesim generate was given; dropout masks 1 B an "
         "element); no working memory inside an action (transient 0 B: a forward's output "
-        "before its residual add, a backward's gradients)")
+        "before its residual add, a backward's gradients); a split backward's I keeps the "
+        "header's split_backward_bytes 1441792 B per layer until its W")
     assert "activation_assumed" not in warnings
+
+
+LAYER = ("attention_column", "attention_row", "mlp_column", "mlp_row")
+
+
+def _two_layers(tmp_path, split: str) -> str:
+    rows = [f"{name}\t-1\t1000\tNONE\t0\t1000\tNONE\t0\t1000\tNONE\t0\t0"
+            for _ in range(2) for name in LAYER]
+    path = tmp_path / "w.txt"
+    path.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 2 "
+                    f"vpp: 1 ga: 2 all_gpus: 2 pp_comm: 100 activation_bytes: 4000{split}\n"
+                    f"{len(rows)}\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_a_split_backward_keeps_the_headers_bytes_less_its_sent_input_gradient(tmp_path):
+    # ZB-H1, P = 2, M = 2, a layer per stage. Rank 0: 0F0 0F1 0I0 0W0 0I1 0W1: after 0I0 two
+    # stashes and 0I0's 1000 B (a first stage sends no input gradient); rank 1: 1F0 1I0 1F1
+    # 1I1 1W0 1W1: after 1I1 two stashes and two I's 1000 - 100 B (the input gradient, 100 B,
+    # is its send's)
+    with_key = simulate(_two_layers(tmp_path, " split_backward_bytes: 1000"), "zb-h1",
+                        pp=2, microbatches=2).to_dict()["ranks"]
+    assert [(r["peak_memory_bytes"], r["peak_memory_action"]) for r in with_key] == [
+        (9000, "0I0"), (9800, "1I1")]
+    without = simulate(_two_layers(tmp_path, ""), "zb-h1", pp=2, microbatches=2)
+    assert [r["peak_memory_bytes"] for r in without.to_dict()["ranks"]] == [8000, 8000]
+    assert "a split backward's I keeps nothing until its W (the header has no " \
+        "split_backward_bytes:)" in {w.code: w.message for w in without.warnings}[
+            "activation_from_shape"]

@@ -10,7 +10,7 @@ import click
 
 from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, MODELS, PRECISIONS, ModelSpec, ParallelSpec, \
-    activation_bytes, render
+    activation_bytes, render, split_backward_bytes
 from ...workload.gpus import GPUS, gpu_preset
 from ..outputs import check_writable
 
@@ -83,4 +83,6 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
     split = f", split over tp {tp}" + (" with sequence parallelism" if not no_sp else "")
     click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
                f"(Korthikanti et al.: {precision} activations, 1-byte dropout masks, "
-               f"{attention}{split if tp > 1 else ''})")
+               f"{attention}{split if tp > 1 else ''}); split_backward_bytes: "
+               f"{split_backward_bytes(model, par)} B (the weights' output gradients a split "
+               "backward's I keeps until its W)")
