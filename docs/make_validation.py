@@ -278,6 +278,8 @@ def where_things_stand(table_rows: list[str], fidelity: list[str], memory: list[
     bullet = next((ln for ln in memory if ln.startswith("- **")), None)
     if bullet is not None:
         out.append("- **Memory against torch's allocator** (per-rank peak): " + bullet[2:])
+    out += [f"- **Memory from the model's shape alone** (transformer case): {ln[4:]}"
+            for ln in memory if ln.startswith("- **Shape only")]
     bullet = next((ln for ln in astra if ln.startswith("- **")), None)
     if bullet is not None:
         out.append("- **Against ASTRA-sim 2.0** (pipesim's Chakra exports replayed): " + bullet[2:])
@@ -812,6 +814,50 @@ def memory_section() -> list[str]:
         tag = " (calibrated on)" if r["calibrated_on"] else ""
         out.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']}{tag} | {kib} | "
                    f"{pkib} | {err} |")
+    return out + [""] + shape_only_section()
+
+
+def shape_only_section() -> list[str]:
+    """The transformer case predicted from its shape alone (benchmarks/memory/shape_only.py),
+    from committed data only."""
+    import json
+
+    runs = sorted((REPO / "benchmarks" / "results").glob("memory-*-transformer/shape-only.json"))
+    if not runs:
+        return []
+    doc = json.loads(runs[-1].read_text())
+    rel = runs[-1].parent.relative_to(REPO)
+    out = ["### From the model's shape alone (no traces): the transformer case", "",
+           "16 Megatron-style pre-LN GPT layers (h = 256, 4 heads, s = 128, b = 1, MLP 4h, "
+           "dropout 0.1, attention written out: no flash attention), fp32, SGD, P = 4, the 7 "
+           f"torch classes, M = 8 and 12 (`{rel}`). pipesim is given what `pipesim generate "
+           "--model gpt --no-flash-attention --precision fp32` writes for that shape (its "
+           "transformer rows: the harness's model has no embedding or LM head), fp32 weights "
+           "and SGD, and torch's runtime rules (`--p2p torch`); nothing is fitted. Assumed, as "
+           "the run's `activation_from_shape` warning says: Korthikanti et al.'s stash per "
+           "layer in the precision given, dropout masks 1 B an element; a split backward's I "
+           "keeps its weights' output gradients (`split_backward_bytes`); no working memory "
+           "inside an action.", ""]
+    for shape, s in doc["summary"].items():
+        rank = ", ".join(f"M = {k[1:]}: {g}/{t}" for k, (g, t) in s["ranking"].items())
+        above = 100.0 * (s["stash_measured_bytes"] / s["stash_counted_bytes"] - 1)
+        what = ("dropout as `F.dropout` runs it on the CPU: a 4-byte scaled noise tensor "
+                "where Megatron's count has a 1-byte mask" if shape == "transformer" else
+                "dropout through `torch.native_dropout`: a 1-byte mask, as on CUDA")
+        what += (f"; a layer's stash measured alone {s['stash_measured_bytes']:,} B, counted "
+                 f"{s['stash_counted_bytes']:,} B ({above:+.1f} %)")
+        out.append(f"- **Shape only, {shape}** ({what}): {s['within']} of {s['ranks']} ranks "
+                   f"within ±{s['tolerance_pct']:g} % (median {s['median_error_pct']:+.1f} %, "
+                   f"worst {s['worst_error_pct']:+.1f} %); class pairs ranked as measured: "
+                   f"{rank}.")
+    out += ["", "| shape | M | schedule | measured (KiB) | predicted (KiB) | error % |",
+            "|---|---:|---|---|---|---|"]
+    for r in doc["rows"]:
+        kib = " / ".join(f"{b / 1024:.0f}" for b in r["measured"])
+        pkib = " / ".join(f"{b / 1024:.0f}" for b in r["predicted"])
+        err = " / ".join(f"{e:+.1f}" for e in r["error_pct"])
+        out.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']} | {kib} | {pkib} "
+                   f"| {err} |")
     return out + [""]
 
 

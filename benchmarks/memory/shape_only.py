@@ -26,10 +26,11 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.memory.cases import LAYERS, P, SCHEDULES, TRANSFORMERS, Shape, \
     pipesim_schedule  # noqa: E402
+from benchmarks.memory.predict import ranking_agrees  # noqa: E402
 from simulator import simulate  # noqa: E402
 from simulator.system.config import system_from_dict  # noqa: E402
-from simulator.workload.generator import ModelSpec, ParallelSpec, header_line, \
-    layer_rows  # noqa: E402
+from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes, \
+    header_line, layer_rows  # noqa: E402
 from simulator.workload.gpus import gpu_preset  # noqa: E402
 from simulator.workload.parser import parse_workload_text  # noqa: E402
 
@@ -88,26 +89,34 @@ def run(results: dict) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> dict:
-    errs = sorted(e for r in rows for e in r["error_pct"])
-    mags = sorted(abs(e) for e in errs)
-    per_class: dict[str, list[float]] = {}
-    for r in rows:
-        per_class.setdefault(r["schedule"], []).extend(r["error_pct"])
-    return {"ranks": len(errs), f"within_{TOLERANCE_PCT:g}pct": sum(e <= TOLERANCE_PCT
-                                                                    for e in mags),
-            "median_error_pct": errs[len(errs) // 2] if errs else None,
-            "median_abs_error_pct": mags[len(mags) // 2] if mags else None,
-            "worst_error_pct": max(errs, key=abs) if errs else None,
-            "per_class": {k: {"min": min(v), "max": max(v)} for k, v in per_class.items()}}
+    """Per shape: ranks within the tolerance, the median and worst signed error, per class the
+    range."""
+    out = {}
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        mine = [r for r in rows if r["shape"] == shape]
+        errs = sorted(e for r in mine for e in r["error_pct"])
+        per_class: dict[str, list[float]] = {}
+        for r in mine:
+            per_class.setdefault(r["schedule"], []).extend(r["error_pct"])
+        out[shape] = {"ranks": len(errs),
+                      "within": sum(abs(e) <= TOLERANCE_PCT for e in errs),
+                      "tolerance_pct": TOLERANCE_PCT,
+                      "median_error_pct": errs[len(errs) // 2],
+                      "worst_error_pct": max(errs, key=abs),
+                      "per_class": {k: [min(v), max(v)] for k, v in per_class.items()},
+                      "ranking": {f"m{m}": list(ranking_agrees(rows, shape, m))
+                                  for m in sorted({r["microbatches"] for r in mine})}}
+    return out
 
 
 def markdown(rows: list[dict]) -> str:
     kib = lambda b: f"{b / 1024:.0f}"  # noqa: E731
     lines = ["From the model's shape alone (no traces); peaks per rank r0 / r1 / r2 / r3 in KiB, "
              "the data handed to the first stage left out.", "",
-             "| M | schedule | measured | predicted | error % |", "|---:|---|---|---|---|"]
+             "| shape | M | schedule | measured | predicted | error % |",
+             "|---|---:|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['microbatches']} | {r['schedule']} | "
+        lines.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']} | "
                      f"{' / '.join(map(kib, r['measured']))} | "
                      f"{' / '.join(map(kib, r['predicted']))} | "
                      f"{' / '.join(f'{e:+.1f}' for e in r['error_pct'])} |")
@@ -125,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(results)
     text = markdown(rows)
     s = summary(rows)
+    raw = Path(args.results) / "raw.json"
+    blocks = json.loads(raw.read_text())["blocks"] if raw.is_file() else {}
+    for shape in s:
+        model, par = specs(TRANSFORMERS[shape], 8)
+        s[shape]["stash_counted_bytes"] = activation_bytes(model, par)
+        if shape in blocks:     # one layer's forward measured alone (its output included)
+            s[shape]["stash_measured_bytes"] = blocks[shape][0]["stash_bytes"]
     print(text)
     print(json.dumps(s, indent=1))
     if args.markdown:
