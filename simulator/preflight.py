@@ -387,6 +387,10 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                           f"{split} B per layer until its W" if split else
                           "; a split backward's I keeps nothing until its W (the header has no "
                           "split_backward_bytes:)")
+        if not cfg.params_per_layer:
+            transient += ("; parameters: the rows' weight-gradient bytes / "
+                          f"memory.grad_bytes_per_param {cfg.grad_bytes_per_param:g} (pipesim "
+                          "generate writes fp32 gradients, 4 B a parameter)")
         out.append(RunWarning(
             "activation_from_shape",
             f"activation memory from the model's shape: the header's activation_bytes "
