@@ -278,8 +278,8 @@ def where_things_stand(table_rows: list[str], fidelity: list[str], memory: list[
     bullet = next((ln for ln in memory if ln.startswith("- **")), None)
     if bullet is not None:
         out.append("- **Memory against torch's allocator** (per-rank peak): " + bullet[2:])
-    out += [f"- **Memory from the model's shape alone** (transformer case): {ln[4:]}"
-            for ln in memory if ln.startswith("- **Shape only")]
+    out += ["- **Memory from the model's shape alone, " + ln[len("- **Shape only, "):]
+            for ln in memory if ln.startswith("- **Shape only, ")]
     bullet = next((ln for ln in astra if ln.startswith("- **")), None)
     if bullet is not None:
         out.append("- **Against ASTRA-sim 2.0** (pipesim's Chakra exports replayed): " + bullet[2:])
@@ -837,7 +837,8 @@ def shape_only_section() -> list[str]:
            "the run's `activation_from_shape` warning says: Korthikanti et al.'s stash per "
            "layer in the precision given, dropout masks 1 B an element; a split backward's I "
            "keeps its weights' output gradients (`split_backward_bytes`); no working memory "
-           "inside an action.", ""]
+           "inside an action (what the predictions below miss, mostly: a backward's working "
+           "gradients, a forward's scores before their softmax).", ""]
     for shape, s in doc["summary"].items():
         rank = ", ".join(f"M = {k[1:]}: {g}/{t}" for k, (g, t) in s["ranking"].items())
         above = 100.0 * (s["stash_measured_bytes"] / s["stash_counted_bytes"] - 1)
