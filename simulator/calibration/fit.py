@@ -10,9 +10,18 @@ What is measured directly (medians over iterations, design notes §6):
 - per kind, the rank's time in the runtime's send / receive posts (``PP:SEND_*`` /
   ``PP:RECV_*`` spans) per action: added to that kind's launch overhead (W moves no data).
 
+- on traces of the multi-stage runtime, which annotate every transfer (``transfers``): the
+  link latency, the median time from the later of a transfer's two posts to the return of a
+  receive's wait that sat waiting for it, and the two-way exchange cost, what such receives
+  took more with a transfer in flight the other way (0 on the recorded traces). Neither is
+  left to the replay: the source's timeline hardly constrains the exchange cost
+  (Interleaved1F1B's replays to the ns at any), and the search had put 1-2 ms there that the
+  V-shaped schedules, whose ranks send both ways every step, then paid (1 ms per layer:
+  DualPipeV +11 %).
+
 What is fitted, because no span shows it alone: the per-action launch overhead, the step
-prologue, the one-way link latency and the two-way exchange cost of torch's rendezvous
-transfers. A deterministic search replays the traced schedule under ``--p2p torch`` for each
+prologue and, on single-stage traces (which label no transfer), the one-way link latency and
+the two-way exchange cost of torch's rendezvous transfers. A deterministic search replays the traced schedule under ``--p2p torch`` for each
 candidate: a coarse grid of launch overheads and exchange costs first, then a coordinate search
 (step halving, fixed order of parameters and signs) from the best of them. It keeps the
 candidate whose timeline is closest to the traces': the mean |error| of every compute action's
@@ -47,6 +56,7 @@ from ..workload.partition import partition
 from .memory_fit import fit_memory
 from .memory_trace import read_memory
 from .traces import TraceError, TraceSet, read_traces, trace_files
+from .transfers import ExchangeMeasure, measured_exchange
 
 # parameters fitted by replay: (key, start, first step, smallest step), in ns; the start is the
 # torch-on-gloo figures of configs/system/torch-gloo-cpu.yaml
@@ -101,6 +111,7 @@ class Calibration:
     memory: dict | None = None         # the ``memory:`` section (memory_fit), from [memory] events
     memory_basis: str = ""             # "absolute" or "deltas" (memory_trace), per the traces
     other: "Calibration | None" = None  # the other torch runtime's fit (runtime_figures)
+    exchange_measure: ExchangeMeasure | None = None   # multi-stage traces: measured, not fitted
     warnings: list = field(default_factory=list)
 
     @property
@@ -177,8 +188,12 @@ class Calibration:
                  "measured: transfer posting per action "
                  + ", ".join(f"{k} {self.comm_ns.get(k, 0.0) / 1e3:.1f}" for k in "FBIW")
                  + " us",
-                 f"fitted: launch overhead {self.overhead_ns / 1e3:.1f} us per action, exchange "
-                 f"{self.exchange_ns / 1e3:.1f} us, latency {self.latency_ns / 1e3:.1f} us",
+                 *([f"measured: {self.exchange_measure.describe()}"]
+                   if self.exchange_measure is not None else []),
+                 f"fitted: launch overhead {self.overhead_ns / 1e3:.1f} us per action"
+                 + ("" if self.exchange_measure is not None else
+                    f", exchange {self.exchange_ns / 1e3:.1f} us, latency "
+                    f"{self.latency_ns / 1e3:.1f} us"),
                  f"step: prologue {self.prologue_ns / 1e3:.1f} us (fitted), epilogue "
                  f"{self.epilogue_ns / 1e3:.1f} us (measured)",
                  "rank  busy meas/replay (ms)  idle meas/replay (ms)  end meas/replay (ms)"]
@@ -435,11 +450,20 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
     meas, meas_it, epilogue, first = _measured(traces)
     comm = transfer_posting(traces)
     meas_ends = measured_ends(traces)
+    # the multi-stage runtime's latency and exchange cost are measured on its transfers
+    exchange = measured_exchange(traces) if runtime_of(name) == "torch-multi" else None
+    search = SEARCH if exchange is None else tuple(
+        s for s in SEARCH if s[0] not in ("exchange_ns", "latency_ns"))
+    grid = GRID if exchange is None else tuple(dict.fromkeys(
+        (ov, exchange.exchange_ns) for ov, _ in GRID))
     # whole ns throughout: the replay then is exactly what the written file gives `pipesim run`
     params = {key: float(round(start)) for key, start, _, _ in SEARCH}
+    if exchange is not None:
+        params["exchange_ns"] = exchange.exchange_ns
+        params["latency_ns"] = exchange.latency_ns
     params["prologue_ns"] = float(round(max(0.0, first - params["overhead_ns"])))
-    steps = {key: step for key, _, step, _ in SEARCH}
-    floor = {key: lo for key, _, _, lo in SEARCH}
+    steps = {key: step for key, _, step, _ in search}
+    floor = {key: lo for key, _, _, lo in search}
     cache: dict[tuple, tuple[float, list, float, float]] = {}
 
     def evaluate(p: dict) -> tuple[float, list, float, float]:
@@ -456,7 +480,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
     # a coarse grid of starts first: the coordinate search alone stops in the nearest dip, and
     # which dip that is depended on the preset's figures, not on the traces
     best = evaluate(params)
-    for ov, ex in GRID:
+    for ov, ex in grid:
         cand = dict(params, overhead_ns=ov, exchange_ns=ex,
                     prologue_ns=float(round(max(0.0, first - ov))))
         got = evaluate(cand)
@@ -464,7 +488,7 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
             params, best = cand, got
     while len(cache) < MAX_REPLAYS and any(steps[k] >= floor[k] for k in steps):
         improved = False
-        for key, *_ in SEARCH:
+        for key, *_ in search:
             if steps[key] < floor[key]:
                 continue
             for sign in (1, -1):
@@ -486,7 +510,8 @@ def fit(traces: TraceSet, workload: Workload | str | PathLike, *, workload_name:
                       costs, scales, params["overhead_ns"], params["exchange_ns"],
                       params["latency_ns"], params["prologue_ns"], epilogue, meas_it, rep_it,
                       [RankFit(r, meas[r], rep[r]) for r in range(traces.pp)], len(cache),
-                      comm_ns=comm, timeline_error_ns=tl, timeline_actions=len(meas_ends))
+                      comm_ns=comm, timeline_error_ns=tl, timeline_actions=len(meas_ends),
+                      exchange_measure=exchange)
     return cal
 
 

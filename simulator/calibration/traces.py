@@ -87,6 +87,10 @@ class TraceAction:
     busy_ns: int
     pair: int | None = None
     label: str = ""
+    # a SEND_* / RECV_* span's transfer as the backend annotates it (``gloo:send`` /
+    # ``gloo:recv``, which start at the post and end when the runtime's wait on it returned):
+    # (post, completion) in ns; None elsewhere or where the trace has no such annotation
+    comm: tuple[int, int] | None = None
 
     @property
     def span_ns(self) -> int:
@@ -461,6 +465,21 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
         spans.append((s, s + _ns(ev["dur"])))
 
     device = _device_work(events)
+    # per thread, the backend's send / receive annotations by start (a transfer's post and
+    # the return of the wait on it; they outlast the PP:SEND / PP:RECV span that posts them)
+    comms: dict[tuple, tuple[list[int], list[tuple[int, int]]]] = {}
+    for ev in sorted((e for e in events if e.get("cat") == "user_annotation"
+                      and str(e.get("name", "")).endswith((":send", ":recv"))),
+                     key=lambda e: e["ts"]):
+        starts, spans = comms.setdefault((ev.get("pid"), ev.get("tid")), ([], []))
+        s = _ns(ev["ts"])
+        starts.append(s)
+        spans.append((s, s + _ns(ev["dur"])))
+
+    def comm_of(ev: dict, start: int, end: int) -> tuple[int, int] | None:
+        starts, spans = comms.get((ev.get("pid"), ev.get("tid")), ([], []))
+        i = bisect.bisect_left(starts, start)
+        return spans[i] if i < len(starts) and starts[i] <= end else None
 
     def busy(ev: dict, start: int, end: int) -> tuple[int, int]:
         """(busy time, end): the nested operators' union on a CPU trace; on a GPU trace the
@@ -492,8 +511,10 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
         pair = None
         if parsed[0][3]:
             pair = sum(1 for a in per_iter[k] if a.pair is not None) // 2
+        comm = comm_of(ev, start, end) if parsed[0][1] in COMM_KINDS else None
         for stage, kind, mb, _paired in parsed:
-            per_iter[k].append(TraceAction(stage, kind, mb, start, end, b, pair, ev["name"]))
+            per_iter[k].append(TraceAction(stage, kind, mb, start, end, b, pair, ev["name"],
+                                           comm))
     if steps or iters:
         its = tuple(Iteration(i, b[1], b[2], tuple(acts))
                     for i, (b, acts) in enumerate(zip(bounds, per_iter)))
