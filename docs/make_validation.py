@@ -548,7 +548,18 @@ def _other_layer_lines(others: list[tuple]) -> list[str]:
             "with an exchange cost of 0 (its critical path crosses no two transfers), so its "
             "traces hardly pin the 2.2 ms down, and ZB-V and DualPipeV, whose paths do cross, "
             "pay it (with 0: -0.8 and +1.6 % instead of +4.7 and +11.4 %); LoopedBFS's median "
-            "(spread 18 %) is the other miss.")
+            "(spread 18 %) is the other miss. Since then `pipesim calibrate` measures the "
+            "multi-stage runtime's latency and exchange cost on the traces' own transfers "
+            "(gloo's `gloo:recv` from the post to the return of the wait; docs/model.md) "
+            "instead of searching them: torch posts each of that runtime's sends and receives "
+            "alone and waits for a send only at the end of the step, and on the recorded "
+            "traces receives that waited for their data with a transfer in flight the other "
+            "way took no longer than one-way ones (Interleaved1F1B: median 145 against 166 "
+            "µs), so the exchange cost is 0 there. Run g's calibrations above were fitted "
+            "before that (its traces were not kept); with their multi-stage exchange cost set "
+            "to 0 and the rest as fitted, InterleavedZeroBubble + 1F1B puts every class of the "
+            "three cases within ±5 % (largest 3.9 / 1.9 / 1.2 %), Interleaved1F1B + 1F1B all "
+            "but LoopedBFS uniform (-7.7 %).")
     return out
 
 
