@@ -468,8 +468,9 @@ def read_rank(path: str | PathLike, data: dict | None = None, *, rank: int = 0,
     # per thread, the backend's send / receive annotations by start (a transfer's post and
     # the return of the wait on it; they outlast the PP:SEND / PP:RECV span that posts them)
     comms: dict[tuple, tuple[list[int], list[tuple[int, int]]]] = {}
+    # gloo's only: NCCL's wait returns once the stream is ordered, not when the data came
     for ev in sorted((e for e in events if e.get("cat") == "user_annotation"
-                      and str(e.get("name", "")).endswith((":send", ":recv"))),
+                      and e.get("name") in ("gloo:send", "gloo:recv")),
                      key=lambda e: e["ts"]):
         starts, spans = comms.setdefault((ev.get("pid"), ev.get("tid")), ([], []))
         s = _ns(ev["ts"])
