@@ -20,7 +20,10 @@ an action's busy time is the union of the device intervals of what it launched (
 ``args.correlation``; NCCL kernels, which wait for the peer, left out), and its end is the
 last of those intervals' ends when that is later than the span's (the CPU runs ahead of the
 device). The ``gpu_user_annotation`` copies of the labels on the device timeline are not read
-as actions. Iterations are
+as actions. A ``SEND_*`` / ``RECV_*`` span keeps its transfer's ``gloo:send`` / ``gloo:recv``
+annotation (from the post to the return of the wait on it), which is how the calibration sees
+when a receive's data came (``transfers``; gloo only: NCCL's wait returns before its data
+lands). Iterations are
 ``ProfilerStep#k`` spans, else spans whose name starts with ``ITER``; a trace with neither is
 one iteration. Actions outside every iteration span are dropped (warm-up, set-up).
 
