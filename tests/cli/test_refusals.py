@@ -577,3 +577,17 @@ def test_hanayo_counts_what_its_builder_costs_per_wave(capsys):
         "and building it costs as much as 768,000 (its generator grows faster than its "
         "actions), above the limit of 700,000 (about 10 s to build); pass --max-actions "
         "768000 (or 0 for no limit) to run it anyway")
+
+
+def test_verify_auto_searches_as_schedule_auto_does(capsys):
+    """Found by the fuzz (9.6 s): verify handed auto its minibatch count as the search's
+    iterations (4 moves), so the synthesis budget counted a smaller search than the fusing step
+    really made; only 2BW runs minibatches without a flush."""
+    want = ("-O max_evaluations: synthesizing auto with pp 1, vpp 2, 1000 microbatches takes "
+            "about 37,812,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=37812000 (or 0 for no limit) to synthesize it anyway")
+    assert _refused(capsys, ["verify", "auto", "--pp", "1", "-m", "1000", "--vpp", "2"]) == want
+    assert _refused(capsys, ["schedule", "auto", "--pp", "1", "-m", "1000", "--vpp", "2"]) == want
+    assert _refused(capsys, ["verify", "auto", "--pp", "2", "-m", "4", "--iterations",
+                             "3"]) == (
+        "--iterations: auto flushes every iteration; verify runs one iteration")

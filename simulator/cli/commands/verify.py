@@ -8,8 +8,6 @@ exit 2/3 when the schedule is refused or deadlocks.
 
 from __future__ import annotations
 
-import inspect
-
 import click
 
 from ...errors import ConfigError
@@ -124,9 +122,8 @@ def _schedule(name, schedule_file, pp, microbatches, vpp, iterations, check, lay
             raise ConfigError(f"{option}: required with a schedule name")
 
     spec = registry.get(name)
-    takes_iterations = "iterations" in inspect.signature(spec.generate).parameters
     options = {}
-    if takes_iterations:
+    if not spec.flushes:   # not auto's iterations: those are its search's moves
         options["iterations"] = ITERATIONS_NO_FLUSH if iterations is None else iterations
     elif iterations is not None:
         raise ConfigError(f"--iterations: {spec.name} flushes every iteration; verify runs "

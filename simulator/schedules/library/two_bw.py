@@ -36,7 +36,7 @@ def _sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, in
 @register("2bw", summary="PipeDream-2BW: 1F1B across minibatches without a flush, two weight "
           "versions per stage, 1-stale updates; option iterations (default 2)",
           closed_form=_closed_form, formula="(P-1)/(IM+P-1), I minibatches",
-          aliases=("pipedream-2bw", "two-bw"), sizes=_sizes)
+          aliases=("pipedream-2bw", "two-bw"), sizes=_sizes, flushes=False)
 def generate(pp: int, microbatches: int, vpp: int = 1, iterations: int = 2,
              **_: object) -> Schedule:
     if vpp != 1:
