@@ -32,6 +32,7 @@ from struct import pack as _pack
 
 from ..errors import DeadlockError, Wait
 from ..schedules.comm_pass import ACTIVATION, GRADIENT
+from ..schedules.rank_actions import microbatches_of
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
 from .program import AsyncOps
@@ -228,15 +229,16 @@ class _Walk:
             now = clock[r]
             if prologue:
                 now = now + prologue
-            acts = iter(actions)
+            mbs = iter(microbatches_of(actions))
+            acts = iter(actions) if layers is not None else None   # every step general then
             for c in range(0, n_steps, _CHUNK):
                 if c:
                     _flush(columns, lists)
-                for i, a in zip(steps[c:c + _CHUNK], acts):
+                for i, mb in zip(steps[c:c + _CHUNK], mbs):
                     total, rb, sb, dst, rest = plan[i]
                     if rest is None:
                         # the common step, by itself: one action, its receive, compute, send
-                        row = box[a.microbatch]
+                        row = box[mb]
                         if rb >= 0:
                             got = row[rb]
                             if got is None:    # not sent yet: the sender wakes this rank
@@ -285,9 +287,9 @@ class _Walk:
                         continue
                     # any other step: a pair, shares, DP collectives, overheads, variation
                     n, cost, recvs, sends = rest
-                    step = (a,) if n == 1 else (a, next(acts))
+                    step_mbs = (mb,) if n == 1 else (mb, next(mbs))
                     for k, base in recvs:
-                        row = box[step[k].microbatch]
+                        row = box[step_mbs[k]]
                         got = row[base]
                         if got is None:
                             row[base] = me
@@ -309,7 +311,7 @@ class _Walk:
                         starts.append(s0)
                         ends.append(start + sh[1] * span)
                         if layers is not None:
-                            layers(r, step[k], it, s0, (sh[1] - sh[0]) * span, sh[3])
+                            layers(r, next(acts), it, s0, (sh[1] - sh[0]) * span, sh[3])
                     if cost.dp:
                         dp_free[r], done = issue_dp(
                             r, it, dp_free[r], start, cost.dp,
@@ -317,7 +319,7 @@ class _Walk:
                         if done > self.cand:
                             self.cand = done
                     for k, base, dst in sends:
-                        row = box[step[k].microbatch]
+                        row = box[step_mbs[k]]
                         issued.append(now)
                         if instant:
                             e = now

@@ -19,6 +19,7 @@ from itertools import accumulate, chain, compress, count, repeat
 from operator import attrgetter, lt
 
 from .action import Action, Kind
+from .rank_actions import RankActions
 
 WARMUP, STEADY, COOLDOWN = "Warmup", "Steady", "Cooldown"
 
@@ -43,7 +44,8 @@ def rank_kinds(schedule, rank: int) -> str:
     cache = schedule.__dict__.setdefault("_kind_strings", {})
     kinds = cache.get(rank)
     if kinds is None:
-        kinds = cache[rank] = kind_string(schedule.ranks[rank])
+        acts = schedule.ranks[rank]
+        kinds = cache[rank] = acts.kinds if type(acts) is RankActions else kind_string(acts)
     return kinds
 
 
@@ -53,7 +55,9 @@ def rank_stages(schedule, rank: int) -> frozenset[int]:
     cache = schedule.__dict__.setdefault("_action_stages", {})
     stages = cache.get(rank)
     if stages is None:
-        stages = cache[rank] = frozenset(map(_stage, schedule.ranks[rank]))
+        acts = schedule.ranks[rank]
+        stages = cache[rank] = (frozenset((acts.stage,) if acts else ())
+                                if type(acts) is RankActions else frozenset(map(_stage, acts)))
     return stages
 
 
@@ -64,7 +68,8 @@ def rank_unpaired(schedule, rank: int) -> bool:
     unpaired = cache.get(rank)
     if unpaired is None:
         acts = schedule.ranks[rank]
-        unpaired = cache[rank] = list(map(_pair, acts)).count(None) == len(acts)
+        unpaired = cache[rank] = (type(acts) is RankActions
+                                  or list(map(_pair, acts)).count(None) == len(acts))
     return unpaired
 
 

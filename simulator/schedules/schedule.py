@@ -19,6 +19,7 @@ from operator import attrgetter, countOf
 from typing import Iterable, Sequence
 
 from .action import Action, Kind
+from .rank_actions import RankActions
 
 _PAIR = attrgetter("pair")
 _KIND = attrgetter("kind")
@@ -166,6 +167,10 @@ def _normalize(given: Iterable[Sequence[Action]]):
     flat: list[tuple[Action, ...]] = []
     any_comm = any_overlap = False
     for acts in given:
+        if type(acts) is RankActions:   # compute actions only, as columns: kept as they are
+            steps.append(acts)
+            flat.append(acts)
+            continue
         acts = tuple(acts)
         try:
             plain = (countOf(map(_PAIR, acts), None) == len(acts)

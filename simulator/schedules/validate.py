@@ -33,6 +33,7 @@ from ..errors import ScheduleError
 from .action import RECVS, SENDS, Action, Kind
 from .ops import comm_action, transfer_of, transfers
 from .phases import rank_in_order, rank_kinds, rank_stages, rank_unpaired
+from .rank_actions import RankActions, microbatches_of
 from .schedule import Schedule
 
 Key = tuple[int, str, int]
@@ -115,10 +116,11 @@ def _one_stage_ranks(s: Schedule) -> list[int] | None:
         (st,) = stages
         if type(st) is not int or not 0 <= st < s.n_stages or placement[st] != rank:
             return None
-        if set(map(type, acts)) != {Action} or not rank_unpaired(s, rank):
+        if (type(acts) is not RankActions and set(map(type, acts)) != {Action}) \
+                or not rank_unpaired(s, rank):
             return None
         if not rank_in_order(s, rank):
-            mbs = list(map(_microbatch, acts))
+            mbs = list(microbatches_of(acts))
             if set(map(type, mbs)) != {int}:
                 return None
             code = kinds.encode()
