@@ -24,6 +24,7 @@ from .action import Action, Kind
 
 _microbatch = attrgetter("microbatch")
 _KIND_OF = {k.value: k for k in (Kind.F, Kind.B, Kind.I, Kind.W)}
+_ONE_BY_ONE = 4096
 
 
 # Action's fields are plain slots its generated __init__ sets (frozen: through
@@ -64,7 +65,7 @@ class RankActions(Sequence):
     module's docstring). ``kinds`` holds compute letters only (F, B, I, W): no pair, no
     communication."""
 
-    __slots__ = ("stage", "kinds", "microbatches", "_made")
+    __slots__ = ("stage", "kinds", "microbatches", "_made", "_reads")
 
     def __init__(self, stage: int, kinds: str, microbatches: array) -> None:
         if len(kinds) != len(microbatches) or kinds.strip("FBIW"):
@@ -73,6 +74,7 @@ class RankActions(Sequence):
         self.kinds = kinds
         self.microbatches = microbatches
         self._made: tuple[Action, ...] | None = None
+        self._reads = 0
 
     def actions(self) -> tuple[Action, ...]:
         """The actions as a tuple, made once."""
@@ -93,8 +95,11 @@ class RankActions(Sequence):
         return len(self.kinds)
 
     def __getitem__(self, index):
-        if self._made is not None or isinstance(index, slice):
+        # a few reads (the phase scan, a step's example) make their actions one by one; a
+        # reader that goes on past _ONE_BY_ONE gets the whole tuple, made in C
+        if self._made is not None or isinstance(index, slice) or self._reads > _ONE_BY_ONE:
             return self.actions()[index]
+        self._reads += 1
         return Action(self.stage, _KIND_OF[self.kinds[index]], self.microbatches[index])
 
     def __iter__(self):

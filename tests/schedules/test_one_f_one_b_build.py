@@ -59,3 +59,31 @@ def test_the_facts_it_records_are_the_actions_own():
                 assert [a.microbatch for a in acts if a.kind == kind] == list(range(m))
             assert peak_inflight(acts, in_order=True) == peak_inflight(acts) == (
                 min(pp - r, m), min(pp - r, m))
+
+
+def test_ranks_held_as_columns_read_as_the_tuple():
+    """1F1B's ranks are RankActions (stage, kind letters, microbatches): equal to the tuple of
+    actions, indexed one by one or sliced or iterated, pickled, and a schedule of them equal
+    to the same schedule built from tuples; the run reads the same either way."""
+    import pickle
+    from dataclasses import replace
+
+    from simulator.api import simulate
+    from simulator.schedules.rank_actions import RankActions, microbatches_of
+
+    sched = generate("1f1b", 4, 6)
+    acts = sched.ranks[1]
+    assert type(acts) is RankActions
+    want = tuple(_megatron(1, 4, 6))
+    assert acts[0] == want[0] and acts[-1] == want[-1] and acts[2:5] == want[2:5]
+    assert acts == want and want == acts and len(acts) == 12
+    assert list(microbatches_of(acts)) == [a.microbatch for a in want]
+    assert pickle.loads(pickle.dumps(acts)) == want
+    plain = replace(sched, ranks=tuple(tuple(r) for r in sched.ranks))
+    assert type(plain.ranks[1]) is tuple and plain == sched
+    wl = "workloads/gpt-24l.txt"
+    for engine in ("evaluator", "simpy"):
+        a = simulate(wl, sched, pp=4, microbatches=6, engine=engine)
+        b = simulate(wl, plain, pp=4, microbatches=6, engine=engine)
+        assert a.to_dict() == b.to_dict()
+        assert list(a.records.actions) == list(b.records.actions)

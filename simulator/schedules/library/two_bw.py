@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...errors import ConfigError
 from ..registry import register
 from ..schedule import Schedule, loop_placement
-from .one_f_one_b import one_f_one_b_order
+from .one_f_one_b import one_f_one_b_rank
 
 
 def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
@@ -48,7 +48,7 @@ def generate(pp: int, microbatches: int, vpp: int = 1, iterations: int = 2,
         raise ConfigError(f"--microbatches: 2bw needs at least pp = {pp} microbatches per "
                           f"minibatch so that two weight versions suffice, got {microbatches}")
     total = iterations * microbatches
-    ranks = tuple(tuple(one_f_one_b_order(r, pp, total)) for r in range(pp))
+    ranks = tuple(one_f_one_b_rank(r, pp, total) for r in range(pp))
     return Schedule(
         "2bw", pp, 1, total, loop_placement(pp, 1), ranks, flush=False,
         meta={"weight_versions": 2, "staleness": 1, "iterations": iterations,
