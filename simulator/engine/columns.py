@@ -105,7 +105,7 @@ class TransferColumns(_Columns):
                  records=None) -> None:
         """``records(rank, times, iteration, nbytes)``: the records of one pass over a rank's
         sends in op order, times taken from the iterator ``times`` (the compiled program's
-        :meth:`~simulator.engine.program.AsyncOps.send_records`: nothing kept, no second comm
+        :meth:`~simulator.engine.program.RankOps.send_records`: nothing kept, no second comm
         pass); None: rebuilt from the comm pass."""
         self.schedule = schedule
         self._records_of = records

@@ -2,7 +2,7 @@
 exact fast path (the SimPy engine is the reference for every mode; its lookahead runs this walk
 on SimPy's queue).
 
-A rank's compact list (:class:`~.program.AsyncOps`) is walked by step index. Per step-cost
+A rank's compact list (:class:`~.program.RankOps`) is walked by step index. Per step-cost
 index a plan tuple is built once: its costs, and its receive and send as slots (``2 x destination stage +
 (data is a gradient)``) of the mailbox row of the action's microbatch. A step then makes no
 tuple and reads no attribute beyond its action's microbatch; a plain step (one action, no
@@ -35,7 +35,7 @@ from ..schedules.comm_pass import ACTIVATION, GRADIENT
 from ..schedules.rank_actions import microbatches_of
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
-from .program import AsyncOps
+from .program import RankOps
 from .costs import issue_dp, iteration_rows
 from .records import LayerRecord, RunRecords
 from .simpy_fast import fire_at
@@ -47,7 +47,7 @@ _INF = float("inf")
 def covers(runtime, mode: str) -> bool:
     """The walk applies: asynchronous point-to-point (FIFO links checked by the caller) over
     compact op lists."""
-    return mode == "async" and all(isinstance(p, AsyncOps) for p in runtime.compiled)
+    return mode == "async" and all(isinstance(p, RankOps) for p in runtime.compiled)
 
 
 def walk(runtime, iter_rows: list, env=None):
@@ -124,7 +124,7 @@ def _tensor_of(slot: int) -> tuple[int, str]:
     return slot // 2, (GRADIENT if slot % 2 else ACTIVATION)
 
 
-def _plan(prog: AsyncOps, plain: bool) -> list[tuple]:
+def _plan(prog: RankOps, plain: bool) -> list[tuple]:
     """Per step-cost index: (total, receive slot, send slot, send peer, rest). ``rest`` is
     None for a fast step: one action over the whole step (shares 0 and 1) that takes time, no
     launch overhead, no DP collective, on a rank without variation (``plain``): the step
@@ -199,7 +199,7 @@ class _Walk:
         the set-up is :meth:`_links_of`."""
         rt = self.rt
         rec = self.rec
-        prog: AsyncOps = rt.compiled[r]
+        prog: RankOps = rt.compiled[r]
         actions = rt.schedule.ranks[r]
         steps = prog.steps
         n_steps = len(steps)
@@ -349,7 +349,7 @@ class _Walk:
             self._barrier(r, it, now)
             yield
 
-    def _links_of(self, r: int, prog: AsyncOps) -> dict:
+    def _links_of(self, r: int, prog: RankOps) -> dict:
         """Per destination rank of rank ``r``'s sends, the booking of its link (only ``r``
         books it, in its op order): ``LinkStats.book``, the engine's FIFO rule. A table over
         every rank on every rank grew with P^2."""
@@ -444,7 +444,7 @@ class _Walk:
         raise DeadlockError(waits, max(self.clock))
 
 
-def _uses(prog: AsyncOps) -> list[int]:
+def _uses(prog: RankOps) -> list[int]:
     """How many steps of each step-cost index one pass over ``prog`` runs. Fewer than 256
     indices (always, in practice): the low byte of each 4-byte index counted by
     ``bytes.count``, at memory speed; else a Counter."""

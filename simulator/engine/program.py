@@ -44,6 +44,9 @@ from .records import TransferRecord
 from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
+# the modes whose transfers follow from each action (a receive right before it, a send right
+# after it): compiled to the compact form (:class:`RankOps`) unless the schedule came lowered
+RULE_MODES = ("async", "blocking", "batched")
 EMPTY = ActionCost(0.0, 0.0, (), 0)
 _stage, _microbatch = attrgetter("stage"), attrgetter("microbatch")
 
@@ -158,11 +161,12 @@ class Program:
         labels = tuple(phase_labels(acts) for acts in schedule.ranks)
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
                                  profile)
-        if compiled_mode == "async":     # compact, generated when walked
+        if compiled_mode in RULE_MODES and (compiled_mode == "async" or not schedule.lowered):
+            # the compact form: its transfers follow from each action (RankOps)
             lazy = tuple(builder.compile_async(r) for r in range(schedule.pp))
             compiled: tuple = lazy
             layer_ops = sum(ops.layer_ops() for ops in lazy)
-        else:
+        else:   # early receives (torch-multi), torch's single-stage rules, a lowered schedule
             programs = op_lists(schedule, early_receives=compiled_mode == "torch-multi")
             compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
             del programs
@@ -276,15 +280,16 @@ class ProgramBuilder:
                 out.append((BATCH, (op,)))
         return out
 
-    def compile_async(self, rank: int) -> "AsyncOps":
-        """Rank ``rank``'s op list for asynchronous point-to-point, kept compact: the comm
-        pass's receives and sends follow from each action (see :class:`AsyncOps`), so only
+    def compile_async(self, rank: int) -> "RankOps":
+        """Rank ``rank``'s op list for a mode of :data:`RULE_MODES`, kept compact: the comm
+        pass's receives and sends follow from each action (see :class:`RankOps`), so only
         each step's cost is stored (an index into a small table, in order of first use)."""
         actions = self.schedule.ranks[rank]
         runs = self._steps_in_runs(rank)
         if runs is not None:
             table, first, steps, uses = runs
-            return AsyncOps(self.schedule, rank, table, steps, self.pp_comm, first, uses)
+            return RankOps(self.schedule, rank, table, steps, self.pp_comm, first, uses,
+                           mode=self.p2p)
         weight_bwd, last = self._roles(rank)
         labels = list(self.labels[rank])
         index: dict[tuple, int] = {}
@@ -316,7 +321,8 @@ class ProgramBuilder:
                     quick[q] = i
             put(i)
             pos += len(step)
-        return AsyncOps(self.schedule, rank, tuple(table_), steps, self.pp_comm, tuple(first_))
+        return RankOps(self.schedule, rank, tuple(table_), steps, self.pp_comm, tuple(first_),
+                       mode=self.p2p)
 
     def _steps_in_runs(self, rank: int) -> tuple[tuple, tuple, array, tuple | None] | None:
         """:meth:`compile_async`'s table, first steps and step indices, equal to its walk's
@@ -516,17 +522,20 @@ class ProgramBuilder:
                         tuple(k[4] for k in key), pre)
 
 
-class AsyncOps(Sequence):
-    """A rank's asynchronous op list, generated when walked (what ``ProgramBuilder.compile``
-    would list for ``async``, equal op for op): per step only the index of its
-    :class:`StepCost` is stored (4 bytes); its actions are the schedule's, and their receives
-    and sends follow from each action as the comm pass places them (a receive before the step
-    when the input comes from another rank, a send after it when the output goes to one).
-    A million actions then cost a few MB instead of a few hundred."""
+class RankOps(Sequence):
+    """A rank's op list, the one compiled form of a schedule below it (for the modes of
+    :data:`RULE_MODES`), generated when walked (what ``ProgramBuilder.compile`` would list,
+    equal op for op): per step only the index of its :class:`StepCost` is stored (4 bytes);
+    its actions are the schedule's, and their receives and sends follow from each action as
+    the comm pass places them (a receive before the step when the input comes from another
+    rank, a send after it when the output goes to one), per step-cost index once
+    (:meth:`plan`, from ``ops.peer``). ``mode`` blocking wraps each transfer in a BATCH of its
+    own, batched puts adjacent ones in one. A million actions then cost a few MB instead of a
+    few hundred."""
 
     def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
                  steps: array, pp_comm: int, examples: tuple[tuple, ...],
-                 uses: tuple[int, ...] | None = None) -> None:
+                 uses: tuple[int, ...] | None = None, *, mode: str = "async") -> None:
         """``examples[i]``: the actions of a step with cost ``costs[i]`` (the index fixes each
         action's stage and kind); ``uses[i]``: how many steps have it, when known."""
         self.schedule = schedule
@@ -542,6 +551,8 @@ class AsyncOps(Sequence):
         self._recv: dict[tuple[int, str], tuple | None] = {}
         self._send: dict[tuple[int, str], tuple | None] = {}
         self._len: int | None = None
+        self._plan: list[tuple] | None = None
+        self.mode = mode
 
     def recv_of(self, stage: int, kind: str) -> tuple | None:
         """(data, upstream stage, its rank) an action of ``stage`` and ``kind`` receives, or
@@ -570,7 +581,12 @@ class AsyncOps(Sequence):
     def plan(self) -> list[tuple]:
         """Per step-cost index (which fixes each action's stage and kind): (cost, number of
         actions, receives, sends), a receive / send being (position in the step, data, other
-        stage, peer rank) for each action that needs one."""
+        stage, peer rank) for each action that needs one. Derived once."""
+        if self._plan is None:
+            self._plan = self._derive_plan()
+        return self._plan
+
+    def _derive_plan(self) -> list[tuple]:
         out = []
         for cost, acts in zip(self.costs, self.examples):
             recvs, sends = [], []
@@ -587,6 +603,12 @@ class AsyncOps(Sequence):
     def __iter__(self):
         """The ops, as ``ProgramBuilder.compile`` lists them (the SimPy engine's step-by-step
         walk reads them)."""
+        if self.mode == "async":
+            return self._async_ops()
+        return _rendezvous(self._async_ops(), self.mode == "batched")
+
+    def _async_ops(self):
+        """The asynchronous ops: receives, the step, sends."""
         actions = self.schedule.ranks[self.rank]
         plan = self.plan()
         rank = self.rank
@@ -648,14 +670,33 @@ class AsyncOps(Sequence):
         return list(self)[index]
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, (list, tuple, AsyncOps)):
+        if isinstance(other, (list, tuple, RankOps)):
             return list(self) == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<AsyncOps rank {self.rank}: {len(self.steps)} steps>"
+        return f"<RankOps rank {self.rank}: {len(self.steps)} steps>"
+
+
+def _rendezvous(ops, batched: bool):
+    """``ops`` with each transfer in a BATCH of its own (blocking), or the adjacent ones in
+    one (batched: Megatron's send_forward_recv_backward and friends), as
+    ``ProgramBuilder.compile`` groups them."""
+    group: list[tuple] = []
+    for op in ops:
+        if op[0] == COMPUTE:
+            if group:
+                yield (BATCH, tuple(group))
+                group = []
+            yield op
+        elif batched:
+            group.append(op)
+        else:
+            yield (BATCH, (op,))
+    if group:
+        yield (BATCH, tuple(group))
 
 
 def _rescaled(cost: ActionCost, target: float) -> ActionCost:

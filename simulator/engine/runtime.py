@@ -47,7 +47,7 @@ from .eventlog import debug_enabled, log_complete, log_step
 from .memory_use import account
 from .network import Network
 from .options import EngineOptions
-from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, AsyncOps, Program,
+from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, RankOps, Program,
                       StepCost)
 from .records import LayerRecord, RunRecords, TransferRecord
 from .rendezvous import Rendezvous
@@ -223,7 +223,7 @@ class _Run:
         return (self.p2p == "async" and self.links.topology.sharing != "fair"
                 and not self.options.layer_by_layer and not self.debug
                 and not self.trace_layers
-                and all(isinstance(prog, AsyncOps) for prog in self.compiled)
+                and all(isinstance(prog, RankOps) for prog in self.compiled)
                 and (self.schedule.flush or self.iterations == 1))
 
     def _run_ahead(self) -> RunRecords | None:

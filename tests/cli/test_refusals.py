@@ -313,11 +313,11 @@ def test_sweep_counts_its_points_before_expanding_them(capsys, tmp_path):
 def test_a_p2000_run_builds_no_table_over_every_stage_on_every_rank():
     """The engine's per-rank peer table holds the stages the rank's steps name (at P = 2000 a
     table over every stage cost 4.9 GB)."""
-    from simulator.engine.program import AsyncOps
+    from simulator.engine.program import RankOps
     from simulator.schedules import registry
 
     sched = registry.generate("1f1b", 64, 4)
-    ops = AsyncOps(sched, 5, (), None, 0, ())
+    ops = RankOps(sched, 5, (), None, 0, ())
     assert ops._recv == {} and ops._send == {}
     assert ops.recv_of(5, "F")[1:] == (4, 4)      # (data, upstream stage, its rank)
     assert list(ops._recv) == [(5, "F")]

@@ -1,11 +1,12 @@
-"""The compact asynchronous op lists (``AsyncOps``, generated when walked) equal the op lists
-compiled from the comm pass, op for op, on every registered schedule."""
+"""The compact op lists (``RankOps``, generated when walked) equal the op lists compiled from
+the comm pass, op for op, on every registered schedule, in every mode they compile
+(asynchronous, blocking, batched)."""
 
 from __future__ import annotations
 
 import pytest
 
-from simulator.engine.program import AsyncOps, Program, ProgramBuilder
+from simulator.engine.program import RankOps, Program, ProgramBuilder
 from simulator.schedules import generate, get, names
 from simulator.schedules.comm_pass import op_lists
 from simulator.system import SystemConfig
@@ -24,23 +25,36 @@ def cases():
                 continue
 
 
+@pytest.mark.parametrize("mode", ["async", "blocking", "batched"])
 @pytest.mark.parametrize("name,sched", list(cases()), ids=lambda x: x if isinstance(x, str)
                          else "")
-def test_async_ops_equal_the_comm_pass_compile(name, sched):
+def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
     wl = uniform_workload(2 * sched.n_chunks, pp=sched.pp, ga=sched.microbatches,
                           pp_comm=4096)
     program = Program.compile(sched, partition(wl, sched.n_chunks), wl.header, SystemConfig(),
-                              p2p="async")
+                              p2p=mode)
     builder = ProgramBuilder(sched, list(program.costs), list(program.labels),
-                             "async", program.pp_comm, program.profile)
+                             mode, program.pp_comm, program.profile)
     comm = op_lists(sched)
     for r in range(sched.pp):
         ops = program.compiled[r]
-        assert isinstance(ops, AsyncOps)
+        assert isinstance(ops, RankOps) and ops.mode == mode
         expected = builder.compile(r, comm[r])
         assert list(ops) == expected
         assert list(ops) == expected           # walks again
         assert len(ops) == len(expected)
+
+
+def test_a_lowered_schedule_keeps_its_own_receive_positions_when_they_block():
+    """Blocking transfers of a schedule given lowered run where its steps put them (the op
+    list compiled from its steps); asynchronous ones follow from the actions."""
+    from simulator.schedules.comm_pass import add_communication
+
+    sched = add_communication(generate("1f1b", 2, 2, 1))
+    wl = uniform_workload(2, pp=2, ga=2, pp_comm=64)
+    for mode, compact in (("async", True), ("blocking", False), ("batched", False)):
+        program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p=mode)
+        assert all(isinstance(p, RankOps) == compact for p in program.compiled)
 
 
 def test_transfer_records_over_generated_sends_equal_the_comm_pass_ones():
