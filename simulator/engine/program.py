@@ -46,7 +46,7 @@ from ..schedules.action import Kind
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 # the modes whose transfers follow from each action (a receive right before it, a send right
 # after it): compiled to the compact form (:class:`RankOps`) unless the schedule came lowered
-RULE_MODES = ("async", "blocking", "batched")
+RULE_MODES = ("async", "blocking", "batched", "torch-single")
 EMPTY = ActionCost(0.0, 0.0, (), 0)
 _stage, _microbatch = attrgetter("stage"), attrgetter("microbatch")
 
@@ -267,7 +267,7 @@ class ProgramBuilder:
         if self.p2p == "torch-multi":   # receives posted early by the comm pass
             return [(TSEND,) + op[1:] if op[0] == SEND else op for op in ops]
         if self.p2p == "torch-single":
-            return self._single_stage(ops)
+            return list(_single_stage(ops, self.schedule.name == "gpipe"))
         # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
         # (Megatron's send_forward_recv_backward and friends) are posted and complete together
         out: list[tuple] = []
@@ -417,54 +417,6 @@ class ProgramBuilder:
         steps = array("I", map(renumber.__getitem__, codes))
         return table, first, steps, None
 
-    def _single_stage(self, ops: list[tuple]) -> list[tuple]:
-        """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order.
-
-        A receive is posted right before the compute that needs it and waited for at once.
-        1F1B: a send followed by a receive of the other direction (send forward + receive
-        backward, or the reverse) is one fused batch, posted together and waited for
-        together; any other send is waited for just before the rank posts its next send.
-        GPipe: nothing is fused; the forward sends are waited for when the forwards are done,
-        the backward sends at the end of the step."""
-        gpipe = self.schedule.name == "gpipe"
-        out: list[tuple] = []
-        unwaited: list[tuple] = []          # posted sends not waited for yet
-
-        def wait_sends() -> None:
-            if unwaited:
-                out.append((WAITSENDS, tuple(o[1] for o in unwaited),
-                            tuple(o[4] for o in unwaited)))
-                unwaited.clear()
-
-        i = 0
-        backward_seen = False
-        while i < len(ops):
-            op = ops[i]
-            code = op[0]
-            if gpipe and not backward_seen and (
-                    (code == RECV and op[4].data == GRADIENT)
-                    or (code == COMPUTE and op[2][0].kind != Kind.F)):
-                backward_seen = True
-                wait_sends()
-            if code == COMPUTE:
-                out.append(op)
-            elif code == RECV:
-                out += [(IRECV,) + op[1:], (WAIT,) + op[1:]]
-            else:   # SEND
-                nxt = ops[i + 1] if i + 1 < len(ops) else None
-                if not gpipe and nxt is not None and nxt[0] == RECV \
-                        and nxt[4].data != op[4].data:
-                    wait_sends()
-                    out += [(TSEND,) + op[1:], (IRECV,) + nxt[1:],
-                            (WAITSENDS, (op[1],), (op[4],)), (WAIT,) + nxt[1:]]
-                    i += 2
-                    continue
-                if not gpipe:
-                    wait_sends()
-                out.append((TSEND,) + op[1:])
-                unwaited.append(op)
-            i += 1
-        return out
 
     def action_cost(self, stage: int, kind: str) -> tuple[ActionCost, str]:
         """What one action costs and which DP list it issues (the profile may replace the
@@ -530,7 +482,8 @@ class RankOps(Sequence):
     the comm pass places them (a receive before the step when the input comes from another
     rank, a send after it when the output goes to one), per step-cost index once
     (:meth:`plan`, from ``ops.peer``). ``mode`` blocking wraps each transfer in a BATCH of its
-    own, batched puts adjacent ones in one. A million actions then cost a few MB instead of a
+    own, batched puts adjacent ones in one, torch-single posts and waits as torch's
+    single-stage runtime (:func:`_single_stage`). A million actions then cost a few MB instead of a
     few hundred."""
 
     def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
@@ -605,6 +558,8 @@ class RankOps(Sequence):
         walk reads them)."""
         if self.mode == "async":
             return self._async_ops()
+        if self.mode == "torch-single":
+            return _single_stage(self._async_ops(), self.schedule.name == "gpipe")
         return _rendezvous(self._async_ops(), self.mode == "batched")
 
     def _async_ops(self):
@@ -678,6 +633,54 @@ class RankOps(Sequence):
 
     def __repr__(self) -> str:
         return f"<RankOps rank {self.rank}: {len(self.steps)} steps>"
+
+
+def _single_stage(ops, gpipe: bool):
+    """torch's single-stage runtime (ScheduleGPipe, Schedule1F1B) over the naive order
+    ``ops`` (receives at use), generated as they are walked.
+
+    A receive is posted right before the compute that needs it and waited for at once.
+    1F1B: a send followed by a receive of the other direction (send forward + receive
+    backward, or the reverse) is one fused batch, posted together and waited for together;
+    any other send is waited for just before the rank posts its next send. GPipe: nothing is
+    fused; the forward sends are waited for when the forwards are done, the backward sends at
+    the end of the step."""
+    unwaited: list[tuple] = []          # posted sends not waited for yet
+    backward_seen = False
+    ops = iter(ops)
+    op = next(ops, None)
+    while op is not None:
+        code = op[0]
+        if gpipe and not backward_seen and (
+                (code == RECV and op[4].data == GRADIENT)
+                or (code == COMPUTE and op[2][0].kind != Kind.F)):
+            backward_seen = True
+            if unwaited:
+                yield (WAITSENDS, tuple(o[1] for o in unwaited), tuple(o[4] for o in unwaited))
+                unwaited.clear()
+        if code == COMPUTE:
+            yield op
+        elif code == RECV:
+            yield (IRECV,) + op[1:]
+            yield (WAIT,) + op[1:]
+        else:   # SEND
+            nxt = next(ops, None)
+            fused = (not gpipe and nxt is not None and nxt[0] == RECV
+                     and nxt[4].data != op[4].data)
+            if not gpipe and unwaited:
+                yield (WAITSENDS, tuple(o[1] for o in unwaited), tuple(o[4] for o in unwaited))
+                unwaited.clear()
+            yield (TSEND,) + op[1:]
+            if fused:
+                yield (IRECV,) + nxt[1:]
+                yield (WAITSENDS, (op[1],), (op[4],))
+                yield (WAIT,) + nxt[1:]
+                op = next(ops, None)
+            else:
+                unwaited.append(op)
+                op = nxt
+            continue
+        op = next(ops, None)
 
 
 def _rendezvous(ops, batched: bool):

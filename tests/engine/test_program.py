@@ -1,6 +1,6 @@
 """The compact op lists (``RankOps``, generated when walked) equal the op lists compiled from
 the comm pass, op for op, on every registered schedule, in every mode they compile
-(asynchronous, blocking, batched)."""
+(asynchronous, blocking, batched, torch's single-stage runtime)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def cases():
                 continue
 
 
-@pytest.mark.parametrize("mode", ["async", "blocking", "batched"])
+@pytest.mark.parametrize("mode", ["async", "blocking", "batched", "torch-single"])
 @pytest.mark.parametrize("name,sched", list(cases()), ids=lambda x: x if isinstance(x, str)
                          else "")
 def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
@@ -52,7 +52,8 @@ def test_a_lowered_schedule_keeps_its_own_receive_positions_when_they_block():
 
     sched = add_communication(generate("1f1b", 2, 2, 1))
     wl = uniform_workload(2, pp=2, ga=2, pp_comm=64)
-    for mode, compact in (("async", True), ("blocking", False), ("batched", False)):
+    for mode, compact in (("async", True), ("blocking", False), ("batched", False),
+                          ("torch-single", False)):
         program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p=mode)
         assert all(isinstance(p, RankOps) == compact for p in program.compiled)
 
