@@ -94,8 +94,15 @@ class _RankUse:
         total = {c: r.start + r.act_end + r.buf_end for c, r in roles.items()}
         top = {c: r.start + max(0.0, r.act_end + r.buf_end) + r.transient
                for c, r in roles.items()}
-        self.total = list(map(total.__getitem__, self.codes))
-        self.top = list(map(top.__getitem__, self.codes))
+        # no role moves a byte (a workload without memory figures): the level never moves
+        self.flat = not any(x for r in roles.values() for x in (r.start, r.act_end, r.buf_end,
+                                                                r.transient))
+        if self.flat:
+            self.total = [0.0] * len(self.codes)
+            self.top = [0.0] * len(self.codes)
+        else:
+            self.total = list(map(total.__getitem__, self.codes))
+            self.top = list(map(top.__getitem__, self.codes))
         # corrections at known positions: {position: bytes} by category, at the end
         self.grads: dict[int, float] = {}
         self.release: dict[int, float] = {}        # runtime buffers, after the action
@@ -125,7 +132,10 @@ class _RankUse:
         single = len(stages) == 1
         kept = {c: model.stages[only if single else c[0]].kept_output
                 if (c if single else c[1]) == "F" else 0.0 for c in roles}
-        counts = Counter(codes)
+        if isinstance(codes, str):   # the letters' counts, in order of first use (Counter's)
+            counts = {c: codes.count(c) for c in sorted(set(codes), key=codes.find)}
+        else:
+            counts = Counter(codes)
         per_iter_sent = sum(sent[c] * k for c, k in counts.items())
         per_iter_kept = sum(kept[c] * k for c, k in counts.items())
         held_to_end = per_iter_kept + (per_iter_sent - per_iter_kept
@@ -136,6 +146,7 @@ class _RankUse:
                 self.release[last] = self.release.get(last, 0.0) - held_to_end
         if model.sends_held == "until_sent" and send_ends is not None:
             self._release_when_sent(rank, iterations, done, sent, kept, codes, send_ends, ends)
+        self.flat = self.flat and not (self.grads or self.release or self.grad_release)
         for k, g in self.grads.items():
             r = roles[self.codes[k]]
             self.total[k] += g
@@ -163,6 +174,10 @@ class _RankUse:
 
     def levels(self, base: float) -> tuple[list[float], list[float]]:
         """(the level before each action, its peak)."""
+        if self.flat:   # what the running sums below give when every change is 0.0
+            n = len(self.total)
+            b = base + 0.0
+            return ([base] + [b] * (n - 1) if n else []), [b] * n
         before = list(accumulate(self.total[:-1], initial=base)) if self.total else []
         return before, list(map(add, before, self.top))
 
