@@ -26,8 +26,8 @@ from itertools import compress, count
 from operator import attrgetter
 
 from ..errors import ConfigError
-from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, op_lists
-from ..schedules.ops import peer as transfer_peer
+from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, lowered_for
+from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 phase_labels, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
@@ -45,7 +45,7 @@ from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
 # the modes whose transfers follow from each action (a receive right before it, a send right
-# after it): compiled to the compact form (:class:`RankOps`) unless the schedule came lowered
+# after it), unless the schedule came lowered; the others read the lowered steps (RankOps)
 RULE_MODES = ("async", "blocking", "batched", "torch-single")
 EMPTY = ActionCost(0.0, 0.0, (), 0)
 _stage, _microbatch = attrgetter("stage"), attrgetter("microbatch")
@@ -162,17 +162,13 @@ class Program:
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
                                  profile)
         if compiled_mode in RULE_MODES and (compiled_mode == "async" or not schedule.lowered):
-            # the compact form: its transfers follow from each action (RankOps)
-            lazy = tuple(builder.compile_async(r) for r in range(schedule.pp))
-            compiled: tuple = lazy
-            layer_ops = sum(ops.layer_ops() for ops in lazy)
-        else:   # early receives (torch-multi), torch's single-stage rules, a lowered schedule
-            programs = op_lists(schedule, early_receives=compiled_mode == "torch-multi")
-            compiled = tuple(builder.compile(r, programs[r]) for r in range(schedule.pp))
-            del programs
-            layer_ops = sum(
-                share[3].layer_ops for prog in compiled for op in prog if op[0] == COMPUTE
-                for share in op[1].shares)
+            # its transfers follow from each action
+            compiled = tuple(builder.compile_async(r) for r in range(schedule.pp))
+        else:   # early receives (torch-multi), or a schedule given lowered: its own steps
+            lowered, early = lowered_for(schedule, compiled_mode == "torch-multi")
+            compiled = tuple(builder.compile_lowered(r, lowered, early)
+                             for r in range(schedule.pp))
+        layer_ops = sum(ops.layer_ops() for ops in compiled)
         layer_ops += sum(rows.layer_ops for rows in iter_rows)
         return cls(schedule, partition, header, system, pp_comm, mode, compiled_mode, links,
                    tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
@@ -241,6 +237,9 @@ class ProgramBuilder:
         return key
 
     def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
+        """Rank ``rank``'s op list as a list, from the comm pass's op tuples ``program``: the
+        reference the compiled form (:class:`RankOps`, what the engine walks) is checked
+        against, op for op (tests/engine/test_program.py)."""
         weight_bwd, last = self._roles(rank)
         labels = list(self.labels[rank])     # read once per action below
         cache: dict[tuple, StepCost] = {}
@@ -279,6 +278,30 @@ class ProgramBuilder:
             else:
                 out.append((BATCH, (op,)))
         return out
+
+    def compile_lowered(self, rank: int, lowered: Schedule, early: bool) -> "RankOps":
+        """Rank ``rank``'s op list read off ``lowered``'s steps (receives posted ``early`` or at
+        use), kept compact: each compute step's cost index, the transfers made again from the
+        steps when walked (:class:`RankOps`)."""
+        weight_bwd, last = self._roles(rank)
+        labels = list(self.labels[rank])     # read once per action below
+        index: dict[tuple, int] = {}
+        table: list[StepCost] = []
+        first: list[tuple] = []
+        steps = array("I")
+        pos = 0   # compute steps appear in the order of the rank's actions
+        for op in iter_ops(lowered, rank, early):
+            if type(op) is Compute:
+                key = self._step_key(rank, pos, op.actions, weight_bwd, last, labels)
+                i = index.get(key)
+                if i is None:
+                    i = index[key] = len(table)
+                    table.append(self.step_cost(key))
+                    first.append(op.actions)
+                steps.append(i)
+                pos += len(op.actions)
+        return RankOps(self.schedule, rank, tuple(table), steps, self.pp_comm, tuple(first),
+                       mode=self.p2p, lowered=(lowered, early))
 
     def compile_async(self, rank: int) -> "RankOps":
         """Rank ``rank``'s op list for a mode of :data:`RULE_MODES`, kept compact: the comm
@@ -475,20 +498,23 @@ class ProgramBuilder:
 
 
 class RankOps(Sequence):
-    """A rank's op list, the one compiled form of a schedule below it (for the modes of
-    :data:`RULE_MODES`), generated when walked (what ``ProgramBuilder.compile`` would list,
-    equal op for op): per step only the index of its :class:`StepCost` is stored (4 bytes);
-    its actions are the schedule's, and their receives and sends follow from each action as
-    the comm pass places them (a receive before the step when the input comes from another
-    rank, a send after it when the output goes to one), per step-cost index once
-    (:meth:`plan`, from ``ops.peer``). ``mode`` blocking wraps each transfer in a BATCH of its
-    own, batched puts adjacent ones in one, torch-single posts and waits as torch's
-    single-stage runtime (:func:`_single_stage`). A million actions then cost a few MB instead of a
-    few hundred."""
+    """A rank's op list: the one compiled form of a schedule below it, generated when walked
+    (what ``ProgramBuilder.compile`` lists, equal op for op). Per compute step only the index
+    of its :class:`StepCost` is stored (4 bytes); its actions are the schedule's. In the modes
+    of :data:`RULE_MODES` the receives and sends follow from each action as the comm pass
+    places them (a receive before the step when the input comes from another rank, a send
+    after it when the output goes to one), per step-cost index once (:meth:`plan`, from
+    ``ops.peer``); otherwise (``lowered``: torch-multi's early receives, a schedule given
+    lowered) they are read off the lowered schedule's steps (``ops.iter_ops``). ``mode``
+    blocking wraps each transfer in a BATCH of its own, batched puts adjacent ones in one,
+    torch-single posts and waits as torch's single-stage runtime (:func:`_single_stage`),
+    torch-multi posts its sends without waiting. A million actions then cost a few MB instead
+    of a few hundred."""
 
     def __init__(self, schedule: Schedule, rank: int, costs: tuple[StepCost, ...],
                  steps: array, pp_comm: int, examples: tuple[tuple, ...],
-                 uses: tuple[int, ...] | None = None, *, mode: str = "async") -> None:
+                 uses: tuple[int, ...] | None = None, *, mode: str = "async",
+                 lowered: tuple[Schedule, bool] | None = None) -> None:
         """``examples[i]``: the actions of a step with cost ``costs[i]`` (the index fixes each
         action's stage and kind); ``uses[i]``: how many steps have it, when known."""
         self.schedule = schedule
@@ -506,6 +532,7 @@ class RankOps(Sequence):
         self._len: int | None = None
         self._plan: list[tuple] | None = None
         self.mode = mode
+        self.lowered = lowered
 
     def recv_of(self, stage: int, kind: str) -> tuple | None:
         """(data, upstream stage, its rank) an action of ``stage`` and ``kind`` receives, or
@@ -556,11 +583,33 @@ class RankOps(Sequence):
     def __iter__(self):
         """The ops, as ``ProgramBuilder.compile`` lists them (the SimPy engine's step-by-step
         walk reads them)."""
+        ops = self._async_ops() if self.lowered is None else self._lowered_ops()
         if self.mode == "async":
-            return self._async_ops()
+            return ops
         if self.mode == "torch-single":
-            return _single_stage(self._async_ops(), self.schedule.name == "gpipe")
-        return _rendezvous(self._async_ops(), self.mode == "batched")
+            return _single_stage(ops, self.schedule.name == "gpipe")
+        if self.mode == "torch-multi":   # receives posted early by the comm pass
+            return ((TSEND,) + op[1:] if op[0] == SEND else op for op in ops)
+        return _rendezvous(ops, self.mode == "batched")
+
+    def _lowered_ops(self):
+        """The ops of a lowered schedule's steps (``ops.iter_ops``), each compute step with
+        its cost."""
+        lowered, early = self.lowered
+        costs = self.costs
+        index = iter(self.steps)
+        nbytes = self.pp_comm
+        for op in iter_ops(lowered, self.rank, early):
+            if type(op) is Compute:
+                yield (COMPUTE, costs[next(index)], op.actions)
+            elif op.op == "recv":
+                yield (RECV, op.key, op.src_rank, None, op)
+            elif op.op == "send":
+                yield (SEND, op.key, op.dst_rank, nbytes, op)
+            elif op.op == "irecv":
+                yield (IRECV, op.key, op.src_rank, None, op)
+            else:   # "wait"
+                yield (WAIT, op.key, op.src_rank, None, op)
 
     def _async_ops(self):
         """The asynchronous ops: receives, the step, sends."""

@@ -33,7 +33,7 @@ from .ops import ACTIVATION, GRADIENT, Compute, Op, Transfer, comm_action, rende
 from .schedule import Schedule
 
 __all__ = ["ACTIVATION", "GRADIENT", "Compute", "Op", "Transfer", "add_communication",
-           "op_lists"]
+           "lowered_for", "op_lists"]
 
 AT_USE, EARLY = "at-use", "early"   # meta["lowered"]: where the receives are posted
 
@@ -61,14 +61,17 @@ def op_lists(schedule: Schedule,
     A compute-only ``schedule`` is lowered first (receives at use, or early with
     ``early_receives``); a lowered one is rendered as it is, its receives as posted early or
     at use as ``early_receives`` says (by default as it was lowered)."""
-    if schedule.lowered:
-        lowered = schedule
-        early = (schedule.meta.get("lowered") == EARLY if early_receives is None
-                 else early_receives)
-    else:
-        early = bool(early_receives)
-        lowered = add_communication(schedule, early)
+    lowered, early = lowered_for(schedule, early_receives)
     return tuple(render(lowered, r, early) for r in range(lowered.pp))
+
+
+def lowered_for(schedule: Schedule, early_receives: bool | None = None) -> tuple[Schedule, bool]:
+    """(the lowered schedule :func:`op_lists` renders, whether its receives are posted early)."""
+    if schedule.lowered:
+        return schedule, (schedule.meta.get("lowered") == EARLY if early_receives is None
+                          else early_receives)
+    early = bool(early_receives)
+    return add_communication(schedule, early), early
 
 
 def _at_use(schedule: Schedule, steps) -> tuple[tuple[Action, ...], ...]:

@@ -146,20 +146,23 @@ def transfer_of(schedule: Any, a: Action, rank: int, position: int | None = None
 
 def render(schedule: Any, rank: int, early: bool) -> tuple[Op, ...]:
     """Rank ``rank``'s op tuples of lowered ``schedule`` (see the module's docstring)."""
-    ops: list[Op] = []
-    put = ops.append
+    return tuple(iter_ops(schedule, rank, early))
+
+
+def iter_ops(schedule: Any, rank: int, early: bool):
+    """:func:`render`'s op tuples, made as they are read (the engine's compiled form walks
+    them again each time instead of keeping them)."""
     for pos, a in enumerate(schedule.steps[rank]):
         kind = a.kind
         if kind in (Kind.F, Kind.B, Kind.I, Kind.W) or a.sub:
             halves = a.sub or (a,)
             if not early:
-                put(Compute(halves))
+                yield Compute(halves)
                 continue
             for h in halves:
                 for t in transfers(schedule, h, rank, "recv"):
-                    put(t._replace(op="wait"))
-                put(Compute((h,)))
+                    yield t._replace(op="wait")
+                yield Compute((h,))
         else:
             t = transfer_of(schedule, a, rank, pos)
-            put(t._replace(op="irecv") if early and t.op == "recv" else t)
-    return tuple(ops)
+            yield t._replace(op="irecv") if early and t.op == "recv" else t

@@ -1,6 +1,6 @@
 """The compact op lists (``RankOps``, generated when walked) equal the op lists compiled from
 the comm pass, op for op, on every registered schedule, in every mode they compile
-(asynchronous, blocking, batched, torch's single-stage runtime)."""
+(asynchronous, blocking, batched, torch's single- and multi-stage runtimes)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def cases():
                 continue
 
 
-@pytest.mark.parametrize("mode", ["async", "blocking", "batched", "torch-single"])
+@pytest.mark.parametrize("mode", ["async", "blocking", "batched", "torch-single",
+                                  "torch-multi"])
 @pytest.mark.parametrize("name,sched", list(cases()), ids=lambda x: x if isinstance(x, str)
                          else "")
 def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
@@ -35,10 +36,11 @@ def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
                               p2p=mode)
     builder = ProgramBuilder(sched, list(program.costs), list(program.labels),
                              mode, program.pp_comm, program.profile)
-    comm = op_lists(sched)
+    comm = op_lists(sched, early_receives=mode == "torch-multi")
     for r in range(sched.pp):
         ops = program.compiled[r]
         assert isinstance(ops, RankOps) and ops.mode == mode
+        assert (ops.lowered is not None) == (mode == "torch-multi")
         expected = builder.compile(r, comm[r])
         assert list(ops) == expected
         assert list(ops) == expected           # walks again
@@ -46,16 +48,25 @@ def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
 
 
 def test_a_lowered_schedule_keeps_its_own_receive_positions_when_they_block():
-    """Blocking transfers of a schedule given lowered run where its steps put them (the op
-    list compiled from its steps); asynchronous ones follow from the actions."""
+    """Blocking transfers of a schedule given lowered run where its steps put them (read off
+    its steps, equal to the op list compiled from them); asynchronous ones follow from the
+    actions."""
     from simulator.schedules.comm_pass import add_communication
 
-    sched = add_communication(generate("1f1b", 2, 2, 1))
-    wl = uniform_workload(2, pp=2, ga=2, pp_comm=64)
-    for mode, compact in (("async", True), ("blocking", False), ("batched", False),
-                          ("torch-single", False)):
-        program = Program.compile(sched, partition(wl, 2), wl.header, SystemConfig(), p2p=mode)
-        assert all(isinstance(p, RankOps) == compact for p in program.compiled)
+    for early in (False, True):
+        sched = add_communication(generate("zb-h1", 4, 6, 1), early_receives=early)
+        wl = uniform_workload(4, pp=4, ga=6, pp_comm=64)
+        for mode in ("async", "blocking", "batched", "torch-single", "torch-multi"):
+            program = Program.compile(sched, partition(wl, 4), wl.header, SystemConfig(),
+                                      p2p=mode)
+            builder = ProgramBuilder(sched, list(program.costs), list(program.labels), mode,
+                                     program.pp_comm, program.profile)
+            comm = op_lists(sched, early_receives=mode == "torch-multi")
+            for r, ops in enumerate(program.compiled):
+                assert isinstance(ops, RankOps)
+                assert (ops.lowered is None) == (mode == "async")
+                if mode != "async":
+                    assert list(ops) == builder.compile(r, comm[r])
 
 
 def test_transfer_records_over_generated_sends_equal_the_comm_pass_ones():
