@@ -92,3 +92,23 @@ def test_one_stage_ranks_take_the_counters():
                  tuple(tuple(x) for x in ranks), s.pipelines, s.stage_chunk, s.flush, s.meta)
     with pytest.raises(ScheduleError, match="deadlock"):
         V.validate(b)
+
+
+def test_megatron_order_is_known_to_run_and_only_it_skips_the_counters():
+    """1F1B's order is accepted without the counters' walk: on every (P, M) up to 12 x 24 the
+    counters accept it too; an order one swap away from it is left to the counters, and the
+    fast pass still judges it as the detailed checks do."""
+    for P in range(1, 13):
+        for M in range(1, 25):
+            s = generate("1f1b", P, M)
+            simple = V._one_stage_ranks(s)
+            assert V._megatron_order(s, simple) and V._runs_in_turn(s, simple)
+    s = generate("1f1b", 4, 8)
+    for i, j in ((3, 4), (0, 2), (5, 6)):
+        ranks = [list(r) for r in s.ranks]
+        ranks[2][i], ranks[2][j] = ranks[2][j], ranks[2][i]
+        t = Schedule(s.name, s.pp, s.vpp, s.microbatches, s.placement,
+                     tuple(tuple(r) for r in ranks))
+        simple = V._one_stage_ranks(t)
+        assert simple is None or not V._megatron_order(t, simple)
+        assert V._rules_hold(t) == detailed(t)
