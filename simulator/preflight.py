@@ -388,9 +388,8 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                           "; a split backward's I keeps nothing until its W (the header has no "
                           "split_backward_bytes:)")
         if not cfg.params_per_layer:
-            transient += ("; parameters: the rows' weight-gradient bytes / "
-                          f"memory.grad_bytes_per_param {cfg.grad_bytes_per_param:g} (pipesim "
-                          "generate writes fp32 gradients, 4 B a parameter)")
+            transient += "; parameters: the rows' weight-gradient bytes / " + _grad_bytes_rule(
+                cfg, workload.header.grad_bytes_per_param)
         out.append(RunWarning(
             "activation_from_shape",
             f"activation memory from the model's shape: the header's activation_bytes "
@@ -409,6 +408,20 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             f"(pp_comm {workload.header.pp_comm})",
             "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or --pp-comm"))
     return out
+
+
+def _grad_bytes_rule(cfg, header_value: int) -> str:
+    """Which gradient bytes per parameter counted the parameters, and why that one."""
+    if cfg.grad_bytes_per_param:
+        over = (f", over the header's grad_bytes_per_param {header_value}" if header_value
+                else "")
+        return f"memory.grad_bytes_per_param {cfg.grad_bytes_per_param:g} (the system's wins{over})"
+    if header_value:
+        return (f"the header's grad_bytes_per_param {header_value} (memory.grad_bytes_per_param "
+                "in --system would win)")
+    return (f"{cfg.grad_bytes():g} B a parameter, bf16 gradients assumed (the header has no "
+            "grad_bytes_per_param:, which pipesim generate writes, and --system no "
+            "memory.grad_bytes_per_param)")
 
 
 _RUNTIME_NAME = {"torch-single": "single-stage", "torch-multi": "multi-stage"}

@@ -583,6 +583,7 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
 
     chunks = partition(wl, cal.pp * cal.vpp).chunks
     layers = {s: len(c) for s, c in enumerate(chunks)}
-    cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm, chunks)
+    cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm, chunks,
+                            wl.header.grad_bytes_per_param)
     cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
 

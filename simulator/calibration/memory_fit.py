@@ -31,12 +31,13 @@ from ..system.config import MemoryConfig
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                layers: dict[int, int], first_stages: set[int], pp_comm: int,
-               rows: list | None = None) -> dict:
+               rows: list | None = None, grad_bytes_per_param: float = 0.0) -> dict:
     """The ``memory:`` fragment of a calibration from ``per_action[(stage, kind)] = (kept,
     transient above the action's start)``, ``layers[stage]`` (layers of its chunk) and the
     stages with no previous stage; ``rows`` (each stage's workload rows, optional) lets rows
-    of different sizes be fitted per parameter."""
-    params = _row_params(rows)
+    of different sizes be fitted per parameter, counted as the run counts them (the header's
+    ``grad_bytes_per_param``, else 2)."""
+    params = _row_params(rows, grad_bytes_per_param)
     if params and len({p for ps in params.values() for p in ps}) > 1:
         return _fit_sized(per_action, params, first_stages, pp_comm)
     def values(kind: str, first: bool | None = None):
@@ -68,11 +69,11 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     return out
 
 
-def _row_params(rows) -> dict[int, list[float]]:
+def _row_params(rows, grad_bytes_per_param: float) -> dict[int, list[float]]:
     """Parameters of each stage's rows, counted as a run counts them (engine/memory.py)."""
     if not rows:
         return {}
-    cfg = MemoryConfig()
+    cfg = MemoryConfig(grad_bytes_per_param=grad_bytes_per_param)
     return {s: [layer_params(layer, cfg) for layer in chunk] for s, chunk in enumerate(rows)}
 
 

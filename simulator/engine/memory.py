@@ -6,7 +6,8 @@ time. Its parts (docs/model.md, Memory):
 - **static**, per rank, for every chunk it runs: a row's parameters are ``params_per_layer``
   when given, else its weight-gradient all-reduce or reduce-scatter bytes ÷
   ``grad_bytes_per_param`` (one gradient per parameter; all-gathers of the same weights are not
-  counted again). Without ``memory.precision`` every parameter costs ``bytes_per_param``, held
+  counted again): the system's, else the header's (``pipesim generate`` writes 4, fp32
+  gradients), else 2. Without ``memory.precision`` every parameter costs ``bytes_per_param``, held
   from the start and shown as weights and gradients (``grad_bytes_per_param`` each) and
   optimizer state (the rest). With it: weights in that dtype, an fp32 master copy in mixed
   precision and the optimizer's state (sharded over DP with ``zero`` >= 1) from the start, and
@@ -29,7 +30,7 @@ time. Its parts (docs/model.md, Memory):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..schedules.schedule import Schedule
 from ..system.config import MemoryConfig, SystemConfig
@@ -81,7 +82,7 @@ def layer_params(layer: Layer, cfg: MemoryConfig) -> float:
         return cfg.params_per_layer
     comm = layer.wg_comm
     if comm.active and comm.type in (CommType.ALLREDUCE, CommType.REDUCESCATTER):
-        return comm.bytes / cfg.grad_bytes_per_param
+        return comm.bytes / cfg.grad_bytes()
     return 0.0
 
 
@@ -145,11 +146,12 @@ def _chunk_split_keeps(partition: Partition, header: Header) -> list[float]:
 def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[dict, float]:
     """({category: bytes} held from the start, gradient bytes allocated at the first backward)
     for ``params`` parameters."""
-    extra = (versions - 1) * params * cfg.grad_bytes_per_param
+    per_param = cfg.grad_bytes()
+    extra = (versions - 1) * params * per_param
     if not cfg.precision:
         total = params * cfg.bytes_per_param
-        weights = min(params * cfg.grad_bytes_per_param, total)
-        grads = min(params * cfg.grad_bytes_per_param, total - weights)
+        weights = min(params * per_param, total)
+        grads = min(params * per_param, total - weights)
         return {"weights": weights + extra, "gradients": grads,
                 "optimizer": total - weights - grads}, 0.0
     dtype = DTYPE_BYTES[cfg.precision]
@@ -163,7 +165,9 @@ def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[d
 def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
                        system: SystemConfig, p2p: str = "async",
                        pp_comm: int | None = None) -> MemoryModel:
-    cfg = system.memory
+    # the header's gradient bytes per parameter stand in when the system gives none
+    cfg = replace(system.memory,
+                  grad_bytes_per_param=system.memory.grad_bytes(header.grad_bytes_per_param))
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
     acts = _chunk_stash(partition, header, cfg)
     split_keeps = _chunk_split_keeps(partition, header)

@@ -79,12 +79,16 @@ class TopologyConfig:
         return self.gpus_per_node > 0
 
 
+DEFAULT_GRAD_BYTES = 2.0   # bf16 gradients, when neither the system nor the header says
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
     """What a rank holds (see docs/model.md, Memory).
 
-    Parameters of a row are its weight-gradient collective bytes / ``grad_bytes_per_param`` (or
-    ``params_per_layer`` when given); every parameter costs ``bytes_per_param`` (mixed-precision
+    Parameters of a row are its weight-gradient collective bytes / ``grad_bytes_per_param`` (0:
+    the workload header's ``grad_bytes_per_param:``, else 2, bf16) (or ``params_per_layer`` when
+    given); every parameter costs ``bytes_per_param`` (mixed-precision
     Adam: bf16 weight + grad, fp32 master weight, m, v = 16 B). A row stashes
     ``activation_bytes_per_layer`` per microbatch, or, when that is 0, ``activation_factor`` x
     the header's ``pp_comm`` (Megatron's 34·s·b·h bytes per transformer layer = 17 x 2·s·b·h).
@@ -99,8 +103,12 @@ class MemoryConfig:
         if self.capacity_gib > 0:
             return self.capacity_gib * 2**30
         return self.capacity_gb * 1e9
+    def grad_bytes(self, header_value: float = 0.0) -> float:
+        """Bytes per parameter of the gradient collectives: the system's when set (it wins),
+        else the workload header's ``grad_bytes_per_param:``, else ``DEFAULT_GRAD_BYTES``."""
+        return self.grad_bytes_per_param or header_value or DEFAULT_GRAD_BYTES
     bytes_per_param: float = 16.0
-    grad_bytes_per_param: float = 2.0
+    grad_bytes_per_param: float = 0.0   # 0: the header's, else DEFAULT_GRAD_BYTES
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
     activation_factor: float = 17.0
@@ -189,7 +197,7 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-_POSITIVE = ("bandwidth_gbps", "compute_scale", "bytes_per_param", "grad_bytes_per_param")
+_POSITIVE = ("bandwidth_gbps", "compute_scale", "bytes_per_param")
 _CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIONS,
             "optimizer": OPTIMIZERS}
 

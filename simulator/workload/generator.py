@@ -358,7 +358,8 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
             f"vpp: {vpp} ga: {par.ga} all_gpus: {par.world} checkpoints: 0 "
             f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
             f"activation_bytes: {activation_bytes(model, par)} "
-            f"split_backward_bytes: {split_backward_bytes(model, par)}")
+            f"split_backward_bytes: {split_backward_bytes(model, par)} "
+            f"grad_bytes_per_param: {FP32}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

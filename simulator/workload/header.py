@@ -36,6 +36,9 @@ _INT_KEYS = {
     "activation_bytes:": ("activation_bytes", 0),
     # and what a split backward's I keeps per layer and microbatch until its W
     "split_backward_bytes:": ("split_backward_bytes", 0),
+    # and the bytes per parameter its weight-gradient collectives move (parameters are counted
+    # from them; pipesim generate writes fp32 gradients, 4)
+    "grad_bytes_per_param:": ("grad_bytes_per_param", 1),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -49,7 +52,7 @@ _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp":
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:, "
-          "split_backward_bytes:")
+          "split_backward_bytes:, grad_bytes_per_param:")
 
 
 class ParsedHeader:
@@ -213,6 +216,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     mode=values.get("mode"),
                     activation_bytes=values.get("activation_bytes", 0),
                     split_backward_bytes=values.get("split_backward_bytes", 0),
+                    grad_bytes_per_param=values.get("grad_bytes_per_param", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

@@ -124,6 +124,7 @@ class Header:
     pp_comm: int = 0                      # bytes between adjacent stages per microbatch
     activation_bytes: int = 0             # a layer's stash per microbatch (0: not given)
     split_backward_bytes: int = 0         # what a layer's I keeps until its W (0: not given)
+    grad_bytes_per_param: int = 0         # bytes a gradient collective moves per parameter
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer

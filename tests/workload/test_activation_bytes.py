@@ -101,8 +101,8 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "element); no working memory inside an action (transient 0 B: a forward's output "
         "before its residual add, a backward's gradients); a split backward's I keeps the "
         "header's split_backward_bytes 1441792 B per layer until its W; parameters: the rows' "
-        "weight-gradient bytes / memory.grad_bytes_per_param 2 (pipesim generate writes fp32 "
-        "gradients, 4 B a parameter)")
+        "weight-gradient bytes / the header's grad_bytes_per_param 4 (memory.grad_bytes_per_param "
+        "in --system would win)")
     assert "activation_assumed" not in warnings
 
 
