@@ -100,3 +100,23 @@ def test_the_fit_learns_bytes_per_parameter_from_stages_of_two_sizes():
     uniform = partition(workload([100] * 4, pp_comm=100), 4).chunks
     assert fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100, uniform) == \
         fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100)
+
+
+def test_the_fit_counts_parameters_with_the_headers_gradient_bytes():
+    # the same trace over rows whose all-reduce carries 4 B a parameter (the header's
+    # grad_bytes_per_param: 4, as pipesim generate writes): half the parameters (50, 150), so
+    # twice the bytes per parameter, and a run counting them the same way gets the same bytes
+    rows = partition(workload([100, 100, 300, 300], pp_comm=100), 4).chunks
+    per_action = {(0, "F"): (1200, 1300), (1, "F"): (1200, 1300), (2, "F"): (1600, 1800),
+                  (3, "F"): (1700, 1900), (0, "I"): (0, 0), (0, "W"): (-1200, 250),
+                  (1, "I"): (400, 550), (2, "I"): (600, 950), (3, "I"): (600, 950),
+                  (1, "W"): (-1500, 200), (2, "W"): (-2100, 600), (3, "W"): (-2100, 600)}
+    got = fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100, rows,
+                     grad_bytes_per_param=4)
+    assert got == {"actions": {"*": {
+        "F": {"keeps": {"per_layer": 1000, "per_param": 4.0},
+              "transient": {"fixed": 50, "per_param": 1.0}},
+        "I": {"keeps": {"per_layer": 300, "per_param": 2.0, "fixed": -100},
+              "transient": {"fixed": 50, "per_param": 2.0}},
+        "W": {"transient": {"fixed": 0, "per_param": 4.0}},
+        "B": {"transient": {"fixed": 50, "per_param": 4.0}}}}}
