@@ -30,7 +30,7 @@ from benchmarks.memory.predict import ranking_agrees  # noqa: E402
 from simulator import simulate  # noqa: E402
 from simulator.system.config import system_from_dict  # noqa: E402
 from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes, \
-    header_line, layer_rows  # noqa: E402
+    header_line, layer_rows, render_rows  # noqa: E402
 from simulator.workload.gpus import gpu_preset  # noqa: E402
 from simulator.workload.parser import parse_workload_text  # noqa: E402
 
@@ -53,14 +53,7 @@ def workload_text(shape: Shape, microbatches: int) -> str:
     A100 roofline: memory does not need them)."""
     model, par = specs(shape, microbatches)
     gpu = gpu_preset("a100")
-    rows = layer_rows(model, par) * LAYERS
-    lines = [header_line(model, par, "model"), str(len(rows))]
-    for r in rows:
-        t = [gpu.time_ns(x, None) for x in (r.fwd_flops, r.ig_flops, r.wg_flops)]
-        lines.append("\t".join(str(x) for x in (
-            r.name, -1, t[0], r.fwd_comm[0], r.fwd_comm[1], t[1], r.ig_comm[0], r.ig_comm[1],
-            t[2], r.wg_comm[0], r.wg_comm[1], 0)))
-    return "\n".join(lines) + "\n"
+    return render_rows(header_line(model, par, "model"), layer_rows(model, par) * LAYERS, gpu)
 
 
 def predict(shape: str, microbatches: int, name: str) -> tuple[list[float], list[str]]:

@@ -367,8 +367,14 @@ def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "m
     """The workload file's text (tab-separated, SimAI's column order, update_time 0)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ConfigError(f"--efficiency: expected a number in (0, 1], found {efficiency}")
-    rows = generate_rows(model, par, layout)
-    lines = [header_line(model, par, layout), str(len(rows))]
+    return render_rows(header_line(model, par, layout), generate_rows(model, par, layout), gpu,
+                       efficiency)
+
+
+def render_rows(header: str, rows: list[RowSpec], gpu: GPUPreset,
+                efficiency: float | None = None) -> str:
+    """A header and ``rows`` as the workload file's text, each row timed on ``gpu``."""
+    lines = [header, str(len(rows))]
     for r in rows:
         t = [gpu.time_ns(x, efficiency) for x in (r.fwd_flops, r.ig_flops, r.wg_flops)]
         lines.append("\t".join(str(x) for x in (
