@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -155,3 +156,18 @@ def test_fair_sharing_finishes_at_late_times_despite_rounding():
             steps += 1
             assert steps < 1000, "the fair-share link keeps rescheduling without progress"
         assert len(ends) == 4
+
+
+def test_a_group_spans_nodes_as_its_listed_gpus_do_without_listing_them():
+    """Found by the fuzz: --gpus 2^40 listed a DP group of 2^37 GPUs for every collective row
+    (24 GB, killed); the first and last GPU of a group decide, as its whole list does."""
+    for tp, dp, ep, pp, order, per_node in itertools.product(
+            (1, 2, 8), (1, 2, 6, 12), (1, 2, 3), (1, 2, 4), ("tp-dp-pp", "tp-pp-dp"),
+            (0, 1, 4, 8, 16)):
+        if dp % ep:
+            continue
+        p = Placement(tp, dp, ep, pp, order, per_node)
+        for group, rank in itertools.product(CommGroup, range(pp)):
+            assert p.group_spans_nodes(group, rank) == p.spans_nodes(p.group_gpus(group, rank))
+    huge = Placement(8, 2**37, 1, 1, "tp-dp-pp", 8)
+    assert huge.group_spans_nodes(CommGroup.DP) and not huge.group_spans_nodes(CommGroup.TP)
