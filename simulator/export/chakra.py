@@ -138,9 +138,9 @@ class _Clock:
 def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock,
                   collectives: str) -> ChakraExport:
     pb = chakra("--chakra").pb
-    out = _make_directory(directory)
     P = result.schedule.pp
     groups = _Groups(result, P) if collectives == "nodes" else None
+    out = _make_directory(directory)
     replicas = groups.replicas if groups else 1
     export = ChakraExport(out, P * replicas, collectives=collectives, replicas=replicas)
     acts = action_tables(result)
@@ -184,6 +184,11 @@ def _write_chakra(result: SimulationResult, directory: str | Path, clock: _Clock
     return export
 
 
+# The most compute nodes --chakra-collectives nodes writes: every replica writes the run's
+# actions again (1M actions took 7.5 s to export: benchmarks/bench_chakra_export.py)
+MAX_REPLICATED_NODES = 1_000_000
+
+
 class _Groups:
     """``--chakra-collectives nodes``: NPU ``d x P + r`` runs pipeline rank ``r`` of
     data-parallel replica ``d`` (a rank's TP group is one NPU, as in pipesim); a rank's DP
@@ -193,6 +198,14 @@ class _Groups:
     def __init__(self, result: SimulationResult, P: int) -> None:
         place = Placement.of(result.workload.header, result.system, P)
         self.P, self.replicas = P, place.dp
+        nodes = len(result.records.actions) * place.dp
+        if nodes > MAX_REPLICATED_NODES:
+            raise ConfigError(
+                f"--chakra-collectives nodes: writes the run's {len(result.records.actions):,} "
+                f"actions on each of its {place.dp:,} data-parallel replicas ({nodes:,} nodes), "
+                f"above the limit of {MAX_REPLICATED_NODES:,} (about 10 s to write); use "
+                "--chakra-collectives durations (one replica, collectives as durations) or "
+                "fewer GPUs")
         active = [layer for layer in result.workload.layers if layer.wg_comm.active]
         kinds = {layer.wg_comm.group for layer in active}
         self.comm_type = {layer.index: COMM_TYPES[layer.wg_comm.type.value] for layer in active}

@@ -417,3 +417,18 @@ def test_import_refuses_comm_coll_nodes_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("pipesim: error: --chakra-in: ")
     assert "COMM_COLL_NODE" in err
+
+
+def test_every_replica_s_nodes_are_counted_before_any_is_written(tmp_path, capsys):
+    """Found by the fuzz: --gpus 2^40 with --chakra-collectives nodes wrote one file per NPU
+    of 2^37 replicas without end; refused before the folder is made."""
+    out = tmp_path / "et"
+    gpt = str(Path(__file__).resolve().parents[2] / "workloads" / "gpt-24l.txt")
+    assert main(["run", gpt, "--gpus", str(2**40), "--chakra", str(out),
+                 "--chakra-collectives", "nodes"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "pipesim: error: --chakra-collectives nodes: writes the run's 128 actions on each of "
+        "its 137,438,953,472 data-parallel replicas (17,592,186,044,416 nodes), above the "
+        "limit of 1,000,000 (about 10 s to write); use --chakra-collectives durations (one "
+        "replica, collectives as durations) or fewer GPUs"]
+    assert not out.exists()
