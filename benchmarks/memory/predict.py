@@ -136,7 +136,8 @@ def summary(rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    found = sorted((REPO / "benchmarks" / "results").glob("memory-*"))
+    # the MLP shapes' runs (memory-*-transformer holds the shape-only case, read by shape_only.py)
+    found = sorted((REPO / "benchmarks" / "results").glob("memory-*-cpu-gloo"))
     ap.add_argument("--results", default=str(found[-1]) if found else None)
     ap.add_argument("--on", default="ScheduleZBVZeroBubble", choices=sorted(SCHEDULES))
     ap.add_argument("--markdown")
@@ -146,12 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(results, args.on)
     text = markdown(rows, args.on)
     s = summary(rows)
+    return report(text, s, rows, args.markdown, args.json)
+
+
+def report(text: str, summary: dict, rows: list, markdown: str | None, json_path: str | None
+           ) -> int:
+    """Print the table and its summary; write them where --markdown and --json say."""
     print(text)
-    print(json.dumps(s, indent=1))
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": s, "rows": rows}, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    if markdown:
+        Path(markdown).write_text(text)
+    if json_path:
+        Path(json_path).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1)
+                                   + "\n")
     return 0
 
 

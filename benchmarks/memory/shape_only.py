@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.memory.cases import LAYERS, P, SCHEDULES, TRANSFORMERS, Shape, \
     pipesim_schedule  # noqa: E402
-from benchmarks.memory.predict import ranking_agrees  # noqa: E402
+from benchmarks.memory.predict import ranking_agrees, report  # noqa: E402
 from simulator import simulate  # noqa: E402
 from simulator.system.config import system_from_dict  # noqa: E402
 from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes, \
@@ -134,13 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         s[shape]["stash_counted_bytes"] = activation_bytes(model, par)
         if shape in blocks:     # one layer's forward measured alone (its output included)
             s[shape]["stash_measured_bytes"] = blocks[shape][0]["stash_bytes"]
-    print(text)
-    print(json.dumps(s, indent=1))
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": s, "rows": rows}, indent=1) + "\n")
-    return 0
+    return report(text, s, rows, args.markdown, args.json)
 
 
 if __name__ == "__main__":
