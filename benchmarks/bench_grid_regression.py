@@ -100,7 +100,7 @@ def record(path: Path, quick: bool) -> None:
     print(f"{len(cases)} runs written to {path}")
 
 
-def _load(path: Path, with_engine: bool) -> dict[str, dict]:
+def _load(path: Path, with_engine: bool, ignore: frozenset = frozenset()) -> dict[str, dict]:
     rows = {}
     for line in path.open():
         row = json.loads(line)
@@ -109,13 +109,15 @@ def _load(path: Path, with_engine: bool) -> dict[str, dict]:
             if not with_engine:
                 d.pop("engine_used", None)
                 d.pop("notes", None)
+            if ignore:   # a change meant to add a warning, and nothing else
+                d["warnings"] = [w for w in d.get("warnings", []) if w["code"] not in ignore]
             row["json"] = d
         rows[json.dumps(row["args"])] = row
     return rows
 
 
-def compare(a: Path, b: Path, with_engine: bool) -> int:
-    ra, rb = _load(a, with_engine), _load(b, with_engine)
+def compare(a: Path, b: Path, with_engine: bool, ignore: frozenset = frozenset()) -> int:
+    ra, rb = _load(a, with_engine, ignore), _load(b, with_engine, ignore)
     keys = sorted(set(ra) & set(rb))
     differ = [k for k in keys if ra[k] != rb[k]]
     for k in differ[:5]:
@@ -144,11 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     c.add_argument("--with-engine", action="store_true")
+    c.add_argument("--ignore-warning", action="append", default=[], metavar="CODE",
+                   help="drop this warning code from both sides (a change that adds it)")
     args = ap.parse_args(argv)
     if args.cmd == "record":
         record(args.out, args.quick)
         return 0
-    return compare(args.a, args.b, args.with_engine)
+    return compare(args.a, args.b, args.with_engine, frozenset(args.ignore_warning))
 
 
 if __name__ == "__main__":

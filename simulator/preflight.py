@@ -398,6 +398,16 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             f"parallelism pipesim generate was given; dropout masks 1 B an element){transient}",
             "memory.actions in --system (pipesim calibrate --memory fits them from a profiler "
             "trace with memory events)"))
+    if (not cfg.params_per_layer and not cfg.grad_bytes_per_param
+            and not workload.header.grad_bytes_per_param
+            and not any(w.code == "activation_from_shape" for w in out)
+            and any(b > 0 for b in memory.static_bytes)):
+        out.append(RunWarning(
+            "params_assumed",
+            "parameters per layer: the rows' weight-gradient bytes / " + _grad_bytes_rule(
+                cfg, 0),
+            "memory.params_per_layer or memory.grad_bytes_per_param in --system, or "
+            "grad_bytes_per_param: in the header"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")

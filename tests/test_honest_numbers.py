@@ -104,6 +104,32 @@ def test_each_ranks_share_follows_its_chunks_parameters():
 
 # -- 3. collectives on a defaulted group of one -----------------------------------------------
 
+PARAMS_ASSUMED = {
+    "code": "params_assumed",
+    "message": "parameters per layer: the rows' weight-gradient bytes / 2 B a parameter, bf16 "
+               "gradients assumed (the header has no grad_bytes_per_param:, which pipesim "
+               "generate writes, and --system no memory.grad_bytes_per_param)",
+    "option": "memory.params_per_layer or memory.grad_bytes_per_param in --system, or "
+              "grad_bytes_per_param: in the header"}
+
+
+def test_parameters_counted_from_gradient_bytes_name_the_bytes_a_parameter(capsys, tmp_path):
+    """A file without grad_bytes_per_param: counts its parameters at 2 B a gradient and says so;
+    the header's key or the system's setting is used without a warning, and at 4 B halves the
+    parameters, so the static memory (weights, gradients, optimizer) halves too."""
+    gpt = Path(__file__).parents[1] / "workloads" / "gpt-24l.txt"
+    assumed = run_json(capsys, gpt)
+    assert PARAMS_ASSUMED in assumed["warnings"]
+    lines = gpt.read_text().splitlines()
+    fp32 = tmp_path / "fp32.txt"
+    fp32.write_text("\n".join([lines[0] + " grad_bytes_per_param: 4", *lines[1:]]) + "\n")
+    for doc in (run_json(capsys, fp32),
+                run_json(capsys, gpt, "--set", "memory.grad_bytes_per_param=4")):
+        assert "params_assumed" not in codes(doc)
+        assert [2 * r["static_memory_bytes"] for r in doc["ranks"]] == \
+            [r["static_memory_bytes"] for r in assumed["ranks"]]
+
+
 @needs_real
 def test_defaulted_gpu_count_is_warned_and_gpus_prices_the_collectives(capsys):
     d = run_json(capsys, ALL_REDUCE)
@@ -111,9 +137,9 @@ def test_defaulted_gpu_count_is_warned_and_gpus_prices_the_collectives(capsys):
     assert d["warnings"] == [{"code": "gpus_defaulted", "option": "--gpus or --dp", "message": (
         f"{ALL_REDUCE} has no all_gpus; assuming 1 GPU(s) (tp x the header's pp), so at pp 1 "
         "DP = 1 and its data-parallel collectives (2147479552 bytes named in the rows) run on "
-        "a group of one and cost nothing")}]
+        "a group of one and cost nothing")}, PARAMS_ASSUMED]
     priced = run_json(capsys, ALL_REDUCE, "--gpus", "8")
-    assert priced["warnings"] == [] and priced["makespan_ns"] > 1e7
+    assert priced["warnings"] == [PARAMS_ASSUMED] and priced["makespan_ns"] > 1e7
     assert run_json(capsys, ALL_REDUCE, "--dp", "8")["makespan_ns"] == priced["makespan_ns"]
 
 
@@ -232,7 +258,8 @@ def test_strict_refuses_a_run_with_warnings(capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"pipesim: error: --strict: {ALL_REDUCE} has no all_gpus;")
     assert err.endswith("(set --gpus or --dp) [gpus_defaulted]\n")
-    assert main(["run", str(ALL_REDUCE), "--strict", "--gpus", "8", "--json", "-"]) == 0
+    assert main(["run", str(ALL_REDUCE), "--strict", "--gpus", "8", "--set",
+                 "memory.grad_bytes_per_param=2", "--json", "-"]) == 0
 
 
 @needs_real
