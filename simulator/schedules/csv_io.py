@@ -117,11 +117,18 @@ def torch_cannot_run(schedule: Schedule) -> str | None:
     stage's weights (design notes, section 8): a schedule without a flush (PipeDream-2BW: several
     minibatches, weight stashing) or with two stages sharing weights (bidirectional DualPipe: two
     model copies) is not expressible in its format."""
-    if not schedule.flush:
-        return (f"{schedule.name} runs several minibatches without a flush and stashes weight "
+    return torch_cannot_run_named(schedule.name, schedule.flush,
+                                  len(set(schedule.stage_chunk)) < len(schedule.stage_chunk))
+
+
+def torch_cannot_run_named(name: str, flushes: bool, shares_weights: bool) -> str | None:
+    """:func:`torch_cannot_run` from what the schedule's registration says, before it is built
+    (``pipesim schedule --csv`` refuses from the parameters alone)."""
+    if not flushes:
+        return (f"{name} runs several minibatches without a flush and stashes weight "
                 "versions; torch's runtime runs one minibatch per step")
-    if len(set(schedule.stage_chunk)) < len(schedule.stage_chunk):
-        return (f"{schedule.name} runs two stages on the same weights (two model copies); "
+    if shares_weights:
+        return (f"{name} runs two stages on the same weights (two model copies); "
                 "torch's runtime holds one copy per stage")
     return None
 

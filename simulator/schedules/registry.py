@@ -66,6 +66,7 @@ class ScheduleSpec:
         return max(actions, self.work(pp, microbatches, vpp, actions))
     needs_costs: bool = False   # takes stage_costs=...; registered by a layer above (planning)
     flushes: bool = True        # False: runs ``iterations`` minibatches without a flush (2BW)
+    shares_weights: bool = False   # True: two stages run on one set of weights (DualPipe)
 
 
 def fb_sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
@@ -84,8 +85,8 @@ _COST_AWARE_LOADERS: list[Callable[[], None]] = []
 def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
              variable_vpp: bool = False, closed_form_basis: str = "makespan",
-             sizes: Sizes | None = None, work: Work | None = None, flushes: bool = True
-             ) -> Callable[[Generator], Generator]:
+             sizes: Sizes | None = None, work: Work | None = None, flushes: bool = True,
+             shares_weights: bool = False) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
@@ -93,7 +94,7 @@ def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
             raise RuntimeError(f"schedule {name!r} registered twice")
         _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
                                         variable_vpp, closed_form_basis, sizes=sizes, work=work,
-                                        flushes=flushes)
+                                        flushes=flushes, shares_weights=shares_weights)
         for alias in aliases:
             if alias in _ALIASES or alias in _REGISTRY:
                 raise RuntimeError(f"schedule alias {alias!r} registered twice")

@@ -38,11 +38,16 @@ class Model:
         return list(self.params[start:stop])
 
 
-def build_model(n_layers: int, n_chunks: int, seed: int = 0) -> Model:
-    """A deterministic MLP of ``n_layers`` layers in ``n_chunks`` chunks (the simulator's split)."""
+def check_layers(n_layers: int, n_chunks: int) -> None:
+    """Every chunk needs a layer: said from the sizes, before the schedule is built."""
     if n_layers < n_chunks:
         raise ConfigError(f"--layers: the schedule has {n_chunks} model chunks and every chunk "
                           f"needs a layer; expected at least {n_chunks}, got {n_layers}")
+
+
+def build_model(n_layers: int, n_chunks: int, seed: int = 0) -> Model:
+    """A deterministic MLP of ``n_layers`` layers in ``n_chunks`` chunks (the simulator's split)."""
+    check_layers(n_layers, n_chunks)
     rng = np.random.default_rng(seed)
     widths = tuple(int(w) for w in rng.integers(MIN_WIDTH, MAX_WIDTH + 1, size=n_layers + 1))
     params = tuple(

@@ -6,7 +6,10 @@ import pytest
 
 from simulator.errors import ConfigError, ScheduleError
 from simulator.schedules import generate, loop_placement, v_placement
-from simulator.schedules.csv_io import load_schedule_csv, write_schedule_csv
+from simulator.cli.main import main
+from simulator.schedules import registry
+from simulator.schedules.csv_io import (load_schedule_csv, torch_cannot_run,
+                                        torch_cannot_run_named, write_schedule_csv)
 
 
 def _write(tmp_path, text: str):
@@ -145,3 +148,30 @@ def test_a_schedule_torch_cannot_run_gets_no_csv(tmp_path, name, pp, m, why):
         write_schedule_csv(generate(name, pp, m), path)
     assert str(err.value) == f"--csv: {why}, so no CSV is written"
     assert not path.exists()
+
+
+def test_the_registration_says_what_a_built_schedule_shows():
+    """`schedule --csv` refuses from the registration before building: for every library
+    schedule the registration's answer is the built schedule's."""
+    for name in registry.names():
+        spec = registry.get(name)
+        if spec.needs_costs:
+            continue
+        pp, m = (4, 8) if name != "hanayo" else (4, 4)
+        built = torch_cannot_run(generate(name, pp, m))
+        assert torch_cannot_run_named(spec.name, spec.flushes, spec.shares_weights) == built, name
+
+
+def test_schedule_csv_of_dualpipe_is_refused_before_it_is_built(tmp_path, capsys, monkeypatch):
+    """P 24, M 10^6 would be refused by size (or take seconds to build): the CSV's refusal,
+    which the schedule's name alone gives, comes first."""
+    def not_built(*_a, **_k):
+        raise AssertionError("the schedule was built before the refusal")
+
+    monkeypatch.setattr(registry, "generate", not_built)
+    out = tmp_path / "s.csv"
+    assert main(["schedule", "dualpipe", "--pp", "24", "-m", "1000000", "--csv", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --csv: dualpipe runs two stages on the same weights (two model copies); "
+        "torch's runtime holds one copy per stage, so no CSV is written\n")
+    assert not out.exists()

@@ -105,6 +105,10 @@ def test_option_errors(capsys, tmp_path):
         (["1f1b", "--pp", "4", "-m", "4", "--layers", "3"],
          "--layers: the schedule has 4 model chunks and every chunk needs a layer; expected at "
          "least 4, got 3"),
+        # from the sizes, before Hanayo's 16 chunks x 1,000 microbatches are built (1.2 s)
+        (["hanayo", "--pp", "8", "-m", "1000", "--layers", "3"],
+         "--layers: the schedule has 16 model chunks and every chunk needs a layer; expected at "
+         "least 16, got 3"),
         (["1f1b", "--pp", "2", "-m", "4", "--seed", "-1"],
          "--seed: expected a non-negative integer, got -1"),
         (["1f1b", "--pp", "2", "-m", "4", "--tolerance", "-1"],
@@ -115,3 +119,14 @@ def test_option_errors(capsys, tmp_path):
         assert (rc, out, err) == (2, "", f"pipesim: error: {message}\n"), args
     rc, _, err = run(capsys, "nosuch", "--pp", "2", "-m", "2")
     assert rc == 2 and err.startswith("pipesim: error: --schedule: unknown schedule 'nosuch'")
+
+
+def test_too_few_layers_are_refused_before_the_schedule_is_built(capsys, monkeypatch):
+    from simulator.schedules import registry
+
+    def not_built(*_a, **_k):
+        raise AssertionError("the schedule was built before the refusal")
+
+    monkeypatch.setattr(registry, "generate", not_built)
+    rc, out, err = run(capsys, "hanayo", "--pp", "8", "-m", "1000", "--layers", "3")
+    assert (rc, out) == (2, "") and err.startswith("pipesim: error: --layers: the schedule has 16")

@@ -17,7 +17,7 @@ from ...metrics.types import SCHEMA_VERSION
 from ...planning.costs import load_stage_costs
 from ...preflight import check_actions
 from ...schedules import registry
-from ...schedules.csv_io import write_schedule_csv
+from ...schedules.csv_io import torch_cannot_run_named, write_schedule_csv
 from ...schedules.schedule import Schedule
 from ...schedules.stage_costs import StageCosts
 from ...schedules.validate import validate
@@ -115,6 +115,10 @@ def command(name, pp, microbatches, vpp, group_size, json_dest, schedule_options
                                   f"{spec.name}")
             options[key] = value
 
+    if csv_path is not None:   # from the registration: before any size is built
+        why = torch_cannot_run_named(spec.name, spec.flushes, spec.shares_weights)
+        if why is not None:
+            raise ConfigError(f"--csv: {why}, so no CSV is written")
     if pp >= 1 and microbatches >= 1:
         v = spec.default_vpp if vpp is None else vpp
         if v >= 1:

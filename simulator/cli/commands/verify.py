@@ -88,7 +88,10 @@ def command(name, pp, microbatches, vpp, schedule_file, iterations, layers, seed
 def _check_work(spec, pp, microbatches, vpp, actions, chunks, layers, max_actions) -> None:
     """Refuse a verify whose actions x MLP layers per chunk pass the limit, before any of it
     (the schedule included) is built."""
+    from ...verify.model import check_layers   # numpy: when the command runs (as above)
 
+    if layers is not None:
+        check_layers(layers, chunks)
     per_chunk = -(-(2 * chunks + 1 if layers is None else layers) // max(1, chunks))
     check_actions(spec, pp, microbatches, vpp, actions * per_chunk, max_actions,
                   limit=VERIFY_MAX_WORK,
