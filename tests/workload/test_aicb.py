@@ -244,3 +244,33 @@ def test_model_layout_with_more_identical_layers_than_ga_is_not_an_aicb_stage(tm
     wl = load_workload(out)
     assert wl.layout == "model"
     assert partition(wl, 16).n_chunks == 16
+
+
+def test_the_longest_matching_run_is_the_first_longest_for_every_period():
+    """The block split's inner step, done with bytes in C, against its definition: the first
+    longest run of i with ids[i] == ids[i + p]."""
+    import random
+
+    from simulator.workload.aicb import _longest_match_run
+
+    def by_definition(ids, p):
+        same = [ids[i] == ids[i + p] for i in range(len(ids) - p)]
+        best = (0, 0)
+        for a in range(len(same)):
+            for b in range(a + 1, len(same) + 1):
+                if all(same[a:b]) and b - a > best[1] - best[0]:
+                    best = (a, b)
+        return best
+
+    rng = random.Random(7)
+    for _ in range(400):
+        ids = [rng.randint(0, rng.randint(1, 4)) for _ in range(rng.randint(0, 14))]
+        if ids and rng.random() < 0.5:
+            ids = ids[:2] + ids[2:4] * rng.randint(1, 6) + ids[-2:]
+        for p in range(1, len(ids) // 2 + 1):
+            assert _longest_match_run(ids, p) == by_definition(ids, p), (ids, p)
+    assert _longest_match_run([1, 2, 1, 2, 3, 1, 2, 1, 2], 2) == (0, 2)
+    assert _longest_match_run([1, 2, 3], 1) == (0, 0)
+    # the split asks only for runs long enough to beat its best so far
+    assert _longest_match_run([1, 2, 1, 2, 3, 1, 2, 1, 2], 2, at_least=2) == (0, 2)
+    assert _longest_match_run([1, 2, 1, 2, 3, 1, 2, 1, 2], 2, at_least=3) == (0, 0)
