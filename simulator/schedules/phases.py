@@ -136,6 +136,8 @@ def phase_labels(actions: Sequence[Action]) -> Sequence[str]:
     """The phase of each action: a :class:`PhaseLabels` (a plain list for a rank with forwards
     and weight-gradient-only actions but no gradient-carrying backward, whose labels follow
     the kinds rather than positions)."""
+    if isinstance(actions, RankActions):   # its kind letters, scanned in C
+        return _labels_of_letters(actions.kinds)
     n = len(actions)
     grad = (Kind.B, Kind.I)
     first_b = next((i for i in range(n) if actions[i].kind in grad), None)
@@ -150,6 +152,26 @@ def phase_labels(actions: Sequence[Action]) -> Sequence[str]:
                         first_b)
     after = next((i for i in range(last_f + 1, n) if actions[i].kind in grad), None)
     return PhaseLabels(n, steady_start, n if after is None else after + 1)
+
+
+def _labels_of_letters(kinds: str) -> Sequence[str]:
+    """:func:`phase_labels` of a rank given as kind letters (a :class:`RankActions`): the same
+    scans with ``str.find`` (P 2000 ranks of 1F1B: 0.35 s one Action at a time)."""
+    n = len(kinds)
+    f, b, i = Kind.F.value, Kind.B.value, Kind.I.value
+    first_b = min((x for x in (kinds.find(b), kinds.find(i)) if x >= 0), default=None)
+    last_f = kinds.rfind(f)
+    if first_b is None or last_f < 0:
+        if last_f < 0:                       # no forward: everything is cool-down
+            return PhaseLabels(n, 0, 0)
+        if kinds.count(f) == n:
+            return PhaseLabels(n, n, n)
+        return [WARMUP if c == f else COOLDOWN for c in kinds]
+    steady_start = kinds.rfind(f, 0, first_b)
+    after = min((x for x in (kinds.find(b, last_f + 1), kinds.find(i, last_f + 1)) if x >= 0),
+                default=None)
+    return PhaseLabels(n, first_b if steady_start < 0 else steady_start,
+                       n if after is None else after + 1)
 
 
 def phase_counts(actions: Sequence[Action], labels: Sequence[str],

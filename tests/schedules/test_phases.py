@@ -134,3 +134,21 @@ def test_kind_string_is_a_letter_per_action():
     acts = (Action(0, Kind.F, 0), Action(0, Kind.SEND_F, 0), Action(0, Kind.B, 0))
     assert kind_string(acts) == "F?B"
     assert peak_inflight(acts) == _peak_walk(acts) == (1, 1)
+
+
+def test_a_rank_given_as_kind_letters_gets_the_labels_of_its_actions():
+    """RankActions are scanned as letters; the labels are those of the same actions one by one
+    (every short mix of F, B, I, W, and forward-only, backward-only and W-only ranks)."""
+    import random
+    from array import array
+
+    from simulator.schedules.phases import phase_labels
+    from simulator.schedules.rank_actions import RankActions
+
+    rng = random.Random(3)
+    mixes = ["", "FFF", "BBI", "W", "FWFW", "FFBB", "FBIW"]
+    mixes += ["".join(rng.choice("FBIW") for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for kinds in mixes:
+        ra = RankActions(0, kinds, array("q", range(len(kinds))))
+        by_letters, one_by_one = phase_labels(ra), phase_labels(tuple(ra.actions()))
+        assert type(by_letters) is type(one_by_one) and list(by_letters) == list(one_by_one), kinds
