@@ -77,6 +77,15 @@ def test_a_bad_per_param_is_one_line():
                            "found -1"
 
 
+# what a trace saw per (stage, kind) over four one-row stages of 100, 100, 300, 300 parameters
+# (kept, transient above the action's start): see the first fit test for how it was made
+TWO_SIZES_TRACE = {
+    (0, "F"): (1200, 1300), (1, "F"): (1200, 1300), (2, "F"): (1600, 1800),
+    (3, "F"): (1700, 1900), (0, "I"): (0, 0), (0, "W"): (-1200, 250),
+    (1, "I"): (400, 550), (2, "I"): (600, 950), (3, "I"): (600, 950),
+    (1, "W"): (-1500, 200), (2, "W"): (-2100, 600), (3, "W"): (-2100, 600)}
+
+
 def test_the_fit_learns_bytes_per_parameter_from_stages_of_two_sizes():
     # four stages of one row: 100, 100, 300, 300 parameters; pp_comm 100. What the trace saw,
     # (kept, transient above the action's start), made from: stash 1000 + 2·p (the last stage
@@ -84,10 +93,7 @@ def test_the_fit_learns_bytes_per_parameter_from_stages_of_two_sizes():
     # input gradient (100, which its send holds and the runtime's rule counts apart: fixed
     # -100), I's transient 50 + 1·p, W's 2·p, the first stage's whole backward (a W) 50 + 2·p
     rows = partition(workload([100, 100, 300, 300], pp_comm=100), 4).chunks
-    per_action = {(0, "F"): (1200, 1300), (1, "F"): (1200, 1300), (2, "F"): (1600, 1800),
-                  (3, "F"): (1700, 1900), (0, "I"): (0, 0), (0, "W"): (-1200, 250),
-                  (1, "I"): (400, 550), (2, "I"): (600, 950), (3, "I"): (600, 950),
-                  (1, "W"): (-1500, 200), (2, "W"): (-2100, 600), (3, "W"): (-2100, 600)}
+    per_action = TWO_SIZES_TRACE
     got = fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100, rows)
     assert got == {"actions": {"*": {
         "F": {"keeps": {"per_layer": 1000, "per_param": 2.0},
@@ -107,10 +113,7 @@ def test_the_fit_counts_parameters_with_the_headers_gradient_bytes():
     # grad_bytes_per_param: 4, as pipesim generate writes): half the parameters (50, 150), so
     # twice the bytes per parameter, and a run counting them the same way gets the same bytes
     rows = partition(workload([100, 100, 300, 300], pp_comm=100), 4).chunks
-    per_action = {(0, "F"): (1200, 1300), (1, "F"): (1200, 1300), (2, "F"): (1600, 1800),
-                  (3, "F"): (1700, 1900), (0, "I"): (0, 0), (0, "W"): (-1200, 250),
-                  (1, "I"): (400, 550), (2, "I"): (600, 950), (3, "I"): (600, 950),
-                  (1, "W"): (-1500, 200), (2, "W"): (-2100, 600), (3, "W"): (-2100, 600)}
+    per_action = TWO_SIZES_TRACE
     got = fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100, rows,
                      grad_bytes_per_param=4)
     assert got == {"actions": {"*": {
