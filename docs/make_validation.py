@@ -850,9 +850,21 @@ def shape_only_section() -> list[str]:
            "and SGD, and torch's runtime rules (`--p2p torch`); nothing is fitted. Assumed, as "
            "the run's `activation_from_shape` warning says: Korthikanti et al.'s stash per "
            "layer in the precision given, dropout masks 1 B an element; a split backward's I "
-           "keeps its weights' output gradients (`split_backward_bytes`); no working memory "
-           "inside an action (what the predictions below miss, mostly: a backward's working "
-           "gradients, a forward's scores before their softmax).", ""]
+           "keeps its weights' output gradients (`split_backward_bytes`); the working memory "
+           "inside an action (`f/b/i/w_transient_bytes`) as eager PyTorch autograd needs it "
+           "for such a layer, each new weight gradient added to `.grad`."]
+    layer = runs[-1].parent / "layer-transients.json"
+    if layer.is_file():
+        rows = json.loads(layer.read_text())["rows"]
+        exact = {k: sum(r["measured"][k] == r["counted"][k] for r in rows) for k in "FBIW"}
+        ratio = {k: [r["measured"][k] / r["counted"][k] for r in rows] for k in "IW"}
+        out += ["", f"One layer alone (`benchmarks/memory/layer_transients.py`, {len(rows)} "
+                f"shapes: the case's, then s, a, the MLP's width, h and b changed one at a "
+                f"time): the counted F equals the allocator's to the byte on {exact['F']}, B on "
+                f"{exact['B']}; I and W are upper-bound rules, measured "
+                f"{min(ratio['I']):.2f}x-{max(ratio['I']):.2f}x and "
+                f"{min(ratio['W']):.2f}x-{max(ratio['W']):.2f}x of the count."]
+    out.append("")
     for shape, s in doc["summary"].items():
         rank = ", ".join(f"M = {k[1:]}: {g}/{t}" for k, (g, t) in s["ranking"].items())
         above = 100.0 * (s["stash_measured_bytes"] / s["stash_counted_bytes"] - 1)

@@ -379,8 +379,19 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
     if (not cfg.activation_bytes_per_layer and workload.header.activation_bytes
             and "keeps" not in cfg.actions.get("*", {}).get("F", {})
             and any(m.stash > 0 for m in memory.stages)):
-        transient = ("" if cfg.actions else "; no working memory inside an action (transient "
-                     "0 B: a forward's output before its residual add, a backward's gradients)")
+        h = workload.header
+        shaped = (h.f_transient_bytes, h.b_transient_bytes, h.i_transient_bytes,
+                  h.w_transient_bytes)
+        if cfg.actions:
+            transient = ""
+        elif any(shaped):
+            transient = ("; working memory inside an action, the header's F / B / I / W "
+                         "transient bytes " + " / ".join(map(str, shaped)) + " B per layer "
+                         "(PyTorch eager autograd without fused kernels, each new weight "
+                         "gradient added to .grad)")
+        else:
+            transient = ("; no working memory inside an action (transient 0 B: a forward's "
+                         "output before its residual add, a backward's gradients)")
         split = workload.header.split_backward_bytes
         if "keeps" not in cfg.actions.get("*", {}).get("I", {}):
             transient += (f"; a split backward's I keeps the header's split_backward_bytes "

@@ -22,7 +22,9 @@ time. Its parts (docs/model.md, Memory):
   spread evenly
   over its rows; a row that will be recomputed keeps nothing, except the first row of a
   recompute range, which keeps its input (``pp_comm`` bytes). ``F.keeps`` replaces the rows' sum.
-- **transient**: an action's working memory above the higher of the levels before and after it.
+- **transient**: an action's working memory above the higher of the levels before and after it:
+  ``memory.actions``' ``transient``, else the header's ``f/b/i/w_transient_bytes`` (one
+  transformer layer's, from the model's shape) for a chunk with transformer layer rows, else 0.
 - **runtime buffers** (``runtime.sends_held``, ``recv_buffers``, ``kept_outputs``): tensors sent
   to another rank (``pp_comm`` bytes each), receive buffers, the last stage's kept outputs.
   Two stages of one rank hand tensors over by reference: nothing is counted for them.
@@ -171,6 +173,10 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
     acts = _chunk_stash(partition, header, cfg)
     split_keeps = _chunk_split_keeps(partition, header)
+    # a transformer layer's working memory by the shape (header), for a chunk with one
+    shaped = [any(row.name.startswith(_LAYER_ROWS) for row in rows) for rows in partition.chunks]
+    by_shape = {"F": header.f_transient_bytes, "B": header.b_transient_bytes,
+                "I": header.i_transient_bytes, "W": header.w_transient_bytes}
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
     dp = Placement.of(header, system, schedule.pp).dp
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
@@ -188,6 +194,8 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         def given(kind: str, name: str, default: float = 0.0) -> float:
             params = max(row_params, default=0.0) if name == "transient" else sum(row_params)
             v = action_bytes(cfg.actions, s, kind, name, layers, params)
+            if v is None and name == "transient" and shaped[chunk]:
+                return float(by_shape[kind])    # one layer at a time: the layer's own
             return default if v is None else v
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)

@@ -105,3 +105,40 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
     if sequence_parallel:
         return (outside + inside + scores) // tp
     return outside + (inside + scores) // tp
+
+
+def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: int, ffn: int,
+                                tp: int = 1, sequence_parallel: bool = True,
+                                flash_attention: bool = True, dtype_bytes: int = 2,
+                                widest: int | None = None) -> tuple[int, int, int, int]:
+    """A transformer layer's working memory per microbatch, F, B, I, W: what an action holds for
+    a moment above the higher of the levels before and after it (pipesim's ``transient``), as
+    PyTorch's eager autograd runs a Megatron-style layer written without fused kernels (the
+    layer of ``benchmarks/memory``), its
+    weights' gradients accumulated over microbatches (torch adds each new one to ``.grad``;
+    Megatron's fused accumulation into ``main_grad`` needs no such copy). ``E`` is one
+    ``s·b·h`` activation (split by TP only with sequence parallelism), ``A`` the attention
+    scores ``a·s²·b`` split by TP (0 with flash attention, which never forms them), masks 1 B:
+
+    - F: the scores before the softmax, held until the layer's forward returns, and at its end
+      the last linear's output and the dropout's working copy: ``A + 2E``;
+    - B: at the start, the gradient of the last dropout's input and of the MLP's hidden
+      activation, and the gradient of the MLP's output weight and bias before it is added to
+      ``.grad``, less the dropout mask freed: ``E + s·b·ffn/t + h·ffn/t + h - mask``;
+    - I: the gradient of the attention probabilities and of the scores, ``2A`` (at least ``2E``
+      with flash attention); measured 0.81x-1.16x of it over the shapes tried: the I's
+      working set moves with where it frees its stash;
+    - W: the widest weight's gradient before it is added to ``.grad``: ``h·w/t + h``, ``w`` the
+      widest linear's outputs (``widest``: by default the larger of the fused QKV's 3h and
+      ffn); measured 0.50x-1.13x of it, for the stash it frees first.
+
+    F and B are exact at micro-batch 1 (``benchmarks/memory/layer_transients.py``); at 2 the
+    layer's batched matmuls also copy Q, K and V for a moment (3E more in F)."""
+    s, b, h, d = seq, micro_batch, hidden, dtype_bytes
+    outside = tp if sequence_parallel else 1
+    e = s * b * h * d // outside
+    scores = 0 if flash_attention else heads * s * s * b * d // tp
+    mask = s * b * h // outside
+    widest = max(3 * h, ffn) if widest is None else widest
+    return (scores + 2 * e, e + s * b * ffn * d // tp + (h * ffn // tp + h) * d - mask,
+            max(2 * scores, 2 * e), (h * widest // tp + h) * d)

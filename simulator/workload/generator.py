@@ -44,7 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from .activations import transformer_activation_bytes, transformer_split_backward_bytes
+from .activations import transformer_activation_bytes, transformer_split_backward_bytes, \
+    transformer_transient_bytes
 from .gpus import GPUPreset
 
 MODELS = ("gpt", "llama", "moe")
@@ -352,6 +353,18 @@ def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
                                             par.tp, par.sequence_parallel, par.dtype_bytes)
 
 
+def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int, int]:
+    """One transformer layer's working memory per microbatch in its F, B, I and W (an MoE
+    layer's MLP activation counted once per expert a token visits, its widest weight one
+    expert's)."""
+    ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
+    qkv = model.hidden + 2 * model.kv * (model.hidden // model.heads)
+    up = model.ffn_size * (1 if model.arch == "gpt" else 2)
+    return transformer_transient_bytes(model.seq, model.micro_batch, model.hidden, model.heads,
+                                       ffn, par.tp, par.sequence_parallel, par.flash_attention,
+                                       par.dtype_bytes, widest=max(qkv, up))
+
+
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
     vpp = par.vpp if layout == "model" else model.layers // par.pp
     return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
@@ -359,7 +372,9 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
             f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
             f"activation_bytes: {activation_bytes(model, par)} "
             f"split_backward_bytes: {split_backward_bytes(model, par)} "
-            f"grad_bytes_per_param: {FP32}")
+            + "".join(f"{kind}_transient_bytes: {n} "
+                      for kind, n in zip("fbiw", transient_bytes(model, par)))
+            + f"grad_bytes_per_param: {FP32}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

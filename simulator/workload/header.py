@@ -36,6 +36,11 @@ _INT_KEYS = {
     "activation_bytes:": ("activation_bytes", 0),
     # and what a split backward's I keeps per layer and microbatch until its W
     "split_backward_bytes:": ("split_backward_bytes", 0),
+    # and a layer's working memory per microbatch inside its F, B, I and W (transient)
+    "f_transient_bytes:": ("f_transient_bytes", 0),
+    "b_transient_bytes:": ("b_transient_bytes", 0),
+    "i_transient_bytes:": ("i_transient_bytes", 0),
+    "w_transient_bytes:": ("w_transient_bytes", 0),
     # and the bytes per parameter its weight-gradient collectives move (parameters are counted
     # from them; pipesim generate writes fp32 gradients, 4)
     "grad_bytes_per_param:": ("grad_bytes_per_param", 1),
@@ -52,7 +57,8 @@ _FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp":
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:, "
-          "split_backward_bytes:, grad_bytes_per_param:")
+          "split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, "
+          "w_transient_bytes:, grad_bytes_per_param:")
 
 
 class ParsedHeader:
@@ -216,6 +222,10 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     mode=values.get("mode"),
                     activation_bytes=values.get("activation_bytes", 0),
                     split_backward_bytes=values.get("split_backward_bytes", 0),
+                    f_transient_bytes=values.get("f_transient_bytes", 0),
+                    b_transient_bytes=values.get("b_transient_bytes", 0),
+                    i_transient_bytes=values.get("i_transient_bytes", 0),
+                    w_transient_bytes=values.get("w_transient_bytes", 0),
                     grad_bytes_per_param=values.get("grad_bytes_per_param", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)

@@ -124,6 +124,10 @@ class Header:
     pp_comm: int = 0                      # bytes between adjacent stages per microbatch
     activation_bytes: int = 0             # a layer's stash per microbatch (0: not given)
     split_backward_bytes: int = 0         # what a layer's I keeps until its W (0: not given)
+    f_transient_bytes: int = 0            # a layer's working memory inside its F, B, I, W
+    b_transient_bytes: int = 0
+    i_transient_bytes: int = 0
+    w_transient_bytes: int = 0
     grad_bytes_per_param: int = 0         # bytes a gradient collective moves per parameter
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()

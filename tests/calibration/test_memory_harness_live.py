@@ -29,3 +29,19 @@ def test_zbv_and_gpipe_peaks(tmp_path):
     # GPipe holds every sent output and input gradient until the step ends: B keeps -S + 2A
     assert gpipe[1]["per_action"]["1B"]["kept"] == -4 * 82176 + 2 * 8192
     assert not (tmp_path / "traces").exists()
+
+
+def test_one_layers_working_memory_as_counted_from_its_shape():
+    from pathlib import Path
+
+    from benchmarks.memory.layer_transients import SHAPES, run
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+                           / "memory-2026-11-26-transformer" / "layer-transients.json"
+                           ).read_text())["rows"]
+    rows = run(SHAPES[:2] + SHAPES[4:5])       # the case's shape, s doubled, h doubled
+    assert rows == [recorded[0], recorded[1], recorded[4]]
+    for r in rows:       # F and B to the byte; I and W upper-bound rules (1.16x, 1.13x at most)
+        assert r["measured"]["F"] == r["counted"]["F"]
+        assert r["measured"]["B"] == r["counted"]["B"]
+        assert r["measured"]["I"] <= 1.16 * r["counted"]["I"]
+        assert r["measured"]["W"] <= 1.13 * r["counted"]["W"]

@@ -49,5 +49,7 @@ def test_every_class_predicted_as_pinned_and_within_15_percent(shape, recorded):
         measured = [r["peak_bytes"] - r["data_bytes"] for r in config["ranks"]]
         assert measured == rows[(m, name)]["measured"], key
         assert all(abs(p - q) <= 0.15 * q for p, q in zip(got, measured)), (key, got, measured)
+        if shape == "transformer-bool-masks":    # 1-byte masks, as counted: within 1 %
+            assert all(abs(p - q) <= 0.01 * q for p, q in zip(got, measured)), key
         checked += 1
     assert checked == 14      # the 7 torch classes x M = 8, 12

@@ -7,7 +7,8 @@ import pytest
 
 from simulator import simulate
 from simulator.cli.main import main
-from simulator.workload.activations import transformer_activation_bytes
+from simulator.workload.activations import transformer_activation_bytes, \
+    transformer_transient_bytes
 from simulator.workload.parser import load_workload
 
 # GPT-3 175B, the paper's running example
@@ -81,7 +82,11 @@ def test_generate_precision_fp32_doubles_the_activation_bytes_but_not_the_masks(
     assert (bf16.pp_comm, fp32.pp_comm) == (2 * sbh, 4 * sbh)
     assert ("activation_bytes: 2752512 B per layer and microbatch (Korthikanti et al.: fp32 "
             "activations, 1-byte dropout masks, scores kept); split_backward_bytes: 1441792 B "
-            "(the weights' output gradients a split backward's I keeps until its W)\n") in out
+            "(the weights' output gradients a split backward's I keeps until its W); working "
+            "memory inside F / B / I / W: 524288 / 1672192 / 524288 / 1049600 B (PyTorch eager "
+            "autograd, no fused kernels, gradients added to .grad)\n") in out
+    assert (fp32.f_transient_bytes, fp32.b_transient_bytes, fp32.i_transient_bytes,
+            fp32.w_transient_bytes) == (524288, 1672192, 524288, 1049600)
     # per token: the norms', the projection's and fc2's outputs (4h), QKV's (3h), fc1's (4h)
     assert fp32.split_backward_bytes == 11 * sbh * 4 == 2 * bf16.split_backward_bytes
     assert main(args + ["--precision", "fp8", "-o", str(tmp_path / "x.txt")]) == 2
@@ -98,8 +103,9 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "activation memory from the model's shape: the header's activation_bytes 2162688 B per "
         "transformer layer and microbatch (Korthikanti et al.'s count for the precision, flash "
         "attention and sequence parallelism pipesim generate was given; dropout masks 1 B an "
-        "element); no working memory inside an action (transient 0 B: a forward's output "
-        "before its residual add, a backward's gradients); a split backward's I keeps the "
+        "element); working memory inside an action, the header's F / B / I / W transient bytes "
+        "262144 / 1672192 / 262144 / 1049600 B per layer (PyTorch eager autograd without fused "
+        "kernels, each new weight gradient added to .grad); a split backward's I keeps the "
         "header's split_backward_bytes 1441792 B per layer until its W; parameters: the rows' "
         "weight-gradient bytes / the header's grad_bytes_per_param 4 (memory.grad_bytes_per_param "
         "in --system would win)")
@@ -133,3 +139,53 @@ def test_a_split_backward_keeps_the_headers_bytes_less_its_sent_input_gradient(t
     assert "a split backward's I keeps nothing until its W (the header has no " \
         "split_backward_bytes:)" in {w.code: w.message for w in without.warnings}[
             "activation_from_shape"]
+
+
+# the harness's layer (benchmarks/memory): s = 128, b = 1, h = 256, a = 4, ffn = 4h, fp32
+E, SCORES, MASK = 128 * 256 * 4, 4 * 128 * 128 * 4, 128 * 256
+
+
+def test_a_layers_working_memory_by_term():
+    f, b, i, w = transformer_transient_bytes(128, 1, 256, 4, 1024, flash_attention=False,
+                                             dtype_bytes=4)
+    # F: the scores before the softmax, the last linear's output and its dropout's copy
+    assert f == SCORES + 2 * E == 524288
+    # B: the gradients of the last dropout's input and of the MLP's hidden activation, fc2's
+    # weight and bias gradients before they are added to .grad, less the dropout mask freed
+    assert b == E + 4 * E + (256 * 1024 + 256) * 4 - MASK == 1672192
+    # I: the gradients of the probabilities and of the scores; W: fc1's or fc2's weight gradient
+    assert (i, w) == (2 * SCORES, (256 * 1024 + 256) * 4) == (524288, 1049600)
+    # these are what torch's allocator gives for F and B to the byte, I 425996 and W 659456
+    # (benchmarks/results/memory-2026-11-26-transformer/layer-transients.json)
+    # flash attention never forms the scores; TP 2 with sequence parallelism halves E and the mask
+    assert transformer_transient_bytes(128, 1, 256, 4, 1024, dtype_bytes=4) == (
+        2 * E, b, 2 * E, w)
+    assert transformer_transient_bytes(128, 1, 256, 4, 1024, tp=2, flash_attention=False,
+                                       dtype_bytes=4) == (
+        SCORES // 2 + E, E // 2 + 2 * E + (128 * 1024 + 256) * 4 - MASK // 2, SCORES,
+        (128 * 1024 + 256) * 4)
+
+
+TRANSIENTS = (" f_transient_bytes: 300 b_transient_bytes: 500 i_transient_bytes: 200 "
+              "w_transient_bytes: 700")
+
+
+def test_the_headers_transients_sit_on_the_higher_level_of_each_action(tmp_path):
+    # 1F1B, P = 2, M = 2, a 4000-B stash per stage: rank 0's 0B0 starts from two stashes
+    # (8000 + B's 500), rank 1's 1B0 from one (4000 + 500); F's 300 is below either
+    plain = simulate(_two_layers(tmp_path, TRANSIENTS), "1f1b", pp=2, microbatches=2)
+    assert [(r["peak_memory_bytes"], r["peak_memory_action"],
+             r["peak_memory_breakdown"]["transient"]) for r in plain.to_dict()["ranks"]] == [
+        (8500, "0B0", 500), (4500, "1B0", 500)]
+    # ZB-H1 (the levels of the split-backward test above): each W starts from the highest level
+    # (9000 and 9800), and its 700 tops the I's 200 there
+    split = simulate(_two_layers(tmp_path, " split_backward_bytes: 1000" + TRANSIENTS), "zb-h1",
+                     pp=2, microbatches=2)
+    assert [(r["peak_memory_bytes"], r["peak_memory_action"])
+            for r in split.to_dict()["ranks"]] == [(9700, "0W0"), (10500, "1W0")]
+    # a measured W (memory.actions) replaces the header's: the I's 9000 + 200 is rank 0's peak
+    system = {"memory": {"actions": {"*": {"W": {"transient": 100}}}}}
+    fitted = simulate(_two_layers(tmp_path, " split_backward_bytes: 1000" + TRANSIENTS),
+                      "zb-h1", system=system, pp=2, microbatches=2)
+    assert [(r["peak_memory_bytes"], r["peak_memory_action"])
+            for r in fitted.to_dict()["ranks"]][0] == (9200, "0I0")

@@ -10,7 +10,7 @@ import click
 
 from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, MODELS, PRECISIONS, ModelSpec, ParallelSpec, \
-    activation_bytes, render, split_backward_bytes
+    activation_bytes, render, split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
 from ..outputs import check_writable
 
@@ -85,4 +85,6 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
                f"(Korthikanti et al.: {precision} activations, 1-byte dropout masks, "
                f"{attention}{split if tp > 1 else ''}); split_backward_bytes: "
                f"{split_backward_bytes(model, par)} B (the weights' output gradients a split "
-               "backward's I keeps until its W)")
+               "backward's I keeps until its W); working memory inside F / B / I / W: "
+               + " / ".join(str(n) for n in transient_bytes(model, par))
+               + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad)")
