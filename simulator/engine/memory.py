@@ -24,7 +24,8 @@ time. Its parts (docs/model.md, Memory):
   recompute range, which keeps its input (``pp_comm`` bytes). ``F.keeps`` replaces the rows' sum.
 - **transient**: an action's working memory above the higher of the levels before and after it:
   ``memory.actions``' ``transient``, else the header's ``f/b/i/w_transient_bytes`` (one
-  transformer layer's, from the model's shape) for a chunk with transformer layer rows, else 0.
+  transformer layer's, from the model's shape) for a chunk with transformer layer rows, else 0;
+  a B or I that recomputes a range also holds the range's stash again while it runs.
 - **runtime buffers** (``runtime.sends_held``, ``recv_buffers``, ``kept_outputs``): tensors sent
   to another rank (``pp_comm`` bytes each), receive buffers, the last stage's kept outputs.
   Two stages of one rank hand tensors over by reference: nothing is counted for them.
@@ -106,7 +107,10 @@ def _sub_layer_rows(partition: Partition) -> float:
     return float(sum(1 for n in names[firsts[0]:again] if n.startswith(_LAYER_ROWS)))
 
 
-def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> list[float]:
+def _chunk_stash(partition: Partition, header: Header,
+                 cfg: MemoryConfig) -> tuple[list[float], list[float]]:
+    """Per chunk, what a microbatch's forward keeps, and the stash its largest recompute range
+    re-creates inside the backward that recomputes it (0 without recompute)."""
     # the header's activation_bytes (the model's shape) is a transformer layer's: spread over
     # its sub-layer rows, other rows (embedding, head, loss) keep nothing
     by_shape = not cfg.activation_bytes_per_layer and header.activation_bytes > 0
@@ -116,23 +120,21 @@ def _chunk_stash(partition: Partition, header: Header, cfg: MemoryConfig) -> lis
         per_layer = cfg.activation_bytes_per_layer or cfg.activation_factor * header.pp_comm
         per_row = per_layer / partition.rows_per_layer
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
-    acts = []
+    acts, again = [], []
     for c, layers in enumerate(partition.chunks):
+        keeps = [per_row if not by_shape or row.name.startswith(_LAYER_ROWS) else 0.0
+                 for row in layers]
         dropped: set[int] = set()
         kept_inputs: set[int] = set()
         for positions in recompute[c].values():
             if positions:
                 kept_inputs.add(positions[0])
                 dropped.update(positions[1:])
-        total = 0.0
-        for pos in range(len(layers)):
-            if pos in kept_inputs:
-                total += header.pp_comm
-            elif pos not in dropped and (not by_shape or layers[pos].name.startswith(
-                    _LAYER_ROWS)):
-                total += per_row
-        acts.append(total)
-    return acts
+        acts.append(sum(header.pp_comm if pos in kept_inputs else 0.0 if pos in dropped
+                        else keeps[pos] for pos in range(len(layers))))
+        again.append(max((sum(keeps[p] for p in positions)
+                          for positions in recompute[c].values()), default=0.0))
+    return acts, again
 
 
 def _chunk_split_keeps(partition: Partition, header: Header) -> list[float]:
@@ -171,7 +173,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     cfg = replace(system.memory,
                   grad_bytes_per_param=system.memory.grad_bytes(header.grad_bytes_per_param))
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
-    acts = _chunk_stash(partition, header, cfg)
+    acts, recomputed = _chunk_stash(partition, header, cfg)
     split_keeps = _chunk_split_keeps(partition, header)
     # a transformer layer's working memory by the shape (header), for a chunk with one
     shaped = [any(row.name.startswith(_LAYER_ROWS) for row in rows) for rows in partition.chunks]
@@ -194,9 +196,14 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         def given(kind: str, name: str, default: float = 0.0) -> float:
             params = max(row_params, default=0.0) if name == "transient" else sum(row_params)
             v = action_bytes(cfg.actions, s, kind, name, layers, params)
-            if v is None and name == "transient" and shaped[chunk]:
-                return float(by_shape[kind])    # one layer at a time: the layer's own
-            return default if v is None else v
+            if v is not None:
+                return v
+            if name == "transient":
+                # one layer at a time: the layer's own; a backward that recomputes a range
+                # holds the range's stash again while it runs
+                return ((float(by_shape[kind]) if shaped[chunk] else 0.0)
+                        + (recomputed[chunk] if kind in "BI" else 0.0))
+            return default
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)
         # a tensor handed to another rank is held by its send. On one rank, torch hands a

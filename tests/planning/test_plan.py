@@ -150,7 +150,7 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--memory-limit", "2"], "pipesim: error: --memory-limit 2.00 GB: no feasible "
-     "configuration; the smallest peak memory found is 3.69 GB per GPU (pp 4, vpp 1, 1f1b, full "
+     "configuration; the smallest peak memory found is 3.83 GB per GPU (pp 4, vpp 1, 1f1b, full "
      "recompute); raise --memory-limit, add GPUs (--gpus) or lower --global-batch"),
     (["--gpus", "7"], f"pipesim: error: --gpus 7: expected a multiple of the workload's "
      f"tensor-parallel size 2 ({WL})"),
