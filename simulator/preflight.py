@@ -17,7 +17,6 @@ from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
 from .units import fmt_bytes
-from .workload.activations import derive_pp_comm
 from .workload.header import defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
 from .workload.partition import check_chunks
@@ -226,6 +225,8 @@ def _stage_bytes(workload: Workload, pp: int, pp_comm: int | None,
         return []
     said = "has no pp_comm" if "pp_comm" in h.defaults_used else "says pp_comm: 0"
     rows = workload.aicb.model if workload.aicb is not None else workload.layers
+    # only for a file without pp_comm: a run of one that has it does not create its dataclass
+    from .workload.activations import derive_pp_comm
     derived = derive_pp_comm(rows, h.tp)
     if derived is not None:
         changes["pp_comm"] = derived.nbytes
