@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .diagnostics import RunWarning
 from .errors import ConfigError
@@ -41,8 +42,10 @@ TRACE_LAYER_COST = 2
 TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
-@dataclass(frozen=True)
-class Drawn:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Drawn(NamedTuple):
     """What the run's outputs cost beyond the run (--gantt, --trace) and the point-to-point mode
     each action is counted at: one action's cost, in asynchronous actions."""
     p2p: str = "async"

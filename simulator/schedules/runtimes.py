@@ -15,7 +15,7 @@ how it would run the configuration (``how``) or, in plain words, the rule it bre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..workload.stage_layers import chunk_layers_of
@@ -58,8 +58,10 @@ def torch_cannot_run_named(name: str, flushes: bool, shares_weights: bool) -> st
     return None
 
 
-@dataclass(frozen=True)
-class Verdict:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Verdict(NamedTuple):
     runtime: str
     accepts: bool
     how: str = ""            # what the runtime runs (class, CSV, Megatron schedule)
@@ -76,8 +78,7 @@ class Verdict:
         return {"accepts": self.accepts, "how": self.how, "rule": self.rule}
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """What the rules look at: the schedule and its sizes, the placement of its stages, and
     the transformer layers per stage (``layer_cut`` set: the split cuts a layer)."""
 
