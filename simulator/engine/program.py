@@ -174,7 +174,9 @@ class Program:
                    tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
 
 
-@dataclass
+# eq=False, repr=False: the compiler's working state, made once per Program, never compared,
+# printed or put in a message; the methods would cost start-up (classes are made at import)
+@dataclass(eq=False, repr=False)
 class ProgramBuilder:
     schedule: Schedule
     costs: list[ChunkCosts]

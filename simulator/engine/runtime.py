@@ -55,7 +55,9 @@ from .simpy_fast import fire_at
 from .variation import RankVariation
 
 
-@dataclass
+# eq=False, repr=False: one tensor's rendezvous state (blocking modes), never compared,
+# printed or put in a message; the methods would cost start-up (classes are made at import)
+@dataclass(eq=False, repr=False)
 class _Channel:
     """Rendezvous state of one tensor (blocking / batched modes)."""
 
