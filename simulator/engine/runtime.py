@@ -238,9 +238,8 @@ class _Run:
         use the expressions the step-by-step walk's timeouts compute, so the timeline is the
         same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
         walk must run instead: an unchecked list's microbatch beyond the count."""
-        rows = self.iter_rows
-        per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
-                    for r in range(self.schedule.pp)]
+        rows = self.iter_rows     # one IterationRows per rank (Program.compile)
+        per_rank = [rows[r] for r in range(self.schedule.pp)]
         return walk(self.runtime, per_rank, simpy.Environment())
 
     def _wait_of(self, rank: int) -> Wait:
