@@ -7,7 +7,7 @@ names where the problem is (file:line:column, option, rank/position) and what wa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class PipesimError(Exception):
@@ -82,8 +82,10 @@ class ScheduleError(PipesimError):
         super().__init__(prefix + message)
 
 
-@dataclass(frozen=True)
-class Wait:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Wait(NamedTuple):
     """What one blocked rank waits for when the simulation cannot go on."""
 
     rank: int

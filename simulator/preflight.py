@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .diagnostics import RunWarning
 from .errors import ConfigError
@@ -17,7 +18,6 @@ from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
 from .units import fmt_bytes
-from .workload.activations import derive_pp_comm
 from .workload.header import defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
 from .workload.partition import check_chunks
@@ -42,8 +42,10 @@ TRACE_LAYER_COST = 2
 TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
-@dataclass(frozen=True)
-class Drawn:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Drawn(NamedTuple):
     """What the run's outputs cost beyond the run (--gantt, --trace) and the point-to-point mode
     each action is counted at: one action's cost, in asynchronous actions."""
     p2p: str = "async"
@@ -226,6 +228,8 @@ def _stage_bytes(workload: Workload, pp: int, pp_comm: int | None,
         return []
     said = "has no pp_comm" if "pp_comm" in h.defaults_used else "says pp_comm: 0"
     rows = workload.aicb.model if workload.aicb is not None else workload.layers
+    # only for a file without pp_comm: a run of one that has it does not create its dataclass
+    from .workload.activations import derive_pp_comm
     derived = derive_pp_comm(rows, h.tp)
     if derived is not None:
         changes["pp_comm"] = derived.nbytes

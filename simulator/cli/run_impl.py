@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from ..api import simulate
 from ..errors import ConfigError
@@ -31,8 +32,10 @@ from .ticker import ticker
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-@dataclass(frozen=True)
-class Arg:
+# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Arg(NamedTuple):
     """One option of ``pipesim run``, declared once for both readers (:mod:`.commands.run`
     makes the click option from it). ``kind``: ``option`` (the RunOptions field ``dest``; its
     flags, help and check are the field's), ``options`` (every other RunOptions field, here),

@@ -17,7 +17,7 @@ Weight_Gradient, last layer first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
@@ -32,8 +32,10 @@ WEIGHT_GRADIENT = "Weight_Gradient"
 FORWARD_IN_BACKPASS = "Forward_In_BackPass"
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Segment(NamedTuple):
     """One FSM state of one layer inside an action: offset from the action start, duration."""
 
     layer: int      # file-order layer index
@@ -42,16 +44,14 @@ class Segment:
     duration: float
 
 
-@dataclass(frozen=True)
-class ActionCost:
+class ActionCost(NamedTuple):
     duration: float
     comm: float                      # part of `duration` spent in blocking collectives
     segments: tuple[Segment, ...]
     layer_ops: int                   # layer-level F / IG / WG executions (recompute included)
 
 
-@dataclass(frozen=True)
-class DPCollective:
+class DPCollective(NamedTuple):
     """A weight-gradient collective a layer issues after its last microbatch."""
 
     layer: int
@@ -99,8 +99,7 @@ def iteration_rows(rank: int, it: int, now: float, rows, free: float,
     return now, free, done
 
 
-@dataclass(frozen=True)
-class ChunkCosts:
+class ChunkCosts(NamedTuple):
     F: ActionCost
     I: ActionCost
     W: ActionCost

@@ -79,9 +79,8 @@ def _walk(runtime):
     """The walk's records with memory accounted, or None (an unchecked list's microbatch
     beyond the count). A deadlock under a memory limit is the engine's to report (an overflow
     before it comes first)."""
-    rows = runtime.iter_rows
-    per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
-                for r in range(runtime.schedule.pp)]
+    rows = runtime.iter_rows      # one IterationRows per rank (Program.compile)
+    per_rank = [rows[r] for r in range(runtime.schedule.pp)]
     try:
         rec = walk(runtime, per_rank)
     except DeadlockError:

@@ -33,7 +33,8 @@ time. Its parts (docs/model.md, Memory):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from ..schedules.schedule import Schedule
 from ..system.config import MemoryConfig, SystemConfig
@@ -47,8 +48,10 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "transient",
               "runtime_buffers")
 
 
-@dataclass(frozen=True)
-class StageMemory:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class StageMemory(NamedTuple):
     """Bytes per microbatch of one global stage's actions."""
 
     stash: float             # F keeps it for the backward
@@ -64,8 +67,7 @@ class StageMemory:
     kept_output: float       # the last stage's output, kept until the step ends
 
 
-@dataclass(frozen=True)
-class MemoryModel:
+class MemoryModel(NamedTuple):
     static_bytes: tuple[float, ...]       # per rank, held from the start
     activation_bytes: tuple[float, ...]   # per chunk, per microbatch in flight (the rows' stash)
     static_parts: tuple[dict, ...]        # per rank: {category: bytes} of static_bytes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 from itertools import accumulate
 from operator import add, attrgetter
 
@@ -34,8 +34,10 @@ _stage = attrgetter("stage")
 DYNAMIC = ("activations", "gradients", "runtime_buffers")
 
 
-@dataclass(frozen=True)
-class MemoryPeak:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class MemoryPeak(NamedTuple):
     """One rank's peak: its bytes by category, when, and the action it occurs in (None: the
     static memory alone)."""
 
@@ -46,8 +48,7 @@ class MemoryPeak:
     breakdown: dict        # {category: bytes}, summing to ``bytes``
 
 
-@dataclass(frozen=True)
-class _Role:
+class _Role(NamedTuple):
     """What every action of one (stage, role) does to memory."""
 
     start: float            # activations, at its start

@@ -52,7 +52,9 @@ class LinkStats:
         return start, start + serial + cfg.latency_ns
 
 
-@dataclass
+# eq=False, repr=False: fair sharing's bookkeeping, one per transfer in flight, never compared,
+# printed or put in a message; the methods would cost start-up (classes are made at import)
+@dataclass(eq=False, repr=False)
 class _Flow:
     remaining: float          # bytes
     arrival: simpy.Event
@@ -61,7 +63,7 @@ class _Flow:
     sent: simpy.Event | None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)   # as _Flow
 class _FairLink:
     stats: LinkStats
     flows: list[_Flow] = field(default_factory=list)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import attrgetter
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, lowered_for
@@ -69,8 +70,9 @@ class StepCost:
         object.__setattr__(self, "total", self.pre + self.duration)
 
 
-@dataclass(frozen=True)
-class IterationRows:
+# A NamedTuple, not a frozen dataclass: never replaced or asdict'ed, and a fifth of the cost to
+# create at start-up. (A Program's ``iter_rows`` is always the per-rank tuple of these.)
+class IterationRows(NamedTuple):
     """What the once-per-iteration rows (AICB's DP/optimizer rows) cost every rank."""
 
     compute_ns: float
@@ -174,7 +176,9 @@ class Program:
                    tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
 
 
-@dataclass
+# eq=False, repr=False: the compiler's working state, made once per Program, never compared,
+# printed or put in a message; the methods would cost start-up (classes are made at import)
+@dataclass(eq=False, repr=False)
 class ProgramBuilder:
     schedule: Schedule
     costs: list[ChunkCosts]

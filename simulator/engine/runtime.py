@@ -55,7 +55,9 @@ from .simpy_fast import fire_at
 from .variation import RankVariation
 
 
-@dataclass
+# eq=False, repr=False: one tensor's rendezvous state (blocking modes), never compared,
+# printed or put in a message; the methods would cost start-up (classes are made at import)
+@dataclass(eq=False, repr=False)
 class _Channel:
     """Rendezvous state of one tensor (blocking / batched modes)."""
 
@@ -236,9 +238,8 @@ class _Run:
         use the expressions the step-by-step walk's timeouts compute, so the timeline is the
         same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
         walk must run instead: an unchecked list's microbatch beyond the count."""
-        rows = self.iter_rows
-        per_rank = [rows[r] if isinstance(rows, (list, tuple)) else rows
-                    for r in range(self.schedule.pp)]
+        rows = self.iter_rows     # one IterationRows per rank (Program.compile)
+        per_rank = [rows[r] for r in range(self.schedule.pp)]
         return walk(self.runtime, per_rank, simpy.Environment())
 
     def _wait_of(self, rank: int) -> Wait:

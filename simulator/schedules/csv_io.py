@@ -26,6 +26,7 @@ from typing import Sequence
 from ..errors import ConfigError, ScheduleError
 from ..input_file import MAX_CSV_BYTES, InputFileError, read_input_bytes
 from .action import Action, Kind
+from .runtimes import torch_cannot_run
 from .schedule import Schedule, loop_placement, v_placement
 from .validate import validate
 
@@ -108,29 +109,6 @@ def load_schedule_csv(path: str | Path, name: str = "custom", vpp: int | None = 
     if check:
         validate(sched)
     return sched
-
-
-def torch_cannot_run(schedule: Schedule) -> str | None:
-    """Why torch's runtime cannot run ``schedule`` from a compute-only CSV (None: it can).
-
-    torch's ``_PipelineScheduleRuntime`` runs one minibatch per ``step()`` with one copy of each
-    stage's weights (design notes, section 8): a schedule without a flush (PipeDream-2BW: several
-    minibatches, weight stashing) or with two stages sharing weights (bidirectional DualPipe: two
-    model copies) is not expressible in its format."""
-    return torch_cannot_run_named(schedule.name, schedule.flush,
-                                  len(set(schedule.stage_chunk)) < len(schedule.stage_chunk))
-
-
-def torch_cannot_run_named(name: str, flushes: bool, shares_weights: bool) -> str | None:
-    """:func:`torch_cannot_run` from what the schedule's registration says, before it is built
-    (``pipesim schedule --csv`` refuses from the parameters alone)."""
-    if not flushes:
-        return (f"{name} runs several minibatches without a flush and stashes weight "
-                "versions; torch's runtime runs one minibatch per step")
-    if shares_weights:
-        return (f"{name} runs two stages on the same weights (two model copies); "
-                "torch's runtime holds one copy per stage")
-    return None
 
 
 def write_schedule_csv(schedule: Schedule, path: str | Path) -> None:

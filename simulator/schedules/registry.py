@@ -17,8 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..errors import ConfigError
 from .schedule import Schedule
@@ -38,8 +37,10 @@ ClosedForm = Callable[[int, int, int], float]
 Work = Callable[[int, int, int, int], int]
 
 
-@dataclass(frozen=True)
-class ScheduleSpec:
+# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class ScheduleSpec(NamedTuple):
     name: str
     generate: Generator
     summary: str

@@ -15,13 +15,12 @@ how it would run the configuration (``how``) or, in plain words, the rule it bre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..workload.stage_layers import chunk_layers_of
-from .csv_io import torch_cannot_run
 from .library.interleaved_1f1b import resolve_group_size
-from .schedule import loop_placement, v_placement
+from .schedule import Schedule, loop_placement, v_placement
 
 RUNTIMES = ("torch", "megatron", "torchtitan")
 
@@ -35,8 +34,34 @@ SINGLE_STAGE = ("GPipe", "1F1B")          # PipelineScheduleSingle: one stage pe
 V_CLASSES = ("ZBVZeroBubble", "DualPipeV")   # torchtitan places their stages in a V
 
 
-@dataclass(frozen=True)
-class Verdict:
+
+def torch_cannot_run(schedule: Schedule) -> str | None:
+    """Why torch's runtime cannot run ``schedule`` from a compute-only CSV (None: it can).
+
+    torch's ``_PipelineScheduleRuntime`` runs one minibatch per ``step()`` with one copy of each
+    stage's weights (design notes, section 8): a schedule without a flush (PipeDream-2BW: several
+    minibatches, weight stashing) or with two stages sharing weights (bidirectional DualPipe: two
+    model copies) is not expressible in its format."""
+    return torch_cannot_run_named(schedule.name, schedule.flush,
+                                  len(set(schedule.stage_chunk)) < len(schedule.stage_chunk))
+
+
+def torch_cannot_run_named(name: str, flushes: bool, shares_weights: bool) -> str | None:
+    """:func:`torch_cannot_run` from what the schedule's registration says, before it is built
+    (``pipesim schedule --csv`` refuses from the parameters alone)."""
+    if not flushes:
+        return (f"{name} runs several minibatches without a flush and stashes weight "
+                "versions; torch's runtime runs one minibatch per step")
+    if shares_weights:
+        return (f"{name} runs two stages on the same weights (two model copies); "
+                "torch's runtime holds one copy per stage")
+    return None
+
+
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Verdict(NamedTuple):
     runtime: str
     accepts: bool
     how: str = ""            # what the runtime runs (class, CSV, Megatron schedule)
@@ -53,8 +78,7 @@ class Verdict:
         return {"accepts": self.accepts, "how": self.how, "rule": self.rule}
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """What the rules look at: the schedule and its sizes, the placement of its stages, and
     the transformer layers per stage (``layer_cut`` set: the split cuts a layer)."""
 

@@ -14,14 +14,16 @@ on its ring: inter-node as soon as its group spans two nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..workload.model import CommGroup, CommType, Header
 from .config import LinkConfig, SystemConfig
 
 
-@dataclass(frozen=True)
-class Placement:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class Placement(NamedTuple):
     """How the run's ranks map onto nodes (its parallel sizes, their order, GPUs per node)."""
 
     tp: int

@@ -7,6 +7,7 @@ parsed workload can be shared between runs of a sweep.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 from enum import Enum
 
 POLICIES = (
@@ -145,8 +146,10 @@ class Header:
         return max(1, self.all_gpus // max(1, self.tp * self.pp))
 
 
-@dataclass(frozen=True)
-class AicbStage:
+# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class AicbStage(NamedTuple):
     """What was recovered from an AICB stage trace.
 
     File-order rows keep their ``index``/``line``. ``model`` is the recovered model (header ``pp``

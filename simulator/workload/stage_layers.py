@@ -11,15 +11,17 @@ be told in layers, or be said to cut one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError, WorkloadError
 from .iteration_rows import model_rows
 from .model import Layer, Workload
 
 
-@dataclass(frozen=True)
-class LayerRows:
+# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
+# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
+# start-up creates every class of the modules it imports).
+class LayerRows(NamedTuple):
     """Where the transformer layers are among the rows a model-layout file splits into chunks:
     ``head`` rows before the first layer (the embedding), ``spans`` [start, stop) of each layer,
     the rows from ``tail`` on after the last (the LM head and loss)."""
@@ -90,8 +92,7 @@ def row_bounds_from_layers(found: LayerRows, n_rows: int, layers: list[tuple[int
     return out
 
 
-@dataclass(frozen=True)
-class ChunkLayers:
+class ChunkLayers(NamedTuple):
     """Transformer layers of each chunk of a partition, or where the split cuts a layer."""
 
     counts: tuple[int, ...]           # whole layers per chunk (model order)

@@ -8,8 +8,8 @@ from simulator.errors import ConfigError, ScheduleError
 from simulator.schedules import generate, loop_placement, v_placement
 from simulator.cli.main import main
 from simulator.schedules import registry
-from simulator.schedules.csv_io import (load_schedule_csv, torch_cannot_run,
-                                        torch_cannot_run_named, write_schedule_csv)
+from simulator.schedules.csv_io import load_schedule_csv, write_schedule_csv
+from simulator.schedules.runtimes import torch_cannot_run, torch_cannot_run_named
 
 
 def _write(tmp_path, text: str):

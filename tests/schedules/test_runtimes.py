@@ -55,7 +55,7 @@ def test_torch_v_classes_need_two_stages_per_rank_and_dualpipev_m():
 
 
 def test_torch_refuses_what_its_csv_cannot_hold():
-    # csv_io.torch_cannot_run: one minibatch per step(), one weight copy per stage
+    # runtimes.torch_cannot_run: one minibatch per step(), one weight copy per stage
     sched = registry.generate("dualpipe", 4, 8, 2)
     v = check_runtimes(shape_of(sched))["torch"]
     assert not v.accepts and "two stages on the same weights" in v.rule

@@ -19,7 +19,8 @@ from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...planning.plan import PlanSettings, _load_system, _workload, command_for, plan
 from ...schedules import registry
-from ...schedules.csv_io import load_schedule_csv, torch_cannot_run, write_schedule_csv
+from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
+from ...schedules.runtimes import torch_cannot_run
 from ...schema import schema_of
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option

@@ -17,7 +17,8 @@ from ...metrics.types import SCHEMA_VERSION
 from ...planning.costs import load_stage_costs
 from ...preflight import check_actions
 from ...schedules import registry
-from ...schedules.csv_io import torch_cannot_run_named, write_schedule_csv
+from ...schedules.csv_io import write_schedule_csv
+from ...schedules.runtimes import torch_cannot_run_named
 from ...schedules.schedule import Schedule
 from ...schedules.stage_costs import StageCosts
 from ...schedules.validate import validate
