@@ -5,6 +5,10 @@
 returns a :class:`SimulationResult` whose ``to_dict()`` is the JSON summary; ``compare`` runs
 several schedules on one workload. The names load on first use, so importing one layer of the package
 (``simulator.workload``, say) does not import the engine.
+
+Internal immutable records are ``typing.NamedTuple`` where nothing replaces, ``asdict``s or
+JSON-dumps them: ``pipesim run`` creates every class of the modules it imports, and a frozen
+dataclass costs about five times a NamedTuple to create (benchmarks/bench_startup_simai.py).
 """
 
 from __future__ import annotations

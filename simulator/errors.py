@@ -82,9 +82,7 @@ class ScheduleError(PipesimError):
         super().__init__(prefix + message)
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Wait(NamedTuple):
     """What one blocked rank waits for when the simulation cannot go on."""
 

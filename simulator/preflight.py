@@ -42,9 +42,7 @@ TRACE_LAYER_COST = 2
 TYPICAL_CAPACITY_BYTES = 80 * 2**30
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Drawn(NamedTuple):
     """What the run's outputs cost beyond the run (--gantt, --trace) and the point-to-point mode
     each action is counted at: one action's cost, in asynchronous actions."""

@@ -32,9 +32,7 @@ from .ticker import ticker
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Arg(NamedTuple):
     """One option of ``pipesim run``, declared once for both readers (:mod:`.commands.run`
     makes the click option from it). ``kind``: ``option`` (the RunOptions field ``dest``; its

@@ -32,9 +32,7 @@ WEIGHT_GRADIENT = "Weight_Gradient"
 FORWARD_IN_BACKPASS = "Forward_In_BackPass"
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Segment(NamedTuple):
     """One FSM state of one layer inside an action: offset from the action start, duration."""
 

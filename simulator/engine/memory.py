@@ -48,9 +48,7 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "transient",
               "runtime_buffers")
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class StageMemory(NamedTuple):
     """Bytes per microbatch of one global stage's actions."""
 

@@ -34,9 +34,7 @@ _stage = attrgetter("stage")
 DYNAMIC = ("activations", "gradients", "runtime_buffers")
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class MemoryPeak(NamedTuple):
     """One rank's peak: its bytes by category, when, and the action it occurs in (None: the
     static memory alone)."""

@@ -70,8 +70,8 @@ class StepCost:
         object.__setattr__(self, "total", self.pre + self.duration)
 
 
-# A NamedTuple, not a frozen dataclass: never replaced or asdict'ed, and a fifth of the cost to
-# create at start-up. (A Program's ``iter_rows`` is always the per-rank tuple of these.)
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); a Program's ``iter_rows`` is
+# always the per-rank tuple of these
 class IterationRows(NamedTuple):
     """What the once-per-iteration rows (AICB's DP/optimizer rows) cost every rank."""
 

@@ -37,9 +37,7 @@ ClosedForm = Callable[[int, int, int], float]
 Work = Callable[[int, int, int, int], int]
 
 
-# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class ScheduleSpec(NamedTuple):
     name: str
     generate: Generator

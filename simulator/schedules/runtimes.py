@@ -58,9 +58,7 @@ def torch_cannot_run_named(name: str, flushes: bool, shares_weights: bool) -> st
     return None
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Verdict(NamedTuple):
     runtime: str
     accepts: bool

@@ -20,9 +20,7 @@ from ..workload.model import CommGroup, CommType, Header
 from .config import LinkConfig, SystemConfig
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Placement(NamedTuple):
     """How the run's ranks map onto nodes (its parallel sizes, their order, GPUs per node)."""
 

@@ -146,9 +146,7 @@ class Header:
         return max(1, self.all_gpus // max(1, self.tp * self.pp))
 
 
-# An immutable record as a NamedTuple, not a frozen dataclass: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class AicbStage(NamedTuple):
     """What was recovered from an AICB stage trace.
 

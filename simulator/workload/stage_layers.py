@@ -18,9 +18,7 @@ from .iteration_rows import model_rows
 from .model import Layer, Workload
 
 
-# Immutable records as NamedTuples, not frozen dataclasses: never replaced, asdict'ed or
-# JSON-dumped, and a NamedTuple costs a fifth of a dataclass to create (``pipesim run``'s
-# start-up creates every class of the modules it imports).
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class LayerRows(NamedTuple):
     """Where the transformer layers are among the rows a model-layout file splits into chunks:
     ``head`` rows before the first layer (the embedding), ``spans`` [start, stop) of each layer,
