@@ -858,9 +858,12 @@ def shape_only_section() -> list[str]:
         rows = json.loads(layer.read_text())["rows"]
         exact = {k: sum(r["measured"][k] == r["counted"][k] for r in rows) for k in "FBIW"}
         ratio = {k: [r["measured"][k] / r["counted"][k] for r in rows] for k in "IW"}
+        flash = sum(r["flash"] for r in rows)
         out += ["", f"One layer alone (`benchmarks/memory/layer_transients.py`, {len(rows)} "
                 f"shapes: the case's, then s, a, the MLP's width, h and b changed one at a "
-                f"time): the counted F equals the allocator's to the byte on {exact['F']}, B on "
+                f"time, {flash} of them with flash attention (`scaled_dot_product_attention`)): "
+                f"the counted F equals the allocator's to the byte on {exact['F']} (not at "
+                f"b = 2, where the written-out attention copies Q, K and V), B on "
                 f"{exact['B']}; I and W are upper-bound rules, measured "
                 f"{min(ratio['I']):.2f}x-{max(ratio['I']):.2f}x and "
                 f"{min(ratio['W']):.2f}x-{max(ratio['W']):.2f}x of the count."]

@@ -4,7 +4,9 @@ held against what ``pipesim generate`` writes from the shape
 
     python -m benchmarks.memory.layer_transients [--json OUT.json] [--markdown OUT.md]
 
-The layer is the harness's (``live.TransformerLayer``, 1-byte dropout masks as on CUDA, fp32).
+The layer is the harness's (``live.TransformerLayer``, 1-byte dropout masks as on CUDA, fp32),
+its attention written out (scores kept) or through ``F.scaled_dot_product_attention`` (flash:
+no scores, no attention dropout).
 Each action runs under the profiler with memory events on the second microbatch (the weights'
 gradients then exist, as for every microbatch but a step's first). Transient, as pipesim counts
 it: the highest level inside the action above the higher of its start and its end. F, B and W
@@ -26,9 +28,12 @@ sys.path.insert(0, str(REPO))
 from simulator.workload.activations import transformer_transient_bytes  # noqa: E402
 
 BYTES = 4          # fp32, as the harness runs
-# (hidden, heads, seq, batch, ffn multiple): the harness's shape, then one size changed at a time
-SHAPES = ((256, 4, 128, 1, 4), (256, 4, 256, 1, 4), (256, 8, 128, 1, 4), (256, 4, 128, 1, 2),
-          (512, 4, 128, 1, 4), (256, 4, 128, 2, 4))
+# (hidden, heads, seq, batch, ffn multiple, flash): the harness's shape, then one size changed at
+# a time; then the same with flash attention
+SHAPES = ((256, 4, 128, 1, 4, False), (256, 4, 256, 1, 4, False), (256, 8, 128, 1, 4, False),
+          (256, 4, 128, 1, 2, False), (512, 4, 128, 1, 4, False), (256, 4, 128, 2, 4, False),
+          (256, 4, 128, 1, 4, True), (256, 4, 256, 1, 4, True), (256, 8, 128, 1, 4, True),
+          (512, 4, 128, 1, 4, True))
 
 
 def _levels(fn):
@@ -50,7 +55,8 @@ def _levels(fn):
     return out, peak, level
 
 
-def measure(hidden: int, heads: int, seq: int, batch: int, mult: int) -> dict[str, int]:
+def measure(hidden: int, heads: int, seq: int, batch: int, mult: int,
+            flash: bool = False) -> dict[str, int]:
     """Transient bytes of F, B, I and W of one layer of this shape."""
     import torch
     from torch.distributed.pipelining._backward import (stage_backward, stage_backward_input,
@@ -59,7 +65,7 @@ def measure(hidden: int, heads: int, seq: int, batch: int, mult: int) -> dict[st
     torch.manual_seed(0)
     torch.set_num_threads(1)
     causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
-    layer = TransformerLayer(hidden, mult * hidden, heads, causal, bool_masks=True)
+    layer = TransformerLayer(hidden, mult * hidden, heads, causal, bool_masks=True, flash=flash)
     out: dict[str, int] = {}
     for split in (False, True):
         for _ in range(2):     # the second microbatch: the gradients exist
@@ -82,23 +88,24 @@ def measure(hidden: int, heads: int, seq: int, batch: int, mult: int) -> dict[st
 
 def run(shapes=SHAPES) -> list[dict]:
     rows = []
-    for h, a, s, b, mult in shapes:
-        counted = transformer_transient_bytes(s, b, h, a, mult * h, flash_attention=False,
+    for h, a, s, b, mult, flash in shapes:
+        counted = transformer_transient_bytes(s, b, h, a, mult * h, flash_attention=flash,
                                               dtype_bytes=BYTES)
-        measured = measure(h, a, s, b, mult)
+        measured = measure(h, a, s, b, mult, flash)
         rows.append({"hidden": h, "heads": a, "seq": s, "batch": b, "ffn": mult * h,
-                     "measured": measured, "counted": dict(zip("FBIW", counted))})
+                     "flash": flash, "measured": measured, "counted": dict(zip("FBIW", counted))})
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["One layer's transient bytes, measured (torch's CPU allocator) / counted from the "
-             "shape, fp32, 1-byte masks, no flash attention.", "",
-             "| h | a | s | b | ffn | F | B | I | W |", "|---:|---:|---:|---:|---:|---|---|---|---|"]
+             "shape, fp32, 1-byte masks.", "",
+             "| h | a | s | b | ffn | flash | F | B | I | W |",
+             "|---:|---:|---:|---:|---:|---|---|---|---|---|"]
     for r in rows:
         cells = [f"{r['measured'][k]} / {r['counted'][k]}" for k in "FBIW"]
         lines.append(f"| {r['hidden']} | {r['heads']} | {r['seq']} | {r['batch']} | {r['ffn']} | "
-                     + " | ".join(cells) + " |")
+                     f"{'yes' if r['flash'] else 'no'} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -53,10 +53,11 @@ class TransformerLayer(nn.Module):
     output, Q, K, V, each linear's input, the GeLU's input."""
 
     def __init__(self, hidden: int, inner: int, heads: int, causal: torch.Tensor,
-                 bool_masks: bool = False) -> None:
+                 bool_masks: bool = False, flash: bool = False) -> None:
         super().__init__()
         self.heads = heads
         self.bool_masks = bool_masks
+        self.flash = flash    # attention by F.scaled_dot_product_attention: no scores kept
         self.ln1 = nn.LayerNorm(hidden)
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
@@ -69,9 +70,13 @@ class TransformerLayer(nn.Module):
         b, s, h = x.shape
         a, d = self.heads, h // self.heads
         q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, a, d).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
-        probs = torch.softmax(scores.masked_fill(self.causal, float("-inf")), dim=-1)
-        ctx = (self.dropout(probs) @ v).transpose(1, 2).reshape(b, s, h)
+        if self.flash:    # a fused kernel, no attention dropout (as with flash attention)
+            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+            probs = torch.softmax(scores.masked_fill(self.causal, float("-inf")), dim=-1)
+            ctx = self.dropout(probs) @ v
+        ctx = ctx.transpose(1, 2).reshape(b, s, h)
         x = x + self.dropout(self.proj(ctx))
         return x + self.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 

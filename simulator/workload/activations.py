@@ -130,10 +130,11 @@ def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: 
       working set moves with where it frees its stash;
     - W: the widest weight's gradient before it is added to ``.grad``: ``h·w/t + h``, ``w`` the
       widest linear's outputs (``widest``: by default the larger of the fused QKV's 3h and
-      ffn); measured 0.50x-1.13x of it, for the stash it frees first.
+      ffn); measured 0.50x-1.19x of it, for the stash it frees first.
 
-    F and B are exact at micro-batch 1 (``benchmarks/memory/layer_transients.py``); at 2 the
-    layer's batched matmuls also copy Q, K and V for a moment (3E more in F)."""
+    F and B are exact at micro-batch 1, with and without flash attention (PyTorch's
+    ``scaled_dot_product_attention``; ``benchmarks/memory/layer_transients.py``); at 2 the
+    written-out attention's batched matmuls also copy Q, K and V for a moment (3E more in F)."""
     s, b, h, d = seq, micro_batch, hidden, dtype_bytes
     outside = tp if sequence_parallel else 1
     e = s * b * h * d // outside

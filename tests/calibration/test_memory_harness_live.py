@@ -38,10 +38,11 @@ def test_one_layers_working_memory_as_counted_from_its_shape():
     recorded = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results"
                            / "memory-2026-11-26-transformer" / "layer-transients.json"
                            ).read_text())["rows"]
-    rows = run(SHAPES[:2] + SHAPES[4:5])       # the case's shape, s doubled, h doubled
-    assert rows == [recorded[0], recorded[1], recorded[4]]
-    for r in rows:       # F and B to the byte; I and W upper-bound rules (1.16x, 1.13x at most)
+    # the case's shape, s doubled, h doubled; the case's with flash attention
+    rows = run(SHAPES[:2] + SHAPES[4:5] + SHAPES[6:7])
+    assert rows == [recorded[0], recorded[1], recorded[4], recorded[6]]
+    for r in rows:       # F and B to the byte; I and W upper-bound rules (1.16x, 1.19x at most)
         assert r["measured"]["F"] == r["counted"]["F"]
         assert r["measured"]["B"] == r["counted"]["B"]
         assert r["measured"]["I"] <= 1.16 * r["counted"]["I"]
-        assert r["measured"]["W"] <= 1.13 * r["counted"]["W"]
+        assert r["measured"]["W"] <= 1.19 * r["counted"]["W"]
