@@ -62,7 +62,8 @@ def render() -> str:
         "",
         "See any schedule's per-rank order with `pipesim schedule NAME --pp P --microbatches M`,",
         "check its gradients with `pipesim verify NAME ...`, and add one by writing a module in",
-        "`simulator/schedules/library/` that decorates its generator with `@register(...)`.",
+        "`simulator/schedules/library/` that decorates its generator with `@register(...)` "
+        "(`simulator.schedules.registration`) and naming it in the library's `__init__.py`.",
         "",
     ]
     return "\n".join(lines)

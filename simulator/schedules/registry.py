@@ -1,5 +1,6 @@
 """Name -> schedule generator. A new schedule is one module in ``library/`` that calls
-:func:`register`; the CLI, sweeps and docs list what is registered here.
+:func:`~.registration.register`, listed in ``library/__init__.py``; the CLI, sweeps and docs list
+what is registered here.
 
 Generators that need per-stage costs (schedule synthesis) live in a layer above the engine; that
 layer calls :func:`register_cost_aware` when it is imported, so this module never imports it.
@@ -14,93 +15,18 @@ it. The registry holds no planning code, no import edge to it and no module name
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..errors import ConfigError
+from .registration import (ALIASES, LIBRARY, ClosedForm, Generator, ScheduleSpec,  # noqa: F401
+                           Sizes, Work, fb_sizes, register)   # the library's side, re-exported
 from .schedule import Schedule
 
-Generator = Callable[..., Schedule]
-# sizes(pp, microbatches, vpp, options) -> (model chunks, an upper bound on the actions): what a
-# run needs, known from the parameters alone, before anything is built
-Sizes = Callable[[int, int, int, dict], "tuple[int, int]"]
-# closed_form(pp, microbatches, vpp) -> bubble ratio under uniform costs (F = I = W, B = 2F, no
-# communication), of the makespan (``closed_form_basis="makespan"``) or of each stage's own span
-# from its first to its last action (``"own"``, how the zero-bubble paper counts)
-ClosedForm = Callable[[int, int, int], float]
-# work(pp, microbatches, vpp, actions) -> what building the schedule costs, counted in actions
-# of the engine (about 14 us each): for generators whose construction grows faster than the
-# actions they emit (measured by benchmarks/bench_fuzz.py's finds), so the one size budget
-# counts what they really cost
-Work = Callable[[int, int, int, int], int]
-
-
-# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
-class ScheduleSpec(NamedTuple):
-    name: str
-    generate: Generator
-    summary: str
-    closed_form: ClosedForm | None = None
-    formula: str = ""
-    default_vpp: int = 1
-    aliases: tuple[str, ...] = ()
-    variable_vpp: bool = False   # takes any --vpp (interleaved); else fixed at default_vpp
-    closed_form_basis: str = "makespan"   # or "own": see ClosedForm
-    sizes: Sizes | None = None   # default: pp x vpp chunks, 3 actions per stage and microbatch
-    work: Work | None = None     # default: building costs what the actions cost
-
-    def size_of(self, pp: int, microbatches: int, vpp: int, options: dict | None = None
-                ) -> tuple[int, int]:
-        """(model chunks, most actions) of the schedule at these sizes, without building it."""
-        if self.sizes is not None:
-            return self.sizes(pp, microbatches, vpp, options or {})
-        return pp * vpp, 3 * pp * vpp * microbatches
-
-    def work_of(self, pp: int, microbatches: int, vpp: int, actions: int) -> int:
-        """What building the schedule costs, in engine actions (see :data:`Work`)."""
-        if self.work is None:
-            return actions
-        return max(actions, self.work(pp, microbatches, vpp, actions))
-    needs_costs: bool = False   # takes stage_costs=...; registered by a layer above (planning)
-    flushes: bool = True        # False: runs ``iterations`` minibatches without a flush (2BW)
-    shares_weights: bool = False   # True: two stages run on one set of weights (DualPipe)
-
-
-def fb_sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
-    """Sizes of a schedule whose backward is one B: a forward and a backward per stage-mb."""
-    return pp * vpp, 2 * pp * vpp * microbatches
-
-
-_REGISTRY: dict[str, ScheduleSpec] = {}
 _COST_AWARE: dict[str, ScheduleSpec] = {}
-_ALIASES: dict[str, str] = {}
 _loaded = False
 # functions a layer above handed in, each registering its cost-aware schedules (called once)
 _COST_AWARE_LOADERS: list[Callable[[], None]] = []
-
-
-def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
-             formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
-             variable_vpp: bool = False, closed_form_basis: str = "makespan",
-             sizes: Sizes | None = None, work: Work | None = None, flushes: bool = True,
-             shares_weights: bool = False) -> Callable[[Generator], Generator]:
-    """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
-
-    def deco(fn: Generator) -> Generator:
-        if name in _REGISTRY:
-            raise RuntimeError(f"schedule {name!r} registered twice")
-        _REGISTRY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
-                                        variable_vpp, closed_form_basis, sizes=sizes, work=work,
-                                        flushes=flushes, shares_weights=shares_weights)
-        for alias in aliases:
-            if alias in _ALIASES or alias in _REGISTRY:
-                raise RuntimeError(f"schedule alias {alias!r} registered twice")
-            _ALIASES[alias] = name
-        return fn
-
-    return deco
 
 
 def register_cost_aware(name: str, generate: Generator, *, summary: str, default_vpp: int = 1,
@@ -112,7 +38,7 @@ def register_cost_aware(name: str, generate: Generator, *, summary: str, default
     if old is not None and old.generate is not generate:
         raise RuntimeError(f"cost-aware schedule {name!r} registered twice")
     _load_library()
-    if key in _REGISTRY or key in _ALIASES:
+    if key in LIBRARY or key in ALIASES:
         raise RuntimeError(f"cost-aware schedule {name!r} clashes with a library schedule")
     _COST_AWARE[key] = ScheduleSpec(key, generate, summary, default_vpp=default_vpp,
                                     variable_vpp=variable_vpp, needs_costs=True)
@@ -142,32 +68,28 @@ def _load_library() -> None:
     if _loaded:
         return
     _loaded = True
-    # here, not at the top: each library module imports this one to register its schedule
-    from . import library
-
-    # by name: each module of library/ registers its schedule when imported (and imports this
-    # module to do so, so the registry cannot import them by an import statement: a circle)
-    for mod in sorted(pkgutil.iter_modules(library.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{library.__name__}.{mod.name}")
+    # here, not at the top: each library module imports this one to register its schedule (a
+    # circle at import time); the package imports every module of it
+    from . import library  # noqa: F401
 
 
 def names() -> list[str]:
     _load_library()
-    return list(_REGISTRY)
+    return list(LIBRARY)
 
 
 def get(name: str) -> ScheduleSpec:
     _load_library()
-    key = _ALIASES.get(name.lower(), name.lower())
-    if key not in _REGISTRY:
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in LIBRARY:
         _load_cost_aware()
-    spec = _REGISTRY.get(key) or _COST_AWARE.get(key)
+    spec = LIBRARY.get(key) or _COST_AWARE.get(key)
     if spec is None:
         hint = ""
         if key == "auto" and not _COST_AWARE:   # from Python, nothing installed its loader
             hint = " (auto is the planning layer's: import simulator.planning first)"
         raise ConfigError(f"--schedule: unknown schedule {name!r}{hint}; expected one of: "
-                          + ", ".join(sorted(_REGISTRY)))
+                          + ", ".join(sorted(LIBRARY)))
     return spec
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, v_placement
 from .dualpipe_v import RankOrder
 

@@ -13,7 +13,7 @@ from collections import deque
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, v_placement
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import fb_sizes, register
+from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 

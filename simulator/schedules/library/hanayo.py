@@ -32,7 +32,7 @@ from collections import deque
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import fb_sizes, register
+from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order
 

@@ -9,7 +9,7 @@ only when M < P. Orders are action for action PyTorch 2.13's.
 from __future__ import annotations
 
 from ..action import Action, Kind
-from ..registry import fb_sizes, register
+from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 

@@ -12,7 +12,7 @@ from ...errors import ConfigError
 from ..action import Action
 from ..phases import known_rank_facts
 from ..rank_actions import RankActions
-from ..registry import fb_sizes, register
+from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 

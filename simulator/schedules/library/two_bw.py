@@ -12,7 +12,7 @@ fewer microbatches per minibatch, three minibatches can be in flight on one stag
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, loop_placement
 from .one_f_one_b import one_f_one_b_rank
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, v_placement
 
 Slots = list[list[int]]     # per type, the slot of microbatch 0, 1, ...

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, v_placement
 from .v_half import build_work, check, controllable_memory_ranks, v_min_pattern
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, v_placement
 
 

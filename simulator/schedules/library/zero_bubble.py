@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
-from ..registry import register
+from ..registration import register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order, resolve_group_size
 
