@@ -29,6 +29,8 @@ Done = Callable[[float, float], None]  # (start, end) of a finished transfer
 
 @dataclass
 class LinkStats:
+    """One directed link's traffic over a run: what the summary reports per link."""
+
     src: int
     dst: int
     config: LinkConfig
@@ -56,6 +58,8 @@ class LinkStats:
 # printed or put in a message; the methods would cost start-up (classes are made at import)
 @dataclass(eq=False, repr=False)
 class _Flow:
+    """One transfer in flight on a fair-shared link."""
+
     remaining: float          # bytes
     arrival: simpy.Event
     done: Done
@@ -65,6 +69,8 @@ class _Flow:
 
 @dataclass(eq=False, repr=False)   # as _Flow
 class _FairLink:
+    """A link whose bandwidth its transfers in flight share equally."""
+
     stats: LinkStats
     flows: list[_Flow] = field(default_factory=list)
     last: float = 0.0

@@ -180,6 +180,8 @@ class Program:
 # printed or put in a message; the methods would cost start-up (classes are made at import)
 @dataclass(eq=False, repr=False)
 class ProgramBuilder:
+    """Compiles a schedule into the engines' steps, one rank at a time."""
+
     schedule: Schedule
     costs: list[ChunkCosts]
     labels: list[Sequence[str]]      # phase of every action, per rank

@@ -63,6 +63,9 @@ _OVERLAP_RE = re.compile(r"^\s*\((.*)\)\s*OVERLAP_F_B\s*$")
 
 @dataclass(frozen=True, slots=True)
 class Action:
+    """One step of a rank's order: a compute (F, B, I, W) or a transfer (SEND_F, ...) of
+    ``microbatch`` on global virtual ``stage``."""
+
     stage: int
     kind: Kind
     microbatch: int
