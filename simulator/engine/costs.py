@@ -114,11 +114,12 @@ class ChunkCosts(NamedTuple):
 
 def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
     segs = []
+    add, segment = segs.append, Segment
     t = 0.0
     comm = 0.0
     for layer, state, compute, coll in parts:
         d = compute + coll
-        segs.append(Segment(layer, state, t, d))
+        add(segment(layer, state, t, d))
         t += d
         comm += coll
     return ActionCost(t, comm, tuple(segs), len(parts))
@@ -152,10 +153,16 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
     b_parts: list[tuple[int, str, float, float]] = []
     for pos in range(len(layers) - 1, -1, -1):
         layer = layers[pos]
-        redo = [fwd(layers[p], FORWARD_IN_BACKPASS) for p in recompute.get(pos, ())]
-        i_parts += redo + [ig(layer)]
-        w_parts.append(wg(layer))
-        b_parts += [wg(layer)] + redo + [ig(layer)]
+        i, w = ig(layer), wg(layer)     # each once: B repeats I's and W's parts
+        if pos in recompute:
+            redo = [fwd(layers[p], FORWARD_IN_BACKPASS) for p in recompute[pos]]
+            i_parts += redo
+            b_parts += [w, *redo]
+        else:
+            b_parts.append(w)
+        i_parts.append(i)
+        w_parts.append(w)
+        b_parts.append(i)
     F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
 
     def dp_list(cost: ActionCost) -> tuple[DPCollective, ...]:
