@@ -8,7 +8,6 @@ change a number is a :class:`~simulator.diagnostics.RunWarning` from the start.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .diagnostics import RunWarning
@@ -169,8 +168,8 @@ def _groups_used(layers: tuple[Layer, ...]) -> dict[CommGroup, int]:
     return used
 
 
-@dataclass(frozen=True)
-class RunPlan:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class RunPlan(NamedTuple):
     """What one run is, decided once before a schedule is built, and handed down to the size
     checks, the stage costs of a cost-aware schedule and the engine's compile.
 
@@ -189,8 +188,8 @@ class RunPlan:
     chunks: int
     partition: Partition
     links: LinkModel
-    warnings: list[RunWarning] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    warnings: list[RunWarning]
+    notes: list[str]
 
 
 def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,

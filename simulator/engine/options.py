@@ -7,7 +7,7 @@ engine reads (bytes, a sigma, (rank, factor) pairs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..system.runtime_profile import P2P_MODES   # re-exported: the modes p2p may name
@@ -15,8 +15,8 @@ from ..system.runtime_profile import P2P_MODES   # re-exported: the modes p2p ma
 __all__ = ["EngineOptions", "P2P_MODES", "parse_slow_rank"]
 
 
-@dataclass(frozen=True)
-class EngineOptions:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class EngineOptions(NamedTuple):
     """``p2p``: ``async`` (isend/irecv: a send never waits for its receiver), ``blocking`` (a send
     completes when the matching receive is posted and the data is across; document 001's naive
     order, which deadlocks 1F1B), ``batched`` (Megatron's fused send/recv pairs,

@@ -52,8 +52,8 @@ EMPTY = ActionCost(0.0, 0.0, (), 0)
 _stage, _microbatch = attrgetter("stage"), attrgetter("microbatch")
 
 
-@dataclass(frozen=True)
-class StepCost:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class StepCost(NamedTuple):
     """Timing of a compute step (see the module docstring)."""
 
     duration: float          # without variation
@@ -64,10 +64,11 @@ class StepCost:
     dp: tuple[tuple[int, float, DPCollective], ...]  # (chunk, offset in step, collective)
     phases: tuple[str, ...]  # Warmup / Steady / Cooldown of each action
     pre: float = 0.0         # launch overhead paid before the step starts (runtime profile)
-    total: float = field(init=False)   # pre + duration: the one timeout of the fast path
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "total", self.pre + self.duration)
+    @property
+    def total(self) -> float:
+        """``pre + duration``: the one timeout of the fast path."""
+        return self.pre + self.duration
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py); a Program's ``iter_rows`` is

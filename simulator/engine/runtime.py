@@ -31,7 +31,7 @@ recorded as time columns (``columns``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import simpy
 
@@ -87,7 +87,7 @@ class Runtime:
             raise ValueError(f"the program was compiled for --p2p {program.p2p_option}, the "
                              f"options ask for {options.p2p or program.profile.p2p}")
         if options.p2p != program.p2p_option:
-            options = replace(options, p2p=program.p2p_option)
+            options = options._replace(p2p=program.p2p_option)
         self.program = program
         self.options = options
         self.iterations = iterations
