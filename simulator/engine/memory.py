@@ -177,8 +177,8 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     split_keeps = _chunk_split_keeps(partition, header)
     # a transformer layer's working memory by the shape (header), for a chunk with one
     shaped = [any(row.name.startswith(_LAYER_ROWS) for row in rows) for rows in partition.chunks]
-    by_shape = {"F": header.f_transient_bytes, "B": header.b_transient_bytes,
-                "I": header.i_transient_bytes, "W": header.w_transient_bytes}
+    layer_transient = {"F": header.f_transient_bytes, "B": header.b_transient_bytes,
+                       "I": header.i_transient_bytes, "W": header.w_transient_bytes}
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
     dp = Placement.of(header, system, schedule.pp).dp
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
@@ -201,8 +201,8 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
             if name == "transient":
                 # one layer at a time: the layer's own; a backward that recomputes a range
                 # holds the range's stash again while it runs
-                return ((float(by_shape[kind]) if shaped[chunk] else 0.0)
-                        + (recomputed[chunk] if kind in "BI" else 0.0))
+                return ((float(layer_transient[kind]) if shaped[chunk] else 0.0)
+                        + (recomputed[chunk] if kind in ("B", "I") else 0.0))
             return default
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)
