@@ -189,3 +189,12 @@ def test_the_headers_transients_sit_on_the_higher_level_of_each_action(tmp_path)
                       "zb-h1", system=system, pp=2, microbatches=2)
     assert [(r["peak_memory_bytes"], r["peak_memory_action"])
             for r in fitted.to_dict()["ranks"]][0] == (9200, "0I0")
+
+
+def test_a_bad_transient_key_is_one_line_naming_file_column_and_key(tmp_path, capsys):
+    path = _two_layers(tmp_path, " f_transient_bytes: -5")
+    assert main(["run", path]) == 2
+    column = open(path).readline().index("-5") + 1
+    assert capsys.readouterr().err == (
+        f"pipesim: error: {path}:1:{column}: f_transient_bytes: expected an integer >= 0 and "
+        "< 2^63 after 'f_transient_bytes:', found '-5'\n")
