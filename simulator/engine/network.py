@@ -15,7 +15,6 @@ inter-node, or the flat ``links`` figures).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 import simpy
@@ -27,17 +26,20 @@ from .simpy_fast import fire_at
 Done = Callable[[float, float], None]  # (start, end) of a finished transfer
 
 
-@dataclass
+# a plain class, not a dataclass: start-up (simulator/__init__.py)
 class LinkStats:
     """One directed link's traffic over a run: what the summary reports per link."""
 
-    src: int
-    dst: int
-    config: LinkConfig
-    bytes: int = 0
-    transfers: int = 0
-    busy_ns: float = 0.0      # time with at least one transfer serialising
-    free_at: float = 0.0      # fifo: when the current queue drains
+    __slots__ = ("src", "dst", "config", "bytes", "transfers", "busy_ns", "free_at")
+
+    def __init__(self, src: int, dst: int, config: LinkConfig) -> None:
+        self.src = src
+        self.dst = dst
+        self.config = config
+        self.bytes = 0
+        self.transfers = 0
+        self.busy_ns = 0.0      # time with at least one transfer serialising
+        self.free_at = 0.0      # fifo: when the current queue drains
 
     def book(self, nbytes: int, now: float) -> tuple[float, float]:
         """FIFO: count a transfer issued at ``now`` and return its (start, end); the one
@@ -54,27 +56,32 @@ class LinkStats:
         return start, start + serial + cfg.latency_ns
 
 
-# eq=False, repr=False: fair sharing's bookkeeping, one per transfer in flight, never compared,
-# printed or put in a message; the methods would cost start-up (classes are made at import)
-@dataclass(eq=False, repr=False)
+# plain classes, not dataclasses: start-up (simulator/__init__.py). Fair sharing's
+# bookkeeping, one per transfer in flight, never compared or printed.
 class _Flow:
     """One transfer in flight on a fair-shared link."""
 
-    remaining: float          # bytes
-    arrival: simpy.Event
-    done: Done
-    start: float
-    sent: simpy.Event | None
+    __slots__ = ("remaining", "arrival", "done", "start", "sent")
+
+    def __init__(self, remaining: float, arrival: simpy.Event, done: Done, start: float,
+                 sent: simpy.Event | None) -> None:
+        self.remaining = remaining      # bytes
+        self.arrival = arrival
+        self.done = done
+        self.start = start
+        self.sent = sent
 
 
-@dataclass(eq=False, repr=False)   # as _Flow
 class _FairLink:
     """A link whose bandwidth its transfers in flight share equally."""
 
-    stats: LinkStats
-    flows: list[_Flow] = field(default_factory=list)
-    last: float = 0.0
-    version: int = 0
+    __slots__ = ("stats", "flows", "last", "version")
+
+    def __init__(self, stats: LinkStats) -> None:
+        self.stats = stats
+        self.flows: list[_Flow] = []
+        self.last = 0.0
+        self.version = 0
 
 
 class Network:

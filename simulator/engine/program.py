@@ -21,7 +21,6 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import attrgetter
 from typing import NamedTuple
@@ -94,8 +93,8 @@ def iteration_rows(layers: tuple[Layer, ...], header: Header, system: SystemConf
 SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
 
 
-@dataclass(frozen=True, eq=False)
-class Program:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Program(NamedTuple):
     """Everything a run needs that does not change from run to run: compiled once, then reused
     by any number of runs (sweep points that differ only in run options, repeated iterations,
     both engines). Nothing here is mutated by a run.
@@ -177,22 +176,21 @@ class Program:
                    tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
 
 
-# eq=False, repr=False: the compiler's working state, made once per Program, never compared,
-# printed or put in a message; the methods would cost start-up (classes are made at import)
-@dataclass(eq=False, repr=False)
+# a plain class, not a dataclass: start-up (simulator/__init__.py). The compiler's working
+# state, made once per Program, never compared or printed.
 class ProgramBuilder:
     """Compiles a schedule into the engines' steps, one rank at a time."""
 
-    schedule: Schedule
-    costs: list[ChunkCosts]
-    labels: list[Sequence[str]]      # phase of every action, per rank
-    p2p: str                         # async | blocking | batched | torch-single | torch-multi
-    pp_comm: int
-    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
-
-    def __post_init__(self) -> None:
-        rt = self.runtime
-        sched = self.schedule
+    def __init__(self, schedule: Schedule, costs: list[ChunkCosts],
+                 labels: list[Sequence[str]], p2p: str, pp_comm: int,
+                 runtime: RuntimeProfile | None = None) -> None:
+        self.schedule = schedule
+        self.costs = costs
+        self.labels = labels      # phase of every action, per rank
+        self.p2p = p2p            # async | blocking | batched | torch-single | torch-multi
+        self.pp_comm = pp_comm
+        self.runtime = rt = RuntimeProfile() if runtime is None else runtime
+        sched = schedule
         self.overrides: dict[tuple[int, str], float] = {}
         if rt.calibrated(sched.pp, sched.vpp):
             self.overrides = rt.action_costs()

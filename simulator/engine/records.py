@@ -4,7 +4,6 @@ asked). Plain named tuples: cheap to create in the hot loop, easy to export."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -64,22 +63,29 @@ class LayerRecord(NamedTuple):
     end: float
 
 
-@dataclass
+# a plain class, not a dataclass: start-up (simulator/__init__.py)
 class RunRecords:
     """Everything one run recorded (both engines make one)."""
 
-    # lists, or time columns (columns.py) read as the same sequence of records
-    actions: Sequence[ActionRecord] = field(default_factory=list)
-    transfers: Sequence[TransferRecord] = field(default_factory=list)
-    collectives: list[CollectiveRecord] = field(default_factory=list)
-    layers: list[LayerRecord] = field(default_factory=list)
-    memory: list[tuple[int, float, float]] = field(default_factory=list)  # (rank, t, bytes),
-    # recorded with trace_layers (a trace's memory counter); the peaks are always kept
-    peak_memory: list[float] = field(default_factory=list)               # per rank
-    memory_peaks: list = field(default_factory=list)   # per rank: memory_use.MemoryPeak
-    memory_model: object = None                       # the engine/memory.MemoryModel applied
-    static_memory: list[float] = field(default_factory=list)             # per rank
-    iteration_bounds: list[tuple[float, float]] = field(default_factory=list)
-    rank_finish: list[list[float]] = field(default_factory=list)  # [iteration][rank]
-    links: dict[tuple[int, int], LinkStats] = field(default_factory=dict)
-    layer_ops: int = 0
+    __slots__ = ("actions", "transfers", "collectives", "layers", "memory", "peak_memory",
+                 "memory_peaks", "memory_model", "static_memory", "iteration_bounds",
+                 "rank_finish", "links", "layer_ops")
+
+    def __init__(self, actions: Sequence[ActionRecord] | None = None,
+                 transfers: Sequence[TransferRecord] | None = None) -> None:
+        # lists, or time columns (columns.py) read as the same sequence of records
+        self.actions: Sequence[ActionRecord] = [] if actions is None else actions
+        self.transfers: Sequence[TransferRecord] = [] if transfers is None else transfers
+        self.collectives: list[CollectiveRecord] = []
+        self.layers: list[LayerRecord] = []
+        # (rank, t, bytes), recorded with trace_layers (a trace's memory counter); the peaks
+        # are always kept
+        self.memory: list[tuple[int, float, float]] = []
+        self.peak_memory: list[float] = []              # per rank
+        self.memory_peaks: list = []                    # per rank: memory_use.MemoryPeak
+        self.memory_model: object = None                # the engine/memory.MemoryModel applied
+        self.static_memory: list[float] = []            # per rank
+        self.iteration_bounds: list[tuple[float, float]] = []
+        self.rank_finish: list[list[float]] = []        # [iteration][rank]
+        self.links: dict[tuple[int, int], LinkStats] = {}
+        self.layer_ops = 0

@@ -31,7 +31,6 @@ recorded as time columns (``columns``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import simpy
 
@@ -55,16 +54,19 @@ from .simpy_fast import fire_at
 from .variation import RankVariation
 
 
-# eq=False, repr=False: one tensor's rendezvous state (blocking modes), never compared,
-# printed or put in a message; the methods would cost start-up (classes are made at import)
-@dataclass(eq=False, repr=False)
+# a plain class, not a dataclass: start-up (simulator/__init__.py). One tensor's rendezvous
+# state (blocking modes), never compared or printed.
 class _Channel:
     """Rendezvous state of one tensor (blocking / batched modes)."""
 
-    arrival: simpy.Event
-    sent: simpy.Event
-    recv_posted: bool = False
-    pending: tuple | None = None   # a send waiting for its receive: (rank, dst, nbytes, t, it)
+    __slots__ = ("arrival", "sent", "recv_posted", "pending")
+
+    def __init__(self, arrival: simpy.Event, sent: simpy.Event) -> None:
+        self.arrival = arrival
+        self.sent = sent
+        self.recv_posted = False
+        self.pending: tuple | None = None   # a send waiting for its receive: (rank, dst,
+        #                                     nbytes, t, it)
 
 
 class Runtime:

@@ -18,8 +18,9 @@ input (deprecated, for one release): two consecutive actions with one number for
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
+from operator import itemgetter
+from typing import NamedTuple
 
 from ..errors import ScheduleError
 
@@ -61,10 +62,10 @@ _COMM_RE = re.compile(r"^\s*(\d+)\s*(SEND_F|RECV_F|SEND_B|RECV_B)\s*(\d+)\s*$")
 _OVERLAP_RE = re.compile(r"^\s*\((.*)\)\s*OVERLAP_F_B\s*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); torch's _Action is one too
+class Action(NamedTuple):
     """One step of a rank's order: a compute (F, B, I, W) or a transfer (SEND_F, ...) of
-    ``microbatch`` on global virtual ``stage``."""
+    ``microbatch`` on global virtual ``stage``. A change is ``a._replace(pair=1)``."""
 
     stage: int
     kind: Kind
@@ -72,7 +73,7 @@ class Action:
     pair: int | None = None
 
     # the sub-actions: none (an overlapped pair is an :class:`Overlap`; a class attribute, so a
-    # plain action stays four slots: a schedule holds millions of them)
+    # plain action stays a 4-tuple: a schedule holds millions of them)
     sub = ()
 
     def __str__(self) -> str:
@@ -136,11 +137,29 @@ class Action:
         )
 
 
-@dataclass(frozen=True, slots=True)
 class Overlap(Action):
-    """An action with sub-actions: torch's OVERLAP_F_B, ``sub`` its F and B/I halves."""
+    """An action with sub-actions: torch's OVERLAP_F_B, ``sub`` its F and B/I halves, held as
+    the tuple's fifth item (so two overlaps with different halves differ, and a plain action
+    stays four items)."""
 
-    sub: tuple[Action, ...] = ()
+    __slots__ = ()
+    _fields = Action._fields + ("sub",)
+    _field_defaults = {**Action._field_defaults, "sub": ()}
+    sub = property(itemgetter(4), doc="the F and B/I halves, in the order they are written")
+
+    def __new__(cls, stage: int, kind: Kind, microbatch: int, pair: int | None = None,
+                sub: tuple[Action, ...] = ()) -> "Overlap":
+        return tuple.__new__(cls, (stage, kind, microbatch, pair, tuple(sub)))
+
+    @classmethod
+    def _make(cls, iterable) -> "Overlap":
+        return cls(*iterable)
+
+    def _replace(self, **changes) -> "Overlap":
+        return Overlap(**{**self._asdict(), **changes})
+
+    def __repr__(self) -> str:
+        return "Overlap(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self)) + ")"
 
 
 def _compute(half: str, text: str) -> Action:

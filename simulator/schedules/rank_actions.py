@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import gc
 from array import array
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import MISSING, fields
 from itertools import repeat
 from operator import attrgetter
-from types import MemberDescriptorType
 
 from .action import Action, Kind
 
@@ -27,37 +24,13 @@ _KIND_OF = {k.value: k for k in (Kind.F, Kind.B, Kind.I, Kind.W)}
 _ONE_BY_ONE = 4096
 
 
-# Action's fields are plain slots its generated __init__ sets (frozen: through
-# object.__setattr__, about half a microsecond per action). With no __post_init__ the same
-# objects are made by setting the slots from C, one field at a time over a whole run, the
-# fields after (stage, kind, microbatch) to their defaults.
-def _slot_plan() -> tuple[tuple, tuple] | None:
-    fs = fields(Action)
-    if hasattr(Action, "__post_init__") or [f.name for f in fs[:3]] != ["stage", "kind",
-                                                                         "microbatch"]:
-        return None
-    slots = tuple(getattr(Action, f.name) for f in fs)
-    if any(type(d) is not MemberDescriptorType for d in slots) or any(
-            f.default is MISSING for f in fs[3:]):
-        return None
-    return slots, tuple(f.default for f in fs[3:])
-
-
-_PLAN = _slot_plan()
-
-
 def make_actions(stage: int, kinds, microbatches) -> list[Action]:
     """``[Action(stage, k, m) for k, m in zip(kinds, microbatches)]``, made in C (allocated
-    in this order, the order every later pass walks them in)."""
-    if _PLAN is None:
-        return [Action(stage, k, m) for k, m in zip(kinds, microbatches)]
-    slots, defaults = _PLAN
+    in this order, the order every later pass walks them in): each is the tuple
+    ``(stage, k, m, None)`` given its class, as ``Action``'s own ``__new__`` would make it."""
     n = len(kinds)
-    acts = list(map(object.__new__, repeat(Action, n)))
-    columns = (repeat(stage, n), kinds, microbatches) + tuple(repeat(d, n) for d in defaults)
-    for slot, values in zip(slots, columns):
-        deque(map(slot.__set__, acts, values), 0)
-    return acts
+    return list(map(tuple.__new__, repeat(Action, n),
+                    zip(repeat(stage, n), kinds, microbatches, repeat(None, n))))
 
 
 class RankActions(Sequence):

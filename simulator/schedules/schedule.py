@@ -13,10 +13,9 @@ pair's number (``0F3@0``, ``3B1@0``), communication left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import attrgetter, countOf
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from .action import Action, Kind
 from .rank_actions import RankActions
@@ -27,24 +26,7 @@ _COMM = frozenset((Kind.SEND_F, Kind.RECV_F, Kind.SEND_B, Kind.RECV_B))
 _GROUPED = _COMM | {Kind.OVERLAP_F_B}   # kinds that make the steps differ from the view
 
 
-@dataclass(frozen=True, init=False)
-class Schedule:
-    """Per-rank steps plus the stage layout they assume.
-
-    - ``placement[s]`` is the rank that runs virtual stage ``s``.
-    - ``steps[r]``: rank r's actions in order (see the module's docstring).
-    - ``pipelines`` are the stage sequences data flows through (stage k feeds k+1 within one);
-      one pipeline ``0..n_stages-1`` unless a schedule feeds microbatches from both ends.
-    - ``stage_chunk[s]`` is the model chunk (contiguous layer range) stage ``s`` computes;
-      identity unless two stages share weights (bidirectional DualPipe).
-    - ``flush``: the iteration ends with a pipeline flush (all but PipeDream-2BW).
-
-    The steps may also be given in the deprecated per-compute-action form (a pair as two
-    consecutive halves sharing a ``pair`` number), positionally or as ``ranks=``; they are
-    stored as OVERLAP_F_B actions. ``ranks=`` wins over ``steps``, so
-    ``dataclasses.replace(s, ranks=...)`` replaces the steps.
-    """
-
+class _Fields(NamedTuple):
     name: str
     pp: int
     vpp: int
@@ -54,30 +36,67 @@ class Schedule:
     pipelines: tuple[tuple[int, ...], ...] = ()
     stage_chunk: tuple[int, ...] = ()
     flush: bool = True
-    meta: dict = field(default_factory=dict, compare=False)
+    meta: dict | None = None
 
-    def __init__(self, name: str, pp: int, vpp: int, microbatches: int,
-                 placement: tuple[int, ...],
-                 steps: Iterable[Sequence[Action]] = (),
-                 pipelines: tuple[tuple[int, ...], ...] = (),
-                 stage_chunk: tuple[int, ...] = (), flush: bool = True,
-                 meta: dict | None = None, *,
-                 ranks: Iterable[Sequence[Action]] | None = None) -> None:
-        put = object.__setattr__
-        put(self, "name", name)
-        put(self, "pp", pp)
-        put(self, "vpp", vpp)
-        put(self, "microbatches", microbatches)
-        put(self, "placement", placement)
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py). No __slots__: the cached
+# properties below keep their values in the instance's __dict__.
+class Schedule(_Fields):
+    """Per-rank steps plus the stage layout they assume.
+
+    - ``placement[s]`` is the rank that runs virtual stage ``s``.
+    - ``steps[r]``: rank r's actions in order (see the module's docstring).
+    - ``pipelines`` are the stage sequences data flows through (stage k feeds k+1 within one);
+      one pipeline ``0..n_stages-1`` unless a schedule feeds microbatches from both ends.
+    - ``stage_chunk[s]`` is the model chunk (contiguous layer range) stage ``s`` computes;
+      identity unless two stages share weights (bidirectional DualPipe).
+    - ``flush``: the iteration ends with a pipeline flush (all but PipeDream-2BW).
+    - ``meta``: notes of the generator (not compared).
+
+    The steps may also be given in the deprecated per-compute-action form (a pair as two
+    consecutive halves sharing a ``pair`` number), positionally or as ``ranks=``; they are
+    stored as OVERLAP_F_B actions. ``ranks=`` wins over ``steps``, so
+    ``s._replace(ranks=...)`` replaces the steps.
+    """
+
+    def __new__(cls, name: str, pp: int, vpp: int, microbatches: int,
+                placement: tuple[int, ...],
+                steps: Iterable[Sequence[Action]] = (),
+                pipelines: tuple[tuple[int, ...], ...] = (),
+                stage_chunk: tuple[int, ...] = (), flush: bool = True,
+                meta: dict | None = None, *,
+                ranks: Iterable[Sequence[Action]] | None = None) -> "Schedule":
         stored, flat, comm, overlap = _normalize(steps if ranks is None else ranks)
-        put(self, "steps", stored)
-        put(self, "pipelines", pipelines or (tuple(range(len(placement))),))
-        put(self, "stage_chunk", stage_chunk or tuple(range(len(placement))))
-        put(self, "flush", flush)
-        put(self, "meta", {} if meta is None else meta)
-        put(self, "_flat", flat)
-        put(self, "_has_comm", comm)
-        put(self, "_has_overlap", overlap)
+        self = tuple.__new__(cls, (name, pp, vpp, microbatches, placement, stored,
+                                   pipelines or (tuple(range(len(placement))),),
+                                   stage_chunk or tuple(range(len(placement))), flush,
+                                   {} if meta is None else meta))
+        self._flat = flat
+        self._has_comm = comm
+        self._has_overlap = overlap
+        return self
+
+    @classmethod
+    def _make(cls, iterable) -> "Schedule":
+        return cls(*iterable)
+
+    def _replace(self, **changes) -> "Schedule":
+        """A copy with ``changes`` (``ranks=`` replaces the steps), normalised as a new one."""
+        return Schedule(**{**self._asdict(), **changes})
+
+    # compared and hashed as a frozen record of every field but ``meta``
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self[:9] == other[:9]
+
+    def __ne__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self[:9] != other[:9]
+
+    def __hash__(self) -> int:
+        return hash(self[:9])
 
     @property
     def ranks(self) -> tuple[tuple[Action, ...], ...]:
@@ -190,8 +209,8 @@ def _normalize(given: Iterable[Sequence[Action]]):
             if a.sub:
                 halves = a.sub
                 if all(h.pair is None for h in halves):
-                    halves = tuple(replace(h, pair=k) for h in halves)
-                    a = replace(a, sub=halves)
+                    halves = tuple(h._replace(pair=k) for h in halves)
+                    a = a._replace(sub=halves)
                 out.append(a)
                 view.extend(halves)
                 k += 1

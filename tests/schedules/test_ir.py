@@ -10,7 +10,6 @@ bookkeeping rounds too (7 of its 18 cases moved; torch's own lists are pinned by
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -105,9 +104,9 @@ def test_dualpipe_v_steps_hold_its_pairs():
 
 def test_replace_ranks_replaces_the_steps():
     sched = generate("dualpipe-v", 2, 4)
-    swapped = dataclasses.replace(sched, ranks=tuple(reversed(sched.ranks)))
+    swapped = sched._replace(ranks=tuple(reversed(sched.ranks)))
     assert swapped.step_strings() == list(reversed(sched.step_strings()))
-    assert dataclasses.replace(sched, name="x").steps == sched.steps
+    assert sched._replace(name="x").steps == sched.steps
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -183,7 +182,7 @@ def test_op_lists_are_what_add_communication_returned(case):
 def _edit(lowered: Schedule, rank: int, text: str) -> Schedule:
     steps = list(lowered.steps)
     steps[rank] = tuple(A(t) for t in text.split())
-    return dataclasses.replace(lowered, steps=tuple(steps))
+    return lowered._replace(steps=tuple(steps))
 
 
 def _refused(sched: Schedule) -> str:

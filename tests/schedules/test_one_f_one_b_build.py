@@ -66,7 +66,6 @@ def test_ranks_held_as_columns_read_as_the_tuple():
     actions, indexed one by one or sliced or iterated, pickled, and a schedule of them equal
     to the same schedule built from tuples; the run reads the same either way."""
     import pickle
-    from dataclasses import replace
 
     from simulator.api import simulate
     from simulator.schedules.rank_actions import RankActions, microbatches_of
@@ -79,7 +78,7 @@ def test_ranks_held_as_columns_read_as_the_tuple():
     assert acts == want and want == acts and len(acts) == 12
     assert list(microbatches_of(acts)) == [a.microbatch for a in want]
     assert pickle.loads(pickle.dumps(acts)) == want
-    plain = replace(sched, ranks=tuple(tuple(r) for r in sched.ranks))
+    plain = sched._replace(ranks=tuple(tuple(r) for r in sched.ranks))
     assert type(plain.ranks[1]) is tuple and plain == sched
     wl = "workloads/gpt-24l.txt"
     for engine in ("evaluator", "simpy"):

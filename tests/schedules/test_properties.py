@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import pytest
@@ -53,7 +52,7 @@ def schedules(split_backward: bool = False):
 def _with_rank(sched: Schedule, rank: int, acts: list) -> Schedule:
     ranks = list(sched.ranks)
     ranks[rank] = tuple(acts)
-    return dataclasses.replace(sched, ranks=tuple(ranks))
+    return sched._replace(ranks=tuple(ranks))
 
 
 def _unpaired(sched: Schedule, data, kinds: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -14,7 +13,7 @@ from simulator.schedules.validate import validate
 def test_wrong_stage_chunk_is_refused():
     s = generate("dualpipe", 2, 4)
     validate(s)
-    bad = dataclasses.replace(s, stage_chunk=(0, 1, 1, 0))
+    bad = s._replace(stage_chunk=(0, 1, 1, 0))
     with pytest.raises(ScheduleError) as err:
         validate(bad)
     assert str(err.value) == ("pipelines[1]: its stages compute chunks [1, 0], expected "

@@ -3,7 +3,6 @@ finds them itself (a clear error, a deadlock, or wrong gradients), never using w
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -17,7 +16,7 @@ from simulator.verify import ExecutionDeadlock, build_model, execute, make_batch
 def with_rank(sched, rank, actions):
     ranks = list(sched.ranks)
     ranks[rank] = tuple(actions)
-    return dataclasses.replace(sched, ranks=tuple(ranks))
+    return sched._replace(ranks=tuple(ranks))
 
 
 def moved(sched, rank, action, to):
@@ -198,7 +197,7 @@ def test_received_but_never_used_is_reported():
 def test_wrong_weight_versions_give_wrong_gradients():
     """2BW claiming synchronous weights (all version 0): runs cleanly, numbers are wrong."""
     sched = generate("2bw", 2, 2, iterations=4)
-    bad = dataclasses.replace(sched, meta={**sched.meta, "weight_version": (0,) * 8})
+    bad = sched._replace(meta={**sched.meta, "weight_version": (0,) * 8})
     report = verify_schedule(bad)
     assert not report.ok
     assert report.loss_error > 1e-3 and report.max_abs_grad_error > 1e-3
@@ -209,7 +208,7 @@ def test_wrong_weight_versions_give_wrong_gradients():
 
 def test_weight_version_not_yet_produced_is_refused():
     sched = generate("2bw", 2, 2, iterations=4)
-    bad = dataclasses.replace(sched, meta={**sched.meta,
+    bad = sched._replace(meta={**sched.meta,
                                            "weight_version": tuple(m // 2 for m in range(8))})
     assert executor_error(bad) == (
         "rank 0, position 3, action 0F2: needs weight version 1 of chunk 0, but only versions "
@@ -219,16 +218,16 @@ def test_weight_version_not_yet_produced_is_refused():
 def test_a_microbatch_sent_through_both_dualpipe_directions():
     sched = generate("dualpipe", 2, 4)
     assert sched.pipelines == ((0, 1), (2, 3)) and sched.stage_chunk == (0, 1, 0, 1)
-    relabel = tuple(tuple(dataclasses.replace(a, microbatch=0)
+    relabel = tuple(tuple(a._replace(microbatch=0)
                           if a.stage >= 2 and a.microbatch == 2 else a for a in acts)
                     for acts in sched.ranks)
-    bad = dataclasses.replace(sched, ranks=relabel)
+    bad = sched._replace(ranks=relabel)
     assert executor_error(bad) == ("rank 0, position 1, action 3F0: microbatch 0 reaches the "
                                    "loss a second time (first at stage 1): it ran through two "
                                    "pipelines")
 
 
 def test_a_pipeline_that_does_not_run_the_model_in_order():
-    sched = dataclasses.replace(generate("dualpipe", 2, 4), stage_chunk=(0, 1, 1, 0))
+    sched = generate("dualpipe", 2, 4)._replace(stage_chunk=(0, 1, 1, 0))
     assert executor_error(sched) == ("pipelines[1] (stages [2, 3]) computes chunks [1, 0]; "
                                      "expected chunks 0..1 in order (the whole model)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -124,11 +123,11 @@ def test_training_semantics_of_flush_and_no_flush_schedules():
 def test_no_flush_without_declared_versions_is_refused():
     sched = generate("2bw", 2, 2)
     with pytest.raises(ConfigError) as err:
-        training_of(dataclasses.replace(sched, meta={}))
+        training_of(sched._replace(meta={}))
     assert str(err.value) == ("schedule '2bw' has no flush but its meta does not declare "
                               "'weight_version' and 'microbatches_per_iteration'; verify cannot "
                               "tell which weights each microbatch uses")
     with pytest.raises(ConfigError) as err:
-        training_of(dataclasses.replace(sched, meta={**sched.meta, "staleness": 2}))
+        training_of(sched._replace(meta={**sched.meta, "staleness": 2}))
     assert str(err.value) == ("schedule '2bw': staleness 2 is not PipeDream-2BW's 1; verify "
                               "knows no reference for it")
