@@ -14,7 +14,7 @@ import simulator.planning  # noqa: F401  (registers auto: a Python caller import
 from simulator import api
 from simulator.errors import ConfigError
 from simulator.result import SimulationResult
-from simulator.run_options import SWEEPABLE, RunOptions
+from simulator.run_options import FIELDS, SWEEPABLE, RunOptions
 from simulator.system import topology
 from simulator.workload import parser
 from simulator.workload.partition import partition as real_partition
@@ -72,7 +72,7 @@ def test_an_unknown_keyword_is_a_type_error():
 def test_api_only_fields_are_neither_flags_nor_sweep_keys():
     assert {"schedule_options", "trace_layers", "validate"}.isdisjoint(SWEEPABLE)
     assert {"pp", "jitter", "slow_rank", "layout"} <= set(SWEEPABLE)
-    layout = next(f for f in dataclasses.fields(RunOptions) if f.name == "layout")
+    layout = next(f for f in FIELDS if f.name == "layout")
     assert layout.metadata["choices"] is parser.LAYOUTS
 
 
