@@ -64,6 +64,15 @@ def test_a_bad_value_made_directly_or_from_a_sweep_names_its_source():
     assert str(err.value) == "sweep: seed: expected a whole number >= 0, got -1"
 
 
+def test_a_replaced_value_is_checked_and_normalised_too():
+    opts = RunOptions(jitter=1)
+    assert opts.jitter == 1.0 and isinstance(opts.jitter, float)
+    assert opts._replace(memory_limit=80).memory_limit == 80.0
+    with pytest.raises(ConfigError) as err:
+        opts._replace(seed=-1)
+    assert str(err.value) == "--seed: expected a whole number >= 0, got -1"
+
+
 def test_an_unknown_keyword_is_a_type_error():
     with pytest.raises(TypeError, match="unexpected keyword argument 'jiter'"):
         api.simulate(DOC000, "1f1b", jiter=0.1)
