@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
-from dataclasses import replace
 from os import PathLike
 from typing import Any
 
@@ -250,7 +249,7 @@ def compare(workload: Workload | str | PathLike, schedules: Sequence[str],
     wl = _load(workload, opts.layout)
     sysconf = _system(system)
     specs = [registry.get(name) for name in schedules]
-    each = [(spec, opts if spec.variable_vpp or opts.vpp is None else replace(opts, vpp=None))
+    each = [(spec, opts if spec.variable_vpp or opts.vpp is None else opts._replace(vpp=None))
             for spec in specs]
     _check_compare_size(wl, each, sysconf, opts.max_actions)
     runs = []

@@ -12,8 +12,8 @@ and the CLI set (``schedule_options``, ``trace_layers``, ``gantt``, ``validate``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping
+from collections import namedtuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .engine.options import EngineOptions, parse_slow_rank
 from .errors import ConfigError
@@ -24,102 +24,126 @@ from .workload.partition import RECOMPUTE_MODES
 ENGINES = ("simpy", "evaluator")
 
 
-def _opt(help: str, *, flag: str | None = None, short: str | None = None,
-         kind: str = "any", metavar: str | None = None, choices: tuple[str, ...] = (),
-         multiple: bool = False, api_only: bool = False) -> dict[str, Any]:
-    """Field metadata: ``kind`` is how a value is checked (positive, non_negative, number,
+class OptionField(NamedTuple):
+    """One option of :class:`RunOptions`: its name, type, default and ``metadata`` (its help, its
+    flag and how a value is checked: :func:`_opt`), as the checks, click and sweeps read it."""
+
+    name: str
+    type: Any
+    default: Any
+    metadata: dict[str, Any]
+
+
+def _opt(name: str, type: Any, default: Any, help: str, *, flag: str | None = None,
+         short: str | None = None, kind: str = "any", metavar: str | None = None,
+         choices: tuple[str, ...] = (), multiple: bool = False,
+         api_only: bool = False) -> OptionField:
+    """One field: ``kind`` is how a value is checked (positive, non_negative, number,
     non_negative_number, bool, choice, string, slow_rank, mapping); ``api_only``: set by
     :func:`simulator.api.simulate`'s callers, no command-line flag and no sweep key."""
-    return {"help": help, "flag": flag, "short": short, "kind": kind, "metavar": metavar,
-            "choices": choices, "multiple": multiple, "api_only": api_only}
+    return OptionField(name, type, default, {
+        "help": help, "flag": flag, "short": short, "kind": kind, "metavar": metavar,
+        "choices": choices, "multiple": multiple, "api_only": api_only})
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """Everything about one run that is neither the workload nor the system."""
-
-    schedule: str | None = field(default=None, metadata=_opt(
-        "Registered schedule (see `pipesim schedule --list`); default 1f1b, or "
-        "interleaved-1f1b when vpp > 1.", short="-s", kind="string"))
-    pp: int | None = field(default=None, metadata=_opt(
-        "Pipeline stages (overrides the header's pp).", kind="positive"))
-    microbatches: int | None = field(default=None, metadata=_opt(
-        "Microbatches per iteration (overrides the header's ga).", short="-m", kind="positive"))
-    vpp: int | None = field(default=None, metadata=_opt(
-        "Virtual stages (chunks) per rank.", kind="positive"))
-    iterations: int = field(default=1, metadata=_opt(
-        "Iterations to simulate (with --jitter: the spread of iteration times).",
-        kind="positive"))
-    layout: str = field(default="auto", metadata=_opt(
-        "How to read the rows: the whole model once, or an AICB stage trace.", kind="choice",
-        choices=LAYOUTS))
-    p2p: str | None = field(default=None, metadata=_opt(
-        "Point-to-point semantics: isend/irecv, blocking send/recv (document 001's naive "
-        "order), Megatron's batched send/recv pairs, or torch's runtimes (docs/model.md). "
-        "Default: the system's runtime.p2p, else async.", kind="choice", choices=P2P_MODES))
-    memory_limit: float | None = field(default=None, metadata=_opt(
-        "Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.",
-        kind="positive_number", metavar="GB"))
-    jitter: float = field(default=0.0, metadata=_opt(
-        "Scale compute times by seeded lognormal noise with this sigma (mean 1).",
-        kind="non_negative_number", metavar="SIGMA"))
-    seed: int = field(default=0, metadata=_opt("Seed for --jitter.", kind="non_negative"))
-    slow_rank: tuple[str, ...] = field(default=(), metadata=_opt(
-        "Make rank R's compute FACTOR times slower (repeatable).", kind="slow_rank",
-        metavar="R:FACTOR", multiple=True))
-    recompute: str = field(default="file", metadata=_opt(
-        "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
-        "recomputes its forward before its backward and keeps only its input).",
-        kind="choice", choices=RECOMPUTE_MODES))
-    pp_comm: int | None = field(default=None, metadata=_opt(
-        "Bytes one microbatch sends between adjacent stages (overrides the file's pp_comm; "
-        "when the file has none it is derived from the rows, with a warning).",
-        kind="non_negative", metavar="BYTES"))
-    gpus: int | None = field(default=None, metadata=_opt(
-        "World size; DP = N / (TP x PP) must be whole (default: the header's all_gpus).",
-        kind="positive", metavar="N"))
-    dp: int | None = field(default=None, metadata=_opt(
-        "Data-parallel size instead of --gpus.", kind="positive", metavar="D"))
-    max_actions: int | None = field(default=None, metadata=_opt(
-        "Refuse a run with more actions than N before building it (default 700000, about "
-        "10 s; 0 = no limit).", kind="non_negative", metavar="N"))
-    engine: str = field(default="simpy", metadata=_opt(
-        "simpy: the event-driven engine; evaluator: the exact critical-path sweep (same "
-        "timeline, faster; falls back to simpy with a note where it does not apply).",
-        kind="choice", choices=ENGINES))
-    strict: bool = field(default=False, metadata=_opt(
-        "Treat every warning as an error (exit 2): no number pipesim cannot stand behind.",
-        kind="bool"))
-    layer_by_layer: bool = field(default=False, metadata=_opt(
-        "Reference path: one simulation event per layer state instead of per action "
-        "(slower; same timeline).", kind="bool"))
+# every field of RunOptions, in order
+FIELDS: tuple[OptionField, ...] = (
+    _opt("schedule", str | None, None,
+         "Registered schedule (see `pipesim schedule --list`); default 1f1b, or "
+         "interleaved-1f1b when vpp > 1.", short="-s", kind="string"),
+    _opt("pp", int | None, None, "Pipeline stages (overrides the header's pp).",
+         kind="positive"),
+    _opt("microbatches", int | None, None,
+         "Microbatches per iteration (overrides the header's ga).", short="-m", kind="positive"),
+    _opt("vpp", int | None, None, "Virtual stages (chunks) per rank.", kind="positive"),
+    _opt("iterations", int, 1,
+         "Iterations to simulate (with --jitter: the spread of iteration times).",
+         kind="positive"),
+    _opt("layout", str, "auto",
+         "How to read the rows: the whole model once, or an AICB stage trace.", kind="choice",
+         choices=LAYOUTS),
+    _opt("p2p", str | None, None,
+         "Point-to-point semantics: isend/irecv, blocking send/recv (document 001's naive "
+         "order), Megatron's batched send/recv pairs, or torch's runtimes (docs/model.md). "
+         "Default: the system's runtime.p2p, else async.", kind="choice", choices=P2P_MODES),
+    _opt("memory_limit", float | None, None,
+         "Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.",
+         kind="positive_number", metavar="GB"),
+    _opt("jitter", float, 0.0,
+         "Scale compute times by seeded lognormal noise with this sigma (mean 1).",
+         kind="non_negative_number", metavar="SIGMA"),
+    _opt("seed", int, 0, "Seed for --jitter.", kind="non_negative"),
+    _opt("slow_rank", tuple[str, ...], (),
+         "Make rank R's compute FACTOR times slower (repeatable).", kind="slow_rank",
+         metavar="R:FACTOR", multiple=True),
+    _opt("recompute", str, "file",
+         "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
+         "recomputes its forward before its backward and keeps only its input).",
+         kind="choice", choices=RECOMPUTE_MODES),
+    _opt("pp_comm", int | None, None,
+         "Bytes one microbatch sends between adjacent stages (overrides the file's pp_comm; "
+         "when the file has none it is derived from the rows, with a warning).",
+         kind="non_negative", metavar="BYTES"),
+    _opt("gpus", int | None, None,
+         "World size; DP = N / (TP x PP) must be whole (default: the header's all_gpus).",
+         kind="positive", metavar="N"),
+    _opt("dp", int | None, None, "Data-parallel size instead of --gpus.", kind="positive",
+         metavar="D"),
+    _opt("max_actions", int | None, None,
+         "Refuse a run with more actions than N before building it (default 700000, about "
+         "10 s; 0 = no limit).", kind="non_negative", metavar="N"),
+    _opt("engine", str, "simpy",
+         "simpy: the event-driven engine; evaluator: the exact critical-path sweep (same "
+         "timeline, faster; falls back to simpy with a note where it does not apply).",
+         kind="choice", choices=ENGINES),
+    _opt("strict", bool, False,
+         "Treat every warning as an error (exit 2): no number pipesim cannot stand behind.",
+         kind="bool"),
+    _opt("layer_by_layer", bool, False,
+         "Reference path: one simulation event per layer state instead of per action "
+         "(slower; same timeline).", kind="bool"),
 
     # -- set by API callers only (no flag, no sweep key) -----------------------------------------
-    schedule_options: Mapping[str, Any] | None = field(default=None, metadata=_opt(
-        "Keyword options of the schedule's generator (``-O KEY=VALUE``).", flag="--option",
-        kind="mapping", api_only=True))
-    trace_layers: bool = field(default=False, metadata=_opt(
-        "Keep every layer's start and end (for --trace); counted against --max-actions as a "
-        "trace's cost.", kind="bool", api_only=True))
-    gantt: bool = field(default=False, metadata=_opt(
-        "The run will be drawn as a Gantt chart: its bars count against --max-actions.",
-        kind="bool", api_only=True))
-    validate: bool = field(default=True, metadata=_opt(
-        "Check the schedule before it runs.", kind="bool", api_only=True))
+    _opt("schedule_options", Mapping[str, Any] | None, None,
+         "Keyword options of the schedule's generator (``-O KEY=VALUE``).", flag="--option",
+         kind="mapping", api_only=True),
+    _opt("trace_layers", bool, False,
+         "Keep every layer's start and end (for --trace); counted against --max-actions as a "
+         "trace's cost.", kind="bool", api_only=True),
+    _opt("gantt", bool, False,
+         "The run will be drawn as a Gantt chart: its bars count against --max-actions.",
+         kind="bool", api_only=True),
+    _opt("validate", bool, True, "Check the schedule before it runs.", kind="bool",
+         api_only=True),
+)
 
-    def __post_init__(self) -> None:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); made from FIELDS, the one
+# declaration of the options (RunOptions below adds the checks and the methods)
+_RunOptionsFields = namedtuple("_RunOptionsFields", [f.name for f in FIELDS],
+                               defaults=[f.default for f in FIELDS])
+_RunOptionsFields.__annotations__ = {f.name: f.type for f in FIELDS}
+
+
+class RunOptions(_RunOptionsFields):
+    """Everything about one run that is neither the workload nor the system (the fields, their
+    help and checks: :data:`FIELDS`)."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RunOptions":
         # the one check of every option, however the RunOptions is made
-        for f in fields(self):
-            value = getattr(self, f.name)
-            checked = check(f, value)
-            if checked is not value:
-                object.__setattr__(self, f.name, checked)
+        given = super().__new__(cls, *args, **kwargs)
+        return tuple.__new__(cls, [check(f, v) for f, v in zip(FIELDS, given)])
+
+    def _replace(self, **changes: Any) -> "RunOptions":
+        """A copy with ``changes``, checked as a new RunOptions is."""
+        return type(self)(**{**self._asdict(), **changes})
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], source: str = "") -> "RunOptions":
         """Options from a mapping (CLI keyword arguments or a sweep point: other names are
         skipped); a bad value's message names ``source`` (``sweep: jitter: ...``) when given."""
-        known = {f.name for f in fields(cls)}
+        known = set(cls._fields)
         try:
             return cls(**{k: v for k, v in values.items() if k in known})
         except OptionError as err:
@@ -139,14 +163,13 @@ class RunOptions:
         if "slow_ranks" in values:
             slow = values.pop("slow_ranks") or {}
             values["slow_rank"] = tuple(f"{r}:{float(f)!r}" for r, f in slow.items())
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(set(values) - set(cls._fields))
         if unknown:
             raise TypeError(f"simulate() got an unexpected keyword argument {unknown[0]!r}")
         base = cls() if options is None else options
         if not values:
             return base
-        return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **values})
+        return cls(**{**base._asdict(), **values})
 
     def slow_ranks(self) -> tuple[tuple[int, float], ...]:
         """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""
@@ -244,7 +267,7 @@ def _check_one(kind: str, meta: dict, value: Any, name: str, where: str) -> Any:
 
 
 # every option that changes a simulated number, as a command line or a sweep may set it
-OPTION_FIELDS = tuple(f for f in fields(RunOptions) if not f.metadata["api_only"])
+OPTION_FIELDS = tuple(f for f in FIELDS if not f.metadata["api_only"])
 SWEEPABLE: tuple[str, ...] = tuple(f.name for f in OPTION_FIELDS)
 
 

@@ -14,7 +14,7 @@ import simulator.planning  # noqa: F401  (registers auto: a Python caller import
 from simulator import api
 from simulator.errors import ConfigError
 from simulator.result import SimulationResult
-from simulator.run_options import SWEEPABLE, RunOptions
+from simulator.run_options import FIELDS, SWEEPABLE, RunOptions
 from simulator.system import topology
 from simulator.workload import parser
 from simulator.workload.partition import partition as real_partition
@@ -64,6 +64,15 @@ def test_a_bad_value_made_directly_or_from_a_sweep_names_its_source():
     assert str(err.value) == "sweep: seed: expected a whole number >= 0, got -1"
 
 
+def test_a_replaced_value_is_checked_and_normalised_too():
+    opts = RunOptions(jitter=1)
+    assert opts.jitter == 1.0 and isinstance(opts.jitter, float)
+    assert opts._replace(memory_limit=80).memory_limit == 80.0
+    with pytest.raises(ConfigError) as err:
+        opts._replace(seed=-1)
+    assert str(err.value) == "--seed: expected a whole number >= 0, got -1"
+
+
 def test_an_unknown_keyword_is_a_type_error():
     with pytest.raises(TypeError, match="unexpected keyword argument 'jiter'"):
         api.simulate(DOC000, "1f1b", jiter=0.1)
@@ -72,7 +81,7 @@ def test_an_unknown_keyword_is_a_type_error():
 def test_api_only_fields_are_neither_flags_nor_sweep_keys():
     assert {"schedule_options", "trace_layers", "validate"}.isdisjoint(SWEEPABLE)
     assert {"pp", "jitter", "slow_rank", "layout"} <= set(SWEEPABLE)
-    layout = next(f for f in dataclasses.fields(RunOptions) if f.name == "layout")
+    layout = next(f for f in FIELDS if f.name == "layout")
     assert layout.metadata["choices"] is parser.LAYOUTS
 
 

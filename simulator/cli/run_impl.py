@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import replace
 from typing import NamedTuple
 
 from ..api import simulate
@@ -298,8 +297,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if isinstance(sched, str) and sched == "auto":
         label = f"synthesizing auto and {label}"
     with ticker(label):
-        result = simulate(workload, sched, system, replace(
-            opts, schedule_options=options, trace_layers=trace is not None, gantt=bool(gantt)))
+        result = simulate(workload, sched, system, opts._replace(
+            schedule_options=options, trace_layers=trace is not None, gantt=bool(gantt)))
     if gantt:
         from ..export.gantt import write_gantt
 

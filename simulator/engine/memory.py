@@ -33,7 +33,6 @@ time. Its parts (docs/model.md, Memory):
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 from ..schedules.schedule import Schedule
@@ -170,8 +169,8 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
                        system: SystemConfig, p2p: str = "async",
                        pp_comm: int | None = None) -> MemoryModel:
     # the header's gradient bytes per parameter stand in when the system gives none
-    cfg = replace(system.memory,
-                  grad_bytes_per_param=system.memory.grad_bytes(header.grad_bytes_per_param))
+    cfg = system.memory._replace(
+        grad_bytes_per_param=system.memory.grad_bytes(header.grad_bytes_per_param))
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
     acts, recomputed = _chunk_stash(partition, header, cfg)
     split_keeps = _chunk_split_keeps(partition, header)

@@ -10,12 +10,12 @@ raises :class:`BadValue` saying what it expected; the spec loader adds the file 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
-from ..run_options import RunOptions, check
+from ..run_options import FIELDS, check
 from ..schedules import registry
 from ..system.config import SystemConfig, load_system
 
@@ -128,7 +128,7 @@ def _run_keys() -> dict[str, KeyKind]:
         "system": KeyKind("a system YAML path", "system YAML paths", _system_file, "string"),
         "schedule": KeyKind("a schedule name", "schedule names", _schedule, "string"),
     }
-    for f in fields(RunOptions):
+    for f in FIELDS:
         if f.name not in keys and not f.metadata["api_only"]:
             keys[f.name] = _run_option_kind(f)
     return keys

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def simulate_point(params: dict[str, Any], base_dir: str | Path, workload_sha256
         values["strict"] = True
     opts = RunOptions.from_values(values, "sweep")
     return simulate(workload, params.get("schedule"), _system(system_path, overrides),
-                    replace(opts, schedule_options=options or None))
+                    opts._replace(schedule_options=options or None))
 
 
 def metrics(result: SimulationResult) -> dict[str, Any]:

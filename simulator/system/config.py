@@ -1,6 +1,6 @@
 """System description: GPU speed and memory, point-to-point links, collective links, topology.
 
-Validated at the edge (YAML -> frozen dataclasses); an unknown or mistyped key is a
+Validated at the edge (YAML -> NamedTuples); an unknown or mistyped key is a
 :class:`ConfigError` naming the file and the dotted key. The built-in default here is what
 ``configs/system/default.yaml`` spells out (a test keeps the two equal).
 
@@ -9,21 +9,17 @@ Units: bandwidth in Gb/s (10^9 bits per second, as NICs and NVLink are quoted), 
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field, fields
-
 from os import PathLike
-from typing import Any
-
+from typing import Any, NamedTuple
 
 from ..errors import ConfigError
 from ..yaml_file import read_yaml
 from .memory_actions import OPTIMIZERS, PRECISIONS, memory_actions_from_dict
-from .runtime_profile import RuntimeProfile, runtime_from_dict
+from .runtime_profile import RuntimeProfile, fresh_defaults, runtime_from_dict
 
 
-@dataclass(frozen=True)
-class LinkConfig:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class LinkConfig(NamedTuple):
     """A link: ``latency_ns + bytes * 8 / bandwidth_gbps`` ns per transfer."""
 
     bandwidth_gbps: float = 400.0
@@ -35,21 +31,21 @@ class LinkConfig:
         return self.latency_ns + nbytes * 8.0 / self.bandwidth_gbps
 
 
-@dataclass(frozen=True)
-class GPUConfig:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class GPUConfig(NamedTuple):
     """Scales the workload's compute times (a GPU faster or slower than the one profiled)."""
 
     compute_scale: float = 1.0  # multiplies every compute time of the workload
 
 
-@dataclass(frozen=True)
-class CollectiveConfig:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class CollectiveConfig(NamedTuple):
     """Per process group: the bus bandwidth and per-step latency the ring formulas use."""
 
-    tp: LinkConfig = field(default_factory=lambda: LinkConfig(2400.0, 1000.0))
-    ep: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 2000.0))
-    dp: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 2000.0))
-    dp_ep: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 2000.0))
+    tp: LinkConfig = LinkConfig(2400.0, 1000.0)
+    ep: LinkConfig = LinkConfig(400.0, 2000.0)
+    dp: LinkConfig = LinkConfig(400.0, 2000.0)
+    dp_ep: LinkConfig = LinkConfig(400.0, 2000.0)
 
 
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -58,8 +54,8 @@ PLACEMENT_ORDERS = ("tp-dp-pp", "tp-pp-dp")
 SHARING = ("fifo", "fair")
 
 
-@dataclass(frozen=True)
-class TopologyConfig:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class TopologyConfig(NamedTuple):
     """Nodes of ``gpus_per_node`` GPUs; 0 means a flat network (``links`` / ``collectives`` figures).
 
     Ranks are placed Megatron-style, TP fastest: ``order`` ``tp-dp-pp`` puts the data-parallel
@@ -69,8 +65,8 @@ class TopologyConfig:
     """
 
     gpus_per_node: int = 0
-    intra_node: LinkConfig = field(default_factory=lambda: LinkConfig(2400.0, 1000.0))
-    inter_node: LinkConfig = field(default_factory=lambda: LinkConfig(400.0, 5000.0))
+    intra_node: LinkConfig = LinkConfig(2400.0, 1000.0)
+    inter_node: LinkConfig = LinkConfig(400.0, 5000.0)
     order: str = "tp-dp-pp"
     sharing: str = "fifo"   # transfers on one link: first come first served, or fair shares
 
@@ -82,31 +78,11 @@ class TopologyConfig:
 DEFAULT_GRAD_BYTES = 2.0   # bf16 gradients, when neither the system nor the header says
 
 
-@dataclass(frozen=True)
-class MemoryConfig:
-    """What a rank holds (see docs/model.md, Memory).
-
-    Parameters of a row are its weight-gradient collective bytes / ``grad_bytes_per_param`` (0:
-    the workload header's ``grad_bytes_per_param:``, else 2, bf16) (or ``params_per_layer`` when
-    given); every parameter costs ``bytes_per_param`` (mixed-precision
-    Adam: bf16 weight + grad, fp32 master weight, m, v = 16 B). A row stashes
-    ``activation_bytes_per_layer`` per microbatch, or, when that is 0, ``activation_factor`` x
-    the header's ``pp_comm`` (Megatron's 34·s·b·h bytes per transformer layer = 17 x 2·s·b·h).
-    """
-
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); MemoryConfig below adds its
+# methods and a new ``actions`` dict per instance
+class _MemoryFields(NamedTuple):
     capacity_gb: float = 0.0          # 10^9 bytes; 0 = no limit; --memory-limit overrides
     capacity_gib: float = 0.0         # 2^30 bytes, as vendors quote HBM ("80 GB" = 80 GiB)
-
-    @property
-    def capacity_bytes(self) -> float:
-        """The per-GPU capacity in bytes (0: none set); ``capacity_gib`` wins when both are."""
-        if self.capacity_gib > 0:
-            return self.capacity_gib * 2**30
-        return self.capacity_gb * 1e9
-    def grad_bytes(self, header_value: float = 0.0) -> float:
-        """Bytes per parameter of the gradient collectives: the system's when set (it wins),
-        else the workload header's ``grad_bytes_per_param:``, else ``DEFAULT_GRAD_BYTES``."""
-        return self.grad_bytes_per_param or header_value or DEFAULT_GRAD_BYTES
     bytes_per_param: float = 16.0
     grad_bytes_per_param: float = 0.0   # 0: the header's, else DEFAULT_GRAD_BYTES
     params_per_layer: float = 0.0
@@ -120,25 +96,66 @@ class MemoryConfig:
     zero: int = 0                     # 1: optimizer state sharded over DP; 2: gradients too
     # Per-action bytes ({"*" | "<stage>": {F: {keeps, transient}, I: {frees, keeps, transient},
     # B: {transient}, W: {transient}}}), as ``pipesim calibrate`` fits them: memory_actions.py
-    actions: dict = field(default_factory=dict)
+    actions: dict = {}
 
 
-@dataclass(frozen=True)
-class SystemConfig:
+class MemoryConfig(_MemoryFields):
+    """What a rank holds (see docs/model.md, Memory).
+
+    Parameters of a row are its weight-gradient collective bytes / ``grad_bytes_per_param`` (0:
+    the workload header's ``grad_bytes_per_param:``, else 2, bf16) (or ``params_per_layer`` when
+    given); every parameter costs ``bytes_per_param`` (mixed-precision
+    Adam: bf16 weight + grad, fp32 master weight, m, v = 16 B). A row stashes
+    ``activation_bytes_per_layer`` per microbatch, or, when that is 0, ``activation_factor`` x
+    the header's ``pp_comm`` (Megatron's 34·s·b·h bytes per transformer layer = 17 x 2·s·b·h).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "MemoryConfig":
+        return fresh_defaults(super().__new__(cls, *args, **kwargs), {"actions": dict})
+
+    @property
+    def capacity_bytes(self) -> float:
+        """The per-GPU capacity in bytes (0: none set); ``capacity_gib`` wins when both are."""
+        if self.capacity_gib > 0:
+            return self.capacity_gib * 2**30
+        return self.capacity_gb * 1e9
+
+    def grad_bytes(self, header_value: float = 0.0) -> float:
+        """Bytes per parameter of the gradient collectives: the system's when set (it wins),
+        else the workload header's ``grad_bytes_per_param:``, else ``DEFAULT_GRAD_BYTES``."""
+        return self.grad_bytes_per_param or header_value or DEFAULT_GRAD_BYTES
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); SystemConfig below adds its
+# methods and new dicts (its own and its memory's and runtime's) per instance
+class _SystemFields(NamedTuple):
+    name: str = "default"
+    gpu: GPUConfig = GPUConfig()
+    links: LinkConfig = LinkConfig()
+    collectives: CollectiveConfig = CollectiveConfig()
+    topology: TopologyConfig = TopologyConfig()
+    memory: MemoryConfig = MemoryConfig()
+    # SimAI-style bus bandwidths per collective: {"tp.allreduce": 1800.0, ...} (Gb/s)
+    busbw_overrides: dict = {}
+    runtime: RuntimeProfile = RuntimeProfile()  # runtime_profile.py
+
+
+_SYSTEM_FRESH = {"memory": MemoryConfig, "busbw_overrides": dict, "runtime": RuntimeProfile}
+
+
+class SystemConfig(_SystemFields):
     """The machine a workload runs on: links, collectives, placement, memory and runtime."""
 
-    name: str = "default"
-    gpu: GPUConfig = field(default_factory=GPUConfig)
-    links: LinkConfig = field(default_factory=LinkConfig)
-    collectives: CollectiveConfig = field(default_factory=CollectiveConfig)
-    topology: TopologyConfig = field(default_factory=TopologyConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    # SimAI-style bus bandwidths per collective: {"tp.allreduce": 1800.0, ...} (Gb/s)
-    busbw_overrides: dict = field(default_factory=dict)
-    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)  # runtime_profile.py
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "SystemConfig":
+        return fresh_defaults(super().__new__(cls, *args, **kwargs), _SYSTEM_FRESH)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every section as a new dict, all the way down (``dataclasses.asdict``'s recursion)."""
+        return _plain(self)
 
     def with_overrides(self, overrides: dict[str, Any], source: str = "override") -> "SystemConfig":
         """A copy with dotted keys replaced, e.g. ``{"links.bandwidth_gbps": 100}``."""
@@ -157,22 +174,33 @@ class SystemConfig:
         return system_from_dict(data, source)
 
 
+def _plain(value: Any) -> Any:
+    """Records (NamedTuples) and dicts as new dicts, lists and tuples as new ones; the leaves
+    (numbers, strings, None) as they are."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {name: _plain(v) for name, v in zip(value._fields, value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: {prefix or 'top level'}: expected a mapping, "
                           f"found {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
+    known = cls._field_defaults   # every field has a default
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
-        f = known.get(key)
-        if f is None:
+        if key not in known:
             raise ConfigError(f"{source}: unknown key {dotted!r}; expected one of: "
                               + ", ".join(sorted(known)))
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        default = known[key]
         if isinstance(default, RuntimeProfile):
             kwargs[key] = runtime_from_dict(value, source, dotted)
-        elif dataclasses.is_dataclass(default):
+        elif isinstance(default, tuple):   # a section: a NamedTuple of its own
             kwargs[key] = _build(type(default), value, source, dotted)
         elif isinstance(default, dict) and cls is MemoryConfig:
             kwargs[key] = memory_actions_from_dict(value, source, dotted)

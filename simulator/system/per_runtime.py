@@ -11,8 +11,6 @@ Layering: system layer; the engine calls it once per compiled program.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .config import SystemConfig
 
 
@@ -28,5 +26,5 @@ def for_runtime(system: SystemConfig, p2p: str) -> SystemConfig:
         changes["calibrated_on"] = {"schedule": figs["calibrated_on"], "p2p": p2p}
     links = system.links
     if "latency_ns" in figs:
-        links = replace(links, latency_ns=figs["latency_ns"])
-    return replace(system, runtime=replace(rt, **changes), links=links)
+        links = links._replace(latency_ns=figs["latency_ns"])
+    return system._replace(runtime=rt._replace(**changes), links=links)

@@ -43,8 +43,7 @@ Layering: this module belongs to the system layer; the engine reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from ..errors import ConfigError
 
@@ -75,26 +74,48 @@ def _zero_overheads() -> dict[str, float]:
     return {k: 0.0 for k in KINDS}
 
 
-@dataclass(frozen=True)
-class RuntimeProfile:
-    """The ``runtime:`` section (see the module docstring); stage and layer keys are strings,
-    as YAML and ``--set runtime.action_costs_ns.3.F=...`` spell them."""
+def fresh_defaults(record: Any, factories: dict[str, Callable[[], Any]]) -> Any:
+    """``record`` with a new object, from ``factories``, for each field still holding its class's
+    default: a NamedTuple's default is one object shared by every instance, so a mutable one (a
+    dict) is made afresh per instance, as a dataclass's ``default_factory`` was."""
+    defaults = record._field_defaults
+    changes = {name: make() for name, make in factories.items()
+               if getattr(record, name) is defaults[name]}
+    return record._replace(**changes) if changes else record
 
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); RuntimeProfile below adds
+# its methods and a new dict per instance for each dict default
+class _RuntimeFields(NamedTuple):
     p2p: str = "async"
-    action_overhead_ns: dict = field(default_factory=_zero_overheads)
+    action_overhead_ns: dict = _zero_overheads()
     step_prologue_ns: float = 0.0
     step_epilogue_ns: float = 0.0
     exchange_ns: float = 0.0
     first_stage_backward: str = "rows"
     calibrated_for: dict | None = None          # {"pp": P, "vpp": v}
-    action_costs_ns: dict = field(default_factory=dict)   # {"3": {"F": ns, ...}}
-    layer_scale: dict = field(default_factory=dict)       # {"7": {"F": x, "I": y, "W": z}}
+    action_costs_ns: dict = {}                  # {"3": {"F": ns, ...}}
+    layer_scale: dict = {}                      # {"7": {"F": x, "I": y, "W": z}}
     calibrated_on: dict | None = None           # {"schedule": name, "p2p": "torch-multi"}
     sends_held: str = "auto"
     recv_buffers: str = "auto"
     kept_outputs: str = "auto"
     gradients: str = "auto"
-    runtimes: dict = field(default_factory=dict)   # {"torch-single": {exchange_ns: ...}}
+    runtimes: dict = {}                         # {"torch-single": {exchange_ns: ...}}
+
+
+_RUNTIME_DICTS = {"action_overhead_ns": _zero_overheads, "action_costs_ns": dict,
+                  "layer_scale": dict, "runtimes": dict}
+
+
+class RuntimeProfile(_RuntimeFields):
+    """The ``runtime:`` section (see the module docstring); stage and layer keys are strings,
+    as YAML and ``--set runtime.action_costs_ns.3.F=...`` spell them."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RuntimeProfile":
+        return fresh_defaults(super().__new__(cls, *args, **kwargs), _RUNTIME_DICTS)
 
     @property
     def has_overheads(self) -> bool:
@@ -194,7 +215,7 @@ def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> Runtim
     if data is None:
         return RuntimeProfile()
     data = _mapping(data, f"{source}: {prefix}", "{p2p: torch, exchange_ns: 2000000}")
-    names = {f for f in RuntimeProfile.__dataclass_fields__}
+    names = set(RuntimeProfile._fields)
     kw: dict[str, Any] = {}
     for key, value in data.items():
         where = f"{source}: {prefix}.{key}"

@@ -62,6 +62,23 @@ def test_dotted_overrides():
         SystemConfig().with_overrides({"links.speed": 1})
 
 
+def test_each_system_has_its_own_dicts_and_to_dict_copies_them():
+    # the NamedTuples' dict defaults are made afresh per instance, as default_factory made them
+    a, b = SystemConfig(), SystemConfig()
+    a.busbw_overrides["tp.allreduce"] = 1.0
+    a.memory.actions["*"] = {}
+    a.runtime.action_overhead_ns["F"] = 5.0
+    a.runtime.runtimes["torch-single"] = {}
+    assert b == SystemConfig() == load_system(None) and a != b
+    data = b.to_dict()
+    data["runtime"]["action_overhead_ns"]["F"] = 7.0
+    data["links"]["latency_ns"] = 1.0
+    assert b.runtime.action_overhead_ns["F"] == 0.0 and b == SystemConfig()
+    assert b.with_overrides({"runtime.exchange_ns": 3}).to_dict() == {
+        **SystemConfig().to_dict(), "runtime": {**SystemConfig().to_dict()["runtime"],
+                                                "exchange_ns": 3.0}}
+
+
 def test_ring_formulas():
     link = LinkConfig(bandwidth_gbps=8.0, latency_ns=10.0)  # 1 byte per ns
     assert ring_time_ns(CommType.ALLREDUCE, 800, 4, link) == 2 * 3 / 4 * 800 + 2 * 3 * 10

@@ -8,7 +8,6 @@ nothing else; ``--gantt`` draws the schedules' Gantt charts stacked on one time 
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import click
 
@@ -49,7 +48,7 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     check_writable(gantt, "--gantt")
     check_writable(json_dest, "--json")
     runs = compare(workload, names, system,
-                   replace(RunOptions.from_values(run_options), gantt=bool(gantt)))
+                   RunOptions.from_values(run_options)._replace(gantt=bool(gantt)))
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:
