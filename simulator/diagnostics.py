@@ -9,13 +9,13 @@ number stays a note. ``--strict`` turns any warning into an error (exit 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import ConfigError
 
 
-@dataclass(frozen=True, slots=True)
-class RunWarning:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class RunWarning(NamedTuple):
     """One assumption a run had to make: a stable code, the message, and the option to set."""
 
     code: str
