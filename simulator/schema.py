@@ -1,10 +1,13 @@
-"""JSON Schema (draft 2020-12) derived from the dataclasses that describe pipesim's JSON outputs.
+"""JSON Schema (draft 2020-12) derived from the classes that describe pipesim's JSON outputs:
+dataclasses, and NamedTuples (the run's summary, which ``pipesim run`` builds without the
+``dataclasses`` module).
 
 Field types give the JSON types (``int`` integer, ``float`` number, ``str`` string, ``bool``
-boolean, ``X | None`` nullable, tuples and lists arrays, nested dataclasses objects, ``dict``
-objects), ``field(metadata={"help": ...})`` the descriptions, and fields without a default are
-required. Nothing here imports a validator: ``pipesim <command> --json-schema`` prints the
-schema, and the tests validate every command's output against it with ``jsonschema``.
+boolean, ``X | None`` nullable, tuples and lists arrays, nested records objects, ``dict``
+objects); the descriptions are a dataclass field's ``field(metadata={"help": ...})`` or a
+NamedTuple field's ``Annotated[type, "help"]``, and fields without a default are required.
+Nothing here imports a validator: ``pipesim <command> --json-schema`` prints the schema, and the
+tests validate every command's output against it with ``jsonschema``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def _of_type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _of_type(args[0], defs) if args else {}}
     if origin is dict or tp is dict:
         return {"type": "object"}
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) or _is_named_tuple(tp):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}
@@ -48,20 +51,40 @@ def _of_type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     raise TypeError(f"no JSON type for {tp!r}")
 
 
-def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+def _is_named_tuple(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+def _fields(cls: type) -> list[tuple[str, Any, str | None, bool]]:
+    """(name, type, help, required) of each field of a dataclass or a NamedTuple."""
+    if _is_named_tuple(cls):
+        hints = typing.get_type_hints(cls, include_extras=True)
+        out = []
+        for name in cls._fields:
+            tp, help_text = hints[name], None
+            if typing.get_origin(tp) is typing.Annotated:
+                tp, *extras = typing.get_args(tp)
+                help_text = next((e for e in extras if isinstance(e, str)), None)
+            out.append((name, tp, help_text, name not in cls._field_defaults))
+        return out
     hints = typing.get_type_hints(cls)
+    return [(f.name, hints[f.name], f.metadata.get("help") if f.metadata else None,
+             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(cls)]
+
+
+def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required = []
-    for f in dataclasses.fields(cls):
-        if f.name.startswith("_"):
+    for name, tp, help_text, needed in _fields(cls):
+        if name.startswith("_"):
             continue
-        prop = _of_type(hints[f.name], defs)
-        help_text = f.metadata.get("help") if f.metadata else None
+        prop = _of_type(tp, defs)
         if help_text:
             prop = {**prop, "description": help_text}
-        props[f.name] = prop
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
+        props[name] = prop
+        if needed:
+            required.append(name)
     out: dict[str, Any] = {"type": "object", "properties": props, "required": required}
     doc = (cls.__doc__ or "").strip().split("\n\n")[0]
     if doc:

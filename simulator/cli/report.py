@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from ..metrics.types import RunSummary
 from ..units import fmt_bytes, fmt_pct, fmt_time, table
 
@@ -32,8 +30,8 @@ def _memory_lines(d: RunSummary) -> list[str]:
     where = (f"in {top.peak_memory_action} at {fmt_time(top.peak_memory_time_ns)}"
              if top.peak_memory_action else "its static memory")
     b = top.peak_memory_breakdown
-    parts = ", ".join(f"{f.name.replace('_', ' ')} {fmt_bytes(getattr(b, f.name))}"
-                      for f in fields(b) if getattr(b, f.name))
+    parts = ", ".join(f"{name.replace('_', ' ')} {fmt_bytes(value)}"
+                      for name, value in zip(b._fields, b) if value)
     return [f"  peak memory         {fmt_bytes(top.peak_memory_bytes)} (rank {top.rank}, {where})",
             f"    made of           {parts or 'nothing'}"]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, fields
+import types
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,12 @@ _AS_JSON = (("iteration_times_ns", "iteration_times_json"), ("ranks", "stages_js
             ("warnings", "warnings"))
 
 
-def _dtype(hint: str) -> str | None:
-    """The pandas dtype of a scalar summary field, from its annotation (None: not a scalar)."""
-    base = hint.replace(" | None", "")
-    return {"int": "Int64", "float": "float64", "str": "string"}.get(base)
+def _dtype(hint: Any) -> str | None:
+    """The pandas dtype of a scalar summary field, from its type (None: not a scalar)."""
+    if typing.get_origin(hint) is types.UnionType:     # X | None
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else None
+    return {int: "Int64", float: "float64", str: "string"}.get(hint)
 
 
 def _result_columns() -> tuple[tuple[str, str], ...]:
@@ -45,11 +49,11 @@ def _result_columns() -> tuple[tuple[str, str], ...]:
     cols = [("status", "string"), ("error_type", "string"), ("error", "string")]
     cols += [(f"run_{name}", "string" if name == "schedule" else "Int64") for name in _AS_RUN]
     scalars = []
-    for f in fields(RunSummary):
-        dtype = _dtype(str(f.type))
-        if dtype is not None and f.name not in _AS_RUN and f.name not in _LEFT_OUT:
-            scalars.append(f.name)
-            cols.append((f.name, dtype))
+    for name, hint in typing.get_type_hints(RunSummary).items():
+        dtype = _dtype(hint)
+        if dtype is not None and name not in _AS_RUN and name not in _LEFT_OUT:
+            scalars.append(name)
+            cols.append((name, dtype))
     cols.append(("peak_inflight_activations", "Int64"))
     cols += [(column, "string") for _, column in _AS_JSON]
     return tuple(cols), tuple(scalars)
