@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from .diagnostics import RunWarning
 from .engine.options import EngineOptions
@@ -17,26 +15,38 @@ from .system.config import SystemConfig
 from .workload.model import Partition, Workload
 
 
-@dataclass
+# a plain class, not a dataclass: start-up (simulator/__init__.py)
 class SimulationResult:
     """One run: its inputs, records and notes; the summary is computed when first asked."""
 
-    workload: Workload
-    schedule: Schedule
-    spec: ScheduleSpec | None
-    system: SystemConfig
-    partition: Partition
-    records: RunRecords
-    iterations: int
-    phase_labels: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-    options: EngineOptions | None = None
-    warnings: list[RunWarning] = field(default_factory=list)
-    engine_used: str = "simpy"   # the engine that ran: simpy, or evaluator where it applies
+    __slots__ = ("workload", "schedule", "spec", "system", "partition", "records", "iterations",
+                 "phase_labels", "notes", "options", "warnings", "engine_used", "_summary")
 
-    @cached_property
+    def __init__(self, workload: Workload, schedule: Schedule, spec: ScheduleSpec | None,
+                 system: SystemConfig, partition: Partition, records: RunRecords,
+                 iterations: int, phase_labels: list[list[str]], notes: list[str] | None = None,
+                 options: EngineOptions | None = None, warnings: list[RunWarning] | None = None,
+                 engine_used: str = "simpy") -> None:
+        self.workload = workload
+        self.schedule = schedule
+        self.spec = spec
+        self.system = system
+        self.partition = partition
+        self.records = records
+        self.iterations = iterations
+        self.phase_labels = phase_labels
+        self.notes = [] if notes is None else notes
+        self.options = options
+        self.warnings = [] if warnings is None else warnings
+        self.engine_used = engine_used   # the engine that ran: simpy, or evaluator where it applies
+        self._summary: RunSummary | None = None
+
+    @property
     def summary(self) -> RunSummary:
-        return summarize(self)
+        """The run's summary, computed on first use."""
+        if self._summary is None:
+            self._summary = summarize(self)
+        return self._summary
 
     @property
     def makespan_ns(self) -> float:
@@ -51,8 +61,8 @@ class SimulationResult:
         return self.summary.to_dict()
 
 
-@dataclass
-class ScheduleRun:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class ScheduleRun(NamedTuple):
     """One schedule's outcome in a comparison: a result, or the one-line error that stopped it."""
 
     schedule: str
