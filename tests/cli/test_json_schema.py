@@ -61,3 +61,40 @@ def test_ranks_and_the_deprecated_stages_alias(capsys):
     data = json.loads(_out(capsys, COMMANDS["run"][0]))
     assert [r["rank"] for r in data["ranks"]] == list(range(12))
     assert data["stages"] == [dict(r, stage=r["rank"]) for r in data["ranks"]]
+
+
+def test_descriptions_and_required_fields_come_from_the_record_types(capsys):
+    """The run summary's records are NamedTuples (a field's help is its Annotated text), compare's
+    rows a dataclass (help in field metadata) that holds a NamedTuple (RunWarning): one schema
+    builder reads both, and a field with a default is not required."""
+    run = json.loads(_out(capsys, ["run", "--json-schema"]))
+    assert run["description"] == ("One simulation, per iteration (the mean over iterations where "
+                                  "there are several).")
+    assert run["properties"]["pipeline_bubble_ns"] == {
+        "anyOf": [{"$ref": "#/$defs/PipelineBubble"}, {"type": "null"}],
+        "description": "the simulated pipeline bubble of the first iteration"}
+    assert run["required"][-3:] == ["engine_used", "ranks", "links"]   # then the defaulted ones
+    assert list(run["$defs"]) == ["RankSummary", "MemoryBreakdown", "LinkSummary", "RunWarning",
+                                  "IterationStats", "PipelineBubble"]
+    assert run["$defs"]["LinkSummary"] == {
+        "type": "object",
+        "properties": {"src_rank": {"type": "integer", "description": "sending rank"},
+                       "dst_rank": {"type": "integer", "description": "receiving rank"},
+                       "bytes": {"type": "integer", "description": "bytes moved"},
+                       "transfers": {"type": "integer", "description": "transfers"},
+                       "busy_ns": {"type": "number",
+                                   "description": "time the link was moving data"}},
+        "required": ["src_rank", "dst_rank", "bytes", "transfers", "busy_ns"],
+        "description": "One directed point-to-point link, per iteration."}
+    warning = {"type": "object",
+               "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                              "option": {"type": "string"}},
+               "required": ["code", "message"],
+               "description": "One assumption a run had to make: a stable code, the message, "
+                              "and the option to set."}
+    assert run["$defs"]["RunWarning"] == warning
+    compare = json.loads(_out(capsys, ["compare", "--json-schema"]))
+    assert compare["$defs"]["RunWarning"] == warning
+    assert compare["$defs"]["CompareRow"]["properties"]["speedup"] == {
+        "anyOf": [{"type": "number"}, {"type": "null"}],
+        "description": "baseline's time over this one's"}
