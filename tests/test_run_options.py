@@ -4,7 +4,6 @@ once: one partition and one link model per run."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from pathlib import Path
 
