@@ -7,7 +7,6 @@ change a number is a :class:`~simulator.diagnostics.RunWarning` from the start.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 from .diagnostics import RunWarning
@@ -208,9 +207,8 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     warnings += _unmodelled(workload, used)
     notes = _restated_notes(workload, changes, pp, microbatches, vpp)
     if changes or notes != workload.warnings:
-        workload = dataclasses.replace(workload, header=dataclasses.replace(workload.header,
-                                                                            **changes),
-                                       warnings=notes)
+        workload = workload._replace(header=workload.header._replace(**changes),
+                                     warnings=notes)
     return workload, warnings
 
 
