@@ -223,7 +223,7 @@ def _stage_bytes(workload: Workload, pp: int, pp_comm: int | None,
         return []
     said = "has no pp_comm" if "pp_comm" in h.defaults_used else "says pp_comm: 0"
     rows = workload.aicb.model if workload.aicb is not None else workload.layers
-    # only for a file without pp_comm: a run of one that has it does not create its dataclass
+    # only for a file without pp_comm: a run of one that has it does not import the module
     from .workload.activations import derive_pp_comm
     derived = derive_pp_comm(rows, h.tp)
     if derived is not None:
