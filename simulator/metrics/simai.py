@@ -31,7 +31,8 @@ from ..workload.model import Workload
 
 # the last _row_sums answer: (workload, system, pp, sums). A run's summary asks twice for the same
 # rows (the header's pp/ga/vpp, then the run's), and the sums depend on neither ga nor vpp. Held
-# strongly (a Workload is a NamedTuple: no weak references) until the next call replaces it
+# strongly (Workload and SystemConfig are NamedTuples: no weak references) until the next call
+# replaces it
 _last_sums: tuple | None = None
 
 SIMAI_BUBBLE_FORMULA = ("(pp-1)/(ga*vpp) x (compute + TP/EP comm of the rows not named "
