@@ -7,7 +7,6 @@ change a number is a :class:`~simulator.diagnostics.RunWarning` from the start.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 from .diagnostics import RunWarning
@@ -208,9 +207,8 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     warnings += _unmodelled(workload, used)
     notes = _restated_notes(workload, changes, pp, microbatches, vpp)
     if changes or notes != workload.warnings:
-        workload = dataclasses.replace(workload, header=dataclasses.replace(workload.header,
-                                                                            **changes),
-                                       warnings=notes)
+        workload = workload._replace(header=workload.header._replace(**changes),
+                                     warnings=notes)
     return workload, warnings
 
 
@@ -225,7 +223,7 @@ def _stage_bytes(workload: Workload, pp: int, pp_comm: int | None,
         return []
     said = "has no pp_comm" if "pp_comm" in h.defaults_used else "says pp_comm: 0"
     rows = workload.aicb.model if workload.aicb is not None else workload.layers
-    # only for a file without pp_comm: a run of one that has it does not create its dataclass
+    # only for a file without pp_comm: a run of one that has it does not import the module
     from .workload.activations import derive_pp_comm
     derived = derive_pp_comm(rows, h.tp)
     if derived is not None:

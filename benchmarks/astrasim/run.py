@@ -15,7 +15,6 @@ per link and latency does not hold it. Needs pipesim[chakra].
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import subprocess
 import sys
@@ -39,8 +38,8 @@ MS = 1_000_000
 def workload(P: int, M: int, layers: int, uneven: bool):
     wl = uniform_workload(layers, MS, MS, MS, pp=P, ga=M, pp_comm=1 << 20)
     if uneven:
-        wl = dataclasses.replace(wl, layers=tuple(
-            dataclasses.replace(layer, fwd_compute=MS * (1 + i % 3))
+        wl = wl._replace(layers=tuple(
+            layer._replace(fwd_compute=MS * (1 + i % 3))
             for i, layer in enumerate(wl.layers)))
     return wl
 

@@ -22,7 +22,6 @@ sides of a comparison use the same collective costs. SimAI keeps times in intege
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from ..system.collectives import collective_time_ns
@@ -30,8 +29,10 @@ from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Workload
 
-# the last _row_sums answer: (workload ref, system ref, pp, sums). A run's summary asks twice for
-# the same rows (the header's pp/ga/vpp, then the run's), and the sums depend on neither ga nor vpp
+# the last _row_sums answer: (workload, system, pp, sums). A run's summary asks twice for the same
+# rows (the header's pp/ga/vpp, then the run's), and the sums depend on neither ga nor vpp. Held
+# strongly (Workload and SystemConfig are NamedTuples: no weak references) until the next call
+# replaces it
 _last_sums: tuple | None = None
 
 SIMAI_BUBBLE_FORMULA = ("(pp-1)/(ga*vpp) x (compute + TP/EP comm of the rows not named "
@@ -87,7 +88,7 @@ def _row_sums(workload: Workload, system: SystemConfig, P: int,
     """
     global _last_sums
     last = _last_sums
-    if last is not None and last[0]() is workload and last[1]() is system and last[2] == P:
+    if last is not None and last[0] is workload and last[1] is system and last[2] == P:
         return last[3]
     h = workload.header
     scale = system.gpu.compute_scale
@@ -113,8 +114,5 @@ def _row_sums(workload: Workload, system: SystemConfig, P: int,
         if row.name != EMBEDDING_ROW:
             pre_bubble += rc + fwd + ig
     sums = (compute, comm, pre_bubble)
-    try:
-        _last_sums = (weakref.ref(workload), weakref.ref(system), P, sums)
-    except TypeError:   # an object that cannot be weakly referenced: no reuse
-        _last_sums = None
+    _last_sums = (workload, system, P, sums)
     return sums

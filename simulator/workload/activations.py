@@ -18,15 +18,15 @@ else the first row) whose forward collective runs on the TP group. Nothing is de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model import CommGroup, CommType, Layer
 
 _LAYER_PREFIXES = ("attention", "mlp", "moe")
 
 
-@dataclass(frozen=True)
-class DerivedPPComm:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class DerivedPPComm(NamedTuple):
     """Bytes between stages worked out from the rows: the row it came from and the rule."""
 
     nbytes: int

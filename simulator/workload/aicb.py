@@ -35,7 +35,6 @@ and the iteration rows run once per iteration on every rank.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from itertools import accumulate, repeat
 from operator import attrgetter, eq, ne
@@ -82,11 +81,11 @@ def detect_layout(workload: Workload) -> Workload:
         if forced:
             raise WorkloadError(workload.path, err.line, None, "layout", expected_text(h.ga),
                                 err.found) from None
-        return dataclasses.replace(workload, layout="model")
+        return workload._replace(layout="model")
     if not forced and h.ga == 1 and stage.layers_per_stage not in (0, h.vpp):
-        return dataclasses.replace(workload, layout="model")
-    return dataclasses.replace(workload, layout="aicb", aicb=stage,
-                              warnings=tuple(workload.warnings) + stage.notes)
+        return workload._replace(layout="model")
+    return workload._replace(layout="aicb", aicb=stage,
+                             warnings=tuple(workload.warnings) + stage.notes)
 
 
 def expected_text(ga: int) -> str:
@@ -286,7 +285,7 @@ def _representative(rows: tuple[Layer, ...], pre: int, size: int, ga: int, path:
             notes.append(f"{path}:{first.line}: {first.name} {fld} differs between the "
                          f"microbatch repeats ({odd}; {chosen} in {counts[chosen]}); using "
                          f"{chosen}")
-        out.append(dataclasses.replace(first, **changes) if changes else first)
+        out.append(first._replace(**changes) if changes else first)
     return tuple(out)
 
 
@@ -373,7 +372,7 @@ def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
 
 
 def _reindexed(r: Layer, index: int) -> Layer:
-    """``dataclasses.replace(r, index=index)`` without its per-call field walk (every field)."""
+    """``r._replace(index=index)`` without its keyword handling (the model's every row)."""
     return new_layer(index, r.name, r.fwd_compute, r.fwd_comm, r.ig_compute, r.ig_comm,
                      r.wg_compute, r.wg_comm, r.update_time, r.line, r.policy, r.reserved)
 

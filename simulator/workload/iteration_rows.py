@@ -22,7 +22,6 @@ collective bytes alike (each stage reduces its own parameters' gradients).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from .model import Comm, CommType, Layer, Partition
@@ -86,7 +85,7 @@ def chunk_shares(chunks: tuple[tuple[Layer, ...], ...], stages: int) -> tuple[fl
 def _scaled_comm(c: Comm, share: float) -> Comm:
     if not c.active:
         return c
-    return dataclasses.replace(c, bytes=max(1, round(c.bytes * share)))
+    return c._replace(bytes=max(1, round(c.bytes * share)))
 
 
 def scale_rows(rows: tuple[Layer, ...], share: float) -> tuple[Layer, ...]:
@@ -95,8 +94,8 @@ def scale_rows(rows: tuple[Layer, ...], share: float) -> tuple[Layer, ...]:
         return rows
     out = []
     for r in rows:
-        out.append(dataclasses.replace(
-            r, fwd_compute=round(r.fwd_compute * share), ig_compute=round(r.ig_compute * share),
+        out.append(r._replace(
+            fwd_compute=round(r.fwd_compute * share), ig_compute=round(r.ig_compute * share),
             wg_compute=round(r.wg_compute * share), fwd_comm=_scaled_comm(r.fwd_comm, share),
             ig_comm=_scaled_comm(r.ig_comm, share), wg_comm=_scaled_comm(r.wg_comm, share)))
     return tuple(out)

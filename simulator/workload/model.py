@@ -6,7 +6,6 @@ parsed workload can be shared between runs of a sweep.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 from enum import Enum
 
@@ -42,8 +41,8 @@ class CommGroup(str, Enum):
     DP_EP = "dp_ep"  # `_DP_EP`
 
 
-@dataclass(frozen=True, slots=True)
-class Comm:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Comm(NamedTuple):
     """One collective of a layer; ``type`` NONE means no communication (SimAI's meaning)."""
 
     type: CommType
@@ -63,8 +62,8 @@ NO_COMM_TP = Comm(CommType.NONE, CommGroup.TP, 0, "NONE")
 NO_COMM_DP = Comm(CommType.NONE, CommGroup.DP, 0, "NONE")
 
 
-@dataclass(frozen=True, slots=True)
-class Layer:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Layer(NamedTuple):
     """One layer row. ``line`` is the 1-based line in the file it came from."""
 
     index: int
@@ -81,38 +80,28 @@ class Layer:
     reserved: str = "-1"
 
 
-# Layer(...) for the parser and the AICB recovery (thousands of rows a file): the same object,
-# every slot set in field order, at about half the cost of the frozen __init__ (which goes
-# through object.__setattr__ once per field). tests/workload/test_model.py checks it against
-# Layer(...); a field added to Layer breaks the unpacking below at import.
-(_set_index, _set_name, _set_fwd_compute, _set_fwd_comm, _set_ig_compute, _set_ig_comm,
- _set_wg_compute, _set_wg_comm, _set_update_time, _set_line, _set_policy,
- _set_reserved) = (getattr(Layer, f.name).__set__ for f in fields(Layer))
-_new = object.__new__
+# Layer(...) for the parser and the AICB recovery (thousands of rows a file): the same tuple,
+# made by tuple.__new__ without the Python-level __new__ Layer(...) runs first (about two thirds
+# of its cost). It fills the fields by position and does not count them: its parameters must be
+# Layer's fields in order (checked below at import), and tests/workload/test_fast_paths.py checks
+# that it makes what Layer(...) makes.
+_tuple_new = tuple.__new__
 
 
 def new_layer(index: int, name: str, fwd_compute: int, fwd_comm: Comm, ig_compute: int,
               ig_comm: Comm, wg_compute: int, wg_comm: Comm, update_time: int, line: int,
               policy: str | None, reserved: str) -> Layer:
     """``Layer(...)`` with every argument positional, faster (see above)."""
-    layer = _new(Layer)
-    _set_index(layer, index)
-    _set_name(layer, name)
-    _set_fwd_compute(layer, fwd_compute)
-    _set_fwd_comm(layer, fwd_comm)
-    _set_ig_compute(layer, ig_compute)
-    _set_ig_comm(layer, ig_comm)
-    _set_wg_compute(layer, wg_compute)
-    _set_wg_comm(layer, wg_comm)
-    _set_update_time(layer, update_time)
-    _set_line(layer, line)
-    _set_policy(layer, policy)
-    _set_reserved(layer, reserved)
-    return layer
+    return _tuple_new(Layer, (index, name, fwd_compute, fwd_comm, ig_compute, ig_comm,
+                              wg_compute, wg_comm, update_time, line, policy, reserved))
 
 
-@dataclass(frozen=True)
-class Header:
+if new_layer.__code__.co_varnames[:new_layer.__code__.co_argcount] != Layer._fields:
+    raise TypeError(f"new_layer's parameters are not Layer's fields {Layer._fields}")
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Header(NamedTuple):
     """Line 1 of the file: the parallel sizes and checkpoint lists (absent keys defaulted)."""
 
     policy: str
@@ -136,7 +125,7 @@ class Header:
     pp_schedule: str | None = None        # the schedule the file names (SimAI#283 proposal)
     stage_layers: tuple[int, ...] = ()    # transformer layers per (virtual) stage, in order
     mode: str | None = None               # AICB 2.0's mode: as written (0 training, 1 inference)
-    stage_layers_column: int = field(default=0, compare=False)   # for messages
+    stage_layers_column: int = 0          # for messages; not compared (see __eq__)
     defaults_used: tuple[str, ...] = ()   # keys absent from the file, defaulted
     unknown_keys: tuple[tuple[str, str], ...] = ()
 
@@ -144,6 +133,29 @@ class Header:
     def dp(self) -> int:
         """Data-parallel size implied by the header (world / (tp * pp)), at least 1."""
         return max(1, self.all_gpus // max(1, self.tp * self.pp))
+
+    # Two headers are equal when every field but ``stage_layers_column`` is (where a key was
+    # written is not what the header says); a Header equals no other tuple, as a dataclass did
+    def __eq__(self, other: object) -> bool:
+        if type(other) is Header:
+            return _compared(self) == _compared(other)
+        return False if isinstance(other, tuple) else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is Header:
+            return _compared(self) != _compared(other)
+        return True if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(_compared(self))
+
+
+_COLUMN = Header._fields.index("stage_layers_column")
+
+
+def _compared(h: Header) -> tuple:
+    """The fields two headers are compared by: all but ``stage_layers_column``."""
+    return h[:_COLUMN] + h[_COLUMN + 1:]
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -204,8 +216,8 @@ class AicbStage(NamedTuple):
         }
 
 
-@dataclass(frozen=True)
-class Workload:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Workload(NamedTuple):
     """A parsed workload file.
 
     ``layout`` is ``"model"`` (rows are the whole model once; ASTRA-sim) or ``"aicb"`` (rows are
@@ -221,8 +233,8 @@ class Workload:
     aicb: AicbStage | None = None
 
 
-@dataclass(frozen=True)
-class Partition:
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Partition(NamedTuple):
     """What each model chunk runs, in model order.
 
     ``chunks[c]`` are the layers of chunk c (forward order). ``iteration_layers`` run once per
@@ -236,7 +248,7 @@ class Partition:
 
     chunks: tuple[tuple[Layer, ...], ...]
     iteration_layers: tuple[Layer, ...] = ()
-    recompute: tuple[dict[int, tuple[int, ...]], ...] = field(default=())
+    recompute: tuple[dict[int, tuple[int, ...]], ...] = ()
     rows_per_layer: float = 1.0   # rows that make one transformer layer (AICB: sub-layer rows)
     iteration_share: tuple[float, ...] = ()
     iteration_stages: int = 1     # pipeline stages the iteration rows describe

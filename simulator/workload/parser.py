@@ -9,7 +9,6 @@ microbatches) is decided after parsing, by :mod:`.aicb`.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from ..errors import ConfigError, WorkloadError
@@ -90,7 +89,7 @@ def load_workload(path, layout: str = "auto") -> Workload:
     workload = parse_workload_bytes(data, str(path))
     if layout != "model":
         if layout == "aicb":
-            workload = dataclasses.replace(workload, layout="aicb")
+            workload = workload._replace(layout="aicb")
         workload = detect_layout(workload)
     if isinstance(workload, Workload) and workload.header.stage_layers:
         # counted in transformer layers: the layout decides them

@@ -7,8 +7,6 @@ AICB's whole-model DP/optimizer rows run once per iteration (:mod:`.iteration_ro
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..errors import ConfigError
 from .aicb import chunk_layers, partition_aicb
 from .chunks import chunk_bounds, recompute_plan
@@ -72,7 +70,7 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
     if mode == "file":
         return part
     if mode == "none":
-        return dataclasses.replace(part, recompute=tuple({} for _ in part.chunks))
+        return part._replace(recompute=tuple({} for _ in part.chunks))
     if mode != "full":
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE_MODES)}, "
                           f"got {mode!r}")
@@ -99,4 +97,4 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
                 members = [pos_of[k] for k in range(*span) if k in pos_of]
                 plan[members[-1]] = tuple(members)   # the backward reaches the last row first
         plans.append(plan)
-    return dataclasses.replace(part, recompute=tuple(plans))
+    return part._replace(recompute=tuple(plans))

@@ -3,7 +3,6 @@ decoder, and `--chakra-in` running it again to the same makespan. Skipped withou
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -57,8 +56,8 @@ def _workload(P, M, layers_per_stage=1, uneven=False):
     wl = uniform_workload(P * layers_per_stage * 2, 1_000_000, 1_000_000, 1_000_000, pp=P, ga=M,
                           pp_comm=MIB)
     if uneven:   # forwards of 1, 2 and 3 ms
-        wl = dataclasses.replace(wl, layers=tuple(
-            dataclasses.replace(layer, fwd_compute=1_000_000 * (1 + i % 3))
+        wl = wl._replace(layers=tuple(
+            layer._replace(fwd_compute=1_000_000 * (1 + i % 3))
             for i, layer in enumerate(wl.layers)))
     return wl
 
@@ -274,8 +273,8 @@ def _golden_workload(P, M, dp_bytes=0, gpus=None, pp_comm=MIB, uneven=True):
     wl = uniform_workload(P * (2 if uneven else 1), 1_000_000, 1_999_999, 1_000_007, pp=P,
                           ga=M, pp_comm=pp_comm, all_gpus=gpus, **kw)
     if uneven:
-        wl = dataclasses.replace(wl, layers=tuple(
-            dataclasses.replace(layer, fwd_compute=1_000_000 * (1 + i % 3) + 333)
+        wl = wl._replace(layers=tuple(
+            layer._replace(fwd_compute=1_000_000 * (1 + i % 3) + 333)
             for i, layer in enumerate(wl.layers)))
     return wl
 

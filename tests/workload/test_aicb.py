@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from simulator import simulate
@@ -40,7 +38,7 @@ def aicb_text(pp: int = 2, ga: int = 3, layers: int = 2, vpp: int | None = None,
 def aicb(text: str, layout: str = "auto"):
     wl = parse_workload_text(text, "w.txt")
     if layout == "aicb":
-        wl = dataclasses.replace(wl, layout="aicb")
+        wl = wl._replace(layout="aicb")
     return detect_layout(wl)
 
 

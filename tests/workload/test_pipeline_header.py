@@ -37,6 +37,16 @@ def test_stage_layers_sets_an_uneven_split_in_transformer_layers(tmp_path):
         ((5, 6, 6, 7), 0, 3, None)
 
 
+
+def test_where_stage_layers_is_written_is_not_part_of_the_header(tmp_path):
+    # the same keys in another order: equal headers, equal hashes, only the column differs
+    a = load_workload(with_keys(tmp_path, GPT, "stage_layers: 5 6 6 7", "a.txt")).header
+    b = load_workload(with_keys(tmp_path, GPT, "mode: 0 stage_layers: 5 6 6 7", "b.txt")).header
+    b = b._replace(mode=None)
+    assert a.stage_layers_column != b.stage_layers_column
+    assert a == b and not a != b and hash(a) == hash(b)
+    assert a != a._replace(stage_layers=(6, 6, 6, 6)) and a != tuple(a) and tuple(a) != a
+
 def test_without_stage_layers_nothing_moves(tmp_path):
     plain = simulate(GPT, engine="evaluator")
     same = simulate(with_keys(tmp_path, GPT, "stage_layers: 7 6 6 5"), engine="evaluator")
