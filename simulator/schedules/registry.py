@@ -15,7 +15,6 @@ it. The registry holds no planning code, no import edge to it and no module name
 
 from __future__ import annotations
 
-import inspect
 from typing import Callable
 
 from ..errors import ConfigError
@@ -103,8 +102,7 @@ def generate(name: str, pp: int, microbatches: int, vpp: int | None = None, **op
     v = spec.default_vpp if vpp is None else vpp
     if v < 1:
         raise ConfigError(f"--vpp: expected a positive number of chunks per rank, got {v}")
-    accepted = options_of(spec)
-    unknown = sorted(set(options) - set(accepted))
+    unknown = sorted(set(options) - set(accepted := options_of(spec))) if options else ()
     if unknown:
         takes = ", ".join(accepted) if accepted else "no options"
         raise ConfigError(f"--option: {spec.name} has no option {unknown[0]!r}; it takes {takes}")
@@ -113,6 +111,10 @@ def generate(name: str, pp: int, microbatches: int, vpp: int | None = None, **op
 
 def options_of(spec: ScheduleSpec) -> list[str]:
     """The keyword options a generator takes beyond (pp, microbatches, vpp)."""
+    # start-up: inspect (with ast, dis and tokenize) is ~10 ms of a small `pipesim run`, which
+    # asks this only when given options
+    import inspect
+
     params = list(inspect.signature(spec.generate).parameters.values())[3:]
     return [p.name for p in params
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")]
