@@ -6,9 +6,11 @@ returns a :class:`SimulationResult` whose ``to_dict()`` is the JSON summary; ``c
 several schedules on one workload. The names load on first use, so importing one layer of the package
 (``simulator.workload``, say) does not import the engine.
 
-Internal immutable records are ``typing.NamedTuple`` where nothing replaces, ``asdict``s or
-JSON-dumps them: ``pipesim run`` creates every class of the modules it imports, and a frozen
-dataclass costs about five times a NamedTuple to create (benchmarks/bench_startup_simai.py).
+No class on ``pipesim run``'s path is a dataclass: records are ``typing.NamedTuple`` (a change
+is ``x._replace(...)``), mutable state plain classes with ``__slots__``. ``pipesim run`` creates
+every class of the modules it imports; a frozen dataclass cost about five times a NamedTuple to
+create, and the ``dataclasses`` module (with inspect) ~16 ms to import, together about a third
+of a small run (benchmarks/bench_startup_simai.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,10 @@ def test_run_loads_no_heavy_modules_and_no_metadata(tmp_path):
              "logging", "statistics", "fractions", "decimal",
              # only for CSV schedules (pathlib is off the path too, but an editable install's
              # import hook loads it before pipesim does)
-             "csv"}
+             "csv",
+             # no class on the run path is a dataclass (simulator/__init__.py), and inspect
+             # (with ast, dis, tokenize) is read only for a schedule's options
+             "dataclasses", "inspect", "ast", "dis", "tokenize"}
     assert heavy & set(d["loaded"]) == set()
     # off the path whenever SimPy is installed with a plain dist-info (pip's way)
     assert d["metadata"] is (_dist_version("simpy") is None)
