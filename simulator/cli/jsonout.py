@@ -3,6 +3,7 @@ nothing else is printed) and ``--json-schema`` (print the command's JSON Schema 
 
 from __future__ import annotations
 
+import json   # this module is imported only when JSON is asked for, or by click's commands
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -25,8 +26,6 @@ def schema_option(schema: Callable[[], dict]) -> Callable:
 
     def show(ctx: click.Context, _param: Any, value: bool) -> None:
         if value and not ctx.resilient_parsing:
-            import json   # only when the schema is asked for (start-up)
-
             click.echo(json.dumps(schema(), indent=2))
             ctx.exit(0)
 
@@ -35,8 +34,6 @@ def schema_option(schema: Callable[[], dict]) -> Callable:
 
 
 def write_json(data: Any, dest: str, indent: int | None = 2) -> None:
-    import json   # only when JSON is asked for: not on every run's start-up
-
     text = json.dumps(data, indent=indent, default=str)
     if dest == "-":
         echo(text)
