@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import accumulate, repeat
-from operator import attrgetter, eq, ne
+from operator import attrgetter, eq
 
 from ..errors import ConfigError, WorkloadError
 from .chunks import chunk_bounds, recompute_plan
@@ -198,13 +198,19 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
     ``ga`` times back to back."""
     n = len(rows)
     ids = _ids(rows)
-    for size in range(n // ga, 0, -1):   # the longest block first: real files stop at once
+    # every row of the repeats is written at least ga times: the repeats lie within a stretch
+    # of such rows, which bounds the block (a file of distinct rows is refused at once)
+    count = Counter(ids)
+    often = bytes(count[i] >= ga for i in ids)
+    longest = max(map(len, often.split(b"\0")))
+    for size in range(longest // ga, 0, -1):   # the longest block first: real files stop at once
         slack = n - ga * size
         span = (ga - 1) * size
-        # differ[i] = rows among the first i that differ from the row `size` further on
-        differ = [0, *accumulate(map(ne, ids, ids[size:]))]
-        ok = [s for s in range(slack + 1) if differ[s + span] == differ[s]
-              and _maximal(ids, s, size, ga)]
+        # repeats start at s when rows s .. s+span-1 all equal the row `size` further on: a run
+        # of span 1s in `same`, searched in C (a file with no repeat tries every size: a loop
+        # over each start took 3.3 s for 10k distinct rows at ga 2)
+        same = bytes(map(eq, ids[:slack + span], ids[size:]))
+        ok = [s for s in _runs_from(same, span, slack) if _maximal(ids, s, size, ga)]
         if not ok:
             continue
         pre = ok[0]
@@ -213,6 +219,19 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
             raise NotAicb(f"each repeat is {size // period} x the same {period} rows")
         return pre, size, ok[1:]
     raise NotAicb(f"no block of rows repeated {ga} times")
+
+
+def _runs_from(same: bytes, span: int, last: int) -> list[int]:
+    """Every s <= ``last`` with ``same[s:s + span]`` all ones."""
+    if span == 0:
+        return list(range(last + 1))
+    ones = b"\1" * span
+    out: list[int] = []
+    s = same.find(ones, 0, last + span)
+    while s >= 0:
+        out.append(s)
+        s = same.find(ones, s + 1, last + span)
+    return out
 
 
 def _maximal(ids: list[int], start: int, size: int, ga: int) -> bool:
