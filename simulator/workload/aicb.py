@@ -198,12 +198,9 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
     ``ga`` times back to back."""
     n = len(rows)
     ids = _ids(rows)
-    # every row of the repeats is written at least ga times: the repeats lie within a stretch
-    # of such rows, which bounds the block (a file of distinct rows is refused at once)
-    count = Counter(ids)
-    often = bytes(count[i] >= ga for i in ids)
-    longest = max(map(len, often.split(b"\0")))
-    for size in range(longest // ga, 0, -1):   # the longest block first: real files stop at once
+    # the longest block first (real files stop at once); every row of the repeats is written
+    # at least ga times, which bounds the block (a file of distinct rows is refused at once)
+    for size in range(_often_stretch(ids, ga) // ga, 0, -1):
         slack = n - ga * size
         span = (ga - 1) * size
         # repeats start at s when rows s .. s+span-1 all equal the row `size` further on: a run
@@ -219,6 +216,13 @@ def _find_repeats(rows: tuple[Layer, ...], ga: int) -> tuple[int, int, list[int]
             raise NotAicb(f"each repeat is {size // period} x the same {period} rows")
         return pre, size, ok[1:]
     raise NotAicb(f"no block of rows repeated {ga} times")
+
+
+def _often_stretch(ids: list[int], times: int) -> int:
+    """The most consecutive rows each written at least ``times`` times in all: any ``times``
+    back-to-back repeats of a block lie within such a stretch, which bounds the block."""
+    count = Counter(ids)
+    return max(map(len, bytes(count[i] >= times for i in ids).split(b"\0")))
 
 
 def _runs_from(same: bytes, span: int, last: int) -> list[int]:
@@ -315,7 +319,9 @@ def _split_block(block: tuple[Layer, ...]) -> tuple[int, list[tuple[int, int]], 
     ids = _ids(block)
     n = len(ids)
     best = None  # (covered rows, -period, run start, run stop)
-    for p in range(1, n // 2 + 1):
+    # two periods or more: every row of them is written twice or more, and a period is at
+    # most half of such a stretch (a block of distinct rows tries none)
+    for p in range(1, min(n, _often_stretch(ids, 2)) // 2 + 1):
         # a later period wins only by covering more rows: a run of L matches covers at most
         # L + p, so one shorter than best - p + 1 cannot
         start, stop = _longest_match_run(ids, p, best[0] - p + 1 if best else 1)

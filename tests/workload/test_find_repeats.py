@@ -58,3 +58,20 @@ def test_the_search_finds_what_trying_every_start_finds(monkeypatch):
 ])
 def test_known_layouts(ids, ga, want, monkeypatch):
     assert _found(ids, ga, monkeypatch) == want
+
+
+def _block(names: list[str]):
+    from simulator.workload.model import NO_COMM_TP, Layer
+    return tuple(Layer(i, n, 1, NO_COMM_TP, 1, NO_COMM_TP, 1, NO_COMM_TP, 0)
+                 for i, n in enumerate(names))
+
+
+def test_a_block_splits_into_its_repeated_layers_or_by_names_when_nothing_repeats():
+    rows = _block(["embedding", "attention", "mlp", "attention", "mlp", "attention", "mlp",
+                   "final_norm"])
+    assert aicb._split_block(rows) == (1, [(1, 3), (3, 5), (5, 7)], 7)
+    # every row distinct (numbered names): no period is tried, the names split it
+    distinct = _block(["embedding"] + [f"{k}_{i}" for i in range(2_000)
+                                       for k in ("attention", "mlp")] + ["final_norm"])
+    assert aicb._split_block(distinct) == aicb._split_by_names(distinct)
+    assert aicb._split_block(distinct)[1][:2] == [(1, 3), (3, 5)]
