@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, lowered_for
 from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
-                                phase_labels, rank_kinds, rank_stages, rank_unpaired)
+                                labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -160,7 +160,8 @@ class Program(NamedTuple):
                 own = rank_iteration_rows(partition, chunks, schedule.pp)
                 rows = by_share[chunks] = iteration_rows(own, header, system, links)
             iter_rows.append(rows)
-        labels = tuple(phase_labels(acts) for acts in schedule.ranks)
+        labels = tuple(labels_of_kinds(rank_kinds(schedule, r))   # the letters every pass reads
+                       for r in range(len(schedule.ranks)))
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
                                  profile)
         if compiled_mode in RULE_MODES and (compiled_mode == "async" or not schedule.lowered):

@@ -133,30 +133,17 @@ class PhaseLabels(Sequence):
 
 
 def phase_labels(actions: Sequence[Action]) -> Sequence[str]:
-    """The phase of each action: a :class:`PhaseLabels` (a plain list for a rank with forwards
-    and weight-gradient-only actions but no gradient-carrying backward, whose labels follow
-    the kinds rather than positions)."""
-    if isinstance(actions, RankActions):   # its kind letters, scanned in C
-        return _labels_of_letters(actions.kinds)
-    n = len(actions)
-    grad = (Kind.B, Kind.I)
-    first_b = next((i for i in range(n) if actions[i].kind in grad), None)
-    last_f = next((i for i in range(n - 1, -1, -1) if actions[i].kind == Kind.F), None)
-    if first_b is None or last_f is None:
-        if last_f is None:                   # no forward: everything is cool-down
-            return PhaseLabels(n, 0, 0)
-        if all(a.kind == Kind.F for a in actions):
-            return PhaseLabels(n, n, n)
-        return [WARMUP if a.kind == Kind.F else COOLDOWN for a in actions]
-    steady_start = next((i for i in range(first_b - 1, -1, -1) if actions[i].kind == Kind.F),
-                        first_b)
-    after = next((i for i in range(last_f + 1, n) if actions[i].kind in grad), None)
-    return PhaseLabels(n, steady_start, n if after is None else after + 1)
+    """The phase of each action (:func:`labels_of_kinds` of their kind letters)."""
+    return labels_of_kinds(actions.kinds if isinstance(actions, RankActions)
+                           else kind_string(actions))
 
 
-def _labels_of_letters(kinds: str) -> Sequence[str]:
-    """:func:`phase_labels` of a rank given as kind letters (a :class:`RankActions`): the same
-    scans with ``str.find`` (P 2000 ranks of 1F1B: 0.35 s one Action at a time)."""
+def labels_of_kinds(kinds: str) -> Sequence[str]:
+    """The phase of each action of a rank given as its kind letters (:func:`rank_kinds`): a
+    :class:`PhaseLabels` (a plain list for a rank with forwards and weight-gradient-only
+    actions but no gradient-carrying backward, whose labels follow the kinds rather than
+    positions). Found with ``str.find``, in C (P 2000 ranks of 1F1B: 0.35 s one Action at a
+    time)."""
     n = len(kinds)
     f, b, i = Kind.F.value, Kind.B.value, Kind.I.value
     first_b = min((x for x in (kinds.find(b), kinds.find(i)) if x >= 0), default=None)

@@ -152,3 +152,4 @@ def test_a_rank_given_as_kind_letters_gets_the_labels_of_its_actions():
         ra = RankActions(0, kinds, array("q", range(len(kinds))))
         by_letters, one_by_one = phase_labels(ra), phase_labels(tuple(ra.actions()))
         assert type(by_letters) is type(one_by_one) and list(by_letters) == list(one_by_one), kinds
+        assert list(by_letters) == _labels_walk(ra.actions()), kinds
