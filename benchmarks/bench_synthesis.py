@@ -1,6 +1,6 @@
 """Schedule synthesis against the zero-bubble repository's greedy scheduler, 1F1B and ZB-H1.
 
-Every schedule is replayed in pipesim's own evaluator (simulator.planning.evaluate: the
+Every schedule is replayed in pipesim's own evaluator (simulator.schedules.synthesis.evaluate: the
 zero-bubble paper's model — per-stage F/I/W costs, a fixed comm delay between ranks, no
 contention), so the numbers compare orders, not implementations of a timer. The reference
 scheduler is the greedy heuristic in sail-sg/zero-bubble-pipeline-parallelism
@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.planning.bounds import lower_bound  # noqa: E402
-from simulator.planning.costs import StageCosts  # noqa: E402
-from simulator.planning.evaluate import Problem  # noqa: E402
-from simulator.planning.synthesis import synthesize  # noqa: E402
+from simulator.schedules.synthesis.bounds import lower_bound  # noqa: E402
+from simulator.schedules.synthesis.costs import StageCosts  # noqa: E402
+from simulator.schedules.synthesis.evaluate import Problem  # noqa: E402
+from simulator.schedules.synthesis.search import synthesize  # noqa: E402
 from simulator.schedules import registry  # noqa: E402
 
 ZB_DIR = "megatron/core/pipeline_parallel/zerobubble/scheduler"
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
                     help="local-search moves per case (default: auto's default)")
     args = ap.parse_args(argv)
     sizes = {"pp": [4], "m": [8]} if args.quick else {"pp": [4, 8], "m": [8, 16, 24]}
-    from simulator.planning.synthesis import DEFAULT_ITERATIONS
+    from simulator.schedules.synthesis.search import DEFAULT_ITERATIONS
 
     iterations = args.iterations or DEFAULT_ITERATIONS
     worst = run(Path(args.zb_repo) if args.zb_repo else None, sizes, args.markdown, iterations)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import simulator.planning  # noqa: F401  (registers auto: a Python caller imports it for auto)
 from simulator import api
 from simulator.errors import ConfigError
 from simulator.result import SimulationResult

@@ -134,7 +134,7 @@ def stages_of_rank(s: Sched, rank: int, pp: int = P) -> list[int]:
 def pipesim_schedule(s: Sched, microbatches: int, pp: int = P):
     """pipesim's Schedule object of ``s`` (what its CSV holds)."""
     if s.pipesim == "auto":
-        from simulator.planning import synthesize
+        from simulator.schedules.synthesis import synthesize
         return synthesize(pp, microbatches, s.vpp, None, None).schedule
     from simulator.schedules import registry
     return registry.generate(s.pipesim, pp, microbatches, s.vpp)

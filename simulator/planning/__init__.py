@@ -1,17 +1,24 @@
-"""Planning: what to run, given costs. Sits above the engine (it uses the exact evaluator, not
-the SimPy engine, to score thousands of candidates).
+"""Planning: what to run on N GPUs, given costs (:mod:`.plan`, ``pipesim plan``). Sits above the
+engine and the sweeps: it scores candidates with the exact evaluator and confirms them with
+runs on the sweep executors.
 
-Importing this package registers the cost-aware schedule ``auto`` with the schedule registry.
+``from simulator.planning import StageCosts, synthesize`` (and ``Synthesis``,
+``generate_auto``, ``load_stage_costs``) still works with a ``DeprecationWarning``: schedule
+synthesis is :mod:`simulator.schedules.synthesis`; these names are removed in pipesim 0.2.0.
 """
 
-from ..schedules import registry as _registry
-from .costs import StageCosts, load_stage_costs
-from .synthesis import Synthesis, generate_auto, synthesize
+from __future__ import annotations
 
-_registry.register_cost_aware(
-    "auto", generate_auto,
-    summary="synthesized for given per-stage costs (--stage-costs) under a cap on in-flight "
-            "activations (--max-in-flight, default P); --vpp 2 uses the V placement",
-    default_vpp=1, variable_vpp=True)
+_MOVED = ("StageCosts", "Synthesis", "generate_auto", "load_stage_costs", "synthesize")
 
-__all__ = ["StageCosts", "Synthesis", "generate_auto", "load_stage_costs", "synthesize"]
+
+def __getattr__(name: str):
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    from ..schedules import synthesis
+
+    warnings.warn(f"simulator.planning.{name} moved to simulator.schedules.synthesis.{name}; "
+                  "the old name is removed in pipesim 0.2.0", DeprecationWarning, stacklevel=2)
+    return getattr(synthesis, name)

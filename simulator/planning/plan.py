@@ -47,7 +47,7 @@ from ..workload.generator import MAX_LAYERS, ModelSpec, ParallelSpec, check, ren
 from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
 from ..workload.partition import model_rows, partition
-from .synthesis import EVALUATIONS_PER_ACTION, synthesis_work
+from ..schedules.synthesis.search import EVALUATIONS_PER_ACTION, synthesis_work
 
 AUTO = "auto"
 VARIABLE_VPPS = (1, 2, 4)
@@ -419,7 +419,7 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
 def candidate_work(c: Candidate, max_actions: int | None) -> int:
     """What running ``c`` once costs, in engine actions, from its sizes alone: its actions, or
     what building its schedule costs when that grows faster (as ``run``'s budget counts them),
-    plus for ``auto`` its synthesis (:func:`.synthesis.synthesis_work`, ~40 evaluations per
+    plus for ``auto`` its synthesis (:func:`~simulator.schedules.synthesis.search.synthesis_work`, ~40 evaluations per
     action); 0 when nothing runs (its sizes rule it out, or it is above the per-candidate
     ``max_actions`` and refused at once)."""
     if c.reason is not None:

@@ -50,7 +50,7 @@ class ScheduleSpec(NamedTuple):
         if self.work is None:
             return actions
         return max(actions, self.work(pp, microbatches, vpp, actions))
-    needs_costs: bool = False   # takes stage_costs=...; registered by a layer above (planning)
+    needs_costs: bool = False   # takes stage_costs=... (auto); listed apart from the hand-made
     flushes: bool = True        # False: runs ``iterations`` minibatches without a flush (2BW)
     shares_weights: bool = False   # True: two stages run on one set of weights (DualPipe)
 
@@ -68,7 +68,8 @@ def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
              variable_vpp: bool = False, closed_form_basis: str = "makespan",
              sizes: Sizes | None = None, work: Work | None = None, flushes: bool = True,
-             shares_weights: bool = False) -> Callable[[Generator], Generator]:
+             shares_weights: bool = False, needs_costs: bool = False
+             ) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
 
     def deco(fn: Generator) -> Generator:
@@ -76,7 +77,8 @@ def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
             raise RuntimeError(f"schedule {name!r} registered twice")
         LIBRARY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
                                         variable_vpp, closed_form_basis, sizes=sizes, work=work,
-                                        flushes=flushes, shares_weights=shares_weights)
+                                        flushes=flushes, shares_weights=shares_weights,
+                                        needs_costs=needs_costs)
         for alias in aliases:
             if alias in ALIASES or alias in LIBRARY:
                 raise RuntimeError(f"schedule alias {alias!r} registered twice")

@@ -2,64 +2,25 @@
 :func:`~.registration.register`, listed in ``library/__init__.py``; the CLI, sweeps and docs list
 what is registered here.
 
-Generators that need per-stage costs (schedule synthesis) live in a layer above the engine; that
-layer calls :func:`register_cost_aware` when it is imported, so this module never imports it.
-Such generators are found by :func:`get` and :func:`generate` but listed apart
+A generator that needs per-stage costs (``needs_costs``: ``auto``, synthesized for them) is
+found by :func:`get` and :func:`generate` like any other but listed apart
 (:func:`cost_aware_names`), not by :func:`names`, which stays the hand-made library.
-
-A layer above that provides cost-aware schedules hands the registry a function that registers
-them (:func:`add_cost_aware_loader`; the command line does, for ``auto``); :func:`get` calls it
-the first time a name is not in the library, so a run that never asks for one does not import
-it. The registry holds no planning code, no import edge to it and no module name.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 from ..errors import ConfigError
 from .registration import (ALIASES, LIBRARY, ClosedForm, Generator, ScheduleSpec,  # noqa: F401
                            Sizes, Work, fb_sizes, register)   # the library's side, re-exported
 from .schedule import Schedule
 
-_COST_AWARE: dict[str, ScheduleSpec] = {}
 _loaded = False
-# functions a layer above handed in, each registering its cost-aware schedules (called once)
-_COST_AWARE_LOADERS: list[Callable[[], None]] = []
-
-
-def register_cost_aware(name: str, generate: Generator, *, summary: str, default_vpp: int = 1,
-                        variable_vpp: bool = False) -> None:
-    """Register a generator that takes ``stage_costs=`` (e.g. synthesis' ``auto``); idempotent
-    for the same function, so the registering module may be imported more than once."""
-    key = name.lower()
-    old = _COST_AWARE.get(key)
-    if old is not None and old.generate is not generate:
-        raise RuntimeError(f"cost-aware schedule {name!r} registered twice")
-    _load_library()
-    if key in LIBRARY or key in ALIASES:
-        raise RuntimeError(f"cost-aware schedule {name!r} clashes with a library schedule")
-    _COST_AWARE[key] = ScheduleSpec(key, generate, summary, default_vpp=default_vpp,
-                                    variable_vpp=variable_vpp, needs_costs=True)
-
-
-def add_cost_aware_loader(load: Callable[[], None]) -> None:
-    """``load()`` registers cost-aware schedules (:func:`register_cost_aware`); called the first
-    time :func:`get` misses a name or :func:`cost_aware_names` is asked. Adding it again does
-    nothing."""
-    if load not in _COST_AWARE_LOADERS:
-        _COST_AWARE_LOADERS.append(load)
-
-
-def _load_cost_aware() -> None:
-    while _COST_AWARE_LOADERS:
-        _COST_AWARE_LOADERS.pop(0)()
 
 
 def cost_aware_names() -> list[str]:
-    """Every cost-aware schedule (runs the loaders handed in)."""
-    _load_cost_aware()
-    return list(_COST_AWARE)
+    """Every schedule that takes per-stage costs (``stage_costs=``)."""
+    _load_library()
+    return [name for name, spec in LIBRARY.items() if spec.needs_costs]
 
 
 def _load_library() -> None:
@@ -73,22 +34,18 @@ def _load_library() -> None:
 
 
 def names() -> list[str]:
+    """The hand-made schedules, in the order their modules registered."""
     _load_library()
-    return list(LIBRARY)
+    return [name for name, spec in LIBRARY.items() if not spec.needs_costs]
 
 
 def get(name: str) -> ScheduleSpec:
     _load_library()
     key = ALIASES.get(name.lower(), name.lower())
-    if key not in LIBRARY:
-        _load_cost_aware()
-    spec = LIBRARY.get(key) or _COST_AWARE.get(key)
+    spec = LIBRARY.get(key)
     if spec is None:
-        hint = ""
-        if key == "auto" and not _COST_AWARE:   # from Python, nothing installed its loader
-            hint = " (auto is the planning layer's: import simulator.planning first)"
-        raise ConfigError(f"--schedule: unknown schedule {name!r}{hint}; expected one of: "
-                          + ", ".join(sorted(LIBRARY)))
+        raise ConfigError(f"--schedule: unknown schedule {name!r}; expected one of: "
+                          + ", ".join(sorted(names())))
     return spec
 
 

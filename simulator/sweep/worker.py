@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import planning  # noqa: F401  (registers the cost-aware schedule auto a point may ask)
 from ..api import simulate
 from ..errors import PipesimError
 from ..metrics.types import RunSummary, to_json

@@ -195,9 +195,9 @@ def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
-    from simulator.planning.synthesis import synthesis_work
+    from simulator.schedules.synthesis.search import synthesis_work
 
-    from simulator.planning.synthesis import EVALUATIONS_PER_ACTION, _seed_work
+    from simulator.schedules.synthesis.search import EVALUATIONS_PER_ACTION, _seed_work
 
     seeds = _seed_work(4, 8, 1)   # building the hand-made starts, in engine actions
     assert seeds == 832   # 1f1b, gpipe, interleaved, looped-bfs 64 each; hanayo 256; zb-h1/h2 96; 2bw 128

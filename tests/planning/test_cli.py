@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.cli.main import main
-from simulator.planning import StageCosts, synthesize
+from simulator.schedules.synthesis import StageCosts, synthesize
 from simulator.schedules.csv_io import load_schedule_csv
 from simulator.schedules.validate import validate
 

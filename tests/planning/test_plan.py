@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -182,7 +180,7 @@ def test_a_dp_that_does_not_divide_the_global_batch_is_listed_with_the_reason(ca
 def test_run_auto_is_synthesized_for_the_runs_own_costs(capsys):
     from simulator.api import simulate
     from simulator.engine.stage_costs import run_stage_costs
-    from simulator.planning.synthesis import generate_auto
+    from simulator.schedules.synthesis.search import generate_auto
     from simulator.workload.parser import load_workload
     from simulator.workload.partition import partition
 
@@ -195,25 +193,6 @@ def test_run_auto_is_synthesized_for_the_runs_own_costs(capsys):
     want = generate_auto(4, 8, 1, max_in_flight=3, stage_costs=costs)
     assert res.schedule.ranks == want.ranks
     assert res.summary.to_dict()["peak_inflight_microbatches"] <= 3
-
-
-def test_the_command_line_hands_the_registry_auto_and_planning_loads_only_when_asked():
-    """No module loads the planning layer by name: the cli package hands the registry a loader
-    (an import the layering test sees), called the first time a name is not in the library."""
-    code = ("import sys\nimport simulator.cli\nfrom simulator.schedules import registry\n"
-            "registry.get('1f1b')\n"
-            "assert 'simulator.planning' not in sys.modules\n"
-            "spec = registry.get('auto')\n"
-            "print(spec.name, spec.needs_costs, 'simulator.planning' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out == "auto True True\n"
-    alone = ("from simulator.schedules import registry\n"
-             "try:\n    registry.get('auto')\nexcept Exception as err:\n    print(err)")
-    out = subprocess.run([sys.executable, "-c", alone], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.startswith("--schedule: unknown schedule 'auto' (auto is the planning layer's: "
-                          "import simulator.planning first); expected one of: 1f1b, ")
 
 
 def test_compare_runs_auto_beside_the_hand_made_schedules():
@@ -331,7 +310,7 @@ def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
     """The confirming run and the written CSV take the schedule the screen synthesized: 4 auto
     candidates, 4 syntheses (there were 6: the winner twice more), and the CSV still gives the
     winner's number."""
-    import simulator.planning.synthesis as synthesis
+    import simulator.schedules.synthesis.search as synthesis
 
     calls = []
     real = synthesis.synthesize

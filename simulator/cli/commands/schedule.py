@@ -14,7 +14,7 @@ import click
 from ...api import simulate
 from ...errors import ConfigError
 from ...metrics.types import SCHEMA_VERSION
-from ...planning.costs import load_stage_costs
+from ...schedules.synthesis.costs import load_stage_costs
 from ...preflight import check_actions
 from ...schedules import registry
 from ...schedules.csv_io import write_schedule_csv

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..schedules.stage_costs import StageCosts
-from ..yaml_file import read_yaml
+from ...errors import ConfigError
+from ..stage_costs import StageCosts
+from ...yaml_file import read_yaml
 
 KEYS = ("f", "i", "w")
 __all__ = ["KEYS", "StageCosts", "load_stage_costs", "stage_costs_from"]

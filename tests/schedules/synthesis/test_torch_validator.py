@@ -1,6 +1,6 @@
 """The CSVs auto writes pass PyTorch's own schedule validator (torch 2.13's
 ``_validate_schedule``). Deselected by default with the other tests that need torch (the
-``validate`` extra): ``python -m pytest -m live tests/planning/test_torch_validator.py``."""
+``validate`` extra): ``python -m pytest -m live tests/schedules/synthesis/test_torch_validator.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from simulator.planning import synthesize
+from simulator.schedules.synthesis import synthesize
 from simulator.schedules.csv_io import write_schedule_csv
 
 pytestmark = pytest.mark.live

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.planning import StageCosts, synthesize
-from simulator.planning.exact import solve
-from simulator.planning.synthesis import problem_for
+from simulator.schedules.synthesis import StageCosts, synthesize
+from simulator.schedules.synthesis.exact import solve
+from simulator.schedules.synthesis.search import problem_for
 
 
 

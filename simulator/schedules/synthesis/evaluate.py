@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..schedules.action import Action, Kind
-from ..schedules.schedule import Schedule, loop_placement
-from ..schedules.validate import validate
+from ..action import Action, Kind
+from ..schedule import Schedule, loop_placement
+from ..validate import validate
 from .costs import StageCosts
 
 F, I, W, B = 0, 1, 2, 3

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.planning.bounds import lower_bound
-from simulator.planning.costs import StageCosts
-from simulator.planning.evaluate import Problem, evaluate
+from simulator.schedules.synthesis.bounds import lower_bound
+from simulator.schedules.synthesis.costs import StageCosts
+from simulator.schedules.synthesis.evaluate import Problem, evaluate
 from simulator.schedules import generate, names
 from simulator.schedules.action import Action
 

@@ -8,7 +8,7 @@ split does not pay) with a small makespan under :mod:`.evaluate`'s model. Three 
    zero-bubble paper's heuristic — a free rank runs a ready input-gradient (critical path) or a
    forward while under its cap, and fills what would be idle time with pending Ws. Several
    variants (priority, per-rank warm-up cap, whether a W may delay an arriving I) plus the
-   registry's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
+   library's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
    the best, the best of the other family (greedy vs hand-made) and the runner-up start step 2.
 2. *Improve* (:func:`local_search`): move one action of one rank's list to another position,
    mostly actions on the critical path; keep the move when the makespan (then the sum of the
@@ -26,9 +26,9 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ConfigError, PipesimError
-from ..schedules import registry
-from ..schedules.schedule import Schedule, loop_placement, v_placement
+from ...errors import ConfigError, PipesimError
+from ..registration import LIBRARY, ScheduleSpec
+from ..schedule import Schedule, loop_placement, v_placement
 from .bounds import heads_tails, lower_bound
 from .costs import StageCosts, load_stage_costs
 from .evaluate import Problem
@@ -371,6 +371,12 @@ class Synthesis:
     start_makespan: float
 
 
+def hand_made() -> list[ScheduleSpec]:
+    """The library's schedules that need no costs, the search's starting points (the package
+    ``__init__`` imports the library, so they are all registered before this module runs)."""
+    return [spec for spec in LIBRARY.values() if not spec.needs_costs]
+
+
 def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
     """Starting orders: every greedy variant and every registered schedule that fits."""
     out: list[tuple[str, list[list[int]]]] = []
@@ -382,9 +388,10 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
             if key not in seen:
                 seen.add(key)
                 out.append(("greedy", orders))
-    for name in sorted(registry.names()):
+    for spec in sorted(hand_made(), key=lambda s: s.name):
+        name = spec.name
         try:
-            sched = registry.generate(name, prob.pp, prob.m, prob.vpp)
+            sched = spec.generate(prob.pp, prob.m, prob.vpp)
         except PipesimError:   # a schedule that does not exist at this size is not a seed
             continue
         if (sched.placement != prob.placement or len(sched.pipelines) != 1 or not sched.flush
@@ -478,11 +485,10 @@ EVALUATIONS_PER_ACTION = 40
 
 def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
     """What building the hand-made schedules tried as starting points costs, in engine
-    actions (:meth:`~simulator.schedules.registry.ScheduleSpec.work_of`): ZB-H2 or Hanayo at
+    actions (:meth:`~simulator.schedules.registration.ScheduleSpec.work_of`): ZB-H2 or Hanayo at
     P = 1000 cost more than the whole search."""
     total = 0
-    for name in registry.names():
-        spec = registry.get(name)
+    for spec in hand_made():
         if not spec.variable_vpp and spec.default_vpp != vpp:
             continue   # refused at once by its generator
         _, actions = spec.size_of(pp, microbatches, vpp)

@@ -3,12 +3,16 @@ deterministic."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from simulator.schedules.phases import peak_inflight
-from simulator.planning import StageCosts, synthesize
-from simulator.planning.evaluate import evaluate
 from simulator.schedules import registry
+from simulator.schedules.phases import peak_inflight
+from simulator.schedules.synthesis import StageCosts, synthesize
+from simulator.schedules.synthesis.evaluate import evaluate
 from simulator.schedules.validate import validate
 from simulator.verify import verify_schedule
 
@@ -87,8 +91,49 @@ def test_same_inputs_same_schedule():
 
 def test_registered_apart_from_the_library():
     assert "auto" not in registry.names()
-    assert "auto" in registry.cost_aware_names()
+    assert registry.cost_aware_names() == ["auto"]
     assert registry.get("AUTO").needs_costs
+    assert registry.options_of(registry.get("auto")) == [
+        "max_in_flight", "stage_costs", "seed", "iterations", "max_evaluations"]
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _fresh(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, check=True).stdout
+
+
+def test_auto_runs_from_python_in_a_fresh_interpreter_and_loads_the_search_only_for_itself():
+    """No import to make first: ``simulate(wl, "auto")`` is like any schedule, and the search is
+    read only when ``auto`` is built (a run of 1F1B never loads it)."""
+    out = _fresh(
+        "import sys\n"
+        "from simulator.api import simulate\n"
+        "from simulator.schedules import registry\n"
+        "wl = 'workloads/gpt-24l.txt'\n"
+        "r = simulate(wl, '1f1b', pp=4, microbatches=8)\n"
+        "registry.get('auto')\n"
+        "print('simulator.schedules.synthesis.search' in sys.modules)\n"
+        "a = simulate(wl, schedule='auto', pp=4, microbatches=8,"
+        " schedule_options={'max_in_flight': 3})\n"
+        "print('simulator.schedules.synthesis.search' in sys.modules, a.schedule.name,"
+        " a.summary.to_dict()['peak_inflight_microbatches'] <= 3,"
+        " 'simulator.planning' in sys.modules)\n")
+    assert out == "False\nTrue auto True False\n"
+
+
+def test_the_old_import_path_warns_and_names_the_release_that_removes_it():
+    import simulator.planning as old
+    from simulator.schedules import synthesis
+
+    with pytest.warns(DeprecationWarning, match=r"simulator\.planning\.synthesize moved to "
+                      r"simulator\.schedules\.synthesis\.synthesize; the old name is removed "
+                      r"in pipesim 0\.2\.0"):
+        assert old.synthesize is synthesis.synthesize
+    with pytest.raises(AttributeError):
+        old.no_such_name
 
 
 @pytest.mark.parametrize("cap", [1, 2, 3])
