@@ -225,13 +225,14 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     runtime, records, engine_used = execute(plan, sched, sysconf, engine, opts.engine,
                                             opts.recompute)
     warnings = plan.warnings
-    warnings += memory_warnings(runtime.memory, records, sysconf,
+    warnings += memory_warnings(runtime.program.memory, records, sysconf,
                                 opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload)
-    warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
+    warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
     if opts.strict:
         enforce_strict(warnings)
-    return SimulationResult(plan.workload, sched, plan.spec, sysconf, runtime.partition, records,
-                            plan.iterations, runtime.labels, plan.notes, runtime.options,
+    program = runtime.program
+    return SimulationResult(plan.workload, sched, plan.spec, sysconf, program.partition, records,
+                            plan.iterations, program.labels, plan.notes, runtime.options,
                             warnings, engine_used)
 
 
