@@ -105,14 +105,6 @@ class Program(NamedTuple):
     def profile(self) -> RuntimeProfile:
         return self.system.runtime
 
-    @property
-    def has_runtime_overheads(self) -> bool:
-        """Launch overheads (``StepCost.pre``) or a step prologue / epilogue are on: times the
-        compiled step durations alone do not carry. (Calibrated costs, layer scales and the
-        first stage's torch backward are already in the compiled ``StepCost``s.)"""
-        rt = self.profile
-        return rt.has_overheads or rt.step_prologue_ns > 0 or rt.step_epilogue_ns > 0
-
     @classmethod
     def compile(cls, schedule: Schedule, partition: Partition, header: Header,
                 system: SystemConfig, *, p2p: str | None = None,
