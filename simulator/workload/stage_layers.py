@@ -2,11 +2,13 @@
 the header's ``stage_layers:`` split.
 
 A runtime (Megatron-LM, torchtitan) places whole transformer layers on stages; a file's rows are
-finer (attention and MLP rows, AICB's sub-layer rows) and pipesim's default split is by rows.
-This module finds the layers among the rows (the same rule that recovers an AICB stage's layers:
-a repeated unit of rows, else one layer per ``attention*`` row; a file with neither has one layer
-per row), so that a split can be set in layers (``stage_layers: 5 6 6 7``) and a row split can
-be told in layers, or be said to cut one.
+finer (attention and MLP rows, AICB's sub-layer rows). This module finds the layers among the rows
+(the same rule that recovers an AICB stage's layers: a repeated unit of rows, else one layer per
+``attention*`` row; a file with neither has one layer per row), so that every split is one of
+whole layers: the default (:func:`default_chunk_layers`), Megatron-LM's uneven first and last
+stages and its embedding/loss accounting (:func:`megatron_chunk_layers`), or the header's
+``stage_layers: 5 6 6 7``. :func:`chunk_layers_of` tells a given split in layers, or says it cuts
+one.
 """
 
 from __future__ import annotations
@@ -67,6 +69,92 @@ def check_stage_count(workload: Workload, n_chunks: int) -> None:
         raise ConfigError(f"{workload.path}:1: stage_layers: gives {len(counts)} stages "
                           f"({' '.join(map(str, counts))}), the run has pp x vpp = {n_chunks}; "
                           "set --pp/--vpp to match or drop stage_layers: from the header")
+
+
+def default_chunk_layers(num_layers: int, n_chunks: int) -> tuple[int, ...]:
+    """pipesim's split of ``num_layers`` whole transformer layers over ``n_chunks`` chunks
+    (pp x vpp, model order) when nothing else is said: an even split, the first
+    ``num_layers % n_chunks`` chunks one layer more.
+
+    Where the layers divide evenly this is Megatron-LM's default (``num_layers / (pp x vpp)`` a
+    chunk) and torchtitan's split with ``pipeline_parallel_{first,last}_stage_less_layers = 0``;
+    where they do not, Megatron-LM runs it with ``--pipeline-model-parallel-layout`` and
+    torchtitan with ``module_fqns_per_model_part`` (docs/workload-format.md)."""
+    base, extra = divmod(num_layers, n_chunks)
+    return tuple(base + (1 if c < extra else 0) for c in range(n_chunks))
+
+
+def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | None = None,
+                          last: int | None = None, account_for_embedding: bool = False,
+                          account_for_loss: bool = False) -> tuple[int, ...]:
+    """Transformer layers of each of the ``pp x vpp`` chunks, in model order (chunk ``k`` is
+    virtual stage ``k // pp`` on pipeline rank ``k % pp``), as Megatron-LM places them from
+    ``--num-layers``, ``--pipeline-model-parallel-size``, its virtual stages per rank,
+    ``--decoder-first-pipeline-num-layers`` (``first``), ``--decoder-last-pipeline-num-layers``
+    (``last``), ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``; raises :class:`ConfigError` (one line naming the
+    option and what was expected) where Megatron-LM refuses the arguments.
+
+    The rule (megatron-core ``transformer_block.get_num_layers_to_build``,
+    ``transformer_layer.get_transformer_layer_offset`` and ``TransformerConfig.__post_init__``):
+
+    - ``first``/``last`` given: rank 0 holds ``first`` layers, rank ``pp - 1`` holds ``last``,
+      each other rank ``(num_layers - first - last) / (pp - 2)``; every rank splits its layers
+      evenly over its ``vpp`` chunks, so each of these counts must divide by ``vpp``. They do not
+      combine with the account flags.
+    - otherwise ``num_layers`` (plus one with each account flag) divides by ``pp``, each rank's
+      share by ``vpp``; each flag then takes one layer's place from the first chunk (the
+      embedding) or the last (the loss), which may leave it none.
+    """
+    from ..errors import ConfigError
+
+    def refuse(what: str) -> ConfigError:
+        return ConfigError(what)
+
+    first_flag, last_flag = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
+    if first is not None or last is not None:
+        if account_for_embedding or account_for_loss:
+            raise refuse(f"{first_flag if first is not None else last_flag}: expected no "
+                         "--account-for-embedding-in-pipeline-split or --account-for-loss-in-"
+                         "pipeline-split with it (Megatron-LM takes one or the other)")
+        if pp < 2:
+            raise refuse(f"{first_flag if first is not None else last_flag}: expected --pp >= 2 "
+                         f"(uneven first and last pipeline stages), got pp {pp}")
+        for flag, n in ((first_flag, first), (last_flag, last)):
+            if n is not None and (n < 1 or n % vpp):
+                raise refuse(f"{flag}: expected a positive multiple of the {vpp} virtual "
+                             f"stage(s) per rank, got {n}")
+        middle_layers = num_layers - (first or 0) - (last or 0)
+        middle_ranks = pp - (first is not None) - (last is not None)
+        given = " + ".join(str(n) for n in (first, last) if n is not None)
+        if middle_layers < 0 or bool(middle_layers) != bool(middle_ranks) or (
+                middle_ranks and middle_layers % (middle_ranks * vpp)):
+            raise refuse(f"{first_flag if first is not None else last_flag}: expected the "
+                         f"{num_layers} layers less {given} to split evenly over the other "
+                         f"{middle_ranks} pipeline rank(s) x {vpp} virtual stage(s), got "
+                         f"{middle_layers} layer(s) left")
+        per_middle = middle_layers // middle_ranks if middle_ranks else 0
+        per_rank = [per_middle] * pp
+        if first is not None:
+            per_rank[0] = first
+        if last is not None:
+            per_rank[-1] = last
+        return tuple(per_rank[k % pp] // vpp for k in range(pp * vpp))
+    total = num_layers + int(account_for_embedding) + int(account_for_loss)
+    counted = f"{num_layers} layers" + (f" + {total - num_layers} (embedding/loss)"
+                                        if total != num_layers else "")
+    if total % pp or (total // pp) % vpp:
+        flags = " with --account-for-*-in-pipeline-split" if total != num_layers else ""
+        raise refuse(f"--pp: expected {counted} to split evenly over pp {pp} x vpp {vpp}"
+                     f"{flags} (Megatron-LM's even split); set "
+                     f"{first_flag}/{last_flag} or another --pp")
+    counts = [total // (pp * vpp)] * (pp * vpp)
+    counts[0] -= int(account_for_embedding)
+    counts[-1] -= int(account_for_loss)
+    if min(counts) < 0:
+        raise refuse("--account-for-embedding-in-pipeline-split: expected at least one layer "
+                     f"in the first and last chunk, got {counted} over {pp * vpp} chunk(s)")
+    return tuple(counts)
 
 
 def layer_bounds(counts: tuple[int, ...]) -> list[tuple[int, int]]:
