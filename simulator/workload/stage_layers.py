@@ -106,11 +106,7 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
       share by ``vpp``; each flag then takes one layer's place from the first chunk (the
       embedding) or the last (the loss), which may leave it none.
     """
-    from ..errors import ConfigError
-
-    def refuse(what: str) -> ConfigError:
-        return ConfigError(what)
-
+    refuse = ConfigError
     first_flag, last_flag = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
     if first is not None or last is not None:
         if account_for_embedding or account_for_loss:
@@ -144,10 +140,10 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
     counted = f"{num_layers} layers" + (f" + {total - num_layers} (embedding/loss)"
                                         if total != num_layers else "")
     if total % pp or (total // pp) % vpp:
-        flags = " with --account-for-*-in-pipeline-split" if total != num_layers else ""
-        raise refuse(f"--pp: expected {counted} to split evenly over pp {pp} x vpp {vpp}"
-                     f"{flags} (Megatron-LM's even split); set "
-                     f"{first_flag}/{last_flag} or another --pp")
+        flag = ("--account-for-embedding-in-pipeline-split" if account_for_embedding else
+                "--account-for-loss-in-pipeline-split" if account_for_loss else "--pp")
+        raise refuse(f"{flag}: expected {counted} to split evenly over pp {pp} x vpp {vpp} "
+                     f"(Megatron-LM's even split), got {total} over {pp * vpp} chunk(s)")
     counts = [total // (pp * vpp)] * (pp * vpp)
     counts[0] -= int(account_for_embedding)
     counts[-1] -= int(account_for_loss)
@@ -155,6 +151,105 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
         raise refuse("--account-for-embedding-in-pipeline-split: expected at least one layer "
                      f"in the first and last chunk, got {counted} over {pp * vpp} chunk(s)")
     return tuple(counts)
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class PipelineSplit(NamedTuple):
+    """Megatron-LM's options that set how layers split over stages (:func:`megatron_chunk_layers`);
+    none given: pipesim's default split (:func:`default_chunk_layers`)."""
+
+    first: int | None = None               # --decoder-first-pipeline-num-layers
+    last: int | None = None                # --decoder-last-pipeline-num-layers
+    account_for_embedding: bool = False    # --account-for-embedding-in-pipeline-split
+    account_for_loss: bool = False         # --account-for-loss-in-pipeline-split
+
+    @property
+    def given(self) -> bool:
+        return (self.first is not None or self.last is not None or self.account_for_embedding
+                or self.account_for_loss)
+
+    def flags(self) -> list[str]:
+        """The options as Megatron-LM's command line writes them."""
+        out = []
+        if self.first is not None:
+            out.append(f"--decoder-first-pipeline-num-layers {self.first}")
+        if self.last is not None:
+            out.append(f"--decoder-last-pipeline-num-layers {self.last}")
+        if self.account_for_embedding:
+            out.append("--account-for-embedding-in-pipeline-split")
+        if self.account_for_loss:
+            out.append("--account-for-loss-in-pipeline-split")
+        return out
+
+
+def megatron_split_of(counts: tuple[int, ...], pp: int, vpp: int) -> PipelineSplit | None:
+    """The Megatron-LM options whose split (:func:`megatron_chunk_layers`) is ``counts`` (layers
+    per chunk, model order), the fewest first; None when only
+    ``--pipeline-model-parallel-layout`` writes it."""
+    n = sum(counts)
+    first = sum(counts[0::pp])
+    last = sum(counts[pp - 1::pp])
+    tries = [PipelineSplit(), PipelineSplit(account_for_embedding=True),
+             PipelineSplit(account_for_loss=True), PipelineSplit(None, None, True, True)]
+    if pp >= 2:
+        tries += [PipelineSplit(first), PipelineSplit(None, last), PipelineSplit(first, last)]
+    for split in tries:
+        try:
+            if megatron_chunk_layers(n, pp, vpp, *split) == tuple(counts):
+                return split
+        except ConfigError:
+            continue
+    return None
+
+
+def with_split(workload: Workload, pp: int, vpp: int, split: PipelineSplit) -> Workload:
+    """``workload`` with the layers per chunk that ``split`` gives at ``pp`` x ``vpp`` (as the
+    header's ``stage_layers:`` would), or unchanged when nothing is given; refuses, in one line,
+    what Megatron-LM refuses and a chunk that would hold no rows."""
+    if not split.given:
+        return workload
+    flag = split.flags()[0].split()[0]
+    if workload.header.stage_layers:
+        raise ConfigError(f"{flag}: expected no stage_layers: in the header of {workload.path} "
+                          "(both set the layers per stage), found stage_layers: "
+                          + " ".join(map(str, workload.header.stage_layers)))
+    n = n_model_layers(workload)
+    counts = megatron_chunk_layers(n, pp, vpp, split.first, split.last,
+                                   split.account_for_embedding, split.account_for_loss)
+    if min(counts) == 0 and len(counts) > 1:
+        if workload.layout == "aicb" and workload.aicb is not None:
+            spans = workload.aicb.layer_spans
+            head, tail, rows = spans[0][0], spans[-1][1], len(workload.aicb.model)
+        else:
+            rows = len(model_rows(workload)[0])
+            found = layer_rows(model_rows(workload)[0])
+            head, tail = found.head, found.tail
+        empty = [c for c, k in enumerate(counts) if k == 0 and not (
+            (c == 0 and head > 0) or (c == len(counts) - 1 and tail < rows))]
+        if empty:
+            raise ConfigError(f"{flag}: expected every chunk to hold a layer or the embedding "
+                              f"/ LM head rows; chunk {empty[0]} of {' '.join(map(str, counts))} "
+                              f"holds nothing in {workload.path}")
+    return workload._replace(header=workload.header._replace(stage_layers=counts))
+
+
+def split_note(workload: Workload, n_chunks: int, split: PipelineSplit) -> str | None:
+    """What a run says about its layers per chunk when a rule, not the file, chose an uneven
+    split (None: an even split, the header's ``stage_layers:``, or a file without layers)."""
+    counts = workload.header.stage_layers
+    if split.given:
+        return (f"layers per chunk: {' '.join(map(str, counts))} (Megatron-LM's split with "
+                f"{' '.join(split.flags())})")
+    if counts or n_chunks < 2:
+        return None
+    n = n_model_layers(workload)
+    if n % n_chunks == 0 or (workload.layout != "aicb" and
+                             n == len(model_rows(workload)[0])):
+        return None
+    return (f"layers per chunk: {' '.join(map(str, default_chunk_layers(n, n_chunks)))}: the "
+            f"file's {n} transformer layers do not divide by pp x vpp = {n_chunks}, so the "
+            f"first chunks hold one more (docs/workload-format.md; "
+            "--decoder-first/last-pipeline-num-layers set another split)")
 
 
 def layer_bounds(counts: tuple[int, ...]) -> list[tuple[int, int]]:
