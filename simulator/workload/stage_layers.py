@@ -32,12 +32,25 @@ class LayerRows(NamedTuple):
 
 
 def layer_rows(rows: tuple[Layer, ...]) -> LayerRows:
-    from .aicb import _split_block   # the rule that recovers an AICB stage's layers
+    """The layers among a model-layout file's rows. A repeated unit that holds several
+    attention blocks is not one layer (an AICB stage trace read as one model repeats whole
+    microbatches): then each ``attention*`` block starts a layer."""
+    from .aicb import _split_block, _split_by_names   # the rules that recover an AICB stage's
 
     head, spans, tail = _split_block(tuple(rows))
+    if any(_attention_starts(rows, a, b) > 1 for a, b in spans):
+        head, spans, tail = _split_by_names(tuple(rows))
     if not spans:
         return LayerRows(0, tuple((i, i + 1) for i in range(len(rows))), len(rows))
     return LayerRows(head, tuple(spans), tail)
+
+
+def _attention_starts(rows: tuple[Layer, ...], a: int, b: int) -> int:
+    """``attention*`` blocks that start within rows [a, b)."""
+    def attn(i: int) -> bool:
+        return rows[i].name.lower().startswith("attention")
+
+    return sum(1 for i in range(a, b) if attn(i) and (i == a or not attn(i - 1)))
 
 
 def n_model_layers(workload: Workload) -> int:
