@@ -47,8 +47,7 @@ from ..workload.generator import MAX_LAYERS, ModelSpec, ParallelSpec, check, ren
 from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
 from ..workload.partition import partition
-from ..workload.stage_layers import (PipelineSplit, default_chunk_layers, megatron_chunk_layers,
-                                     n_model_layers, with_split)
+from ..workload.stage_layers import PipelineSplit, default_chunk_layers, n_model_layers, with_split
 from .synthesis import EVALUATIONS_PER_ACTION, synthesis_work
 
 AUTO = "auto"
@@ -129,11 +128,7 @@ class Candidate:
         """The split as :func:`simulator.api.simulate` keywords (none: the default split)."""
         if not self.split:
             return {}
-        sp = PipelineSplit(*self.split)
-        return {"decoder_first_pipeline_num_layers": sp.first,
-                "decoder_last_pipeline_num_layers": sp.last,
-                "account_for_embedding_in_pipeline_split": sp.account_for_embedding,
-                "account_for_loss_in_pipeline_split": sp.account_for_loss}
+        return dict(zip(SPLIT_OPTIONS, PipelineSplit(*self.split)))
 
 
     @property
@@ -146,6 +141,13 @@ class Candidate:
         return out
 
 
+# the RunOptions fields of a PipelineSplit's fields, in order
+SPLIT_OPTIONS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                 "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
+                 "pipeline_parallel_last_stage_less_layers")
+
+
 def split_key(split: tuple) -> str:
     """The candidate key's part for a split (empty for the default)."""
     if not split:
@@ -153,7 +155,10 @@ def split_key(split: tuple) -> str:
     sp = PipelineSplit(*split)
     return ("-split" + (f"-f{sp.first}" if sp.first is not None else "")
             + (f"-l{sp.last}" if sp.last is not None else "")
-            + ("-ae" if sp.account_for_embedding else "") + ("-al" if sp.account_for_loss else ""))
+            + ("-ae" if sp.account_for_embedding else "") + ("-al" if sp.account_for_loss else "")
+            + (f"-lps{sp.layers_per_stage}" if sp.layers_per_stage is not None else "")
+            + (f"-fl{sp.first_less}" if sp.first_less is not None else "")
+            + (f"-ll{sp.last_less}" if sp.last_less is not None else ""))
 
 
 # Megatron-LM's own rebalancing of the end stages, searched where it gives another split
@@ -172,7 +177,7 @@ def end_stage_splits(n_layers: int, pp: int, vpp: int) -> list[tuple]:
     out = []
     for sp in END_STAGE_SPLITS:
         try:
-            counts = megatron_chunk_layers(n_layers, pp, vpp, *sp)
+            counts = sp.counts(n_layers, pp, vpp)
         except ConfigError:
             continue
         if counts not in seen and (len(counts) < 2 or min(counts) > 0):
@@ -298,7 +303,7 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                 reason = f"{pp * v} chunks for {n_layers} layers"
             if reason is None and split:
                 try:
-                    megatron_chunk_layers(n_layers, pp, v, *split)
+                    PipelineSplit(*split).counts(n_layers, pp, v)
                 except ConfigError as err:
                     reason = str(err)
             add(tp=tp, pp=pp, dp=dp, vpp=v, microbatches=m, schedule=name, max_in_flight=k,

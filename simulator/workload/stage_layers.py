@@ -166,23 +166,97 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
     return tuple(counts)
 
 
+def torchtitan_chunk_layers(num_layers: int, n_stages: int, first_less: int = 1,
+                            last_less: int = 1) -> tuple[int, ...]:
+    """Transformer layers of each of ``n_stages`` stages (model order) as torchtitan's automatic
+    split places them (``pipeline_parallel.py``, ``_generate_llm_fqn_per_model_part``): the
+    embedding counts as ``first_less`` layers and the final norm and LM head as ``last_less``
+    (``pipeline_parallel_{first,last}_stage_less_layers``, default 1 each); the
+    ``num_layers + first_less + last_less`` effective layers split evenly, the first stages one
+    more, and the first and the last stage then hold that many transformer layers less. Raises
+    :class:`ConfigError` where torchtitan refuses."""
+    if n_stages == 1:
+        return (num_layers,)
+    effective = num_layers + first_less + last_less
+    per, extra = divmod(effective, n_stages)
+    flag = "--pipeline-parallel-layers-per-stage"
+    if per < 1:
+        raise ConfigError(f"{flag}: expected at most {effective} stages (torchtitan: every stage "
+                          f"needs an effective layer), got {n_stages}")
+    for name, less in (("first", first_less), ("last", last_less)):
+        if less > per:
+            raise ConfigError(f"--pipeline-parallel-{name}-stage-less-layers: expected at most "
+                              f"{per} (torchtitan: the fewest effective layers a stage holds), "
+                              f"got {less}")
+    counts = [per + (1 if k < extra else 0) for k in range(n_stages)]
+    counts[0] -= first_less
+    counts[-1] -= last_less
+    return tuple(counts)
+
+
+def torchtitan_stages(num_layers: int, layers_per_stage: int, first_less: int = 1,
+                      last_less: int = 1) -> int:
+    """The stages (pp x vpp) torchtitan builds from ``pipeline_parallel_layers_per_stage``:
+    ``ceil((num_layers + first_less + last_less) / layers_per_stage)``."""
+    return -(-(num_layers + first_less + last_less) // layers_per_stage)
+
+
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class PipelineSplit(NamedTuple):
-    """Megatron-LM's options that set how layers split over stages (:func:`megatron_chunk_layers`);
-    none given: pipesim's default split (:func:`default_chunk_layers`)."""
+    """The runtimes' options that set how layers split over stages: Megatron-LM's
+    (:func:`megatron_chunk_layers`) or torchtitan's (:func:`torchtitan_chunk_layers`); none
+    given: pipesim's default split (:func:`default_chunk_layers`)."""
 
     first: int | None = None               # --decoder-first-pipeline-num-layers
     last: int | None = None                # --decoder-last-pipeline-num-layers
     account_for_embedding: bool = False    # --account-for-embedding-in-pipeline-split
     account_for_loss: bool = False         # --account-for-loss-in-pipeline-split
+    layers_per_stage: int | None = None    # torchtitan's pipeline_parallel_layers_per_stage
+    first_less: int | None = None          # ..._first_stage_less_layers (torchtitan: 1)
+    last_less: int | None = None           # ..._last_stage_less_layers (torchtitan: 1)
 
     @property
-    def given(self) -> bool:
+    def megatron(self) -> bool:
         return (self.first is not None or self.last is not None or self.account_for_embedding
                 or self.account_for_loss)
 
+    @property
+    def torchtitan(self) -> bool:
+        return (self.layers_per_stage is not None or self.first_less is not None
+                or self.last_less is not None)
+
+    @property
+    def given(self) -> bool:
+        return self.megatron or self.torchtitan
+
+    def counts(self, num_layers: int, pp: int, vpp: int) -> tuple[int, ...]:
+        """Layers per chunk at ``pp`` x ``vpp`` under the runtime's rule these options belong to
+        (none: Megatron-LM's even split; :class:`ConfigError` where the runtime refuses them, or
+        where both runtimes' are given)."""
+        if self.megatron and self.torchtitan:
+            raise ConfigError(f"{self.flags()[-1].split()[0]}: expected Megatron-LM's or "
+                              f"torchtitan's split options, not both (got "
+                              f"{self.flags()[0].split()[0]} too)")
+        if not self.torchtitan:   # none given: Megatron-LM's even split
+            return megatron_chunk_layers(num_layers, pp, vpp, self.first, self.last,
+                                         self.account_for_embedding, self.account_for_loss)
+        first_less = 1 if self.first_less is None else self.first_less
+        last_less = 1 if self.last_less is None else self.last_less
+        stages = pp * vpp
+        if self.layers_per_stage is not None:
+            made = torchtitan_stages(num_layers, self.layers_per_stage, first_less, last_less)
+            if made != stages:
+                fix = (f"--vpp {made // pp}" if made % pp == 0 else
+                       f"a pipeline degree dividing {made}")
+                raise ConfigError(
+                    f"--pipeline-parallel-layers-per-stage: expected pp x vpp = {stages} stages "
+                    f"from ceil(({num_layers} layers + {first_less} + {last_less}) / "
+                    f"{self.layers_per_stage}), got {made}; set {fix}")
+        return torchtitan_chunk_layers(num_layers, stages, first_less, last_less)
+
     def flags(self) -> list[str]:
-        """The options as Megatron-LM's command line writes them."""
+        """The options as the runtime's command line writes them (torchtitan's as
+        pipesim's flags for its ``[parallelism]`` keys)."""
         out = []
         if self.first is not None:
             out.append(f"--decoder-first-pipeline-num-layers {self.first}")
@@ -192,6 +266,12 @@ class PipelineSplit(NamedTuple):
             out.append("--account-for-embedding-in-pipeline-split")
         if self.account_for_loss:
             out.append("--account-for-loss-in-pipeline-split")
+        if self.layers_per_stage is not None:
+            out.append(f"--pipeline-parallel-layers-per-stage {self.layers_per_stage}")
+        if self.first_less is not None:
+            out.append(f"--pipeline-parallel-first-stage-less-layers {self.first_less}")
+        if self.last_less is not None:
+            out.append(f"--pipeline-parallel-last-stage-less-layers {self.last_less}")
         return out
 
 
@@ -208,7 +288,7 @@ def megatron_split_of(counts: tuple[int, ...], pp: int, vpp: int) -> PipelineSpl
         tries += [PipelineSplit(first), PipelineSplit(None, last), PipelineSplit(first, last)]
     for split in tries:
         try:
-            if megatron_chunk_layers(n, pp, vpp, *split) == tuple(counts):
+            if split.counts(n, pp, vpp) == tuple(counts):
                 return split
         except ConfigError:
             continue
@@ -227,8 +307,7 @@ def with_split(workload: Workload, pp: int, vpp: int, split: PipelineSplit) -> W
                           "(both set the layers per stage), found stage_layers: "
                           + " ".join(map(str, workload.header.stage_layers)))
     n = n_model_layers(workload)
-    counts = megatron_chunk_layers(n, pp, vpp, split.first, split.last,
-                                   split.account_for_embedding, split.account_for_loss)
+    counts = split.counts(n, pp, vpp)
     if min(counts) == 0 and len(counts) > 1:
         if workload.layout == "aicb" and workload.aicb is not None:
             spans = workload.aicb.layer_spans
@@ -251,7 +330,8 @@ def split_note(workload: Workload, n_chunks: int, split: PipelineSplit) -> str |
     split (None: an even split, the header's ``stage_layers:``, or a file without layers)."""
     counts = workload.header.stage_layers
     if split.given:
-        return (f"layers per chunk: {' '.join(map(str, counts))} (Megatron-LM's split with "
+        return (f"layers per chunk: {' '.join(map(str, counts))} ("
+                f"{'Megatron-LM' if split.megatron else 'torchtitan'}'s split with "
                 f"{' '.join(split.flags())})")
     if counts or n_chunks < 2:
         return None

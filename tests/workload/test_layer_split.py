@@ -191,3 +191,39 @@ def test_the_readme_launch_line_writes_runnable_settings(tmp_path, capsys):
     args = (launch / "megatron_args.txt").read_text().splitlines()
     assert args[2:5] == ["--num-layers 24", "--decoder-first-pipeline-num-layers 7",
                          "--decoder-last-pipeline-num-layers 5"]
+
+
+# -- torchtitan's rule ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, counts", [
+    # 24 + 1 + 1 = 26 effective layers over 4: 7 7 6 6, less the embedding's and the head's 1
+    ((24, 4), (6, 7, 6, 5)),
+    # weights 0: the even split, the first stages one more (pipesim's default)
+    ((30, 4, 0, 0), (8, 8, 7, 7)),
+    # 24 + 2 + 2 = 28 over 8: 4 4 4 4 3 3 3 3, the first and the last 2 less
+    ((24, 8, 2, 2), (2, 4, 4, 4, 3, 3, 3, 1)),
+    ((24, 1), (24,)),
+])
+def test_torchtitan_rule_on_hand_worked_cases(args, counts):
+    from simulator.workload.stage_layers import torchtitan_chunk_layers
+
+    assert torchtitan_chunk_layers(*args) == counts
+
+
+def test_torchtitan_layers_per_stage_sets_the_stages(capsys):
+    # ceil((24 + 1 + 1) / 4) = 7 stages: not pp 4 x vpp 2
+    assert main(["run", GPT, "--pp", "4", "--vpp", "2",
+                 "--pipeline-parallel-layers-per-stage", "4"]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --pipeline-parallel-layers-per-stage: expected pp x vpp = 8 stages "
+        "from ceil((24 layers + 1 + 1) / 4), got 7; set a pipeline degree dividing 7\n")
+    # ceil(26 / 13) = 2 stages: 13 effective layers each, the embedding and the head 1 each
+    r = simulate(GPT, "1f1b", pp=2, pipeline_parallel_layers_per_stage=13, engine="evaluator")
+    assert chunk_layers_of(r.workload, r.partition.chunks).counts == (12, 12)
+    assert ("layers per chunk: 12 12 (torchtitan's split with "
+            "--pipeline-parallel-layers-per-stage 13)") in r.notes
+    with pytest.raises(ConfigError) as err:
+        PipelineSplit(6, layers_per_stage=4).counts(24, 4, 1)
+    assert str(err.value) == ("--pipeline-parallel-layers-per-stage: expected Megatron-LM's or "
+                              "torchtitan's split options, not both (got "
+                              "--decoder-first-pipeline-num-layers too)")

@@ -18,7 +18,7 @@ from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
-from ...planning.plan import PlanSettings, _load_system, _workload, command_for, plan
+from ...planning.plan import SPLIT_OPTIONS, PlanSettings, _load_system, _workload, command_for, plan
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -81,14 +81,13 @@ def _schema() -> dict:
 
 
 def _split_options(fn):
-    """Megatron-LM's layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
+    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
     for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_FIELDS]):
         fn = click_option_of(f)(fn)
     return fn
 
 
-SPLIT_FIELDS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+SPLIT_FIELDS = SPLIT_OPTIONS
 
 
 @click.command("plan")
