@@ -227,3 +227,46 @@ def test_torchtitan_layers_per_stage_sets_the_stages(capsys):
     assert str(err.value) == ("--pipeline-parallel-layers-per-stage: expected Megatron-LM's or "
                               "torchtitan's split options, not both (got "
                               "--decoder-first-pipeline-num-layers too)")
+
+
+def test_plan_takes_a_fixed_split_and_its_command_reproduces_it(capsys, tmp_path):
+    import json
+    import shlex
+
+    dest = tmp_path / "p.json"
+    assert main(["plan", GPT, "--gpus", "8", "--global-batch", "16", "-s", "1f1b", "-j", "1",
+                 "--decoder-first-pipeline-num-layers", "7",
+                 "--decoder-last-pipeline-num-layers", "5", "--json", str(dest)]) == 0
+    capsys.readouterr()
+    data = json.loads(dest.read_text())
+    by_pp = {c["pp"]: c for c in data["candidates"] if c["schedule"] == "1f1b"}
+    # pp 1 and 2 have no ranks between the first and the last: Megatron-LM refuses them
+    assert by_pp[1]["reason"] == ("--decoder-first-pipeline-num-layers: expected --pp >= 2 "
+                                  "(uneven first and last pipeline stages), got pp 1")
+    assert by_pp[2]["reason"].startswith("--decoder-first-pipeline-num-layers: expected the 24 "
+                                         "layers less 7 + 5 to split evenly over the other 0")
+    best = data["best"]
+    # auto, synthesized for the split's own stage costs, wins at pp 4
+    assert best["key"] == "tp2-pp4-v1-m16-auto-k8-split-f7-l5"
+    argv = shlex.split(best["command"])
+    assert " ".join(argv).endswith(" -s auto -O max_in_flight=8 -O iterations=200 "
+                                   "--decoder-first-pipeline-num-layers 7 "
+                                   "--decoder-last-pipeline-num-layers 5")
+    assert main([*argv[1:], "--json", str(tmp_path / "r.json")]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "r.json").read_text())["makespan_ns"] == best["makespan_ns"]
+
+
+def test_plan_searches_megatrons_end_stage_flags_where_they_give_another_split():
+    from simulator.planning.plan import end_stage_splits
+
+    # 24 layers over 5: + the loss is 5 5 5 5 4, the default split itself; + the embedding
+    # 4 5 5 5 5; both (26) do not divide
+    assert end_stage_splits(24, 5, 1) == [tuple(PipelineSplit(account_for_embedding=True))]
+    # over 2: both counted is 12 12, the default; one alone (25) does not divide
+    assert end_stage_splits(24, 2, 1) == []
+    # 31 layers over 4: the default is 8 8 8 7; with the embedding counted 7 8 8 8
+    assert end_stage_splits(31, 4, 1) == [tuple(PipelineSplit(account_for_embedding=True))]
+    # 30 over 4: the default 8 8 7 7; both counted: 7 8 8 7
+    assert end_stage_splits(30, 4, 1) == [tuple(PipelineSplit(account_for_embedding=True,
+                                                              account_for_loss=True))]
