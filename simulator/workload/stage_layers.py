@@ -119,26 +119,25 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
       share by ``vpp``; each flag then takes one layer's place from the first chunk (the
       embedding) or the last (the loss), which may leave it none.
     """
-    refuse = ConfigError
     first_flag, last_flag = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
     if first is not None or last is not None:
         if account_for_embedding or account_for_loss:
-            raise refuse(f"{first_flag if first is not None else last_flag}: expected no "
+            raise ConfigError(f"{first_flag if first is not None else last_flag}: expected no "
                          "--account-for-embedding-in-pipeline-split or --account-for-loss-in-"
                          "pipeline-split with it (Megatron-LM takes one or the other)")
         if pp < 2:
-            raise refuse(f"{first_flag if first is not None else last_flag}: expected --pp >= 2 "
+            raise ConfigError(f"{first_flag if first is not None else last_flag}: expected --pp >= 2 "
                          f"(uneven first and last pipeline stages), got pp {pp}")
         for flag, n in ((first_flag, first), (last_flag, last)):
             if n is not None and (n < 1 or n % vpp):
-                raise refuse(f"{flag}: expected a positive multiple of the {vpp} virtual "
+                raise ConfigError(f"{flag}: expected a positive multiple of the {vpp} virtual "
                              f"stage(s) per rank, got {n}")
         middle_layers = num_layers - (first or 0) - (last or 0)
         middle_ranks = pp - (first is not None) - (last is not None)
         given = " + ".join(str(n) for n in (first, last) if n is not None)
         if middle_layers < 0 or bool(middle_layers) != bool(middle_ranks) or (
                 middle_ranks and middle_layers % (middle_ranks * vpp)):
-            raise refuse(f"{first_flag if first is not None else last_flag}: expected the "
+            raise ConfigError(f"{first_flag if first is not None else last_flag}: expected the "
                          f"{num_layers} layers less {given} to split evenly over the other "
                          f"{middle_ranks} pipeline rank(s) x {vpp} virtual stage(s), got "
                          f"{middle_layers} layer(s) left")
@@ -155,13 +154,13 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
     if total % pp or (total // pp) % vpp:
         flag = ("--account-for-embedding-in-pipeline-split" if account_for_embedding else
                 "--account-for-loss-in-pipeline-split" if account_for_loss else "--pp")
-        raise refuse(f"{flag}: expected {counted} to split evenly over pp {pp} x vpp {vpp} "
+        raise ConfigError(f"{flag}: expected {counted} to split evenly over pp {pp} x vpp {vpp} "
                      f"(Megatron-LM's even split), got {total} over {pp * vpp} chunk(s)")
     counts = [total // (pp * vpp)] * (pp * vpp)
     counts[0] -= int(account_for_embedding)
     counts[-1] -= int(account_for_loss)
     if min(counts) < 0:
-        raise refuse("--account-for-embedding-in-pipeline-split: expected at least one layer "
+        raise ConfigError("--account-for-embedding-in-pipeline-split: expected at least one layer "
                      f"in the first and last chunk, got {counted} over {pp * vpp} chunk(s)")
     return tuple(counts)
 
