@@ -33,6 +33,7 @@ from .system.topology import LinkModel
 from .workload.model import Workload
 from .workload.parser import load_workload
 from .workload.partition import check_chunks, partition, with_recompute
+from .workload.stage_layers import split_note, with_split
 
 __all__ = ["simulate", "compare", "plan_run", "build_schedule", "execute", "resolve_shape",
            "RunOptions", "RunPlan"]
@@ -142,6 +143,11 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
     else:
         chunks = check_sizes(wl, spec, P, M, v, options.schedule_options, options.max_actions,
                              options.iterations, drawn)
+    split = options.pipeline_split()
+    wl = with_split(wl, P, max(1, chunks // P), split)
+    note = split_note(wl, chunks, split)
+    if note is not None:
+        notes.append(note)
     if options.strict:
         enforce_strict(warnings)
     return RunPlan(wl, spec, P, M, v, options.iterations, chunks, partition(wl, chunks),

@@ -20,6 +20,7 @@ from .errors import ConfigError
 from .system.runtime_profile import P2P_MODES
 from .workload.parser import LAYOUTS
 from .workload.partition import RECOMPUTE_MODES
+from .workload.stage_layers import PipelineSplit
 
 ENGINES = ("simpy", "evaluator")
 
@@ -56,6 +57,29 @@ FIELDS: tuple[OptionField, ...] = (
     _opt("microbatches", int | None, None,
          "Microbatches per iteration (overrides the header's ga).", short="-m", kind="positive"),
     _opt("vpp", int | None, None, "Virtual stages (chunks) per rank.", kind="positive"),
+    _opt("decoder_first_pipeline_num_layers", int | None, None,
+         "Transformer layers on the first pipeline rank, Megatron-LM's rule: the ranks between "
+         "the first and the last split the rest evenly (default: whole layers split evenly, "
+         "the first chunks one more).", kind="positive", metavar="N"),
+    _opt("decoder_last_pipeline_num_layers", int | None, None,
+         "Transformer layers on the last pipeline rank (Megatron-LM's rule, as above).",
+         kind="positive", metavar="N"),
+    _opt("account_for_embedding_in_pipeline_split", bool, False,
+         "Count the embedding as one layer when splitting the layers evenly (Megatron-LM's "
+         "rule): the first chunk holds one transformer layer less.", kind="bool"),
+    _opt("account_for_loss_in_pipeline_split", bool, False,
+         "Count the LM head and loss as one layer when splitting the layers evenly "
+         "(Megatron-LM's rule): the last chunk holds one transformer layer less.", kind="bool"),
+    _opt("pipeline_parallel_layers_per_stage", int | None, None,
+         "Layers per stage, torchtitan's rule: ceil((layers + first-less + last-less) / N) "
+         "stages, which must be pp x vpp; the effective layers split evenly, the first stages "
+         "one more.", kind="positive", metavar="N"),
+    _opt("pipeline_parallel_first_stage_less_layers", int | None, None,
+         "torchtitan's split: the embedding counts as N layers on the first stage (torchtitan's "
+         "default 1).", kind="non_negative", metavar="N"),
+    _opt("pipeline_parallel_last_stage_less_layers", int | None, None,
+         "torchtitan's split: the final norm and LM head count as N layers on the last stage "
+         "(torchtitan's default 1).", kind="non_negative", metavar="N"),
     _opt("iterations", int, 1,
          "Iterations to simulate (with --jitter: the spread of iteration times).",
          kind="positive"),
@@ -170,6 +194,16 @@ class RunOptions(_RunOptionsFields):
         if not values:
             return base
         return cls(**{**base._asdict(), **values})
+
+    def pipeline_split(self) -> PipelineSplit:
+        """The runtimes' layer-split options as given (all unset: pipesim's default split)."""
+        return PipelineSplit(self.decoder_first_pipeline_num_layers,
+                             self.decoder_last_pipeline_num_layers,
+                             self.account_for_embedding_in_pipeline_split,
+                             self.account_for_loss_in_pipeline_split,
+                             self.pipeline_parallel_layers_per_stage,
+                             self.pipeline_parallel_first_stage_less_layers,
+                             self.pipeline_parallel_last_stage_less_layers)
 
     def slow_ranks(self) -> tuple[tuple[int, float], ...]:
         """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""

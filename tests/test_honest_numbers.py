@@ -94,7 +94,9 @@ def test_aicb_iteration_rows_are_shared_by_every_stage(capsys):
 def test_each_ranks_share_follows_its_chunks_parameters():
     r = simulate(G13B, pp=4)
     rows = [len(c) for c in r.partition.chunks]
-    assert rows == [21, 21, 20, 20]              # 82 model rows; the 10 AICB rows run apart
+    # 82 model rows (the 10 AICB rows run apart): the embedding row and 5 layers of 4 rows,
+    # 5 layers, 5 layers, 5 layers and the 1 row after them
+    assert rows == [21, 20, 20, 21]
     # no row reduces its own gradients (grad_norm does it for all), so the weight-gradient
     # compute time stands for each chunk's parameters
     wg = [sum(layer.wg_compute for layer in c) for c in r.partition.chunks]

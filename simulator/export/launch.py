@@ -21,7 +21,7 @@ from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
 from ..units import fmt_time
 from ..workload.chunks import chunk_bounds
-from ..workload.stage_layers import chunk_layers_of, n_model_layers
+from ..workload.stage_layers import chunk_layers_of, megatron_split_of, n_model_layers
 
 FILES = ("megatron_args.txt", "torchtitan.toml", "schedule.csv", "stage_ranks.json", "README.md")
 
@@ -88,17 +88,13 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     counts = s.layers
     out = [f"--tensor-model-parallel-size {lp.tp}", f"--pipeline-model-parallel-size {s.pp}",
            f"--num-layers {sum(counts)}"]
-    even = len(set(counts)) == 1
-    middle = counts[1:-1]
-    if even:
+    split = (megatron_split_of(counts, s.pp, s.vpp)
+             if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
+             else None)
+    if split is not None:
         if s.vpp > 1:
             out.append(f"--num-virtual-stages-per-pipeline-rank {s.vpp}")
-    elif s.vpp == 1 and s.pp > 1 and len(set(middle)) <= 1 and lp.embedding_stage in (0, None) \
-            and lp.head_stage in (len(counts) - 1, None):
-        if counts[0] != (middle[0] if middle else None):
-            out.append(f"--decoder-first-pipeline-num-layers {counts[0]}")
-        if counts[-1] != (middle[0] if middle else None):
-            out.append(f"--decoder-last-pipeline-num-layers {counts[-1]}")
+        out += split.flags()
     else:
         layout = megatron_layout(counts, lp.embedding_stage, lp.head_stage)
         out.append(f"--pipeline-model-parallel-layout {layout}")

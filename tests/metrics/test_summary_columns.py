@@ -12,7 +12,7 @@ from simulator import simulate
 from simulator.metrics.summary import summarize
 from simulator.schedules import names
 
-WL = Path(__file__).resolve().parents[1] / "data" / "tiny_model.txt"
+WL = Path(__file__).resolve().parents[1] / "data" / "tiny_model_4l.txt"
 
 
 @pytest.mark.parametrize("schedule", names())

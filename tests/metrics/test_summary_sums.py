@@ -95,7 +95,7 @@ def test_summary_hands_its_first_iteration_busy_to_the_pipeline_bubble(schedule)
     from simulator import simulate
     from simulator.metrics import pipeline_bubble
 
-    wl = Path(__file__).resolve().parents[1] / "data" / "tiny_model.txt"
+    wl = Path(__file__).resolve().parents[1] / "data" / "tiny_model_4l.txt"
     r = simulate(wl, schedule, pp=2, microbatches=4, iterations=2)
     own = pipeline_bubble(r.records, r.schedule)                     # sums its own busy times
     got = r.summary.pipeline_bubble_ns

@@ -17,7 +17,8 @@ from ...export.compare import parse_schedules
 from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
-from ...planning.plan import PlanSettings, _load_system, _workload, command_for, plan
+from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
+from ...planning.plan import SPLIT_OPTIONS, PlanSettings, _load_system, _workload, command_for, plan
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -77,6 +78,16 @@ class PlanJson:
 
 def _schema() -> dict:
     return schema_of(PlanJson, "pipesim plan --json")
+
+
+def _split_options(fn):
+    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
+    for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_FIELDS]):
+        fn = click_option_of(f)(fn)
+    return fn
+
+
+SPLIT_FIELDS = SPLIT_OPTIONS
 
 
 @click.command("plan")
@@ -155,10 +166,12 @@ def _schema() -> dict:
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
+@_split_options
 def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
             efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
             iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, max_work, schedule_list, runtime, launch_dir, no_prune):
+            jobs, address, max_actions, max_work, schedule_list, runtime, launch_dir, no_prune,
+            **split_values):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -187,9 +200,11 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     elif workload is None:
         raise ConfigError("WORKLOAD: expected a workload file, or the model flags (--model "
                           "gpt|llama --layers --hidden --heads --seq)")
+    split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
-                            model, gpu, efficiency, tp_max, names, runtime)
+                            model, gpu, efficiency, tp_max, names, runtime,
+                            tuple(split) if split.given else ())
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -241,7 +256,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
-                       memory_limit_gb=float("inf"), engine="evaluator")
+                       memory_limit_gb=float("inf"), engine="evaluator", **c.split_options)
         sched = res.schedule
     else:
         sched = registry.generate(c.schedule, c.pp, c.microbatches, c.vpp, **c.options)
@@ -273,7 +288,8 @@ def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
                    c.schedule if best.schedule is None else best.schedule,
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
-                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute)
+                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
+                   **c.split_options)
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
