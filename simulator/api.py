@@ -210,9 +210,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     1f1b, or interleaved-1f1b when vpp > 1); ``system`` a SystemConfig, a YAML path, a dict or
     None (the built-in). ``options`` is a :class:`~simulator.run_options.RunOptions` (each
     field's help says what it does; ``pipesim run --help`` lists them). Keyword arguments are a
-    shim for API callers, laid over ``options``: the fields' names, plus ``memory_limit_gb``
-    and ``slow_ranks`` (a mapping rank -> factor), e.g. ``simulate(wl, "1f1b", pp=4,
-    jitter=0.1)``.
+    shim for API callers, laid over ``options``: the fields' names (``memory_limit`` in GiB),
+    plus ``memory_limit_gb`` (GB of 10^9 bytes) and ``slow_ranks`` (a mapping rank -> factor),
+    e.g. ``simulate(wl, "1f1b", pp=4, jitter=0.1)``.
     """
     opts = RunOptions.given(options, keywords)
     if schedule is None:
@@ -226,7 +226,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                             opts.recompute)
     warnings = plan.warnings
     warnings += memory_warnings(runtime.memory, records, sysconf,
-                                opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload)
+                                opts.memory_limit_bytes(sysconf.memory.capacity_bytes), plan.workload)
     warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
     if opts.strict:
         enforce_strict(warnings)

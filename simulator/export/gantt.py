@@ -528,6 +528,7 @@ def save_figure(fig, path: str | Path, option: str = "--gantt") -> Path:
                 "pdf": {"CreationDate": None, "Producer": None}}[fmt]
     out = Path(path)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with matplotlib.rc_context({"svg.hashsalt": "pipesim"}):
             fig.savefig(out, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight",
                         pad_inches=0.12, facecolor="white")

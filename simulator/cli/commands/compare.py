@@ -66,7 +66,7 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     if gantt:
         gantt_format(gantt)          # a bad extension fails before anything runs
 
-    check_writable(gantt, "--gantt")
+    check_writable(gantt, "--gantt", make_folder=True)
     check_writable(json_dest, "--json")
     runs = compare(workload, entries, system,
                    RunOptions.from_values(run_options)._replace(gantt=bool(gantt)))
