@@ -304,7 +304,8 @@ def _render(result) -> str:
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
-        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "")
+        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
+            + (", full recompute" if c.recompute == "full" else "")
         cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
                       format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
