@@ -227,3 +227,18 @@ def test_gantt_titles_carry_the_peak_memory(capsys, workload, memory_system, tmp
     text = svg.read_text()
     assert rc == 0
     assert text.count("peak memory 8.03 MiB") == 1 and text.count("peak memory 16.03 MiB") == 1
+
+
+def test_json_schema_names_the_memory_and_vpp_fields(capsys):
+    rc, out, _ = compare(capsys, "--json-schema")
+    row = json.loads(out)["$defs"]["CompareRow"]
+    assert rc == 0
+    assert {k: row["properties"][k] for k in ("peak_memory_bytes", "peak_memory_rank",
+                                               "vpp_set_by")} == {
+        "peak_memory_bytes": {"anyOf": [{"type": "integer"}, {"type": "null"}],
+                              "description": "the largest rank's peak memory"},
+        "peak_memory_rank": {"anyOf": [{"type": "integer"}, {"type": "null"}],
+                             "description": "the rank that holds it"},
+        "vpp_set_by": {"type": "string", "description": "what chose vpp: --schedules (NAME:V), "
+                       "--vpp (a schedule that interleaves), or default"}}
+    assert {"peak_memory_bytes", "peak_memory_rank", "vpp_set_by"} <= set(row["required"])

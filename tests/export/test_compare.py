@@ -91,3 +91,18 @@ def test_parse_schedules_errors(text, message):
 
 def test_parse_schedules_keeps_the_order():
     assert parse_schedules(" zb-v, 1f1b ,gpipe") == ["zb-v", "1f1b", "gpipe"]
+
+
+def test_own_counts_and_a_common_vpp_through_the_api():
+    runs = run_schedules(UNIFORM, ["zb-h1", ("zb-h1", 2), "interleaved-1f1b", "zb-v"],
+                         pp=2, microbatches=4, vpp=4)
+    assert [(r.schedule, r.result.schedule.vpp, r.vpp_set_by) for r in runs] == [
+        ("zb-h1", 1, "default"), ("zb-h1", 2, "--schedules"), ("interleaved-1f1b", 4, "--vpp"),
+        ("zb-v", 2, "default")]
+    assert [r["baseline"] for r in rows(runs)] == ["zb-h1"] * 4
+
+
+def test_parse_schedule_entries():
+    from simulator.export.compare import parse_schedule_entries
+    assert parse_schedule_entries("1f1b, interleaved-1f1b:2 ,zb-h1,interleaved:4") == [
+        ("1f1b", None), ("interleaved-1f1b", 2), ("zb-h1", None), ("interleaved-1f1b", 4)]
