@@ -34,7 +34,8 @@ from .workload.model import Workload
 from .workload.parser import load_workload
 from .workload.partition import check_chunks, partition, with_recompute
 
-__all__ = ["simulate", "compare", "compare_vpp", "interleaves", "plan_run", "build_schedule", "execute", "resolve_shape",
+__all__ = ["simulate", "compare", "compare_vpp", "interleaves", "plan_run", "build_schedule",
+           "execute", "resolve_shape",
            "RunOptions", "RunPlan"]
 
 
@@ -226,7 +227,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                             opts.recompute)
     warnings = plan.warnings
     warnings += memory_warnings(runtime.memory, records, sysconf,
-                                opts.memory_limit_bytes(sysconf.memory.capacity_bytes), plan.workload)
+                                opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
+                                plan.workload)
     warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
     if opts.strict:
         enforce_strict(warnings)

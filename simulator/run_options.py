@@ -156,7 +156,7 @@ class RunOptions(_RunOptionsFields):
         """The keyword shim of :func:`simulator.api.simulate` and ``compare`` (the one place API
         keywords become options): ``options`` with ``keywords`` laid over it. The keywords are
         the fields' names (``memory_limit`` in GiB), plus ``memory_limit_gb`` (the limit in GB of
-        10^9 bytes, as the API took it before the limit was GiB) and ``slow_ranks``, a mapping
+        10^9 bytes, for callers that count bytes in powers of ten) and ``slow_ranks``, a mapping
         rank -> factor (``slow_rank``)."""
         values = dict(keywords)
         if "memory_limit_gb" in values:

@@ -45,7 +45,7 @@ def parse_schedule_entries(text: str, option: str = "--schedules", counts: bool 
         vpp = None
         if colon:
             count = count.strip()
-            if not count.isdigit() or int(count) < 1:
+            if not (count.isascii() and count.isdigit()) or int(count) < 1:
                 raise ConfigError(f"{option}: {entry!r}: expected NAME or NAME:V with V a "
                                   f"positive number of virtual stages per rank")
             vpp = int(count)

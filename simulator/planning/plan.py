@@ -896,9 +896,9 @@ def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
     c = low.candidate
     option = ("--memory-limit" if settings.memory_limit_gib is not None
               else "the system's memory.capacity_gib (or give --memory-limit)")
-    raise ConfigError(f"--memory-limit {fmt_bytes(limit)}: no feasible configuration; the smallest peak "
-                      f"memory found is {fmt_bytes(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
-                      f"{c.vpp}, {c.schedule}"
+    raise ConfigError(f"--memory-limit {fmt_bytes(limit)}: no feasible configuration; the "
+                      f"smallest peak memory found is {fmt_bytes(low.peak_memory_bytes)} per GPU "
+                      f"(pp {c.pp}, vpp {c.vpp}, {c.schedule}"
                       f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
                       f"add GPUs (--gpus) or lower --global-batch{unretried}")
 

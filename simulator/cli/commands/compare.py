@@ -4,8 +4,9 @@ Prints one row per schedule (iteration time, bubble ratio simulated and closed f
 in-flight microbatches, peak memory, p2p traffic, speed-up over the first that ran); a schedule
 that cannot run with the given P/M/v says why in its row. ``NAME:V`` gives a schedule its own
 virtual-stage count; a common ``--vpp`` reaches only the schedules that interleave
-(:func:`simulator.api.compare_vpp`), and a line says which. ``--json -`` prints the rows as a JSON list and
-nothing else; ``--gantt`` draws the schedules' Gantt charts stacked on one time axis.
+(:func:`simulator.api.compare_vpp`), and a line says which. ``--json -`` prints the rows as a
+JSON list and nothing else; ``--gantt`` draws the schedules' Gantt charts stacked on one time
+axis.
 """
 
 from __future__ import annotations
