@@ -77,3 +77,5 @@ class ScheduleRun(NamedTuple):
     schedule: str
     result: SimulationResult | None = None
     error: str | None = None
+    # what chose its virtual stages: "--schedules" (name:v), "--vpp", or "default"
+    vpp_set_by: str = "default"

@@ -175,13 +175,20 @@ def test_a_system_with_a_real_capacity_turns_it_into_out_of_memory():
         simulate(ANALYTICAL, system=repo / "configs" / "system" / "h100.yaml")
 
 
-def test_presets_give_vendor_capacities_in_gib():
+def test_presets_give_the_memory_the_cards_expose_in_gib():
+    """NVML's totals (nvidia-smi memory.total, MiB): the H100 80GB exposes 79.65 GiB, not 80
+    GiB, and not the 80 GB (74.51 GiB) h100-cluster.yaml said; every GPU preset says the same
+    card's number in the same unit."""
     from simulator.system.config import load_system
 
     repo = Path(__file__).resolve().parents[1] / "configs" / "system"
     caps = {n: load_system(repo / f"{n}.yaml").memory.capacity_bytes
-            for n in ("a100", "h100", "h200")}
-    assert caps == {"a100": 80 * 2**30, "h100": 80 * 2**30, "h200": 141 * 2**30}
+            for n in ("a100", "h100", "h100-cluster", "h200")}
+    assert caps == {"a100": 81920 * 2**20, "h100": 81559 * 2**20,
+                    "h100-cluster": 81559 * 2**20, "h200": 143771 * 2**20}
+    for n in caps:
+        text = (repo / f"{n}.yaml").read_text()
+        assert "capacity_gb:" not in text and "capacity_gib:" in text
 
 
 @needs_real

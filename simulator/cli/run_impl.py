@@ -243,7 +243,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if gantt or trace or json_dest:
         from .outputs import check_writable   # only with an output file: start-up
 
-        for path, option in ((gantt, "--gantt"), (trace, "--trace"), (json_dest, "--json")):
+        check_writable(gantt, "--gantt", make_folder=True)
+        for path, option in ((trace, "--trace"), (json_dest, "--json")):
             check_writable(path, option)
     # the exporters, readers and optional packages below load only with their option: a plain
     # run's start-up does without them

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import ConfigError, PipesimError
 from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
-from ..units import fmt_time
+from ..units import fmt_bytes, fmt_time
 from ..workload.chunks import chunk_bounds
 from ..workload.stage_layers import chunk_layers_of, megatron_split_of, n_model_layers
 
@@ -259,7 +259,7 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
                      "and plan or run again.")
     lines += ["", "pipesim's numbers for this configuration: iteration "
               f"{fmt_time(n['makespan_ns'])}, bubble {n['bubble_ratio']:.1%}"
-              + (f", peak memory {n['peak_memory_bytes'] / 1e9:.2f} GB per GPU"
+              + (f", peak memory {fmt_bytes(n['peak_memory_bytes'])} per GPU"
                  if n.get("peak_memory_bytes") else "") + "."]
     if command:
         lines += ["", "Reproduce them:", "", f"    {command}"]

@@ -43,6 +43,7 @@ from ..schedules.runtimes import RUNTIMES, check_runtimes, shape_of
 from ..sweep.executors import make_executor
 from ..system.config import load_system
 from ..system.overlay import apply_calibration
+from ..units import fmt_bytes
 from ..workload.generator import MAX_LAYERS, ModelSpec, ParallelSpec, check, render
 from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
@@ -75,7 +76,7 @@ class PlanSettings:
 
     workload: str
     gpus: int
-    memory_limit_gb: float | None = None   # None: the system's capacity; 0: no limit
+    memory_limit_gib: float | None = None   # GiB; None: the system's capacity; 0: no limit
     global_batch: int | None = None
     system: str | None = None
     calibration: str | None = None
@@ -454,10 +455,6 @@ def _load_system(settings: PlanSettings):
     return system
 
 
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.2f} GB"
-
-
 def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = None) -> str:
     """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns``."""
     c = o.candidate
@@ -479,8 +476,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--calibration", settings.calibration]
     if settings.p2p is not None:
         words += ["--p2p", settings.p2p]
-    if settings.memory_limit_gb is not None:
-        words += ["--memory-limit", f"{settings.memory_limit_gb:g}"]
+    if settings.memory_limit_gib is not None:
+        words += ["--memory-limit", f"{settings.memory_limit_gib:g}"]
     if settings.jitter > 0:
         words += ["--jitter", f"{settings.jitter:g}", "--iterations", str(settings.iterations),
                   "--seed", str(settings.seed)]
@@ -567,9 +564,9 @@ def _check(settings: PlanSettings) -> None:
     if settings.global_batch is not None and settings.global_batch < 1:
         raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
                           f"{settings.global_batch}")
-    if settings.memory_limit_gb is not None and not settings.memory_limit_gb >= 0:
-        raise ConfigError(f"--memory-limit: expected a non-negative number of GB, got "
-                          f"{settings.memory_limit_gb:g}")
+    if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
+        raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
+                          f"{settings.memory_limit_gib:g}")
     if settings.jitter < 0 or not math.isfinite(settings.jitter):
         raise ConfigError(f"--jitter: expected a non-negative sigma, got {settings.jitter:g}")
     if settings.iterations < 1:
@@ -916,8 +913,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     specs = [registry.get(n) for n in (settings.schedules or registry.names())]
     table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     candidates, workloads, layers, n_layers = _enumerate(settings, table, workload_dir)
-    if settings.memory_limit_gb is not None:
-        limit = settings.memory_limit_gb * 1e9
+    if settings.memory_limit_gib is not None:
+        limit = settings.memory_limit_gib * 2**30
     else:
         limit = system.memory.capacity_bytes
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
@@ -972,8 +969,8 @@ def _judge_memory(outcomes: list[Outcome], limit: float) -> None:
     for o in outcomes:
         if o.feasible and o.peak_memory_bytes > limit:
             o.feasible = False
-            o.reason = (f"peak memory {_gb(o.peak_memory_bytes)} per GPU over the limit "
-                        f"{_gb(limit)}")
+            o.reason = (f"peak memory {fmt_bytes(o.peak_memory_bytes)} per GPU over the limit "
+                        f"{fmt_bytes(limit)}")
 
 
 def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
@@ -991,11 +988,11 @@ def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
                           f"{settings.gpus}; the first reason: {first}")
     low = min(ran, key=lambda o: (o.peak_memory_bytes, o.candidate.index))
     c = low.candidate
-    option = ("--memory-limit" if settings.memory_limit_gb is not None
+    option = ("--memory-limit" if settings.memory_limit_gib is not None
               else "the system's memory.capacity_gib (or give --memory-limit)")
-    raise ConfigError(f"--memory-limit {_gb(limit)}: no feasible configuration; the smallest peak "
-                      f"memory found is {_gb(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
-                      f"{c.vpp}, {c.schedule}"
+    raise ConfigError(f"--memory-limit {fmt_bytes(limit)}: no feasible configuration; the "
+                      f"smallest peak memory found is {fmt_bytes(low.peak_memory_bytes)} per GPU "
+                      f"(pp {c.pp}, vpp {c.vpp}, {c.schedule}"
                       f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
                       f"add GPUs (--gpus) or lower --global-batch{unretried}")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from io import StringIO
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
 from ...schema import schema_of
+from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
@@ -111,8 +111,8 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Largest TP tried with the model flags (divisors of N up to it).")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / TP is tried, DP = N / (TP x PP).")
-@click.option("--memory-limit", type=float, default=None, metavar="GB",
-              help="Per-GPU memory in GB (10^9 bytes); default the system's memory.capacity_gib "
+@click.option("--memory-limit", type=float, default=None, metavar="GIB",
+              help="Per-GPU memory in GiB (2^30 bytes); default the system's memory capacity "
                    "(none on the built-in system).")
 @click.option("--global-batch", type=int, default=None, metavar="B",
               help="Microbatches per iteration across DP: M = B / DP (default: the file's ga x "
@@ -179,8 +179,9 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     if plot:
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
 
-    for path, option in ((json_dest, "--json"), (plot, "--plot"), (csv_path, "--csv")):
+    for path, option in ((json_dest, "--json"), (csv_path, "--csv")):
         check_writable(path, option)
+    check_writable(plot, "--plot", make_folder=True)
     check_writable_dir(out_dir, "--out")
     names = None
     if schedule_list is not None:
@@ -301,10 +302,6 @@ def _system_of(settings):
 
 
 def _render(result) -> str:
-    from rich.console import Console   # rich: only when the table is drawn (`pipesim --help`)
-    from rich.table import Table
-
-
     s = result.settings
     counts = [f"{result.screened} screened"]
     if result.pruned:
@@ -317,33 +314,28 @@ def _render(result) -> str:
              f"{len(result.outcomes)} candidates: {', '.join(counts)}; ranked by "
              + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time")
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
-    # The title is a plain line, not the table's: rich wraps a title to the table's width, so a
-    # long workload path would break the line at a place that depends on where the file lives.
-    table = Table()
-    for col in ("#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
-                "peak mem/GPU", "engine", "runs on"):
-        table.add_column(col, justify="left" if col in ("schedule", "engine", "runs on")
-                         else "right")
+    headers = ["#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
+               "peak mem/GPU", "engine", "runs on"]
+    cells = []
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
-        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "")
-        table.add_row(str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
+        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
+            + (", full recompute" if c.recompute == "full" else "")
+        cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
                       format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
-                      f"{o.bubble_ratio:.1%}", f"{o.peak_memory_bytes / 1e9:.2f} GB", o.engine,
-                      _runs_on(o.runtimes))
-    out = StringIO()
-    Console(file=out, width=140, force_terminal=False, color_system=None).print(table)
+                      fmt_pct(o.bubble_ratio), fmt_bytes(o.peak_memory_bytes), o.engine,
+                      _runs_on(o.runtimes)])
     dropped: dict[str, int] = {}
     for o in result.outcomes:
         if not o.feasible:
             why = o.reason or "?"
-            key = why.split(" over the limit")[0].split(" GB")[0] if why.startswith("peak") \
-                else why
-            key = "over the memory limit" if why.startswith("peak memory") else key
+            key = "over the memory limit" if why.startswith("peak memory") else why
             dropped[key] = dropped.get(key, 0) + 1
-    lines = [title, out.getvalue().rstrip()]
+    lines = [title, ""]
+    if cells:
+        lines.append(table(headers, cells, left=(5, 10, 11)))
     if dropped:
         lines.append(f"dropped {sum(dropped.values())}:")
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
@@ -369,7 +361,7 @@ def _plot(result, path: str) -> None:
     import matplotlib.pyplot as plt
 
     ran = [o for o in result.outcomes if o.makespan_ns is not None]
-    pts = sorted(((o.peak_memory_bytes / 1e9, o.makespan_ns / 1e6, o) for o in ran),
+    pts = sorted(((o.peak_memory_bytes / 2**30, o.makespan_ns / 1e6, o) for o in ran),
                  key=lambda t: (t[0], t[1]))
     front, best_t = [], float("inf")
     for mem, t, o in pts:
@@ -385,17 +377,18 @@ def _plot(result, path: str) -> None:
     ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="tab:red",
             label="Pareto front")
     b = result.best
-    ax.scatter([b.peak_memory_bytes / 1e9], [b.makespan_ns / 1e6], s=80, facecolors="none",
+    ax.scatter([b.peak_memory_bytes / 2**30], [b.makespan_ns / 1e6], s=80, facecolors="none",
                edgecolors="black", label="best")
     if result.memory_limit_bytes > 0:
-        ax.axvline(result.memory_limit_bytes / 1e9, color="tab:gray", ls="--", label="limit")
-    ax.set_xlabel("peak memory per GPU (GB)")
+        ax.axvline(result.memory_limit_bytes / 2**30, color="tab:gray", ls="--", label="limit")
+    ax.set_xlabel("peak memory per GPU (GiB)")
     ax.set_ylabel("iteration time (ms)")
     ax.set_title(f"pipesim plan: {Path(result.settings.workload).name}, "
                  f"{result.settings.gpus} GPUs")
     ax.legend(fontsize=8)
     fig.tight_layout()
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     except OSError as err:
         raise ConfigError(f"--plot: cannot write {path}: {err.strerror or err}") from None
