@@ -399,7 +399,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     for flag in dict.fromkeys(other):
         warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
     launch = LaunchSettings(
-        tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
         flash_attention=flash, recompute=recompute, recompute_granularity=gran,
         recompute_method=method, recompute_num_layers=nrec,

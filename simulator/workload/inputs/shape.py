@@ -43,6 +43,7 @@ class LaunchSettings(NamedTuple):
     data-parallel group where Megatron's are: ``microbatches`` = global / (micro x dp).
     ``recompute`` is pipesim's mode (none, full) the launch's recompute maps to."""
 
+    source: str | None = None            # the launch file ("--megatron-args FILE"); None: flags
     tp: int = 1
     pp: int = 1
     vpp: int = 1

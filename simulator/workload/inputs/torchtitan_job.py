@@ -216,7 +216,7 @@ class _Job:
                                     not in self.doc else "")
                                  + ": not modelled yet; run as no recompute")
         launch = LaunchSettings(
-            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+            source=self.src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
             microbatches=microbatches, gpus=self.gpus if self.gpus is not None else fixed * shard,
             sequence_parallel=tp > 1, precision=precision, flash_attention=True,
             recompute=recompute, recompute_granularity=None if mode == "none" else mode,
