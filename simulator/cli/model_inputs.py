@@ -284,7 +284,7 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
     P = pp or launch.pp
     V = vpp or launch.vpp
     M = microbatches or launch.microbatches
-    world = gpus or launch.gpus or launch.tp * launch.pp * launch.dp
+    world = gpus or launch.gpus or launch.tp * P * launch.dp
     if world % (launch.tp * P):
         raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {P}")
     dp = world // (launch.tp * P)
@@ -294,14 +294,22 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        flash_attention=launch.flash_attention,
                        precision=launch.precision)
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
-    even = mi.shape.layers % (P * V) == 0
-    if placement and layout == "model" and P > 1 and (launch.source is not None or even):
-        header, rest = text.split("\n", 1)
-        if "stage_layers:" not in header:
-            counts = stage_layers(mi.shape.layers, P, V, launch)
-            header += " stage_layers: " + " ".join(map(str, counts))
-        text = header + "\n" + rest
-    return text
+    if not placement or layout != "model":
+        return text
+    return placed(text, mi, P, V)
+
+
+def placed(text: str, mi: ModelInput, pp: int, vpp: int) -> str:
+    """A generated model-layout file with the launch's whole-layer split in its header
+    (``stage_layers:``): a launch file's always, else the even split where it is whole."""
+    launch = mi.launch
+    if pp < 2 or (launch.source is None and mi.shape.layers % (pp * vpp)):
+        return text
+    header, rest = text.split("\n", 1)
+    if "stage_layers:" in header:
+        return text
+    counts = stage_layers(mi.shape.layers, pp, vpp, launch)
+    return header + " stage_layers: " + " ".join(map(str, counts)) + "\n" + rest
 
 
 def workload_of(mi: ModelInput, **kw):

@@ -53,7 +53,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
                                         "relative", "none")),
-    "--context-parallel-size": (INT, ()),
+    "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
 }
 # what is read but priced by a model pipesim has yet to build: carried in the record, warned
 NOT_MODELLED_YET = {
@@ -285,7 +285,22 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                first if first is not None else last)
     counted = layers + emb + loss
     vpp = 1
-    if per_vstage is not None:
+    layout = a.get("--pipeline-model-parallel-layout")
+    counts = None
+    if layout is not None:
+        if per_vstage is not None or vstages is not None or first is not None or \
+                last is not None or emb or loss:
+            refuse("--pipeline-model-parallel-layout", "no other layer-placement flag with it "
+                   "(Megatron-LM's rule)", layout)
+        counts = _layout_counts(layout, src)
+        if len(counts) % pp:
+            refuse("--pipeline-model-parallel-layout", f"a stage count divisible by "
+                   f"--pipeline-model-parallel-size {pp}", f"{len(counts)} stages")
+        if sum(counts) != layers:
+            refuse("--pipeline-model-parallel-layout", f"the {layers} layers of --num-layers",
+                   f"{sum(counts)}")
+        vpp = len(counts) // pp
+    elif per_vstage is not None:
         if first is not None or last is not None:
             refuse("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-"
                    "pipeline-rank with uneven first/last stages (Megatron-LM's rule)",
@@ -304,7 +319,9 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         vpp = vstages
     if vpp > 1 and pp < 2:
         refuse("--pipeline-model-parallel-size", "more than 1 with virtual stages", pp)
-    if first is None and last is None:
+    if counts is not None:
+        pass
+    elif first is None and last is None:
         if counted % (pp * vpp):
             refuse("--num-layers", f"layers{' + embedding' if emb else ''}"
                    f"{' + loss' if loss else ''} divisible by --pipeline-model-parallel-size "
@@ -405,9 +422,31 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         recompute_method=method, recompute_num_layers=nrec,
         schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
         decoder_first_pipeline_num_layers=first, decoder_last_pipeline_num_layers=last,
+        stage_layers=counts,
         account_for_embedding_in_pipeline_split=emb, account_for_loss_in_pipeline_split=loss,
         use_distributed_optimizer=bool(a.get("--use-distributed-optimizer")),
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")))
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
+
+
+def _layout_counts(layout: str, src: str) -> list[int]:
+    """Transformer layers per stage of ``--pipeline-model-parallel-layout`` (stages split by
+    ``|`` in virtual-stage order; ``t`` a layer, ``t*n`` n of them, ``E`` / ``L`` the embedding
+    and the loss; commas cosmetic)."""
+    out = []
+    for stage in layout.split("|"):
+        n = 0
+        for item in stage.replace(",", " ").split():
+            name, star, times = item.partition("*")
+            try:
+                k = int(times) if star else 1
+            except ValueError:
+                k = -1
+            if name not in ("t", "E", "L", "m") or k < 0:
+                raise ConfigError(f"{src}: --pipeline-model-parallel-layout: expected stages "
+                                  f"of E, t, t*N, L split by '|', found {item!r}")
+            n += k if name == "t" else 0
+        out.append(n)
+    return out
