@@ -422,7 +422,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         recompute_method=method, recompute_num_layers=nrec,
         schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
         decoder_first_pipeline_num_layers=first, decoder_last_pipeline_num_layers=last,
-        stage_layers=counts,
+        stage_layers=None if counts is None else tuple(counts),
         account_for_embedding_in_pipeline_split=emb, account_for_loss_in_pipeline_split=loss,
         use_distributed_optimizer=bool(a.get("--use-distributed-optimizer")),
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
