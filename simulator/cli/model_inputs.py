@@ -201,6 +201,8 @@ def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> Lau
                 raise ConfigError(f"{flag} {value}: the launch file says {have}; give one")
         return launch
     if seq is None:
+        if source == "the model flags":
+            raise ConfigError("--seq: needed with --model (the model's shape)")
         raise ConfigError(f"--seq: needed with {source} (the training sequence length; a "
                           "config states only the longest it was built for)")
     for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp)):
