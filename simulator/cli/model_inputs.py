@@ -37,7 +37,8 @@ FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(("--megatron-args",), "megatron_args", "path",
               "A Megatron-LM argument list (one shell line or one per line, as --launch "
               "writes megatron_args.txt): the shape, parallelism, batch and recompute, with "
-              "Megatron-LM's defaults; --gpus gives the world size.", "FILE"),
+              "Megatron-LM's defaults; the world size is --gpus (generate: --dp x tp x pp).",
+              "FILE"),
     ModelFlag(("--torchtitan",), "torchtitan", "path",
               "A torchtitan job TOML: [parallelism], [training], [activation_checkpoint]; the "
               "shape of its llama3 flavor (else from --hf-config or the shape flags).", "FILE"),
@@ -106,6 +107,9 @@ def _shape_from_flags(values: dict) -> ModelShape | None:
         raise ConfigError(f"{BY_DEST[shape_flags[0]].flags[0]}: needs --model (gpt, llama or "
                           "moe) with the other shape flags, or a file that states the shape "
                           "(--hf-config)")
+    if values["arch"] not in ARCHS:
+        raise ConfigError(f"--model: expected one of {', '.join(ARCHS)}, found "
+                          f"{values['arch']!r}")
     for dest in ("layers", "hidden", "heads"):
         if values.get(dest) is None:
             raise ConfigError(f"{BY_DEST[dest].flags[0]}: needed with --model (the model's "

@@ -233,3 +233,22 @@ def test_compare_from_megatron_args_carries_the_warnings(tmp_path, capsys):
                        capsys)
     assert rc == 0
     assert text.startswith(f"pipesim compare: --megatron-args {args} (generated), P=4, M=16")
+
+
+def test_a_torchtitan_csv_launch_reads_back_to_the_same_schedule(hf_configs_dir, tmp_path,
+                                                                 capsys):
+    """zb-h2 has no torch class: torchtitan runs it from the CSV the launch folder holds, and
+    --torchtitan reads that CSV back (pipeline_parallel_schedule_csv, beside the TOML)."""
+    cfg = str(hf_configs_dir / "gpt2.json")
+    first, again, launch = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "launch"
+    assert _run(["run", "--hf-config", cfg, "--seq", "1024", "--pp", "2", "-m", "8", "--gpus",
+                 "2", "-s", "zb-h2", "--engine", "evaluator", "--launch", str(launch), "--json",
+                 str(first)], capsys)[0] == 0
+    doc = tomllib.loads((launch / "torchtitan.toml").read_text())
+    assert doc["parallelism"]["pipeline_parallel_schedule_csv"] == "schedule.csv"
+    assert doc["training"]["seq_len"] == 1024
+    assert _run(["run", "--torchtitan", str(launch / "torchtitan.toml"), "--hf-config", cfg,
+                 "--gpus", "2", "--engine", "evaluator", "--json", str(again)], capsys)[0] == 0
+    a, b = _json(first), _json(again)
+    assert (b["pp"], b["vpp"], b["microbatches"]) == (2, 1, 8)
+    assert b["makespan_ns"] == a["makespan_ns"]
