@@ -182,6 +182,10 @@ def resolve(values: dict, gpus: int | None = None) -> ModelInput | None:
         raise ConfigError("--model: needed, or a file that states the shape (--hf-config, "
                           "--megatron-args, --torchtitan)")
     launch = _with_flags(launch, values, source)
+    if shape.max_positions is not None and launch.seq > shape.max_positions:
+        warnings.append(f"{source}: sequence length {launch.seq} above the "
+                        f"{shape.max_positions} positions the model was built for; priced as "
+                        "given")
     return ModelInput(source, shape, launch, tuple(warnings), tuple(notes))
 
 

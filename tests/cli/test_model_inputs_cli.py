@@ -252,3 +252,13 @@ def test_a_torchtitan_csv_launch_reads_back_to_the_same_schedule(hf_configs_dir,
     a, b = _json(first), _json(again)
     assert (b["pp"], b["vpp"], b["microbatches"]) == (2, 1, 8)
     assert b["makespan_ns"] == a["makespan_ns"]
+
+
+def test_a_sequence_longer_than_the_model_was_built_for_is_warned(hf_configs_dir, tmp_path,
+                                                                  capsys):
+    cfg = str(hf_configs_dir / "gpt2.json")
+    out = tmp_path / "r.json"
+    assert _run(["run", "--hf-config", cfg, "--seq", "2048", "--pp", "2", "-m", "4", "--json",
+                 str(out)], capsys)[0] == 0
+    assert f"--hf-config {cfg}: sequence length 2048 above the 1024 positions the model was " \
+           "built for; priced as given" in [w["message"] for w in _json(out)["warnings"]]

@@ -189,6 +189,11 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                         "(as Megatron-LM does): every head has its own keys and values")
     arch = "moe" if experts else "llama" if swiglu else "gpt"
     topk = a.get("--moe-router-topk", 2)
+    if not experts:
+        for flag in ("--moe-router-topk", "--moe-ffn-hidden-size"):
+            if flag in a:
+                warnings.append(f"{src}: {flag} {a[flag]}: ignored without --num-experts (a "
+                                "dense model)")
     if experts:
         if topk > experts:
             refuse("--moe-router-topk", f"at most --num-experts {experts}", topk)
