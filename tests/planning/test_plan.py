@@ -242,7 +242,8 @@ def test_model_flags_vary_tp_and_the_command_runs_the_generated_file(capsys, tmp
       "--gpus", "4"], "pipesim: error: --global-batch: needed with the model flags "
      "(microbatches per iteration across DP)"),
     (["--gpus", "4"], "pipesim: error: WORKLOAD: expected a workload file, or the model flags "
-     "(--model gpt|llama --layers --hidden --heads --seq)"),
+     "(--model gpt|llama --layers --hidden --heads --seq), or --hf-config / --megatron-args / "
+     "--torchtitan"),
 ])
 def test_model_flag_errors(capsys, argv, message):
     code, out, err = run(capsys, "plan", *argv, "--json", "-")

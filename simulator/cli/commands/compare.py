@@ -23,6 +23,7 @@ from ...export.gantt import comparison_title, gantt_format, write_comparison
 from ...run_options import RunOptions, click_options
 from ...schedules import registry
 from ..jsonout import json_option, schema_option, write_json
+from ..model_inputs import RUN_FLAGS, click_options as model_options
 from ..outputs import check_writable
 
 
@@ -36,7 +37,7 @@ def _schema() -> dict:
 
 
 @click.command("compare")
-@click.argument("workload", type=click.Path(dir_okay=False))
+@click.argument("workload", type=click.Path(dir_okay=False), required=False)
 @click.option("--schedules", "-s", "schedules", required=True, metavar="A,B:V,C",
               help="Comma-separated registered schedules (see `pipesim schedule --list`), each "
                    "optionally with its own virtual stages per rank (interleaved-1f1b:2); "
@@ -51,8 +52,10 @@ def _schema() -> dict:
 @json_option("the rows (a list)")
 @schema_option(_schema)
 @click_options(skip=("schedule",))
+@model_options(RUN_FLAGS)
 def command(workload, schedules, system, gantt, json_dest, **run_options):
-    """Run the schedules on WORKLOAD with the same P, M and system, and compare them."""
+    """Run the schedules on WORKLOAD (or the model of --hf-config / --megatron-args /
+    --torchtitan / the shape flags) with the same P, M and system, and compare them."""
 
     entries = parse_schedule_entries(schedules)
     names = [label(n, v) for n, v in entries]
@@ -64,13 +67,40 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
                           f"{', '.join(_interleaving())})"
                           + (f"; give a schedule its own count instead, e.g. {takes}:{vpp}"
                              if takes else ""))
+    model_values = {k: run_options.pop(k) for k in RUN_FLAGS}
+    opts = RunOptions.from_values(run_options)
+    model = None
+    if any(v is not None for v in model_values.values()):
+        from ..model_inputs import launch_options, resolve, workload_of
+
+        if workload is not None:
+            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+        model = resolve(model_values, gpus=opts.gpus)
+        opts, _, added = launch_options(opts, model, entries[0][0])
+        model = model._replace(warnings=model.warnings + tuple(added))
+        workload = workload_of(model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
+                               gpus=opts.gpus, gpu=model_values["gpu"])
+        if opts.strict and model.warnings:
+            from ...diagnostics import enforce_strict
+            from ..model_inputs import run_warnings
+
+            enforce_strict(run_warnings(model))
+    elif workload is None:
+        raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
+                          "--megatron-args, --torchtitan, --model)")
     if gantt:
         gantt_format(gantt)          # a bad extension fails before anything runs
 
     check_writable(gantt, "--gantt", make_folder=True)
     check_writable(json_dest, "--json")
-    runs = compare(workload, entries, system,
-                   RunOptions.from_values(run_options)._replace(gantt=bool(gantt)))
+    runs = compare(workload, entries, system, opts._replace(gantt=bool(gantt)))
+    if model is not None:
+        from ..model_inputs import run_warnings
+
+        for r in runs:
+            if r.result is not None:
+                r.result.warnings[:0] = run_warnings(model)
+                r.result.notes[:0] = list(model.notes)
     table = rows(runs)
     done = [r for r in runs if r.result is not None]
     if gantt and done:
@@ -83,7 +113,8 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     if json_dest != "-":     # with '-', stdout holds the JSON and nothing else
         first = done[0].result.schedule if done else None
         where = f", P={first.pp}, M={first.microbatches}" if first is not None else ""
-        click.echo(f"pipesim compare: {workload}{where}\n")
+        name = workload if isinstance(workload, str) else workload.path
+        click.echo(f"pipesim compare: {name}{where}\n")
         click.echo(render_table(table))
         note = vpp_note(runs, vpp)
         if note:

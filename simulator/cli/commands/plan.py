@@ -26,6 +26,7 @@ from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
+from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve
 from .run import write_json
 
 TOP = 10
@@ -74,6 +75,9 @@ class PlanJson:
                                                                 "first by the objective"})
     best: PlanCandidateJson = field(metadata={"help": "the winner"})
     notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
+    warnings: tuple[str, ...] = field(default=(), metadata={
+        "help": "what the model input could not express or assumed (--hf-config, "
+                "--megatron-args, --torchtitan)"})
 
 
 def _schema() -> dict:
@@ -92,20 +96,7 @@ SPLIT_FIELDS = SPLIT_OPTIONS
 
 @click.command("plan")
 @click.argument("workload", type=click.Path(dir_okay=False), required=False)
-@click.option("--model", "arch", type=click.Choice(["gpt", "llama"]), default=None,
-              help="Instead of WORKLOAD: the model of `pipesim generate` (with --layers, "
-                   "--hidden, --heads, --seq, --micro-batch); TP then varies too.")
-@click.option("--layers", type=int, default=None, help="Transformer layers (model flags).")
-@click.option("--hidden", type=int, default=None, help="Hidden size (model flags).")
-@click.option("--heads", type=int, default=None, help="Attention heads (model flags).")
-@click.option("--seq", type=int, default=None, help="Sequence length (model flags).")
-@click.option("--micro-batch", type=int, default=1, show_default=True,
-              help="Sequences per microbatch (model flags).")
-@click.option("--ffn", type=int, default=None, help="FFN size (model flags; default as generate).")
-@click.option("--vocab", type=int, default=None, help="Vocabulary (model flags).")
-@click.option("--kv-heads", type=int, default=None, help="Key/value heads (model flags, llama).")
-@click.option("--gpu", default="a100", show_default=True,
-              help="GPU preset of the roofline (model flags).")
+@model_options(PLAN_FLAGS, {"gpu": "a100"})
 @click.option("--efficiency", type=float, default=None, help="Fraction of peak (model flags).")
 @click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
               help="Largest TP tried with the model flags (divisors of N up to it).")
@@ -167,15 +158,16 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 @_split_options
-def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
-            efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
-            iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, max_work, schedule_list, runtime, launch_dir, no_prune,
-            **split_values):
+def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch, system,
+            calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
+            csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
+            launch_dir, no_prune, **values):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
 
+    split_values = {k: values.pop(k) for k in SPLIT_FIELDS}
+    model_values = values
     if plot:
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
 
@@ -187,20 +179,43 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     if schedule_list is not None:
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
-    if arch is not None:
+    mi = resolve(dict(model_values, micro_batch=model_values.get("micro_batch")), gpus=gpus)
+    warnings: list[str] = []
+    if mi is not None:
         if workload is not None:
-            raise ConfigError(f"WORKLOAD {workload} and --model: give one, not both")
-        for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads),
-                            ("--seq", seq)):
-            if value is None:
-                raise ConfigError(f"{flag}: needed with --model (the model's shape)")
-        model = tuple(sorted(dict(arch=arch, layers=layers, hidden=hidden, heads=heads, seq=seq,
-                                  micro_batch=micro_batch, ffn=ffn, vocab=vocab,
-                                  kv_heads=kv_heads).items()))
-        workload = f"{arch}-{layers}l"
+            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+        if mi.shape.arch == "moe":
+            raise ConfigError(f"{mi.source}: plan searches dense models (gpt, llama); the moe "
+                              "model runs with `pipesim run` / `compare`")
+        launch = mi.launch
+        micro_batch = launch.micro_batch
+        fields = dict(seq=launch.seq, micro_batch=launch.micro_batch,
+                      **{k: v for k, v in mi.shape.spec_fields().items()
+                         if k not in ("experts", "topk")})
+        model = tuple(sorted(fields.items()))
+        warnings = list(mi.warnings)
+        if launch.source is not None:
+            if global_batch is None:
+                global_batch = launch.global_batch // launch.micro_batch
+                warnings.append(f"{launch.source}: --global-batch {global_batch} microbatches "
+                                f"(--global-batch-size {launch.global_batch} / "
+                                f"--micro-batch-size {launch.micro_batch})")
+            for what, have, plans in (("sequence parallelism", launch.sequence_parallel,
+                                       True), ("flash attention", launch.flash_attention, True),
+                                      ("bf16", launch.precision in ("bf16", "fp16"), True)):
+                if have != plans:
+                    warnings.append(f"{launch.source}: plan generates its candidates with "
+                                    f"{what}; the file runs without it")
+            warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
+                            "microbatches and schedule (TP up to --tp-max); the file's "
+                            f"tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are not fixed")
+        workload = f"{mi.shape.arch}-{mi.shape.layers}l"
     elif workload is None:
         raise ConfigError("WORKLOAD: expected a workload file, or the model flags (--model "
-                          "gpt|llama --layers --hidden --heads --seq)")
+                          "gpt|llama --layers --hidden --heads --seq), or --hf-config / "
+                          "--megatron-args / --torchtitan")
+    else:
+        micro_batch = 1
     split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
@@ -216,14 +231,14 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
 
-    data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
+    data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "warnings": warnings}
     if written_csv is not None:
         data["best"]["csv"] = written_csv
         # the same number from the written CSV (what torch's runtime would load)
         data["best"]["command_schedule_file"] = command_for(result.settings, best, written_csv)
     written_launch = None
     if launch_dir is not None:
-        written_launch = _write_launch(result, launch_dir, micro_batch if model else 1)
+        written_launch = _write_launch(result, launch_dir, micro_batch, mi)
         data["best"]["launch"] = launch_dir
     if out_dir is not None:
         write_json(data, str(Path(out_dir) / "plan.json"))
@@ -234,6 +249,8 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     if json_dest == "-":     # stdout holds the JSON and nothing else
         return
     click.echo(_render(result))
+    for line in warnings:
+        click.echo(f"warning: {line}")
     click.echo(f"\nbest: {best.command}")
     if written_csv is not None:
         click.echo(f"  its schedule as torch's CSV: {written_csv}; the same number: "
@@ -280,7 +297,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     return csv_path
 
 
-def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
+def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[str]:
     """The winner's launch folder, from a run of the winner itself (the schedule it ran)."""
 
     best = result.best
@@ -293,8 +310,12 @@ def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
                    **c.split_options)
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
+    extra = {}
+    if mi is not None:   # the model the plan generated: bf16, flash attention, SP at TP > 1
+        extra = {"model": mi.shape, "settings": mi.launch._replace(
+            precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1)}
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
-                        options=c.options, command=best.command, numbers=numbers)
+                        options=c.options, command=best.command, numbers=numbers, **extra)
 
 
 def _system_of(settings):
