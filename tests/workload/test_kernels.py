@@ -169,3 +169,44 @@ def test_generate_cli_writes_the_kernel_model(tmp_path, capsys):
     assert main(args) == 0
     wl = parse_workload_text(out.read_text(), "k.txt")
     assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 490_447
+
+
+KORT22_ARGS = ["--model", "gpt", "--layers", "2", "--hidden", "6144", "--heads", "64", "--seq",
+               "2048", "--micro-batch", "4", "--tp", "8", "--ffn", "24576", "--vocab", "51200",
+               "--no-sequence-parallel", "--no-flash-attention", "--precision", "fp16"]
+
+
+def test_inspect_shows_the_per_op_breakdown_and_checks_the_sums(tmp_path, capsys):
+    wl, ops = tmp_path / "k.txt", tmp_path / "k.json"
+    assert main(["generate", *KORT22_ARGS, "-o", str(wl), "--ops", str(ops)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
+    out = capsys.readouterr().out
+    assert "    attention_row (x2): F 490447, IG 464770, WG 324517" in out
+    assert ("      fwd qkv                                    892421 ns  math   8192x2304x6144, "
+            "1152 tiles of 128x128 in 11 waves") in out
+    assert "  every row's compute columns are the sum of its ops" in out
+    # an edited row no longer holds the sum of its ops: named with its line
+    text = wl.read_text().replace("\t490447\t", "\t490000\t", 1)
+    wl.write_text(text)
+    assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
+    out = capsys.readouterr().out
+    assert ("  warning: line 5: row attention_row's compute (490000, 464770, 324517) is not the "
+            "sum of its ops (490447, 464770, 324517)") in out
+
+
+def test_ops_refusals_are_one_line(tmp_path, capsys):
+    wl = tmp_path / "k.txt"
+    assert main(["generate", *KORT22_ARGS, "-o", str(wl)]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    capsys.readouterr()
+    assert main(["inspect", str(wl), "--ops", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: --ops: {bad} is not a per-op breakdown written by pipesim generate "
+        "--ops (expected format 'pipesim-ops-1')\n")
+    assert main(["generate", *KORT22_ARGS, "--efficiency", "0.5", "-o", str(wl), "--ops",
+                 str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --ops: the per-op breakdown is the kernel model's; --efficiency times "
+        "rows without kernels\n")

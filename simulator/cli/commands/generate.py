@@ -1,7 +1,9 @@
 """``pipesim generate``: write a workload file for a GPT / LLaMA / MoE model from its shape.
 
-Compute times come from a roofline (FLOPs / (peak x efficiency) of a GPU preset), collective
-and ``pp_comm`` sizes from Megatron's formulas; see :mod:`simulator.workload.generator`.
+Compute times are the sum of each row's kernels priced on a GPU preset (GEMMs by tiles and
+waves, flash attention, memory-bound ops by bytes; :mod:`simulator.workload.kernels`), or with
+``--efficiency`` FLOPs over that fraction of the dense peak; collective and ``pp_comm`` sizes
+from Megatron's formulas; see :mod:`simulator.workload.generator`.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from ..outputs import check_writable
               help="Microbatches per iteration (gradient accumulation).")
 @click.option("--dp", type=int, default=1, show_default=True, help="Data parallelism.")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default="a100", show_default=True,
-              help="GPU preset: dense BF16 peak and efficiency.")
+              help="GPU preset: SMs, dense peaks, HBM bandwidth and the kernels' achieved "
+                   "fractions (docs/model.md).")
 @click.option("--efficiency", type=float, default=None,
-              help="Fraction of peak reached (default: the preset's).")
+              help="Time every row as FLOPs over this fraction of the dense BF16 peak instead "
+                   "of pricing its kernels (norms, softmax, dropout, embedding, loss: 0 ns).")
 @click.option("--layout", type=click.Choice(LAYOUTS), default="model", show_default=True,
               help="model: the whole model once (ASTRA-sim); aicb: one stage unrolled over ga "
               "microbatches (SimAI/AICB).")
@@ -53,21 +57,37 @@ from ..outputs import check_writable
 @click.option("--precision", type=click.Choice(sorted(PRECISIONS)), default="bf16",
               show_default=True,
               help="Activations' and weights' dtype: the bytes of pp_comm, the collectives and "
-                   "the header's activation_bytes (dropout masks 1 byte in every precision). "
-                   "Compute times stay the GPU preset's BF16 roofline.")
+                   "the header's activation_bytes (dropout masks 1 byte in every precision); "
+                   "fp32 GEMMs run at the FP32 (non-tensor) peak.")
+@click.option("--selective-recompute", "selective", is_flag=True,
+              help="Megatron's --recompute-granularity selective: the attention core's forward "
+                   "runs again in the backward (its time in the input-grad column) and its "
+                   "scores are not kept.")
+@click.option("--ops", "ops_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write each row's kernels (shape, bytes, bound, ns) as JSON here, for "
+                   "`pipesim inspect WORKLOAD --ops`.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
 def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, gpu, efficiency,
-            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, precision, output):
+            layout, ffn, vocab, kv_heads, experts, topk, ep, no_sp, no_flash, precision, selective,
+            ops_path, output):
     """Write a workload file for a model of the given shape and parallelism."""
 
     model = ModelSpec(arch, layers, hidden, heads, seq, micro_batch, ffn=ffn, vocab=vocab,
                       kv_heads=kv_heads, experts=experts, topk=topk)
     par = ParallelSpec(tp=tp, pp=pp, vpp=vpp, ga=ga, dp=dp, ep=ep, sequence_parallel=not no_sp,
-                       flash_attention=not no_flash, precision=precision)
+                       flash_attention=not no_flash, precision=precision,
+                       selective_recompute=selective)
 
     check_writable(output, "--output")
+    if ops_path is not None:
+        check_writable(ops_path, "--ops")
+        if efficiency is not None:
+            raise ConfigError("--ops: the per-op breakdown is the kernel model's; --efficiency "
+                              "times rows without kernels")
     text = render(model, par, gpu_preset(gpu), layout, efficiency)
+    if ops_path is not None:
+        _write_ops(ops_path, model, par, layout, gpu)
     if output == "-":
         click.echo(text, nl=False)
         return
@@ -88,3 +108,18 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
                "backward's I keeps until its W); working memory inside F / B / I / W: "
                + " / ".join(str(n) for n in transient_bytes(model, par))
                + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad)")
+
+
+def _write_ops(path: str, model, par, layout: str, gpu: str) -> None:
+    import json
+
+    from ...workload.generator import generate_rows
+    from ...workload.op_breakdown import breakdown
+
+    data = breakdown(generate_rows(model, par, layout), gpu)
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+    except OSError as err:
+        raise ConfigError(f"--ops: cannot write {path}: {err.strerror or err}") from None
