@@ -27,10 +27,13 @@ divided by T with sequence parallelism. Weight-gradient (DP) all-reduces move th
 gradients, 4 bytes per parameter on this GPU (weights and column biases split over T; row biases
 and norms replicated); expert weights go to the DP-over-EP group (``ALLREDUCE_DP_EP``).
 
-Compute time is FLOPs / (peak x efficiency) of the GPU preset (:mod:`.gpus`). The embedding
-lookup is memory-bound and written as 0 ns. The LM head (``final_column``, h x V/T, V padded to a
-multiple of 128·T as Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces
-of 4bs bytes) close the model.
+Compute time is the sum of each row's kernels priced on the GPU preset (:mod:`.layer_ops` says
+which kernels a row runs, :mod:`.kernels` how each is timed, :mod:`.kernel_presets` the GPUs'
+constants and their sources); with ``efficiency`` given, the row's FLOPs above over that
+fraction of the preset's dense peak instead (every other op free). The embedding lookup is
+memory-bound. The LM head (``final_column``, h x V/T, V padded to a multiple of 128·T as
+Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces of 4bs bytes; its
+passes over the logits timed on the first row) close the model.
 
 Two layouts (see :mod:`.aicb`): ``model`` writes the whole model once (ASTRA-sim), ``vpp:`` the
 chunks per rank; ``aicb`` writes one stage (``layers/pp`` layers with the embedding and LM head

@@ -99,7 +99,8 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
     rows = int(text.split("\n", 2)[1])
     click.echo(f"wrote {output}: {rows} rows ({layout} layout, {arch}, {layers} layers, "
                f"tp {tp} pp {pp} ga {ga}, {gpu})")
-    attention = "scores not kept (flash attention)" if not no_flash else "scores kept"
+    attention = ("scores not kept (flash attention)" if not no_flash else
+                 "scores not kept (selective recompute)" if selective else "scores kept")
     split = f", split over tp {tp}" + (" with sequence parallelism" if not no_sp else "")
     click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
                f"(Korthikanti et al.: {precision} activations, 1-byte dropout masks, "
