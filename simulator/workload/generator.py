@@ -33,7 +33,7 @@ constants and their sources); with ``efficiency`` given, the row's FLOPs above o
 fraction of the preset's dense peak instead (every other op free). The embedding lookup is
 memory-bound. The LM head (``final_column``, h x V/T, V padded to a multiple of 128·T as
 Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces of 4bs bytes; its
-passes over the logits timed on the first row) close the model.
+passes over the logits timed on the head's row) close the model.
 
 Two layouts (see :mod:`.aicb`): ``model`` writes the whole model once (ASTRA-sim), ``vpp:`` the
 chunks per rank; ``aicb`` writes one stage (``layers/pp`` layers with the embedding and LM head
@@ -236,7 +236,8 @@ def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     fc, ic = _tp_pair(sp, True, act)
     params = (h * q + (q if gpt else 0)) // T + norm
     rows.append(RowSpec("attention_column", gemm + core, gemm + 2 * core, gemm, fc, ic,
-                        _dp(params), params, ops=tuple(layer_ops.attention_column_ops(model, par))))
+                        _dp(params), params,
+                        ops=tuple(layer_ops.attention_column_ops(model, par))))
     gemm = 2 * bs * h * h // T
     fc, ic = _tp_pair(sp, False, act)
     params = h * h // T + (h if gpt else 0)
@@ -295,17 +296,19 @@ def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     gemm = 2 * b * s * h * V // T
     fc, ic = _tp_pair(par.sequence_parallel, True, par.dtype_bytes * b * s * h)
     params = h * V // T + (2 * h if model.arch == "gpt" else h)
+    # the cross-entropy's kernels run right after the head, per microbatch, on its stage: they
+    # are timed here (the loss rows carry its all-reduces, and the AICB layout runs those once
+    # per iteration)
+    ops = layer_ops.head_ops(model, par, V) + layer_ops.cross_entropy_ops(model, par, V)
     return RowSpec("final_column", gemm, gemm, gemm, fc, ic, _dp(params), params,
-                   ops=tuple(layer_ops.head_ops(model, par, V)))
+                   ops=tuple(ops))
 
 
-def loss_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
-    """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce;
-    its memory-bound passes over the logits are timed on the first row."""
+def loss_rows(model: ModelSpec) -> list[RowSpec]:
+    """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce
+    (its passes over the logits are timed on the LM head's row)."""
     nbytes = FP32 * model.micro_batch * model.seq
-    ce = tuple(layer_ops.cross_entropy_ops(model, par, padded_vocab(model, par.tp)))
-    return [RowSpec(f"cross_entropy{i}", 0, 0, 0, ("ALLREDUCE", nbytes),
-                    ops=ce if i == 1 else ()) for i in (1, 2, 3)]
+    return [RowSpec(f"cross_entropy{i}", 0, 0, 0, ("ALLREDUCE", nbytes)) for i in (1, 2, 3)]
 
 
 def pp_comm_bytes(model: ModelSpec, par: ParallelSpec) -> int:
@@ -338,7 +341,7 @@ def aicb_iteration_rows(model: ModelSpec, par: ParallelSpec) -> tuple[list[RowSp
                         wg_comm=("ALLGATHER_DP_EP", par.dtype_bytes * experts)),
                 RowSpec("moe_grad_norm2", 0, 0, 0,
                         wg_comm=("REDUCESCATTER_DP_EP", FP32 * experts))]
-    post = loss_rows(model, par) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
+    post = loss_rows(model) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
                                for i in (1, 2, 3, 4)]
     return pre, post
 
@@ -347,7 +350,7 @@ def generate_rows(model: ModelSpec, par: ParallelSpec, layout: str = "model") ->
     """Every row of the file, in file order."""
     check(model, par, layout)
     if layout == "model":
-        return model_rows(model, par, model.layers) + loss_rows(model, par)
+        return model_rows(model, par, model.layers) + loss_rows(model)
     pre, post = aicb_iteration_rows(model, par)
     block = [_no_dp(r) for r in model_rows(model, par, model.layers // par.pp)]
     return pre + block * par.ga + post
