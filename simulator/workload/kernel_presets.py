@@ -64,7 +64,7 @@ KERNELS: dict[str, KernelPreset] = {
         "h100", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H100]
         gemm_fraction=0.801,                                         # [MAMF] H100 SXM
         # [DS-H100]; the streaming fraction is [HBM-A100]'s (no published H100 figure found):
-        # a lent GPU measures it (benchmarks/bench_kernels_gpu.py)
+        # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
         hbm_tbps=3.35, hbm_fraction=0.88,
         flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] H100
         tiles=_TILES),
