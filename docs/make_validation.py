@@ -378,9 +378,10 @@ PUBLISHED_NOTES = (
     "The kernel fractions (cuBLAS 86 % of peak, streaming kernels 88 % of HBM) are best-case "
     "figures measured with CUDA 12; these runs used the 2021-22 software stack (CUDA 11). A "
     "GPU at hand measures them (issue item 8).",
-    "Narayanan et al.'s runs date from Megatron-LM's 2021 code, where the data-parallel "
-    "gradient all-reduce runs after the whole backward, not overlapped with it (overlap came "
-    "with `--overlap-grad-reduce`); pipesim overlaps it row by row, so the DP share above is "
+    "Narayanan et al.'s runs date from Megatron-LM's 2021 code, whose default data "
+    "parallelism (`--DDP-impl local`) all-reduces the gradients after the whole backward, not "
+    "overlapped with it (overlap came later, `--overlap-grad-reduce`); pipesim overlaps it row "
+    "by row, so the DP share above is "
     "what remains after the last row, not the whole all-reduce. `runs.json` does not say "
     "which; with PP > 1 Megatron also all-reduces the tied word embedding's gradient between "
     "the first and last stages, which neither `runs.json` nor pipesim's workload has.",
