@@ -213,3 +213,20 @@ def test_ops_refusals_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "pipesim: error: --ops: the per-op breakdown is the kernel model's; --efficiency times "
         "rows without kernels\n")
+
+
+def test_a_layers_memory_bound_bytes_22b():
+    # E = b*s*h = 50_331_648 hidden elements on every rank (no sequence parallelism), the
+    # scores 32 heads x 2048^2 = 134_217_728, the GELU's 8192 x 3072 = 25_165_824; fp16.
+    # forward: 2 norms 4E, 2 bias-dropout-adds 7E, softmax 4 and dropout 5 per score, GELU 4
+    # backward: 2 norms 6E, 2 residual grad adds 6E, 2 bias-dropout-adds 5E, dropout 5 and
+    # softmax 6 per score, GELU 6
+    E, S, G = 50_331_648, 134_217_728, 25_165_824
+    ops = [o for f in (layer_ops.attention_column_ops, layer_ops.attention_row_ops,
+                       layer_ops.mlp_column_ops, layer_ops.mlp_row_ops)
+           for o in f(KORT22, KORT22_PAR) if o.kind == "memory"]
+    fwd = sum(o.nbytes for o in ops if o.phase == "fwd")
+    ig = sum(o.nbytes for o in ops if o.phase == "ig")
+    assert fwd == 22 * E + 9 * S + 4 * G == 2_415_919_104
+    assert ig == 34 * E + 11 * S + 6 * G == 3_338_665_984
+    assert not [o for o in ops if o.phase == "wg"]
