@@ -272,7 +272,8 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
     par = ParallelSpec(tp=launch.tp, pp=P, vpp=V if layout == "model" else 1, ga=M, dp=dp,
                        ep=launch.ep, sequence_parallel=launch.sequence_parallel,
                        flash_attention=launch.flash_attention,
-                       precision=launch.precision)
+                       precision=launch.precision,
+                       selective_recompute=launch.recompute_granularity == "selective")
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
     if not placement or layout != "model":
         return text

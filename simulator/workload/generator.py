@@ -27,10 +27,13 @@ divided by T with sequence parallelism. Weight-gradient (DP) all-reduces move th
 gradients, 4 bytes per parameter on this GPU (weights and column biases split over T; row biases
 and norms replicated); expert weights go to the DP-over-EP group (``ALLREDUCE_DP_EP``).
 
-Compute time is FLOPs / (peak x efficiency) of the GPU preset (:mod:`.gpus`). The embedding
-lookup is memory-bound and written as 0 ns. The LM head (``final_column``, h x V/T, V padded to a
-multiple of 128·T as Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces
-of 4bs bytes) close the model.
+Compute time is the sum of each row's kernels priced on the GPU preset (:mod:`.layer_ops` says
+which kernels a row runs, :mod:`.kernels` how each is timed, :mod:`.kernel_presets` the GPUs'
+constants and their sources); with ``efficiency`` given, the row's FLOPs above over that
+fraction of the preset's dense peak instead (every other op free). The embedding lookup is
+memory-bound. The LM head (``final_column``, h x V/T, V padded to a multiple of 128·T as
+Megatron does) and the vocab-parallel cross-entropy (three fp32 all-reduces of 4bs bytes; its
+passes over the logits timed on the head's row) close the model.
 
 Two layouts (see :mod:`.aicb`): ``model`` writes the whole model once (ASTRA-sim), ``vpp:`` the
 chunks per rank; ``aicb`` writes one stage (``layers/pp`` layers with the embedding and LM head
@@ -46,7 +49,10 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from .activations import transformer_activation_bytes, transformer_split_backward_bytes, \
     transformer_transient_bytes
+from . import layer_ops
 from .gpus import GPUPreset
+from .kernel_presets import kernel_preset
+from .kernels import row_times
 
 MODELS = ("gpt", "llama", "moe")
 LAYOUTS = ("model", "aicb")
@@ -103,6 +109,9 @@ class ParallelSpec:
     sequence_parallel: bool = True
     flash_attention: bool = True     # the attention scores are not kept (activation memory)
     precision: str = "bf16"          # activations, weights and their collectives (PRECISIONS)
+    # Megatron's --recompute-granularity selective: the attention core's forward (QKᵀ, softmax,
+    # dropout, probs·V) runs again in the backward, so its scores are not kept
+    selective_recompute: bool = False
 
     @property
     def dtype_bytes(self) -> int:
@@ -126,6 +135,7 @@ class RowSpec:
     wg_comm: tuple[str, int] = ("NONE", 0)
     params: int = 0                      # parameters of this row on one GPU
     meta: dict = field(default_factory=dict, compare=False)
+    ops: tuple = field(default=(), compare=False)   # its kernels (:mod:`.layer_ops`)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
@@ -226,22 +236,26 @@ def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     fc, ic = _tp_pair(sp, True, act)
     params = (h * q + (q if gpt else 0)) // T + norm
     rows.append(RowSpec("attention_column", gemm + core, gemm + 2 * core, gemm, fc, ic,
-                        _dp(params), params))
+                        _dp(params), params,
+                        ops=tuple(layer_ops.attention_column_ops(model, par))))
     gemm = 2 * bs * h * h // T
     fc, ic = _tp_pair(sp, False, act)
     params = h * h // T + (h if gpt else 0)
-    rows.append(RowSpec("attention_row", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    rows.append(RowSpec("attention_row", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                        ops=tuple(layer_ops.attention_row_ops(model, par))))
     if model.arch == "moe":
         return rows + _moe_rows(model, par)
     up = 1 if gpt else 2                                # SwiGLU: gate and up projections
     gemm = up * 2 * bs * h * f // T
     fc, ic = _tp_pair(sp, True, act)
     params = (up * h * f + (f if gpt else 0)) // T + norm
-    rows.append(RowSpec("mlp_column", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    rows.append(RowSpec("mlp_column", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                        ops=tuple(layer_ops.mlp_column_ops(model, par))))
     gemm = 2 * bs * f * h // T
     fc, ic = _tp_pair(sp, False, act)
     params = f * h // T + (h if gpt else 0)
-    rows.append(RowSpec("mlp_row", gemm, gemm, gemm, fc, ic, _dp(params), params))
+    rows.append(RowSpec("mlp_row", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                        ops=tuple(layer_ops.mlp_row_ops(model, par))))
     return rows
 
 
@@ -255,11 +269,12 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     expert_params = (E // par.ep) * 3 * h * f // T
     return [
         # router weight (h x E) and the pre-MLP RMSNorm (h), both replicated
-        RowSpec("moe_router", router, router, router, wg_comm=_dp(h * E + h), params=h * E + h),
+        RowSpec("moe_router", router, router, router, wg_comm=_dp(h * E + h), params=h * E + h,
+                ops=tuple(layer_ops.moe_router_ops(model, par))),
         RowSpec("moe_dispatch", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
         RowSpec("moe_experts", experts, experts, experts,
                 wg_comm=("ALLREDUCE_DP_EP", FP32 * expert_params), params=expert_params,
-                meta={"experts": True}),
+                meta={"experts": True}, ops=tuple(layer_ops.moe_expert_ops(model, par))),
         RowSpec("moe_combine", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
     ]
 
@@ -270,7 +285,8 @@ def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     act = par.dtype_bytes * model.micro_batch * model.seq * h
     fwd = ("REDUCESCATTER", act) if par.sequence_parallel else ("ALLREDUCE", act)
     params = padded_vocab(model, T) * h // T + (model.seq * h if model.arch == "gpt" else 0)
-    return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params)
+    return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params,
+                   ops=tuple(layer_ops.embedding_ops(model, par, padded_vocab(model, T))))
 
 
 def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
@@ -280,11 +296,17 @@ def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     gemm = 2 * b * s * h * V // T
     fc, ic = _tp_pair(par.sequence_parallel, True, par.dtype_bytes * b * s * h)
     params = h * V // T + (2 * h if model.arch == "gpt" else h)
-    return RowSpec("final_column", gemm, gemm, gemm, fc, ic, _dp(params), params)
+    # the cross-entropy's kernels run right after the head, per microbatch, on its stage: they
+    # are timed here (the loss rows carry its all-reduces, and the AICB layout runs those once
+    # per iteration)
+    ops = layer_ops.head_ops(model, par, V) + layer_ops.cross_entropy_ops(model, par, V)
+    return RowSpec("final_column", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                   ops=tuple(ops))
 
 
 def loss_rows(model: ModelSpec) -> list[RowSpec]:
-    """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce."""
+    """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce
+    (its passes over the logits are timed on the LM head's row)."""
     nbytes = FP32 * model.micro_batch * model.seq
     return [RowSpec(f"cross_entropy{i}", 0, 0, 0, ("ALLREDUCE", nbytes)) for i in (1, 2, 3)]
 
@@ -301,7 +323,7 @@ def model_rows(model: ModelSpec, par: ParallelSpec, layers: int) -> list[RowSpec
 
 def _no_dp(row: RowSpec) -> RowSpec:
     return RowSpec(row.name, row.fwd_flops, row.ig_flops, row.wg_flops, row.fwd_comm,
-                   row.ig_comm, ("NONE", 0), row.params, row.meta)
+                   row.ig_comm, ("NONE", 0), row.params, row.meta, row.ops)
 
 
 def aicb_iteration_rows(model: ModelSpec, par: ParallelSpec) -> tuple[list[RowSpec],
@@ -340,7 +362,8 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
                                         model.heads, ffn, par.tp, par.sequence_parallel,
-                                        par.flash_attention, par.dtype_bytes)
+                                        par.flash_attention or par.selective_recompute,
+                                        par.dtype_bytes)
 
 
 def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
@@ -386,12 +409,27 @@ def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "m
                        efficiency)
 
 
+def row_compute_ns(row: RowSpec, gpu: GPUPreset,
+                   efficiency: float | None = None) -> tuple[int, int, int]:
+    """A row's (forward, input-grad, weight-grad) compute ns on ``gpu``: the sum of its kernels'
+    times (:mod:`.kernels`), or, with ``efficiency``, its FLOPs over that fraction of the
+    preset's dense peak (one constant for every op, the model before kernels)."""
+    if efficiency is not None:
+        return tuple(gpu.time_ns(x, efficiency) for x in (row.fwd_flops, row.ig_flops,
+                                                          row.wg_flops))
+    return row_times(row.ops, kernel_preset(gpu.key))[0]
+
+
 def render_rows(header: str, rows: list[RowSpec], gpu: GPUPreset,
                 efficiency: float | None = None) -> str:
     """A header and ``rows`` as the workload file's text, each row timed on ``gpu``."""
     lines = [header, str(len(rows))]
+    memo: dict = {}
     for r in rows:
-        t = [gpu.time_ns(x, efficiency) for x in (r.fwd_flops, r.ig_flops, r.wg_flops)]
+        key = (r.name, r.fwd_flops, r.ig_flops, r.wg_flops, r.ops)
+        t = memo.get(key)
+        if t is None:
+            t = memo[key] = row_compute_ns(r, gpu, efficiency)
         lines.append("\t".join(str(x) for x in (
             r.name, -1, t[0], r.fwd_comm[0], r.fwd_comm[1], t[1], r.ig_comm[0], r.ig_comm[1],
             t[2], r.wg_comm[0], r.wg_comm[1], 0)))

@@ -1,8 +1,12 @@
-"""GPU presets for the workload generator: dense BF16 peak and the fraction of it reached.
+"""GPU presets for the workload generator: the name, dense BF16 peak and an end-to-end fraction.
 
-Peaks are NVIDIA's datasheet numbers for dense BF16 tensor-core math (the "with sparsity"
-figures are twice these). Efficiencies are what large published training runs sustained, used as
-the achieved fraction of peak for every GEMM-bound row (model FLOPs utilisation):
+``pipesim generate`` times rows with the kernel-level model (:mod:`.kernels`, constants in
+:mod:`.kernel_presets`, keyed by the same names). What is here serves the flat model that
+``--efficiency F`` asks for (every row's FLOPs over F x the peak) and callers of
+:meth:`GPUPreset.time_ns`. Peaks are NVIDIA's datasheet numbers for dense BF16 tensor-core math
+(the "with sparsity" figures are twice these). ``efficiency`` is what large published training
+runs sustained end to end (model FLOPs utilisation, bubbles and communication included, so not
+a kernel's fraction):
 
 - A100 SXM: 312 TFLOPS. Megatron-LM trained GPT-3 175B at 163 TFLOPS per GPU on 3072 A100s,
   52% of peak (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters

@@ -93,16 +93,24 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE_MODES)}, "
                           f"got {mode!r}")
     plans = []
-    spans = None
+    # model row index -> [start, stop) of its transformer layer (model order)
+    spans = {}
     if workload.layout == "aicb" and workload.aicb is not None:
-        # model row index -> [start, stop) of its transformer layer (model order)
-        spans = {}
-        for a, b in workload.aicb.layer_spans:
-            for k in range(a, b):
-                spans[k] = (a, b)
+        layer_spans = workload.aicb.layer_spans
+    else:
+        # the model layout: the transformer layers found among the rows (stage_layers' rule),
+        # so a layer of several rows recomputes as one and keeps one input, as Megatron does
+        from .stage_layers import layer_rows
+
+        rows_in_order = tuple(r for c in part.chunks for r in c)
+        layer_spans = [(rows_in_order[a].index, rows_in_order[b - 1].index + 1)
+                       for a, b in layer_rows(rows_in_order).spans]
+    for a, b in layer_spans:
+        for k in range(a, b):
+            spans[k] = (a, b)
     for rows in part.chunks:
         plan: dict[int, tuple[int, ...]] = {}
-        if spans is None:
+        if not spans:
             plan = {pos: (pos,) for pos in range(len(rows))}
         else:
             pos_of = {r.index: p for p, r in enumerate(rows)}

@@ -165,7 +165,7 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--memory-limit", "2"], "pipesim: error: --memory-limit 2.00 GiB: no feasible "
-     "configuration; the smallest peak memory found is 3.57 GiB per GPU (pp 4, vpp 1, 1f1b, full "
+     "configuration; the smallest peak memory found is 4.02 GiB per GPU (pp 4, vpp 1, 1f1b, full "
      "recompute); raise --memory-limit, add GPUs (--gpus) or lower --global-batch"),
     (["--gpus", "7"], f"pipesim: error: --gpus 7: expected a multiple of the workload's "
      f"tensor-parallel size 2 ({WL})"),
@@ -278,10 +278,12 @@ def test_jitter_ranks_the_confirmed_by_p95_and_the_command_reproduces_it(capsys,
 
 def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
     dest = tmp_path / "p.json"
-    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1", "--confirm", "1", "--json", str(dest))
+    # full recompute replays whole layers (2 rows of this file each): the backward holds a
+    # layer's stash again while it recomputes it, so the least peak is 4.02 GiB
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4.5", "-j", "1", "--confirm", "1", "--json", str(dest))
     assert code == 0
     best = json.loads(dest.read_text())["best"]
-    assert best["recompute"] == "full" and best["peak_memory_bytes"] <= 4 * 2**30
+    assert best["recompute"] == "full" and best["peak_memory_bytes"] <= 4.5 * 2**30
     assert "--recompute full" in best["command"]
     again = run_json(capsys, *shlex.split(best["command"])[1:])
     assert again["makespan_ns"] == best["makespan_ns"]

@@ -22,7 +22,8 @@ GPT3 = ["--model", "gpt", "--layers", "96", "--hidden", "12288", "--heads", "96"
         "2048", "--micro-batch", "1", "--tp", "8", "--pp", "8", "--ga", "16"]
 
 # GPT-3 175B, b=1, s=2048, h=12288, f=4h=49152, T=8, V=50257 padded to 51200 (multiple of
-# 128*8). A100 preset: 312 TFLOPS x 0.5 = 156e12 FLOP/s, so t[ns] = round(FLOPs / 156000).
+# 128*8). With --efficiency 0.5 (one fraction of the A100's peak for every op, the flat model):
+# 312 TFLOPS x 0.5 = 156e12 FLOP/s, so t[ns] = round(FLOPs / 156000).
 #
 # attention_column (QKV h x 3h, plus the attention core, split over T):
 #   GEMM  2*b*s*h*3h / T = 2*2048*12288*36864 / 8       = 231_928_233_984
@@ -41,7 +42,7 @@ GPT3 = ["--model", "gpt", "--layers", "96", "--hidden", "12288", "--heads", "96"
 # TP collectives (sequence parallel): all-gather / reduce-scatter of 2*b*s*h = 50_331_648 bytes.
 # final_column (h x V): 2*2048*12288*51200/8 = 322_122_547_200 -> 2_064_888 ns (2_064_888.123)
 #   params = h*V/T + 2h = 78_643_200 + 24_576 = 78_667_776 -> 314_671_104 bytes
-# embedding_layer: 0 FLOPs; reduce-scatter 50_331_648; params = V*h/T + s*h (positions)
+# embedding_layer: 0 FLOPs (0 ns in the flat model); reduce-scatter 50_331_648; params = V*h/T + s*h (positions)
 #   = 78_643_200 + 25_165_824 = 103_809_024 -> 415_236_096 bytes
 # pp_comm = 2*b*s*h / T = 6_291_456 bytes.
 HAND = {  # name: (fwd ns, ig ns, wg ns, fwd comm, ig comm, wg bytes)
@@ -80,7 +81,7 @@ def test_gpt3_layer_flops_match_megatron_hand_count():
 
 def test_gpt3_file_round_trips_through_the_parser(tmp_path):
     out = tmp_path / "gpt3.txt"
-    assert main(["generate", *GPT3, "-o", str(out)]) == 0
+    assert main(["generate", *GPT3, "--efficiency", "0.5", "-o", str(out)]) == 0
     wl = load_workload(out)
     h = wl.header
     assert (wl.layout, h.tp, h.pp, h.vpp, h.ga, h.all_gpus, h.pp_comm) == (
@@ -106,7 +107,8 @@ def test_gpt3_file_round_trips_through_the_parser(tmp_path):
 
 def test_gpt3_aicb_layout_round_trips_as_a_recovered_stage(tmp_path):
     out = tmp_path / "gpt3-aicb.txt"
-    assert main(["generate", *GPT3, "--layout", "aicb", "-o", str(out)]) == 0
+    assert main(["generate", *GPT3, "--layout", "aicb", "--efficiency", "0.5",
+                 "-o", str(out)]) == 0
     wl = load_workload(out)
     st = wl.aicb
     assert (wl.layout, wl.header.vpp, st.repeats, st.layers_per_stage, st.model_layers) == (
@@ -164,7 +166,7 @@ def test_moe_expert_rows_and_groups(tmp_path):
     args = ["generate", "--model", "moe", "--layers", "4", "--hidden", "4096", "--heads", "32",
             "--kv-heads", "8", "--ffn", "14336", "--seq", "4096", "--micro-batch", "1",
             "--tp", "2", "--dp", "4", "--experts", "8", "--topk", "2", "--ep", "4",
-            "-o", str(tmp_path / "moe.txt")]
+            "--efficiency", "0.5", "-o", str(tmp_path / "moe.txt")]
     assert main(args) == 0
     wl = load_workload(tmp_path / "moe.txt")
     assert (wl.header.ep, wl.header.all_gpus, wl.header.dp) == (4, 8, 4)
@@ -178,22 +180,23 @@ def test_moe_expert_rows_and_groups(tmp_path):
     # experts: k tokens per token through a SwiGLU FFN: 6*b*s*k*h*f/T FLOPs; params
     # (8/4 experts) * 3*h*f / T = 176_160_768, fp32 grads over the DP-over-EP group
     experts = rows["moe_experts"]
-    assert experts.fwd_compute == GPUS["a100"].time_ns(6 * 4096 * 2 * 4096 * 14336 // 2)
+    assert experts.fwd_compute == GPUS["a100"].time_ns(6 * 4096 * 2 * 4096 * 14336 // 2, 0.5)
     assert (experts.wg_comm.group, experts.wg_comm.bytes) == (CommGroup.DP_EP, 4 * 176_160_768)
-    assert rows["moe_router"].fwd_compute == GPUS["a100"].time_ns(2 * 4096 * 4096 * 8 // 2)
+    assert rows["moe_router"].fwd_compute == GPUS["a100"].time_ns(2 * 4096 * 4096 * 8 // 2,
+                                                                    0.5)
 
 
 def test_without_sequence_parallelism_tp_all_reduces_and_full_pp_comm():
     model, _ = gpt3()
     par = ParallelSpec(tp=8, pp=8, ga=16, sequence_parallel=False)
-    wl = parse_workload_text(render(model, par, GPUS["h100"]), "g.txt")
+    wl = parse_workload_text(render(model, par, GPUS["h100"], efficiency=0.4), "g.txt")
     assert wl.header.pp_comm == 2 * 2048 * 12288
     col, row = wl.layers[1], wl.layers[2]
     assert (col.fwd_comm.raw, col.ig_comm.raw, col.ig_comm.bytes) == ("NONE", "ALLREDUCE",
                                                                        50_331_648)
     assert (row.fwd_comm.raw, row.fwd_comm.bytes, row.ig_comm.raw) == ("ALLREDUCE", 50_331_648,
                                                                        "NONE")
-    # H100 preset: 989 TFLOPS x 0.4
+    # the flat model at 0.4 of the H100's 989 TFLOPS
     assert col.fwd_compute == round(257_698_037_760 / (989e12 * 0.4) * 1e9)
 
 

@@ -145,9 +145,7 @@ def test_one_published_run_as_its_exact_records(published_runs):
         "stage's copy at pp > 1",
         f"{src}: neither --use-flash-attn nor --attention-backend: the attention keeps its "
         "scores (unfused, as Megatron-LM before Transformer Engine); current Megatron-LM's "
-        "default backend (auto) picks a fused kernel that keeps none",
-        f"{src}: --recompute-granularity selective: not modelled yet; run as no recompute (the "
-        "attention core's activations are counted as kept)")
+        "default backend (auto) picks a fused kernel that keeps none")
     assert got.notes == (f"{src}: 3 virtual stage(s) per rank (12 layers per stage / 4)",)
 
 

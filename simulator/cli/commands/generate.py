@@ -1,10 +1,12 @@
 """``pipesim generate``: write a workload file for a GPT / LLaMA / MoE model from its shape.
 
-Compute times come from a roofline (FLOPs / (peak x efficiency) of a GPU preset), collective
-and ``pp_comm`` sizes from Megatron's formulas; see :mod:`simulator.workload.generator`. The
-shape comes from the model flags or a file (:mod:`simulator.cli.model_inputs`); a launch file
-(``--megatron-args``, ``--torchtitan``) also gives the parallelism, batch and precision, and the
-header then carries its whole-layer split (``stage_layers:``).
+Compute times are the sum of each row's kernels priced on a GPU preset (GEMMs by tiles and
+waves, flash attention, memory-bound ops by bytes; :mod:`simulator.workload.kernels`), or with
+``--efficiency`` FLOPs over that fraction of the dense peak; collective and ``pp_comm`` sizes
+from Megatron's formulas; see :mod:`simulator.workload.generator`. The shape comes from the
+model flags or a file (:mod:`simulator.cli.model_inputs`); a launch file (``--megatron-args``,
+``--torchtitan``) also gives the parallelism, batch and precision, and the header then carries
+its whole-layer split (``stage_layers:``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from ..outputs import check_writable
               help="Microbatches per iteration (gradient accumulation; default 1).")
 @click.option("--dp", type=int, default=None, help="Data parallelism (default 1).")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default="a100", show_default=True,
-              help="GPU preset: dense BF16 peak and efficiency.")
+              help="GPU preset: SMs, dense peaks, HBM bandwidth and the kernels' achieved "
+                   "fractions (docs/model.md).")
 @click.option("--efficiency", type=float, default=None,
-              help="Fraction of peak reached (default: the preset's).")
+              help="Time every row as FLOPs over this fraction of the dense BF16 peak instead "
+                   "of pricing its kernels (norms, softmax, dropout, embedding, loss: 0 ns).")
 @click.option("--layout", type=click.Choice(LAYOUTS), default="model", show_default=True,
               help="model: the whole model once (ASTRA-sim); aicb: one stage unrolled over ga "
               "microbatches (SimAI/AICB).")
@@ -43,13 +47,20 @@ from ..outputs import check_writable
                    "more in the header's activation_bytes).")
 @click.option("--precision", type=click.Choice(sorted(PRECISIONS)), default=None,
               help="Activations' and weights' dtype: the bytes of pp_comm, the collectives and "
-                   "the header's activation_bytes (dropout masks 1 byte in every precision). "
-                   "Compute times stay the GPU preset's BF16 roofline. Default bf16 (a launch "
-                   "file: its own).")
+                   "the header's activation_bytes (dropout masks 1 byte in every precision); "
+                   "fp32 GEMMs run at the FP32 (non-tensor) peak. Default bf16 (a launch file: "
+                   "its own).")
+@click.option("--selective-recompute", "selective", is_flag=True,
+              help="Megatron's --recompute-granularity selective: the attention core's forward "
+                   "runs again in the backward (its time in the input-grad column) and its "
+                   "scores are not kept (a launch file: its own).")
+@click.option("--ops", "ops_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write each row's kernels (shape, bytes, bound, ns) as JSON here, for "
+                   "`pipesim inspect WORKLOAD --ops`.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
 def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, precision,
-            output, **values):
+            selective, ops_path, output, **values):
     """Write a workload file for a model of the given shape and parallelism."""
 
     values["tp"] = tp
@@ -76,9 +87,17 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
     par = ParallelSpec(tp=launch.tp, pp=P, vpp=V, ga=M, dp=D, ep=E,
                        sequence_parallel=(ours or launch.sequence_parallel) and not no_sp,
                        flash_attention=(ours or launch.flash_attention) and not no_flash,
-                       precision=precision or ("bf16" if ours else launch.precision))
+                       precision=precision or ("bf16" if ours else launch.precision),
+                       selective_recompute=selective or (
+                           not ours and launch.recompute_granularity == "selective"))
+    selective = par.selective_recompute
 
     check_writable(output, "--output")
+    if ops_path is not None:
+        check_writable(ops_path, "--ops")
+        if efficiency is not None:
+            raise ConfigError("--ops: the per-op breakdown is the kernel model's; --efficiency "
+                              "times rows without kernels")
     text = render(model, par, gpu_preset(gpu), layout, efficiency)
     if not ours and layout == "model":
         text = placed(text, mi, P, V)
@@ -86,6 +105,8 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
         click.echo(f"pipesim: warning: {line}", err=True)
     for line in mi.notes:
         click.echo(f"pipesim: note: {line}", err=True)
+    if ops_path is not None:
+        _write_ops(ops_path, model, par, layout, gpu)
     if output == "-":
         click.echo(text, nl=False)
         return
@@ -98,7 +119,8 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
     T, sp, flash = par.tp, par.sequence_parallel, par.flash_attention
     click.echo(f"wrote {output}: {rows} rows ({layout} layout, {model.arch}, {model.layers} "
                f"layers, tp {T} pp {P} ga {M}, {gpu})")
-    attention = "scores not kept (flash attention)" if flash else "scores kept"
+    attention = ("scores not kept (flash attention)" if flash else
+                 "scores not kept (selective recompute)" if selective else "scores kept")
     split = f", split over tp {T}" + (" with sequence parallelism" if sp else "")
     click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
                f"(Korthikanti et al.: {par.precision} activations, 1-byte dropout masks, "
@@ -107,3 +129,18 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                "backward's I keeps until its W); working memory inside F / B / I / W: "
                + " / ".join(str(n) for n in transient_bytes(model, par))
                + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad)")
+
+
+def _write_ops(path: str, model, par, layout: str, gpu: str) -> None:
+    import json
+
+    from ...workload.generator import generate_rows
+    from ...workload.op_breakdown import breakdown
+
+    data = breakdown(generate_rows(model, par, layout), gpu)
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+    except OSError as err:
+        raise ConfigError(f"--ops: cannot write {path}: {err.strerror or err}") from None

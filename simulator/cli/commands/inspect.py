@@ -220,6 +220,10 @@ class InspectJson:
     pp: int = field(metadata={"help": "pipeline ranks of the chunk table"})
     vpp: int = field(metadata={"help": "chunks per rank of the chunk table"})
     warnings: tuple[str, ...] = field(metadata={"help": "what the parser noted"})
+    ops: dict[str, Any] | None = field(
+        default=None, metadata={"help": "--ops: each distinct row's kernels (name, phase, "
+                                        "kind, shape, tile, waves, FLOPs, bytes, bound, ns) "
+                                        "and the rows whose columns are not their sum"})
 
 
 def _schema() -> dict:
@@ -235,16 +239,30 @@ def _schema() -> dict:
               "(default: the header's pp).")
 @click.option("--vpp", type=int, default=None, help="Chunks per rank for the chunk table "
               "(default: the header's vpp in the model layout, 1 in the AICB layout).")
+@click.option("--ops", "ops_path", type=click.Path(dir_okay=False), default=None,
+              help="A per-op breakdown written by `pipesim generate --ops`: show each row's "
+                   "kernels and check the file's rows still hold their sums.")
 @json_option("the facts")
 @schema_option(_schema)
-def command(workload, layout, pp, vpp, json_dest):
+def command(workload, layout, pp, vpp, ops_path, json_dest):
     """Explain what pipesim reads from WORKLOAD: header, layout, recovered block, chunks."""
 
     for name, value in (("pp", pp), ("vpp", vpp)):
         if value is not None and value < 1:
             raise ConfigError(f"--{name}: expected a positive integer, got {value}")
-    data = inspect_workload(load_workload(workload, layout=layout), pp, vpp)
+    wl = load_workload(workload, layout=layout)
+    data = inspect_workload(wl, pp, vpp)
+    ops_lines = None
+    if ops_path is not None:
+        from ...workload import op_breakdown
+
+        ops = op_breakdown.load(ops_path)
+        problems = op_breakdown.check_rows(ops, wl.layers)
+        data["ops"] = {**ops, "mismatches": problems}
+        ops_lines = op_breakdown.render(ops, problems)
     if json_dest is not None:
         write_json({**data, "schema_version": SCHEMA_VERSION}, json_dest)
     if json_dest != "-":
         click.echo(render(data))
+        if ops_lines:
+            click.echo("\n".join(ops_lines))

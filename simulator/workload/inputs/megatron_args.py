@@ -392,8 +392,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         if nrec is not None:
             refuse("--recompute-num-layers", "none with --recompute-granularity selective "
                    "(Megatron-LM's rule)", nrec)
-        warnings.append(f"{src}: --recompute-granularity selective: not modelled yet; run as "
-                        "no recompute (the attention core's activations are counted as kept)")
+        # the generator re-runs the attention core in the backward and keeps no scores
     else:
         if method is None:
             refuse("--recompute-method", "uniform or block with --recompute-granularity full "

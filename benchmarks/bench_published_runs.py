@@ -1,0 +1,288 @@
+"""pipesim against published, measured GPU training runs (../shared/published-runs/runs.json).
+
+Each run is tried as a user would, from its launch settings alone, nothing tuned: the workload
+generated from the run's shape, precision and sequence parallelism, with a whole-layer
+``stage_layers:`` split (layers / (pp x vpp) per chunk, the remainder on the first chunks), then
+``pipesim run FILE --layout model -s SCHEDULE --pp P --vpp V -m MICROBATCHES --recompute R
+--system configs/system/<gpu>.yaml --engine evaluator``. Selective recompute is generated with
+``selective_recompute`` (the attention core's forward recomputed in the backward, its scores
+not kept) and run with ``--recompute none`` (the rest of the layer keeps its activations).
+
+    python benchmarks/bench_published_runs.py                  # the kernel-level model
+    python benchmarks/bench_published_runs.py --compute flat   # one 0.50 efficiency (before)
+    python benchmarks/bench_published_runs.py --record results/DATE-published-runs.json
+
+Prints predicted against measured per run, mean / median / worst |error| per table, the size
+trend (the pairs of runs more than 3 % apart in measured TFLOP/s per GPU: how many are
+ordered as measured), and the share of each predicted time that is tensor- and data-parallel
+communication (the run again with those collectives made free: the time it saves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# --simulator-from: the pipesim to measure (another checkout, for a before/after); this one by
+# default
+_FROM = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--simulator-from=")), None)
+sys.path.insert(0, _FROM or str(REPO))
+
+DEFAULT_RUNS = REPO.parent / "shared" / "published-runs" / "runs.json"
+SCHEDULES = {"1f1b": "1f1b", "interleaved-1f1b": "interleaved-1f1b"}
+FLAT_EFFICIENCY = 0.50     # gpus.py's A100 constant: the model before kernels
+
+
+def stage_split(layers: int, chunks: int) -> list[int]:
+    base, extra = divmod(layers, chunks)
+    return [base + (1 if i < extra else 0) for i in range(chunks)]
+
+
+def workload_text(run: dict, compute: str) -> str:
+    from simulator.workload.generator import ModelSpec, ParallelSpec, render
+    from simulator.workload.gpus import gpu_preset
+
+    model = ModelSpec(run["model"], run["layers"], run["hidden"], run["heads"], run["seq"],
+                      run["micro_batch"], ffn=run["ffn"], vocab=run["vocab"])
+    ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
+    kw = dict(tp=run["tp"], pp=run["pp"], vpp=run["vpp"], ga=ga, dp=run["dp"],
+              sequence_parallel=run["sequence_parallel"], flash_attention=run["flash_attention"],
+              precision=run["precision"])
+    try:
+        par = ParallelSpec(**kw, selective_recompute=run["recompute"] == "selective")
+    except TypeError:   # a pipesim without selective recompute: run as none
+        par = ParallelSpec(**kw)
+    eff = FLAT_EFFICIENCY if compute == "flat" else None
+    text = render(model, par, gpu_preset(run["gpu"]), "model", eff)
+    header, rest = text.split("\n", 1)
+    split = " ".join(map(str, stage_split(run["layers"], run["pp"] * run["vpp"])))
+    return f"{header} stage_layers: {split}\n{rest}"
+
+
+def without_comm(text: str, columns: tuple[int, ...]) -> str:
+    """``text`` with the collectives in ``columns`` (3: forward, 6: input grad, 9: weight grad,
+    the type column of each) made free: NONE, 0 bytes."""
+    lines = text.split("\n")
+    out = lines[:2]
+    for line in lines[2:]:
+        f = line.split("\t")
+        if len(f) >= 12:
+            for c in columns:
+                f[c], f[c + 1] = "NONE", "0"
+        out.append("\t".join(f))
+    return "\n".join(out)
+
+
+def model_flops(run: dict) -> float:
+    """The source's FLOPs per iteration (runs.json's flops_formulas)."""
+    B, s, l, h, V = run["global_batch"], run["seq"], run["layers"], run["hidden"], run["vocab"]
+    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+
+def run_pipesim(path: Path, run: dict) -> dict:
+    from simulator.cli.main import main
+
+    ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
+    recompute = "full" if run["recompute"] == "full" else "none"
+    args = ["run", str(path), "--layout", "model", "-s", SCHEDULES[run["schedule"]],
+            "--pp", str(run["pp"]), "--vpp", str(run["vpp"]), "-m", str(ga),
+            "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
+                                                      f"{run['gpu']}.yaml"),
+            "--engine", "evaluator", "--json", "-"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    data = json.loads(out.getvalue()) if out.getvalue().strip() else {}
+    return {"exit": code, "json": data, "error": err.getvalue().strip().splitlines()[-1:],
+            "args": args}
+
+
+def comm_share(data: dict) -> dict:
+    """Exposed TP and DP communication as shares of the makespan, where the summary has them."""
+    share = {}
+    ms = data.get("makespan_ns") or 0
+    for key in ("exposed_tp_ns", "exposed_dp_ns"):
+        if key in data and ms:
+            share[key] = data[key] / ms
+    return share
+
+
+def evaluate(runs_path: Path, compute: str) -> list[dict]:
+    runs = json.loads(runs_path.read_text())["runs"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            path = Path(tmp) / f"{run['id']}.txt"
+            text = workload_text(run, compute)
+            path.write_text(text)
+            res = run_pipesim(path, run)
+            shares = {}
+            for what, cols in (("tp", (3, 6)), ("dp", (9,))):
+                free = Path(tmp) / f"{run['id']}-no-{what}.txt"
+                free.write_text(without_comm(text, cols))
+                other = run_pipesim(free, run)
+                if res["exit"] == 0 and other["exit"] == 0:
+                    full = res["json"]["makespan_ns"]
+                    shares[what] = (full - other["json"]["makespan_ns"]) / full
+            row = {"id": run["id"], "group": run["group"], "exit": res["exit"],
+                   "error": res["error"], "measured": run["measured"]}
+            data = res["json"]
+            if res["exit"] == 0 and data:
+                t = data["makespan_ns"] / 1e9
+                row["predicted_time_s"] = t
+                row["bubble_ratio"] = data.get("bubble_ratio")
+                row["tp_share"] = shares.get("tp")
+                row["dp_share"] = shares.get("dp")
+                if "iteration_time_s" in run["measured"]:
+                    row["metric"] = "iteration_time_s"
+                    row["predicted"] = t
+                else:
+                    row["metric"] = "tflops_per_gpu"
+                    row["predicted"] = model_flops(run) / (t * run["gpus"]) / 1e12
+                m = run["measured"][row["metric"]]
+                row["error"] = (row["predicted"] - m) / m
+            elif res["exit"] == 4:
+                row["predicted"] = None
+                row["error_text"] = "out of memory"
+            rows.append(row)
+    return rows
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _stats(errs: list[float]) -> tuple[float, float, float]:
+    a = [abs(e) for e in errs]
+    return statistics.mean(a), statistics.median(a), max(a)
+
+
+def size_trend(rows: list[dict], runs: list[dict]) -> tuple[int, int, list[str]]:
+    """Pairs of Narayanan's runs more than 3 % apart in measured TFLOP/s per GPU: how many the
+    prediction orders as measured."""
+    nara = [r for r in rows if r["id"].startswith("nara") and r.get("predicted") is not None]
+    ok, total, wrong = 0, 0, []
+    for i, a in enumerate(nara):
+        for b in nara[i + 1:]:
+            ma, mb = a["measured"]["tflops_per_gpu"], b["measured"]["tflops_per_gpu"]
+            if abs(ma - mb) / min(ma, mb) <= 0.03:
+                continue
+            total += 1
+            if (ma < mb) == (a["predicted"] < b["predicted"]):
+                ok += 1
+            else:
+                wrong.append(f"{a['id']} / {b['id']}")
+    return ok, total, wrong
+
+
+TABLES = (("kort", "Korthikanti Table 5 (iteration time)"),
+          ("nara", "Narayanan Table 1 (TFLOP/s per GPU)"))
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per table: mean / median / worst |error| and how many runs were not predicted; the
+    size trend over Narayanan's table."""
+    out = {}
+    for prefix, _name in TABLES:
+        errs = [r["error"] for r in rows if r["id"].startswith(prefix)
+                and r.get("predicted") is not None]
+        failed = sum(1 for r in rows if r["id"].startswith(prefix) and r.get("predicted") is None)
+        mean, med, worst = _stats(errs) if errs else (None, None, None)
+        out[prefix] = {"runs": len(errs), "not_predicted": failed, "mean": mean, "median": med,
+                       "worst": worst}
+    ok, total, wrong = size_trend(rows, [])
+    out["size_trend"] = {"ordered": ok, "pairs": total, "misordered": wrong}
+    return out
+
+
+def report(rows: list[dict], compute: str) -> str:
+    lines = [f"compute model: {compute}", "",
+             "| run | measured | predicted | error | bubble | TP comm | DP comm |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        metric = "s" if r["id"].startswith("kort") else "TFLOP/s"
+        m = next(iter(r["measured"].values()))
+        if r.get("predicted") is None:
+            why = r.get("error_text") or f"exit {r['exit']}: {' '.join(r['error'])}"
+            lines.append(f"| {r['id']} | {m} {metric} | {why} | - | - | - | - |")
+            continue
+        lines.append(f"| {r['id']} | {m} {metric} | {r['predicted']:.2f} {metric} | "
+                     f"{100 * r['error']:+.1f} % | {100 * (r['bubble_ratio'] or 0):.1f} % | "
+                     f"{_pct(r.get('tp_share'))} | {_pct(r.get('dp_share'))} |")
+    lines.append("")
+    summary = summarize(rows)
+    for prefix, name in TABLES:
+        t = summary[prefix]
+        if t["runs"]:
+            lines.append(f"{name}: mean |error| {100 * t['mean']:.1f} %, median "
+                         f"{100 * t['median']:.1f} %, worst {100 * t['worst']:.1f} % over "
+                         f"{t['runs']} runs"
+                         + (f"; {t['not_predicted']} not predicted" if t["not_predicted"]
+                            else ""))
+    tr = summary["size_trend"]
+    lines.append(f"size trend (Narayanan, pairs > 3 % apart): {tr['ordered']} of {tr['pairs']} "
+                 "ordered as measured"
+                 + (f"; misordered: {', '.join(tr['misordered'])}" if tr["misordered"] else ""))
+    return "\n".join(lines)
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import datetime
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="runs.json")
+    ap.add_argument("--compute", choices=("kernel", "flat", "both"), default="kernel",
+                    help="kernel: the per-op model; flat: one 0.50 efficiency for every op "
+                         "(the model before); both")
+    ap.add_argument("--simulator-from", metavar="CHECKOUT", default=None,
+                    help="measure the pipesim of another checkout (give it as "
+                         "--simulator-from=PATH), e.g. the base commit's for a before figure")
+    ap.add_argument("--record", type=Path, default=None,
+                    help="write the rows and summaries as JSON here (docs/make_validation.py "
+                         "reads the newest benchmarks/results/*-published-runs-{before,after}"
+                         ".json)")
+    ap.add_argument("--label", default="after", help="what the record is (before, after)")
+    ap.add_argument("--commit", default=None,
+                    help="the commit to record (default: this checkout's HEAD; give the other "
+                         "checkout's with --simulator-from)")
+    args = ap.parse_args(argv)
+    if not args.runs.is_file():
+        print(f"bench_published_runs: --runs: no file {args.runs}", file=sys.stderr)
+        return 2
+    models = ("kernel", "flat") if args.compute == "both" else (args.compute,)
+    doc = {"date": datetime.date.today().isoformat(), "label": args.label,
+           "commit": args.commit or _commit(),
+           "runs_file": "../shared/published-runs/runs.json", "models": {}}
+    for compute in models:
+        rows = evaluate(args.runs, compute)
+        print(report(rows, compute))
+        print()
+        doc["models"][compute] = {"rows": rows, "summary": summarize(rows)}
+    if args.record:
+        args.record.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

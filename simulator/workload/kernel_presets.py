@@ -1,0 +1,84 @@
+"""The constants of the kernel-level compute model (:mod:`.kernels`), one preset per GPU.
+
+Each constant names its source beside it. Peaks are dense (the datasheets' "with sparsity"
+figures are twice these). Achieved fractions come from published kernel benchmarks, never from
+an end-to-end training table:
+
+[DS-A100]  NVIDIA A100 Tensor Core GPU datasheet / Ampere architecture whitepaper: 108 SMs,
+           312 TFLOP/s dense FP16/BF16 tensor, 19.5 TFLOP/s FP32, 2,039 GB/s HBM2e (80 GB SXM).
+[DS-H100]  NVIDIA H100 datasheet / Hopper architecture whitepaper: H100 SXM5 132 SMs, 989 TFLOP/s
+           dense BF16/FP16 tensor, 67 TFLOP/s FP32, 3.35 TB/s HBM3.
+[DS-H200]  NVIDIA H200 datasheet: the H100 SXM's compute (989 TFLOP/s dense BF16), 4.8 TB/s HBM3e.
+[MMB]      NVIDIA, "Matrix Multiplication Background User's Guide" (Deep Learning Performance
+           documentation, DU-09799-001), §2.3: cuBLAS's typical tiles, 256x128 and 128x256 the
+           most efficient, 128x128 next; §3: tile and wave quantization.
+[MAMF]     S. Bekman, "Machine Learning Engineering", compute/accelerator: the Maximum Achievable
+           Matmul FLOPS table (mamf-finder.py, BF16 torch.matmul over a scan of large shapes):
+           A100 SXM 267.9 TFLOP/s = 85.9 % of 312 (CUDA 12.1); H100 SXM 792.1 = 80.1 % of 989
+           (CUDA 12.1); H100/H200 SXM 794.5 = 80.3 % of 989.
+[HBM-A100] NVIDIA developer forum, "Trouble to reach peak bandwidth of A100" (2025): a streaming
+           read kernel on an A100 80 GB SXM measured 1.80 TB/s, 88 % of 2.04 TB/s (Nsight
+           Compute agrees), and the GTC talk cited there puts the best kernels near 90 %.
+[FA2]      T. Dao, "FlashAttention-2" (arXiv 2307.08691), §4.1: on A100 the forward reaches up to
+           73 % of the tensor peak and the backward up to 63 % (head dim 128, long sequences);
+           FLOPs counted as 4 s^2 d heads forward, 2.5x that backward, halved when causal.
+[FA3]      J. Shah et al., "FlashAttention-3" (arXiv 2407.08608): on H100 SXM5 the BF16 forward
+           reaches up to 740 TFLOP/s (75 %); the backward is 1.5-1.75x FlashAttention-2's, which
+           runs at 35 % of the H100's peak (the paper's §1): 1.5 x 35 % = 0.52.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import ConfigError
+
+
+class KernelPreset(NamedTuple):
+    key: str
+    sms: int                       # streaming multiprocessors
+    tensor_tflops: float           # dense FP16/BF16 tensor-core peak
+    fp32_tflops: float             # FP32 (non-tensor) peak: GEMMs in fp32
+    gemm_fraction: float           # of the peak cuBLAS sustains on large aligned GEMMs
+    hbm_tbps: float                # HBM bandwidth, TB/s
+    hbm_fraction: float            # of it a streaming kernel reaches
+    flash_fwd_fraction: float      # of the tensor peak a flash-attention forward reaches
+    flash_bwd_fraction: float      # and its backward
+    tiles: tuple[tuple[int, int], ...]   # the output tiles cuBLAS chooses among
+
+    def peak_tflops(self, dtype_bytes: int) -> float:
+        """The dense peak for operands of ``dtype_bytes`` (2: FP16/BF16 tensor; 4: FP32)."""
+        return self.tensor_tflops if dtype_bytes <= 2 else self.fp32_tflops
+
+
+_TILES = ((256, 128), (128, 256), (128, 128))                     # [MMB] §2.3
+
+KERNELS: dict[str, KernelPreset] = {
+    "a100": KernelPreset(
+        "a100", sms=108, tensor_tflops=312.0, fp32_tflops=19.5,     # [DS-A100]
+        gemm_fraction=0.859,                                         # [MAMF] A100 SXM
+        hbm_tbps=2.039, hbm_fraction=0.88,                           # [DS-A100], [HBM-A100]
+        flash_fwd_fraction=0.73, flash_bwd_fraction=0.63,            # [FA2] A100
+        tiles=_TILES),
+    "h100": KernelPreset(
+        "h100", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H100]
+        gemm_fraction=0.801,                                         # [MAMF] H100 SXM
+        # [DS-H100]; the streaming fraction is [HBM-A100]'s (no published H100 figure found):
+        # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
+        hbm_tbps=3.35, hbm_fraction=0.88,
+        flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] H100
+        tiles=_TILES),
+    "h200": KernelPreset(
+        "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
+        gemm_fraction=0.803,                                         # [MAMF] H100/H200 SXM
+        hbm_tbps=4.8, hbm_fraction=0.88,                             # [DS-H200], as h100
+        flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] (H100's die)
+        tiles=_TILES),
+}
+
+
+def kernel_preset(key: str) -> KernelPreset:
+    preset = KERNELS.get(key.lower())
+    if preset is None:
+        raise ConfigError(f"--gpu: expected one of {', '.join(KERNELS)}, found {key!r}")
+    return preset

@@ -1,0 +1,205 @@
+"""The kernels of each generated row (Megatron-LM's GPT / LLaMA layer on one GPU), as
+:class:`.kernels.Op` shapes and byte counts for :func:`.kernels.price`.
+
+Per microbatch of ``b`` sequences of ``s`` tokens on one GPU of tensor-parallel size ``T``, with
+``d`` bytes per activation element. ``E = b·s·h`` elements of the hidden state, ``E/T`` with
+sequence parallelism (the norms, dropouts and residual adds then run on 1/T of the sequence);
+without it every TP rank repeats them on the whole sequence. Bytes per element of each
+memory-bound kernel, counted as the kernel reads and writes HBM (Megatron-LM's fused kernels:
+LayerNorm/RMSNorm, bias + GELU, bias + dropout + residual add, scaled masked softmax):
+
+=======================  ============================  ======================================
+kernel                   forward                       backward (input grad)
+=======================  ============================  ======================================
+norm                     read x, write y: 2d           read x, dy, write dx: 3d
+residual grad add        -                             read two grads, write one: 3d
+bias + dropout + add     read x, residual, write y,    read dy, mask, write dx: 2d + 1
+(gpt; llama: add only)   mask 1 B: 3d + 1 (llama 3d)   (llama: the gradient passes through, 0)
+bias + GELU              read x, write y: 2d           read x, dy, write dx: 3d
+SwiGLU (llama)           read 2 halves, write: 3d/2    read 2 halves, dy, write 2: 5d/2
+                         per element of the 2f input   per element of the 2f input
+softmax (no flash)       read scores, write probs: 2d  read probs, dprobs, write: 3d
+attention dropout        read, write, mask: 2d + 1     read, mask, write: 2d + 1
+=======================  ============================  ======================================
+
+Without flash attention the core is Megatron's: a batched QKᵀ (``b·A/T`` products of s x s x
+h/A, the full square even when causal: the mask is applied in the softmax), the softmax, the
+dropout on the probabilities and a batched probs·V; its backward four batched GEMMs. With flash
+attention the core is one kernel each way (:mod:`.kernels`, causal: half the square).
+
+Weight gradients are GEMMs accumulating into fp32 main gradients (Megatron's
+``--gradient-accumulation-fusion``): the output is read and written in fp32, 8 bytes.
+"""
+
+from __future__ import annotations
+
+from .kernels import flash, gemm, memory
+
+MAIN_GRAD = 8        # fp32 main gradient, read and written by the fused weight-gradient GEMM
+MASK = 1             # a dropout mask element (torch.bool)
+
+
+def _hidden_elems(model, par) -> int:
+    e = model.micro_batch * model.seq * model.hidden
+    return e // par.tp if par.sequence_parallel else e
+
+
+def _norm(name: str, model, par, residual: bool = True) -> tuple[list, list]:
+    """A norm's kernels; ``residual``: its input also feeds a residual branch, whose gradient
+    is added to the norm's input gradient."""
+    d, e = par.dtype_bytes, _hidden_elems(model, par)
+    bwd = [memory(f"{name}_bwd", "ig", 3 * d * e)]
+    if residual:
+        bwd.append(memory("residual_grad_add", "ig", 3 * d * e))
+    return [memory(name, "fwd", 2 * d * e)], bwd
+
+
+def _dropout_add(model, par) -> tuple[list, list]:
+    d, e = par.dtype_bytes, _hidden_elems(model, par)
+    if model.arch == "gpt":      # Megatron GPT: hidden dropout 0.1, biases
+        return ([memory("bias_dropout_add", "fwd", (3 * d + MASK) * e)],
+                [memory("bias_dropout_add_bwd", "ig", (2 * d + MASK) * e)])
+    return [memory("residual_add", "fwd", 3 * d * e)], []
+
+
+def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int) -> list:
+    """A linear layer's three GEMMs: y = x W (tokens x n_out), dx = dy Wᵀ, dW = xᵀ dy."""
+    return [gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=d),
+            gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=d),
+            gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=d,
+                 out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
+
+
+def _attention_core(model, par) -> list:
+    b, s, h, A, T, d = (model.micro_batch, model.seq, model.hidden, model.heads, par.tp,
+                        par.dtype_bytes)
+    heads = A // T
+    hd = h // A
+    if par.flash_attention:
+        fwd = 4 * b * heads * s * s * hd // 2           # causal: half the square ([FA2])
+        ops = [flash("flash_attention", "fwd", fwd)]
+        if par.selective_recompute:
+            ops.append(flash("flash_attention_recompute", "ig", fwd))
+        return ops + [flash("flash_attention_bwd", "ig", fwd * 5 // 2)]
+    bh = b * heads
+    scores = bh * s * s
+    ops = [gemm("attention_scores", "fwd", s, s, hd, batch=bh, dtype_bytes=d),
+           memory("scale_mask_softmax", "fwd", 2 * d * scores)]
+    if model.arch == "gpt":      # Megatron GPT: attention dropout 0.1
+        ops.append(memory("attention_dropout", "fwd", (2 * d + MASK) * scores))
+    ops.append(gemm("attention_context", "fwd", s, hd, s, batch=bh, dtype_bytes=d))
+    if par.selective_recompute:  # the core's forward again, before its backward
+        ops += [o._replace(name=f"{o.name}_recompute", phase="ig") for o in ops]
+    ops += [gemm("attention_context_dgrad_probs", "ig", s, s, hd, batch=bh, dtype_bytes=d),
+            gemm("attention_context_dgrad_v", "ig", s, hd, s, batch=bh, dtype_bytes=d)]
+    if model.arch == "gpt":
+        ops.append(memory("attention_dropout_bwd", "ig", (2 * d + MASK) * scores))
+    ops += [memory("scale_mask_softmax_bwd", "ig", 3 * d * scores),
+            gemm("attention_scores_dgrad_q", "ig", s, hd, s, batch=bh, dtype_bytes=d),
+            gemm("attention_scores_dgrad_k", "ig", s, hd, s, batch=bh, dtype_bytes=d)]
+    return ops
+
+
+def attention_column_ops(model, par) -> list:
+    """Input norm, fused QKV projection (h -> q/T), attention core."""
+    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    q = h + 2 * model.kv * (h // model.heads)
+    f, b = _norm("input_norm", model, par)
+    return f + _linear("qkv", bs, h, q // T, d) + _attention_core(model, par) + b
+
+
+def attention_row_ops(model, par) -> list:
+    """Output projection (h/T -> h), bias + dropout + residual add."""
+    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    f, b = _dropout_add(model, par)
+    return _linear("attention_proj", bs, h // T, h, d) + f + b
+
+
+def mlp_column_ops(model, par) -> list:
+    """Pre-MLP norm, up projection (h -> f/T, SwiGLU: gate and up, 2f/T), the activation."""
+    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+                      par.dtype_bytes)
+    nf, nb = _norm("mlp_norm", model, par)
+    if model.arch == "gpt":
+        e = bs * f // T
+        act = [memory("bias_gelu", "fwd", 2 * d * e), memory("bias_gelu_bwd", "ig", 3 * d * e)]
+        width = f // T
+    else:
+        e = 2 * bs * f // T
+        act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
+        width = 2 * f // T
+    return nf + _linear("mlp_up", bs, h, width, d) + act + nb
+
+
+def mlp_row_ops(model, par) -> list:
+    """Down projection (f/T -> h), bias + dropout + residual add."""
+    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+                      par.dtype_bytes)
+    fa, ba = _dropout_add(model, par)
+    return _linear("mlp_down", bs, f // T, h, d) + fa + ba
+
+
+def moe_router_ops(model, par) -> list:
+    """Pre-MLP norm and the router (h -> E) on this GPU's share of the tokens."""
+    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    nf, nb = _norm("mlp_norm", model, par)
+    return nf + _linear("router", bs // T, h, model.experts, d) + nb
+
+
+def moe_expert_ops(model, par) -> list:
+    """This GPU's E/ep experts, each a SwiGLU FFN (split over T) on the b·s·k·ep/E tokens routed
+    to it on average; a batched GEMM per projection."""
+    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+                      par.dtype_bytes)
+    local = model.experts // par.ep
+    tokens = bs * model.topk * par.ep // model.experts
+    out = MAIN_GRAD if d <= 2 else 2 * d
+    ops = []
+    for name, n_in, n_out in (("expert_up", h, 2 * f // T), ("expert_down", f // T, h)):
+        ops += [gemm(name, "fwd", tokens, n_out, n_in, batch=local, dtype_bytes=d),
+                gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, batch=local, dtype_bytes=d),
+                gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, batch=local, dtype_bytes=d,
+                     out_bytes=out)]
+    e = 2 * local * tokens * f // T
+    ops += [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
+    return ops
+
+
+def embedding_ops(model, par, vocab: int) -> list:
+    """Vocab-parallel lookup (each TP rank writes the whole b·s·h output, zeros outside its
+    shard), then (gpt) the position embedding add and the embedding dropout on the hidden state;
+    backward: the dense gradient of this rank's V/T x h table, added into its fp32 main
+    gradient."""
+    b, s, h, T, d = model.micro_batch, model.seq, model.hidden, par.tp, par.dtype_bytes
+    full = b * s * h
+    e = _hidden_elems(model, par)
+    table = vocab // T * h
+    ops = [memory("embedding_lookup", "fwd", 2 * d * full)]
+    if model.arch == "gpt":
+        ops += [memory("position_add", "fwd", 3 * d * e),
+                memory("embedding_dropout", "fwd", (2 * d + MASK) * e),
+                memory("embedding_dropout_bwd", "ig", (2 * d + MASK) * e)]
+    # zero the table's gradient, scatter-add the rows' gradients, add it into main_grad
+    ops += [memory("embedding_grad", "wg", d * table + 2 * d * full),
+            memory("embedding_main_grad_add", "wg", (d + MAIN_GRAD) * table)]
+    return ops
+
+
+def head_ops(model, par, vocab: int) -> list:
+    """Final norm and the column-parallel LM head (h -> V/T)."""
+    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    f, b = _norm("final_norm", model, par, residual=False)
+    return f + _linear("lm_head", bs, h, vocab // T, d) + b
+
+
+def cross_entropy_ops(model, par, vocab: int) -> list:
+    """Megatron-LM's vocab-parallel cross-entropy on this rank's b·s x V/T logits, in fp32
+    (core/tensor_parallel/cross_entropy.py): forward: cast the logits to fp32 (read d, write 4),
+    the max (read 4), subtract it (read 4, write 4), exp (read 4, write 4), the sum (read 4),
+    the division that keeps the softmax for the backward (read 4, write 4) = d + 36 bytes per
+    logit; backward: softmax minus the one-hot target, times the loss gradient (read 4, write 4)
+    and the cast back for the LM head's backward (read 4, write d) = d + 12."""
+    e = model.micro_batch * model.seq * vocab // par.tp
+    d = par.dtype_bytes
+    return [memory("cross_entropy", "fwd", (d + 36) * e),
+            memory("cross_entropy_bwd", "ig", (d + 12) * e)]

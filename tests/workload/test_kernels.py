@@ -1,0 +1,232 @@
+"""The kernel-level compute model: per-op times against hand-worked numbers, rows as the sum of
+their ops, and the generated file carrying those sums."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.cli.main import main
+from simulator.workload import layer_ops
+from simulator.workload.generator import (ModelSpec, ParallelSpec, generate_rows, layer_rows,
+                                          render)
+from simulator.workload.gpus import GPUS
+from simulator.workload.kernel_presets import KERNELS, kernel_preset
+from simulator.workload.kernels import flash, gemm, memory, price, row_times
+from simulator.workload.parser import parse_workload_text
+
+A100 = kernel_preset("a100")
+# one SM's share of the A100's sustained tensor rate: 312e3 FLOP/ns x 0.859 / 108 SMs
+PER_SM = 312e3 * 0.859 / 108            # 2481.5556 FLOP/ns
+HBM = 2.039e3 * 0.88                    # 1794.32 B/ns
+
+# Korthikanti's 22B layer on one GPU of 8: b 4, s 2048, h 6144, 64 heads, f 4h, no sequence
+# parallelism, no flash attention, fp16
+KORT22 = ModelSpec("gpt", 48, 6144, 64, 2048, 4, ffn=24576, vocab=51200)
+KORT22_PAR = ParallelSpec(tp=8, sequence_parallel=False, flash_attention=False,
+                          precision="fp16")
+
+
+def test_gemm_waves_and_tiles_on_a100():
+    # QKV of the 22B layer: M = b*s = 8192 tokens, N = 3h/T = 2304, K = h = 6144.
+    # 256x128 and 128x256 tiles: 32*18 = 64*9 = 576 tiles -> 6 waves of 108 (5.33), each tile
+    # 2*256*128*6144 FLOPs: 12 of the 128x128 tile's time. 128x128: 64*18 = 1152 tiles -> 11
+    # waves (10.67): the cheapest, cuBLAS's pick.
+    p = price(gemm("qkv", "fwd", 8192, 2304, 6144), A100)
+    assert (p.tile, p.tiles, p.waves, p.bound) == ((128, 128), 1152, 11, "math")
+    assert p.flops == 2 * 8192 * 2304 * 6144 == 231_928_233_984
+    assert p.ns == round(11 * 2 * 128 * 128 * 6144 / PER_SM) == 892_421
+    # the last wave is 2/3 full: 3 % slower than the same FLOPs at the sustained rate
+    assert p.ns / (p.flops / (PER_SM * 108)) == pytest.approx(1.0312, abs=1e-4)
+    # operands and output in fp16: (M*K + K*N + M*N) * 2 bytes, far under the math time
+    assert p.nbytes == (8192 * 6144 + 6144 * 2304 + 8192 * 2304) * 2 == 166_723_584
+
+
+def test_a_tiny_gemm_costs_a_whole_tile():
+    p = price(gemm("tiny", "fwd", 1, 1, 1), A100)
+    assert (p.tiles, p.waves) == (1, 1)
+    assert p.ns == round(2 * 128 * 128 / PER_SM) == 13
+
+
+def test_a_skinny_batched_gemm_is_memory_bound():
+    # QK^T of the 22B layer: 32 heads of 2048 x 2048 x 96: 4096 tiles of 256x128 -> 38 waves,
+    # 96_341 ns of math; the bytes, 32 * (2*2048*96*2 + 2048^2*2) = 293_601_280, take longer
+    p = price(gemm("scores", "fwd", 2048, 2048, 96, batch=32), A100)
+    assert p.bound == "memory"
+    assert p.nbytes == 32 * (2048 * 96 * 2 * 2 + 2048 * 2048 * 2) == 293_601_280
+    assert p.ns == round(293_601_280 / HBM) == 163_628
+    assert round(38 * 2 * 256 * 128 * 96 / PER_SM) == 96_341 < p.ns
+
+
+def test_memory_bound_elementwise_bytes_and_time():
+    # the 22B layer's input LayerNorm without sequence parallelism: every TP rank normalises
+    # b*s*h = 50_331_648 fp16 elements, reading x and writing y: 4 bytes each
+    ops = layer_ops.attention_column_ops(KORT22, KORT22_PAR)
+    norm = next(o for o in ops if o.name == "input_norm")
+    assert norm.nbytes == 2 * 2 * 4 * 2048 * 6144 == 201_326_592
+    assert price(norm, A100).ns == round(201_326_592 / HBM) == 112_202
+    # with sequence parallelism the rank normalises 1/T of the sequence
+    sp = layer_ops.attention_column_ops(KORT22, ParallelSpec(
+        tp=8, sequence_parallel=True, flash_attention=False, precision="fp16"))
+    assert next(o for o in sp if o.name == "input_norm").nbytes == 201_326_592 // 8
+
+
+def test_flash_attention_flops_and_time():
+    # b 1, s 4096, 64 heads of 128 over T 8: 8 heads on the GPU; causal forward
+    # 4 * s^2 * d * heads / 2 = 34_359_738_368 FLOPs at 73 % of 312 TFLOP/s (FlashAttention-2);
+    # backward 2.5x the FLOPs at 63 %
+    model = ModelSpec("llama", 1, 8192, 64, 4096, 1)
+    ops = layer_ops._attention_core(model, ParallelSpec(tp=8))
+    assert [(o.name, o.phase, o.flops) for o in ops] == [
+        ("flash_attention", "fwd", 34_359_738_368),
+        ("flash_attention_bwd", "ig", 85_899_345_920)]
+    assert price(ops[0], A100).ns == round(34_359_738_368 / (312e3 * 0.73)) == 150_859
+    assert price(ops[1], A100).ns == round(85_899_345_920 / (312e3 * 0.63)) == 437_013
+
+
+def test_a_rows_sum_of_its_ops_22b_attention_row():
+    # output projection M 8192, N h = 6144, K h/T = 768: 128x128 tiles, 64*48 = 3072 -> 29
+    # waves; then bias + dropout + residual add on 50_331_648 elements: read x and the residual,
+    # write y (3 x 2 bytes) and the 1-byte mask
+    ops = layer_ops.attention_row_ops(KORT22, KORT22_PAR)
+    (fwd, ig, wg), priced = row_times(ops, A100)
+    proj = round(29 * 2 * 128 * 128 * 768 / PER_SM)
+    bda = round(7 * 50_331_648 / HBM)
+    assert (proj, bda) == (294_093, 196_354)
+    assert fwd == proj + bda == 490_447
+    assert [p.op.name for p in priced if p.op.phase == "fwd"] == ["attention_proj",
+                                                                  "bias_dropout_add"]
+    assert ig == sum(p.ns for p in priced if p.op.phase == "ig")
+    assert wg == sum(p.ns for p in priced if p.op.phase == "wg")
+
+
+def test_generated_rows_carry_the_sum_of_their_ops():
+    model = KORT22
+    text = render(model, KORT22_PAR, GPUS["a100"])
+    wl = parse_workload_text(text, "k.txt")
+    specs = generate_rows(model, KORT22_PAR)
+    assert len(wl.layers) == len(specs)
+    for row, spec in zip(wl.layers, specs):
+        t, _ = row_times(spec.ops, A100)
+        assert (row.fwd_compute, row.ig_compute, row.wg_compute) == t, row.name
+    # every compute-bearing row has ops: the embedding, the head and the loss are timed now
+    names = {r.name: r for r in wl.layers}
+    assert names["embedding_layer"].fwd_compute > 0
+    # the cross-entropy's passes run on the head's row (the loss rows hold its all-reduces)
+    head = next(s for s in specs if s.name == "final_column")
+    assert [o.name for o in head.ops][-2:] == ["cross_entropy", "cross_entropy_bwd"]
+    assert all(names[f"cross_entropy{i}"].fwd_compute == 0 for i in (1, 2, 3))
+
+
+def test_cross_entropy_bytes():
+    # 22B: b*s*V/T = 8192 * 6400 logits on the GPU; fp32 passes: d + 36 bytes forward,
+    # d + 12 backward (d = 2)
+    ce = layer_ops.cross_entropy_ops(KORT22, KORT22_PAR, 51200)
+    assert [(o.name, o.nbytes) for o in ce] == [("cross_entropy", 38 * 8192 * 6400),
+                                                ("cross_entropy_bwd", 14 * 8192 * 6400)]
+
+
+def test_selective_recompute_reruns_the_attention_core_in_the_backward():
+    sel = ParallelSpec(tp=8, sequence_parallel=True, flash_attention=False, precision="fp16",
+                       selective_recompute=True)
+    base = ParallelSpec(tp=8, sequence_parallel=True, flash_attention=False, precision="fp16")
+    (f1, i1, w1), _ = row_times(layer_ops.attention_column_ops(KORT22, sel), A100)
+    (f0, i0, w0), _ = row_times(layer_ops.attention_column_ops(KORT22, base), A100)
+    core = layer_ops._attention_core(KORT22, base)
+    core_fwd = sum(price(o, A100).ns for o in core if o.phase == "fwd")
+    assert (f1, w1) == (f0, w0)
+    assert i1 == i0 + core_fwd
+    # and the scores are not kept: the activation stash loses Korthikanti's 5as^2b term
+    from simulator.workload.generator import activation_bytes
+    assert activation_bytes(KORT22, base) - activation_bytes(KORT22, sel) == \
+        5 * 64 * 2048 * 2048 * 4 // 8
+
+
+def test_efficiency_keeps_the_flat_model():
+    model = KORT22
+    rows = layer_rows(model, KORT22_PAR)
+    wl = parse_workload_text(render(model, KORT22_PAR, GPUS["a100"], efficiency=0.5), "k.txt")
+    col = wl.layers[1]
+    assert col.fwd_compute == round(rows[0].fwd_flops / (312e3 * 0.5))
+
+
+def test_every_preset_names_the_dense_peak_of_its_datasheet():
+    assert {k: (p.sms, p.tensor_tflops, p.hbm_tbps) for k, p in KERNELS.items()} == {
+        "a100": (108, 312.0, 2.039), "h100": (132, 989.0, 3.35), "h200": (132, 989.0, 4.8)}
+    assert set(KERNELS) == set(GPUS)
+
+
+def test_h100_prices_the_same_gemm_faster_than_a100():
+    op = gemm("mlp_up", "fwd", 4096, 3584, 8192)
+    assert price(op, kernel_preset("h100")).ns < price(op, A100).ns
+    # the same die: h200 differs only where HBM bounds the op
+    mem = memory("norm", "fwd", 10**9)
+    assert price(mem, kernel_preset("h200")).ns < price(mem, kernel_preset("h100")).ns
+
+
+def test_generate_cli_writes_the_kernel_model(tmp_path, capsys):
+    out = tmp_path / "k.txt"
+    args = ["generate", "--model", "gpt", "--layers", "2", "--hidden", "6144", "--heads", "64",
+            "--seq", "2048", "--micro-batch", "4", "--tp", "8", "--ffn", "24576", "--vocab",
+            "51200", "--no-sequence-parallel", "--no-flash-attention", "--precision", "fp16",
+            "-o", str(out)]
+    assert main(args) == 0
+    wl = parse_workload_text(out.read_text(), "k.txt")
+    assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 490_447
+
+
+KORT22_ARGS = ["--model", "gpt", "--layers", "2", "--hidden", "6144", "--heads", "64", "--seq",
+               "2048", "--micro-batch", "4", "--tp", "8", "--ffn", "24576", "--vocab", "51200",
+               "--no-sequence-parallel", "--no-flash-attention", "--precision", "fp16"]
+
+
+def test_inspect_shows_the_per_op_breakdown_and_checks_the_sums(tmp_path, capsys):
+    wl, ops = tmp_path / "k.txt", tmp_path / "k.json"
+    assert main(["generate", *KORT22_ARGS, "-o", str(wl), "--ops", str(ops)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
+    out = capsys.readouterr().out
+    assert "    attention_row (x2): F 490447, IG 464770, WG 324517" in out
+    assert ("      fwd qkv                                    892421 ns  math   8192x2304x6144, "
+            "1152 tiles of 128x128 in 11 waves") in out
+    assert "  every row's compute columns are the sum of its ops" in out
+    # an edited row no longer holds the sum of its ops: named with its line
+    text = wl.read_text().replace("\t490447\t", "\t490000\t", 1)
+    wl.write_text(text)
+    assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
+    out = capsys.readouterr().out
+    assert ("  warning: line 5: row attention_row's compute (490000, 464770, 324517) is not the "
+            "sum of its ops (490447, 464770, 324517)") in out
+
+
+def test_ops_refusals_are_one_line(tmp_path, capsys):
+    wl = tmp_path / "k.txt"
+    assert main(["generate", *KORT22_ARGS, "-o", str(wl)]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    capsys.readouterr()
+    assert main(["inspect", str(wl), "--ops", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: --ops: {bad} is not a per-op breakdown written by pipesim generate "
+        "--ops (expected format 'pipesim-ops-1')\n")
+    assert main(["generate", *KORT22_ARGS, "--efficiency", "0.5", "-o", str(wl), "--ops",
+                 str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --ops: the per-op breakdown is the kernel model's; --efficiency times "
+        "rows without kernels\n")
+
+
+def test_a_layers_memory_bound_bytes_22b():
+    # E = b*s*h = 50_331_648 hidden elements on every rank (no sequence parallelism), the
+    # scores 32 heads x 2048^2 = 134_217_728, the GELU's 8192 x 3072 = 25_165_824; fp16.
+    # forward: 2 norms 4E, 2 bias-dropout-adds 7E, softmax 4 and dropout 5 per score, GELU 4
+    # backward: 2 norms 6E, 2 residual grad adds 6E, 2 bias-dropout-adds 5E, dropout 5 and
+    # softmax 6 per score, GELU 6
+    E, S, G = 50_331_648, 134_217_728, 25_165_824
+    ops = [o for f in (layer_ops.attention_column_ops, layer_ops.attention_row_ops,
+                       layer_ops.mlp_column_ops, layer_ops.mlp_row_ops)
+           for o in f(KORT22, KORT22_PAR) if o.kind == "memory"]
+    fwd = sum(o.nbytes for o in ops if o.phase == "fwd")
+    ig = sum(o.nbytes for o in ops if o.phase == "ig")
+    assert fwd == 22 * E + 9 * S + 4 * G == 2_415_919_104
+    assert ig == 34 * E + 11 * S + 6 * G == 3_338_665_984
+    assert not [o for o in ops if o.phase == "wg"]
