@@ -385,7 +385,9 @@ def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
     """The model in order (head, ``stages`` copies of the layers, tail), re-indexed."""
     picks: list[tuple[Layer, int]] = [(block[i], i) for i in range(head_len)]
     model_spans = []
-    for _ in range(stages):
+    # a block without layers has nothing to copy: the loop is bounded by the rows it builds
+    # (checked by _check_model_rows), never by the header's pp alone
+    for _ in range(stages if spans else 0):
         for a, b in spans:
             model_spans.append((len(picks), len(picks) + b - a))
             picks += [(block[i], i) for i in range(a, b)]
