@@ -116,6 +116,25 @@ def schedule_warnings(workload: Workload, schedule: Schedule | str | None,
     return []
 
 
+def decided_keys(workload: Workload, schedule: Schedule | str | None,
+                 spec: ScheduleSpec | None, options: RunOptions) -> frozenset[str]:
+    """The header fields the run's options set, so that a file lacking them is not running on
+    a default: ``pp`` (--pp), ``ga`` (-m), ``vpp`` (--vpp, or a schedule of a fixed chunk count
+    that was named rather than chosen by the header's vpp) and ``checkpoints`` (--recompute)."""
+    if isinstance(schedule, Schedule):
+        decided = {"pp", "ga", "vpp"}
+    else:
+        decided = {k for k, v in (("pp", options.pp), ("ga", options.microbatches),
+                                  ("vpp", options.vpp)) if v is not None}
+        named = schedule is not None or workload.header.pp_schedule is not None
+        if (workload.layout == "model" and spec is not None and not spec.variable_vpp
+                and named):
+            decided.add("vpp")
+    if options.recompute != "file":
+        decided |= {"checkpoints", "checkpoint_initiates"}
+    return frozenset(decided)
+
+
 def drawn_as(options: RunOptions, system: SystemConfig) -> Drawn:
     """What one action of this run costs against the budget: its point-to-point mode and the
     outputs it will be drawn into."""
@@ -132,7 +151,9 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
         if rank >= P:
             raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {P})")
     wl, warnings = header_for_run(workload, P, pp_comm=options.pp_comm, gpus=options.gpus,
-                                  dp=options.dp, microbatches=M, vpp=v)
+                                  dp=options.dp, microbatches=M, vpp=v,
+                                  decided=decided_keys(workload, schedule, spec, options),
+                                  schedule_name=spec.name if spec is not None else "")
     warnings += schedule_warnings(wl, schedule, spec)
     drawn = drawn_as(options, system)   # the mode and the outputs decide what an action costs
     if isinstance(schedule, Schedule):

@@ -16,7 +16,7 @@ from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
 from .units import fmt_bytes
-from .workload.header import defaults_note
+from .workload.header import FILE_KEY, defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
 from .workload.partition import check_chunks
 
@@ -193,19 +193,25 @@ class RunPlan(NamedTuple):
 
 def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                    gpus: int | None = None, dp: int | None = None,
-                   microbatches: int | None = None, vpp: int | None = None
+                   microbatches: int | None = None, vpp: int | None = None,
+                   decided: frozenset[str] = frozenset(), schedule_name: str = ""
                    ) -> tuple[Workload, list[RunWarning]]:
     """The workload with the run's ``pp_comm`` and world size in its header, and the warnings
     for what had to be assumed (see docs/model.md, "What pipesim assumes"). The values are
     checked already (:class:`~simulator.run_options.RunOptions`); what is decided here is what
-    they make of this workload, in four steps: the bytes between stages, the world size, the
-    rows pipesim reads but does not model, and the parser's note restated for the run."""
+    they make of this workload, in five steps: the bytes between stages, the world size, the
+    rows pipesim reads but does not model, the header keys the file lacks and the run still
+    uses (``decided`` names the header fields the run's options set: ``pp``, ``ga``, ``vpp``,
+    ``checkpoints``), and the parser's notes without its note on those keys."""
     changes: dict[str, object] = {}
     warnings = _stage_bytes(workload, pp, pp_comm, changes)
     used = _groups_used(workload.layers)
     warnings += _world_size(workload, pp, gpus, dp, used, changes)
     warnings += _unmodelled(workload, used)
-    notes = _restated_notes(workload, changes, pp, microbatches, vpp)
+    # the file's missing keys first: under --strict the refusal names the most basic one
+    warnings = _header_defaults(workload, decided | set(changes), pp, vpp, schedule_name,
+                                {w.code for w in warnings}) + warnings
+    notes = _restated_notes(workload)
     if changes or notes != workload.warnings:
         workload = workload._replace(header=workload.header._replace(**changes),
                                      warnings=notes)
@@ -314,21 +320,69 @@ def _unmodelled(workload: Workload, used: dict[CommGroup, int]) -> list[RunWarni
     return warnings
 
 
-def _restated_notes(workload: Workload, changes: dict[str, object], pp: int,
-                    microbatches: int | None, vpp: int | None) -> tuple[str, ...]:
-    """The parser's note on the header's missing keys, without the keys the run decides
-    (``pp``, ``microbatches`` and ``vpp`` as run, a given or derived ``pp_comm``, a given world
-    size): those no longer read as defaulted."""
+# the warning each key's absence already gets elsewhere: no second warning for it
+_COVERED = {"pp_comm": ("pp_comm_derived", "p2p_free"), "all_gpus": ("gpus_defaulted",),
+            "tp": ("tp_group_of_one",), "ep": ("ep_group_of_one",)}
+
+
+def _header_defaults(workload: Workload, decided: set[str], pp: int, vpp: int | None,
+                     schedule_name: str, codes: set[str]) -> list[RunWarning]:
+    """A warning for each header key the file lacks whose default the run uses (the parser's
+    defaults change numbers: a missing ``pp:`` runs one stage, a missing ``ga:`` one
+    microbatch); a key the run's options decide is not defaulted."""
     h, path = workload.header, workload.path
-    decided = set(changes) | {k for k, run in (("pp", pp), ("ga", microbatches), ("vpp", vpp))
-                              if run is not None and run != getattr(h, k)}
-    notes = workload.warnings
-    if decided & set(h.defaults_used):
-        note = defaults_note(path, h, h.defaults_used)
-        still = [k for k in h.defaults_used if k not in decided]
-        restated = (defaults_note(path, h, still),) if still else ()
-        notes = tuple(x for n in notes for x in (restated if n == note else (n,)))
-    return notes
+    missing = [k for k in h.defaults_used if k not in decided
+               and not any(c in codes for c in _COVERED.get(k, ()))]
+    if "checkpoints" in missing and "checkpoint_initiates" in missing:
+        missing.remove("checkpoint_initiates")
+    out: list[RunWarning] = []
+    for key in missing:
+        said = f"{path}:1: header has no {FILE_KEY[key]}"
+        if key == "pp":
+            out.append(RunWarning("pp_defaulted", f"{said}; using pp {h.pp} (one stage, no "
+                                  "pipeline)", "--pp or pp: in the header"))
+        elif key == "ga":
+            out.append(RunWarning("ga_defaulted", f"{said}; using {h.ga} microbatch per "
+                                  "iteration", "-m or ga: in the header"))
+        elif key == "vpp" and workload.layout == "aicb":
+            layers = workload.aicb.layers_per_stage if workload.aicb is not None else 0
+            out.append(RunWarning("vpp_defaulted", f"{said} (the AICB layout's layers per "
+                                  f"stage); the block's {layers} layer(s) per stage are taken "
+                                  "unchecked", "vpp: in the header"))
+        elif key == "vpp":
+            out.append(RunWarning("vpp_defaulted", f"{said}; using vpp {vpp} ({schedule_name} "
+                                  f"at {vpp} chunk(s) per rank)", "--vpp or vpp: in the header"))
+        elif key == "tp":
+            out.append(RunWarning("tp_defaulted", f"{said}; using TP {h.tp} (the world size and "
+                                  "a derived pp_comm assume it)",
+                                  "model_parallel_NPU_group: in the header"))
+        elif key == "ep":
+            out.append(RunWarning("ep_defaulted", f"{said}; using EP {h.ep}",
+                                  "ep: in the header"))
+        elif key == "pp_comm":
+            out.append(RunWarning("pp_comm_defaulted", f"{said} and no activation size can be "
+                                  "derived from its rows; using 0 bytes between stages and for "
+                                  "activation memory", "--pp-comm or pp_comm: in the header"))
+        elif key == "all_gpus":
+            out.append(RunWarning("gpus_defaulted", f"{said}; assuming {h.all_gpus} GPU(s) (tp "
+                                  f"x the header's pp), so DP = "
+                                  f"{max(1, h.all_gpus // (max(1, h.tp) * pp))}",
+                                  "--gpus or --dp"))
+        elif key in ("checkpoints", "checkpoint_initiates"):
+            out.append(RunWarning("checkpoints_defaulted", f"{said} (its policy "
+                                  f"{h.policy} reads them); no layer is recomputed",
+                                  "--recompute or checkpoints: in the header"))
+    return out
+
+
+def _restated_notes(workload: Workload) -> tuple[str, ...]:
+    """The parser's notes, without its note on the header's missing keys: a run states each
+    key it still uses as a warning (:func:`_header_defaults`)."""
+    h = workload.header
+    if not h.defaults_used:
+        return workload.warnings
+    note = defaults_note(workload.path, h, h.defaults_used)
+    return tuple(n for n in workload.warnings if n != note)
 
 
 def memory_warnings(memory, records, system, limit_gb: float | None,

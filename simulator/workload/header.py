@@ -51,7 +51,7 @@ MODE_KEY = "mode:"             # AICB 2.0: 0 training, 1 inference (one token, k
 INFERENCE_MODES = ("1", "inference")
 STAGE_LAYERS_KEY = "stage_layers:"
 _LIST_KEYS = {"checkpoints:": "checkpoints", "checkpoint_initiates:": "checkpoint_initiates"}
-_FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
+FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
              "ga": "ga:", "all_gpus": "all_gpus:", "pp_comm": "pp_comm:",
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
@@ -250,7 +250,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
 def defaults_note(path: str, header: Header, keys) -> str:
     """The note naming the header keys ``keys`` the file lacks and the defaults ``header``
     holds for them (the parser's; a run restates it for the keys it still uses)."""
-    listed = ", ".join(_FILE_KEY[k] for k in keys)
+    listed = ", ".join(FILE_KEY[k] for k in keys)
     used = ", ".join(_default_text(k, getattr(header, k)) for k in keys)
     return f"{path}:1: header has no {listed}; using {used}"
 
