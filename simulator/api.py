@@ -28,7 +28,8 @@ from .schedules import registry
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .schedules.validate import validate as check_schedule
-from .system.config import SystemConfig, load_system, system_from_dict
+from .system.config import (SystemConfig, check_memory_keys, load_system, system_from_dict,
+                            with_param_dtype)
 from .system.topology import LinkModel
 from .workload.model import Workload
 from .workload.parser import load_workload
@@ -239,7 +240,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if schedule is None:
         schedule = opts.schedule
     wl = _load(workload, opts.layout)
-    sysconf = _system(system)
+    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.distributed_optimizer)
+    check_memory_keys(sysconf.memory)
     engine = opts.engine_options(sysconf.memory.capacity_bytes)
     plan = plan_run(wl, schedule, sysconf, opts)
     sched = build_schedule(plan, schedule, sysconf, opts)
@@ -247,7 +249,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                             opts.recompute)
     warnings = plan.warnings
     warnings += memory_warnings(runtime.memory, records, sysconf,
-                                opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload)
+                                opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload,
+                                plan.notes)
     warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
     if opts.strict:
         enforce_strict(warnings)

@@ -208,6 +208,9 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     used = _groups_used(workload.layers)
     warnings += _world_size(workload, pp, gpus, dp, used, changes)
     warnings += _unmodelled(workload, used)
+    if workload.layout_detected:
+        warnings.append(RunWarning("layout_detected", workload.layout_detected,
+                                   "--layout model|aicb or layout: in the header"))
     # the file's missing keys first: under --strict the refusal names the most basic one
     warnings = _header_defaults(workload, decided | set(changes), pp, vpp, schedule_name,
                                 {w.code for w in warnings}) + warnings
@@ -386,7 +389,7 @@ def _restated_notes(workload: Workload) -> tuple[str, ...]:
 
 
 def memory_warnings(memory, records, system, limit_gb: float | None,
-                    workload: Workload) -> list[RunWarning]:
+                    workload: Workload, notes: list[str] | None = None) -> list[RunWarning]:
     """After the run: peaks no GPU could hold, and ranks whose memory the file does not say.
 
     With a capacity (``--memory-limit`` or the system's ``memory.capacity_*``) an overflow has
@@ -415,7 +418,7 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                 "memory_over_capacity",
                 f"rank {worst} peaks at {fmt_bytes(peak)}, above the 80 GiB of a typical A100/H100 "
                 f"(no memory capacity set): {fmt_bytes(static)} weights and optimizer state "
-                f"({cfg.bytes_per_param:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
+                f"({cfg.per_param_bytes:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
                 f"stashed activations ({act_rule})",
                 "--memory-limit or memory.capacity_gib in --system"))
     if (not cfg.activation_bytes_per_layer and not workload.header.activation_bytes
@@ -454,17 +457,28 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
         if not cfg.params_per_layer:
             transient += "; parameters: the rows' weight-gradient bytes / " + _grad_bytes_rule(
                 cfg, workload.header.grad_bytes_per_param)
-        out.append(RunWarning(
-            "activation_from_shape",
-            f"activation memory from the model's shape: the header's activation_bytes "
-            f"{workload.header.activation_bytes} B per transformer layer and microbatch "
-            "(Korthikanti et al.'s count for the precision, flash attention and sequence "
-            f"parallelism pipesim generate was given; dropout masks 1 B an element){transient}",
-            "memory.actions in --system (pipesim calibrate --memory fits them from a profiler "
-            "trace with memory events)"))
+        # derived by a documented rule from what the file gives: a note (a key the shape
+        # needs and the header lacks is a warning below)
+        if notes is not None:
+            notes.append(
+                f"activation memory from the model's shape: the header's activation_bytes "
+                f"{workload.header.activation_bytes} B per transformer layer and microbatch "
+                "(Korthikanti et al.'s count for the precision, flash attention and sequence "
+                "parallelism pipesim generate was given; dropout masks 1 B an element)"
+                f"{transient} (memory.actions in --system replaces it; pipesim calibrate "
+                "--memory fits them from a profiler trace with memory events)")
+        lacking = [k for k, v in (("split_backward_bytes:", split),
+                                  ("f/b/i/w_transient_bytes:", any(shaped))) if not v]
+        if lacking and not cfg.actions:
+            out.append(RunWarning(
+                "activation_shape_partial",
+                f"{workload.path}:1: the header gives activation_bytes but no "
+                f"{' and no '.join(lacking)}; using 0 B for them (a split backward's I keeps "
+                "nothing until its W; no working memory inside an action)",
+                "the missing keys in the header (pipesim generate writes them) or "
+                "memory.actions in --system"))
     if (not cfg.params_per_layer and not cfg.grad_bytes_per_param
             and not workload.header.grad_bytes_per_param
-            and not any(w.code == "activation_from_shape" for w in out)
             and any(b > 0 for b in memory.static_bytes)):
         out.append(RunWarning(
             "params_assumed",
@@ -472,6 +486,16 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                 cfg, 0),
             "memory.params_per_layer or memory.grad_bytes_per_param in --system, or "
             "grad_bytes_per_param: in the header"))
+    if (not cfg.precision and not cfg.bytes_per_param and not cfg.actions
+            and any(b > 0 for b in memory.static_bytes)):
+        out.append(RunWarning(
+            "memory_per_param_default",
+            f"weights, gradients and optimizer state: {cfg.per_param_bytes:g} B a parameter on "
+            "every DP rank (mixed-precision Adam, no distributed optimizer: the default when "
+            "nothing says); Megatron-LM with --bf16 --use-distributed-optimizer holds "
+            "6 + 12/DP B, plain fp32 16 B",
+            "--param-dtype bf16|fp32 (and --distributed-optimizer), or memory.bytes_per_param "
+            "or memory.precision in --system"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")

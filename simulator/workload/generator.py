@@ -374,7 +374,7 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
             f"split_backward_bytes: {split_backward_bytes(model, par)} "
             + "".join(f"{kind}_transient_bytes: {n} "
                       for kind, n in zip("fbiw", transient_bytes(model, par)))
-            + f"grad_bytes_per_param: {FP32}")
+            + f"grad_bytes_per_param: {FP32} layout: {layout}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

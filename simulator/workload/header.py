@@ -47,6 +47,9 @@ _INT_KEYS = {
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
+# pipesim's: how the rows are laid out (pipesim generate writes it; the reader honours it)
+LAYOUT_KEY = "layout:"
+LAYOUT_VALUES = ("model", "aicb")
 MODE_KEY = "mode:"             # AICB 2.0: 0 training, 1 inference (one token, kept as written)
 INFERENCE_MODES = ("1", "inference")
 STAGE_LAYERS_KEY = "stage_layers:"
@@ -56,9 +59,9 @@ FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": 
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
-          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:, "
-          "split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, "
-          "w_transient_bytes:, grad_bytes_per_param:")
+          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, "
+          "activation_bytes:, split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, "
+          "i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:")
 
 
 class ParsedHeader:
@@ -141,6 +144,14 @@ def parse_header(line: str, path: str) -> ParsedHeader:
             values[name] = found
             i += 2
             continue
+        if key == LAYOUT_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if found not in LAYOUT_VALUES:
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "model or aicb after 'layout:'", found)
+            values[name] = found
+            i += 2
+            continue
         if key == SCHEDULE_KEY:
             found = toks[i + 1][0] if i + 1 < len(toks) else ""
             if not found or _is_key(found) or not _NAME_RE.match(found):
@@ -195,6 +206,8 @@ def _field_of(key: str, policy: str) -> str | None:
         return "pp_schedule"
     if key == MODE_KEY:
         return "mode"
+    if key == LAYOUT_KEY:
+        return "layout"
     if key == STAGE_LAYERS_KEY:
         return "stage_layers"
     if key == DLRM_KEY and policy in DLRM_POLICIES:
@@ -220,6 +233,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     pp_schedule=values.get("pp_schedule"),
                     stage_layers=values.get("stage_layers", ()),
                     mode=values.get("mode"),
+                    layout=values.get("layout"),
                     activation_bytes=values.get("activation_bytes", 0),
                     split_backward_bytes=values.get("split_backward_bytes", 0),
                     f_transient_bytes=values.get("f_transient_bytes", 0),
