@@ -375,7 +375,7 @@ def test_each_missing_header_key_the_run_uses_is_a_warning(capsys):
     # --pp 1 states the default: not warned; the world size still is
     d = run_json(capsys, G13B, "--pp-comm", "0", "--pp", "1")
     assert codes(d) == ["ep_defaulted", "vpp_defaulted", "ga_defaulted", "gpus_defaulted",
-                        "params_assumed"]
+                        "params_assumed", "memory_per_param_default"]
     d = run_json(capsys, G13B, "--pp-comm", "0", "--pp", "1", "-m", "4", "--vpp", "1",
                  "--gpus", "64")
-    assert codes(d) == ["ep_defaulted", "params_assumed"]
+    assert codes(d) == ["ep_defaulted", "params_assumed", "memory_per_param_default"]

@@ -32,7 +32,7 @@ def error(data, base) -> str:
     ({"grid": {"pp": [2, 2]}}, "grid.pp: 2 is listed twice"),
     ({"grid": {"pq": [1]}}, "grid.pq: unknown option; expected one of: workload, system, "
      "schedule, pp, microbatches, vpp, iterations, layout, p2p, memory_limit, jitter, seed, "
-     "slow_rank, recompute, pp_comm, gpus, dp, max_actions, engine, strict, layer_by_layer, "
+     "slow_rank, recompute, pp_comm, gpus, dp, max_actions, engine, param_dtype, distributed_optimizer, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),
     ({"grid": {"system.links.bandwith_gbps": [1]}},
