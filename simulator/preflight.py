@@ -208,6 +208,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     used = _groups_used(workload.layers)
     warnings += _world_size(workload, pp, gpus, dp, used, changes)
     warnings += _unmodelled(workload, used)
+    warnings += _generated_defaults(workload, decided | set(changes))
     if workload.layout_detected:
         warnings.append(RunWarning("layout_detected", workload.layout_detected,
                                    "--layout model|aicb or layout: in the header"))
@@ -376,6 +377,26 @@ def _header_defaults(workload: Workload, decided: set[str], pp: int, vpp: int | 
                                   f"{h.policy} reads them); no layer is recomputed",
                                   "--recompute or checkpoints: in the header"))
     return out
+
+
+# generate's options a run's own options decide (the header field each one wrote)
+_GENERATED_FIELD = {"pp": "pp", "ga": "ga", "vpp": "vpp", "dp": "all_gpus", "tp": "tp"}
+
+
+def _generated_defaults(workload: Workload, decided: set[str]) -> list[RunWarning]:
+    """The options ``pipesim generate`` filled in (the header's ``generated_defaults:``), less
+    those the run's options decide (--pp, -m, --vpp, --gpus / --dp)."""
+    h = workload.header
+    left = [d for d in h.generated_defaults
+            if _GENERATED_FIELD.get(d.split("=")[0].replace("-", "_"), "") not in decided]
+    if not left:
+        return []
+    return [RunWarning(
+        "generated_default",
+        f"{workload.path}:1: pipesim generate wrote it with options filled in (generated_defaults:"
+        f" {','.join(h.generated_defaults)}); the rows and the header assume "
+        + ", ".join("--" + d.replace("=", " ") for d in left),
+        "those options to pipesim generate")]
 
 
 def _restated_notes(workload: Workload) -> tuple[str, ...]:

@@ -126,6 +126,7 @@ class Header(NamedTuple):
     stage_layers: tuple[int, ...] = ()    # transformer layers per (virtual) stage, in order
     mode: str | None = None               # AICB 2.0's mode: as written (0 training, 1 inference)
     layout: str | None = None             # layout: as written (model or aicb; pipesim's key)
+    generated_defaults: tuple[str, ...] = ()   # "option=value" pipesim generate filled in
     stage_layers_column: int = 0          # for messages; not compared (see __eq__)
     defaults_used: tuple[str, ...] = ()   # keys absent from the file, defaulted
     unknown_keys: tuple[tuple[str, str], ...] = ()

@@ -1,6 +1,7 @@
 """No silent default (issue 35): every header key a file leaves out is, in the run, a warning
 naming it or a refusal, on the bundled workloads and a freshly generated file, one key at a time;
-``--strict`` refuses each in one line; a fully stated generated file passes ``--strict``."""
+``--strict`` refuses each in one line; a fully stated generated file passes ``--strict``, and
+one generated with options left to their defaults says which."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 BUNDLED = sorted(str(p.relative_to(REPO)) for p in (REPO / "workloads").rglob("*.txt"))
 GENERATE = ["generate", "--model", "llama", "--layers", "8", "--hidden", "1024", "--heads", "8",
             "--seq", "1024", "--micro-batch", "1", "--tp", "2", "--pp", "4", "--ga", "8",
-            "--dp", "2"]
+            "--dp", "2", "--vpp", "1", "--gpu", "h100", "--precision", "bf16", "--vocab", "32000",
+            "--kv-heads", "8"]
 # each key the issue lists, and the warnings that state its default (one of them)
 KEYS = {
     "pp": ("pp_defaulted",),
@@ -112,7 +114,7 @@ def test_a_detected_layout_is_a_warning_and_a_stated_one_is_honoured(tmp_path, c
                  "-o", str(out)]) == 0
     capsys.readouterr()
     text = out.read_text()
-    assert text.split("\n", 1)[0].endswith(" layout: model")
+    assert " layout: model generated_defaults: " in text.split("\n", 1)[0]
     rc, stated, _ = _run(capsys, out)
     assert rc == 0 and stated["layout"] == "model"
     assert "layout_detected" not in [w["code"] for w in stated["warnings"]]
@@ -128,3 +130,23 @@ def test_a_detected_layout_is_a_warning_and_a_stated_one_is_honoured(tmp_path, c
                    "48 repeats of a 4-row block of 1 transformer layer(s)"}]
     assert main(["run", str(bare), "--strict", "--layout", "model", "--json", "-"]) == 2
     assert "[layout_detected]" not in capsys.readouterr().err
+
+
+def test_the_options_generate_filled_in_are_a_warning_until_the_run_decides_them(tmp_path,
+                                                                                capsys):
+    out = tmp_path / "g.txt"
+    assert main(["generate", "--model", "gpt", "--layers", "8", "--hidden", "1024", "--heads",
+                 "8", "--seq", "1024", "--micro-batch", "1", "--pp", "2", "-o", str(out)]) == 0
+    capsys.readouterr()
+    rc, d, _ = _run(capsys, out)
+    assert [w for w in d["warnings"] if w["code"] == "generated_default"] == [{
+        "code": "generated_default", "option": "those options to pipesim generate",
+        "message": f"{out}:1: pipesim generate wrote it with options filled in "
+                   "(generated_defaults: gpu=a100,tp=1,vpp=1,ga=1,dp=1,precision=bf16,"
+                   "vocab=50257); the rows and the header assume --gpu a100, --tp 1, --vpp 1, "
+                   "--ga 1, --dp 1, --precision bf16, --vocab 50257"}]
+    # -m, --gpus and --vpp decide three of them; the others are in the rows
+    rc, d, _ = _run(capsys, out, "-m", "4", "--gpus", "4", "--vpp", "1")
+    assert [w["message"].split("assume ")[1] for w in d["warnings"]
+            if w["code"] == "generated_default"] == [
+        "--gpu a100, --tp 1, --precision bf16, --vocab 50257"]

@@ -15,6 +15,29 @@ from ...workload.gpus import GPUS, gpu_preset
 from ..outputs import check_writable
 
 
+# options whose default changes the file's numbers, and the models they apply to (the FFN size
+# follows from h by a documented rule, the efficiency from the GPU preset: not listed)
+_NUMBER_OPTIONS = (("gpu", None), ("tp", None), ("pp", None), ("vpp", None), ("ga", None),
+                   ("dp", None), ("precision", None), ("vocab", None),
+                   ("kv_heads", ("llama", "moe")), ("experts", ("moe",)), ("topk", ("moe",)),
+                   ("ep", ("moe",)))
+
+
+def _defaulted(ctx: click.Context, model: ModelSpec, layout: str, arch: str) -> tuple[str, ...]:
+    """``option=value`` for each number-changing option the command line left to its default."""
+    filled = []
+    for name, models in _NUMBER_OPTIONS:
+        if models is not None and arch not in models:
+            continue
+        if name == "vpp" and layout != "model":
+            continue
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            continue
+        value = {"vocab": model.vocab_size, "kv_heads": model.kv}.get(name, ctx.params[name])
+        filled.append(f"{name.replace('_', '-')}={value}")
+    return tuple(filled)
+
+
 @click.command("generate")
 @click.option("--model", "arch", type=click.Choice(MODELS), required=True,
               help="gpt (LayerNorm, GELU MLP, biases), llama (RMSNorm, SwiGLU, GQA), moe "
@@ -67,7 +90,12 @@ def command(arch, layers, hidden, heads, seq, micro_batch, tp, pp, vpp, ga, dp, 
                        flash_attention=not no_flash, precision=precision)
 
     check_writable(output, "--output")
-    text = render(model, par, gpu_preset(gpu), layout, efficiency)
+    defaulted = _defaulted(click.get_current_context(), model, layout, arch)
+    text = render(model, par, gpu_preset(gpu), layout, efficiency, defaulted)
+    if defaulted:
+        click.echo("warning: options not given, filled in (the file says generated_defaults: "
+                   f"{','.join(defaulted)}; a run of it warns): "
+                   + ", ".join("--" + d.replace("=", " ") for d in defaulted), err=True)
     if output == "-":
         click.echo(text, nl=False)
         return
