@@ -6,38 +6,16 @@ one generated with options left to their defaults says which."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from simulator.cli.main import main
 
+from benchmarks.bench_silent_defaults import GENERATE, KEYS, bundled, without
+
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = sorted(str(p.relative_to(REPO)) for p in (REPO / "workloads").rglob("*.txt"))
-GENERATE = ["generate", "--model", "llama", "--layers", "8", "--hidden", "1024", "--heads", "8",
-            "--seq", "1024", "--micro-batch", "1", "--tp", "2", "--pp", "4", "--ga", "8",
-            "--dp", "2", "--vpp", "1", "--gpu", "h100", "--precision", "bf16", "--vocab", "32000",
-            "--kv-heads", "8"]
-# each key the issue lists, and the warnings that state its default (one of them)
-KEYS = {
-    "pp": ("pp_defaulted",),
-    "vpp": ("vpp_defaulted",),
-    "ga": ("ga_defaulted",),
-    "all_gpus": ("gpus_defaulted",),
-    "pp_comm": ("pp_comm_derived", "p2p_free", "pp_comm_defaulted"),
-    "model_parallel_NPU_group": ("tp_defaulted", "tp_group_of_one"),
-    "ep": ("ep_defaulted", "ep_group_of_one"),
-    "checkpoints": ("checkpoints_defaulted",),
-}
-
-
-def without(text: str, key: str) -> str:
-    """The file with ``key: value`` taken out of its header (line 1)."""
-    head, rest = text.split("\n", 1)
-    cut = re.sub(rf"(?<=\s){re.escape(key)}:\s+\d+", "", head, count=1)
-    assert cut != head, (key, head)
-    return cut + "\n" + rest
+BUNDLED = [str(p.relative_to(REPO)) for p in bundled()]
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +128,8 @@ def test_the_options_generate_filled_in_are_a_warning_until_the_run_decides_them
     assert [w["message"].split("assume ")[1] for w in d["warnings"]
             if w["code"] == "generated_default"] == [
         "--gpu a100, --tp 1, --precision bf16, --vocab 50257"]
+def test_the_benchmark_finds_no_silent_default(capsys):
+    from benchmarks.bench_silent_defaults import main as bench
+
+    assert bench([]) == 0
+    assert capsys.readouterr().out == '7 files x 8 keys: 56 warned, 0 refused, 0 silent\n'
