@@ -108,6 +108,12 @@ def test_a_detected_layout_is_a_warning_and_a_stated_one_is_honoured(tmp_path, c
                    "48 repeats of a 4-row block of 1 transformer layer(s)"}]
     assert main(["run", str(bare), "--strict", "--layout", "model", "--json", "-"]) == 2
     assert "[layout_detected]" not in capsys.readouterr().err
+    # inspect says the same
+    for path, said in ((bare, detected), (out, stated)):
+        assert main(["inspect", str(path), "--json", "-"]) == 0
+        facts = json.loads(capsys.readouterr().out)
+        assert facts["layout_detected"] == "".join(
+            w["message"] for w in said["warnings"] if w["code"] == "layout_detected")
 
 
 def test_the_options_generate_filled_in_are_a_warning_until_the_run_decides_them(tmp_path,
