@@ -439,8 +439,8 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
                 "memory_over_capacity",
                 f"rank {worst} peaks at {fmt_bytes(peak)}, above the 80 GiB of a typical A100/H100 "
                 f"(no memory capacity set): {fmt_bytes(static)} weights and optimizer state "
-                f"({cfg.per_param_bytes:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
-                f"stashed activations ({act_rule})",
+                f"({_static_rule(cfg)}) and {fmt_bytes(peak - static)} of "
+                f"{'gradients and ' if cfg.precision else ''}stashed activations ({act_rule})",
                 "--memory-limit or memory.capacity_gib in --system"))
     if (not cfg.activation_bytes_per_layer and not workload.header.activation_bytes
             and "keeps" not in cfg.actions.get("*", {}).get("F", {})
@@ -527,6 +527,15 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
             f"(pp_comm {workload.header.pp_comm})",
             "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or --pp-comm"))
     return out
+
+
+def _static_rule(cfg) -> str:
+    """How the static memory was counted, for a message."""
+    if not cfg.precision:
+        return f"{cfg.per_param_bytes:g} bytes per parameter"
+    return (f"{cfg.precision} weights, {cfg.grad_dtype or cfg.precision} gradients from the "
+            "first backward, optimizer state " + ("sharded over DP" if cfg.zero else
+                                                  "on every DP rank"))
 
 
 def _grad_bytes_rule(cfg, header_value: int) -> str:

@@ -90,3 +90,20 @@ def test_zero_with_a_dtype_is_the_distributed_optimizer(workload, capsys):
     a, _ = _rank0(capsys, workload, "--param-dtype", "bf16", "--set", "memory.zero=1")
     b, _ = _rank0(capsys, workload, "--param-dtype", "bf16", "--distributed-optimizer")
     assert a == b
+
+
+def test_a_peak_over_a_typical_gpu_names_the_dtypes(tmp_path, capsys):
+    path = tmp_path / "big.txt"
+    big = ROW.replace("4000000", "40000000000")         # 10^10 parameters a row
+    path.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 "
+                    "vpp: 1 ga: 2 all_gpus: 4 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0 "
+                    "grad_bytes_per_param: 4 layout: model\n1\n" + f"layer0{big}")
+    assert main(["run", str(path), "--param-dtype", "bf16", "--distributed-optimizer",
+                 "--json", "-"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["peak_memory_bytes"] == (6 + 12 / 4) * 10**10
+    assert [w["message"] for w in d["warnings"] if w["code"] == "memory_over_capacity"] == [
+        "rank 0 peaks at 83.82 GiB, above the 80 GiB of a typical A100/H100 (no memory capacity "
+        "set): 46.57 GiB weights and optimizer state (bf16 weights, fp32 gradients from the first "
+        "backward, optimizer state sharded over DP) and 37.25 GiB of gradients and stashed "
+        "activations (activation_factor 17 x pp_comm 0 bytes per layer and microbatch)"]
