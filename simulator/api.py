@@ -28,7 +28,8 @@ from .schedules import registry
 from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .schedules.validate import validate as check_schedule
-from .system.config import SystemConfig, load_system, system_from_dict
+from .system.config import (SystemConfig, check_memory_keys, load_system, system_from_dict,
+                            with_param_dtype)
 from .system.topology import LinkModel
 from .workload.model import Workload
 from .workload.parser import load_workload
@@ -118,6 +119,25 @@ def schedule_warnings(workload: Workload, schedule: Schedule | str | None,
     return []
 
 
+def decided_keys(workload: Workload, schedule: Schedule | str | None,
+                 spec: ScheduleSpec | None, options: RunOptions) -> frozenset[str]:
+    """The header fields the run's options set, so that a file lacking them is not running on
+    a default: ``pp`` (--pp), ``ga`` (-m), ``vpp`` (--vpp, or a schedule of a fixed chunk count
+    that was named rather than chosen by the header's vpp) and ``checkpoints`` (--recompute)."""
+    if isinstance(schedule, Schedule):
+        decided = {"pp", "ga", "vpp"}
+    else:
+        decided = {k for k, v in (("pp", options.pp), ("ga", options.microbatches),
+                                  ("vpp", options.vpp)) if v is not None}
+        named = schedule is not None or workload.header.pp_schedule is not None
+        if (workload.layout == "model" and spec is not None and not spec.variable_vpp
+                and named):
+            decided.add("vpp")
+    if options.recompute != "file":
+        decided |= {"checkpoints", "checkpoint_initiates"}
+    return frozenset(decided)
+
+
 def drawn_as(options: RunOptions, system: SystemConfig) -> Drawn:
     """What one action of this run costs against the budget: its point-to-point mode and the
     outputs it will be drawn into."""
@@ -134,7 +154,9 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
         if rank >= P:
             raise ConfigError(f"--slow-rank: rank {rank} does not exist (pp = {P})")
     wl, warnings = header_for_run(workload, P, pp_comm=options.pp_comm, gpus=options.gpus,
-                                  dp=options.dp, microbatches=M, vpp=v)
+                                  dp=options.dp, microbatches=M, vpp=v,
+                                  decided=decided_keys(workload, schedule, spec, options),
+                                  schedule_name=spec.name if spec is not None else "")
     warnings += schedule_warnings(wl, schedule, spec)
     drawn = drawn_as(options, system)   # the mode and the outputs decide what an action costs
     if isinstance(schedule, Schedule):
@@ -225,7 +247,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if schedule is None:
         schedule = opts.schedule
     wl = _load(workload, opts.layout)
-    sysconf = _system(system)
+    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.distributed_optimizer)
+    check_memory_keys(sysconf.memory)
     engine = opts.engine_options(sysconf.memory.capacity_bytes)
     plan = plan_run(wl, schedule, sysconf, opts)
     sched = build_schedule(plan, schedule, sysconf, opts)
@@ -234,7 +257,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     warnings = plan.warnings
     warnings += memory_warnings(runtime.program.memory, records, sysconf,
                                 opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
-                                plan.workload)
+                                plan.workload, plan.notes)
     warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
     if opts.strict:
         enforce_strict(warnings)

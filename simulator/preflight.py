@@ -16,7 +16,7 @@ from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
 from .units import fmt_bytes
-from .workload.header import defaults_note
+from .workload.header import FILE_KEY, defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
 from .workload.partition import check_chunks
 
@@ -193,19 +193,29 @@ class RunPlan(NamedTuple):
 
 def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                    gpus: int | None = None, dp: int | None = None,
-                   microbatches: int | None = None, vpp: int | None = None
+                   microbatches: int | None = None, vpp: int | None = None,
+                   decided: frozenset[str] = frozenset(), schedule_name: str = ""
                    ) -> tuple[Workload, list[RunWarning]]:
     """The workload with the run's ``pp_comm`` and world size in its header, and the warnings
     for what had to be assumed (see docs/model.md, "What pipesim assumes"). The values are
     checked already (:class:`~simulator.run_options.RunOptions`); what is decided here is what
-    they make of this workload, in four steps: the bytes between stages, the world size, the
-    rows pipesim reads but does not model, and the parser's note restated for the run."""
+    they make of this workload, in five steps: the bytes between stages, the world size, the
+    rows pipesim reads but does not model, the header keys the file lacks and the run still
+    uses (``decided`` names the header fields the run's options set: ``pp``, ``ga``, ``vpp``,
+    ``checkpoints``), and the parser's notes without its note on those keys."""
     changes: dict[str, object] = {}
     warnings = _stage_bytes(workload, pp, pp_comm, changes)
     used = _groups_used(workload.layers)
     warnings += _world_size(workload, pp, gpus, dp, used, changes)
     warnings += _unmodelled(workload, used)
-    notes = _restated_notes(workload, changes, pp, microbatches, vpp)
+    warnings += _generated_defaults(workload, decided | set(changes))
+    if workload.layout_detected:
+        warnings.append(RunWarning("layout_detected", workload.layout_detected,
+                                   "--layout model|aicb or layout: in the header"))
+    # the file's missing keys first: under --strict the refusal names the most basic one
+    warnings = _header_defaults(workload, decided | set(changes), pp, vpp, schedule_name,
+                                {w.code for w in warnings}) + warnings
+    notes = _restated_notes(workload)
     if changes or notes != workload.warnings:
         workload = workload._replace(header=workload.header._replace(**changes),
                                      warnings=notes)
@@ -314,25 +324,93 @@ def _unmodelled(workload: Workload, used: dict[CommGroup, int]) -> list[RunWarni
     return warnings
 
 
-def _restated_notes(workload: Workload, changes: dict[str, object], pp: int,
-                    microbatches: int | None, vpp: int | None) -> tuple[str, ...]:
-    """The parser's note on the header's missing keys, without the keys the run decides
-    (``pp``, ``microbatches`` and ``vpp`` as run, a given or derived ``pp_comm``, a given world
-    size): those no longer read as defaulted."""
+# the warning each key's absence already gets elsewhere: no second warning for it
+_COVERED = {"pp_comm": ("pp_comm_derived", "p2p_free"), "all_gpus": ("gpus_defaulted",),
+            "tp": ("tp_group_of_one",), "ep": ("ep_group_of_one",)}
+
+
+def _header_defaults(workload: Workload, decided: set[str], pp: int, vpp: int | None,
+                     schedule_name: str, codes: set[str]) -> list[RunWarning]:
+    """A warning for each header key the file lacks whose default the run uses (the parser's
+    defaults change numbers: a missing ``pp:`` runs one stage, a missing ``ga:`` one
+    microbatch); a key the run's options decide is not defaulted."""
     h, path = workload.header, workload.path
-    decided = set(changes) | {k for k, run in (("pp", pp), ("ga", microbatches), ("vpp", vpp))
-                              if run is not None and run != getattr(h, k)}
-    notes = workload.warnings
-    if decided & set(h.defaults_used):
-        note = defaults_note(path, h, h.defaults_used)
-        still = [k for k in h.defaults_used if k not in decided]
-        restated = (defaults_note(path, h, still),) if still else ()
-        notes = tuple(x for n in notes for x in (restated if n == note else (n,)))
-    return notes
+    missing = [k for k in h.defaults_used if k not in decided
+               and not any(c in codes for c in _COVERED.get(k, ()))]
+    if "checkpoints" in missing and "checkpoint_initiates" in missing:
+        missing.remove("checkpoint_initiates")
+    out: list[RunWarning] = []
+    for key in missing:
+        said = f"{path}:1: header has no {FILE_KEY[key]}"
+        if key == "pp":
+            out.append(RunWarning("pp_defaulted", f"{said}; using pp {h.pp} (one stage, no "
+                                  "pipeline)", "--pp or pp: in the header"))
+        elif key == "ga":
+            out.append(RunWarning("ga_defaulted", f"{said}; using {h.ga} microbatch per "
+                                  "iteration", "-m or ga: in the header"))
+        elif key == "vpp" and workload.layout == "aicb":
+            layers = workload.aicb.layers_per_stage if workload.aicb is not None else 0
+            out.append(RunWarning("vpp_defaulted", f"{said} (the AICB layout's layers per "
+                                  f"stage); the block's {layers} layer(s) per stage are taken "
+                                  "unchecked", "vpp: in the header"))
+        elif key == "vpp":
+            out.append(RunWarning("vpp_defaulted", f"{said}; using vpp {vpp} ({schedule_name} "
+                                  f"at {vpp} chunk(s) per rank)", "--vpp or vpp: in the header"))
+        elif key == "tp":
+            out.append(RunWarning("tp_defaulted", f"{said}; using TP {h.tp} (the world size and "
+                                  "a derived pp_comm assume it)",
+                                  "model_parallel_NPU_group: in the header"))
+        elif key == "ep":
+            out.append(RunWarning("ep_defaulted", f"{said}; using EP {h.ep}",
+                                  "ep: in the header"))
+        elif key == "pp_comm":
+            out.append(RunWarning("pp_comm_defaulted", f"{said} and no activation size can be "
+                                  "derived from its rows; using 0 bytes between stages and for "
+                                  "activation memory", "--pp-comm or pp_comm: in the header"))
+        elif key == "all_gpus":
+            out.append(RunWarning("gpus_defaulted", f"{said}; assuming {h.all_gpus} GPU(s) (tp "
+                                  f"x the header's pp), so DP = "
+                                  f"{max(1, h.all_gpus // (max(1, h.tp) * pp))}",
+                                  "--gpus or --dp"))
+        elif key in ("checkpoints", "checkpoint_initiates"):
+            out.append(RunWarning("checkpoints_defaulted", f"{said} (its policy "
+                                  f"{h.policy} reads them); no layer is recomputed",
+                                  "--recompute or checkpoints: in the header"))
+    return out
+
+
+# generate's options a run's own options decide (the header field each one wrote)
+_GENERATED_FIELD = {"pp": "pp", "ga": "ga", "vpp": "vpp", "dp": "all_gpus", "tp": "tp"}
+
+
+def _generated_defaults(workload: Workload, decided: set[str]) -> list[RunWarning]:
+    """The options ``pipesim generate`` filled in (the header's ``generated_defaults:``), less
+    those the run's options decide (--pp, -m, --vpp, --gpus / --dp)."""
+    h = workload.header
+    left = [d for d in h.generated_defaults
+            if _GENERATED_FIELD.get(d.split("=")[0].replace("-", "_"), "") not in decided]
+    if not left:
+        return []
+    return [RunWarning(
+        "generated_default",
+        f"{workload.path}:1: pipesim generate wrote it with options filled in (generated_defaults:"
+        f" {','.join(h.generated_defaults)}); the rows and the header assume "
+        + ", ".join("--" + d.replace("=", " ") for d in left),
+        "those options to pipesim generate")]
+
+
+def _restated_notes(workload: Workload) -> tuple[str, ...]:
+    """The parser's notes, without its note on the header's missing keys: a run states each
+    key it still uses as a warning (:func:`_header_defaults`)."""
+    h = workload.header
+    if not h.defaults_used:
+        return workload.warnings
+    note = defaults_note(workload.path, h, h.defaults_used)
+    return tuple(n for n in workload.warnings if n != note)
 
 
 def memory_warnings(memory, records, system, limit_bytes: float | None,
-                    workload: Workload) -> list[RunWarning]:
+                    workload: Workload, notes: list[str] | None = None) -> list[RunWarning]:
     """After the run: peaks no GPU could hold, and ranks whose memory the file does not say.
 
     With a capacity (``--memory-limit`` or the system's ``memory.capacity_*``) an overflow has
@@ -361,8 +439,8 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
                 "memory_over_capacity",
                 f"rank {worst} peaks at {fmt_bytes(peak)}, above the 80 GiB of a typical A100/H100 "
                 f"(no memory capacity set): {fmt_bytes(static)} weights and optimizer state "
-                f"({cfg.bytes_per_param:g} bytes per parameter) and {fmt_bytes(peak - static)} of "
-                f"stashed activations ({act_rule})",
+                f"({_static_rule(cfg)}) and {fmt_bytes(peak - static)} of "
+                f"{'gradients and ' if cfg.precision else ''}stashed activations ({act_rule})",
                 "--memory-limit or memory.capacity_gib in --system"))
     if (not cfg.activation_bytes_per_layer and not workload.header.activation_bytes
             and "keeps" not in cfg.actions.get("*", {}).get("F", {})
@@ -400,17 +478,28 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
         if not cfg.params_per_layer:
             transient += "; parameters: the rows' weight-gradient bytes / " + _grad_bytes_rule(
                 cfg, workload.header.grad_bytes_per_param)
-        out.append(RunWarning(
-            "activation_from_shape",
-            f"activation memory from the model's shape: the header's activation_bytes "
-            f"{workload.header.activation_bytes} B per transformer layer and microbatch "
-            "(Korthikanti et al.'s count for the precision, flash attention and sequence "
-            f"parallelism pipesim generate was given; dropout masks 1 B an element){transient}",
-            "memory.actions in --system (pipesim calibrate --memory fits them from a profiler "
-            "trace with memory events)"))
+        # derived by a documented rule from what the file gives: a note (a key the shape
+        # needs and the header lacks is a warning below)
+        if notes is not None:
+            notes.append(
+                f"activation memory from the model's shape: the header's activation_bytes "
+                f"{workload.header.activation_bytes} B per transformer layer and microbatch "
+                "(Korthikanti et al.'s count for the precision, flash attention and sequence "
+                "parallelism pipesim generate was given; dropout masks 1 B an element)"
+                f"{transient} (memory.actions in --system replaces it; pipesim calibrate "
+                "--memory fits them from a profiler trace with memory events)")
+        lacking = [k for k, v in (("split_backward_bytes:", split),
+                                  ("f/b/i/w_transient_bytes:", any(shaped))) if not v]
+        if lacking and not cfg.actions:
+            out.append(RunWarning(
+                "activation_shape_partial",
+                f"{workload.path}:1: the header gives activation_bytes but no "
+                f"{' and no '.join(lacking)}; using 0 B for them (a split backward's I keeps "
+                "nothing until its W; no working memory inside an action)",
+                "the missing keys in the header (pipesim generate writes them) or "
+                "memory.actions in --system"))
     if (not cfg.params_per_layer and not cfg.grad_bytes_per_param
             and not workload.header.grad_bytes_per_param
-            and not any(w.code == "activation_from_shape" for w in out)
             and any(b > 0 for b in memory.static_bytes)):
         out.append(RunWarning(
             "params_assumed",
@@ -418,6 +507,16 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
                 cfg, 0),
             "memory.params_per_layer or memory.grad_bytes_per_param in --system, or "
             "grad_bytes_per_param: in the header"))
+    if (not cfg.precision and not cfg.bytes_per_param and not cfg.actions
+            and any(b > 0 for b in memory.static_bytes)):
+        out.append(RunWarning(
+            "memory_per_param_default",
+            f"weights, gradients and optimizer state: {cfg.per_param_bytes:g} B a parameter on "
+            "every DP rank (mixed-precision Adam, no distributed optimizer: the default when "
+            "nothing says); Megatron-LM with --bf16 --use-distributed-optimizer holds "
+            "6 + 12/DP B, plain fp32 16 B",
+            "--param-dtype bf16|fp32 (and --distributed-optimizer), or memory.bytes_per_param "
+            "or memory.precision in --system"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
         listed = ", ".join(str(r) for r in zero[:8]) + (", ..." if len(zero) > 8 else "")
@@ -428,6 +527,15 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
             f"(pp_comm {workload.header.pp_comm})",
             "--set memory.params_per_layer=N, memory.activation_bytes_per_layer=B or --pp-comm"))
     return out
+
+
+def _static_rule(cfg) -> str:
+    """How the static memory was counted, for a message."""
+    if not cfg.precision:
+        return f"{cfg.per_param_bytes:g} bytes per parameter"
+    return (f"{cfg.precision} weights, {cfg.grad_dtype or cfg.precision} gradients from the "
+            "first backward, optimizer state " + ("sharded over DP" if cfg.zero else
+                                                  "on every DP rank"))
 
 
 def _grad_bytes_rule(cfg, header_value: int) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .engine.options import EngineOptions, parse_slow_rank
 from .errors import ConfigError
+from .system.config import PARAM_DTYPES
 from .system.runtime_profile import P2P_MODES
 from .workload.parser import LAYOUTS
 from .workload.partition import RECOMPUTE_MODES
@@ -120,6 +121,15 @@ FIELDS: tuple[OptionField, ...] = (
          "simpy: the event-driven engine; evaluator: the exact critical-path sweep (same "
          "timeline, faster; falls back to simpy with a note where it does not apply).",
          kind="choice", choices=ENGINES),
+    _opt("param_dtype", str | None, None,
+         "The parameters' dtype as Megatron-LM trains them: bf16 (bf16 weights, fp32 main "
+         "gradients, fp32 master weights and Adam state: 18 B a parameter) or fp32 (16 B). "
+         "Default: the system's memory, else 16 B a parameter with a warning. Not generate's "
+         "--precision (the activations' dtype).", kind="choice", choices=PARAM_DTYPES),
+    _opt("distributed_optimizer", bool, False,
+         "Shard the master weights and Adam's state over DP (Megatron-LM's "
+         "--use-distributed-optimizer): bf16 6 + 12/DP B a parameter, fp32 8 + 8/DP.",
+         kind="bool"),
     _opt("strict", bool, False,
          "Treat every warning as an error (exit 2): no number pipesim cannot stand behind.",
          kind="bool"),

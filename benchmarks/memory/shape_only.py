@@ -57,13 +57,13 @@ def workload_text(shape: Shape, microbatches: int) -> str:
 
 
 def predict(shape: str, microbatches: int, name: str) -> tuple[list[float], list[str]]:
-    """Per-rank peaks and the run's warning codes."""
+    """Per-rank peaks, and the run's warning codes and notes."""
     wl = parse_workload_text(workload_text(TRANSFORMERS[shape], microbatches), f"<{shape}>")
     system = system_from_dict(SYSTEM, "shape-only")
     r = simulate(wl, pipesim_schedule(SCHEDULES[name], microbatches), system, pp=P,
                  microbatches=microbatches, p2p="torch").to_dict()
     return ([x["peak_memory_bytes"] for x in r["ranks"]],
-            [w["code"] for w in r.get("warnings", [])])
+            [w["code"] for w in r.get("warnings", [])] + list(r.get("notes", [])))
 
 
 def run(results: dict) -> list[dict]:

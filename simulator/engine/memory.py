@@ -152,7 +152,7 @@ def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[d
     per_param = cfg.grad_bytes()
     extra = (versions - 1) * params * per_param
     if not cfg.precision:
-        total = params * cfg.bytes_per_param
+        total = params * cfg.per_param_bytes
         weights = min(params * per_param, total)
         grads = min(params * per_param, total - weights)
         return {"weights": weights + extra, "gradients": grads,
@@ -161,7 +161,7 @@ def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[d
     state = OPTIMIZER_STATE_BYTES[cfg.optimizer or "adam"]
     state += MASTER_COPY_BYTES if cfg.precision != "fp32" else 0
     optimizer = params * state / (dp if cfg.zero >= 1 else 1)
-    grads = params * dtype / (dp if cfg.zero >= 2 else 1)
+    grads = params * DTYPE_BYTES[cfg.grad_dtype or cfg.precision] / (dp if cfg.zero >= 2 else 1)
     return {"weights": params * dtype + extra, "gradients": 0.0, "optimizer": optimizer}, grads
 
 

@@ -76,6 +76,15 @@ class TopologyConfig(NamedTuple):
 
 
 DEFAULT_GRAD_BYTES = 2.0   # bf16 gradients, when neither the system nor the header says
+# What a parameter costs when nothing says (memory.bytes_per_param 0 and no memory.precision):
+# mixed-precision Adam replicated on every DP rank, bf16 weight + bf16 gradient + fp32 master
+# copy, m and v = 2 + 2 + 12 B (Rajbhandari et al., ZeRO, 2020, section 3.1); a run on it warns
+DEFAULT_BYTES_PER_PARAM = 16.0
+# --param-dtype: the parameters' dtype as Megatron-LM runs it; bf16 keeps fp32 main gradients
+# (Megatron Core's distributed-optimizer guide: "bf16 parameters, fp32 gradients: 18 B, 6 + 12/d
+# with the distributed optimizer; fp32 parameters, fp32 gradients: 16 B, 8 + 8/d")
+PARAM_DTYPES = ("bf16", "fp32")
+MAIN_GRAD_DTYPE = {"bf16": "fp32", "fp32": "fp32"}
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py); MemoryConfig below adds its
@@ -83,7 +92,7 @@ DEFAULT_GRAD_BYTES = 2.0   # bf16 gradients, when neither the system nor the hea
 class _MemoryFields(NamedTuple):
     capacity_gb: float = 0.0          # 10^9 bytes; 0 = no limit; --memory-limit overrides
     capacity_gib: float = 0.0         # 2^30 bytes, as vendors quote HBM ("80 GB" = 80 GiB)
-    bytes_per_param: float = 16.0
+    bytes_per_param: float = 0.0      # 0: DEFAULT_BYTES_PER_PARAM, with a warning
     grad_bytes_per_param: float = 0.0   # 0: the header's, else DEFAULT_GRAD_BYTES
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
@@ -91,7 +100,8 @@ class _MemoryFields(NamedTuple):
     # Static memory by dtype and optimizer instead of one bytes_per_param (docs/model.md,
     # Memory): set ``precision`` and weights, gradients (allocated at a stage's first backward)
     # and optimizer state are counted apart.
-    precision: str = ""               # "", fp32, bf16 or fp16
+    precision: str = ""               # "", fp32, bf16 or fp16: the weights' dtype
+    grad_dtype: str = ""              # the gradients' dtype ("": the precision's)
     optimizer: str = ""               # adam (default with a precision), sgd-momentum or sgd
     zero: int = 0                     # 1: optimizer state sharded over DP; 2: gradients too
     # Per-action bytes ({"*" | "<stage>": {F: {keeps, transient}, I: {frees, keeps, transient},
@@ -114,6 +124,11 @@ class MemoryConfig(_MemoryFields):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "MemoryConfig":
         return fresh_defaults(super().__new__(cls, *args, **kwargs), {"actions": dict})
+
+    @property
+    def per_param_bytes(self) -> float:
+        """What a parameter costs without ``precision``: ``bytes_per_param``, else the default."""
+        return self.bytes_per_param or DEFAULT_BYTES_PER_PARAM
 
     @property
     def capacity_bytes(self) -> float:
@@ -225,9 +240,47 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-_POSITIVE = ("bandwidth_gbps", "compute_scale", "bytes_per_param")
+_POSITIVE = ("bandwidth_gbps", "compute_scale")   # bytes_per_param 0: the default
 _CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIONS,
-            "optimizer": OPTIMIZERS}
+            "grad_dtype": PRECISIONS, "optimizer": OPTIMIZERS}
+
+
+def with_param_dtype(system: SystemConfig, param_dtype: str | None,
+                     distributed_optimizer: bool) -> SystemConfig:
+    """The system with ``--param-dtype`` / ``--distributed-optimizer`` laid over its memory:
+    the dtype sets the weights' (and its main gradients') dtype and replaces
+    ``bytes_per_param``; the distributed optimizer shards the fp32 master weights and Adam's
+    state over DP (Megatron-LM's ``--use-distributed-optimizer``, ZeRO stage 1)."""
+    if param_dtype is None and not distributed_optimizer:
+        return system
+    mem = system.memory
+    if param_dtype is not None:
+        mem = mem._replace(precision=param_dtype, grad_dtype=MAIN_GRAD_DTYPE[param_dtype],
+                           bytes_per_param=0.0)
+    if distributed_optimizer:
+        if not mem.precision:
+            raise ConfigError("--distributed-optimizer: shards the optimizer state, which is "
+                              "counted by dtype; give --param-dtype bf16 or fp32 (or "
+                              "memory.precision in --system)")
+        mem = mem._replace(zero=max(1, mem.zero))
+    return system._replace(memory=mem)
+
+
+def check_memory_keys(mem: MemoryConfig, source: str = "--system or --set") -> None:
+    """A memory key that would change nothing is refused: ``zero``, ``optimizer`` and
+    ``grad_dtype`` count the static memory by dtype, which only ``precision`` turns on (without
+    it every parameter costs ``bytes_per_param``, and ``memory.zero: 1`` gave the same peak to
+    the byte)."""
+    if mem.precision:
+        return
+    for key, value in (("zero", mem.zero), ("optimizer", mem.optimizer),
+                       ("grad_dtype", mem.grad_dtype)):
+        if value:
+            raise ConfigError(
+                f"{source}: memory.{key}: {value} has no effect without memory.precision "
+                f"(every parameter then costs memory.bytes_per_param, "
+                f"{mem.per_param_bytes:g} B); set memory.precision (fp32, bf16 or fp16) or "
+                "--param-dtype bf16|fp32")
 
 
 def _number(value: Any, source: str, dotted: str, positive: bool = False) -> float:

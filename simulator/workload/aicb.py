@@ -81,10 +81,23 @@ def detect_layout(workload: Workload) -> Workload:
         if forced:
             raise WorkloadError(workload.path, err.line, None, "layout", expected_text(h.ga),
                                 err.found) from None
-        return workload._replace(layout="model")
+        return workload._replace(layout="model", layout_detected=(
+            f"{workload.path}: read as the model layout (the rows are the whole model once): "
+            f"the header has ga: {h.ga} and no layout:, and the rows are not an AICB stage "
+            f"trace ({err.found})"))
     if not forced and h.ga == 1 and stage.layers_per_stage not in (0, h.vpp):
-        return workload._replace(layout="model")
-    return workload._replace(layout="aicb", aicb=stage,
+        return workload._replace(layout="model", layout_detected=(
+            f"{workload.path}: read as the model layout (the rows are the whole model once): "
+            f"the header has ga: 1 and no layout:, and the {stage.layers_per_stage} layer(s) "
+            f"between AICB's iteration rows are not its vpp: {h.vpp}"))
+    detected = "" if forced else (
+        f"{workload.path}: read as an AICB stage trace (one stage of {h.pp} unrolled over the "
+        f"microbatches): the header has ga: {h.ga} and no layout:, and " + (
+            f"lines {stage.repeat_lines[0][0]}-{stage.repeat_lines[-1][1]} are {h.ga} repeats "
+            f"of a {stage.block_rows}-row block" if stage.found_by == "repetition" else
+            f"lines {stage.repeat_lines[0][0]}-{stage.repeat_lines[0][1]} lie between AICB's "
+            "iteration rows") + f" of {stage.layers_per_stage} transformer layer(s)")
+    return workload._replace(layout="aicb", aicb=stage, layout_detected=detected,
                              warnings=tuple(workload.warnings) + stage.notes)
 
 
@@ -385,7 +398,9 @@ def _build_model(block, head_len, spans, tail_start, stages, iteration_rows):
     """The model in order (head, ``stages`` copies of the layers, tail), re-indexed."""
     picks: list[tuple[Layer, int]] = [(block[i], i) for i in range(head_len)]
     model_spans = []
-    for _ in range(stages):
+    # a block without layers has nothing to copy: the loop is bounded by the rows it builds
+    # (checked by _check_model_rows), never by the header's pp alone
+    for _ in range(stages if spans else 0):
         for a, b in spans:
             model_spans.append((len(picks), len(picks) + b - a))
             picks += [(block[i], i) for i in range(a, b)]

@@ -388,8 +388,11 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
                                        par.dtype_bytes, widest=max(qkv, up))
 
 
-def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
+def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
+                defaulted: tuple[str, ...] = ()) -> str:
+    """Line 1; ``defaulted``: the ``option=value`` pairs generate filled in (a run warns)."""
     vpp = par.vpp if layout == "model" else model.layers // par.pp
+    filled = f" generated_defaults: {','.join(defaulted)}" if defaulted else ""
     return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
             f"vpp: {vpp} ga: {par.ga} all_gpus: {par.world} checkpoints: 0 "
             f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
@@ -397,16 +400,17 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str) -> str:
             f"split_backward_bytes: {split_backward_bytes(model, par)} "
             + "".join(f"{kind}_transient_bytes: {n} "
                       for kind, n in zip("fbiw", transient_bytes(model, par)))
-            + f"grad_bytes_per_param: {FP32}")
+            + f"grad_bytes_per_param: {FP32} layout: {layout}{filled}")
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",
-           efficiency: float | None = None) -> str:
-    """The workload file's text (tab-separated, SimAI's column order, update_time 0)."""
+           efficiency: float | None = None, defaulted: tuple[str, ...] = ()) -> str:
+    """The workload file's text (tab-separated, SimAI's column order, update_time 0);
+    ``defaulted`` names the options the caller filled in (``generated_defaults:``)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ConfigError(f"--efficiency: expected a number in (0, 1], found {efficiency}")
-    return render_rows(header_line(model, par, layout), generate_rows(model, par, layout), gpu,
-                       efficiency)
+    return render_rows(header_line(model, par, layout, defaulted),
+                       generate_rows(model, par, layout), gpu, efficiency)
 
 
 def row_compute_ns(row: RowSpec, gpu: GPUPreset,

@@ -47,18 +47,24 @@ _INT_KEYS = {
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
+# pipesim's: how the rows are laid out (pipesim generate writes it; the reader honours it)
+LAYOUT_KEY = "layout:"
+LAYOUT_VALUES = ("model", "aicb")
+# pipesim's: the options pipesim generate filled in, as name=value[,name=value...]
+GENERATED_DEFAULTS_KEY = "generated_defaults:"
+_DEFAULT_RE = re.compile(r"^[a-z][a-z0-9_-]*=[^,=\s]+(,[a-z][a-z0-9_-]*=[^,=\s]+)*$")
 MODE_KEY = "mode:"             # AICB 2.0: 0 training, 1 inference (one token, kept as written)
 INFERENCE_MODES = ("1", "inference")
 STAGE_LAYERS_KEY = "stage_layers:"
 _LIST_KEYS = {"checkpoints:": "checkpoints", "checkpoint_initiates:": "checkpoint_initiates"}
-_FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
+FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": "vpp:",
              "ga": "ga:", "all_gpus": "all_gpus:", "pp_comm": "pp_comm:",
              "checkpoints": "checkpoints:", "checkpoint_initiates": "checkpoint_initiates:"}
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
-          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, activation_bytes:, "
-          "split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, "
-          "w_transient_bytes:, grad_bytes_per_param:")
+          "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, "
+          "activation_bytes:, split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, "
+          "i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:")
 
 
 class ParsedHeader:
@@ -141,6 +147,23 @@ def parse_header(line: str, path: str) -> ParsedHeader:
             values[name] = found
             i += 2
             continue
+        if key == LAYOUT_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if found not in LAYOUT_VALUES:
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "model or aicb after 'layout:'", found)
+            values[name] = found
+            i += 2
+            continue
+        if key == GENERATED_DEFAULTS_KEY:
+            found = toks[i + 1][0] if i + 1 < len(toks) else ""
+            if not _DEFAULT_RE.match(found):
+                raise WorkloadError(path, 1, toks[i + 1][1] if found else end_column(line),
+                                    field, "option=value[,option=value...] after "
+                                    "'generated_defaults:'", found)
+            values[name] = tuple(found.split(","))
+            i += 2
+            continue
         if key == SCHEDULE_KEY:
             found = toks[i + 1][0] if i + 1 < len(toks) else ""
             if not found or _is_key(found) or not _NAME_RE.match(found):
@@ -195,6 +218,10 @@ def _field_of(key: str, policy: str) -> str | None:
         return "pp_schedule"
     if key == MODE_KEY:
         return "mode"
+    if key == LAYOUT_KEY:
+        return "layout"
+    if key == GENERATED_DEFAULTS_KEY:
+        return "generated_defaults"
     if key == STAGE_LAYERS_KEY:
         return "stage_layers"
     if key == DLRM_KEY and policy in DLRM_POLICIES:
@@ -220,6 +247,8 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     pp_schedule=values.get("pp_schedule"),
                     stage_layers=values.get("stage_layers", ()),
                     mode=values.get("mode"),
+                    layout=values.get("layout"),
+                    generated_defaults=values.get("generated_defaults", ()),
                     activation_bytes=values.get("activation_bytes", 0),
                     split_backward_bytes=values.get("split_backward_bytes", 0),
                     f_transient_bytes=values.get("f_transient_bytes", 0),
@@ -250,7 +279,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
 def defaults_note(path: str, header: Header, keys) -> str:
     """The note naming the header keys ``keys`` the file lacks and the defaults ``header``
     holds for them (the parser's; a run restates it for the keys it still uses)."""
-    listed = ", ".join(_FILE_KEY[k] for k in keys)
+    listed = ", ".join(FILE_KEY[k] for k in keys)
     used = ", ".join(_default_text(k, getattr(header, k)) for k in keys)
     return f"{path}:1: header has no {listed}; using {used}"
 

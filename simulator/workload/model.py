@@ -125,6 +125,8 @@ class Header(NamedTuple):
     pp_schedule: str | None = None        # the schedule the file names (SimAI#283 proposal)
     stage_layers: tuple[int, ...] = ()    # transformer layers per (virtual) stage, in order
     mode: str | None = None               # AICB 2.0's mode: as written (0 training, 1 inference)
+    layout: str | None = None             # layout: as written (model or aicb; pipesim's key)
+    generated_defaults: tuple[str, ...] = ()   # "option=value" pipesim generate filled in
     stage_layers_column: int = 0          # for messages; not compared (see __eq__)
     defaults_used: tuple[str, ...] = ()   # keys absent from the file, defaulted
     unknown_keys: tuple[tuple[str, str], ...] = ()
@@ -231,6 +233,9 @@ class Workload(NamedTuple):
     warnings: tuple[str, ...] = ()
     layout: str = "model"
     aicb: AicbStage | None = None
+    # why the layout is what it is when the rows decided it (the header states no layout:,
+    # no --layout was given): the run states it as a warning
+    layout_detected: str = ""
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)

@@ -75,7 +75,8 @@ def parse_workload_bytes(data: bytes, path: str = "<bytes>") -> Workload:
 def load_workload(path, layout: str = "auto") -> Workload:
     """Read and parse the file at ``path``; ``layout`` is ``auto``, ``model`` or ``aicb``.
 
-    ``model`` keeps the rows as the whole model. ``auto`` and ``aicb`` hand the parsed workload
+    ``model`` keeps the rows as the whole model. ``auto`` takes the header's ``layout:`` when it
+    has one (``pipesim generate`` writes it). ``auto`` and ``aicb`` hand the parsed workload
     to :func:`.aicb.detect_layout`: it gets a workload whose ``layout`` is ``"model"`` (auto:
     decide) or ``"aicb"`` (forced: recover the stage block) and returns the final workload.
     """
@@ -87,6 +88,8 @@ def load_workload(path, layout: str = "auto") -> Workload:
         expected = err.expected.replace("file", "workload file")
         raise WorkloadError(str(path), None, None, "file", expected, err.found) from None
     workload = parse_workload_bytes(data, str(path))
+    if layout == "auto" and workload.header.layout is not None:
+        layout = workload.header.layout   # the file says: never decided from the rows
     if layout != "model":
         if layout == "aicb":
             workload = workload._replace(layout="aicb")

@@ -38,7 +38,8 @@ copied; give a folder of gpipe or 1f1b's traces too to fit its own
 @pytest.fixture(scope="module")
 def wl_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("wl")
-    text = workload_text(CASES["uniform"])
+    # the harness's file, its layout stated (the rows are the whole model once)
+    text = workload_text(CASES["uniform"]).replace("\n", " layout: model\n", 1)
     (d / "uniform.txt").write_text(text)
     (d / "pp2.txt").write_text(text.replace("pp: 4", "pp: 2"))
     (d / "ga4.txt").write_text(text.replace("ga: 8", "ga: 4"))
@@ -134,7 +135,7 @@ def test_a_calibration_applied_on_the_other_torch_runtime_is_a_warning(capsys, w
         calib.read_text()
     rc, out, _ = cli(capsys, "run", wl, "-s", "1f1b", "--calibration", calib, "--json", "-")
     got = [w for w in json.loads(out)["warnings"]
-           if w["code"] not in ("activation_assumed", "params_assumed")]
+           if w["code"] not in ("activation_assumed", "params_assumed", "memory_per_param_default")]
     assert rc == 0 and got == [{
         "code": "calibration_other_runtime",
         "message": "the calibration was fitted on interleaved-1f1b (torch's multi-stage "
@@ -148,7 +149,7 @@ def test_a_calibration_applied_on_the_other_torch_runtime_is_a_warning(capsys, w
     rc, out, _ = cli(capsys, "run", wl, "-s", "zb-v", "--vpp", 2, "--calibration", calib,
                      "--json", "-")
     assert rc == 0 and [w["code"] for w in json.loads(out)["warnings"]] == [
-        "activation_assumed", "params_assumed"]
+        "activation_assumed", "params_assumed", "memory_per_param_default"]
     rc, out, _ = cli(capsys, "run", wl, "-s", "1f1b", "--calibration", calib, "--p2p",
                      "async", "--json", "-")     # not torch's runtime at all: nothing to say
     assert rc == 0 and [w["code"] for w in json.loads(out)["warnings"]] == ["activation_assumed"]
@@ -182,7 +183,8 @@ def test_one_class_per_torch_runtime(capsys, wl_dir, tmp_path):
         doc = json.loads(out)
         assert rc == 0 and round(doc["makespan_ns"] / 1e6, 3) == ms, sched
         # each runtime has figures fitted on it: no calibration_other_runtime warning
-        assert [w["code"] for w in doc["warnings"]] == ["activation_assumed", "params_assumed"], sched
+        assert [w["code"] for w in doc["warnings"]] == ["activation_assumed", "params_assumed",
+                                                        "memory_per_param_default"], sched
     # what the fidelity tables combine from two classes' own calibrations is this same file
     import yaml
 

@@ -10,7 +10,7 @@ import pytest
 from simulator.cli.main import main
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 4 vpp: 1 ga: 8 "
-          "all_gpus: 4 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0\n")
+          "all_gpus: 4 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0 layout: model\n")
 ROW = "layer -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 0\n"
 
 

@@ -418,6 +418,7 @@ REPRODUCERS = {
     "hang_vpp1000_ga1000_8rows.txt": ([], 2),
     "memblowup_ga_8388608_float.txt": ([], 2),
     "slow_refusal_pp1000_vpp8.txt": ([], 2),
+    "hang_aicb_pp_2pow40_looped_bfs.txt": (["-s", "looped-bfs"], 2),
 }
 
 
@@ -593,3 +594,23 @@ def test_verify_auto_searches_as_schedule_auto_does(capsys):
     assert _refused(capsys, ["verify", "auto", "--pp", "2", "-m", "4", "--iterations",
                              "3"]) == (
         "--iterations: auto flushes every iteration; verify runs one iteration")
+
+
+@pytest.mark.parametrize("args", [[], ["--pp", "2"], ["-s", "looped-bfs"],
+                                  ["-s", "looped-bfs", "--pp", "2"], ["-s", "gpipe", "--pp", "64"]])
+def test_a_stage_trace_of_2pow40_stages_is_refused_in_under_a_second(args, fuzz_min_dir,
+                                                                      capsys):
+    """The layout detection builds the model from the file's rows: a block without transformer
+    layers has nothing to copy, whatever the header's pp: 2^40 (it looped 2^40 times)."""
+    import time
+
+    path = fuzz_min_dir / "hang_aicb_pp_2pow40_looped_bfs.txt"
+    start = time.perf_counter()
+    line = _refused(capsys, ["run", str(path), *args])
+    assert time.perf_counter() - start < 1.0
+    chunks = {(): 2**40, ("--pp", "2"): 2, ("-s", "looped-bfs"): 2**41,
+              ("-s", "looped-bfs", "--pp", "2"): 4, ("-s", "gpipe", "--pp", "64"): 64}
+    assert line == (f"{path}: cannot split the 0 transformer layer(s) of the AICB model "
+                    f"(1099511627776 stage(s) x 0 layer(s) recovered from the block) into "
+                    f"{chunks[tuple(args)]} pipeline chunks (pp x vpp); every chunk needs at "
+                    "least one layer")

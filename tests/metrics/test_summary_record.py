@@ -20,8 +20,9 @@ def test_records_are_objects_and_a_replaced_copy_has_its_own_json():
     assert d["ranks"][0]["peak_memory_breakdown"] == {
         "weights": 163840, "gradients": 163840, "optimizer": 983040, "activations": 417792,
         "transient": 0, "runtime_buffers": 0}
-    assert [list(w) for w in d["warnings"]] == [["code", "message", "option"]] * 2
-    assert [w["code"] for w in d["warnings"]] == ["activation_assumed", "params_assumed"]
+    assert [list(w) for w in d["warnings"]] == [["code", "message", "option"]] * 4
+    assert [w["code"] for w in d["warnings"]] == ["layout_detected", "activation_assumed",
+                                                  "params_assumed", "memory_per_param_default"]
     # 1 iteration, a model-layout file, 1F1B: no spread, no SimAI terms, no 2BW numbers
     assert {"iteration_time_stats_ns", "simai", "minibatches",
             "time_per_minibatch_ns"}.isdisjoint(d)

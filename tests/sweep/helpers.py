@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 2 vpp: 1 ga: 4 "
-          "all_gpus: 2 checkpoints: 0 checkpoint_initiates: 0 pp_comm: {pp_comm}")
+          "all_gpus: 2 checkpoints: 0 checkpoint_initiates: 0 pp_comm: {pp_comm} layout: model")
 
 
 def workload_text(n_layers: int = 8, pp_comm: int = 0, cost: int = 1000) -> str:

@@ -243,9 +243,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 def test_cli_writes_to_stdout(capsys):
     assert main(["generate", *GPT3, "-o", "-"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
     model, par = gpt3()
-    assert text == render(model, par, GPUS["a100"])
+    filled = ("gpu=a100", "vpp=1", "dp=1", "precision=bf16", "vocab=50257")
+    assert captured.out == render(model, par, GPUS["a100"], defaulted=filled)
+    # the options that change numbers and were not given: said, and written in the header
+    assert captured.err == (
+        "warning: options not given, filled in (the file says generated_defaults: "
+        "gpu=a100,vpp=1,dp=1,precision=bf16,vocab=50257; a run of it warns): --gpu a100, "
+        "--vpp 1, --dp 1, --precision bf16, --vocab 50257\n")
+    assert captured.out.split("\n", 1)[0].endswith(
+        " layout: model generated_defaults: gpu=a100,vpp=1,dp=1,precision=bf16,vocab=50257")
+    stated = ["--gpu", "a100", "--vpp", "1", "--dp", "1", "--precision", "bf16", "--vocab",
+              "50257"]
+    assert main(["generate", *GPT3, *stated, "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == render(model, par, GPUS["a100"])
 
 
 # the bundled examples in workloads/generated/ are what these commands write

@@ -30,6 +30,10 @@ def _generated(tmp_path) -> str:
     return str(out)
 
 
+def _shape_note(result) -> str:
+    return next(n for n in result.notes if n.startswith("activation memory from the model's"))
+
+
 def _rank0(path: str, system: dict | None = None) -> dict:
     return simulate(path, "1f1b", system=system).to_dict()["ranks"][0]
 
@@ -37,7 +41,7 @@ def _rank0(path: str, system: dict | None = None) -> dict:
 def test_generate_writes_fp32_gradients_and_a_run_counts_the_models_real_parameters(tmp_path):
     path = _generated(tmp_path)
     header = open(path).readline()
-    assert header.rstrip("\n").endswith(" grad_bytes_per_param: 4")
+    assert " grad_bytes_per_param: 4 layout: model" in header
     assert PARAMS == 118528
     r = _rank0(path)
     # 16 B a parameter (mixed-precision Adam), shown as 4 B weights, 4 B gradients, the rest
@@ -53,10 +57,9 @@ def test_the_systems_grad_bytes_per_param_wins_over_the_headers(tmp_path):
     r = simulate(path, "1f1b", system={"memory": {"grad_bytes_per_param": 2}})
     # 4 B per parameter on the wire / 2: twice the parameters, 16 B each
     assert r.to_dict()["ranks"][0]["static_memory_bytes"] == 16 * 2 * PARAMS
-    message = {w.code: w.message for w in r.warnings}["activation_from_shape"]
-    assert message.endswith("; parameters: the rows' weight-gradient bytes / "
-                            "memory.grad_bytes_per_param 2 (the system's wins, over the "
-                            "header's grad_bytes_per_param 4)")
+    message = _shape_note(r)
+    assert ("; parameters: the rows' weight-gradient bytes / memory.grad_bytes_per_param 2 (the "
+            "system's wins, over the header's grad_bytes_per_param 4)") in message
 
 
 def test_without_the_key_a_run_assumes_bf16_gradients_and_says_so(tmp_path):
@@ -66,11 +69,12 @@ def test_without_the_key_a_run_assumes_bf16_gradients_and_says_so(tmp_path):
     bare.write_text(text.replace(" grad_bytes_per_param: 4", "", 1))
     r = simulate(str(bare), "1f1b")
     assert r.to_dict()["ranks"][0]["static_memory_bytes"] == 16 * 2 * PARAMS
-    message = {w.code: w.message for w in r.warnings}["activation_from_shape"]
-    assert message.endswith("; parameters: the rows' weight-gradient bytes / 2 B a parameter, "
-                            "bf16 gradients assumed (the header has no grad_bytes_per_param:, "
-                            "which pipesim generate writes, and --system no "
-                            "memory.grad_bytes_per_param)")
+    message = _shape_note(r)
+    assert ("; parameters: the rows' weight-gradient bytes / 2 B a parameter, bf16 gradients "
+            "assumed (the header has no grad_bytes_per_param:, which pipesim generate writes, "
+            "and --system no memory.grad_bytes_per_param)") in message
+    # the default is a warning too
+    assert "params_assumed" in [w.code for w in r.warnings]
     # the header's 4 counts as a system's explicit 4 would: every number the same
     as_system = simulate(str(bare), "1f1b", system={"memory": {"grad_bytes_per_param": 4}})
     nums = lambda res: json.dumps(res.to_dict()["ranks"], sort_keys=True)   # noqa: E731

@@ -383,6 +383,26 @@ def test_layout_hook_called_for_auto_and_aicb_only(data_dir, monkeypatch):
     assert seen == ["model", "aicb"]
 
 
+def test_a_layout_stated_in_the_header_is_never_decided_from_the_rows(data_dir, tmp_path,
+                                                                       monkeypatch):
+    seen = []
+    monkeypatch.setattr(parser, "detect_layout", lambda w: seen.append(w.layout) or w)
+    text = (data_dir / "tiny_model.txt").read_text()
+    stated = tmp_path / "stated.txt"
+    stated.write_text(text.replace("\n", " layout: model\n", 1))
+    w = load_workload(stated)
+    assert (w.layout, w.header.layout, w.layout_detected, seen) == ("model", "model", "", [])
+    stated.write_text(text.replace("\n", " layout: aicb\n", 1))
+    load_workload(stated)
+    assert seen == ["aicb"]           # forced, as --layout aicb is
+    assert load_workload(stated, "model").layout == "model"   # the option wins
+    stated.write_text(text.replace("\n", " layout: stage\n", 1))
+    with pytest.raises(WorkloadError) as err:
+        load_workload(stated)
+    assert str(err.value).endswith("layout: expected model or aicb after 'layout:', found "
+                                   "'stage'")
+
+
 def test_bad_layout_is_a_config_error(data_dir):
     with pytest.raises(ConfigError) as err:
         load_workload(data_dir / "tiny_model.txt", "stage")

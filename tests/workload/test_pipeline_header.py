@@ -71,7 +71,7 @@ def test_counts_that_do_not_add_up_are_refused_on_one_line(tmp_path):
     path = with_keys(tmp_path, GPT, "stage_layers: 5 6 6 6")
     with pytest.raises(WorkloadError) as err:
         load_workload(path)
-    assert str(err.value) == (f"{path}:1:156: stage_layers: expected layer counts adding up to "
+    assert str(err.value) == (f"{path}:1:170: stage_layers: expected layer counts adding up to "
                               "the file's 24 transformer layers, found '5 6 6 6 (sum 23)'")
     assert err.value.exit_code == 2
 
@@ -100,7 +100,7 @@ def test_the_files_schedule_runs_and_says_so(tmp_path):
     assert res.schedule.name == "zb-h1"
     assert res.makespan_ns == simulate(GPT, "zb-h1", engine="evaluator").makespan_ns
     assert [(w.code, w.message, w.option) for w in res.warnings
-            if w.code not in ("activation_assumed", "params_assumed")] == [
+            if w.code not in ("activation_assumed", "params_assumed", "memory_per_param_default")] == [
         ("schedule_from_file", f"{path}: runs zb-h1, the schedule its header names "
                                "(pp_schedule: zb-h1)", "-s")]
 
@@ -109,7 +109,7 @@ def test_dash_s_overrides_the_files_schedule_and_says_so(tmp_path):
     path = with_keys(tmp_path, GPT, "pp_schedule: interleaved")
     res = simulate(path, "gpipe", engine="evaluator")
     assert res.schedule.name == "gpipe"
-    assert [(w.code, w.message) for w in res.warnings if w.code not in ("activation_assumed", "params_assumed")] == [
+    assert [(w.code, w.message) for w in res.warnings if w.code not in ("activation_assumed", "params_assumed", "memory_per_param_default")] == [
         ("schedule_file_overridden", f"{path}: its header names pp_schedule: interleaved; "
                                      "-s gpipe runs instead")]
 

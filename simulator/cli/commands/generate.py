@@ -21,6 +21,37 @@ from ..model_inputs import GENERATE_FLAGS, click_options, placed, resolve
 from ..outputs import check_writable
 
 
+# options whose default changes the file's numbers, and the models they apply to (the FFN size
+# follows from h by a documented rule, the efficiency from the GPU preset: not listed)
+_NUMBER_OPTIONS = (("gpu", None), ("tp", None), ("pp", None), ("vpp", None), ("ga", None),
+                   ("dp", None), ("precision", None), ("vocab", None),
+                   ("kv_heads", ("llama", "moe")), ("experts", ("moe",)), ("topk", ("moe",)),
+                   ("ep", ("moe",)))
+
+
+def _defaulted(ctx: click.Context, layout: str, arch: str, values: dict, *,
+               shape_given: bool, parallel_given: bool) -> tuple[str, ...]:
+    """``option=value`` for each number-changing option the command line left to its default
+    and no input file stated (``values``: what the file was generated with)."""
+    filled = []
+    for name, models in _NUMBER_OPTIONS:
+        if models is not None and arch not in models:
+            continue
+        if name == "vpp" and layout != "model":
+            continue
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            continue
+        if name in _SHAPE_OPTIONS and not shape_given:
+            continue      # the model file states it
+        if name not in _SHAPE_OPTIONS and name != "gpu" and parallel_given:
+            continue      # the launch file states it
+        filled.append(f"{name.replace('_', '-')}={values[name]}")
+    return tuple(filled)
+
+
+_SHAPE_OPTIONS = ("vocab", "kv_heads", "experts", "topk")
+
+
 @click.command("generate")
 @click_options(GENERATE_FLAGS)
 @click.option("--tp", type=int, default=None, help="Tensor parallelism T (default 1).")
@@ -98,7 +129,17 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
         if efficiency is not None:
             raise ConfigError("--ops: the per-op breakdown is the kernel model's; --efficiency "
                               "times rows without kernels")
-    text = render(model, par, gpu_preset(gpu), layout, efficiency)
+    filled = {"gpu": gpu, "tp": par.tp, "pp": P, "vpp": V, "ga": M, "dp": D, "ep": E,
+              "precision": par.precision, "vocab": model.vocab_size, "kv_heads": model.kv,
+              "experts": model.experts, "topk": model.topk}
+    defaulted = _defaulted(click.get_current_context(), layout, model.arch, filled,
+                           shape_given=mi.source == "the model flags",
+                           parallel_given=not ours)
+    text = render(model, par, gpu_preset(gpu), layout, efficiency, defaulted)
+    if defaulted:
+        click.echo("warning: options not given, filled in (the file says generated_defaults: "
+                   f"{','.join(defaulted)}; a run of it warns): "
+                   + ", ".join("--" + d.replace("=", " ") for d in defaulted), err=True)
     if not ours and layout == "model":
         text = placed(text, mi, P, V)
     for line in mi.warnings:

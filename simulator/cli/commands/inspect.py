@@ -44,6 +44,7 @@ def inspect_workload(workload: Workload, pp: int | None = None,
         "defaults_used": list(h.defaults_used),
         "unknown_keys": [list(k) for k in h.unknown_keys],
         "layout": workload.layout,
+        "layout_detected": workload.layout_detected,
         "aicb": workload.aicb.to_dict() if workload.aicb is not None else None,
         "not_aicb": None,
         "chunks": [],
@@ -141,6 +142,8 @@ def render(d: dict[str, Any]) -> str:
         lines.append(f"  recompute: checkpoints {h['checkpoints']}, initiates "
                      f"{h['checkpoint_initiates']}")
     lines.append("  header defaults used: " + (", ".join(d["defaults_used"]) or "none"))
+    if d["layout_detected"]:
+        lines.append(f"  layout decided from the rows (warned in a run): {d['layout_detected']}")
     a = d["aicb"]
     if a is None:
         lines.append("  layout: model (the rows are the whole model, once)")
@@ -213,6 +216,9 @@ class InspectJson:
     defaults_used: tuple[str, ...] = field(metadata={"help": "header keys absent, defaulted"})
     unknown_keys: tuple[tuple[str, str], ...] = field(metadata={"help": "kept, not used"})
     layout: str = field(metadata={"help": "model or aicb"})
+    layout_detected: str = field(metadata={
+        "help": "how the rows decided the layout (a run's layout_detected warning); empty when "
+                "the header's layout: or --layout says"})
     aicb: dict[str, Any] | None = field(metadata={"help": "what was recovered (AICB layout)"})
     not_aicb: str | None = field(metadata={"help": "why a file with ga: is not a stage trace"})
     chunks: tuple[InspectChunk, ...] = field(metadata={"help": "the chunk table"})
