@@ -66,6 +66,38 @@ def needs(stage: int, kind: Kind, prev: Sequence[int], nxt: Sequence[int]) -> tu
     return (own,) if n < 0 else (own, tuple((n, k) for k in INPUT_GRADIENT))
 
 
+def needs_table(prev: Sequence[int], nxt: Sequence[int]) -> dict[tuple[int, Kind], tuple[Need, ...]]:
+    """:func:`needs` of every (stage, kind), for loops that ask it per action."""
+    return {(st, kind): needs(st, kind, prev, nxt) for st in range(len(prev))
+            for kind in KIND_OF_CODE}
+
+
+def dependents_table(table: dict[tuple[int, Kind], tuple[Need, ...]]
+                     ) -> dict[tuple[int, Kind], tuple[tuple[int, Kind], ...]]:
+    """The rule read backwards: per (stage, kind), the (stage, kind)s whose needs name it (of
+    the same microbatch), for list schedulers that wake what an action's end may make ready."""
+    out: dict[tuple[int, Kind], list[tuple[int, Kind]]] = {key: [] for key in table}
+    for key, need in table.items():
+        for alternatives in need:
+            for named in alternatives:
+                out[named].append(key)
+    return {key: tuple(v) for key, v in out.items()}
+
+
+def ready(need: tuple[Need, ...], microbatch: int, ended: dict, now: float) -> bool:
+    """Whether every need of an action of ``microbatch`` is met at time ``now``, ``ended``
+    mapping each (stage, kind, microbatch) that ran to the time it ended (a list scheduler's
+    clock; 0 for all where time does not matter)."""
+    later = now + 1
+    for alternatives in need:
+        for st, kind in alternatives:
+            if ended.get((st, kind, microbatch), later) <= now:
+                break
+        else:
+            return False
+    return True
+
+
 class Codec(NamedTuple):
     """The integer code of the compute actions of ``n_stages`` stages and ``microbatches``
     microbatches (the module's docstring)."""
