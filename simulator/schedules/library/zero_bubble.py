@@ -35,7 +35,8 @@ def _zb_h1_closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "interleaves chunks",
           closed_form=_zb_h1_closed_form,
           formula="(P-1)/(3vM+P-1)",
-          variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"))
+          variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"),
+          torch_class="InterleavedZeroBubble")
 def generate_zb_h1(pp: int, microbatches: int, vpp: int = 1, group_size: int | None = None,
                    **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "zb-h1")
