@@ -43,14 +43,18 @@ def neighbour_stages(pipelines: Sequence[Sequence[int]], n_stages: int
                      ) -> tuple[list[int], list[int]]:
     """Per stage its previous and next stage in its pipeline, -1 where there is none (a stage
     listed in two pipelines takes its first pipeline's, as ``Schedule.prev_stage`` does)."""
-    prev = [-2] * n_stages
-    nxt = [-2] * n_stages
+    prev = [-1] * n_stages
+    nxt = [-1] * n_stages
+    placed = bytearray(n_stages)
     for pipe in pipelines:
         for i, st in enumerate(pipe):
-            if 0 <= st < n_stages and prev[st] == -2:
-                prev[st] = pipe[i - 1] if i > 0 else -1
-                nxt[st] = pipe[i + 1] if i + 1 < len(pipe) else -1
-    return [max(p, -1) for p in prev], [max(n, -1) for n in nxt]
+            if 0 <= st < n_stages and not placed[st]:
+                placed[st] = 1
+                if i > 0:
+                    prev[st] = pipe[i - 1]
+                if i + 1 < len(pipe):
+                    nxt[st] = pipe[i + 1]
+    return prev, nxt
 
 
 def needs(stage: int, kind: Kind, prev: Sequence[int], nxt: Sequence[int]) -> tuple[Need, ...]:
