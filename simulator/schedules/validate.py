@@ -30,7 +30,7 @@ from operator import attrgetter
 
 from ..errors import ScheduleError
 from .action import RECVS, SENDS, Action, Kind
-from .deps import KIND_CODE, B, F, I, W, need_rows, needs, neighbour_stages
+from .deps import KIND_CODE, B, F, I, W, need_rows, needs, needs_table, neighbour_stages
 from .ops import comm_action, transfer_of, transfers
 from .phases import rank_in_order, rank_kinds, rank_stages, rank_unpaired
 from .rank_actions import RankActions, microbatches_of
@@ -525,20 +525,22 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     """Run all ranks' lists as far as their dependencies allow; stuck before the end = deadlock."""
     prev, nxt = neighbour_stages(s.pipelines, s.n_stages)
 
-    rule: dict[tuple[int, str], tuple] = {}     # (stage, kind) -> deps.needs
+    table = needs_table(prev, nxt)
+    rule = {kind: [table[(st, kind)] for st in range(s.n_stages)] for kind in KIND_CODE}
 
     def needs_of(a: Action) -> list[Key]:
         """:mod:`.deps`' needs of ``a``, each as the action that meets it here (of a need
         met by either a B or an I, the one the schedule holds: :func:`_check_complete` let
         exactly one in)."""
-        st, kind, mb = a.stage, a.kind, a.microbatch
-        need = rule.get((st, kind))
-        if need is None:
-            need = rule[(st, kind)] = needs(st, kind, prev, nxt)
+        mb = a.microbatch
         out = []
-        for alternatives in need:
-            for other, k in alternatives:
-                key = (other, k, mb)
+        for alternatives in rule[a.kind][a.stage]:
+            if len(alternatives) == 1:
+                st, k = alternatives[0]
+                out.append((st, k, mb))
+                continue
+            for st, k in alternatives:
+                key = (st, k, mb)
                 if key in where:
                     break
             out.append(key)
