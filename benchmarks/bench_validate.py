@@ -11,10 +11,11 @@
   explaining checks, to the error near the end of the walk.
 
 ``--baseline DIR`` (a checkout of the code before, e.g. ``git archive COMMIT | tar -x -C
-DIR``) runs each case from it too, interleaved with this tree's, so a shared machine's load
-hits both alike. Prints one JSON object; ``--out FILE`` writes it.
+DIR``) runs each case from it too, ``--rounds`` (3) children of each tree interleaved, the best
+taken, so a shared machine's load hits both alike. Prints one JSON object; ``--out FILE``
+writes it.
 
-    python benchmarks/bench_validate.py [--repeats 3] [--baseline DIR] [--out FILE]
+    python benchmarks/bench_validate.py [--repeats 3] [--rounds 3] [--baseline DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -82,21 +83,28 @@ def _run(tree: Path, case: str, repeats: int) -> tuple[int, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", type=Path)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     result: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "commit": commit, "python": platform.python_version(),
+                    "commit": commit, "baseline": str(args.baseline) if args.baseline else None,
+                    "repeats": args.repeats, "rounds": args.rounds,
+                    "python": platform.python_version(),
                     "load": os.getloadavg()[0], "cases": {}}
     for case in CASES:
-        n, cpu = _run(REPO, case, args.repeats)
-        row = {"steps": n, "cpu_s": cpu}
-        if args.baseline is not None:
-            _, base = _run(args.baseline, case, args.repeats)
-            row["baseline_cpu_s"] = base
-            row["ratio"] = round(cpu / base, 3) if base else None
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            n, cpu = _run(REPO, case, args.repeats)
+            ours.append(cpu)
+            if args.baseline is not None:
+                theirs.append(_run(args.baseline, case, args.repeats)[1])
+        row = {"steps": n, "cpu_s": min(ours)}
+        if theirs:
+            row["baseline_cpu_s"] = min(theirs)
+            row["ratio"] = round(min(ours) / min(theirs), 3) if min(theirs) else None
         result["cases"][case] = row
         print(case, row, file=sys.stderr)
     text = json.dumps(result, indent=2)

@@ -75,6 +75,7 @@ def _compute_steps(s: Schedule, rank: int) -> list[tuple[int, tuple[Action, ...]
     return out
 
 
+_PAIR_KINDS = ([F, I], [F, B])   # an overlapped pair's kinds, sorted: an F with an I or a B
 _IS_F = bytes(1 if c == ord("F") else 0 for c in range(256))
 _IS_B = bytes(1 if c == ord("B") else 0 for c in range(256))
 
@@ -206,7 +207,8 @@ def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
     communication) is walked without looking at the steps."""
     n_st, M, placement = s.n_stages, s.microbatches, s.placement
     SM = n_st * M
-    kind_code = KIND_CODE
+    kind_code, f_code, b_code, w_code = KIND_CODE, F, B, W     # locals: the loop is hot
+    SM2, SM3 = 2 * SM, 3 * SM
     codes: list[array] = []
     for rank, acts in enumerate(s.ranks):
         steps = s.steps[rank]
@@ -227,13 +229,13 @@ def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
             code = base + k * SM
             if seen[code]:
                 return None                       # duplicate
-            if k == B:
-                if seen[base + SM] or seen[base + 2 * SM]:
+            if k == b_code:
+                if seen[base + SM] or seen[base + SM2]:
                     return None                   # B mixed with I/W
-            elif k != F:
-                if seen[base + 3 * SM]:
+            elif k != f_code:
+                if seen[base + SM3]:
                     return None                   # I/W mixed with B
-                if k == W and not seen[base + SM]:
+                if k == w_code and not seen[base + SM]:
                     return None                   # W before its I
             seen[code] = 1
             put(code)
@@ -321,6 +323,7 @@ def _second_halves(steps: tuple[Action, ...]) -> list[int] | None:
     pair (the detailed checks then name the problem)."""
     out: list[int] = []
     numbers: set[int] = set()
+    kind_code = KIND_CODE
     pos = 0
     for step in steps:
         if step.sub:
@@ -331,7 +334,7 @@ def _second_halves(steps: tuple[Action, ...]) -> list[int] | None:
             if number is None or halves[1].pair != number or number in numbers:
                 return None
             numbers.add(number)
-            if sorted(KIND_CODE.get(h.kind, 9) for h in halves) not in ([F, I], [F, B]):
+            if sorted(kind_code.get(h.kind, 9) for h in halves) not in _PAIR_KINDS:
                 return None
             out.append(pos + 1)
             pos += 2
