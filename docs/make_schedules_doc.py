@@ -63,7 +63,13 @@ def render() -> str:
         "See any schedule's per-rank order with `pipesim schedule NAME --pp P --microbatches M`,",
         "check its gradients with `pipesim verify NAME ...`, and add one by writing a module in",
         "`simulator/schedules/library/` that decorates its generator with `@register(...)` "
-        "(`simulator.schedules.registration`) and naming it in the library's `__init__.py`.",
+        "(`simulator.schedules.registration`) and naming it in the library's `__init__.py`:",
+        "nothing else. What the schedule is for the runtimes and the planner is what it "
+        "registers: `torch_class` (torch's class that runs it, and with it torch's single- or "
+        "multi-stage runtime; none: torch runs it from a CSV), `megatron` (Megatron-LM's "
+        "schedule for it), `lower_bound` (whether the planner's lower bound holds) and "
+        "`default_for` (the schedule a run without `--schedule` takes). What each action "
+        "needs before it runs is one rule for every schedule, `simulator/schedules/deps.py`.",
         "",
     ]
     return "\n".join(lines)

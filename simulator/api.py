@@ -77,10 +77,10 @@ def resolve_shape(workload: Workload, schedule: Schedule | str | None, options: 
     if schedule is None and h.pp_schedule is not None:
         spec = file_schedule(workload)
     else:
-        if schedule is None:
-            chosen_v = vpp if vpp is not None else header_vpp
-            schedule = "interleaved-1f1b" if chosen_v > 1 else "1f1b"
-        spec = registry.get(schedule)
+        if schedule is None:    # the spec registered as the default at that many chunks
+            spec = registry.default_for(vpp if vpp is not None else header_vpp)
+        else:
+            spec = registry.get(schedule)
     if vpp is None:
         if spec.variable_vpp:
             v = header_vpp if header_vpp > 1 else spec.default_vpp

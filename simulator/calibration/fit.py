@@ -44,7 +44,6 @@ from statistics import median
 from typing import Sequence
 
 from ..api import simulate
-from ..engine.program import SINGLE_STAGE
 from ..errors import ConfigError
 from ..schedules import registry
 from ..schedules.schedule import Schedule
@@ -230,8 +229,8 @@ class Calibration:
 
 
 def runtime_of(schedule: str) -> str:
-    """torch's runtime for a schedule: the single-stage one runs gpipe and 1f1b."""
-    return "torch-single" if schedule in SINGLE_STAGE else "torch-multi"
+    """torch's runtime for a schedule: its spec's (the single-stage one runs gpipe and 1f1b)."""
+    return registry.torch_runtime_of(schedule)
 
 
 def _load_workload(workload: Workload | str | PathLike) -> tuple[Workload, str]:

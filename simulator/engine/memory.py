@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..schedules.registry import torch_class_of
 from ..schedules.schedule import Schedule
 from ..system.config import MemoryConfig, SystemConfig
 from ..system.memory_actions import (DTYPE_BYTES, MASTER_COPY_BYTES, OPTIMIZER_STATE_BYTES,
@@ -181,7 +182,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
     dp = Placement.of(header, system, schedule.pp).dp
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
-        p2p, schedule.name)
+        p2p, torch_class_of(schedule.name))
     chunk_params = [sum(layer_params(layer, cfg) for layer in rows) for rows in partition.chunks]
     placement = schedule.placement
     stages = []

@@ -30,6 +30,7 @@ from ..schedules.comm_pass import GRADIENT, Compute, Transfer, lowered_for
 from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
+from ..schedules.registry import torch_class_of, torch_runtime_of
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -70,7 +71,6 @@ class StepCost(NamedTuple):
         return self.pre + self.duration
 
 
-SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -113,9 +113,8 @@ class Program(NamedTuple):
         list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``)."""
         profile = system.runtime
         mode = p2p or profile.p2p
-        # torch: the single-stage runtime runs gpipe and 1f1b, the multi-stage one the rest
-        compiled_mode = mode if mode != "torch" else (
-            "torch-single" if schedule.name in SINGLE_STAGE else "torch-multi")
+        # torch: the runtime the schedule's spec names (single-stage for GPipe and 1F1B)
+        compiled_mode = mode if mode != "torch" else torch_runtime_of(schedule.name)
         system = for_runtime(system, compiled_mode)   # that runtime's own figures, if any
         profile = system.runtime
         pp_comm = header.pp_comm if pp_comm is None else pp_comm
@@ -514,7 +513,7 @@ class RankOps(Sequence):
         if self.mode == "async":
             return ops
         if self.mode == "torch-single":
-            return _single_stage(ops, self.schedule.name == "gpipe")
+            return _single_stage(ops, _is_gpipe(self.schedule))
         if self.mode == "torch-multi":   # receives posted early by the comm pass
             return ((TSEND,) + op[1:] if op[0] == SEND else op for op in ops)
         return _rendezvous(ops, self.mode == "batched")
@@ -609,6 +608,12 @@ class RankOps(Sequence):
 
     def __repr__(self) -> str:
         return f"<RankOps rank {self.rank}: {len(self.steps)} steps>"
+
+
+def _is_gpipe(schedule: Schedule) -> bool:
+    """torch runs the schedule as ScheduleGPipe (its spec's class): :func:`_single_stage`'s
+    GPipe rules."""
+    return torch_class_of(schedule.name) == "GPipe"
 
 
 def _single_stage(ops, gpipe: bool):

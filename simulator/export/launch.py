@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, PipesimError
 from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
-from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
+from ..schedules.registry import torch_class_of
+from ..schedules.runtimes import Shape, Verdict, check_runtimes, shape_of
 from ..units import fmt_bytes, fmt_time
 from ..workload.chunks import chunk_bounds
 from ..workload.inputs.shape import LaunchSettings, ModelShape
@@ -167,7 +168,7 @@ def torchtitan_parallelism(lp: LaunchPlan, csv_name: str | None) -> dict | None:
     s, v = lp.shape, lp.verdicts["torchtitan"]
     if not v.accepts:
         return None
-    cls = TORCH_CLASS.get(s.schedule)
+    cls = torch_class_of(s.schedule)
     out: dict = {"pipeline_parallel_degree": s.pp, "tensor_parallel_degree": lp.tp,
                  "data_parallel_replicate_degree": lp.dp, "data_parallel_shard_degree": 1}
     if v.how.startswith("csv"):

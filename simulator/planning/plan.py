@@ -63,9 +63,6 @@ PLAN_MAX_ACTIONS = 50_000  # default per-candidate size (--max-actions): screens
 # confirming runs; a screen costs ~15 us per action on a loaded 2-core machine, so ~10 s
 PLAN_MAX_WORK = 700_000
 ROUND = 16                 # candidates screened between two prunings by lower bound
-# DualPipe(V): overlapped F/B pairs hide collectives, and microbatches enter at both ends:
-# neither term of the bound holds
-NO_BOUND = frozenset({"dualpipe", "dualpipe-v"})
 CANDIDATES_FILE = "candidates.jsonl"
 SETTINGS_FILE = "plan-settings.json"
 
@@ -707,8 +704,9 @@ class _Search:
         forward reaches its first chunk (the ranks' first chunks are distinct, so their start
         delays add up to at least those of chunks 0 .. pp-1). DP collectives, transfers and
         the end of the pipeline are left out, so it stays a bound."""
-        if c.reason is not None or c.schedule in NO_BOUND:
-            return None
+        spec = registry.spec_of(c.schedule)
+        if c.reason is not None or (spec is not None and not spec.lower_bound):
+            return None     # the spec says the bound does not hold (DualPipe(V))
         key = (c.workload, c.pp, c.vpp, c.split)
         sc = self.stage_costs.get(key)
         if sc is None:

@@ -53,6 +53,24 @@ class ScheduleSpec(NamedTuple):
     needs_costs: bool = False   # takes stage_costs=... (auto); listed apart from the hand-made
     flushes: bool = True        # False: runs ``iterations`` minibatches without a flush (2BW)
     shares_weights: bool = False   # True: two stages run on one set of weights (DualPipe)
+    # what the schedule is for the runtimes (schedules/runtimes.py) and the engine's torch modes
+    torch_class: str | None = None   # torch's class that runs it (get_schedule_class's name,
+                                     # e.g. "1F1B"); None: torch runs it from a CSV
+    torch_runtime: str = "torch-multi"   # "torch-single": its class is PipelineScheduleSingle
+                                         # (TORCH_SINGLE_STAGE; register() sets it)
+    megatron: str | None = None   # Megatron-LM's schedule that runs it: "1f1b" or "interleaved"
+    # the planner's lower bound holds (every rank's compute share, the forward's reach):
+    # False where overlapped F/B pairs hide collectives and microbatches enter at both ends
+    lower_bound: bool = True
+    default_for: str = ""   # the schedule a run without --schedule takes: "vpp=1" or "vpp>1"
+
+
+# torch's classes that run on its single-stage runtime, PipelineScheduleSingle
+# (torch/distributed/pipelining/schedules.py 2.13: ScheduleGPipe, Schedule1F1B); every other
+# class, and any schedule torch runs from a CSV, runs on _PipelineScheduleRuntime
+TORCH_SINGLE_STAGE = ("GPipe", "1F1B")
+MEGATRON_SCHEDULES = ("1f1b", "interleaved")
+DEFAULT_FOR = ("vpp=1", "vpp>1")
 
 
 def fb_sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, int]:
@@ -68,17 +86,32 @@ def register(name: str, *, summary: str, closed_form: ClosedForm | None = None,
              formula: str = "", default_vpp: int = 1, aliases: tuple[str, ...] = (),
              variable_vpp: bool = False, closed_form_basis: str = "makespan",
              sizes: Sizes | None = None, work: Work | None = None, flushes: bool = True,
-             shares_weights: bool = False, needs_costs: bool = False
+             shares_weights: bool = False, needs_costs: bool = False,
+             torch_class: str | None = None, megatron: str | None = None,
+             lower_bound: bool = True, default_for: str = ""
              ) -> Callable[[Generator], Generator]:
     """Decorator: ``@register("1f1b", summary=...)`` on ``def generate(pp, microbatches, vpp=1, **opts)``."""
+    if megatron is not None and megatron not in MEGATRON_SCHEDULES:
+        raise RuntimeError(f"schedule {name!r}: megatron={megatron!r}, expected one of "
+                           f"{', '.join(MEGATRON_SCHEDULES)}")
+    if default_for and default_for not in DEFAULT_FOR:
+        raise RuntimeError(f"schedule {name!r}: default_for={default_for!r}, expected one of "
+                           f"{', '.join(DEFAULT_FOR)}")
 
     def deco(fn: Generator) -> Generator:
         if name in LIBRARY:
             raise RuntimeError(f"schedule {name!r} registered twice")
+        if default_for and any(s.default_for == default_for for s in LIBRARY.values()):
+            raise RuntimeError(f"schedule {name!r}: a default for {default_for} is registered "
+                               "already")
+        runtime = "torch-single" if torch_class in TORCH_SINGLE_STAGE else "torch-multi"
         LIBRARY[name] = ScheduleSpec(name, fn, summary, closed_form, formula, default_vpp, aliases,
                                         variable_vpp, closed_form_basis, sizes=sizes, work=work,
                                         flushes=flushes, shares_weights=shares_weights,
-                                        needs_costs=needs_costs)
+                                        needs_costs=needs_costs,
+                                        torch_class=torch_class, torch_runtime=runtime,
+                                        megatron=megatron, lower_bound=lower_bound,
+                                        default_for=default_for)
         for alias in aliases:
             if alias in ALIASES or alias in LIBRARY:
                 raise RuntimeError(f"schedule alias {alias!r} registered twice")

@@ -49,6 +49,39 @@ def get(name: str) -> ScheduleSpec:
     return spec
 
 
+def spec_of(name: str) -> ScheduleSpec | None:
+    """The spec a built schedule's name names (generators name what they build by the
+    registered name), or None: a schedule read from a file or made by hand under another name."""
+    _load_library()
+    return LIBRARY.get(name)
+
+
+def torch_runtime_of(name: str) -> str:
+    """The torch runtime (``torch-single`` or ``torch-multi``) that runs the schedule of this
+    name: its spec's, and torch's multi-stage one for any schedule it runs from a CSV."""
+    spec = spec_of(name)
+    return spec.torch_runtime if spec is not None else "torch-multi"
+
+
+def torch_class_of(name: str) -> str | None:
+    """torch's class that runs the schedule of this name (its spec's), None: from a CSV."""
+    spec = spec_of(name)
+    return spec.torch_class if spec is not None else None
+
+
+def megatron_of(name: str) -> str | None:
+    """Megatron-LM's schedule that runs the schedule of this name (its spec's), or None."""
+    spec = spec_of(name)
+    return spec.megatron if spec is not None else None
+
+
+def default_for(vpp: int) -> ScheduleSpec:
+    """The schedule a run takes without ``--schedule``, at ``vpp`` chunks per rank."""
+    want = "vpp>1" if vpp > 1 else "vpp=1"
+    _load_library()
+    return next(s for s in LIBRARY.values() if s.default_for == want)
+
+
 def generate(name: str, pp: int, microbatches: int, vpp: int | None = None, **options) -> Schedule:
     """Build schedule ``name`` for ``pp`` ranks, ``microbatches`` microbatches, ``vpp`` chunks/rank."""
     spec = get(name)

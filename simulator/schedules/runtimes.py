@@ -20,17 +20,12 @@ from typing import NamedTuple
 from ..errors import ConfigError
 from ..workload.stage_layers import chunk_layers_of
 from .library.interleaved_1f1b import resolve_group_size
+from .registration import TORCH_SINGLE_STAGE as SINGLE_STAGE   # one stage per rank
+from .registry import megatron_of, torch_class_of   # a schedule's torch class, Megatron's schedule
 from .schedule import Schedule, loop_placement, v_placement
 
 RUNTIMES = ("torch", "megatron", "torchtitan")
 
-# pipesim schedule -> torch's class (torch/distributed/pipelining/schedules.py, get_schedule_class)
-TORCH_CLASS = {
-    "gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B",
-    "looped-bfs": "LoopedBFS", "zb-h1": "InterleavedZeroBubble", "zb-v": "ZBVZeroBubble",
-    "dualpipe-v": "DualPipeV",
-}
-SINGLE_STAGE = ("GPipe", "1F1B")          # PipelineScheduleSingle: one stage per rank
 V_CLASSES = ("ZBVZeroBubble", "DualPipeV")   # torchtitan places their stages in a V
 
 
@@ -115,7 +110,7 @@ def torch_class_rule(cls: str, pp: int, vpp: int, m: int) -> str | None:
 
 
 def torch_verdict(s: Shape) -> Verdict:
-    cls = TORCH_CLASS.get(s.schedule)
+    cls = torch_class_of(s.schedule)
     why = torch_class_rule(cls, s.pp, s.vpp, s.microbatches) if cls else None
     if cls is not None and why is None:
         return Verdict("torch", True, f"Schedule{cls}")
@@ -130,9 +125,10 @@ def megatron_verdict(s: Shape) -> Verdict:
     def no(rule: str) -> Verdict:
         return Verdict("megatron", False, "", rule)
 
-    if s.schedule == "1f1b" and s.vpp == 1:
+    megatron = megatron_of(s.schedule)
+    if megatron == "1f1b" and s.vpp == 1:
         how = "1F1B (forward_backward_pipelining_without_interleaving)"
-    elif s.schedule == "interleaved-1f1b" and s.vpp > 1:
+    elif megatron == "interleaved" and s.vpp > 1:
         how = "interleaved 1F1B (forward_backward_pipelining_with_interleaving)"
         if s.pp < 2:
             # arguments.py: virtual stages need --pipeline-model-parallel-size > 1 (> 2 with
@@ -148,7 +144,7 @@ def megatron_verdict(s: Shape) -> Verdict:
         if 0 < s.microbatches % n < s.pp:
             return no(f"Megatron-LM's interleaved schedule needs M mod N to be 0 or at least "
                       f"P (M {s.microbatches}, N {n}, P {s.pp})")
-    elif s.schedule == "interleaved-1f1b":
+    elif megatron == "interleaved":
         return no("Megatron-LM runs interleaved 1F1B only with 2 or more virtual stages; at "
                   "vpp 1 it runs 1F1B (-s 1f1b)")
     else:
@@ -172,7 +168,7 @@ def torchtitan_verdict(s: Shape) -> Verdict:
         # otherwise runs the microbatches one after another on the whole model
         return no(f"torchtitan builds no pipeline at pipeline_parallel_degree 1 (pp_enabled is "
                   f"pp > 1), so not {s.vpp} stages on one rank: it runs 1f1b at vpp 1")
-    cls = TORCH_CLASS.get(s.schedule)
+    cls = torch_class_of(s.schedule)
     why = torch_class_rule(cls, s.pp, s.vpp, s.microbatches) if cls else None
     if cls is not None and why is None:
         how = cls
@@ -222,7 +218,7 @@ def shape_of(schedule, workload=None, partition=None, options: dict | None = Non
         found = chunk_layers_of(workload, partition.chunks)
         layers, cut = found.counts, found.cut
     group = None
-    if schedule.name == "interleaved-1f1b":
+    if megatron_of(schedule.name) == "interleaved":   # Megatron's rule reads its group N
         try:
             group = resolve_group_size(schedule.pp, schedule.microbatches, schedule.vpp,
                                        (options or {}).get("group_size"), schedule.name)

@@ -10,9 +10,8 @@ Rules:
 - W comes after its I on the same rank;
 - an overlapped pair (OVERLAP_F_B) holds two actions, one F and one B/I (in the compute view
   ``ranks`` its halves carry one ``pair`` number, on no other action of the rank);
-- running the per-rank lists as a dataflow never gets stuck: F(s,m) needs F(prev(s),m);
-  B/I(s,m) needs F(s,m) and the backward (B or I) of next(s) for m; W(s,m) needs I(s,m). The two
-  halves of a pair start together, so each half's needs must be met before the pair starts.
+- running the per-rank lists as a dataflow never gets stuck, under :mod:`.deps`' rule (what
+  each action needs; a pair's halves start together).
 
 Positions of compute actions are indices in the compute view ``ranks`` (a pair's halves count
 one each). A lowered schedule (``comm_pass.add_communication``) is checked further
@@ -31,6 +30,7 @@ from operator import attrgetter
 
 from ..errors import ScheduleError
 from .action import RECVS, SENDS, Action, Kind
+from .deps import KIND_CODE, B, F, I, W, need_rows, needs, needs_table, neighbour_stages
 from .ops import comm_action, transfer_of, transfers
 from .phases import rank_in_order, rank_kinds, rank_stages, rank_unpaired
 from .rank_actions import RankActions, microbatches_of
@@ -75,7 +75,7 @@ def _compute_steps(s: Schedule, rank: int) -> list[tuple[int, tuple[Action, ...]
     return out
 
 
-_KIND_INDEX = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
+_PAIR_KINDS = ([F, I], [F, B])   # an overlapped pair's kinds, sorted: an F with an I or a B
 _IS_F = bytes(1 if c == ord("F") else 0 for c in range(256))
 _IS_B = bytes(1 if c == ord("B") else 0 for c in range(256))
 
@@ -92,7 +92,6 @@ def _rules_hold(s: Schedule) -> bool:
     seen = bytearray(s.n_stages * 4 * s.microbatches)
     codes = _codes(s, seen)
     return codes is not None and _covered(s, seen) and _runs_through(s, codes)
-
 
 def _one_stage_ranks(s: Schedule) -> list[int] | None:
     """Per rank its one stage, when every rank holds one stage of its own (placed there) and
@@ -150,16 +149,18 @@ def _megatron_order(s: Schedule, stage_of: list[int]) -> bool:
 
 def _runs_in_turn(s: Schedule, stage_of: list[int]) -> bool:
     """The dataflow of :func:`_one_stage_ranks`' schedules. As each kind takes microbatches in
-    turn, a stage's progress is two counters (forwards done, backwards done): F(s, m) needs
-    F(prev, m), i.e. more than m forwards done on prev; B(s, m) needs F(s, m) and B(next, m).
-    A rank blocked on a neighbour is looked at again only once that neighbour has moved (as
+    turn, a (kind, stage)'s progress is one counter, the actions of that row of
+    :class:`~.deps.Codec` done so far, and the m-th action's need ``deps.need_rows`` gives as
+    row x is met when more than m of row x are done (the "nothing" row counts M). A rank
+    blocked on a neighbour is looked at again only once that neighbour has moved (as
     :func:`_runs_through`). Hot loop, one letter per step: a closed form per visit (the
     positions of each kind's m-th action) made 1.5x more visits and ran slower."""
-    P = s.pp
-    pipe = s.pipelines[0]
-    prev, nxt = _neighbour_stages(pipe, s.n_stages)
-    n_f = [0] * s.n_stages
-    n_b = [0] * s.n_stages
+    P, S, M = s.pp, s.n_stages, s.microbatches
+    prev, nxt = neighbour_stages(s.pipelines, S)
+    rows = need_rows(prev, nxt)
+    one, either, other = rows.one, rows.either, rows.other
+    done = [0] * (4 * S + 1)        # per row, how many of its actions are done
+    done[rows.none] = M
     kinds = [rank_kinds(s, r) for r in range(P)]
     pointer = [0] * P
     neighbours = [[s.placement[o] for o in (prev[st], nxt[st]) if o >= 0] for st in stage_of]
@@ -169,56 +170,49 @@ def _runs_in_turn(s: Schedule, stage_of: list[int]) -> bool:
         rank = todo.pop()
         queued[rank] = 0
         st = stage_of[rank]
-        p, n = prev[st], nxt[st]
+        f_row, b_row = F * S + st, B * S + st
+        f_one, b_either, b_other = one[f_row], either[b_row], other[b_row]
+        if one[b_row] != f_row or either[f_row] != rows.none:
+            return False    # a rule the loop below does not hold: the explaining checks judge
         k = kinds[rank]
         end = len(k)
         i = start = pointer[rank]
-        f, b = n_f[st], n_b[st]
+        # the rank's own two rows as locals (a B's one need is its own F: checked above)
+        f, b = done[f_row], done[b_row]
         while i < end:
             if k[i] == "F":
-                if p >= 0 and n_f[p] <= f:
+                if done[f_one] <= f:
                     break
                 f += 1
             else:
-                if f <= b or (n >= 0 and n_b[n] <= b):
+                if f <= b or (done[b_either] <= b and done[b_other] <= b):
                     break
                 b += 1
             i += 1
         if i != start:
-            n_f[st], n_b[st] = f, b
+            done[f_row], done[b_row] = f, b
             pointer[rank] = i
-            for other in neighbours[rank]:
-                if not queued[other]:
-                    queued[other] = 1
-                    todo.append(other)
+            for other_rank in neighbours[rank]:
+                if not queued[other_rank]:
+                    queued[other_rank] = 1
+                    todo.append(other_rank)
     return all(pointer[r] == len(kinds[r]) for r in range(P))
 
 
-def _neighbour_stages(pipe, n_stages: int) -> tuple[list[int], list[int]]:
-    """Per stage its previous and next stage in the pipeline ``pipe`` (-1: none)."""
-    prev = [-1] * n_stages
-    nxt = [-1] * n_stages
-    for i, st in enumerate(pipe):
-        if i > 0:
-            prev[st] = pipe[i - 1]
-        if i + 1 < len(pipe):
-            nxt[st] = pipe[i + 1]
-    return prev, nxt
-
-
 def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
-    """Per rank, each compute action's code (stage * 4M + kind * M + microbatch), checking the
-    per-action rules in one linear pass over flat flags (``seen``, indexed by code): None at
-    the first problem. The second half of an overlapped pair is stored as -1 - code, so a step
-    is a code and any negative one after it. A rank whose steps are its compute view (no pair,
-    no communication) is walked without looking at the steps."""
+    """Per rank, each compute action's code (:class:`~.deps.Codec`), checking the per-action
+    rules in one linear pass over flat flags (``seen``, indexed by code): None at the first
+    problem. The second half of an overlapped pair is stored as -1 - code, so a step is a code
+    and any negative one after it. A rank whose steps are its compute view (no pair, no
+    communication) is walked without looking at the steps."""
     n_st, M, placement = s.n_stages, s.microbatches, s.placement
-    M4 = 4 * M
-    kind_index = _KIND_INDEX
+    SM = n_st * M
+    kind_code, f_code, b_code, w_code = KIND_CODE, F, B, W     # locals: the loop is hot
+    SM2, SM3 = 2 * SM, 3 * SM
     codes: list[array] = []
     for rank, acts in enumerate(s.ranks):
         steps = s.steps[rank]
-        seconds = () if steps is acts else _second_halves(steps, kind_index)
+        seconds = () if steps is acts else _second_halves(steps)
         if seconds is None:
             return None
         out = array("q")
@@ -227,21 +221,21 @@ def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
             if type(a) is not Action:
                 return None
             st, mb = a.stage, a.microbatch
-            k = kind_index.get(a.kind)
+            k = kind_code.get(a.kind)
             if k is None or type(st) is not int or type(mb) is not int or not 0 <= st < n_st \
                     or not 0 <= mb < M or placement[st] != rank:
                 return None
-            base = st * M4 + mb
-            code = base + k * M
+            base = st * M + mb                    # its F; its I, W and B at +SM, +2SM, +3SM
+            code = base + k * SM
             if seen[code]:
                 return None                       # duplicate
-            if k == 1:
-                if seen[base + 2 * M] or seen[base + 3 * M]:
+            if k == b_code:
+                if seen[base + SM] or seen[base + SM2]:
                     return None                   # B mixed with I/W
-            elif k >= 2:
-                if seen[base + M]:
+            elif k != f_code:
+                if seen[base + SM3]:
                     return None                   # I/W mixed with B
-                if k == 3 and not seen[base + 2 * M]:
+                if k == w_code and not seen[base + SM]:
                     return None                   # W before its I
             seen[code] = 1
             put(code)
@@ -252,41 +246,31 @@ def _codes(s: Schedule, seen: bytearray) -> list[array] | None:
 
 
 def _covered(s: Schedule, seen: bytearray) -> bool:
-    """Every stage has M forwards and, per microbatch, a B or an I and a W."""
-    M = s.microbatches
-    M4 = 4 * M
-    for st in range(s.n_stages):
-        b = st * M4
-        if seen.count(1, b, b + M) != M or \
-                seen.count(1, b + M, b + 2 * M) + seen.count(1, b + 3 * M, b + M4) != M:
-            return False
-    return True
+    """Every stage has M forwards and, per microbatch, a B or an I and a W. :func:`_codes` let
+    no code in twice, no B beside an I or a W and no W without its I, so each (stage,
+    microbatch) holds at most one F and at most one of B and W: all of them are there when the
+    counts over all stages are S x M."""
+    SM = s.n_stages * s.microbatches
+    return seen.count(1, F * SM, F * SM + SM) == SM and \
+        seen.count(1, W * SM, W * SM + SM) + seen.count(1, B * SM, B * SM + SM) == SM
 
 
 def _runs_through(s: Schedule, codes: list[array]) -> bool:
-    """Run the lists; F(s) needs F(prev(s)); B/I(s) needs F(s) and the backward of next(s);
-    W(s) needs I(s). Hot loop, kept whole: the single-step check is :func:`met` inlined."""
+    """Run the lists under :mod:`.deps`' rule: code ``row * M + m`` needs ``one[row] * M + m``
+    and one of ``either[row] * M + m`` and ``other[row] * M + m`` (``deps.need_rows``; the
+    "nothing" row is kept done). Hot loop, kept whole: the single-step check is :func:`met`
+    inlined."""
     n_st, M, placement = s.n_stages, s.microbatches, s.placement
-    M4 = 4 * M
-    prev, nxt = _neighbour_stages(s.pipelines[0], n_st)
-    done = bytearray(n_st * M4)
+    prev, nxt = neighbour_stages(s.pipelines, n_st)
+    rows = need_rows(prev, nxt)
+    one = [r * M for r in rows.one]
+    either = [r * M for r in rows.either]
+    other = [r * M for r in rows.other]
+    done = bytearray(4 * n_st * M) + b"\x01" * M
 
     def met(code: int) -> bool:
-        st, rest = divmod(code, M4)
-        k = rest // M
-        if k == 0:
-            p = prev[st]
-            return p < 0 or done[code + (p - st) * M4] == 1
-        if k == 3:
-            return done[code - M] == 1
-        f = code - k * M
-        if not done[f]:
-            return False
-        n = nxt[st]
-        if n < 0:
-            return True
-        b = f + (n - st) * M4
-        return done[b + M] == 1 or done[b + 2 * M] == 1
+        row, m = divmod(code, M)
+        return bool(done[one[row] + m] and (done[either[row] + m] or done[other[row] + m]))
 
     P = s.pp
     pointer = [0] * P
@@ -298,9 +282,9 @@ def _runs_through(s: Schedule, codes: list[array]) -> bool:
     neighbours: list[set[int]] = [set() for _ in range(P)]
     for st in range(n_st):
         r = placement[st]
-        for other in (prev[st], nxt[st]):
-            if other >= 0 and placement[other] != r:
-                neighbours[placement[other]].add(r)
+        for o in (prev[st], nxt[st]):
+            if o >= 0 and placement[o] != r:
+                neighbours[placement[o]].add(r)
     queued = bytearray(b"\x01" * P)
     todo = list(range(P - 1, -1, -1))
     while todo:
@@ -319,41 +303,27 @@ def _runs_through(s: Schedule, codes: list[array]) -> bool:
                 i += 2
                 continue
             # met(c), inlined for single steps (most of them)
-            st, rest = divmod(c, M4)
-            k = rest // M
-            if k == 0:
-                p = prev[st]
-                if p >= 0 and not done[c + (p - st) * M4]:
-                    break
-            elif k == 3:
-                if not done[c - M]:
-                    break
-            else:
-                f = c - k * M
-                if not done[f]:
-                    break
-                n2 = nxt[st]
-                if n2 >= 0:
-                    b = f + (n2 - st) * M4
-                    if not (done[b + M] or done[b + 2 * M]):
-                        break
+            row, m = divmod(c, M)
+            if not done[one[row] + m] or not (done[either[row] + m] or done[other[row] + m]):
+                break
             done[c] = 1
             i += 1
         if i != start:
             pointer[rank] = i
-            for other in neighbours[rank]:
-                if not queued[other]:
-                    queued[other] = 1
-                    todo.append(other)
+            for o in neighbours[rank]:
+                if not queued[o]:
+                    queued[o] = 1
+                    todo.append(o)
     return pointer == lengths
 
 
-def _second_halves(steps: tuple[Action, ...], kind_index: dict) -> list[int] | None:
+def _second_halves(steps: tuple[Action, ...]) -> list[int] | None:
     """Positions in the compute view of the second halves of a rank's overlapped pairs; None
     when a pair is not one F and one B/I with one number of its own, or a half is outside a
     pair (the detailed checks then name the problem)."""
     out: list[int] = []
     numbers: set[int] = set()
+    kind_code = KIND_CODE
     pos = 0
     for step in steps:
         if step.sub:
@@ -364,7 +334,7 @@ def _second_halves(steps: tuple[Action, ...], kind_index: dict) -> list[int] | N
             if number is None or halves[1].pair != number or number in numbers:
                 return None
             numbers.add(number)
-            if sorted(kind_index.get(h.kind, 9) for h in halves) not in ([0, 1], [0, 2]):
+            if sorted(kind_code.get(h.kind, 9) for h in halves) not in _PAIR_KINDS:
                 return None
             out.append(pos + 1)
             pos += 2
@@ -375,7 +345,6 @@ def _second_halves(steps: tuple[Action, ...], kind_index: dict) -> list[int] | N
         else:
             pos += 1
     return out
-
 
 def _check_shape(s: Schedule) -> None:
     if s.pp < 1:
@@ -421,7 +390,7 @@ def check_place(s: Schedule, rank: int, pos: int, a: Action) -> None:
     """An action at ``rank``/``pos`` names an existing stage and microbatch of that rank."""
     if not isinstance(a, Action):
         raise ScheduleError(f"expected an Action, found {type(a).__name__} {a!r}", rank, pos)
-    if a.kind not in _KIND_INDEX or a.sub:
+    if a.kind not in KIND_CODE or a.sub:
         raise ScheduleError(f"expected a compute action (F, B, I or W) here, found "
                             f"{a.kind}", rank, pos, str(a))
     if not 0 <= a.stage < s.n_stages:
@@ -557,22 +526,28 @@ def _check_covered(stage: int, mb: int, rank: int, where: dict[Key, tuple[int, i
 
 def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
     """Run all ranks' lists as far as their dependencies allow; stuck before the end = deadlock."""
-    prev = [s.prev_stage(st) for st in range(s.n_stages)]
-    nxt = [s.next_stage(st) for st in range(s.n_stages)]
+    prev, nxt = neighbour_stages(s.pipelines, s.n_stages)
 
-    def backward_of(stage: int, mb: int) -> Key:
-        return (stage, Kind.B, mb) if (stage, Kind.B, mb) in where else (stage, Kind.I, mb)
+    table = needs_table(prev, nxt)
+    rule = {kind: [table[(st, kind)] for st in range(s.n_stages)] for kind in KIND_CODE}
 
-    def needs(a: Action) -> list[Key]:
-        st, kind, mb = a.stage, a.kind, a.microbatch
-        if kind == Kind.F:
-            return [] if prev[st] is None else [(prev[st], Kind.F, mb)]
-        if kind == Kind.W:
-            return [(st, Kind.I, mb)]
-        deps = [(st, Kind.F, mb)]
-        if nxt[st] is not None:
-            deps.append(backward_of(nxt[st], mb))
-        return deps
+    def needs_of(a: Action) -> list[Key]:
+        """:mod:`.deps`' needs of ``a``, each as the action that meets it here (of a need
+        met by either a B or an I, the one the schedule holds: :func:`_check_complete` let
+        exactly one in)."""
+        mb = a.microbatch
+        out = []
+        for alternatives in rule[a.kind][a.stage]:
+            if len(alternatives) == 1:
+                st, k = alternatives[0]
+                out.append((st, k, mb))
+                continue
+            for st, k in alternatives:
+                key = (st, k, mb)
+                if key in where:
+                    break
+            out.append(key)
+        return out
 
     done: set[Key] = set()
     steps = [_compute_steps(s, r) for r in range(s.pp)]
@@ -586,7 +561,7 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
         return steps[rank][pointer[rank]][0]
 
     def unmet(step: list[Action]) -> list[Key]:
-        return [d for a in step for d in needs(a) if d not in done]
+        return [d for a in step for d in needs_of(a) if d not in done]
 
     progress = True
     while progress:
@@ -606,10 +581,10 @@ def _check_dataflow(s: Schedule, where: dict[Key, tuple[int, int]]) -> None:
         return
     rank = _culprit(blocked, lambda r: [where[d][0] for d in unmet(step_of(r))])
     step = step_of(rank)
-    stuck = next(a for a in step if any(d not in done for d in needs(a)))
+    stuck = next(a for a in step if any(d not in done for d in needs_of(a)))
     position = position_of(rank) + step.index(stuck)
     waits = []
-    for dep in needs(stuck):
+    for dep in needs_of(stuck):
         if dep in done:
             continue
         r, p = where[dep]
@@ -697,32 +672,30 @@ def _run_lowered(s: Schedule, sends: dict[tuple, tuple],
     """Run the lowered lists: SENDs and RECVs never block; a compute waits for its local
     inputs and for the SENDs of the data it receives."""
     P = s.pp
-    prev = [s.prev_stage(st) for st in range(s.n_stages)]
-    nxt = [s.next_stage(st) for st in range(s.n_stages)]
+    prev, nxt = neighbour_stages(s.pipelines, s.n_stages)
+    placement = s.placement
+    rule: dict[tuple[int, str], tuple] = {}     # (stage, kind) -> deps.needs
     done: set = set()
     sent: set = set()
 
     def unmet(rank: int, a: Action) -> list[str]:
-        """What compute ``a`` on ``rank`` still waits for, as 'ACTION (rank r position p)'."""
+        """What compute ``a`` on ``rank`` still waits for, as 'ACTION (rank r position p)':
+        the sends of what it receives, and :mod:`.deps`' needs met on its own rank (the
+        others come with those receives)."""
         out = []
         for t in transfers(s, a, rank, "recv"):
             if t.key not in sent:
                 r, p, send = sends[t.key][:3]
                 out.append((r, f"{send.plain} (rank {r} position {p})"))
-        st, mb = a.stage, a.microbatch
-        local = []
-        if a.kind == Kind.F:
-            if prev[st] is not None and s.placement[prev[st]] == rank:
-                local.append((prev[st], (Kind.F,), mb))
-        elif a.kind == Kind.W:
-            local.append((st, (Kind.I,), mb))
-        else:
-            local.append((st, (Kind.F,), mb))
-            if nxt[st] is not None and s.placement[nxt[st]] == rank:
-                local.append((nxt[st], (Kind.B, Kind.I), mb))
-        for stage, kinds, m in local:
-            if not any((stage, k, m) in done for k in kinds):
-                out.append((rank, f"{stage}{kinds[0]}{m} (rank {rank})"))
+        st, kind, mb = a.stage, a.kind, a.microbatch
+        need = rule.get((st, kind))
+        if need is None:
+            need = rule[(st, kind)] = needs(st, kind, prev, nxt)
+        for alternatives in need:
+            stage, first = alternatives[0]
+            if placement[stage] == rank and not any((x, k, mb) in done
+                                                    for x, k in alternatives):
+                out.append((rank, f"{stage}{first}{mb} (rank {rank})"))
         return out
 
     pointer = [0] * P

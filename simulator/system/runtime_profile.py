@@ -125,12 +125,12 @@ class RuntimeProfile(_RuntimeFields):
         """What a step of these kinds pays before it starts (a pair pays one overhead)."""
         return max(self.action_overhead_ns[k] for k in kinds)
 
-    def retention(self, p2p: str, schedule: str = "") -> tuple[str, str, str, str]:
-        """(sends_held, recv_buffers, kept_outputs, gradients) of a run of ``schedule`` in
-        point-to-point mode ``p2p`` (``torch`` already resolved to ``torch-single`` or
-        ``torch-multi``)."""
+    def retention(self, p2p: str, torch_class: str | None = None) -> tuple[str, str, str, str]:
+        """(sends_held, recv_buffers, kept_outputs, gradients) of a run in point-to-point mode
+        ``p2p`` (``torch`` already resolved to ``torch-single`` or ``torch-multi``) of a
+        schedule torch runs as ``torch_class`` (its spec's; None: from a CSV)."""
         auto = RETENTION.get(p2p, NO_RETENTION)
-        if p2p == "torch-single" and schedule == "gpipe":
+        if p2p == "torch-single" and torch_class == "GPipe":
             auto = ("step_end",) + auto[1:]
         given = (self.sends_held, self.recv_buffers, self.kept_outputs, self.gradients)
         return tuple(a if g == "auto" else g for g, a in zip(given, auto))  # type: ignore

@@ -20,18 +20,51 @@ DP = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
 SHAPES = ((2, 4), (4, 8), (3, 7))                           # (P, M)
 
 
-def cases(name: str, shapes=SHAPES, vpps: tuple[int, ...] | None = None):
-    """Schedule ``name`` at each (P, M) of ``shapes`` and each v of ``vpps`` (default: 1, 2
-    and 3 where the schedule takes any v, else its own); shapes it refuses are left out."""
+class Drawn:
+    """The shapes a test drew and how many its schedule took. A test that leaves out (or
+    swaps for 1F1B) the shapes a generator refuses asks :meth:`check` at its end that a share
+    of them ran, so it fails where every shape is refused instead of passing on none."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+        self.accepted = 0
+
+    def generate(self, name: str, P: int, M: int, v: int):
+        """Schedule ``name`` at P, M, v, or None where its generator refuses the shape."""
+        self.drawn += 1
+        try:
+            sched = generate(name, P, M, v)
+        except ConfigError:
+            return None
+        self.accepted += 1
+        return sched
+
+    def check(self, share: float) -> None:
+        assert self.drawn > 0 and self.accepted >= share * self.drawn, (
+            f"{self.accepted} of {self.drawn} drawn shapes accepted, expected at least "
+            f"{share:.0%}")
+
+
+def vpps_of(name: str) -> tuple[int, ...]:
+    """The v a test draws for schedule ``name``, from its spec: 1, 2 and 3 where it takes any
+    v, else its own."""
     spec = get(name)
-    if vpps is None:
-        vpps = (1, 2, 3) if spec.variable_vpp else (spec.default_vpp,)
+    return (1, 2, 3) if spec.variable_vpp else (spec.default_vpp,)
+
+
+def cases(name: str, shapes=SHAPES, vpps: tuple[int, ...] | None = None,
+          at_least: float = 1 / 3):
+    """Schedule ``name`` at each (P, M) of ``shapes`` and each v of ``vpps`` (default:
+    :func:`vpps_of`); shapes it refuses are left out, and at least ``at_least`` of them (and
+    one) must run (hanayo takes only even v: 3 of its 9)."""
+    drawn = Drawn()
     for P, M in shapes:
-        for v in vpps:
-            try:
-                yield generate(name, P, M, v)
-            except ConfigError:
-                continue
+        for v in (vpps_of(name) if vpps is None else vpps):
+            sched = drawn.generate(name, P, M, v)
+            if sched is not None:
+                yield sched
+    drawn.check(at_least)
+    assert drawn.accepted >= 1, f"{name}: every shape refused"
 
 
 def one_vpp(name: str) -> tuple[int]:

@@ -5,7 +5,7 @@ the comm pass's op tuples, with the compiler's own step costs."""
 from __future__ import annotations
 
 from simulator.engine.program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT,
-                                      ProgramBuilder, StepCost, _single_stage)
+                                      ProgramBuilder, StepCost, _is_gpipe, _single_stage)
 from simulator.schedules.comm_pass import Compute, Op
 
 
@@ -38,7 +38,7 @@ def reference_ops(builder: ProgramBuilder, rank: int, program: tuple[Op, ...]) -
     if mode == "torch-multi":   # receives posted early by the comm pass
         return [(TSEND,) + op[1:] if op[0] == SEND else op for op in ops]
     if mode == "torch-single":
-        return list(_single_stage(ops, builder.schedule.name == "gpipe"))
+        return list(_single_stage(ops, _is_gpipe(builder.schedule)))
     # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
     # (Megatron's send_forward_recv_backward and friends) are posted and complete together
     out: list[tuple] = []

@@ -20,7 +20,7 @@ from simulator.engine.evaluator import evaluate, unsupported
 from simulator.engine.options import EngineOptions
 from simulator.engine.runtime import Runtime
 from simulator.errors import ConfigError, PipesimError
-from simulator.schedules import generate, get, names
+from simulator.schedules import generate, names
 from simulator.schedules.action import Action
 from simulator.schedules.schedule import Schedule
 from simulator.system import SystemConfig
@@ -30,7 +30,7 @@ from simulator.workload import Comm, CommGroup, CommType, make_layer, uniform_wo
 from simulator.workload.model import Header, Workload
 from simulator.workload.partition import partition
 
-from .cases import DP, LINK, SYSTEM, assert_same, cases, workload
+from .cases import DP, LINK, SYSTEM, Drawn, assert_same, cases, vpps_of, workload
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -219,16 +219,12 @@ def test_cli_engine_evaluator_same_json_and_trace(tmp_path, capsys):
 
 
 @st.composite
-def random_case(draw):
+def random_case(draw, drawn: Drawn):
     name = draw(st.sampled_from(sorted(names())))
-    spec = get(name)
     P = draw(st.integers(1, 5))
     M = draw(st.integers(1, 10))
-    v = draw(st.integers(1, 3)) if spec.variable_vpp else spec.default_vpp
-    try:
-        sched = generate(name, P, M, v)
-    except ConfigError:
-        sched = generate("1f1b", P, M, 1)
+    v = draw(st.sampled_from(vpps_of(name)))
+    sched = drawn.generate(name, P, M, v) or generate("1f1b", P, M, 1)
     costs = draw(st.lists(st.tuples(*[st.sampled_from([0, 1000, 1500, 3333])] * 3),
                           min_size=1, max_size=3))
     rows = sched.n_chunks * draw(st.integers(1, 2))
@@ -244,11 +240,17 @@ def random_case(draw):
     return sched, wl, system, iterations
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_case())
-def test_random_workloads_equal_simpy(case):
-    sched, wl, system, iterations = case
-    both(sched, wl, system, iterations)
+def test_random_workloads_equal_simpy():
+    drawn = Drawn()
+
+    @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(random_case(drawn))
+    def run(case):
+        sched, wl, system, iterations = case
+        both(sched, wl, system, iterations)
+
+    run()
+    drawn.check(0.5)
 
 
 def test_records_are_time_columns_that_read_as_the_engine_lists():

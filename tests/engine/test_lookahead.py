@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from simulator import DeadlockError, simulate
 from simulator.engine import runtime as rt_mod
-from simulator.errors import ConfigError
-from simulator.schedules import generate, get, names
+from simulator.schedules import generate, names
 from simulator.schedules.action import Action, Kind
 from simulator.schedules.schedule import Schedule
 from simulator.system import SystemConfig
@@ -22,7 +21,7 @@ from simulator.system.config import CollectiveConfig, LinkConfig
 from simulator.workload import Comm, CommGroup, CommType, make_layer
 from simulator.workload.model import Header, Workload
 
-from .cases import cases, one_vpp
+from .cases import Drawn, cases, one_vpp
 
 LINK = LinkConfig(bandwidth_gbps=3.0, latency_ns=70.5)   # 8/3 ns per byte: fractional times
 SYSTEM = SystemConfig(links=LINK, collectives=CollectiveConfig(tp=LINK, dp=LINK))
@@ -74,27 +73,29 @@ def test_lookahead_equals_step_by_step_on_every_schedule(name, monkeypatch):
     assert n > 0
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(sorted(names())), P=st.integers(2, 5), M=st.integers(1, 10),
-       costs=st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 5000),
-                                st.integers(0, 5000)), min_size=1, max_size=6),
-       pp_comm=st.sampled_from([0, 1, 777, 50_000]), jitter=st.sampled_from([0.0, 0.3]),
-       iterations=st.integers(1, 3))
-def test_lookahead_equals_step_by_step_on_random_runs(name, P, M, costs, pp_comm, jitter,
-                                                      iterations, monkeypatch):
-    spec = get(name)
-    v = 2 if spec.variable_vpp else spec.default_vpp
-    try:
-        sched = generate(name, P, M, v)
-    except ConfigError:
-        return
-    if not sched.flush:
-        iterations = 1
-    wl = workload(sched.n_chunks, costs, pp_comm)
-    kw = dict(iterations=iterations, jitter=jitter, seed=7)
-    assert records(simulate(wl, sched, SYSTEM, **kw)) == \
-        records(step_by_step(monkeypatch, wl, sched, SYSTEM, **kw))
+def test_lookahead_equals_step_by_step_on_random_runs(monkeypatch):
+    drawn = Drawn()
+
+    @settings(max_examples=40, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(sorted(names())), P=st.integers(2, 5), M=st.integers(1, 10),
+           costs=st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 5000),
+                                    st.integers(0, 5000)), min_size=1, max_size=6),
+           pp_comm=st.sampled_from([0, 1, 777, 50_000]), jitter=st.sampled_from([0.0, 0.3]),
+           iterations=st.integers(1, 3))
+    def run(name, P, M, costs, pp_comm, jitter, iterations):
+        sched = drawn.generate(name, P, M, one_vpp(name)[0])
+        if sched is None:
+            return
+        if not sched.flush:
+            iterations = 1
+        wl = workload(sched.n_chunks, costs, pp_comm)
+        kw = dict(iterations=iterations, jitter=jitter, seed=7)
+        assert records(simulate(wl, sched, SYSTEM, **kw)) == \
+            records(step_by_step(monkeypatch, wl, sched, SYSTEM, **kw))
+
+    run()
+    drawn.check(0.5)
 
 
 def test_lookahead_reports_the_same_deadlock(monkeypatch):

@@ -145,8 +145,8 @@ def test_auto_retention_follows_the_point_to_point_mode():
     assert rt.retention("async") == ("none", "none", "none", "kept")
     assert rt.retention("torch-multi") == ("step_end", "per_microbatch", "step_end", "per_step")
     # torch's ScheduleGPipe waits for its sends at the step's end, Schedule1F1B before the next
-    assert rt.retention("torch-single", "gpipe")[0] == "step_end"
-    assert rt.retention("torch-single", "1f1b") == ("until_sent", "per_microbatch",
+    assert rt.retention("torch-single", "GPipe")[0] == "step_end"
+    assert rt.retention("torch-single", "1F1B") == ("until_sent", "per_microbatch",
                                                     "step_end", "per_step")
     given = system_from_dict({"runtime": {"sends_held": "none"}}, "t").runtime
     assert given.retention("torch-multi") == ("none", "per_microbatch", "step_end", "per_step")

@@ -6,18 +6,14 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from simulator.schedules import get, names
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
-# pipesim schedule -> the torch class whose runtime order it reproduces
-TORCH_CLASS = {
-    "gpipe": "ScheduleGPipe",
-    "1f1b": "Schedule1F1B",
-    "interleaved-1f1b": "ScheduleInterleaved1F1B",
-    "looped-bfs": "ScheduleLoopedBFS",
-    "zb-h1": "ScheduleInterleavedZeroBubble",
-    "zb-v": "ScheduleZBVZeroBubble",
-    "dualpipe-v": "ScheduleDualPipeV",
-}
+# pipesim schedule -> the torch class whose runtime order it reproduces: the class its spec
+# names (so a spec that names a class is held to that class's golden orders)
+TORCH_CLASS = {name: f"Schedule{get(name).torch_class}" for name in names()
+               if get(name).torch_class is not None}
 
 
 @lru_cache(maxsize=None)
@@ -34,7 +30,7 @@ def case_id(case: dict) -> str:
     return f"P{case['pp']}-M{case['microbatches']}-v{case['vpp']}"
 
 
-MULTI_STAGE = ("interleaved-1f1b", "looped-bfs", "zb-h1", "zb-v", "dualpipe-v")
+MULTI_STAGE = tuple(name for name in TORCH_CLASS if get(name).torch_runtime == "torch-multi")
 
 
 @lru_cache(maxsize=None)

@@ -96,7 +96,10 @@ def _sizes(pp: int, microbatches: int, vpp: int, options: dict) -> tuple[int, in
 @register("dualpipe", summary="DualPipe (DeepSeek-V3): bidirectional, microbatches enter at both "
           "ends, overlapped F/B pairs, 2x parameters; needs P even, M even, M >= 2P",
           closed_form=_closed_form, formula="(P-2)/(3M+P-2)", default_vpp=2, sizes=_sizes,
-          shares_weights=True)
+          shares_weights=True,
+          # overlapped F/B pairs hide collectives and microbatches enter at both ends: neither
+          # term of the planner's bound holds
+          lower_bound=False)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check_dualpipe(pp, microbatches, vpp)
     ranks = tuple(tuple(dualpipe_order(r, pp, microbatches)) for r in range(pp))

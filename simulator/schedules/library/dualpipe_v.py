@@ -118,7 +118,9 @@ def check_dualpipe_v(pp: int, microbatches: int, vpp: int) -> None:
 @register("dualpipe-v", summary="DualPipeV: V placement, overlapped F/B pairs, zero-bubble "
           "warm-up/cool-down; PyTorch ScheduleDualPipeV order; needs M >= 2P",
           closed_form=_closed_form, formula="2(P-1)/(6M+2(P-1))", default_vpp=2,
-          aliases=("dualpipev",))
+          aliases=("dualpipev",), torch_class="DualPipeV",
+          # overlapped F/B pairs hide collectives: the planner's bound does not hold
+          lower_bound=False)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check_dualpipe_v(pp, microbatches, vpp)
     ranks = tuple(tuple(dualpipe_v_order(r, pp, microbatches)) for r in range(pp))

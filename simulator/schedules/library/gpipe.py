@@ -13,7 +13,8 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
 
 
 @register("gpipe", summary="GPipe: all forwards then all backwards; holds M microbatches",
-          closed_form=_closed_form, formula="(P-1)/(M+P-1)", sizes=fb_sizes)
+          closed_form=_closed_form, formula="(P-1)/(M+P-1)", sizes=fb_sizes,
+          torch_class="GPipe")
 def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
         raise ConfigError(f"--vpp: gpipe runs one chunk per rank, got --vpp {vpp}")

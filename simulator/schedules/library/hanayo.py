@@ -32,6 +32,7 @@ from collections import deque
 
 from ...errors import ConfigError
 from ..action import Action, Kind
+from ..deps import dependents_table, needs_table, neighbour_stages, ready
 from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order
@@ -49,35 +50,34 @@ def _fold(virtual_rank: int, pp: int) -> int:
 
 
 def unit_start_times(schedule: Schedule) -> dict[tuple[int, str, int], int]:
-    """Start time of every action when each rank runs its list in order as soon as the data is
-    there, with F = 1, B = 2, I = W = 1 and free communication.
+    """Start time of every action when each rank runs its list in order as soon as what it
+    needs (:mod:`..deps`) is there, with F = 1, B = 2, I = W = 1 and free communication.
 
     A blocked rank waits on the action it needs and is looked at again only when that action
     is done, so the work is linear in the actions (scanning every rank until none moved took
     ~200 us an action at P 24, M 1: one microbatch in flight moves one rank a pass)."""
     s = schedule
+    rule = needs_table(*neighbour_stages(s.pipelines, s.n_stages))
     done: dict[tuple[int, str, int], int] = {}
     start: dict[tuple[int, str, int], int] = {}
     clock = [0] * s.pp
     pos = [0] * s.pp
     waiting: dict[tuple[int, str, int], list[int]] = {}
-    ready = deque(range(s.pp))
-    while ready:
-        r = ready.popleft()
+    runnable = deque(range(s.pp))
+    while runnable:
+        r = runnable.popleft()
         acts = s.ranks[r]
         while pos[r] < len(acts):
             a = acts[pos[r]]
-            needs = _needs(s, a, done)
-            missing = [n for n in needs if n not in done]
-            if missing:
-                for n in _awaited(a, missing[0]):
-                    waiting.setdefault(n, []).append(r)
+            t, missing = _start_or_wait(rule[(a.stage, a.kind)], a.microbatch, done, clock[r])
+            if missing is not None:     # wait for whichever of them comes
+                for st, kind in missing:
+                    waiting.setdefault((st, kind, a.microbatch), []).append(r)
                 break
-            t = max([clock[r]] + [done[n] for n in needs])
             start[a.key] = t
             clock[r] = done[a.key] = t + _COST[a.kind]
             pos[r] += 1
-            ready.extend(waiting.pop(a.key, ()))
+            runnable.extend(waiting.pop(a.key, ()))
     stuck = [r for r in range(s.pp) if pos[r] < len(s.ranks[r])]
     if stuck:
         r = stuck[0]
@@ -86,27 +86,20 @@ def unit_start_times(schedule: Schedule) -> dict[tuple[int, str, int], int]:
     return start
 
 
-def _awaited(a: Action, missing: tuple[int, str, int]) -> tuple[tuple[int, str, int], ...]:
-    """What a blocked action waits on: the next stage's input gradient comes from its full
-    backward or, split, from its I; either may be the one that comes."""
-    stage, kind, mb = missing
-    if a.kind != Kind.F and a.kind != Kind.W and stage != a.stage:
-        return ((stage, Kind.B, mb), (stage, Kind.I, mb))
-    return (missing,)
-
-
-def _needs(s: Schedule, a: Action, done: dict) -> list[tuple[int, str, int]]:
-    if a.kind == Kind.F:
-        prev = s.prev_stage(a.stage)
-        return [] if prev is None else [(prev, Kind.F, a.microbatch)]
-    if a.kind == Kind.W:
-        return [(a.stage, Kind.I, a.microbatch)]
-    needs = [(a.stage, Kind.F, a.microbatch)]
-    nxt = s.next_stage(a.stage)
-    if nxt is not None:
-        full = (nxt, Kind.B, a.microbatch)
-        needs.append(full if full in done else (nxt, Kind.I, a.microbatch))
-    return needs
+def _start_or_wait(need, microbatch: int, done: dict, free: int):
+    """(when the action starts, None) if each of its needs ran (the rank free at ``free``;
+    ``done`` maps an action to its end), else (None, the first need not met)."""
+    t = free
+    for alternatives in need:
+        for st, kind in alternatives:
+            end = done.get((st, kind, microbatch))
+            if end is not None:
+                if end > t:
+                    t = end
+                break
+        else:
+            return None, alternatives
+    return t, None
 
 
 def unit_makespan(schedule: Schedule) -> int:
@@ -159,7 +152,11 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     rank P-1 never has to start one it holds elsewhere, so it always drains.
     """
     place = wave_placement(pp, waves)
-    last_stage = len(place) - 1
+    rule = needs_table(*neighbour_stages((tuple(range(len(place))),), len(place)))
+    # what an action's end may make ready, of the kinds this order runs (F and B)
+    woken = {key: tuple(x for x in named if x[1] in (Kind.F, Kind.B))
+             for key, named in dependents_table(rule).items()}
+    ended: dict[tuple[int, str, int], int] = {}
     limit = [2 * pp * waves + r + 1 for r in range(pp)]
     # ready forwards of microbatches the rank has started (always allowed) and of new ones
     # (allowed while it holds fewer than its limit): heaps, so a step costs log M, not M. A
@@ -184,16 +181,17 @@ def greedy_ranks(pp: int, microbatches: int, waves: int) -> tuple[tuple[Action, 
     wake = set(range(pp))
     while remaining:
         while events and events[0][0] <= t:
-            _, stage, kind, m = pop(events)
+            end, stage, kind, m = pop(events)
+            ended[(stage, kind, m)] = end
             wake.add(place[stage])
-            if kind == Kind.F and stage < last_stage:
-                r = place[stage + 1]
-                push(ready_old[r] if m in started[r] else ready_new[r], (m, stage + 1))
-                wake.add(r)
-            elif kind == Kind.F or stage > 0:
-                target = stage if kind == Kind.F else stage - 1
-                push(ready_b[place[target]], (m, -target))
-                wake.add(place[target])
+            for st, k in woken[(stage, kind)]:
+                if ready(rule[(st, k)], m, ended, t):
+                    r = place[st]
+                    if k == Kind.F:
+                        push(ready_old[r] if m in started[r] else ready_new[r], (m, st))
+                    else:
+                        push(ready_b[r], (m, -st))
+                    wake.add(r)
         visit, wake = sorted(wake), set()
         for r in visit:
             if busy_until[r] > t:

@@ -93,7 +93,8 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
           closed_form=_closed_form,
           formula="(P-1)/(vM+P-1)",
           default_vpp=2, variable_vpp=True, aliases=("interleaved", "interleaved1f1b"),
-          sizes=fb_sizes)
+          sizes=fb_sizes, torch_class="Interleaved1F1B", megatron="interleaved",
+          default_for="vpp>1")
 def generate(pp: int, microbatches: int, vpp: int = 2, group_size: int | None = None,
              **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "interleaved-1f1b")

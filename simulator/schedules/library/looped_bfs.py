@@ -22,7 +22,8 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "one chunk before the next; backwards in reverse",
           closed_form=_closed_form,
           formula="(P-1)/(vM+P-1)",
-          default_vpp=2, variable_vpp=True, aliases=("bfs", "loopedbfs"), sizes=fb_sizes)
+          default_vpp=2, variable_vpp=True, aliases=("bfs", "loopedbfs"), sizes=fb_sizes,
+          torch_class="LoopedBFS")
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     ranks = []
     for r in range(pp):

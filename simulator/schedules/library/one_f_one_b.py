@@ -53,7 +53,8 @@ def one_f_one_b_order(rank: int, pp: int, microbatches: int,
 
 @register("1f1b", summary="1F1B (PipeDream-Flush / Megatron): warm-up, one F one B, cool-down; "
           "holds at most P microbatches", closed_form=_closed_form, formula="(P-1)/(M+P-1)",
-          aliases=("pipedream-flush", "one-f-one-b"), sizes=fb_sizes)
+          aliases=("pipedream-flush", "one-f-one-b"), sizes=fb_sizes,
+          torch_class="1F1B", megatron="1f1b", default_for="vpp=1")
 def generate(pp: int, microbatches: int, vpp: int = 1, **_: object) -> Schedule:
     if vpp != 1:
         raise ConfigError(f"--vpp: 1f1b runs one chunk per rank, got --vpp {vpp}; "

@@ -74,7 +74,8 @@ def zb_v_order(rank: int, pp: int, microbatches: int) -> list[Action]:
           "PyTorch ScheduleZBVZeroBubble order", closed_form=_closed_form,
           formula="b/(6M+b), b = max(P-1, 4P-2-2M)", default_vpp=2,
           aliases=("zbv", "zero-bubble-v", "zbvzerobubble"),
-          work=lambda pp, m, v, actions: 6 * pp * max(2 * pp - 1, m))   # torch pads M to 2P-1
+          work=lambda pp, m, v, actions: 6 * pp * max(2 * pp - 1, m),   # torch pads M to 2P-1
+          torch_class="ZBVZeroBubble")
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     if vpp != 2:
         raise ConfigError(f"--vpp: zb-v runs exactly 2 chunks per rank (V placement), "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
+from ..deps import dependents_table, needs_table, neighbour_stages, ready
 from ..registration import register
 from ..schedule import Schedule, loop_placement
 from .interleaved_1f1b import interleaved_order, resolve_group_size
@@ -34,7 +35,8 @@ def _zb_h1_closed_form(pp: int, microbatches: int, vpp: int) -> float:
                   "interleaves chunks",
           closed_form=_zb_h1_closed_form,
           formula="(P-1)/(3vM+P-1)",
-          variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"))
+          variable_vpp=True, aliases=("zb1p", "zbh1", "interleaved-zero-bubble", "interleavedzerobubble"),
+          torch_class="InterleavedZeroBubble")
 def generate_zb_h1(pp: int, microbatches: int, vpp: int = 1, group_size: int | None = None,
                    **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "zb-h1")
@@ -51,37 +53,49 @@ def generate_zb_h1(pp: int, microbatches: int, vpp: int = 1, group_size: int | N
 def zb_h2_orders(pp: int, microbatches: int) -> list[list[Action]]:
     """Every rank's order, as the zero-bubble heuristic lays it out under F = I = W = 1.
 
-    A list scheduler on integer time: each free rank takes its next I if its gradient has
-    arrived, else its next F if it has arrived and fewer than 2P-1 microbatches await their W,
-    else its oldest pending W, else idles. Rank r thus warms up with 2(P-r)-1 forwards and fills
-    every gap with W; for M >= 2P-1 no rank idles between its first and last action.
+    A list scheduler on integer time: each free rank takes its next I if what it needs
+    (:mod:`..deps`) has arrived, else its next F if it has arrived and fewer than 2P-1
+    microbatches await their W, else its oldest pending W, else idles. Rank r thus warms up
+    with 2(P-r)-1 forwards and fills every gap with W; for M >= 2P-1 no rank idles between its
+    first and last action.
+
+    What a rank takes at t depends only on what ended by t and on its own counts, so a rank is
+    looked at only when its own action ends or one its actions need ends (the rule's
+    dependents): visiting every rank at every t cost O(P) per time step.
     """
     m, limit = microbatches, 2 * pp - 1
+    rule = needs_table(*neighbour_stages((tuple(range(pp)),), pp))
+    woken_by = {key: tuple(sorted({st for st, _ in named}))     # stage r is rank r
+                for key, named in dependents_table(rule).items()}
     done_at: dict[tuple[int, str, int], int] = {}
     count = {kind: [0] * pp for kind in "FIW"}
     orders: list[list[Action]] = [[] for _ in range(pp)]
-
-    def arrived(key: tuple[int, str, int], t: int) -> bool:
-        return key in done_at and done_at[key] <= t
-
+    free_at = [0] * pp
+    woken = set(range(pp))      # the ranks to look at, at t (every action takes one unit)
+    w_left = pp * m
     t = 0
-    while any(w < m for w in count[Kind.W]):
-        for r in range(pp):
-            if orders[r] and done_at[(r, orders[r][-1].kind, orders[r][-1].microbatch)] > t:
+    while w_left:
+        later: set[int] = set()
+        for r in woken:     # in any order: no rank sees what another takes at t
+            if free_at[r] > t:
                 continue  # still busy
             f, i, w = count[Kind.F][r], count[Kind.I][r], count[Kind.W][r]
-            if i < f and arrived((r + 1, Kind.I, i) if r + 1 < pp else (r, Kind.F, i), t):
+            if i < f and ready(rule[(r, Kind.I)], i, done_at, t):
                 kind = Kind.I
-            elif f < m and f - w < limit and (r == 0 or arrived((r - 1, Kind.F, f), t)):
+            elif f < m and f - w < limit and ready(rule[(r, Kind.F)], f, done_at, t):
                 kind = Kind.F
-            elif w < i:
+            elif w < i and ready(rule[(r, Kind.W)], w, done_at, t):
                 kind = Kind.W
+                w_left -= 1
             else:
                 continue
             mb = count[kind][r]
             count[kind][r] += 1
-            done_at[(r, kind, mb)] = t + 1
+            done_at[(r, kind, mb)] = free_at[r] = t + 1
             orders[r].append(Action(r, kind, mb))
+            later.add(r)
+            later.update(woken_by[(r, kind)])
+        woken = later
         t += 1
     return orders
 
