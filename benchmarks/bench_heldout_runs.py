@@ -35,6 +35,7 @@ import bench_published_runs as published  # noqa: E402  (the one way a run is bu
 
 REPO = published.REPO
 DEFAULT_RUNS = REPO / "benchmarks" / "data" / "published-runs-extra.json"
+P2P_FREE = ("--set", "links.bandwidth_gbps=1e9", "--set", "links.latency_ns=0")
 BASELINE = "1F1B"      # the schedule speed-ups are taken over (published_schedule)
 
 
@@ -82,6 +83,12 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         row["throughput_error"] = row["predicted_samples_per_gpu_s"] / m["samples_per_gpu_s"] - 1
     if "peak_memory_gb" in m:
         row["memory_error"] = row["predicted_peak_memory_gb"] / m["peak_memory_gb"] - 1
+    if "derived" in run and "bubble_rate" in run["derived"]:
+        mid = data["ranks"][run["pp"] // 2]
+        row["middle_rank_bubble"] = mid.get("bubble_ratio")
+        row["source_bubble_rate"] = run["derived"]["bubble_rate"]
+    if "stage_ms" in m:
+        row.update(stage_times(run, data))
     if shares:
         for what, cols in (("tp", (3, 6)), ("dp", (9,))):
             free = tmp / f"{run['id']}-no-{what}.txt"
@@ -89,7 +96,23 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
             other = published.run_pipesim(free, run)
             if other["exit"] == 0:
                 row[f"{what}_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
+        # the pipeline's point-to-point transfers made free: links without cost
+        other = published.run_pipesim(path, run, P2P_FREE)
+        if other["exit"] == 0:
+            row["p2p_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
     return row
+
+
+def stage_times(run: dict, data: dict) -> dict:
+    """A middle rank's compute per microbatch (ms): forward, and backward (input and weight
+    gradients together), beside the source's profiled T_F and T_B + T_W; the errors."""
+    micro = run["global_batch"] // (run["micro_batch"] * run["dp"])
+    rank = data["ranks"][run["pp"] // 2]
+    f = rank["forward_ns"] / micro / 1e6
+    bw = rank["backward_ns"] / micro / 1e6
+    ms = run["measured"]["stage_ms"]
+    return {"predicted_stage_ms": {"F": f, "B+W": bw},
+            "stage_f_error": f / ms["F"] - 1, "stage_bw_error": bw / (ms["B"] + ms["W"]) - 1}
 
 
 def evaluate(runs: list[dict], shares: bool = True) -> list[dict]:
@@ -167,6 +190,11 @@ def summarize(rows: list[dict]) -> dict:
     zb = [s["difference_points"] for s in sp if s["schedule"].startswith("ZB")]
     inter = [s["difference_points"] for s in sp if not s["schedule"].startswith("ZB")]
     rk = rankings(rows)
+    bub = [r["middle_rank_bubble"] - r["source_bubble_rate"] for r in rows
+           if r.get("middle_rank_bubble") is not None and "source_bubble_rate" in r]
+    p2p = [r["p2p_share"] for r in rows if "p2p_share" in r]
+    stage_f = [r["stage_f_error"] for r in rows if "stage_f_error" in r]
+    stage_bw = [r["stage_bw_error"] for r in rows if "stage_bw_error" in r]
     by_schedule = {}
     for name in sorted({r["schedule"] for r in rows}):
         by_schedule[name] = _abs_stats([r["throughput_error"] for r in rows
@@ -176,6 +204,15 @@ def summarize(rows: list[dict]) -> dict:
                                                               if "error_text" in r)},
         "throughput_by_schedule": by_schedule,
         "peak_memory": _abs_stats(mem),
+        "middle_rank_bubble_minus_source": _abs_stats(bub) | {
+            "signed_median": statistics.median(bub) if bub else None},
+        "p2p_share": _abs_stats(p2p),
+        "dp_share": _abs_stats([r["dp_share"] for r in rows if "dp_share" in r]),
+        "tp_share": _abs_stats([r["tp_share"] for r in rows if "tp_share" in r]),
+        "stage_forward": _abs_stats(stage_f) | {"signed_median": statistics.median(stage_f)
+                                                if stage_f else None},
+        "stage_backward": _abs_stats(stage_bw) | {"signed_median": statistics.median(stage_bw)
+                                                  if stage_bw else None},
         "zb_speedup_points": _abs_stats(zb),
         "interleaved_speedup_points": _abs_stats(inter),
         "ranked_as_measured": {"settings": len(rk),
@@ -191,20 +228,21 @@ def _pct(x) -> str:
 
 def report(rows: list[dict]) -> str:
     lines = ["| run | measured samples/GPU/s | predicted | error | measured GB | predicted GB "
-             "| error | bubble | DP comm |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| error | bubble (middle rank) | source's bubble | p2p share |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         m = r["measured"]
         if "error_text" in r:
             lines.append(f"| {r['id']} | {m.get('samples_per_gpu_s', '-')} | {r['error_text']} "
-                         "| - | - | - | - | - | - |")
+                         "| - | - | - | - | - | - | - |")
             continue
         lines.append(
             f"| {r['id']} | {m.get('samples_per_gpu_s', '-')} | "
             f"{r['predicted_samples_per_gpu_s']:.2f} | {_pct(r.get('throughput_error'))} | "
             f"{m.get('peak_memory_gb', '-')} | {r['predicted_peak_memory_gb']:.1f} | "
-            f"{_pct(r.get('memory_error'))} | {_pct(r.get('bubble_ratio'))} | "
-            f"{_pct(r.get('dp_share'))} |")
+            f"{_pct(r.get('memory_error'))} | {_pct(r.get('bubble_ratio'))} "
+            f"({_pct(r.get('middle_rank_bubble'))}) | {_pct(r.get('source_bubble_rate'))} | "
+            f"{_pct(r.get('p2p_share'))} |")
     lines += ["", "| setting | schedule | measured speed-up over 1F1B | predicted | difference |",
               "|---|---|---:|---:|---:|"]
     for s in speedups(rows):
@@ -231,6 +269,23 @@ def summary_text(s: dict) -> str:
                    f"({st['runs']} runs)")
     out.append(f"peak memory: median |error| {_pct(m['median'])}, worst {_pct(m['worst'])} "
                f"over {m['runs']} runs")
+    for key, what in (("stage_forward", "forward"), ("stage_backward", "backward (B + W)")):
+        st = s[key]
+        if st["runs"]:
+            out.append(f"a middle stage's {what} per microbatch against the profiled time: "
+                       f"median {100 * st['signed_median']:+.1f} %, worst |error| "
+                       f"{_pct(st['worst'])} over {st['runs']} settings")
+    b = s["middle_rank_bubble_minus_source"]
+    if b["runs"]:
+        out.append(f"a middle rank's bubble minus the source's computed bubble rate: median "
+                   f"{100 * b['signed_median']:+.1f} points, worst |difference| "
+                   f"{100 * b['worst']:.1f} over {b['runs']} runs")
+    for key, what in (("p2p_share", "pipeline p2p"), ("dp_share", "DP collectives"),
+                      ("tp_share", "TP collectives")):
+        st = s[key]
+        if st["runs"]:
+            out.append(f"share of the predicted time that {what} take (made free): median "
+                       f"{_pct(st['median'])}, largest {_pct(st['worst'])}")
     if z["runs"]:
         out.append(f"zero-bubble speed-ups over 1F1B: median |difference| {z['median']:.1f} "
                    f"points, worst {z['worst']:.1f} over {z['runs']}")

@@ -90,7 +90,7 @@ def model_flops(run: dict) -> float:
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
-def run_pipesim(path: Path, run: dict) -> dict:
+def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
     from simulator.cli.main import main
 
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
@@ -99,7 +99,7 @@ def run_pipesim(path: Path, run: dict) -> dict:
             "--pp", str(run["pp"]), "--vpp", str(run["vpp"]), "-m", str(ga),
             "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
                                                       f"{run['gpu']}.yaml"),
-            "--engine", "evaluator", "--json", "-"]
+            "--engine", "evaluator", "--json", "-", *extra]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
