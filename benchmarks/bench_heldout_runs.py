@@ -61,6 +61,11 @@ def load_runs(path: Path) -> list[dict]:
 def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
     """One run: predicted throughput, peak memory, bubble; with ``shares`` the DP and TP
     collectives' shares of the predicted time."""
+    if run.get("not_expressible"):
+        return {"id": run["id"], "group": run["group"],
+                "schedule": run.get("published_schedule", run["schedule"]),
+                "measured": run["measured"], "exit": None,
+                "error_text": "not expressible: " + run["not_expressible"]}
     text = published.workload_text(run, "kernel")
     path = tmp / f"{run['id']}.txt"
     path.write_text(text)
@@ -200,8 +205,11 @@ def summarize(rows: list[dict]) -> dict:
         by_schedule[name] = _abs_stats([r["throughput_error"] for r in rows
                                         if r["schedule"] == name and "throughput_error" in r])
     return {
-        "throughput": _abs_stats(thr) | {"not_predicted": sum(1 for r in rows
-                                                              if "error_text" in r)},
+        "throughput": _abs_stats(thr) | {
+            "out_of_memory": sum(1 for r in rows if r.get("error_text") == "out of memory"),
+            "not_expressible": sum(1 for r in rows
+                                   if r.get("error_text", "").startswith("not expressible")),
+            "not_predicted": sum(1 for r in rows if "error_text" in r)},
         "throughput_by_schedule": by_schedule,
         "peak_memory": _abs_stats(mem),
         "middle_rank_bubble_minus_source": _abs_stats(bub) | {
@@ -262,8 +270,9 @@ def summary_text(s: dict) -> str:
     t, m, z, i, k = (s["throughput"], s["peak_memory"], s["zb_speedup_points"],
                      s["interleaved_speedup_points"], s["ranked_as_measured"])
     out = [f"throughput: median |error| {_pct(t['median'])}, worst {_pct(t['worst'])} over "
-           f"{t['runs']} runs" + (f"; {t['not_predicted']} not predicted"
-                                  if t["not_predicted"] else "")]
+           f"{t['runs']} runs" + (f"; {t['out_of_memory']} predicted out of memory"
+                                  if t["out_of_memory"] else "")
+           + (f"; {t['not_expressible']} not expressible" if t["not_expressible"] else "")]
     for name, st in s["throughput_by_schedule"].items():
         out.append(f"  {name}: median {_pct(st['median'])}, worst {_pct(st['worst'])} "
                    f"({st['runs']} runs)")

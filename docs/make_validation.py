@@ -465,8 +465,10 @@ def heldout_runs_section() -> list[str]:
            "its Table 5 gives ZB-1p ZB-H1's bubble). None of these numbers was used to set a "
            "constant.", "",
            f"- **Throughput** median |error| {pct(t['median'])}, worst {pct(t['worst'])} over "
-           f"{t['runs']} runs" + (f" ({t['not_predicted']} predicted out of memory)"
-                                  if t["not_predicted"] else "")
+           f"{t['runs']} runs" + (f" ({t['out_of_memory']} predicted out of memory)"
+                                  if t["out_of_memory"] else "")
+           + (f" ({t['not_expressible']} not expressible: interleaving with more chunks than "
+              "layers)" if t["not_expressible"] else "")
            + f"; peak memory median {pct(m['median'])}, worst {pct(m['worst'])}; zero-bubble "
            f"speed-ups over 1F1B median |difference| {z['median']:.1f} points, worst "
            f"{z['worst']:.1f}; schedules ranked as measured in {k['as_measured']} of "
