@@ -36,7 +36,8 @@ _FROM = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--simulator-
 sys.path.insert(0, _FROM or str(REPO))
 
 DEFAULT_RUNS = REPO.parent / "shared" / "published-runs" / "runs.json"
-SCHEDULES = {"1f1b": "1f1b", "interleaved-1f1b": "interleaved-1f1b"}
+SCHEDULES = {"1f1b": "1f1b", "interleaved-1f1b": "interleaved-1f1b", "zb-h1": "zb-h1",
+             "zb-h2": "zb-h2", "zb-v": "zb-v"}
 FLAT_EFFICIENCY = 0.50     # gpus.py's A100 constant: the model before kernels
 
 
@@ -62,7 +63,10 @@ def workload_text(run: dict, compute: str) -> str:
     eff = FLAT_EFFICIENCY if compute == "flat" else None
     text = render(model, par, gpu_preset(run["gpu"]), "model", eff)
     header, rest = text.split("\n", 1)
-    split = " ".join(map(str, stage_split(run["layers"], run["pp"] * run["vpp"])))
+    # a run whose source states its split (e.g. one layer fewer on the first and last stage)
+    # carries it as stage_layers; otherwise whole layers evenly, the first chunks one more
+    layers = run.get("stage_layers") or stage_split(run["layers"], run["pp"] * run["vpp"])
+    split = " ".join(map(str, layers))
     return f"{header} stage_layers: {split}\n{rest}"
 
 
@@ -86,7 +90,7 @@ def model_flops(run: dict) -> float:
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
-def run_pipesim(path: Path, run: dict) -> dict:
+def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
     from simulator.cli.main import main
 
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
@@ -95,7 +99,7 @@ def run_pipesim(path: Path, run: dict) -> dict:
             "--pp", str(run["pp"]), "--vpp", str(run["vpp"]), "-m", str(ga),
             "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
                                                       f"{run['gpu']}.yaml"),
-            "--engine", "evaluator", "--json", "-"]
+            "--engine", "evaluator", "--json", "-", *extra]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

@@ -1,0 +1,342 @@
+"""pipesim against published runs held out from the model's design
+(benchmarks/data/published-runs-extra.json): other schedules (zero bubble, interleaved) and
+published peak memory.
+
+Every run goes the way bench_published_runs.py takes the 18 runs of
+../shared/published-runs/runs.json (the same workload_text and run_pipesim, so a change to how
+that benchmark builds or runs a workload applies here too: re-run, do not re-write): the workload
+generated from the run's shape, its stated ``stage_layers`` split, then ``pipesim run FILE
+--layout model -s SCHEDULE --pp P --vpp V -m MICROBATCHES --system configs/system/<gpu>.yaml
+--engine evaluator``. Nothing is tuned to these runs.
+
+    python benchmarks/bench_heldout_runs.py
+    python benchmarks/bench_heldout_runs.py --record benchmarks/results/DATE-heldout-runs.json
+
+Prints, per run, predicted against measured throughput (samples per GPU per second: global
+batch / (iteration time x GPUs)) and peak memory (GB, 10^9 bytes, the largest of the ranks);
+median and worst |error| of each; per setting (one model, one microbatch count), each
+schedule's speed-up over 1F1B in points (100 x (throughput / 1F1B's - 1)), predicted against
+measured; whether the schedules of a setting are ranked as measured (every pair whose measured
+throughputs differ ordered the same way); and, per run, the share of the predicted time that
+data-parallel and tensor-parallel collectives take (the run again with them made free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_published_runs as published  # noqa: E402  (the one way a run is built and run)
+
+REPO = published.REPO
+DEFAULT_RUNS = REPO / "benchmarks" / "data" / "published-runs-extra.json"
+P2P_FREE = ("--set", "links.bandwidth_gbps=1e9", "--set", "links.latency_ns=0")
+BASELINE = "1F1B"      # the schedule speed-ups are taken over (published_schedule)
+
+
+def load_runs(path: Path) -> list[dict]:
+    """The runs of ``path``; one line naming the run and the field where one is missing."""
+    doc = json.loads(path.read_text())
+    need = ("id", "group", "layers", "hidden", "heads", "ffn", "vocab", "seq", "micro_batch",
+            "global_batch", "tp", "pp", "dp", "vpp", "gpu", "precision", "schedule",
+            "recompute", "sequence_parallel", "flash_attention", "measured", "source",
+            "assumptions", "megatron_args", "gpus")
+    for i, run in enumerate(doc["runs"]):
+        for key in need:
+            if key not in run:
+                raise ValueError(f"{path}: run {i} ({run.get('id', '?')}): no field {key!r}")
+        if "stage_layers" in run:
+            if (len(run["stage_layers"]) != run["pp"] * run["vpp"]
+                    or sum(run["stage_layers"]) != run["layers"]):
+                raise ValueError(f"{path}: run {run['id']}: stage_layers must be pp x vpp "
+                                 f"chunks summing to layers {run['layers']}")
+    return doc["runs"]
+
+
+def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
+    """One run: predicted throughput, peak memory, bubble; with ``shares`` the DP and TP
+    collectives' shares of the predicted time."""
+    if run.get("not_expressible"):
+        return {"id": run["id"], "group": run["group"],
+                "schedule": run.get("published_schedule", run["schedule"]),
+                "measured": run["measured"], "exit": None,
+                "error_text": "not expressible: " + run["not_expressible"]}
+    text = published.workload_text(run, "kernel")
+    path = tmp / f"{run['id']}.txt"
+    path.write_text(text)
+    res = published.run_pipesim(path, run)
+    row = {"id": run["id"], "group": run["group"],
+           "schedule": run.get("published_schedule", run["schedule"]),
+           "measured": run["measured"], "exit": res["exit"]}
+    data = res["json"]
+    if res["exit"] != 0 or not data:
+        row["error_text"] = ("out of memory" if res["exit"] == 4
+                             else f"exit {res['exit']}: {' '.join(res['error'])}")
+        return row
+    t = data["makespan_ns"] / 1e9
+    row["predicted_time_s"] = t
+    row["bubble_ratio"] = data.get("bubble_ratio")
+    row["predicted_samples_per_gpu_s"] = run["global_batch"] / (t * run["gpus"])
+    row["predicted_peak_memory_gb"] = data["peak_memory_bytes"] / 1e9
+    m = run["measured"]
+    if "samples_per_gpu_s" in m:
+        row["throughput_error"] = row["predicted_samples_per_gpu_s"] / m["samples_per_gpu_s"] - 1
+    if "peak_memory_gb" in m:
+        row["memory_error"] = row["predicted_peak_memory_gb"] / m["peak_memory_gb"] - 1
+    if "derived" in run and "bubble_rate" in run["derived"]:
+        mid = data["ranks"][run["pp"] // 2]
+        row["middle_rank_bubble"] = mid.get("bubble_ratio")
+        row["source_bubble_rate"] = run["derived"]["bubble_rate"]
+    if "stage_ms" in m:
+        row.update(stage_times(run, data))
+    if shares:
+        for what, cols in (("tp", (3, 6)), ("dp", (9,))):
+            free = tmp / f"{run['id']}-no-{what}.txt"
+            free.write_text(published.without_comm(text, cols))
+            other = published.run_pipesim(free, run)
+            if other["exit"] == 0:
+                row[f"{what}_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
+        # the pipeline's point-to-point transfers made free: links without cost
+        other = published.run_pipesim(path, run, P2P_FREE)
+        if other["exit"] == 0:
+            row["p2p_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
+    return row
+
+
+def stage_times(run: dict, data: dict) -> dict:
+    """A middle rank's compute per microbatch (ms): forward, and backward (input and weight
+    gradients together), beside the source's profiled T_F and T_B + T_W; the errors."""
+    micro = run["global_batch"] // (run["micro_batch"] * run["dp"])
+    rank = data["ranks"][run["pp"] // 2]
+    f = rank["forward_ns"] / micro / 1e6
+    bw = rank["backward_ns"] / micro / 1e6
+    ms = run["measured"]["stage_ms"]
+    return {"predicted_stage_ms": {"F": f, "B+W": bw},
+            "stage_f_error": f / ms["F"] - 1, "stage_bw_error": bw / (ms["B"] + ms["W"]) - 1}
+
+
+def evaluate(runs: list[dict], shares: bool = True) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return [predict(run, Path(tmp), shares) for run in runs]
+
+
+def _abs_stats(values: list[float]) -> dict:
+    if not values:
+        return {"runs": 0, "median": None, "worst": None, "mean": None}
+    a = [abs(v) for v in values]
+    return {"runs": len(a), "median": statistics.median(a), "worst": max(a),
+            "mean": statistics.mean(a)}
+
+
+def speedups(rows: list[dict]) -> list[dict]:
+    """Per setting and schedule other than 1F1B: the speed-up over the setting's 1F1B in
+    points, measured and predicted, and their difference."""
+    out = []
+    by_group: dict[str, list[dict]] = {}
+    for r in rows:
+        by_group.setdefault(r["group"], []).append(r)
+    for group, members in by_group.items():
+        base = next((r for r in members if r["schedule"] == BASELINE), None)
+        if base is None or "predicted_samples_per_gpu_s" not in base:
+            continue
+        mb, pb = base["measured"]["samples_per_gpu_s"], base["predicted_samples_per_gpu_s"]
+        for r in members:
+            if r is base or "predicted_samples_per_gpu_s" not in r:
+                continue
+            meas = 100 * (r["measured"]["samples_per_gpu_s"] / mb - 1)
+            pred = 100 * (r["predicted_samples_per_gpu_s"] / pb - 1)
+            out.append({"group": group, "schedule": r["schedule"], "measured_points": meas,
+                        "predicted_points": pred, "difference_points": pred - meas})
+    return out
+
+
+def rankings(rows: list[dict]) -> list[dict]:
+    """Per setting: the schedules by measured and by predicted throughput (fastest first),
+    and whether every pair whose measured throughputs differ is ordered as measured."""
+    by_group: dict[str, list[dict]] = {}
+    for r in rows:
+        if "predicted_samples_per_gpu_s" in r:
+            by_group.setdefault(r["group"], []).append(r)
+    out = []
+    for group, members in by_group.items():
+        meas = sorted(members, key=lambda r: -r["measured"]["samples_per_gpu_s"])
+        pred = sorted(members, key=lambda r: -r["predicted_samples_per_gpu_s"])
+        pairs = wrong = 0
+        misordered = []
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                ma, mb = a["measured"]["samples_per_gpu_s"], b["measured"]["samples_per_gpu_s"]
+                if ma == mb:
+                    continue
+                pairs += 1
+                if (ma < mb) != (a["predicted_samples_per_gpu_s"]
+                                 < b["predicted_samples_per_gpu_s"]):
+                    wrong += 1
+                    misordered.append(f"{a['schedule']} / {b['schedule']}")
+        out.append({"group": group, "measured": [r["schedule"] for r in meas],
+                    "predicted": [r["schedule"] for r in pred], "pairs": pairs,
+                    "ordered": pairs - wrong, "as_measured": wrong == 0,
+                    "misordered": misordered})
+    return out
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The figures the issue's held-out targets name: throughput and memory error (median /
+    worst |error|), zero-bubble speed-ups over 1F1B (median / worst |difference| in points),
+    the settings ranked as measured."""
+    thr = [r["throughput_error"] for r in rows if "throughput_error" in r]
+    mem = [r["memory_error"] for r in rows if "memory_error" in r]
+    sp = speedups(rows)
+    zb = [s["difference_points"] for s in sp if s["schedule"].startswith("ZB")]
+    inter = [s["difference_points"] for s in sp if not s["schedule"].startswith("ZB")]
+    rk = rankings(rows)
+    bub = [r["middle_rank_bubble"] - r["source_bubble_rate"] for r in rows
+           if r.get("middle_rank_bubble") is not None and "source_bubble_rate" in r]
+    p2p = [r["p2p_share"] for r in rows if "p2p_share" in r]
+    stage_f = [r["stage_f_error"] for r in rows if "stage_f_error" in r]
+    stage_bw = [r["stage_bw_error"] for r in rows if "stage_bw_error" in r]
+    by_schedule = {}
+    for name in sorted({r["schedule"] for r in rows}):
+        by_schedule[name] = _abs_stats([r["throughput_error"] for r in rows
+                                        if r["schedule"] == name and "throughput_error" in r])
+    return {
+        "throughput": _abs_stats(thr) | {
+            "out_of_memory": sum(1 for r in rows if r.get("error_text") == "out of memory"),
+            "not_expressible": sum(1 for r in rows
+                                   if r.get("error_text", "").startswith("not expressible")),
+            "not_predicted": sum(1 for r in rows if "error_text" in r)},
+        "throughput_by_schedule": by_schedule,
+        "peak_memory": _abs_stats(mem),
+        "middle_rank_bubble_minus_source": _abs_stats(bub) | {
+            "signed_median": statistics.median(bub) if bub else None},
+        "p2p_share": _abs_stats(p2p),
+        "dp_share": _abs_stats([r["dp_share"] for r in rows if "dp_share" in r]),
+        "tp_share": _abs_stats([r["tp_share"] for r in rows if "tp_share" in r]),
+        "stage_forward": _abs_stats(stage_f) | {"signed_median": statistics.median(stage_f)
+                                                if stage_f else None},
+        "stage_backward": _abs_stats(stage_bw) | {"signed_median": statistics.median(stage_bw)
+                                                  if stage_bw else None},
+        "zb_speedup_points": _abs_stats(zb),
+        "interleaved_speedup_points": _abs_stats(inter),
+        "ranked_as_measured": {"settings": len(rk),
+                               "as_measured": sum(1 for g in rk if g["as_measured"]),
+                               "pairs": sum(g["pairs"] for g in rk),
+                               "pairs_ordered": sum(g["ordered"] for g in rk)},
+    }
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| run | measured samples/GPU/s | predicted | error | measured GB | predicted GB "
+             "| error | bubble (middle rank) | source's bubble | p2p share |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        m = r["measured"]
+        if "error_text" in r:
+            lines.append(f"| {r['id']} | {m.get('samples_per_gpu_s', '-')} | {r['error_text']} "
+                         "| - | - | - | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {r['id']} | {m.get('samples_per_gpu_s', '-')} | "
+            f"{r['predicted_samples_per_gpu_s']:.2f} | {_pct(r.get('throughput_error'))} | "
+            f"{m.get('peak_memory_gb', '-')} | {r['predicted_peak_memory_gb']:.1f} | "
+            f"{_pct(r.get('memory_error'))} | {_pct(r.get('bubble_ratio'))} "
+            f"({_pct(r.get('middle_rank_bubble'))}) | {_pct(r.get('source_bubble_rate'))} | "
+            f"{_pct(r.get('p2p_share'))} |")
+    lines += ["", "| setting | schedule | measured speed-up over 1F1B | predicted | difference |",
+              "|---|---|---:|---:|---:|"]
+    for s in speedups(rows):
+        lines.append(f"| {s['group']} | {s['schedule']} | {s['measured_points']:+.1f} | "
+                     f"{s['predicted_points']:+.1f} | {s['difference_points']:+.1f} |")
+    lines += ["", "| setting | measured order | predicted order | as measured |",
+              "|---|---|---|---|"]
+    for g in rankings(rows):
+        lines.append(f"| {g['group']} | {' > '.join(g['measured'])} | "
+                     f"{' > '.join(g['predicted'])} | "
+                     f"{'yes' if g['as_measured'] else 'no: ' + ', '.join(g['misordered'])} |")
+    lines += ["", summary_text(summarize(rows))]
+    return "\n".join(lines)
+
+
+def summary_text(s: dict) -> str:
+    t, m, z, i, k = (s["throughput"], s["peak_memory"], s["zb_speedup_points"],
+                     s["interleaved_speedup_points"], s["ranked_as_measured"])
+    out = [f"throughput: median |error| {_pct(t['median'])}, worst {_pct(t['worst'])} over "
+           f"{t['runs']} runs" + (f"; {t['out_of_memory']} predicted out of memory"
+                                  if t["out_of_memory"] else "")
+           + (f"; {t['not_expressible']} not expressible" if t["not_expressible"] else "")]
+    for name, st in s["throughput_by_schedule"].items():
+        out.append(f"  {name}: median {_pct(st['median'])}, worst {_pct(st['worst'])} "
+                   f"({st['runs']} runs)")
+    out.append(f"peak memory: median |error| {_pct(m['median'])}, worst {_pct(m['worst'])} "
+               f"over {m['runs']} runs")
+    for key, what in (("stage_forward", "forward"), ("stage_backward", "backward (B + W)")):
+        st = s[key]
+        if st["runs"]:
+            out.append(f"a middle stage's {what} per microbatch against the profiled time: "
+                       f"median {100 * st['signed_median']:+.1f} %, worst |error| "
+                       f"{_pct(st['worst'])} over {st['runs']} settings")
+    b = s["middle_rank_bubble_minus_source"]
+    if b["runs"]:
+        out.append(f"a middle rank's bubble minus the source's computed bubble rate: median "
+                   f"{100 * b['signed_median']:+.1f} points, worst |difference| "
+                   f"{100 * b['worst']:.1f} over {b['runs']} runs")
+    for key, what in (("p2p_share", "pipeline p2p"), ("dp_share", "DP collectives"),
+                      ("tp_share", "TP collectives")):
+        st = s[key]
+        if st["runs"]:
+            out.append(f"share of the predicted time that {what} take (made free): median "
+                       f"{_pct(st['median'])}, largest {_pct(st['worst'])}")
+    if z["runs"]:
+        out.append(f"zero-bubble speed-ups over 1F1B: median |difference| {z['median']:.1f} "
+                   f"points, worst {z['worst']:.1f} over {z['runs']}")
+    if i["runs"]:
+        out.append(f"interleaved speed-ups over 1F1B: median |difference| {i['median']:.1f} "
+                   f"points, worst {i['worst']:.1f} over {i['runs']}")
+    out.append(f"schedules ranked as measured: {k['as_measured']} of {k['settings']} settings "
+               f"({k['pairs_ordered']} of {k['pairs']} pairs)")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import datetime
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="the runs' JSON")
+    ap.add_argument("--record", type=Path, default=None,
+                    help="write the rows and the summary as JSON here (docs/make_validation.py "
+                         "reads the newest benchmarks/results/*-heldout-runs.json)")
+    ap.add_argument("--no-shares", action="store_true",
+                    help="skip the runs with the DP / TP collectives made free")
+    args = ap.parse_args(argv)
+    if not args.runs.is_file():
+        print(f"bench_heldout_runs: --runs: no file {args.runs}", file=sys.stderr)
+        return 2
+    try:
+        runs = load_runs(args.runs)
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        print(f"bench_heldout_runs: {e}", file=sys.stderr)
+        return 2
+    rows = evaluate(runs, shares=not args.no_shares)
+    print(report(rows))
+    if args.record:
+        doc = {"date": datetime.date.today().isoformat(), "commit": published._commit(),
+               "runs_file": str(args.runs.resolve().relative_to(REPO))
+               if args.runs.resolve().is_relative_to(REPO) else str(args.runs),
+               "rows": rows, "speedups": speedups(rows), "rankings": rankings(rows),
+               "summary": summarize(rows)}
+        args.record.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
