@@ -1,0 +1,50 @@
+"""Every fast twin gives what its plain reference gives, on the same cases (the harness:
+tests/engine/equivalence.py), and every twin the harness runs is the one docs/performance.md
+states a measured gain for."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .equivalence import TWINS
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
+
+CASES = [(twin, case) for twin in TWINS for case in twin.cases()]
+
+
+@pytest.mark.parametrize("twin, case", CASES, ids=[f"{t.name}:{c.id}" for t, c in CASES])
+def test_the_fast_twin_gives_what_its_reference_gives(twin, case):
+    fast, reference = twin.run(case.data)
+    twin.same(fast, reference)
+
+
+def test_every_twin_has_cases():
+    counts = {twin.name: sum(1 for t, _ in CASES if t is twin) for twin in TWINS}
+    assert all(n >= 5 for n in counts.values()), counts
+
+
+def test_the_twins_are_the_ones_docs_performance_states_a_gain_for():
+    """docs/performance.md's "Fast paths" table names each twin with its measured gain; a
+    twin without a row, or a row without a twin in the harness, fails here."""
+    section = DOCS.read_text().split("## Fast paths", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|(.*)\|$", section, re.M)
+    assert sorted(name for name, _ in rows) == sorted(t.name for t in TWINS)
+    for name, row in rows:
+        assert re.search(r"\d+(\.\d+)? ?%", row), f"{name}: no measured gain in its row"
+
+
+def test_the_reference_path_refuses_variation():
+    """--layer-by-layer (the per-action steps' reference) runs without jitter and slow ranks:
+    its timeline has no per-rank draws to compare."""
+    from simulator import simulate
+    from simulator.errors import ConfigError
+
+    from .cases import SYSTEM, workload
+
+    with pytest.raises(ConfigError, match="--layer-by-layer"):
+        simulate(workload(2), "1f1b", SYSTEM, pp=2, microbatches=2, layer_by_layer=True,
+                 jitter=0.1)
