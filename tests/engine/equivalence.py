@@ -363,6 +363,34 @@ def _reader(data) -> tuple[Any, Any]:
     return plain, dict(command.make_context("run", list(line)).params)
 
 
+# -- waking a waiter: its own event queued as a Timeout queues itself ------------------------------
+def fire_cases() -> Iterator[Case]:
+    for delay in (0.0, 1.0, 7.0, 1 / 3, 2.5e9):
+        yield Case(f"delay-{delay!r}", delay)
+
+
+def _fire(delay: float) -> tuple[tuple, tuple]:
+    """The queue entry (time, priority) and the event's state after ``fire_at`` on a bare
+    event, and after a Timeout made at the same instant."""
+    import simpy
+    from simpy.events import Timeout
+
+    from simulator.engine.simpy_fast import fire_at
+
+    def entry(env, ev) -> tuple:
+        (when, priority, _, event), = env._queue
+        assert event is ev
+        return when, priority, ev.triggered, ev.ok, ev.value
+
+    env = simpy.Environment()
+    ev = env.event()
+    fire_at(env, ev, delay)
+    fast = entry(env, ev)
+    env = simpy.Environment()
+    ref = entry(env, Timeout(env, delay, value=None))
+    return fast, ref
+
+
 TWINS: tuple[Twin, ...] = (
     Twin("evaluator", "simulator/engine/evaluator.py, evaluator_async.py (the walk, no queue)",
          "simulator/engine/runtime.py _Run._rank (step by step on SimPy)",
@@ -370,6 +398,8 @@ TWINS: tuple[Twin, ...] = (
     Twin("lookahead", "simulator/engine/runtime.py _Run._run_ahead (the walk on SimPy)",
          "simulator/engine/runtime.py _Run._rank (step by step on SimPy)",
          engine_cases, _lookahead, same_outcome),
+    Twin("fire_at", "simulator/engine/simpy_fast.py fire_at (the waiter's own event queued)",
+         "simpy.events.Timeout (a new event, then a callback)", fire_cases, _fire, same_value),
     Twin("per_action_steps", "simulator/engine/runtime.py (one timeout per action)",
          "simulator/engine/runtime.py _Run._layers (--layer-by-layer)",
          layer_cases, _per_action, same_timeline),

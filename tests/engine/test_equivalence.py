@@ -48,3 +48,21 @@ def test_the_reference_path_refuses_variation():
     with pytest.raises(ConfigError, match="--layer-by-layer"):
         simulate(workload(2), "1f1b", SYSTEM, pp=2, microbatches=2, layer_by_layer=True,
                  jitter=0.1)
+
+
+def test_each_fast_path_states_its_gain_in_its_module_docstring():
+    """The module a twin's fast path lives in says, in one line of its docstring, what the
+    twin saves (the figure docs/performance.md's row gives)."""
+    import ast
+
+    root = DOCS.parents[1]
+    section = DOCS.read_text().split("## Fast paths", 1)[1].split("\n## ", 1)[0]
+    for twin in TWINS:
+        path = root / twin.fast.split()[0].rstrip(",")
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        lines = [line for line in " ".join(doc.split()).split(". ")
+                 if f"Fast path `{twin.name}`" in line and "%" in line]
+        assert lines, f"{path}: no 'Fast path `{twin.name}` ... N %' line in the docstring"
+        row = next(r for r in section.splitlines() if r.startswith(f"| `{twin.name}` |"))
+        gains = re.findall(r"(\d+(?:\.\d+)?) ?%", " ".join(lines))
+        assert any(g in row for g in gains), (twin.name, lines, row)
