@@ -168,7 +168,8 @@ def layer_cases() -> Iterator[Case]:
             yield Case(f"{name}-P{sched.pp}-M{sched.microbatches}-v{sched.vpp}", sched)
 
 
-def _timeline(result) -> tuple:
+def timeline(result) -> tuple:
+    """A run's action, transfer and collective records and iteration bounds, sorted."""
     rec = result.records
     return (sorted((a.rank, a.stage, a.kind, a.microbatch, a.iteration, a.start, a.end)
                    for a in rec.actions),
@@ -185,15 +186,22 @@ def _per_action(sched: Schedule) -> tuple:
             simulate(wl, sched, SYSTEM, iterations=2, layer_by_layer=True))
 
 
+def same_parts(fast: list, ref: list) -> None:
+    """One part of two timelines, record by record within 1e-6 ns."""
+    import pytest
+
+    assert len(fast) == len(ref)
+    for x, y in zip(fast, ref):
+        assert x == pytest.approx(y, abs=1e-6)
+
+
 def same_timeline(fast, ref) -> None:
     """The same records within 1e-6 ns: a chunk's layer times are summed in another order."""
     import pytest
 
     assert len(fast.records.collectives) > 0
-    for part_fast, part_ref in zip(_timeline(fast), _timeline(ref)):
-        assert len(part_fast) == len(part_ref)
-        for x, y in zip(part_fast, part_ref):
-            assert x == pytest.approx(y, abs=1e-6)
+    for part_fast, part_ref in zip(timeline(fast), timeline(ref)):
+        same_parts(part_fast, part_ref)
     assert fast.to_dict()["makespan_ns"] == pytest.approx(ref.to_dict()["makespan_ns"])
 
 

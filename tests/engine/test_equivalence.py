@@ -66,3 +66,43 @@ def test_each_fast_path_states_its_gain_in_its_module_docstring():
         row = next(r for r in section.splitlines() if r.startswith(f"| `{twin.name}` |"))
         gains = re.findall(r"(\d+(?:\.\d+)?) ?%", " ".join(lines))
         assert any(g in row for g in gains), (twin.name, lines, row)
+
+
+def test_the_harness_notices_a_twin_that_differs(monkeypatch):
+    """Each kind of "the same" fails on a difference a broken fast path would make: a fast
+    pass that accepts everything, a reader that reads one option wrong, records of another
+    run, another op list."""
+    from simulator.cli import run_impl
+    from simulator.schedules import validate as V
+
+    from . import equivalence as E
+
+    twins = {t.name: t for t in TWINS}
+
+    def failures(twin, limit: int) -> int:
+        n = 0
+        for k, case in enumerate(twin.cases()):
+            if k == limit:
+                break
+            try:
+                twin.same(*twin.run(case.data))
+            except AssertionError:
+                n += 1
+        return n
+
+    with monkeypatch.context() as m:
+        m.setattr(V, "_rules_hold", lambda s: True)
+        assert failures(twins["validate_fast_pass"], 40) > 0
+    read = run_impl.parse_run_args
+    with monkeypatch.context() as m:
+        m.setattr(run_impl, "parse_run_args",
+                  lambda args: None if read(args) is None else {**read(args), "pp": 99})
+        assert failures(twins["cli_plain_reader"], 10) == 10
+    runs = [c.data for c in twins["evaluator"].cases()][:2]
+    fast, _ = twins["evaluator"].run(runs[0])
+    _, other = twins["evaluator"].run(runs[1])
+    with pytest.raises(AssertionError):
+        E.same_outcome(fast, other)
+    ops, ref = twins["rank_ops"].run(next(twins["rank_ops"].cases()).data)
+    with pytest.raises(AssertionError):
+        E.same_value(ops[::-1], ref)
