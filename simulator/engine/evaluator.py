@@ -16,9 +16,12 @@ The SimPy engine is the reference for every point-to-point mode; this walk is th
 path. Where it does not apply (blocking, batched and torch's rendezvous rules, fair link
 sharing, the layer-by-layer reference path, the debug log, several iterations without a flush,
 an unchecked list's microbatch beyond the count), :func:`run` runs the SimPy engine and says why.
-A generic sweep over op tuples covered the rendezvous modes until issue 23, at 1.0-3.0x the
-SimPy engine's speed on those runs (benchmarks/results/2026-11-26-core-*.json): not worth a
+The rendezvous modes have no walk of their own: a generic sweep over op tuples measured 1.0-3.0x
+the SimPy engine's time on those runs (benchmarks/results/2026-11-26-core-*.json), not worth a
 second timing model.
+
+Fast path `evaluator` (docs/performance.md, "Fast paths"): it removes 42 % of `pipesim run
+--engine evaluator`'s whole-process CPU on the 1M-action case against `--engine simpy`.
 """
 
 from __future__ import annotations

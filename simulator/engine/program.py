@@ -14,6 +14,10 @@ Ops are plain tuples, cheap to walk in the hot loop:
 A :class:`StepCost` is shared by every step with the same stages, kinds, roles and phases: only
 the microbatch differs between them. It carries the runtime profile's launch overhead (``pre``)
 and the costs the profile replaces (calibrated action costs, the first stage's torch backward).
+
+Fast path `rank_ops` (docs/performance.md, "Fast paths"): a rank's ops are generated when walked
+(:class:`RankOps`), more than 90 % cheaper than lists built from the comm pass: 0.03 s against
+9.6 s at 1M actions (tests/engine/reference_program.py builds those lists).
 """
 
 from __future__ import annotations

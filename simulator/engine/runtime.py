@@ -30,6 +30,11 @@ need every event in time order (logging, layer traces), walk the
 op tuples step by step (``_rank``: one timeout per action). Both give the same timeline to the
 nanosecond (tests/engine/test_lookahead.py). Actions (and asynchronous FIFO transfers) are
 recorded as time columns (``columns``).
+
+Fast path `lookahead` (docs/performance.md, "Fast paths"): it removes 74 % of `pipesim run`'s
+whole-process CPU on the 1M-action case against the step-by-step walk. Fast path
+`per_action_steps` (one timeout per action against ``_layers``' one per layer state,
+``--layer-by-layer``): it removes 8.9 % of `pipesim run`'s CPU on a 96-layer model at pp 8.
 """
 
 from __future__ import annotations

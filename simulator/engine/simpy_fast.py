@@ -12,6 +12,9 @@ simulated time - is the same as with a Timeout.
 This relies on SimPy 4's ``Event._ok`` / ``Event._value`` and ``Environment.schedule``;
 pyproject pins ``simpy<5`` and tests/engine/test_simpy_fast.py fails loudly if a SimPy release
 changes what a Timeout sets.
+
+Fast path `fire_at` (docs/performance.md, "Fast paths"): it removes 27 % of `pipesim run`'s
+whole-process CPU on the 1M-action case against a Timeout whose callback triggers the waiter.
 """
 
 from __future__ import annotations

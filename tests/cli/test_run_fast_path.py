@@ -1,5 +1,7 @@
-"""`pipesim run` read without click: the same keyword arguments as click's reading, or None
-(click reads the line) for anything the plain reader does not take on."""
+"""`pipesim run` read without click: both readers name the same options, click's messages and
+completion stay click's. That the plain reader gives click's keyword arguments, or None for
+anything it does not take on, line by line, is the harness's (tests/engine/equivalence.py,
+twin ``cli_plain_reader``)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,11 @@ from pathlib import Path
 import pytest
 
 from simulator.cli.commands.run import command
-from simulator.cli.run_impl import _table, parse_run_args
+from simulator.cli.run_impl import _table
 
 REPO = Path(__file__).resolve().parents[2]
 DOC000 = str(REPO / "workloads" / "doc000-1f1b-test.txt")
 SYSTEM = str(REPO / "configs" / "system" / "default.yaml")
-
-
-def click_reading(args: list[str]) -> dict:
-    ctx = command.make_context("run", list(args))
-    return dict(ctx.params)
 
 
 def test_every_option_of_the_click_command_is_in_the_plain_reader():
@@ -32,43 +29,6 @@ def test_every_option_of_the_click_command_is_in_the_plain_reader():
     ours["workload"] = ["workload"]
     assert ours == theirs
     assert "--pp" in theirs["pp"] and theirs["schedule"] == ["--schedule", "-s"]
-
-
-@pytest.mark.parametrize("args", [
-    [DOC000],
-    [DOC000, "--json", "-"],
-    [DOC000, "--json"],                          # bare: stdout
-    ["--json", "--system", SYSTEM, DOC000],     # bare before another option
-    ["--json", "-", DOC000],
-    [DOC000, "--json=out.json", "--trace", "t.json", "--gantt", "g.png"],
-    [DOC000, "--json=", "--json", "x.json"],     # the last one wins
-    [DOC000, "-s", "zb-h1", "--pp", "4", "-m", "8", "--vpp", "2", "--iterations", "3"],
-    [DOC000, "--schedule=interleaved-1f1b", "--microbatches=16", "--layout", "aicb"],
-    [DOC000, "-O", "group_size=4", "--option", "waves=2", "--set", "links.bandwidth_gbps=1"],
-    [DOC000, "--slow-rank", "1:1.5", "--slow-rank", "2:2", "--jitter", "0.1", "--seed", "7"],
-    [DOC000, "--memory-limit", "80", "--p2p", "batched", "--recompute", "full"],
-    [DOC000, "--pp-comm", "0", "--gpus", "16", "--max-actions", "1_000", "--engine", "evaluator"],
-    [DOC000, "--strict", "--layer-by-layer", "--log-level", "debug", "--dp", "2"],
-    [DOC000, "--schedule-file", "s.csv", "--calibration", "c.yaml", "--system", SYSTEM],
-    [DOC000, "--pp", " 3", "--jitter", "1e-3", "--memory-limit", "inf"],   # int()/float() rules
-    ["", "--pp", "0"],                          # an empty workload name is click's too
-])
-def test_same_reading_as_click(args):
-    assert parse_run_args(args) == click_reading(args)
-
-
-@pytest.mark.parametrize("args", [
-    [],                                    # missing WORKLOAD
-    [DOC000, DOC000],                      # an extra argument
-    [DOC000, "--help"], [DOC000, "-h"], [DOC000, "--json-schema"],
-    [DOC000, "--nosuch"], [DOC000, "--pp"], [DOC000, "--pp", "x"], [DOC000, "--pp", "-1"],
-    [DOC000, "--pp=2.0"], [DOC000, "--jitter", "abc"], [DOC000, "--layout", "AICB"],
-    [DOC000, "--log-level", "DEBUG"],      # click accepts any case: its reading
-    [DOC000, "--strict=yes"], [DOC000, "-s2bw"], [DOC000, "--", "x"], ["-"],
-    [DOC000, "--json=--pp"], [str(REPO)], [DOC000, "--system", str(REPO)],
-])
-def test_lines_click_must_read(args):
-    assert parse_run_args(args) is None
 
 
 def test_a_line_click_must_read_gives_clicks_message(capsys):

@@ -56,16 +56,6 @@ def both(sched, wl, system=SYSTEM, iterations=2, **options):
     return check(rt)
 
 
-@pytest.mark.parametrize("name", sorted(names()))
-def test_equals_simpy_on_every_schedule(name):
-    runs = 0
-    for sched in cases(name):
-        fast = both(sched, workload(sched.n_chunks), slow_ranks=((sched.pp - 1, 1.25),))
-        assert fast is not None and fast.collectives and fast.transfers
-        runs += 1
-    assert runs
-
-
 def test_known_times_uniform_1f1b():
     # F = 1000, B = 2000 per stage, no transfers: (M + P - 1)(F + B) = 33000 ns, every action
     # where the closed form puts it

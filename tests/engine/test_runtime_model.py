@@ -24,7 +24,8 @@ from simulator.system import SystemConfig
 from simulator.system.config import LinkConfig, load_system, system_from_dict
 from simulator.workload import uniform_workload
 
-from .test_fast_path import SYSTEM as FAST_PATH_SYSTEM, same, timeline, workload
+from .cases import SYSTEM as FAST_PATH_SYSTEM, workload
+from .equivalence import same_parts as same, timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = {"bandwidth_gbps": 8.0, "latency_ns": 100.0}      # 1 B/ns + 100 ns

@@ -1,5 +1,6 @@
 """The engine's one use of SimPy internals (``simpy_fast.fire_at``) must stay what a Timeout
-does; these tests fail loudly when a SimPy release changes Timeout or Event internals."""
+does; these tests fail loudly when a SimPy release changes Timeout or Event internals (the queue
+entry fire_at makes against a Timeout's: the harness, tests/engine/equivalence.py)."""
 
 from __future__ import annotations
 
@@ -31,16 +32,6 @@ def test_timeout_sets_the_fields_fire_at_sets():
         assert line in src, f"SimPy's Timeout.__init__ no longer does {line!r}"
     when, priority, _, event = env._queue[-1]
     assert (when, priority, event) == (5.0, NORMAL, t)
-
-
-def test_fire_at_queues_the_entry_a_timeout_would():
-    env = simpy.Environment()
-    ev = env.event()
-    fire_at(env, ev, 7.0)
-    assert ev.triggered and ev.ok and ev.value is None
-    assert len(env._queue) == 1
-    when, priority, _, event = env._queue[0]
-    assert (when, priority, event) == (7.0, NORMAL, ev)
 
 
 def test_fire_at_wakes_in_the_order_timeouts_would():
