@@ -16,7 +16,7 @@ import pytest
 import simulator.run_options as run_options
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "tools" / "make_run_options_stub.py"
+SCRIPT = REPO / "tests" / "make_run_options_stub.py"
 STUB = REPO / "simulator" / "run_options.pyi"
 
 
@@ -30,7 +30,7 @@ def _generator():
 def test_the_stub_is_what_fields_give():
     assert STUB.read_text() == _generator().render(), (
         "simulator/run_options.pyi is out of date with FIELDS: run "
-        "python tools/make_run_options_stub.py")
+        "python tests/make_run_options_stub.py")
 
 
 def test_the_check_mode_fails_on_a_stale_stub(tmp_path, monkeypatch):

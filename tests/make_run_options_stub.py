@@ -7,8 +7,8 @@ order, with the same types and defaults, so ``RunOptions(pp=4).pp`` reads as ``i
 a wrong field name is an error. The stub costs nothing at run time (Python never imports a
 ``.pyi``). After changing FIELDS, run::
 
-    python tools/make_run_options_stub.py           # rewrites simulator/run_options.pyi
-    python tools/make_run_options_stub.py --check   # exit 1 when it is out of date
+    python tests/make_run_options_stub.py           # rewrites simulator/run_options.pyi
+    python tests/make_run_options_stub.py --check   # exit 1 when it is out of date
 
 tests/test_run_options_stub.py fails while the stub and FIELDS disagree.
 """
@@ -28,7 +28,7 @@ from simulator.run_options import FIELDS  # noqa: E402  (the repository's, not a
 STUB = REPO / "simulator" / "run_options.pyi"
 
 HEADER = '''\
-# Generated from FIELDS by `python tools/make_run_options_stub.py`; do not edit by hand
+# Generated from FIELDS by `python tests/make_run_options_stub.py`; do not edit by hand
 # (tests/test_run_options_stub.py fails when it is out of date).
 """Type checkers' view of :mod:`simulator.run_options` (the module builds RunOptions from
 FIELDS at import time)."""
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--check"]:
         current = STUB.read_text() if STUB.exists() else ""
         if current != text:
-            print(f"{STUB}: out of date with FIELDS; run python tools/make_run_options_stub.py",
+            print(f"{STUB}: out of date with FIELDS; run python tests/make_run_options_stub.py",
                   file=sys.stderr)
             return 1
         return 0
