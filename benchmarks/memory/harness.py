@@ -51,14 +51,14 @@ def configs(out: Path, schedules: list[str], shapes: list[str], mbs: list[int]) 
 
 
 def run_live(out: Path, cfgs: list[dict], *, warmup: int, iterations: int, timeout_s: int,
-             verbose: bool) -> dict[str, list[dict]]:
+             verbose: bool, return_outputs: bool = True) -> dict[str, list[dict]]:
     """Spawn the P rank processes; return {key: [per-rank info]}."""
     import torch.multiprocessing as mp
 
     from .live import worker
 
     plan = {"out": str(out), "configs": cfgs, "warmup": warmup, "iterations": iterations,
-            "timeout_s": timeout_s, "verbose": verbose}
+            "timeout_s": timeout_s, "verbose": verbose, "return_outputs": return_outputs}
     mp.spawn(worker, args=(P, _free_port(), plan), nprocs=P, join=True)
     per_rank = [json.loads((out / f"rank{r}.info.json").read_text()) for r in range(P)]
     for r in range(P):
@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1, help="profiled, unlabelled steps first")
     ap.add_argument("--iterations", type=int, default=2, help="labelled steps (ITER<k>)")
     ap.add_argument("--timeout", type=int, default=300, help="gloo timeout, seconds")
+    ap.add_argument("--return-outputs", default="true", choices=("true", "false"),
+                    help="what each step() is given: whether the last stage keeps its outputs "
+                         "to return them (torch's default: true)")
     ap.add_argument("--keep-traces", action="store_true")
     ap.add_argument("--reanalyse", action="store_true",
                     help="redo the analysis from DIR's raw.json and traces (no torch run)")
@@ -197,11 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         cfgs = configs(out, schedules, shapes, mbs)
         blocks = measure_blocks(shapes)
+        ro = a.return_outputs == "true"
         merged = run_live(out, cfgs, warmup=a.warmup, iterations=a.iterations,
-                          timeout_s=a.timeout, verbose=not a.quiet)
+                          timeout_s=a.timeout, verbose=not a.quiet, return_outputs=ro)
         import torch
         (out / "raw.json").write_text(json.dumps(
             {"ranks": merged, "blocks": blocks, "torch": torch.__version__,
+             "return_outputs": ro,
              "warmup": a.warmup, "iterations": a.iterations,
              "load_average": os.getloadavg()}, indent=1))
     results = analyse(out, merged, blocks)
