@@ -20,6 +20,7 @@ from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
 from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings,
+                        retention_warnings,
                         check_schedule_size, check_sizes, counted_actions, header_for_run,
                         memory_warnings)
 from .result import ScheduleRun, SimulationResult
@@ -228,6 +229,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     warnings += memory_warnings(runtime.memory, records, sysconf,
                                 opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload)
     warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
+    warnings += retention_warnings(sysconf, sched.name, runtime.p2p)
     if opts.strict:
         enforce_strict(warnings)
     return SimulationResult(plan.workload, sched, plan.spec, sysconf, runtime.partition, records,

@@ -95,7 +95,10 @@ def predict(shape: str, m: int, sched: str, blocks: list[dict]) -> list[float] |
 
 
 def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dict]]) -> dict:
+    from simulator.calibration.forward_ops import split_backward_keeps
+    from simulator.calibration.memory_retention import read_retention
     from simulator.calibration.memory_trace import read_memory
+    from simulator.calibration.traces import TraceError
 
     results = {}
     for key, ranks in merged.items():
@@ -115,6 +118,17 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
                 "non_weight_peak_bytes": peak - info["weight_bytes"] - info["data_bytes"],
                 "static_bytes": mem.static_bytes,
                 "per_action": {f"{s}{k}": v for (s, k), v in mem.per_action().items()}})
+        paths = [out / info["trace"] for info in ranks]
+        ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label)
+        row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
+                            "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
+        try:    # traces recorded with record_shapes: the forward's operators
+            keeps = {}
+            for r, path in enumerate(paths):
+                keeps.update(split_backward_keeps(path, r, label_pattern=label))
+            row["split_backward_keeps"] = {str(k): v for k, v in sorted(keeps.items())}
+        except TraceError:
+            pass
         pred = predict(shape, m, sched, blocks[shape])
         if pred is not None:
             for rr, p in zip(row["ranks"], pred):

@@ -56,7 +56,20 @@ def calibration(results: dict, shape: str, on: str) -> dict:
     layers = {s: LAYERS // n_stages for s in range(n_stages)}
     wl = parse_workload_text(workload_text(ALL_SHAPES[shape], 8), f"<{shape}>")
     rows = partition(wl, n_stages).chunks
-    return fit_memory(_per_action(config), layers, {0}, ALL_SHAPES[shape].pp_comm, rows)
+    keeps = {int(k): v for k, v in config.get("split_backward_keeps", {}).items()}
+    return fit_memory(_per_action(config), layers, {0}, ALL_SHAPES[shape].pp_comm, rows,
+                      split_keeps=keeps)
+
+
+def runtime_of_traces(results: dict, shape: str, on: str) -> dict:
+    """The ``runtime:`` retention keys class ``on``'s traces (M = 8) show, as ``pipesim
+    calibrate`` writes them (simulator.calibration.fit.retention_section); {} where the run
+    recorded none."""
+    from simulator.calibration.fit import retention_section, runtime_of
+    found = results[f"{shape}/m8/{on}"].get("retention")
+    if not found:
+        return {}
+    return retention_section(found, runtime_of(SCHEDULES[on].pipesim))
 
 
 def predict(results: dict, shape: str, m: int, name: str, memory: dict,

@@ -31,12 +31,17 @@ from ..system.config import MemoryConfig
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                layers: dict[int, int], first_stages: set[int], pp_comm: int,
-               rows: list | None = None, grad_bytes_per_param: float = 0.0) -> dict:
+               rows: list | None = None, grad_bytes_per_param: float = 0.0,
+               split_keeps: dict[int, float] | None = None) -> dict:
     """The ``memory:`` fragment of a calibration from ``per_action[(stage, kind)] = (kept,
     transient above the action's start)``, ``layers[stage]`` (layers of its chunk) and the
     stages with no previous stage; ``rows`` (each stage's workload rows, optional) lets rows
     of different sizes be fitted per parameter, counted as the run counts them (the header's
-    ``grad_bytes_per_param``, else 2)."""
+    ``grad_bytes_per_param``, else 2). ``split_keeps[stage]``: what a split backward's I would
+    keep until its W, by the forward's operators (:mod:`.forward_ops`); used where the traced
+    class has no I (its input gradient, counted apart as held by its send, taken off; the I's
+    working memory unseen: 0)."""
+    per_action = with_split_keeps(per_action, first_stages, pp_comm, split_keeps)
     params = _row_params(rows, grad_bytes_per_param)
     if params and len({p for ps in params.values() for p in ps}) > 1:
         return _fit_sized(per_action, params, first_stages, pp_comm)
@@ -66,6 +71,22 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
         actions["B"] = {"transient": round(median(t for _, _, t in full))}
     if actions:
         out["actions"] = {"*": actions}
+    return out
+
+
+def with_split_keeps(per_action: dict, first_stages: set[int], pp_comm: int,
+                     split_keeps: dict[int, float] | None) -> dict:
+    """``per_action`` with an I per stage from ``split_keeps`` where it has none (a class
+    without a split backward): it keeps the weights' output gradients less the input gradient
+    its send holds, and needs nothing above that."""
+    if not split_keeps or any(k == "I" and s not in first_stages and v[0] > 0
+                              for (s, k), v in per_action.items()):
+        return per_action
+    out = dict(per_action)
+    for s, nbytes in split_keeps.items():
+        if s not in first_stages and nbytes > 0:
+            kept = float(nbytes - pp_comm)
+            out[(s, "I")] = (kept, kept)
     return out
 
 
