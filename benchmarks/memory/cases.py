@@ -53,8 +53,10 @@ class Shape:
         (h² + h)."""
         h, f = self.hidden, self.hidden * self.ffn[block]
         mlp = 2 * h + h * f + f + f * h + h
+        if not self.heads:
+            return mlp
         q = self.qkv
-        return mlp + (2 * h + h * q + q + h * h + h if self.heads else 0)
+        return mlp + 2 * h + h * q + q + h * h + h
 
     def blocks_of_stage(self, stage: int, n_stages: int) -> range:
         per = LAYERS // n_stages

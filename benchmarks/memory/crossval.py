@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.memory.cases import SCHEDULES  # noqa: E402
-from benchmarks.memory.predict import calibration, predict  # noqa: E402
+from benchmarks.memory.predict import calibration, predict, runtime_of_traces  # noqa: E402
 
 CLASSES = tuple(n for n, s in SCHEDULES.items() if not s.csv)   # the 7 torch classes
 SHORT = {"ScheduleGPipe": "GPipe", "Schedule1F1B": "1F1B", "ScheduleInterleaved1F1B": "I1F1B",
@@ -51,8 +51,11 @@ def load(dirs: list[str]) -> dict[bool, dict]:
     return out
 
 
-def cells(results: dict, return_outputs: bool) -> tuple[dict, dict, list]:
-    """({(on, predicted): worst |error| %}, {on: (ranked right, pairs)}, rows)."""
+def cells(results: dict, return_outputs: bool, before: bool = False
+          ) -> tuple[dict, dict, list]:
+    """({(on, predicted): worst |error| %}, {on: (ranked right, pairs)}, rows). ``before``:
+    the calibration without what the traces show of the runtime's retention (torch's rules
+    assumed) and without the forward's operators (an I's keeps only from a traced I)."""
     shapes = list(dict.fromkeys(c["shape"] for c in results.values()))
     worst: dict[tuple[str, str], float] = {}
     ranking: dict[str, list[int]] = {}
@@ -62,14 +65,19 @@ def cells(results: dict, return_outputs: bool) -> tuple[dict, dict, list]:
         for shape in shapes:
             if f"{shape}/m8/{on}" not in results:
                 continue
-            memory = calibration(results, shape, on)
+            if before:
+                plain = {k: {**c, "split_backward_keeps": {}} for k, c in results.items()}
+                memory, runtime = calibration(plain, shape, on), {}
+            else:
+                memory, runtime = (calibration(results, shape, on),
+                                   runtime_of_traces(results, shape, on))
             by_m: dict[int, list[tuple[float, float]]] = {}
             for key, cfg in results.items():
                 if cfg["shape"] != shape:
                     continue
                 m, name = cfg["microbatches"], cfg["schedule"]
                 measured = [r["peak_bytes"] - r["data_bytes"] for r in cfg["ranks"]]
-                pred = predict(results, shape, m, name, memory)
+                pred = predict(results, shape, m, name, memory, runtime)
                 errs = [100.0 * (p - q) / q for p, q in zip(pred, measured)]
                 cell = (on, name)
                 worst[cell] = max(worst.get(cell, 0.0), max(map(abs, errs)))
@@ -117,10 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", nargs="+", help="memory harness run folders")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
+    ap.add_argument("--before", action="store_true",
+                    help="calibrate as before the retention and operator rules: torch's "
+                         "retention rules assumed, an I's keeps only from a traced I")
     a = ap.parse_args(argv)
     out_text, out_json = [], {}
     for ro, results in sorted(load(a.results).items(), reverse=True):
-        worst, ranking, rows = cells(results, ro)
+        worst, ranking, rows = cells(results, ro, a.before)
         text = table(worst, ranking, ro)
         out_text.append(text)
         out_json[str(ro).lower()] = {**summary(worst, ranking), "rows": rows}

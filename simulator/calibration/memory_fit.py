@@ -77,16 +77,17 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
 def with_split_keeps(per_action: dict, first_stages: set[int], pp_comm: int,
                      split_keeps: dict[int, float] | None) -> dict:
     """``per_action`` with an I per stage from ``split_keeps`` where it has none (a class
-    without a split backward): it keeps the weights' output gradients less the input gradient
-    its send holds, and needs nothing above that."""
+    without a split backward): its level rises by the weights' output gradients (the last
+    one is the gradient it received, already in its buffer; the input gradient it makes in
+    its place is held by its send, which the fit takes off as ``fixed: -pp_comm``), and it
+    needs nothing above that."""
     if not split_keeps or any(k == "I" and s not in first_stages and v[0] > 0
                               for (s, k), v in per_action.items()):
         return per_action
     out = dict(per_action)
     for s, nbytes in split_keeps.items():
         if s not in first_stages and nbytes > 0:
-            kept = float(nbytes - pp_comm)
-            out[(s, "I")] = (kept, kept)
+            out[(s, "I")] = (float(nbytes), float(nbytes))
     return out
 
 
