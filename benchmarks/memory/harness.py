@@ -108,8 +108,10 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
         row = {"shape": shape, "microbatches": m, "schedule": sched,
                "pipesim_schedule": SCHEDULES[sched].pipesim, "vpp": SCHEDULES[sched].vpp,
                "ranks": []}
+        paths = [out / info["trace"] for info in ranks]
+        datas = [json.loads(path.read_text()) for path in paths]
         for r, info in enumerate(ranks):
-            mem = read_memory(out / info["trace"], label_pattern=label)
+            mem = read_memory(paths[r], datas[r], label_pattern=label)
             peak = mem.peak_bytes
             row["ranks"].append({
                 "rank": r, "stages": info["stages"], "weight_bytes": info["weight_bytes"],
@@ -118,14 +120,15 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
                 "non_weight_peak_bytes": peak - info["weight_bytes"] - info["data_bytes"],
                 "static_bytes": mem.static_bytes,
                 "per_action": {f"{s}{k}": v for (s, k), v in mem.per_action().items()}})
-        paths = [out / info["trace"] for info in ranks]
-        ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label)
+        ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label,
+                             datas=datas)
         row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
                             "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
         try:    # traces recorded with record_shapes: the forward's operators
             keeps = {}
             for r, path in enumerate(paths):
-                keeps.update(split_backward_keeps(path, r, label_pattern=label))
+                keeps.update(split_backward_keeps(path, r, label_pattern=label,
+                                                  data=datas[r]))
             row["split_backward_keeps"] = {str(k): v for k, v in sorted(keeps.items())}
         except TraceError:
             pass

@@ -69,7 +69,8 @@ def runtime_of_traces(results: dict, shape: str, on: str) -> dict:
     found = results[f"{shape}/m8/{on}"].get("retention")
     if not found:
         return {}
-    return retention_section(found, runtime_of(SCHEDULES[on].pipesim))
+    name = SCHEDULES[on].pipesim
+    return retention_section(found, runtime_of(name), name)
 
 
 def predict(results: dict, shape: str, m: int, name: str, memory: dict,

@@ -41,7 +41,7 @@ from ..outputs import check_writable
 @click.option("--ffn", type=int, default=None,
               help="FFN size (default 4h; SwiGLU models: 8h/3 rounded up to 256).")
 @click.option("--vocab", type=int, default=None, help="Vocabulary (default gpt 50257, else 32000).")
-@click.option("--kv-heads", type=int, default=None, help="Key/value heads (GQA; llama/moe).")
+@click.option("--kv-heads", type=int, default=None, help="Key/value heads (grouped-query attention).")
 @click.option("--experts", type=int, default=1, show_default=True, help="Experts (moe).")
 @click.option("--topk", type=int, default=2, show_default=True, help="Experts per token (moe).")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert parallelism (moe).")
