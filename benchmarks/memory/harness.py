@@ -98,7 +98,7 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
     from simulator.calibration.forward_ops import split_backward_keeps
     from simulator.calibration.memory_retention import read_retention
     from simulator.calibration.memory_trace import read_memory
-    from simulator.calibration.traces import TraceError
+    from simulator.calibration.traces import TraceError, read_rank
 
     results = {}
     for key, ranks in merged.items():
@@ -110,8 +110,11 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
                "ranks": []}
         paths = [out / info["trace"] for info in ranks]
         datas = [json.loads(path.read_text()) for path in paths]
+        rts = [read_rank(path, d, rank=r, label_pattern=label)
+               for r, (path, d) in enumerate(zip(paths, datas))]
         for r, info in enumerate(ranks):
-            mem = read_memory(paths[r], datas[r], label_pattern=label)
+            mem = read_memory(paths[r], datas[r], rank=r, label_pattern=label,
+                              rank_trace=rts[r])
             peak = mem.peak_bytes
             row["ranks"].append({
                 "rank": r, "stages": info["stages"], "weight_bytes": info["weight_bytes"],
@@ -121,14 +124,14 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
                 "static_bytes": mem.static_bytes,
                 "per_action": {f"{s}{k}": v for (s, k), v in mem.per_action().items()}})
         ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label,
-                             datas=datas)
+                             datas=datas, rank_traces=rts)
         row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
                             "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
         try:    # traces recorded with record_shapes: the forward's operators
             keeps = {}
             for r, path in enumerate(paths):
                 keeps.update(split_backward_keeps(path, r, label_pattern=label,
-                                                  data=datas[r]))
+                                                  data=datas[r], rank_trace=rts[r]))
             row["split_backward_keeps"] = {str(k): v for k, v in sorted(keeps.items())}
         except TraceError:
             pass

@@ -66,13 +66,13 @@ def weight_gradient_bytes(ops: list[dict]) -> int:
 
 
 def split_backward_keeps(path: str | PathLike, rank: int = 0, *, label_pattern=None,
-                         data: dict | None = None) -> dict[int, int]:
+                         data: dict | None = None, rank_trace=None) -> dict[int, int]:
     """Per stage of this rank's trace: what its I keeps until its W, by the rule, from the
     operators of the stage's first forward in the steps. Raises TraceError when the trace
     records no operator shapes."""
     p = Path(path)
     data = _load_json(p) if data is None else data
-    rt = read_rank(p, data, rank=rank, label_pattern=label_pattern)
+    rt = rank_trace or read_rank(p, data, rank=rank, label_pattern=label_pattern)
     ops = sorted((ev for ev in data.get("traceEvents", ())
                   if isinstance(ev, dict) and ev.get("cat") == "cpu_op"),
                  key=lambda ev: ev["ts"])

@@ -83,9 +83,10 @@ class _Rank(NamedTuple):
     iterations: tuple      # of traces.Iteration
 
 
-def _rank(path: Path, rank: int, label_pattern, data: dict | None = None) -> _Rank:
+def _rank(path: Path, rank: int, label_pattern, data: dict | None = None,
+          rt=None) -> _Rank:
     data = _load_json(path) if data is None else data
-    rt = read_rank(path, data, rank=rank, label_pattern=label_pattern)
+    rt = rt or read_rank(path, data, rank=rank, label_pattern=label_pattern)
     blocks = _blocks(path, data)
     stages = frozenset(a.stage for it in rt.iterations for a in it.actions if a.is_compute)
     return _Rank(stages, blocks, [b.start for b in blocks], rt.iterations)
@@ -99,11 +100,12 @@ def _outliving(r: _Rank, start: int, end: int, nbytes: int) -> list[_Block]:
 
 
 def read_retention(paths: list[str | PathLike], pp_comm: int, microbatches: int, *,
-                   label_pattern=None, datas: list[dict] | None = None) -> Retention:
+                   label_pattern=None, datas: list[dict] | None = None,
+                   rank_traces: list | None = None) -> Retention:
     """The retention one traced run shows (module docstring); ``paths``: one trace per rank,
-    in rank order (``datas``: their content, already loaded)."""
-    ranks = [_rank(Path(p), i, label_pattern, datas[i] if datas else None)
-             for i, p in enumerate(paths)]
+    in rank order (``datas``, ``rank_traces``: their content and actions, already read)."""
+    ranks = [_rank(Path(p), i, label_pattern, datas[i] if datas else None,
+                   rank_traces[i] if rank_traces else None) for i, p in enumerate(paths)]
     owner = {s: i for i, r in enumerate(ranks) for s in r.stages}
     if not owner:
         raise TraceError(f"{paths[0]}: no compute actions inside the steps; expected a "
