@@ -66,7 +66,8 @@ def cells(results: dict, return_outputs: bool, before: bool = False
             if f"{shape}/m8/{on}" not in results:
                 continue
             if before:
-                plain = {k: {**c, "split_backward_keeps": {}} for k, c in results.items()}
+                plain = {k: {**c, "split_backward_keeps": {}, "weight_transients": {}}
+                         for k, c in results.items()}
                 memory, runtime = calibration(plain, shape, on), {}
             else:
                 memory, runtime = (calibration(results, shape, on),

@@ -95,7 +95,7 @@ def predict(shape: str, m: int, sched: str, blocks: list[dict]) -> list[float] |
 
 
 def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dict]]) -> dict:
-    from simulator.calibration.forward_ops import split_backward_keeps
+    from simulator.calibration.forward_ops import split_backward_keeps, weight_transients
     from simulator.calibration.memory_retention import read_retention
     from simulator.calibration.memory_trace import read_memory
     from simulator.calibration.traces import TraceError, read_rank
@@ -128,11 +128,14 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
         row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
                             "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
         try:    # traces recorded with record_shapes: the forward's operators
-            keeps = {}
+            keeps, wts = {}, {}
             for r, path in enumerate(paths):
                 keeps.update(split_backward_keeps(path, r, label_pattern=label,
                                                   data=datas[r], rank_trace=rts[r]))
+                wts.update(weight_transients(path, r, label_pattern=label, data=datas[r],
+                                             rank_trace=rts[r]))
             row["split_backward_keeps"] = {str(k): v for k, v in sorted(keeps.items())}
+            row["weight_transients"] = {str(k): v for k, v in sorted(wts.items())}
         except TraceError:
             pass
         pred = predict(shape, m, sched, blocks[shape])

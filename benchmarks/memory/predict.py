@@ -57,8 +57,9 @@ def calibration(results: dict, shape: str, on: str) -> dict:
     wl = parse_workload_text(workload_text(ALL_SHAPES[shape], 8), f"<{shape}>")
     rows = partition(wl, n_stages).chunks
     keeps = {int(k): v for k, v in config.get("split_backward_keeps", {}).items()}
+    wts = {int(k): v for k, v in config.get("weight_transients", {}).items()}
     return fit_memory(_per_action(config), layers, {0}, ALL_SHAPES[shape].pp_comm, rows,
-                      split_keeps=keeps)
+                      split_keeps=keeps, w_transients=wts)
 
 
 def runtime_of_traces(results: dict, shape: str, on: str) -> dict:

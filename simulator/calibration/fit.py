@@ -53,7 +53,7 @@ from ..system.overlay import _merge
 from ..workload.model import Workload
 from ..workload.parser import load_workload
 from ..workload.partition import partition
-from .forward_ops import split_backward_keeps
+from .forward_ops import split_backward_keeps, weight_transients
 from .memory_fit import fit_memory
 from .memory_retention import read_retention
 from .memory_trace import read_memory
@@ -622,18 +622,21 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
     chunks = partition(wl, cal.pp * cal.vpp).chunks
     layers = {s: len(c) for s, c in enumerate(chunks)}
     keeps: dict[int, int] = {}
+    wts: dict[int, int] = {}
     try:     # the forward's operators (record_shapes): what a split backward would keep
         for r, f in enumerate(files):
             keeps.update(split_backward_keeps(f, ranks[r].rank, label_pattern=label_pattern))
+            wts.update(weight_transients(f, ranks[r].rank, label_pattern=label_pattern))
     except TraceError:
-        keeps = {}
+        keeps, wts = {}, {}
     if not keeps and not any(k == "I" for _, k in merged):
         cal.warnings.append(
             "the traces record no operator shapes and no split backward: what an I keeps "
             "until its W is not calibrated (record with torch.profiler.profile(..., "
             "record_shapes=True))")
     cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm, chunks,
-                            wl.header.grad_bytes_per_param, split_keeps=keeps)
+                            wl.header.grad_bytes_per_param, split_keeps=keeps,
+                            w_transients=wts)
     cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
     fit_retention(cal, files, wl.header.pp_comm, label_pattern)
 

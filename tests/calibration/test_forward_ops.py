@@ -4,7 +4,8 @@ transformer layer's shape (workload/activations.py)."""
 
 from __future__ import annotations
 
-from simulator.calibration.forward_ops import weight_gradient_bytes, weight_output_elements
+from simulator.calibration.forward_ops import weight_gradient_bytes, weight_gradient_transient, \
+    weight_output_elements
 from simulator.workload.activations import transformer_split_backward_bytes
 
 
@@ -61,3 +62,9 @@ def test_a_grouped_query_layer_by_its_operators_equals_the_shape_rule():
     assert weight_gradient_bytes(ops) == 1310720
     assert transformer_split_backward_bytes(128, 1, 256, qkv=512, up=1024, tp=1,
                                             sequence_parallel=False, dtype_bytes=4) == 1310720
+
+
+def test_a_w_needs_its_widest_weight_gradient_for_a_moment():
+    # fc1's weight 256 x 64 and bias 256, fc2's 64 x 256 and 64: the wider, 16,640 x 4 B
+    assert weight_gradient_transient(_mlp_block(0.0, 32, 64)) == 66560
+    assert weight_gradient_transient(_mlp_block(0.0, 32, 64, "c10::BFloat16")) == 33280

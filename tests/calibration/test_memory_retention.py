@@ -103,9 +103,12 @@ def test_calibrate_writes_the_retention_it_found(calibrations, capsys):
 def test_a_class_without_a_split_backward_calibrates_what_i_keeps_from_its_operators(
         calibrations):
     for cls in RUNS:
+        acts = calibrations[cls]["memory"]["actions"]["*"]
         # the 6·h per row the ZBV trace's own I keeps (test_memory_calibration.FITTED)
-        assert calibrations[cls]["memory"]["actions"]["*"]["I"] == \
-            {"keeps": {"per_layer": 6 * 64 * 32 * 4, "fixed": -A}, "transient": 0}
+        assert acts["I"] == {"keeps": {"per_layer": 6 * 64 * 32 * 4, "fixed": -A},
+                             "transient": 0}
+        # a W's working memory: the widest weight's gradient, fc1's 256 x 64 + 256 bias, 4 B
+        assert acts["W"] == {"transient": (256 * 64 + 256) * 4}
 
 
 def _peaks(cal: dict, name: str) -> tuple[list[float], list[dict]]:
