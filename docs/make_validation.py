@@ -829,8 +829,13 @@ def memory_section() -> list[str]:
                      f"{bw['calibrated_on']}, predicted {bw['predicted']})")
         ranked = sum(g for g, _ in s["ranking"].values())
         pairs = sum(t for _, t in s["ranking"].values())
+        own = [r for r in s["rows"] if r["schedule"] == r["calibrated_on"]
+               and r["microbatches"] == 8]
+        own_worst = max(own, key=lambda r: max(map(abs, r["error_pct"])))
         out.append(line + f"; class pairs ranked by their largest rank as measured: "
-                   f"{ranked} of {pairs}.")
+                   f"{ranked} of {pairs}; each class against its own traces (M = 8): "
+                   f"largest |error| {max(map(abs, own_worst['error_pct'])):.2f} % "
+                   f"({own_worst['calibrated_on']}, {own_worst['shape']}).")
     out.append("")
     short = {"ScheduleGPipe": "GPipe", "Schedule1F1B": "1F1B",
              "ScheduleInterleaved1F1B": "I1F1B", "ScheduleLoopedBFS": "LBFS",
@@ -892,11 +897,19 @@ def shape_only_section() -> list[str]:
                 f"{min(ratio['I']):.2f}x-{max(ratio['I']):.2f}x and "
                 f"{min(ratio['W']):.2f}x-{max(ratio['W']):.2f}x of the count."]
     out.append("")
-    for shape, s in doc["summary"].items():
+    # the grouped-query case, run with the cross-validation (its harness run: return_outputs
+    # True)
+    gqa = sorted((REPO / "benchmarks" / "results").glob("memory-*-crossval/shape-only.json"))
+    extra = json.loads(gqa[-1].read_text()) if gqa else {"summary": {}, "rows": []}
+    for shape, s in {**doc["summary"], **extra["summary"]}.items():
         rank = ", ".join(f"M = {k[1:]}: {g}/{t}" for k, (g, t) in s["ranking"].items())
         above = 100.0 * (s["stash_measured_bytes"] / s["stash_counted_bytes"] - 1)
         what = ("dropout as `F.dropout` runs it on the CPU: a 4-byte scaled noise tensor "
                 "where Megatron's count has a 1-byte mask" if shape == "transformer" else
+                "grouped-query attention, 4 query heads and 2 K/V heads, each K/V head "
+                "repeated for its group before the scores (copies the count does not hold), "
+                f"1-byte masks; `pipesim generate --kv-heads 2`; "
+                f"`{gqa[-1].parent.relative_to(REPO)}`" if shape == "transformer-gqa" else
                 "dropout through `torch.native_dropout`: a 1-byte mask, as on CUDA")
         what += (f"; a layer's stash measured alone {s['stash_measured_bytes']:,} B, counted "
                  f"{s['stash_counted_bytes']:,} B ({above:+.1f} %)")
@@ -906,7 +919,7 @@ def shape_only_section() -> list[str]:
                    f"{rank}.")
     out += ["", "| shape | M | schedule | measured (KiB) | predicted (KiB) | error % |",
             "|---|---:|---|---|---|---|"]
-    for r in doc["rows"]:
+    for r in doc["rows"] + extra["rows"]:
         kib = " / ".join(f"{b / 1024:.0f}" for b in r["measured"])
         pkib = " / ".join(f"{b / 1024:.0f}" for b in r["predicted"])
         err = " / ".join(f"{e:+.1f}" for e in r["error_pct"])
