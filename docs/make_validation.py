@@ -1067,47 +1067,76 @@ def _run_to_run(runs: list[tuple]) -> list[str]:
 
 
 def memory_section() -> list[str]:
-    """Per-rank peak memory against torch's allocator: the newest memory harness run's
-    prediction (benchmarks/memory/predict.py), from committed data only."""
+    """Per-rank peak memory against torch's allocator: the newest cross-validation of the memory
+    calibration (benchmarks/memory/crossval.py), from committed data only."""
     import json
 
-    runs = sorted((REPO / "benchmarks" / "results").glob("memory-*/prediction.json"))
+    runs = sorted((REPO / "benchmarks" / "results").glob("memory-*-crossval/crossval.json"))
     if not runs:
         return []
     doc = json.loads(runs[-1].read_text())
-    s = doc["summary"]
-    rows = doc["rows"]
-    results = json.loads((runs[-1].parent / "results.json").read_text())
-    before = [abs(r["pipesim_error_pct"]) for c in results.values() for r in c["ranks"]
-              if r.get("pipesim_error_pct") is not None]
-    ranking = ", ".join(f"{k}: {g}/{t}" for k, (g, t) in s["ranking"].items())
+    before_path = runs[-1].parent / "crossval-before.json"
+    before = json.loads(before_path.read_text()) if before_path.is_file() else {}
     rel = runs[-1].parent.relative_to(REPO)
     out = ["## Memory: per-rank peak against torch's allocator", "",
-           f"torch 2.13 (CPU, gloo, P = 4), 16 pre-LN MLP blocks, the 7 torch classes and pipesim "
-           f"CSV schedules on torch's runtime, M = 8 and 12, each rank's peak from the profiler's "
-           f"memory events (`{rel}`, `benchmarks/memory/`). pipesim is calibrated on "
-           "ScheduleZBVZeroBubble's traces (M = 8) of each shape and predicts every other class "
-           "and M; the training data handed to the first stage is left out on both sides.", "",
-           f"- **{s['within_5pct']} of {s['ranks_predicted']}** predicted ranks within ±5 % "
-           f"(largest |error| {s['max_abs_error_pct']:.2f} %, median "
-           f"{s['median_abs_error_pct']:.2f} %); before this model, given the exact stash and "
-           f"parameters, {sum(e <= 5 for e in before)} of {len(before)} ranks were within 5 % "
-           f"(largest |error| {max(before):.0f} %).",
-           f"- Classes ranked by their largest rank's peak (pairs measured more than 1 % apart): "
-           f"{ranking}.",
-           *_sized_shapes(rows), "",
-           "| shape | M | schedule | measured (KiB) | predicted (KiB) | error % |",
-           "|---|---:|---|---|---|---|"]
-    for r in rows:
-        if not r["predicted"]:
+           "torch 2.13 (CPU, gloo, P = 4), the 7 torch classes, M = 8 and 12, each rank's peak "
+           "from the profiler's memory events (`benchmarks/memory/`); the model shapes: 16 "
+           "pre-LN MLP blocks (`uniform`, `h128`, `heavy-last`, `heavy-first`) and 16 "
+           "pre-LN GPT layers with grouped-query attention (`transformer-gqa`: h = 256, 4 "
+           "query heads, 2 K/V heads, s = 128, MLP 4h, 1-byte dropout masks). Calibrated on "
+           "one class's traces (M = 8) of a shape as `pipesim calibrate --memory` fits them "
+           "(the memory section; the runtime's retention the traces show; where the class "
+           "has no split backward, what an I keeps until its W from the forward's recorded "
+           "operators), every class of that shape is predicted at both M; the training data "
+           "handed to the first stage is left out on both sides. `return_outputs` is the "
+           "training loop's choice: calibrated and predicted with the same value, a table "
+           f"for each (`{rel}`, `python -m benchmarks.memory.crossval`).", ""]
+    for key in ("true", "false"):
+        s = doc.get(key)
+        if not s:
             continue
-        kib = " / ".join(f"{b / 1024:.0f}" for b in r["measured"])
-        pkib = " / ".join(f"{b / 1024:.0f}" for b in r["predicted"])
-        err = " / ".join(f"{e:+.1f}" for e in r["error_pct"])
-        tag = " (calibrated on)" if r["calibrated_on"] else ""
-        out.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']}{tag} | {kib} | "
-                   f"{pkib} | {err} |")
-    return out + [""] + shape_only_section()
+        w = s["worst_cell"]
+        line = (f"- **return_outputs={key.capitalize()}**: {s['pairs_within']} of "
+                f"{s['pairs']} (calibrated on, predicted) pairs within ±{s['tolerance_pct']:g} % "
+                f"on every rank, shape and M; worst cell {w['abs_error_pct']:.1f} % "
+                f"(calibrated on {w['calibrated_on']}, predicted {w['predicted']})")
+        b = before.get(key)
+        if b:
+            bw = b["worst_cell"]
+            line += (f"; before the retention and operator rules {b['pairs_within']} of "
+                     f"{b['pairs']}, worst {bw['abs_error_pct']:.1f} % (calibrated on "
+                     f"{bw['calibrated_on']}, predicted {bw['predicted']})")
+        ranked = sum(g for g, _ in s["ranking"].values())
+        pairs = sum(t for _, t in s["ranking"].values())
+        own = [r for r in s["rows"] if r["schedule"] == r["calibrated_on"]
+               and r["microbatches"] == 8]
+        own_worst = max(own, key=lambda r: max(map(abs, r["error_pct"])))
+        out.append(line + f"; class pairs ranked by their largest rank as measured: "
+                   f"{ranked} of {pairs}; each class against its own traces (M = 8): "
+                   f"largest |error| {max(map(abs, own_worst['error_pct'])):.2f} % "
+                   f"({own_worst['calibrated_on']}, {own_worst['shape']}).")
+    out.append("")
+    short = {"ScheduleGPipe": "GPipe", "Schedule1F1B": "1F1B",
+             "ScheduleInterleaved1F1B": "I1F1B", "ScheduleLoopedBFS": "LBFS",
+             "ScheduleInterleavedZeroBubble": "IZB", "ScheduleZBVZeroBubble": "ZBV",
+             "ScheduleDualPipeV": "DPV"}
+    classes = list(short)
+    for key in ("true", "false"):
+        s = doc.get(key)
+        if not s:
+            continue
+        out += [f"Worst |error| % per pair, return_outputs={key.capitalize()} (row: calibrated "
+                "on; column: predicted; ranked: class pairs ranked as measured, pairs measured "
+                "within 1 % left out):", "",
+                "| calibrated on | " + " | ".join(short[c] for c in classes) + " | ranked |",
+                "|---|" + "---:|" * len(classes) + "---:|"]
+        for on in classes:
+            vals = [s["cells"].get(f"{on}|{c}") for c in classes]
+            g, t = s["ranking"].get(on, (0, 0))
+            out.append(f"| {short[on]} | " + " | ".join(
+                "–" if v is None else f"{v:.1f}" for v in vals) + f" | {g}/{t} |")
+        out.append("")
+    return out + shape_only_section()
 
 
 def shape_only_section() -> list[str]:
@@ -1147,11 +1176,19 @@ def shape_only_section() -> list[str]:
                 f"{min(ratio['I']):.2f}x-{max(ratio['I']):.2f}x and "
                 f"{min(ratio['W']):.2f}x-{max(ratio['W']):.2f}x of the count."]
     out.append("")
-    for shape, s in doc["summary"].items():
+    # the grouped-query case, run with the cross-validation (its harness run: return_outputs
+    # True)
+    gqa = sorted((REPO / "benchmarks" / "results").glob("memory-*-crossval/shape-only.json"))
+    extra = json.loads(gqa[-1].read_text()) if gqa else {"summary": {}, "rows": []}
+    for shape, s in {**doc["summary"], **extra["summary"]}.items():
         rank = ", ".join(f"M = {k[1:]}: {g}/{t}" for k, (g, t) in s["ranking"].items())
         above = 100.0 * (s["stash_measured_bytes"] / s["stash_counted_bytes"] - 1)
         what = ("dropout as `F.dropout` runs it on the CPU: a 4-byte scaled noise tensor "
                 "where Megatron's count has a 1-byte mask" if shape == "transformer" else
+                "grouped-query attention, 4 query heads and 2 K/V heads, each K/V head "
+                "repeated for its group before the scores (copies the count does not hold), "
+                f"1-byte masks; `pipesim generate --kv-heads 2`; "
+                f"`{gqa[-1].parent.relative_to(REPO)}`" if shape == "transformer-gqa" else
                 "dropout through `torch.native_dropout`: a 1-byte mask, as on CUDA")
         what += (f"; a layer's stash measured alone {s['stash_measured_bytes']:,} B, counted "
                  f"{s['stash_counted_bytes']:,} B ({above:+.1f} %)")
@@ -1161,33 +1198,13 @@ def shape_only_section() -> list[str]:
                    f"{rank}.")
     out += ["", "| shape | M | schedule | measured (KiB) | predicted (KiB) | error % |",
             "|---|---:|---|---|---|---|"]
-    for r in doc["rows"]:
+    for r in doc["rows"] + extra["rows"]:
         kib = " / ".join(f"{b / 1024:.0f}" for b in r["measured"])
         pkib = " / ".join(f"{b / 1024:.0f}" for b in r["predicted"])
         err = " / ".join(f"{e:+.1f}" for e in r["error_pct"])
         out.append(f"| {r['shape']} | {r['microbatches']} | {r['schedule']} | {kib} | {pkib} "
                    f"| {err} |")
     return out + [""]
-
-
-def _sized_shapes(rows: list[dict]) -> list[str]:
-    """A line per shape whose blocks differ in size (heavy-last, heavy-first): how it is
-    predicted and how close."""
-    out = []
-    for shape, quarter in (("heavy-last", "last"), ("heavy-first", "first")):
-        errs = [abs(e) for r in rows if r["shape"] == shape and r["error_pct"]
-                and not r["calibrated_on"] for e in r["error_pct"]]
-        if not errs:
-            out.append(f"- Not predicted: the {shape} shape.")
-            continue
-        out.append(f"- {shape} (the {quarter} quarter of the blocks with an MLP of 8h: rows "
-                   "of two sizes): each row's parameters in the workload, and the fit on that "
-                   "shape's own ZBV traces (stages of both sizes) gives bytes per parameter of "
-                   "a stage's rows (stash, an I's kept gradients) and of its largest row "
-                   "(transients; a full backward's takes the W's rate): "
-                   f"{sum(e <= 5 for e in errs)} of {len(errs)} ranks within ±5 % (largest "
-                   f"|error| {max(errs):.2f} %).")
-    return out
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
 from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings,
+                        retention_warnings,
                         check_schedule_size, check_sizes, counted_actions, header_for_run,
                         memory_warnings)
 from .result import ScheduleRun, SimulationResult
@@ -259,6 +260,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                 opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
                                 plan.workload, plan.notes)
     warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
+    warnings += retention_warnings(sysconf, sched.name, runtime.program.p2p)
     if opts.strict:
         enforce_strict(warnings)
     program = runtime.program

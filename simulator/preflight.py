@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .diagnostics import RunWarning
 from .errors import ConfigError
-from .schedules.registry import ScheduleSpec
+from .schedules.registry import ScheduleSpec, torch_class_of
 from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
 from .system.topology import LinkModel
@@ -553,6 +553,34 @@ def _grad_bytes_rule(cfg, header_value: int) -> str:
 
 
 _RUNTIME_NAME = {"torch-single": "single-stage", "torch-multi": "multi-stage"}
+
+
+_RETENTION_RULE = {"kept_outputs": "the last stage keeps its outputs to the step's end "
+                                   "(torch's return_outputs=True default)",
+                   "sends_held": "torch 2.13's rule for this runtime and schedule",
+                   "recv_buffers": "one receive buffer per microbatch for each input and "
+                                   "gradient from another rank, kept across steps"}
+
+
+def retention_warnings(system, schedule_name: str, p2p: str) -> list[RunWarning]:
+    """On torch's runtimes: which retention values the memory took (runtime.kept_outputs,
+    sends_held, recv_buffers), each set by the system (a calibration writes what its traces
+    show) or, for ``auto``, by torch 2.13's rule, which changes the peaks."""
+    if p2p not in _RUNTIME_NAME:
+        return []
+    rt = for_runtime(system, p2p).runtime
+    used = dict(zip(("sends_held", "recv_buffers", "kept_outputs"),
+                    rt.retention(p2p, torch_class_of(schedule_name))[:3]))
+    auto = [k for k in ("kept_outputs", "sends_held", "recv_buffers") if getattr(rt, k) == "auto"]
+    if not auto:
+        return []
+    parts = [f"{k} {used[k]} (" + (f"auto: {_RETENTION_RULE[k]}" if k in auto else "given")
+             + ")" for k in ("kept_outputs", "sends_held", "recv_buffers")]
+    return [RunWarning(
+        "retention_assumed",
+        f"memory on torch's {_RUNTIME_NAME[p2p]} runtime: " + ", ".join(parts),
+        "runtime.kept_outputs / sends_held / recv_buffers in --system (pipesim calibrate "
+        "--memory finds them in profiler traces)")]
 
 
 def calibration_warnings(system, schedule_name: str, p2p: str) -> list[RunWarning]:

@@ -28,6 +28,7 @@ class Shape:
     heads: int = 0                 # > 0: transformer layers with this many attention heads
     seq: int = 0                   # a transformer's sequence length (rows = seq x batch)
     bool_masks: bool = False       # dropout through torch.native_dropout: 1-byte masks
+    kv_heads: int = 0              # > 0: grouped-query attention with this many K/V heads
 
     @property
     def batch(self) -> int:
@@ -39,12 +40,23 @@ class Shape:
         """Bytes of one activation (or its gradient) sent between two stages."""
         return self.rows * self.hidden * BYTES_PER_ELEMENT
 
+    @property
+    def qkv(self) -> int:
+        """Outputs of a transformer layer's fused QKV: h for Q, one head's width for each K
+        and V head."""
+        kv = self.kv_heads or self.heads
+        return self.hidden + 2 * kv * (self.hidden // self.heads)
+
     def params(self, block: int) -> int:
         """Parameters of one block: LayerNorm (2h), fc1 (h·f + f), fc2 (f·h + h); a
-        transformer layer adds a LayerNorm (2h), QKV (3h² + 3h) and the projection (h² + h)."""
+        transformer layer adds a LayerNorm (2h), QKV (h·q + q, q = ``qkv``) and the projection
+        (h² + h)."""
         h, f = self.hidden, self.hidden * self.ffn[block]
         mlp = 2 * h + h * f + f + f * h + h
-        return mlp + (2 * h + 3 * h * h + 3 * h + h * h + h if self.heads else 0)
+        if not self.heads:
+            return mlp
+        q = self.qkv
+        return mlp + 2 * h + h * q + q + h * h + h
 
     def blocks_of_stage(self, stage: int, n_stages: int) -> range:
         per = LAYERS // n_stages
@@ -71,6 +83,7 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
 # Megatron-style pre-LN GPT layers (no embedding or LM head: float input, mean-squared loss),
 # predicted from their shape alone (benchmarks/memory/shape_only.py)
 TRANSFORMER_SEQ, TRANSFORMER_BATCH, TRANSFORMER_HEADS, DROPOUT = 128, 1, 4, 0.1
+TRANSFORMER_KV_HEADS = 2
 TRANSFORMERS: dict[str, Shape] = {s.name: s for s in (
     Shape("transformer", f"16 pre-LN GPT layers, hidden 256, {TRANSFORMER_HEADS} heads, "
           f"s = {TRANSFORMER_SEQ}, b = {TRANSFORMER_BATCH}, MLP 4h, dropout {DROPOUT}", 256,
@@ -81,6 +94,12 @@ TRANSFORMERS: dict[str, Shape] = {s.name: s for s in (
     Shape("transformer-bool-masks", "as transformer, dropout through torch.native_dropout "
           "(1-byte masks, as on CUDA)", 256, TRANSFORMER_SEQ * TRANSFORMER_BATCH, (4,) * LAYERS,
           TRANSFORMER_HEADS, TRANSFORMER_SEQ, bool_masks=True),
+    # grouped-query attention (2 K/V heads for 4 query heads, each K/V head repeated for its
+    # group's query heads before the scores), 1-byte dropout masks
+    Shape("transformer-gqa", f"as transformer-bool-masks, grouped-query attention: "
+          f"{TRANSFORMER_HEADS} query heads, {TRANSFORMER_KV_HEADS} K/V heads", 256,
+          TRANSFORMER_SEQ * TRANSFORMER_BATCH, (4,) * LAYERS, TRANSFORMER_HEADS,
+          TRANSFORMER_SEQ, bool_masks=True, kv_heads=TRANSFORMER_KV_HEADS),
 )}
 ALL_SHAPES: dict[str, Shape] = {**SHAPES, **TRANSFORMERS}
 

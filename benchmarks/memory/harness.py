@@ -51,14 +51,14 @@ def configs(out: Path, schedules: list[str], shapes: list[str], mbs: list[int]) 
 
 
 def run_live(out: Path, cfgs: list[dict], *, warmup: int, iterations: int, timeout_s: int,
-             verbose: bool) -> dict[str, list[dict]]:
+             verbose: bool, return_outputs: bool = True) -> dict[str, list[dict]]:
     """Spawn the P rank processes; return {key: [per-rank info]}."""
     import torch.multiprocessing as mp
 
     from .live import worker
 
     plan = {"out": str(out), "configs": cfgs, "warmup": warmup, "iterations": iterations,
-            "timeout_s": timeout_s, "verbose": verbose}
+            "timeout_s": timeout_s, "verbose": verbose, "return_outputs": return_outputs}
     mp.spawn(worker, args=(P, _free_port(), plan), nprocs=P, join=True)
     per_rank = [json.loads((out / f"rank{r}.info.json").read_text()) for r in range(P)]
     for r in range(P):
@@ -95,7 +95,10 @@ def predict(shape: str, m: int, sched: str, blocks: list[dict]) -> list[float] |
 
 
 def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dict]]) -> dict:
+    from simulator.calibration.forward_ops import split_backward_keeps, weight_transients
+    from simulator.calibration.memory_retention import read_retention
     from simulator.calibration.memory_trace import read_memory
+    from simulator.calibration.traces import TraceError, read_rank
 
     results = {}
     for key, ranks in merged.items():
@@ -105,8 +108,13 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
         row = {"shape": shape, "microbatches": m, "schedule": sched,
                "pipesim_schedule": SCHEDULES[sched].pipesim, "vpp": SCHEDULES[sched].vpp,
                "ranks": []}
+        paths = [out / info["trace"] for info in ranks]
+        datas = [json.loads(path.read_text()) for path in paths]
+        rts = [read_rank(path, d, rank=r, label_pattern=label)
+               for r, (path, d) in enumerate(zip(paths, datas))]
         for r, info in enumerate(ranks):
-            mem = read_memory(out / info["trace"], label_pattern=label)
+            mem = read_memory(paths[r], datas[r], rank=r, label_pattern=label,
+                              rank_trace=rts[r])
             peak = mem.peak_bytes
             row["ranks"].append({
                 "rank": r, "stages": info["stages"], "weight_bytes": info["weight_bytes"],
@@ -115,6 +123,21 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
                 "non_weight_peak_bytes": peak - info["weight_bytes"] - info["data_bytes"],
                 "static_bytes": mem.static_bytes,
                 "per_action": {f"{s}{k}": v for (s, k), v in mem.per_action().items()}})
+        ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label,
+                             datas=datas, rank_traces=rts)
+        row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
+                            "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
+        try:    # traces recorded with record_shapes: the forward's operators
+            keeps, wts = {}, {}
+            for r, path in enumerate(paths):
+                keeps.update(split_backward_keeps(path, r, label_pattern=label,
+                                                  data=datas[r], rank_trace=rts[r]))
+                wts.update(weight_transients(path, r, label_pattern=label, data=datas[r],
+                                             rank_trace=rts[r]))
+            row["split_backward_keeps"] = {str(k): v for k, v in sorted(keeps.items())}
+            row["weight_transients"] = {str(k): v for k, v in sorted(wts.items())}
+        except TraceError:
+            pass
         pred = predict(shape, m, sched, blocks[shape])
         if pred is not None:
             for rr, p in zip(row["ranks"], pred):
@@ -172,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1, help="profiled, unlabelled steps first")
     ap.add_argument("--iterations", type=int, default=2, help="labelled steps (ITER<k>)")
     ap.add_argument("--timeout", type=int, default=300, help="gloo timeout, seconds")
+    ap.add_argument("--return-outputs", default="true", choices=("true", "false"),
+                    help="what each step() is given: whether the last stage keeps its outputs "
+                         "to return them (torch's default: true)")
     ap.add_argument("--keep-traces", action="store_true")
     ap.add_argument("--reanalyse", action="store_true",
                     help="redo the analysis from DIR's raw.json and traces (no torch run)")
@@ -197,11 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         cfgs = configs(out, schedules, shapes, mbs)
         blocks = measure_blocks(shapes)
+        ro = a.return_outputs == "true"
         merged = run_live(out, cfgs, warmup=a.warmup, iterations=a.iterations,
-                          timeout_s=a.timeout, verbose=not a.quiet)
+                          timeout_s=a.timeout, verbose=not a.quiet, return_outputs=ro)
         import torch
         (out / "raw.json").write_text(json.dumps(
             {"ranks": merged, "blocks": blocks, "torch": torch.__version__,
+             "return_outputs": ro,
              "warmup": a.warmup, "iterations": a.iterations,
              "load_average": os.getloadavg()}, indent=1))
     results = analyse(out, merged, blocks)

@@ -5,7 +5,7 @@ before the model, the data and the schedule exist, so the allocator's ``Total Al
 the trace is this configuration's own absolute count (the CPU allocator's counter only counts
 what was allocated while a profiler ran; everything of the previous configuration is freed and
 collected before the next starts). A training step is ``schedule.step`` (default
-``return_outputs=True``), ``optimizer.step()`` (SGD, no state) and ``zero_grad()`` (grads set to
+``return_outputs=True``, or what ``--return-outputs`` says), ``optimizer.step()`` (SGD, no state) and ``zero_grad()`` (grads set to
 None), inside ``record_function("ITER<k>")`` after a barrier; ``--warmup`` steps before them are
 profiled but unlabelled (the first step also infers shapes and allocates torch's receive
 buffers).
@@ -53,13 +53,14 @@ class TransformerLayer(nn.Module):
     output, Q, K, V, each linear's input, the GeLU's input."""
 
     def __init__(self, hidden: int, inner: int, heads: int, causal: torch.Tensor,
-                 bool_masks: bool = False, flash: bool = False) -> None:
+                 bool_masks: bool = False, flash: bool = False, kv_heads: int = 0) -> None:
         super().__init__()
         self.heads = heads
+        self.kv_heads = kv_heads or heads
         self.bool_masks = bool_masks
         self.flash = flash    # attention by F.scaled_dot_product_attention: no scores kept
         self.ln1 = nn.LayerNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.qkv = nn.Linear(hidden, hidden + 2 * self.kv_heads * (hidden // heads))
         self.proj = nn.Linear(hidden, hidden)
         self.ln2 = nn.LayerNorm(hidden)
         self.fc1 = nn.Linear(hidden, inner)
@@ -68,8 +69,14 @@ class TransformerLayer(nn.Module):
 
     def forward(self, x):
         b, s, h = x.shape
-        a, d = self.heads, h // self.heads
-        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, a, d).permute(2, 0, 3, 1, 4)
+        a, d, kv = self.heads, h // self.heads, self.kv_heads
+        if kv == a:
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, a, d).permute(2, 0, 3, 1, 4)
+        else:   # grouped-query: each K/V head repeated for its group's query heads
+            q, k, v = self.qkv(self.ln1(x)).split([h, kv * d, kv * d], dim=-1)
+            q = q.reshape(b, s, a, d).transpose(1, 2)
+            k = k.reshape(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
+            v = v.reshape(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
         if self.flash:    # a fused kernel, no attention dropout (as with flash attention)
             ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -94,7 +101,8 @@ def make_layer(shape: Shape, block: int, causal: torch.Tensor | None = None) -> 
         return Block(shape.hidden, inner)
     if causal is None:
         causal = torch.ones(shape.seq, shape.seq, dtype=torch.bool).triu(1)
-    return TransformerLayer(shape.hidden, inner, shape.heads, causal, shape.bool_masks)
+    return TransformerLayer(shape.hidden, inner, shape.heads, causal, shape.bool_masks,
+                            kv_heads=shape.kv_heads)
 
 
 def build_chunk(shape: Shape, stage: int, n_stages: int, seed: int = 0) -> nn.Module:
@@ -116,13 +124,16 @@ def _loss(out, target):
 
 
 def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: int, *,
-               csv_path: str | None, warmup: int, iterations: int, trace_path: Path) -> dict:
+               csv_path: str | None, warmup: int, iterations: int, trace_path: Path,
+               return_outputs: bool = True) -> dict:
     """One configuration under its own memory profiler; returns what this rank holds."""
     from torch.distributed import pipelining as pl
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
     gc.collect()
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    # record_shapes: the forward's operators with their input shapes, which the calibration
+    # reads for what a split backward keeps (simulator.calibration.forward_ops)
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True)
     prof.__enter__()
     try:
         n_stages = world * sched.vpp
@@ -151,7 +162,7 @@ def run_config(rank: int, world: int, sched: Sched, shape: Shape, microbatches: 
 
         def one_step() -> None:
             args = (x,) if has_first else ()
-            schedule.step(*args, target=target)
+            schedule.step(*args, target=target, return_outputs=return_outputs)
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -193,7 +204,8 @@ def worker(rank: int, world: int, port: int, plan: dict) -> None:
             info = run_config(rank, world, SCHEDULES[cfg["schedule"]], ALL_SHAPES[cfg["shape"]],
                               cfg["microbatches"], csv_path=cfg.get("csv"),
                               warmup=plan["warmup"], iterations=plan["iterations"],
-                              trace_path=trace)
+                              trace_path=trace,
+                              return_outputs=plan.get("return_outputs", True))
             results[key] = {**info, "trace": str(trace.relative_to(out)),
                             "wall_s": time.perf_counter() - t}
             if rank == 0 and plan.get("verbose"):

@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.memory.cases import LAYERS, P, SCHEDULES, SHAPES, pipesim_schedule, \
-    workload_text  # noqa: E402
+from benchmarks.memory.cases import ALL_SHAPES, LAYERS, P, SCHEDULES, SHAPES, \
+    pipesim_schedule, workload_text  # noqa: E402
 from simulator import simulate  # noqa: E402
 from simulator.calibration.memory_fit import fit_memory  # noqa: E402
 from simulator.system.config import system_from_dict  # noqa: E402
@@ -54,18 +54,37 @@ def calibration(results: dict, shape: str, on: str) -> dict:
     sched = SCHEDULES[on]
     n_stages = P * sched.vpp
     layers = {s: LAYERS // n_stages for s in range(n_stages)}
-    wl = parse_workload_text(workload_text(SHAPES[shape], 8), f"<{shape}>")
+    wl = parse_workload_text(workload_text(ALL_SHAPES[shape], 8), f"<{shape}>")
     rows = partition(wl, n_stages).chunks
-    return fit_memory(_per_action(config), layers, {0}, SHAPES[shape].pp_comm, rows)
+    keeps = {int(k): v for k, v in config.get("split_backward_keeps", {}).items()}
+    wts = {int(k): v for k, v in config.get("weight_transients", {}).items()}
+    return fit_memory(_per_action(config), layers, {0}, ALL_SHAPES[shape].pp_comm, rows,
+                      split_keeps=keeps, w_transients=wts)
 
 
-def predict(results: dict, shape: str, m: int, name: str, memory: dict) -> list[float]:
+def runtime_of_traces(results: dict, shape: str, on: str) -> dict:
+    """The ``runtime:`` retention keys class ``on``'s traces (M = 8) show, as ``pipesim
+    calibrate`` writes them (simulator.calibration.fit.retention_section); {} where the run
+    recorded none."""
+    from simulator.calibration.fit import retention_section, runtime_of
+    found = results[f"{shape}/m8/{on}"].get("retention")
+    if not found:
+        return {}
+    name = SCHEDULES[on].pipesim
+    return retention_section(found, runtime_of(name), name)
+
+
+def predict(results: dict, shape: str, m: int, name: str, memory: dict,
+            runtime: dict | None = None) -> list[float]:
+    """Per-rank peaks of class ``name`` at M = ``m`` with the fitted ``memory`` section and
+    the ``runtime`` retention keys (``kept_outputs``, ``sends_held``, ``recv_buffers``)."""
     s = SCHEDULES[name]
-    sh = SHAPES[shape]
+    sh = ALL_SHAPES[shape]
     wl = parse_workload_text(workload_text(sh, m), f"<{shape}>")
     params = {"params_per_layer": sh.params(0)} if len(set(sh.ffn)) == 1 else {}
     system = system_from_dict({"memory": {**memory, "precision": "fp32", "optimizer": "sgd",
-                                          **params}}, "predict")
+                                          **params}, "runtime": dict(runtime or {})},
+                              "predict")
     r = simulate(wl, pipesim_schedule(s, m), system, pp=P, microbatches=m, p2p="torch")
     return [x["peak_memory_bytes"] for x in r.to_dict()["ranks"]]
 

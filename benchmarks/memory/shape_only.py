@@ -4,7 +4,7 @@ what the allocator measured.
     python -m benchmarks.memory.shape_only [--results DIR] [--markdown OUT.md] [--json OUT.json]
 
 The workload is what ``pipesim generate --model gpt --no-flash-attention --precision fp32``
-writes for the harness's transformer shape (``cases.TRANSFORMERS``), its transformer layer rows
+(with ``--kv-heads`` for a grouped-query shape) writes for the harness's transformer shape (``cases.TRANSFORMERS``), its transformer layer rows
 alone (the harness's model has no embedding or LM head): parameters from the rows'
 weight-gradient all-reduces (fp32 gradients, 4 B per parameter), the stash from the header's
 ``activation_bytes`` (Korthikanti et al.'s count in fp32, dropout masks 1 B an element).
@@ -43,7 +43,7 @@ TOLERANCE_PCT = 15.0
 
 def specs(shape: Shape, microbatches: int) -> tuple[ModelSpec, ParallelSpec]:
     model = ModelSpec("gpt", LAYERS, shape.hidden, shape.heads, shape.seq, shape.batch,
-                      ffn=shape.hidden * shape.ffn[0])
+                      ffn=shape.hidden * shape.ffn[0], kv_heads=shape.kv_heads or None)
     par = ParallelSpec(pp=P, ga=microbatches, flash_attention=False, precision="fp32")
     return model, par
 

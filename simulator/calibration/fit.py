@@ -52,7 +52,9 @@ from ..system.overlay import _merge
 from ..workload.model import Workload
 from ..workload.parser import load_workload
 from ..workload.partition import partition
+from .forward_ops import split_backward_keeps, weight_transients
 from .memory_fit import fit_memory
+from .memory_retention import read_retention
 from .memory_trace import read_memory
 from .traces import TraceError, TraceSet, read_traces, trace_files
 from .transfers import ExchangeMeasure, measured_exchange
@@ -109,6 +111,8 @@ class Calibration:
     timeline_actions: int = 0
     memory: dict | None = None         # the ``memory:`` section (memory_fit), from [memory] events
     memory_basis: str = ""             # "absolute" or "deltas" (memory_trace), per the traces
+    retention: dict = field(default_factory=dict)   # runtime retention keys the traces show
+    retention_found: list = field(default_factory=list)   # what was seen, one line per key
     other: "Calibration | None" = None  # the other torch runtime's fit (runtime_figures)
     exchange_measure: ExchangeMeasure | None = None   # multi-stage traces: measured, not fitted
     warnings: list = field(default_factory=list)
@@ -148,7 +152,21 @@ class Calibration:
             **({"runtimes": {c.p2p: c.runtime_figures()
                              for c in sorted((self, self.other), key=lambda c: c.p2p)}}
                if self.other is not None else {}),
-        }
+        } | {k: v for k, v in self._retention().items() if k != "runtimes"}
+
+    def _retention(self) -> dict:
+        """The retention keys found, each runtime's ``sends_held`` under its ``runtimes``."""
+        out: dict = {}
+        for c in (self, self.other):
+            if c is None:
+                continue
+            sec = retention_section(c.retention, c.p2p, c.schedule)
+            nested = sec.pop("runtimes", {})
+            for k, v in sec.items():
+                out.setdefault(k, v)
+            for rt, figs in nested.items():
+                out.setdefault("runtimes", {}).setdefault(rt, {}).update(figs)
+        return out
 
     def overheads(self) -> dict[str, float]:
         """Per kind: the fitted launch overhead plus the measured posting of the kind's
@@ -157,7 +175,10 @@ class Calibration:
 
     def to_dict(self) -> dict:
         """The calibration file's content (a fragment of a system file)."""
-        out = {"links": {"latency_ns": int(round(self.latency_ns))}, "runtime": self.runtime()}
+        runtime = self.runtime()
+        for rt, figs in self._retention().get("runtimes", {}).items():
+            runtime.setdefault("runtimes", {}).setdefault(rt, {}).update(figs)
+        out = {"links": {"latency_ns": int(round(self.latency_ns))}, "runtime": runtime}
         if self.memory:
             out["memory"] = self.memory
         return out
@@ -224,8 +245,27 @@ class Calibration:
             lines.append(f"memory ({self.memory_basis} allocator levels): stash "
                          + ("by F.keeps" if stash is None else f"{stash} B per layer") + "; "
                          + "; ".join(f"{k} {v}" for k, v in acts.items()))
+        lines += [f"runtime retention found: {line}" for line in self.retention_found]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def retention_section(found: dict, p2p: str, schedule: str = "") -> dict:
+    """The ``runtime:`` keys of what one runtime's traces showed (memory_retention): the last
+    stage's ``kept_outputs`` and the ``recv_buffers`` (the training loop's and torch's stage's,
+    the same on both runtimes) as they are; ``sends_held`` under ``runtimes.<p2p>`` (the other
+    runtime keeps its own rule). On the single-stage runtime, whose rule differs per schedule
+    (gpipe holds its sends to the step's end, 1f1b until sent), it is written only where it
+    contradicts the traced schedule's rule."""
+    from ..schedules.registry import torch_class_of
+    from ..system.runtime_profile import RuntimeProfile
+
+    out: dict = {k: found[k] for k in ("kept_outputs", "recv_buffers") if found.get(k)}
+    sends = found.get("sends_held")
+    if sends and (p2p == "torch-multi"
+                  or sends != RuntimeProfile().retention(p2p, torch_class_of(schedule))[0]):
+        out["runtimes"] = {p2p: {"sends_held": sends}}
+    return out
 
 
 def runtime_of(schedule: str) -> str:
@@ -582,7 +622,41 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
 
     chunks = partition(wl, cal.pp * cal.vpp).chunks
     layers = {s: len(c) for s, c in enumerate(chunks)}
+    keeps: dict[int, int] = {}
+    wts: dict[int, int] = {}
+    try:     # the forward's operators (record_shapes): what a split backward would keep
+        for r, f in enumerate(files):
+            keeps.update(split_backward_keeps(f, ranks[r].rank, label_pattern=label_pattern))
+            wts.update(weight_transients(f, ranks[r].rank, label_pattern=label_pattern))
+    except TraceError:
+        keeps, wts = {}, {}
+    if not keeps and not any(k == "I" for _, k in merged):
+        cal.warnings.append(
+            "the traces record no operator shapes and no split backward: what an I keeps "
+            "until its W is not calibrated (record with torch.profiler.profile(..., "
+            "record_shapes=True))")
     cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm, chunks,
-                            wl.header.grad_bytes_per_param)
+                            wl.header.grad_bytes_per_param, split_keeps=keeps,
+                            w_transients=wts)
     cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
+    fit_retention(cal, files, wl.header.pp_comm, label_pattern)
+
+
+def fit_retention(cal: Calibration, files: list, pp_comm: int, label_pattern) -> None:
+    """The runtime's retention the traces show (memory_retention) into ``cal``, and for what
+    they cannot show, the runtime's known rule, stated."""
+    from ..system.runtime_profile import RETENTION
+    found = read_retention(files, pp_comm, cal.microbatches, label_pattern=label_pattern)
+    cal.retention = {k: v for k, v in found._asdict().items() if k != "evidence" and v}
+    cal.retention_found = list(found.evidence)
+    other = "torch-multi" if cal.p2p == "torch-single" else "torch-single"
+    if cal.other is None:
+        rule = ("step_end (gpipe) and until_sent (1f1b)" if other == "torch-single"
+                else RETENTION[other][0])
+        cal.retention_found.append(
+            f"sends_held on torch's {'single' if other == 'torch-single' else 'multi'}-stage "
+            f"runtime: not in these traces; torch 2.13's rule: {rule}")
+    for key, rule in (("kept_outputs", "step_end"), ("recv_buffers", "per_microbatch")):
+        if key not in cal.retention:
+            cal.retention_found.append(f"{key}: not in these traces; torch 2.13's rule: {rule}")
 

@@ -31,15 +31,28 @@ from ..system.config import MemoryConfig
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                layers: dict[int, int], first_stages: set[int], pp_comm: int,
-               rows: list | None = None, grad_bytes_per_param: float = 0.0) -> dict:
+               rows: list | None = None, grad_bytes_per_param: float = 0.0,
+               split_keeps: dict[int, float] | None = None,
+               w_transients: dict[int, float] | None = None) -> dict:
     """The ``memory:`` fragment of a calibration from ``per_action[(stage, kind)] = (kept,
     transient above the action's start)``, ``layers[stage]`` (layers of its chunk) and the
     stages with no previous stage; ``rows`` (each stage's workload rows, optional) lets rows
     of different sizes be fitted per parameter, counted as the run counts them (the header's
-    ``grad_bytes_per_param``, else 2)."""
+    ``grad_bytes_per_param``, else 2). ``split_keeps[stage]``: what a split backward's I would
+    keep until its W, by the forward's operators (:mod:`.forward_ops`); used where the traced
+    class has no I (its input gradient, counted apart as held by its send, taken off; the I's
+    working memory unseen: 0); ``w_transients[stage]``: a W's working memory by them (its
+    widest weight's gradient), likewise where the class has no W."""
+    per_action, by_ops = with_split_keeps(per_action, first_stages, pp_comm, split_keeps)
+    if w_transients and not any(k == "W" and s not in first_stages for s, k in per_action):
+        per_action = {**per_action, **{(s, "W"): (0.0, float(t)) for s, t in
+                                       w_transients.items() if s not in first_stages and t}}
     params = _row_params(rows, grad_bytes_per_param)
+    # an I counted from the operators holds for a first stage's layers too (torch's first
+    # stage computes no I, so only a traced one is left out)
+    i_first = None if by_ops else False
     if params and len({p for ps in params.values() for p in ps}) > 1:
-        return _fit_sized(per_action, params, first_stages, pp_comm)
+        return _fit_sized(per_action, params, first_stages, pp_comm, i_first)
     def values(kind: str, first: bool | None = None):
         return [(s, kept, trans) for (s, k), (kept, trans) in sorted(per_action.items())
                 if k == kind and (first is None or (s in first_stages) == first)]
@@ -52,7 +65,7 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                                                          for s, kept, _ in forwards))
         actions["F"] = {"transient": round(median(max(0.0, t - kept)
                                                   for _, kept, t in forwards))}
-    inputs = [v for v in values("I", first=False) if v[1] > 0]
+    inputs = [v for v in values("I", first=i_first) if v[1] > 0]
     if inputs:
         actions["I"] = {
             "keeps": {"per_layer": round(median(kept / layers[s] for s, kept, _ in inputs)),
@@ -67,6 +80,23 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     if actions:
         out["actions"] = {"*": actions}
     return out
+
+
+def with_split_keeps(per_action: dict, first_stages: set[int], pp_comm: int,
+                     split_keeps: dict[int, float] | None) -> dict:
+    """(``per_action`` with an I per stage from ``split_keeps`` where it has none (a class
+    without a split backward): its level rises by the weights' output gradients (the last
+    one is the gradient it received, already in its buffer; the input gradient it makes in
+    its place is held by its send, which the fit takes off as ``fixed: -pp_comm``), and it
+    needs nothing above that, whether they were added)."""
+    if not split_keeps or any(k == "I" and s not in first_stages and v[0] > 0
+                              for (s, k), v in per_action.items()):
+        return per_action, False
+    out = dict(per_action)
+    for s, nbytes in split_keeps.items():
+        if nbytes > 0:
+            out[(s, "I")] = (float(nbytes), float(nbytes))
+    return out, True
 
 
 def _row_params(rows, grad_bytes_per_param: float) -> dict[int, list[float]]:
@@ -91,7 +121,7 @@ def _solve(points: list[tuple[float, float, float]]) -> tuple[float, float]:
 
 
 def _fit_sized(per_action, params: dict[int, list[float]], first_stages: set[int],
-               pp_comm: int) -> dict:
+               pp_comm: int, i_first: bool | None = False) -> dict:
     last = max(params)
 
     def groups(kind: str, first: bool | None, pick) -> list[tuple[int, float, float, float]]:
@@ -127,10 +157,11 @@ def _fit_sized(per_action, params: dict[int, list[float]], first_stages: set[int
     if any(k == "F" for _, k in per_action):
         actions["F"] = {"keeps": kept("F", None),
                         "transient": transient("F", None, lambda v: max(0.0, v[1] - v[0]))}
-    if any(k == "I" and s not in first_stages and v[0] > 0
+    if any(k == "I" and (i_first is None or s not in first_stages) and v[0] > 0
            for (s, k), v in per_action.items()):
-        actions["I"] = {"keeps": kept("I", False, -pp_comm),
-                        "transient": transient("I", False, lambda v: max(0.0, v[1] - v[0]))}
+        actions["I"] = {"keeps": kept("I", i_first, -pp_comm),
+                        "transient": transient("I", i_first,
+                                               lambda v: max(0.0, v[1] - v[0]))}
     w_slope = None
     if any(k == "W" and s not in first_stages for s, k in per_action):
         actions["W"] = {"transient": transient("W", False, lambda v: v[1])}

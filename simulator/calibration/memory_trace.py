@@ -111,9 +111,10 @@ def _events(path: Path, data: dict) -> list[tuple[int, int, int, int, int]]:
 
 def read_memory(path: str | PathLike, data: dict | None = None, *, rank: int | None = None,
                 label_pattern: str | re.Pattern | None = None,
-                device: str | None = None) -> RankMemory:
+                device: str | None = None, rank_trace=None) -> RankMemory:
     """One rank's memory from its trace; ``device`` ("cpu", "cuda:0") picks one device when
-    the trace holds events of several."""
+    the trace holds events of several; ``rank_trace``: its actions, already read
+    (traces.read_rank)."""
     p = Path(path)
     if data is None:
         data = _load_json(p)
@@ -163,7 +164,7 @@ def read_memory(path: str | PathLike, data: dict | None = None, *, rank: int | N
     def inside(s: int, e: int) -> tuple[int, int]:
         return bisect.bisect_left(times, s), bisect.bisect_right(times, e)
 
-    rt = read_rank(p, data, rank=rank, label_pattern=label_pattern)
+    rt = rank_trace or read_rank(p, data, rank=rank, label_pattern=label_pattern)
     actions: list[ActionMemory] = []
     step_peaks, step_starts, step_ends = [], [], []
     for k, it in enumerate(rt.iterations):

@@ -51,7 +51,7 @@ FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(("--ffn",), "ffn", "int",
               "FFN size (default 4h; SwiGLU models: 8h/3 rounded up to 256)."),
     ModelFlag(("--vocab",), "vocab", "int", "Vocabulary (default gpt 50257, else 32000)."),
-    ModelFlag(("--kv-heads",), "kv_heads", "int", "Key/value heads (GQA; llama/moe)."),
+    ModelFlag(("--kv-heads",), "kv_heads", "int", "Key/value heads (grouped-query attention)."),
     ModelFlag(("--experts",), "experts", "int", "Experts (moe; default 1)."),
     ModelFlag(("--topk",), "topk", "int", "Experts per token (moe; default 2)."),
     ModelFlag(("--seq",), "seq", "int", "Sequence length s (a launch file states its own)."),

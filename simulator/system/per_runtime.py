@@ -21,7 +21,8 @@ def for_runtime(system: SystemConfig, p2p: str) -> SystemConfig:
         return system
     rt = system.runtime
     changes: dict = {k: figs[k] for k in ("action_overhead_ns", "step_prologue_ns",
-                                         "step_epilogue_ns", "exchange_ns") if k in figs}
+                                         "step_epilogue_ns", "exchange_ns", "sends_held")
+               if k in figs}
     if "calibrated_on" in figs:
         changes["calibrated_on"] = {"schedule": figs["calibrated_on"], "p2p": p2p}
     links = system.links

@@ -33,8 +33,8 @@ before. Keys:
 - ``runtimes: {torch-single: {...}, torch-multi: {...}}``: figures of one of torch's runtimes
   that replace the ones above on a run of that runtime (:func:`per_runtime.for_runtime`):
   ``action_overhead_ns``, ``step_prologue_ns``, ``step_epilogue_ns``, ``exchange_ns``,
-  ``latency_ns`` (the links' one-way latency) and ``calibrated_on`` (the schedule whose traces
-  they were fitted on). ``pipesim calibrate`` writes them when given traces of both runtimes:
+  ``latency_ns`` (the links' one-way latency), ``calibrated_on`` (the schedule whose traces
+  they were fitted on) and ``sends_held`` (what that runtime's traces showed). ``pipesim calibrate`` writes them when given traces of both runtimes:
   the two exchange their tensors differently (docs/model.md, *The runtime model*), and one
   figure for both left 1F1B 17 % high at 1 ms per layer.
 
@@ -67,7 +67,7 @@ NO_RETENTION = ("none", "none", "none", "kept")
 TORCH_RUNTIMES = ("torch-single", "torch-multi")
 # what a ``runtimes.<runtime>`` mapping may set (see the module docstring)
 RUNTIME_FIGURES = ("action_overhead_ns", "step_prologue_ns", "step_epilogue_ns", "exchange_ns",
-                   "latency_ns", "calibrated_on")
+                   "latency_ns", "calibrated_on", "sends_held")
 
 
 def _zero_overheads() -> dict[str, float]:
@@ -203,6 +203,11 @@ def _runtimes(value: Any, where: str) -> dict:
             elif k == "calibrated_on":
                 if not isinstance(v, str) or not v:
                     raise ConfigError(f"{w}.{k}: expected a schedule name, found {v!r}")
+                got[k] = v
+            elif k in RETENTION_CHOICES:
+                if v not in RETENTION_CHOICES[k]:
+                    raise ConfigError(f"{w}.{k}: expected one of "
+                                      f"{', '.join(RETENTION_CHOICES[k])}, found {v!r}")
                 got[k] = v
             else:
                 got[k] = _number(v, f"{w}.{k}")

@@ -95,7 +95,7 @@ class ModelSpec:
 
     @property
     def kv(self) -> int:
-        return self.heads if self.kv_heads is None or self.arch == "gpt" else self.kv_heads
+        return self.heads if self.kv_heads is None else self.kv_heads
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ def test_a_calibration_applied_on_the_other_torch_runtime_is_a_warning(capsys, w
         calib.read_text()
     rc, out, _ = cli(capsys, "run", wl, "-s", "1f1b", "--calibration", calib, "--json", "-")
     got = [w for w in json.loads(out)["warnings"]
-           if w["code"] not in ("activation_assumed", "params_assumed", "memory_per_param_default")]
+           if w["code"] not in ("activation_assumed", "params_assumed", "memory_per_param_default",
+                                 "retention_assumed")]
     assert rc == 0 and got == [{
         "code": "calibration_other_runtime",
         "message": "the calibration was fitted on interleaved-1f1b (torch's multi-stage "
@@ -144,12 +145,12 @@ def test_a_calibration_applied_on_the_other_torch_runtime_is_a_warning(capsys, w
                    "over (at 1 ms per layer, calibrated on interleaved-1f1b, 1f1b came out 17 % "
                    "high: docs/validation.md)",
         "option": "--calibration from a gpipe or 1f1b run's traces"}]
-    # the fidelity workload gives no activation size nor gradient bytes: that is said, and
-    # nothing else
+    # the fidelity workload gives no activation size nor gradient bytes, and its traces no
+    # memory events (the runtime's retention is torch's rule): that is said, and nothing else
     rc, out, _ = cli(capsys, "run", wl, "-s", "zb-v", "--vpp", 2, "--calibration", calib,
                      "--json", "-")
     assert rc == 0 and [w["code"] for w in json.loads(out)["warnings"]] == [
-        "activation_assumed", "params_assumed", "memory_per_param_default"]
+        "activation_assumed", "params_assumed", "memory_per_param_default", "retention_assumed"]
     rc, out, _ = cli(capsys, "run", wl, "-s", "1f1b", "--calibration", calib, "--p2p",
                      "async", "--json", "-")     # not torch's runtime at all: nothing to say
     assert rc == 0 and [w["code"] for w in json.loads(out)["warnings"]] == ["activation_assumed"]
@@ -184,7 +185,8 @@ def test_one_class_per_torch_runtime(capsys, wl_dir, tmp_path):
         assert rc == 0 and round(doc["makespan_ns"] / 1e6, 3) == ms, sched
         # each runtime has figures fitted on it: no calibration_other_runtime warning
         assert [w["code"] for w in doc["warnings"]] == ["activation_assumed", "params_assumed",
-                                                        "memory_per_param_default"], sched
+                                                        "memory_per_param_default",
+                                                        "retention_assumed"], sched
     # what the fidelity tables combine from two classes' own calibrations is this same file
     import yaml
 

@@ -74,7 +74,7 @@ def test_1f1b_pays_the_single_stage_figures_and_zb_h1_the_others(tmp_path, capsy
      "expected torch-single or torch-multi"),
     ("{torch-single: {exchange: 1}}", "runtime.runtimes.torch-single: unknown key 'exchange'; "
      "expected one of: action_overhead_ns, step_prologue_ns, step_epilogue_ns, exchange_ns, "
-     "latency_ns, calibrated_on"),
+     "latency_ns, calibrated_on, sends_held"),
     ("{torch-multi: {latency_ns: -5}}", "runtime.runtimes.torch-multi.latency_ns: expected a "
      "number >= 0, found -5"),
     ("{torch-multi: {action_overhead_ns: {X: 1}}}", "runtime.runtimes.torch-multi."
