@@ -245,7 +245,11 @@ def run_option_values(launch: LaunchSettings) -> dict:
     """The RunOptions fields a launch sets when the command line leaves them at their default."""
     return {"schedule": launch.schedule, "pp": launch.pp, "vpp": launch.vpp,
             "microbatches": launch.microbatches, "recompute": launch.recompute,
-            "gpus": launch.tp * launch.pp * launch.dp}
+            "gpus": launch.tp * launch.pp * launch.dp,
+            # Megatron-LM's memory: --bf16 / --fp16 keep bf16 weights with fp32 main grads,
+            # fp32 otherwise; --use-distributed-optimizer shards the fp32 state over DP
+            "param_dtype": "bf16" if launch.precision in ("bf16", "fp16") else "fp32",
+            "distributed_optimizer": bool(launch.use_distributed_optimizer)}
 
 
 # -- the workload of a model input ---------------------------------------------------------------
@@ -322,6 +326,11 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
                 changes[key] = values[key]
         if opts.recompute == "file":
             changes["recompute"] = values["recompute"]
+        if opts.param_dtype is None and launch.source.startswith("--megatron-args"):
+            # a Megatron-LM launch states its weights' dtype and optimizer
+            changes["param_dtype"] = values["param_dtype"]
+            changes["distributed_optimizer"] = (opts.distributed_optimizer
+                                                or values["distributed_optimizer"])
         if schedule is None and opts.schedule is None:
             schedule = values["schedule"]
     else:

@@ -260,3 +260,29 @@ def test_a_sequence_longer_than_the_model_was_built_for_is_warned(hf_configs_dir
                  str(out)], capsys)[0] == 0
     assert f"--hf-config {cfg}: sequence length 2048 above the 1024 positions the model was " \
            "built for; priced as given" in [w["message"] for w in _json(out)["warnings"]]
+
+
+def test_a_megatron_launch_states_its_memory(tmp_path, capsys):
+    """--bf16 --use-distributed-optimizer: bf16 weights (2 B), fp32 main grads (4 B) and the
+    fp32 optimizer state and master copy (12 B) sharded over DP, as Megatron Core's
+    distributed-optimizer guide counts; no 16 B default, so no memory_per_param_default."""
+    args = tmp_path / "args.txt"
+    args.write_text(UNEVEN)
+    out = tmp_path / "r.json"
+    assert _run(["run", "--megatron-args", str(args), "--gpus", "16", "--engine", "evaluator",
+                 "--json", str(out)], capsys)[0] == 0
+    d = _json(out)
+    assert "memory_per_param_default" not in [w["code"] for w in d["warnings"]]
+    rank = d["ranks"][1]      # a middle rank: transformer layers only
+    parts = rank["peak_memory_breakdown"]
+    params = parts["weights"] // 2
+    dp = 16 // (2 * 4)
+    assert parts["gradients"] == 4 * params
+    assert parts["optimizer"] == 12 * params // dp
+    # the same launch with plain fp32 weights said on the command line: 16 B, 8 + 8 of them
+    # sharded
+    fp32 = tmp_path / "f.json"
+    assert _run(["run", "--megatron-args", str(args), "--gpus", "16", "--engine", "evaluator",
+                 "--param-dtype", "fp32", "--json", str(fp32)], capsys)[0] == 0
+    parts = _json(fp32)["ranks"][1]["peak_memory_breakdown"]
+    assert parts["weights"] == 4 * params and parts["gradients"] == 4 * params
