@@ -17,7 +17,8 @@ from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
-from ...planning.plan import SPLIT_OPTIONS, PlanSettings, _load_system, _workload, command_for, plan
+from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
+from ...planning.settings import load_plan_system
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -271,7 +272,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     if best.schedule is not None:   # the schedule the plan synthesized and ran
         sched = best.schedule
     elif spec.needs_costs:   # the same schedule the run builds: from the run's own costs
-        res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
+        res = simulate(cached_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
                        memory_limit_gb=float("inf"), engine="evaluator", **c.split_options)
@@ -302,7 +303,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
 
     best = result.best
     c = best.candidate
-    res = simulate(_workload(c.workload or result.settings.workload),
+    res = simulate(cached_workload(c.workload or result.settings.workload),
                    c.schedule if best.schedule is None else best.schedule,
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
@@ -319,7 +320,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
 
 
 def _system_of(settings):
-    return _load_system(settings)
+    return load_plan_system(settings)
 
 
 def _render(result) -> str:
