@@ -34,17 +34,19 @@ answer).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from ..schedules import registry
 from .budgets import PLAN_MAX_ACTIONS, PLAN_MAX_WORK, auto_floor, candidate_work, check_work
+from .bounds import ShapeBounds
 from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_MAX_ACTIONS, AUTO_SHAPES, AUTO_VPPS,
                          END_STAGE_SCHEDULES, END_STAGE_SPLITS, SPLIT_OPTIONS, VARIABLE_VPPS,
                          Candidate, ScheduleChoice, auto_candidates, divisors, end_stage_splits,
                          enumerate_candidates, split_key)
 from .report import Plan, command_for
-from .screen import Outcome, ScreenContext, run_candidate
+from .screen import Outcome, ScreenContext, refused_before_running, run_candidate
 from .search import Search
 from .settings import (DEFAULT_CONFIRM, MAX_PLAN_GPUS, PlanSettings, check_settings,
                        load_plan_system)
@@ -77,19 +79,25 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     specs = [registry.get(n) for n in (settings.schedules or registry.names())]
     table = [ScheduleChoice(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     space = enumerate_space(settings, table, workload_dir)
-    candidates = space.candidates
+    # what --runtime megatron refuses by its sizes alone is ruled out before any screen
+    candidates = [c if (why := refused_before_running(settings.runtime, c)) is None
+                  else replace(c, reason=why) for c in space.candidates]
     if settings.memory_limit_gib is not None:
         limit = settings.memory_limit_gib * 2**30
     else:
         limit = system.memory.capacity_bytes
     ctx = ScreenContext(settings.workload, system, settings.gpus, settings.p2p,
-                   PLAN_MAX_ACTIONS if settings.max_actions is None else settings.max_actions,
-                   settings.runtime)
+                        PLAN_MAX_ACTIONS if settings.max_actions is None
+                        else settings.max_actions, settings.runtime)
     floor_autos = auto_floor(candidates, space.layers, ctx.max_actions)
-    work = check_work(settings, candidates, ctx.max_actions, max_work, floor_autos)
+    shape_bound = ShapeBounds(space.workloads, settings.workload, system, settings.gpus)
+    # the bounds order the screens and prune them (not under --jitter: p95 is not bounded)
+    prunes = settings.prune and settings.jitter == 0
+    bounds = {c.index: shape_bound(c) for c in candidates} if prunes else None
+    work = check_work(settings, candidates, ctx.max_actions, max_work, floor_autos, bounds)
     search = Search(settings, system, space.workloads, candidates, limit, ctx, work,
-                     PLAN_MAX_WORK if max_work is None else max_work, executor, jobs, address,
-                     progress)
+                    PLAN_MAX_WORK if max_work is None else max_work, executor, jobs, address,
+                    progress, shape_bound)
     search.open(out_dir, resume)
     try:
         search.screen(candidates)

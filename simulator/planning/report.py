@@ -25,6 +25,8 @@ class Plan:
     resumed: int = 0                   # taken from --out's candidates (--resume)
     pruned: int = 0                    # not run: their lower bound was above the best
     ruled_out: int = 0                 # not run: their sizes alone rule them out
+    work_estimate: int = 0             # actions counted against --max-work before any ran
+    work_done: int = 0                 # actions of the screens that ran
 
     @property
     def best(self) -> Outcome:
@@ -37,7 +39,8 @@ class Plan:
                 "runtime": self.settings.runtime,
                 "counts": {"candidates": len(self.outcomes), "screened": self.screened,
                            "resumed": self.resumed, "pruned": self.pruned,
-                           "ruled_out": self.ruled_out},
+                           "ruled_out": self.ruled_out, "work_estimate": self.work_estimate,
+                           "work_done": self.work_done},
                 "candidates": [o.row() for o in self.outcomes], "best": best,
                 "notes": list(self.notes)}
 
@@ -110,4 +113,4 @@ def no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
                       f"smallest peak memory found is {fmt_bytes(low.peak_memory_bytes)} per GPU "
                       f"(pp {c.pp}, vpp {c.vpp}, {c.schedule}"
                       f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
-                      f"add GPUs (--gpus) or lower --global-batch{unretried}")
+                      f"add GPUs (--gpus) or lower {settings.batch_flag}{unretried}")

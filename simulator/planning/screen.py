@@ -10,7 +10,9 @@ from typing import Any
 from ..api import simulate
 from ..errors import PipesimError
 from ..schedules import registry
-from ..schedules.runtimes import check_runtimes, shape_of
+from ..errors import ConfigError
+from ..schedules.library.interleaved_1f1b import resolve_group_size
+from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
 from .candidates import Candidate
 from .workloads import cached_workload
 
@@ -127,3 +129,21 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
 def screen_one(task: tuple[ScreenContext, Candidate]) -> Outcome:
     ctx, c = task
     return run_candidate(ctx, c, "evaluator")
+
+
+def refused_before_running(runtime: str | None, c: Candidate) -> str | None:
+    """Why ``--runtime megatron`` refuses ``c`` by its schedule and sizes alone (Megatron-LM's
+    rules on the schedule, pp, vpp and microbatch groups; its layer rules need the run), so
+    that it is ruled out unscreened; None: it runs, or it needs the run to tell."""
+    if runtime != "megatron" or c.reason is not None:
+        return None
+    group = None
+    if c.schedule == "interleaved-1f1b":
+        try:
+            group = resolve_group_size(c.pp, c.microbatches, c.vpp,
+                                       c.options.get("group_size"), c.schedule)
+        except ConfigError:
+            return None   # the run gives its own reason
+    verdict = megatron_verdict(Shape(c.schedule, c.pp, c.vpp, c.microbatches,
+                                     group_size=group))
+    return None if verdict.accepts else f"megatron does not run it: {verdict.rule}"

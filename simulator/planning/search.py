@@ -12,14 +12,13 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigError
 from ..sweep.executors import make_executor
 from .bounds import ShapeBounds
-from .budgets import candidate_work
+from .budgets import ROUND, WorkEstimate, candidate_work
 from .candidates import AUTO_SHAPES, AUTO_VPPS, Candidate, auto_candidates
 from .report import Plan, command_for, judge_memory, no_fit, objective_of
 from .resume import CANDIDATES_FILE, outcome_from_row, read_resumed
 from .screen import Outcome, ScreenContext, fits, not_launchable, run_candidate, screen_one
 from .settings import PlanSettings
 
-ROUND = 16                 # candidates screened between two prunings by lower bound
 
 
 class Search:
@@ -28,16 +27,20 @@ class Search:
     (``--out``) each outcome is appended to as it comes."""
 
     def __init__(self, settings: PlanSettings, system: Any, workloads: dict[str, Any],
-                 candidates: list[Candidate], limit: float, ctx: ScreenContext, work: int,
-                 work_bound: int, executor: str, jobs: int | None, address: str | None,
-                 progress: Callable[[int, int], None] | None) -> None:
+                 candidates: list[Candidate], limit: float, ctx: ScreenContext,
+                 work: WorkEstimate, work_bound: int, executor: str, jobs: int | None,
+                 address: str | None, progress: Callable[[int, int], None] | None,
+                 shape_bound: ShapeBounds) -> None:
         self.settings, self.system, self.workloads = settings, system, workloads
         self.candidates, self.limit, self.ctx = candidates, limit, ctx
-        self.work, self.work_bound = work, work_bound
+        # the work counted against --max-work: what check_work counted, then each screen the
+        # search adds beyond it; ``done``: the work of what ran (the estimate's check)
+        self.work, self.work_bound, self.counted = work.total, work_bound, set(work.counted)
+        self.estimate, self.done = work.total, 0
         self.executor, self.jobs, self.address, self.progress = executor, jobs, address, progress
         self.notes: list[str] = []
-        self.unretried = ""   # the no-fit error's last words when retries were left out
-        self.shape_bound = ShapeBounds(workloads, settings.workload, system, settings.gpus)
+        self.left_out = ""   # the no-fit error's last words: what the budget left out
+        self.shape_bound = shape_bound
         self.bounds: dict[int, float | None] = {}
         # under jitter the ranking is by p95, which a bound on the plain makespan does not bound
         self.prune = settings.prune and settings.jitter == 0
@@ -119,13 +122,44 @@ class Search:
             if pruned:
                 self._tell()
             todo, now = keep[ROUND:], keep[:ROUND]
+            now, cut = self._within_work(now)
+            if cut:
+                self._cut(cut + todo)
+                todo = []
             for o in _map(self.executor, self.jobs, self.address, [(self.ctx, c) for c in now]):
                 self.record(o)
                 if o.candidate.reason is not None:   # refused by its sizes, nothing ran
                     self.ruled_out += 1
                 else:
                     self.screened += 1
+                    self.done += candidate_work(o.candidate, self.ctx.max_actions)
                 self._tell()
+
+    def _within_work(self, now: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+        """The round's candidates that keep the plan within --max-work (counting those not yet
+        counted), and the first one past it with the rest of the round."""
+        for n, c in enumerate(now):
+            if c.index in self.counted:
+                continue
+            w = candidate_work(c, self.ctx.max_actions)
+            if self.work_bound > 0 and self.work + w > self.work_bound:
+                return now[:n], now[n:]
+            self.work += w
+        return now, []
+
+    def _cut(self, rest: list[Candidate]) -> None:
+        """``rest`` not screened: the plan would pass --max-work (listed with the reason, and a
+        note naming the limit that screens them)."""
+        extra = sum(candidate_work(c, self.ctx.max_actions) for c in rest
+                    if c.index not in self.counted)
+        for c in rest:
+            self.record(Outcome(c, reason=f"not screened: the plan would pass --max-work "
+                                          f"{self.work_bound}"))
+        note = (f"{len(rest)} candidate(s) not screened: the plan would pass --max-work "
+                f"{self.work_bound} (pass --max-work {self.work + extra} to screen them)")
+        self.notes.append(note)
+        self.left_out += "; " + note
+        self._tell()
 
     def retry_with_recompute(self) -> None:
         """What does not fit, once more with full recompute (less memory, more compute), while
@@ -149,11 +183,12 @@ class Search:
                          f"with full recompute: the plan would pass --max-work "
                          f"{self.work_bound} (pass --max-work {self.work + extra} to try them)")
             self.notes.append(unretried)
-            self.unretried = "; " + unretried
+            self.left_out += "; " + unretried
         over = retry
         redo = [replace(c, index=len(self.candidates) + k, recompute="full")
                 for k, c in enumerate(over)]
         self.floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
+        self.counted.update(r.index for r in redo)   # counted above
         self.candidates = self.candidates + redo
         self.total = len(self.candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
         self.screen(redo)
@@ -188,6 +223,7 @@ class Search:
                                              f"--max-work {self.work_bound}")
                 continue
             self.work += w
+            self.counted.add(a.index)
         if skipped:
             self.notes.append(f"{skipped} auto candidate(s) not synthesized: the plan would pass "
                               f"--max-work {self.work_bound} (pass --max-work "
@@ -209,8 +245,10 @@ class Search:
         fits = sorted((o for o in ordered if o.feasible),
                       key=lambda o: (first(o), o.makespan_ns, o.candidate.index))
         if not fits:
-            no_fit(ordered, limit, settings, self.unretried)
+            no_fit(ordered, limit, settings, self.left_out)
         confirmed = fits[:settings.confirm]
+        self.done += sum(candidate_work(o.candidate, self.ctx.max_actions)
+                         for o in confirmed) * settings.iterations
         for n, o in enumerate(confirmed):
             again = run_candidate(self.ctx, o.candidate, "simpy", settings.jitter,
                                   settings.iterations, settings.seed, o.schedule)
@@ -224,7 +262,7 @@ class Search:
         rest = fits[settings.confirm:]
         ranked = [o for o in confirmed if o.feasible] + rest
         if not ranked:
-            no_fit(ordered, limit, settings, self.unretried)
+            no_fit(ordered, limit, settings, self.left_out)
         dropped = [o for o in confirmed if not o.feasible] + [o for o in ordered if not o.feasible]
         if settings.jitter > 0 and rest:
             notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; "
@@ -236,7 +274,8 @@ class Search:
                          "torchtitan (listed after the winner); --runtime torch lets one win")
         best.command = command_for(settings, best)
         return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
-                    self.resumed_count, self.pruned_count, self.ruled_out)
+                    self.resumed_count, self.pruned_count, self.ruled_out, self.estimate,
+                    self.done)
 
 
 def _ms(ns: float) -> str:

@@ -47,6 +47,8 @@ class PlanSettings:
     # Megatron-LM's layer-split options for every candidate (a PipelineSplit's fields); empty:
     # pipesim's default split, and the end-stage variants of :func:`end_stage_splits`
     split: tuple = ()
+    tp: int | None = None   # --tp: the one tensor-parallel size searched (model flags)
+    batch_flag: str = "--global-batch"   # the option the global batch came from (its errors)
 
 
 def check_settings(settings: PlanSettings) -> None:
@@ -63,6 +65,10 @@ def check_settings(settings: PlanSettings) -> None:
     if settings.global_batch is not None and settings.global_batch < 1:
         raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
                           f"{settings.global_batch}")
+    if settings.tp is not None and settings.tp < 1:
+        raise ConfigError(f"--tp: expected a positive integer, got {settings.tp}")
+    if settings.tp is not None and settings.gpus % settings.tp:
+        raise ConfigError(f"--tp {settings.tp}: expected a divisor of --gpus {settings.gpus}")
     if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
         raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
                           f"{settings.memory_limit_gib:g}")

@@ -43,16 +43,17 @@ def cached_workload(path: str):
 
 
 def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
-    """One workload file per TP (divisors of N up to ``tp_max`` the model allows), written
+    """One workload file per TP (``--tp``, else the divisors of N up to ``tp_max`` the model
+    allows), written
     into ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``."""
     fields = dict(settings.model or ())
     model = ModelSpec(**fields)
     gpu = gpu_preset(settings.gpu)
     out: list[TpWorkload] = []
     refused = []
-    for tp in divisors(settings.gpus):
-        if tp > settings.tp_max:
-            break
+    tps = [settings.tp] if settings.tp is not None else [
+        tp for tp in divisors(settings.gpus) if tp <= settings.tp_max]
+    for tp in tps:
         par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // tp)
         try:
             check(model, par, "model")
@@ -68,6 +69,8 @@ def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
             raise ConfigError(f"cannot write the generated workload {path}: "
                               f"{err.strerror or err}") from None
         out.append(TpWorkload(tp, str(path)))
+    if not out and settings.tp is not None:
+        raise ConfigError(f"--tp {settings.tp}: {refused[0].split(': ', 1)[1]}")
     if not out:
         raise ConfigError(f"--tp-max {settings.tp_max}: no tensor-parallel size fits the "
                           f"model; {refused[0] if refused else ''}".rstrip("; "))
@@ -83,8 +86,8 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
     workload's); refuses a global batch no pipeline degree divides."""
     if settings.model is not None:
         if settings.global_batch is None:
-            raise ConfigError("--global-batch: needed with the model flags (microbatches per "
-                              "iteration across DP)")
+            raise ConfigError("--global-batch-size: needed with the model flags (sequences "
+                              "per iteration across DP, as in Megatron-LM)")
         sources = generate_workloads(settings, Path(workload_dir or "."))
     else:
         sources = [TpWorkload(None, settings.workload)]
@@ -97,6 +100,10 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
         h = wl.header
         if tp is None:
             tp = max(1, h.tp)
+            if settings.tp is not None and settings.tp != tp:
+                raise ConfigError(f"--tp {settings.tp}: {settings.workload} is written for "
+                                  f"tensor-parallel size {tp} (model_parallel_NPU_group); "
+                                  "generate it at that TP, or plan from the model flags")
             if settings.gpus % tp:
                 raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of the "
                                   f"workload's tensor-parallel size {tp} ({settings.workload})")
@@ -110,8 +117,27 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                            len(candidates), path if settings.model else "",
                                            settings.split, layered)
     if not any(global_batch % dp == 0 for dp in tried_dps):
-        raise ConfigError(f"--global-batch {global_batch}: no pipeline degree gives a whole "
-                          f"number of microbatches per data-parallel group; expected a multiple "
-                          f"of one of DP = {', '.join(map(str, sorted(tried_dps)))} "
+        raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
+                          "pipeline degree gives a whole number of microbatches per "
+                          "data-parallel group; expected a multiple of one of DP = "
+                          f"{', '.join(map(str, sorted(tried_dps)))}{batch_unit(settings)} "
                           f"(--gpus {settings.gpus})")
     return Space(candidates, workloads, layers, n_layers)
+
+
+def micro_batch_of(settings: PlanSettings) -> int:
+    """Sequences per microbatch: the model's (model flags), else 1 (a file's microbatch)."""
+    return int(dict(settings.model or ()).get("micro_batch") or 1)
+
+
+def batch_shown(settings: PlanSettings, microbatches: int) -> int:
+    """The global batch in the unit of the option it came from."""
+    if settings.batch_flag == "--global-batch-size":
+        return microbatches * micro_batch_of(settings)
+    return microbatches
+
+
+def batch_unit(settings: PlanSettings) -> str:
+    b = micro_batch_of(settings)
+    return f" x --micro-batch {b}" if settings.batch_flag == "--global-batch-size" and b > 1 \
+        else ""
