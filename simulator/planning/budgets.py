@@ -101,9 +101,11 @@ def check_work(settings: PlanSettings, candidates: list[Candidate], max_actions:
     if bound > 0 and total > bound:
         run = sum(1 for i in counted if work[i])
         raise ConfigError(
-            f"--max-work: plan of {settings.workload} on {settings.gpus} GPUs screens at least "
-            f"{run} candidate(s) of {screens:,} actions (up to {most:,} if no lower bound "
-            f"prunes), synthesizes auto on its {AUTO_SHAPES} cheapest pipeline degree(s) (at "
+            f"--max-work: plan of {settings.workload} on {settings.gpus} GPUs screens "
+            + (f"at least {run} candidate(s) of {screens:,} actions (up to {most:,} if no lower "
+               f"bound prunes)" if most > screens else
+               f"{run} candidate(s) of {screens:,} actions in all")
+            + f", synthesizes auto on its {AUTO_SHAPES} cheapest pipeline degree(s) (at "
             f"least {autos:,}) and confirms the best {settings.confirm} x "
             f"{settings.iterations} iteration(s) (up to {confirms:,}), {total:,} actions, above "
             f"the limit of {bound:,} (about {seconds_of(bound)} s); pass --max-work {total} (or "

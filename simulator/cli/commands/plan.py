@@ -212,7 +212,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                       **{k: v for k, v in mi.shape.spec_fields().items()
                          if k not in ("experts", "topk")})
         model = tuple(sorted(fields.items()))
-        warnings = list(mi.warnings)
+        warnings += list(mi.warnings)
         if launch.source is not None:
             if global_batch is None and global_batch_size is None:
                 global_batch_size = launch.global_batch
