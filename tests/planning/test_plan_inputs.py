@@ -93,3 +93,27 @@ def test_the_budget_refuses_before_anything_runs_in_one_line(capsys):
         "0) and confirms the best 3 x 1 iteration(s) (up to 131,072), 893,408 actions, above the "
         "limit of 700,000 (about 8 s); pass --max-work 893408 (or 0 for no limit), or a lower "
         "--max-actions to list the largest candidates infeasible\n")
+
+
+def test_megatron_rules_out_what_it_refuses_by_its_sizes_before_any_screen(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--runtime", "megatron", "-j", "1",
+                         "--json", "-")
+    assert (code, err) == (0, "")
+    rows = {c["key"]: c for c in json.loads(out)["candidates"]}
+    gpipe = rows["tp2-pp4-v1-m64-gpipe"]
+    assert (gpipe["makespan_ns"], gpipe["runtimes"], gpipe["reason"]) == (
+        None, None, "megatron does not run it: Megatron-LM has no gpipe schedule (it runs 1F1B, "
+        "and interleaved 1F1B with virtual stages)")
+    assert rows["tp2-pp4-v1-m64-1f1b"]["runtimes"]["megatron"]["accepts"]
+
+
+def test_a_pruned_row_carries_the_bound_that_pruned_it(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "-j", "1", "--json", "-")
+    assert (code, err) == (0, "")
+    pruned = [c for c in json.loads(out)["candidates"]
+              if (c["reason"] or "").startswith("not run: its lower bound")]
+    assert pruned
+    for c in pruned:
+        assert c["makespan_ns"] is None
+        assert c["reason"].startswith(f"not run: its lower bound {c['lower_bound_ns'] / 1e6:.3f} "
+                                      "ms is above the best found, ")
