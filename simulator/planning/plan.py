@@ -1,11 +1,13 @@
 """``pipesim plan``: which pipeline degree, virtual stages, microbatch count and schedule to run
 on N GPUs, within their memory.
 
-The search space, for a workload file (its tensor-parallel size fixed by the header):
+The search space, for a workload file (its tensor-parallel size fixed by the header; with the
+model flags, ``--tp`` or every divisor of N up to ``--tp-max``):
 
 - ``pp``: every divisor of N / TP; ``dp = N / (TP * pp)``;
-- ``microbatches``: the global batch (``--global-batch B`` microbatches, default the file's
-  ``ga x dp``) over DP, ``M = B / dp`` (a pp whose DP does not divide B is listed infeasible);
+- ``microbatches``: the global batch in microbatches (``--global-batch-size`` sequences over
+  the micro batch, as the CLI gives it; default the file's ``ga x dp``) over DP, ``M = B / dp``
+  (a pp whose DP does not divide B is listed infeasible);
 - ``schedule`` and ``vpp``: every registered schedule, at 1, 2 and 4 chunks per rank for those
   that take any number, else at their own; then ``auto``, synthesized for the run's own per-stage
   costs, at v = 1 and 2 and caps K = P and 2P activations (2P and 4P in V mode), on the
