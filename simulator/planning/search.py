@@ -3,6 +3,7 @@ not fit with full recompute, synthesize ``auto`` on the winning shapes, confirm 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import replace
@@ -48,6 +49,8 @@ class Search:
         self.outcomes: dict[int, Outcome] = {}
         self.resumed: dict[str, dict[str, Any]] = {}
         self.sink = None
+        self.workers = contextlib.ExitStack()   # the executor, open until close()
+        self._pool = None
         self.total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
         self.screened = self.resumed_count = self.pruned_count = self.ruled_out = 0
 
@@ -63,6 +66,22 @@ class Search:
     def close(self) -> None:
         if self.sink is not None:
             self.sink.close()
+        self.workers.close()
+
+    def _map(self, tasks: list[tuple[ScreenContext, Candidate]]) -> Iterator[Outcome]:
+        """The screens of ``tasks``: in this process for one task or ``--jobs 1`` (local), else
+        on the executor, started once per plan (a pool's start-up costs about a screen's worth
+        of time, so one per round would be paid a dozen times)."""
+        if not tasks:
+            return
+        if self.executor == "local" and (self.jobs == 1 or len(tasks) == 1):
+            for task in tasks:
+                yield screen_one(task)
+            return
+        if self._pool is None:
+            self._pool = self.workers.enter_context(
+                make_executor(self.executor, self.jobs, self.address))
+        yield from self._pool.map_unordered(screen_one, tasks)
 
     def lower_bound(self, c: Candidate) -> float | None:
         """The shape's bound (below), raised for a full-recompute retry to the makespan of the
@@ -126,7 +145,7 @@ class Search:
             if cut:
                 self._cut(cut + todo)
                 todo = []
-            for o in _map(self.executor, self.jobs, self.address, [(self.ctx, c) for c in now]):
+            for o in self._map([(self.ctx, c) for c in now]):
                 self.record(o)
                 if o.candidate.reason is not None:   # refused by its sizes, nothing ran
                     self.ruled_out += 1
@@ -280,17 +299,3 @@ class Search:
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
-
-
-
-def _map(executor: str, jobs: int | None, address: str | None,
-         tasks: list[tuple[ScreenContext, Candidate]]) -> Iterator[Outcome]:
-    if not tasks:
-        return
-    if executor == "local" and (jobs == 1 or len(tasks) == 1):
-        for task in tasks:
-            yield screen_one(task)
-        return
-
-    with make_executor(executor, jobs, address) as ex:
-        yield from ex.map_unordered(screen_one, tasks)
