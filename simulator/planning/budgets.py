@@ -115,6 +115,8 @@ def check_work(settings: PlanSettings, candidates: list[Candidate], max_actions:
                         * settings.iterations)
 
 
-def seconds_of(actions: int) -> int:
-    """The wall time ``actions`` take at :data:`US_PER_ACTION`, rounded to whole seconds."""
-    return max(1, round(actions * US_PER_ACTION / 1e6))
+def seconds_of(actions: int) -> str:
+    """The CPU time ``actions`` take at :data:`US_PER_ACTION`: whole seconds, one digit below
+    one."""
+    t = actions * US_PER_ACTION / 1e6
+    return f"{t:.1g}" if t < 1 else f"{round(t)}"

@@ -27,6 +27,8 @@ class Plan:
     ruled_out: int = 0                 # not run: their sizes alone rule them out
     work_estimate: int = 0             # actions counted against --max-work before any ran
     work_done: int = 0                 # actions of the screens that ran
+    # what may change the answer: candidates --max-work left unscreened
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> Outcome:

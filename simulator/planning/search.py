@@ -40,6 +40,7 @@ class Search:
         self.estimate, self.done = work.total, 0
         self.executor, self.jobs, self.address, self.progress = executor, jobs, address, progress
         self.notes: list[str] = []
+        self.warnings: list[str] = []
         self.left_out = ""   # the no-fit error's last words: what the budget left out
         self.shape_bound = shape_bound
         self.bounds: dict[int, float | None] = {}
@@ -176,7 +177,7 @@ class Search:
                                           f"{self.work_bound}"))
         note = (f"{len(rest)} candidate(s) not screened: the plan would pass --max-work "
                 f"{self.work_bound} (pass --max-work {self.work + extra} to screen them)")
-        self.notes.append(note)
+        self.warnings.append(note)   # the winner may be among them
         self.left_out += "; " + note
         self._tell()
 
@@ -294,7 +295,7 @@ class Search:
         best.command = command_for(settings, best)
         return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
                     self.resumed_count, self.pruned_count, self.ruled_out, self.estimate,
-                    self.done)
+                    self.done, self.warnings)
 
 
 def _ms(ns: float) -> str:

@@ -80,7 +80,8 @@ class PlanJson:
     notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
     warnings: tuple[str, ...] = field(default=(), metadata={
         "help": "what the model input could not express or assumed (--hf-config, "
-                "--megatron-args, --torchtitan)"})
+                "--megatron-args, --torchtitan), deprecated options, and candidates "
+                "--max-work left unscreened"})
 
 
 def _schema() -> dict:
@@ -149,8 +150,9 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Candidates with more actions are listed infeasible, with the reason "
                    "(default 50000: a screen stays about a second or less; 0 = no limit).")
 @click.option("--max-work", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Refuse a plan whose candidates' screens and confirming runs have more "
-                   "actions in all (default 700000: about 10 s; 0 = no limit).")
+              help="Cap on the plan's actions: refused at once when what it is sure to run "
+                   "passes it; later rounds, retries and auto run while within it (default "
+                   "700000: about 8 s; 0 = no limit).")
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
               help="Hand-made schedules to search (default: every registered one); auto is "
                    "always added.")
@@ -258,6 +260,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                       resume=resume, progress=bar.update, workload_dir=where,
                       max_work=max_work)
     best = result.best
+    warnings += result.warnings
     written_csv = _write_csv(result, csv_path, json_dest)
 
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "warnings": warnings}
