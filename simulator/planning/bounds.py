@@ -16,6 +16,8 @@ NO_BOUND = frozenset({"dualpipe", "dualpipe-v"})
 
 
 def stage_costs_of(wl, system, gpus: int, pp: int, vpp: int, split: tuple = ()):
+    """The per-chunk F / I / W costs of ``wl`` run at ``pp`` x ``vpp`` with ``split``, as the
+    engine times them."""
     run_wl, _ = header_for_run(wl, pp, gpus=gpus)
     run_wl = with_split(run_wl, pp, vpp, PipelineSplit(*split))
     return run_stage_costs(partition(run_wl, pp * vpp), run_wl.header, system, pp)

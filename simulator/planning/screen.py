@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api import simulate
-from ..errors import PipesimError
+from ..errors import ConfigError, PipesimError
 from ..schedules import registry
-from ..errors import ConfigError
 from ..schedules.library.interleaved_1f1b import resolve_group_size
 from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
 from .candidates import Candidate
