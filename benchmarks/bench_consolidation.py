@@ -35,7 +35,7 @@ What it measures, and how:
   beside a process that runs a bare SimPy loop of 1,000,000 timeouts
   (``benchmarks/timing.py:bare_loop``); the same ``pipesim run`` with ``--engine simpy``;
   ``pipesim plan`` on the generated GPT-96 model flags (TP 1-8) at ``--gpus 1024
-  --global-batch 256`` on the H100 preset (``benchmarks/bench_plan.py``'s third case, 1,207
+  --global-batch-size 256`` on the H100 preset (``benchmarks/bench_plan.py``'s third case, 1,207
   candidates when measured; ``--max-work 0``: the whole space; ``-j 1``: screened in the one
   process, so its CPU is all the work), once.
 """
@@ -285,7 +285,7 @@ def timings(repeats: int) -> dict:
         gen.mkdir()
         plan_cmd = [sys.executable, "-m", "simulator", "plan", "--model", "gpt", "--layers", "96",
                     "--hidden", "12288", "--heads", "96", "--seq", "2048", "--gpu", "h100",
-                    "--gpus", "1024", "--out", str(gen), "--global-batch", "256",
+                    "--gpus", "1024", "--out", str(gen), "--global-batch-size", "256",
                     "--system", "configs/system/h100.yaml", "--max-work", "0", "-j", "1",
                     "--json", str(Path(tmp) / "p.json")]
         pcpu, pwall, _ = _process(plan_cmd)

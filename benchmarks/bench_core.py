@@ -183,7 +183,7 @@ def plan(py: str, tmp: Path, repeats: int, tree: Path = REPO) -> dict:
     dest = tmp / "plan.json"
     argv = [py, "-m", "simulator", "plan", "--model", "gpt", "--layers", "96", "--hidden",
             "12288", "--heads", "96", "--seq", "2048", "--gpu", "h100", "--gpus", "1024",
-            "--out", str(tmp), "--global-batch", "256", "--system",
+            "--out", str(tmp), "--global-batch-size", "256", "--system",
             "configs/system/h100.yaml", "--max-work", "0", "--json", str(dest)]
     rows = []
     for _ in range(repeats):

@@ -2,7 +2,7 @@
 
 1. ``workloads/gpt-24l.txt --gpus 64`` (the file's global batch, the built-in system);
 2. a generated GPT with 96 layers (h 12288, 96 heads, s 2048, b 1) ``--gpus 1024
-   --global-batch 256`` on the H100 preset (80 GiB per GPU): from a file generated at TP 8, and
+   --global-batch-size 256`` on the H100 preset (80 GiB per GPU): from a file generated at TP 8, and
    from the model flags (TP 1, 2, 4, 8), with every schedule and without V-Half / V-Min (whose
    construction is most of the time at P = 64 and 128).
 
@@ -76,7 +76,7 @@ def main() -> int:
             print(gen.stderr)
             return 1
         ok = case("gpt-24l --gpus 64", ["workloads/gpt-24l.txt", "--gpus", "64", *extra], out)
-        h100 = ["--global-batch", "256", "--system", "configs/system/h100.yaml"]
+        h100 = ["--global-batch-size", "256", "--system", "configs/system/h100.yaml"]
         ok &= case("gpt-96l file (TP 8) --gpus 1024", [str(wl96), "--gpus", "1024", *h100,
                                                         *extra], out)
         flags = ["--model", "gpt", "--layers", "96", "--hidden", "12288", "--heads", "96",

@@ -54,7 +54,8 @@ FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(("--kv-heads",), "kv_heads", "int", "Key/value heads (grouped-query attention)."),
     ModelFlag(("--experts",), "experts", "int", "Experts (moe; default 1)."),
     ModelFlag(("--topk",), "topk", "int", "Experts per token (moe; default 2)."),
-    ModelFlag(("--seq",), "seq", "int", "Sequence length s (a launch file states its own)."),
+    ModelFlag(("--seq", "--seq-length"), "seq", "int",
+              "Sequence length s (Megatron-LM's --seq-length; a launch file states its own)."),
     ModelFlag(("--micro-batch",), "micro_batch", "int",
               "Sequences per microbatch b (a launch file states its own)."),
     ModelFlag(("--tp",), "tp", "int", "Tensor parallelism T (default 1; a launch file states "
@@ -67,7 +68,7 @@ FILES = ("hf_config", "megatron_args", "torchtitan")
 SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
 RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "gpu")
-PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "gpu")
+PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "gpu")
 GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
 
 

@@ -176,7 +176,7 @@ def test_run_launch_read_back_gives_the_same_makespan(tmp_path, capsys):
 def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path, capsys):
     cfg = str(hf_configs_dir / "gpt2.json")
     out, launch = tmp_path / "plan.json", tmp_path / "launch"
-    assert _run(["plan", "--hf-config", cfg, "--seq", "1024", "--global-batch", "16",
+    assert _run(["plan", "--hf-config", cfg, "--seq", "1024", "--global-batch-size", "16",
                  "--gpus", "8", "--tp-max", "2", "-s", "1f1b,interleaved-1f1b", "--runtime",
                  "megatron", "--launch", str(launch), "--json", str(out), "--jobs", "1"],
                 capsys)[0] == 0

@@ -45,9 +45,22 @@ def test_plan_table_and_units(files, capsys):
         # so the candidate ranks after every launchable one
         "5   1   2    2  4  auto K=2                96.000 us    -   0.00 %      8.12 MiB  "
         "evaluator  torch(csv)",
-        "dropped 9:",
+        "",
     ]
-    assert lines[10] == "  4 x over the memory limit"
+    # the pruned candidates, each with the bound that pruned it
+    assert lines[10:18] == [
+        "not run, their lower bound above the best found (5; every one in --json):",
+        "pp  dp  vpp  M  schedule               lower bound",
+        "─" * 50,
+        " 2   1    2  8  auto K=4                 97.000 us",
+        " 2   1    2  8  auto K=8                 97.000 us",
+        " 2   1    1  8  auto K=2                 98.000 us",
+        " 2   1    1  8  auto K=4                 98.000 us",
+        " 2   1    1  8  gpipe, full recompute   108.000 us",
+    ]
+    assert lines[19:22] == ["dropped 9:",
+                            "  5 x not run: lower bound above the best found (listed above)",
+                            "  4 x over the memory limit"]
     # the winner's run: the same peak, the same unit
     assert main(["run", str(wl), "--gpus", "2", "--pp", "1", "-m", "4", "-s", "1f1b",
                  "--system", str(system), "--memory-limit", "0.01"]) == 0
@@ -62,4 +75,4 @@ def test_plan_refusal_in_gib(files, capsys):
     assert capsys.readouterr().err == (
         "pipesim: error: --memory-limit 1.02 MiB: no feasible configuration; the smallest peak "
         "memory found is 1.06 MiB per GPU (pp 2, vpp 1, 1f1b, full recompute); raise "
-        "--memory-limit, add GPUs (--gpus) or lower --global-batch\n")
+        "--memory-limit, add GPUs (--gpus) or lower --global-batch-size\n")

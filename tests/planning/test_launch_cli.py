@@ -97,3 +97,22 @@ def test_plan_runtime_nothing_fits_is_one_line(capsys):
     assert err.startswith("pipesim: error: --runtime megatron: no candidate it runs on --gpus "
                           "64; the first refused: megatron does not run it: ")
     assert len(err.splitlines()) == 1
+
+
+def test_the_default_plan_of_the_bundled_file_writes_a_torchtitan_launch(capsys, tmp_path):
+    """`plan workloads/gpt-24l.txt --gpus 64 --launch DIR`: the default winner is one a runtime
+    launches; here torchtitan from the written CSV, which loads back as the same schedule."""
+    launch = tmp_path / "launch"
+    code, out, err = run(capsys, "plan", WL, "--gpus", "64", "--launch", str(launch), "--json",
+                         str(tmp_path / "p.json"))
+    assert (code, err) == (0, "")
+    best = json.loads((tmp_path / "p.json").read_text())["best"]
+    titan = (launch / "torchtitan.toml").read_text()
+    assert best["runtimes"]["torchtitan"]["accepts"]
+    assert f"pipeline_parallel_degree = {best['pp']}\n" in titan
+    assert 'pipeline_parallel_schedule_csv = "schedule.csv"\n' in titan
+    again = main(["run", WL, "--gpus", "64", "--pp", str(best["pp"]), "-m",
+                  str(best["microbatches"]), "--vpp", str(best["vpp"]), "--schedule-file",
+                  str(launch / "schedule.csv"), "--json", "-"])
+    assert again == 0
+    assert json.loads(capsys.readouterr().out)["makespan_ns"] == best["makespan_ns"]

@@ -156,7 +156,7 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     assert (code, err) == (0, "")
     assert "71 candidates: 0 screened, 71 taken from --out (--resume); ranked" in text
     assert again_counts(out) == {"candidates": 71, "screened": 0, "resumed": 71, "pruned": 0,
-                                 "ruled_out": 0}
+                                 "ruled_out": 0, "work_estimate": 55100, "work_done": 24}
     again = json.loads((out / "dir" / "plan.json").read_text())
     assert again["candidates"] == [{k: v for k, v in c.items()
                                     if k not in ("csv", "command_schedule_file")}
@@ -239,8 +239,8 @@ def test_model_flags_vary_tp_and_the_command_runs_the_generated_file(capsys, tmp
     (["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8", "--gpus", "4",
       "--global-batch", "8"], "pipesim: error: --seq: needed with --model (the model's shape)"),
     (["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8", "--seq", "64",
-      "--gpus", "4"], "pipesim: error: --global-batch: needed with the model flags "
-     "(microbatches per iteration across DP)"),
+      "--gpus", "4"], "pipesim: error: --global-batch-size: needed with the model "
+     "flags (sequences per iteration across DP, as in Megatron-LM)"),
     (["--gpus", "4"], "pipesim: error: WORKLOAD: expected a workload file, or the model flags "
      "(--model gpt|llama --layers --hidden --heads --seq), or --hf-config / --megatron-args / "
      "--torchtitan"),
@@ -291,18 +291,20 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
 
 
 def test_full_recompute_retries_stay_within_max_work(capsys):
-    """The retries are counted too: the first screen, auto on the two cheapest shapes and the
-    confirm take 200,820 actions, the 56 retries 76,224 more; at --max-work 200820 none is
-    tried, and the error says so."""
+    """The later rounds and the retries are counted against --max-work as they come: at
+    130,000 actions 27 screens and 17 retries are left out, and the refusal names both, with
+    the limit that runs them."""
     code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1",
-                         "--confirm", "1", "--max-work", "200820")
+                         "--confirm", "1", "--max-work", "130000")
     assert code == 2 and out == ""
     assert err == (
         "pipesim: error: --memory-limit 4.00 GiB: no feasible configuration; the smallest peak "
-        "memory found is 7.53 GiB per GPU (pp 4, vpp 2, v-min); raise --memory-limit, add GPUs "
-        "(--gpus) or lower --global-batch; 56 candidate(s) over the memory limit not tried "
-        "again with full recompute: the plan would pass --max-work 200820 (pass --max-work "
-        "277044 to try them)\n")
+        "memory found is 11.24 GiB per GPU (pp 2, vpp 2, v-min); "
+        "raise --memory-limit, add GPUs (--gpus) or lower --global-batch-size; 27 "
+        "candidate(s) not screened: the plan would pass --max-work 130000 (pass --max-work "
+        "188532 to screen them); 17 candidate(s) over the memory limit not tried again with "
+        "full recompute: the plan would pass --max-work 130000 (pass --max-work 147508 to try "
+        "them)\n")
 
 
 def again_counts(out):

@@ -17,7 +17,8 @@ from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
-from ...planning.plan import SPLIT_OPTIONS, PlanSettings, _load_system, _workload, command_for, plan
+from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
+from ...planning.settings import load_plan_system
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -30,6 +31,8 @@ from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve
 from .run import write_json
 
 TOP = 10
+PRUNED_SHOWN = 5           # pruned candidates listed with their bound (all in --json)
+GLOBAL_BATCH_REMOVED = "0.2.0"   # the release that removes --global-batch
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class PlanJson:
     notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
     warnings: tuple[str, ...] = field(default=(), metadata={
         "help": "what the model input could not express or assumed (--hf-config, "
-                "--megatron-args, --torchtitan)"})
+                "--megatron-args, --torchtitan), deprecated options, and candidates "
+                "--max-work left unscreened"})
 
 
 def _schema() -> dict:
@@ -105,9 +109,12 @@ SPLIT_FIELDS = SPLIT_OPTIONS
 @click.option("--memory-limit", type=float, default=None, metavar="GIB",
               help="Per-GPU memory in GiB (2^30 bytes); default the system's memory capacity "
                    "(none on the built-in system).")
+@click.option("--global-batch-size", "global_batch_size", type=int, default=None, metavar="B",
+              help="Sequences per iteration across DP, as in Megatron-LM: M = B / (b x DP), b "
+                   "the --micro-batch (default: the file's ga x its DP microbatches).")
 @click.option("--global-batch", type=int, default=None, metavar="B",
-              help="Microbatches per iteration across DP: M = B / DP (default: the file's ga x "
-                   "its DP).")
+              help=f"Deprecated (removed in pipesim {GLOBAL_BATCH_REMOVED}): microbatches per "
+                   "iteration across DP; give --global-batch-size (sequences).")
 @click.option("--system", type=click.Path(dir_okay=False), default=None,
               help="System YAML (default: the built-in).")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -143,8 +150,9 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Candidates with more actions are listed infeasible, with the reason "
                    "(default 50000: a screen stays about a second or less; 0 = no limit).")
 @click.option("--max-work", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Refuse a plan whose candidates' screens and confirming runs have more "
-                   "actions in all (default 700000: about 10 s; 0 = no limit).")
+              help="Cap on the plan's actions: refused at once when what it is sure to run "
+                   "passes it; later rounds, retries and auto run while within it (default "
+                   "700000: about 8 s; 0 = no limit).")
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
               help="Hand-made schedules to search (default: every registered one); auto is "
                    "always added.")
@@ -158,7 +166,8 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 @_split_options
-def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch, system,
+def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_size,
+            global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
             launch_dir, no_prune, **values):
@@ -168,6 +177,19 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch,
 
     split_values = {k: values.pop(k) for k in SPLIT_FIELDS}
     model_values = values
+    tp = model_values.get("tp")
+    warnings: list[str] = []
+    if global_batch is not None and global_batch_size is not None:
+        raise ConfigError("--global-batch and --global-batch-size: give one (--global-batch "
+                          "counts microbatches and is deprecated; --global-batch-size counts "
+                          "sequences)")
+    if global_batch is not None:
+        warnings.append(f"--global-batch is deprecated and removed in pipesim "
+                        f"{GLOBAL_BATCH_REMOVED}: it counts microbatches; give "
+                        "--global-batch-size (sequences, as in Megatron-LM)")
+    if global_batch_size is not None and global_batch_size < 1:
+        raise ConfigError(f"--global-batch-size: expected a positive number of sequences, got "
+                          f"{global_batch_size}")
     if plot:
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
 
@@ -180,7 +202,6 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch,
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
     mi = resolve(dict(model_values, micro_batch=model_values.get("micro_batch")), gpus=gpus)
-    warnings: list[str] = []
     if mi is not None:
         if workload is not None:
             raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
@@ -193,13 +214,13 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch,
                       **{k: v for k, v in mi.shape.spec_fields().items()
                          if k not in ("experts", "topk")})
         model = tuple(sorted(fields.items()))
-        warnings = list(mi.warnings)
+        warnings += list(mi.warnings)
         if launch.source is not None:
-            if global_batch is None:
-                global_batch = launch.global_batch // launch.micro_batch
-                warnings.append(f"{launch.source}: --global-batch {global_batch} microbatches "
-                                f"(--global-batch-size {launch.global_batch} / "
-                                f"--micro-batch-size {launch.micro_batch})")
+            if global_batch is None and global_batch_size is None:
+                global_batch_size = launch.global_batch
+                warnings.append(f"{launch.source}: --global-batch-size {global_batch_size} "
+                                f"sequences, {global_batch_size // launch.micro_batch} "
+                                f"microbatches of --micro-batch-size {launch.micro_batch}")
             for what, have, plans in (("sequence parallelism", launch.sequence_parallel,
                                        True), ("flash attention", launch.flash_attention, True),
                                       ("bf16", launch.precision in ("bf16", "fp16"), True)):
@@ -207,20 +228,30 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch,
                     warnings.append(f"{launch.source}: plan generates its candidates with "
                                     f"{what}; the file runs without it")
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
-                            "microbatches and schedule (TP up to --tp-max); the file's "
-                            f"tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are not fixed")
+                            "microbatches and schedule (TP up to --tp-max, or --tp); the "
+                            f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "
+                            "not fixed")
         workload = f"{mi.shape.arch}-{mi.shape.layers}l"
     elif workload is None:
         raise ConfigError("WORKLOAD: expected a workload file, or the model flags (--model "
                           "gpt|llama --layers --hidden --heads --seq), or --hf-config / "
                           "--megatron-args / --torchtitan")
     else:
-        micro_batch = 1
+        micro_batch = model_values.get("micro_batch") or 1
+        if global_batch_size is not None and model_values.get("micro_batch") is None:
+            warnings.append(f"{workload}: a workload file states no sequences per microbatch; "
+                            "--micro-batch 1 is taken for --global-batch-size (M = B / DP)")
+    batch_flag = "--global-batch" if global_batch is not None else "--global-batch-size"
+    if global_batch_size is not None:
+        if global_batch_size % micro_batch:
+            raise ConfigError(f"--global-batch-size {global_batch_size}: expected a multiple of "
+                              f"--micro-batch {micro_batch} (sequences per microbatch)")
+        global_batch = global_batch_size // micro_batch
     split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
                             model, gpu, efficiency, tp_max, names, runtime,
-                            tuple(split) if split.given else ())
+                            tuple(split) if split.given else (), tp, batch_flag)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -229,6 +260,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch,
                       resume=resume, progress=bar.update, workload_dir=where,
                       max_work=max_work)
     best = result.best
+    warnings += result.warnings
     written_csv = _write_csv(result, csv_path, json_dest)
 
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "warnings": warnings}
@@ -271,7 +303,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     if best.schedule is not None:   # the schedule the plan synthesized and ran
         sched = best.schedule
     elif spec.needs_costs:   # the same schedule the run builds: from the run's own costs
-        res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
+        res = simulate(cached_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
                        memory_limit_gb=float("inf"), engine="evaluator", **c.split_options)
@@ -302,7 +334,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
 
     best = result.best
     c = best.candidate
-    res = simulate(_workload(c.workload or result.settings.workload),
+    res = simulate(cached_workload(c.workload or result.settings.workload),
                    c.schedule if best.schedule is None else best.schedule,
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
@@ -319,7 +351,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
 
 
 def _system_of(settings):
-    return _load_system(settings)
+    return load_plan_system(settings)
 
 
 def _render(result) -> str:
@@ -341,27 +373,55 @@ def _render(result) -> str:
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
-        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
-            + (", full recompute" if c.recompute == "full" else "")
-        cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
+        cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), _name(c),
                       format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
                       fmt_pct(o.bubble_ratio), fmt_bytes(o.peak_memory_bytes), o.engine,
                       _runs_on(o.runtimes)])
     dropped: dict[str, int] = {}
+    pruned = []
     for o in result.outcomes:
         if not o.feasible:
             why = o.reason or "?"
             key = "over the memory limit" if why.startswith("peak memory") else why
+            if why.startswith(PRUNED):
+                key = "not run: lower bound above the best found (listed above)"
+                pruned.append(o)
             dropped[key] = dropped.get(key, 0) + 1
     lines = [title, ""]
     if cells:
         lines.append(table(headers, cells, left=(5, 10, 11)))
+    if pruned:
+        lines += ["", _pruned_table(pruned), ""]
     if dropped:
         lines.append(f"dropped {sum(dropped.values())}:")
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _name(c) -> str:
+    """The schedule column: the name, auto's cap and full recompute."""
+    return c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
+        + (", full recompute" if c.recompute == "full" else "")
+
+
+PRUNED = "not run: its lower bound"   # the search's reason for a pruned candidate
+
+
+def _pruned_table(pruned: list) -> str:
+    """The pruned candidates with the lowest bounds, each with the bound that pruned it."""
+    rows = sorted(pruned, key=lambda o: (o.lower_bound_ns, o.candidate.index))
+    cells = []
+    for o in rows[:PRUNED_SHOWN]:
+        c = o.candidate
+        cells.append([str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), _name(c),
+                      format_ns(o.lower_bound_ns)])
+    shown = f"the {len(cells)} lowest of {len(rows)}" if len(rows) > len(cells) else \
+        f"{len(rows)}"
+    return (f"not run, their lower bound above the best found ({shown}; every one in "
+            "--json):\n" + table(["pp", "dp", "vpp", "M", "schedule", "lower bound"], cells,
+                                  left=(4,)))
 
 
 def _runs_on(runtimes: dict | None) -> str:

@@ -1,0 +1,92 @@
+"""What a plan depends on (:class:`PlanSettings`), its one validation, and the system it runs on."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..schedules.runtimes import RUNTIMES
+from ..system.config import load_system
+from ..system.overlay import apply_calibration
+from ..workload.generator import MAX_LAYERS
+
+DEFAULT_CONFIRM = 3
+# The largest world size a plan searches (--gpus): beyond the largest clusters built, and its
+# candidates (every divisor, times every schedule) stay a few thousand.
+MAX_PLAN_GPUS = 1 << 17
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan depends on (``--resume`` refuses a folder planned with other settings)."""
+
+    workload: str
+    gpus: int
+    memory_limit_gib: float | None = None   # GiB; None: the system's capacity; 0: no limit
+    global_batch: int | None = None
+    system: str | None = None
+    calibration: str | None = None
+    p2p: str | None = None
+    jitter: float = 0.0
+    iterations: int = 1
+    seed: int = 0
+    confirm: int = DEFAULT_CONFIRM
+    max_actions: int | None = None
+    prune: bool = True   # skip candidates whose lower bound is above the best (not with jitter)
+    # instead of a file: `pipesim generate`'s model flags (arch, layers, hidden, heads, seq,
+    # micro_batch, ffn, vocab, kv_heads) as sorted (key, value) pairs, the GPU preset and its
+    # efficiency; TP then varies over the divisors of N up to tp_max
+    model: tuple[tuple[str, Any], ...] | None = None
+    gpu: str = "a100"
+    efficiency: float | None = None
+    tp_max: int = 8
+    schedules: tuple[str, ...] | None = None   # hand-made schedules searched (None: all)
+    runtime: str | None = None   # keep only what this runtime runs (torch|megatron|torchtitan)
+    # Megatron-LM's layer-split options for every candidate (a PipelineSplit's fields); empty:
+    # pipesim's default split, and the end-stage variants of :func:`end_stage_splits`
+    split: tuple = ()
+    tp: int | None = None   # --tp: the one tensor-parallel size searched (model flags)
+    batch_flag: str = "--global-batch"   # the option the global batch came from (its errors)
+
+
+def check_settings(settings: PlanSettings) -> None:
+    if settings.gpus < 1:
+        raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
+    if settings.gpus > MAX_PLAN_GPUS:
+        raise ConfigError(f"--gpus: {settings.gpus:,} GPUs, above the largest world size a plan "
+                          f"searches ({MAX_PLAN_GPUS:,})")
+    layers = dict(settings.model or ()).get("layers")
+    if layers is not None:
+        if layers > MAX_LAYERS:
+            raise ConfigError(f"--layers: {layers:,} layers, above the most pipesim generates "
+                              f"({MAX_LAYERS:,}; real models have a few hundred)")
+    if settings.global_batch is not None and settings.global_batch < 1:
+        raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
+                          f"{settings.global_batch}")
+    if settings.tp is not None and settings.tp < 1:
+        raise ConfigError(f"--tp: expected a positive integer, got {settings.tp}")
+    if settings.tp is not None and settings.gpus % settings.tp:
+        raise ConfigError(f"--tp {settings.tp}: expected a divisor of --gpus {settings.gpus}")
+    if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
+        raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
+                          f"{settings.memory_limit_gib:g}")
+    if settings.jitter < 0 or not math.isfinite(settings.jitter):
+        raise ConfigError(f"--jitter: expected a non-negative sigma, got {settings.jitter:g}")
+    if settings.iterations < 1:
+        raise ConfigError(f"--iterations: expected a positive integer, got {settings.iterations}")
+    if settings.confirm < 1:
+        raise ConfigError(f"--confirm: expected a positive integer, got {settings.confirm}")
+
+    if settings.runtime is not None and settings.runtime not in RUNTIMES:
+        raise ConfigError(f"--runtime: expected one of {', '.join(RUNTIMES)}, got "
+                          f"{settings.runtime!r}")
+
+
+
+def load_plan_system(settings: PlanSettings):
+    system = load_system(settings.system)
+    if settings.calibration is not None:
+        system = apply_calibration(system, settings.calibration)
+    return system

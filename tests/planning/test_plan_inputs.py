@@ -1,0 +1,119 @@
+"""`pipesim plan` with the inputs Megatron-LM users give: --tp fixing TP, --global-batch-size
+counting sequences (--seq-length the sequence), the deprecated --global-batch, and the
+--max-work refusal line before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+WL = str(ROOT / "workloads" / "gpt-24l.txt")
+MODEL = ["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8",
+         "--seq-length", "64"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def plan_json(capsys, tmp_path, *argv: str) -> dict:
+    code, out, err = run(capsys, "plan", *argv, "-j", "1", "--out", str(tmp_path), "--json", "-")
+    assert (code, err) == (0, ""), err
+    return json.loads(out)
+
+
+def test_tp_fixes_tensor_parallelism_and_the_batch_counts_sequences(capsys, tmp_path):
+    """--tp 2 on 8 GPUs: only TP 2 is generated and searched; 32 sequences of 2 per microbatch
+    are 16 microbatches across DP, M = 16 / DP at each pipeline degree."""
+    data = plan_json(capsys, tmp_path, *MODEL, "--micro-batch", "2", "--gpus", "8", "--tp", "2",
+                     "--global-batch-size", "32")
+    assert sorted({(c["tp"], c["pp"], c["dp"], c["microbatches"])
+                   for c in data["candidates"]}) == [(2, 1, 4, 4), (2, 2, 2, 8), (2, 4, 1, 16)]
+    assert [p.name for p in tmp_path.glob("plan-*.txt")] == ["plan-gpt-4l-tp2.txt"]
+    assert data["warnings"] == []
+
+
+def test_global_batch_still_counts_microbatches_with_its_deprecation(capsys, tmp_path):
+    data = plan_json(capsys, tmp_path, *MODEL, "--micro-batch", "2", "--gpus", "8", "--tp", "2",
+                     "--global-batch", "16")
+    assert sorted({(c["pp"], c["microbatches"]) for c in data["candidates"]}) == [
+        (1, 4), (2, 8), (4, 16)]
+    assert data["warnings"] == [
+        "--global-batch is deprecated and removed in pipesim 0.2.0: it counts microbatches; "
+        "give --global-batch-size (sequences, as in Megatron-LM)"]
+
+
+def test_a_workload_file_takes_one_sequence_per_microbatch_with_a_warning(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch-size", "16", "-s",
+                         "1f1b", "-j", "1")
+    assert code == 0 and err == ""
+    assert (f"warning: {WL}: a workload file states no sequences per microbatch; --micro-batch 1 "
+            "is taken for --global-batch-size (M = B / DP)") in out.splitlines()
+    assert f"best: pipesim run {WL} --gpus 8 --pp 1 -m 4 --vpp 1 -s 1f1b" in out  # 16 / DP 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([*MODEL, "--micro-batch", "2", "--gpus", "8", "--global-batch-size", "33"],
+     "--global-batch-size 33: expected a multiple of --micro-batch 2 (sequences per "
+     "microbatch)"),
+    ([*MODEL, "--gpus", "8", "--global-batch-size", "0"],
+     "--global-batch-size: expected a positive number of sequences, got 0"),
+    ([*MODEL, "--gpus", "8", "--global-batch", "8", "--global-batch-size", "8"],
+     "--global-batch and --global-batch-size: give one (--global-batch counts microbatches and "
+     "is deprecated; --global-batch-size counts sequences)"),
+    ([*MODEL, "--gpus", "8", "--tp", "3", "--global-batch-size", "8"],
+     "--tp 3: expected a divisor of --gpus 8"),
+    ([WL, "--gpus", "8", "--tp", "4"],
+     f"--tp 4: {WL} is written for tensor-parallel size 2 (model_parallel_NPU_group); generate "
+     "it at that TP, or plan from the model flags"),
+])
+def test_batch_and_tp_refusals(capsys, argv, message):
+    code, out, err = run(capsys, "plan", *argv, "-j", "1")
+    assert (code, out, err) == (2, "", f"pipesim: error: {message}\n")
+
+
+def test_the_budget_refuses_before_anything_runs_in_one_line(capsys):
+    """The 70B job of docs/planning.md without pruning: every screen is sure, 893,408 actions."""
+    code, out, err = run(capsys, "plan", "--model", "llama", "--layers", "80", "--hidden", "8192",
+                         "--heads", "64", "--kv-heads", "8", "--ffn", "28672", "--vocab",
+                         "128256", "--seq-length", "8192", "--gpu", "h100", "--gpus", "256",
+                         "--global-batch-size", "512", "--tp", "8", "--no-prune", "--system",
+                         str(ROOT / "configs" / "system" / "h100-cluster.yaml"))
+    assert (code, out) == (2, "")
+    assert err == (
+        "pipesim: error: --max-work: plan of llama-80l on 256 GPUs screens 104 candidate(s) of "
+        "762,336 actions in all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least "
+        "0) and confirms the best 3 x 1 iteration(s) (up to 131,072), 893,408 actions, above the "
+        "limit of 700,000 (about 8 s); pass --max-work 893408 (or 0 for no limit), or a lower "
+        "--max-actions to list the largest candidates infeasible\n")
+
+
+def test_megatron_rules_out_what_it_refuses_by_its_sizes_before_any_screen(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--runtime", "megatron", "-j", "1",
+                         "--json", "-")
+    assert (code, err) == (0, "")
+    rows = {c["key"]: c for c in json.loads(out)["candidates"]}
+    gpipe = rows["tp2-pp4-v1-m64-gpipe"]
+    assert (gpipe["makespan_ns"], gpipe["runtimes"], gpipe["reason"]) == (
+        None, None, "megatron does not run it: Megatron-LM has no gpipe schedule (it runs 1F1B, "
+        "and interleaved 1F1B with virtual stages)")
+    assert rows["tp2-pp4-v1-m64-1f1b"]["runtimes"]["megatron"]["accepts"]
+
+
+def test_a_pruned_row_carries_the_bound_that_pruned_it(capsys):
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "-j", "1", "--json", "-")
+    assert (code, err) == (0, "")
+    pruned = [c for c in json.loads(out)["candidates"]
+              if (c["reason"] or "").startswith("not run: its lower bound")]
+    assert pruned
+    for c in pruned:
+        assert c["makespan_ns"] is None
+        assert c["reason"].startswith(f"not run: its lower bound {c['lower_bound_ns'] / 1e6:.3f} "
+                                      "ms is above the best found, ")
