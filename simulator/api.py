@@ -189,7 +189,8 @@ def execute(plan: RunPlan, sched: Schedule, system: SystemConfig, engine: Engine
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        program = Program.compile(sched, part, header, system, p2p=engine.p2p, links=links)
+        program = Program.compile(sched, part, header, system, p2p=engine.p2p, links=links,
+                                  ddp=engine.ddp, tp_comm_overlap=engine.tp_comm_overlap)
         runtime = Runtime(sched, part, header, system, iterations=plan.iterations,
                           options=engine, program=program)
         if which == "evaluator":

@@ -88,6 +88,9 @@ class _MemoryFields(NamedTuple):
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
     activation_factor: float = 17.0
+    # HBM bandwidth in GB/s (10^9 bytes/s, the datasheet's unit); 0: unknown. Prices the
+    # optimizer step of Megatron-LM's data parallelism (engine/tail.py)
+    bandwidth_gbs: float = 0.0
     # Static memory by dtype and optimizer instead of one bytes_per_param (docs/model.md,
     # Memory): set ``precision`` and weights, gradients (allocated at a stage's first backward)
     # and optimizer state are counted apart.
