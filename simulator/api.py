@@ -19,7 +19,7 @@ from .engine.options import EngineOptions
 from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
-from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings,
+from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings, ddp_report,
                         check_schedule_size, check_sizes, counted_actions, header_for_run,
                         memory_warnings)
 from .result import ScheduleRun, SimulationResult
@@ -237,6 +237,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                 opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
                                 plan.workload)
     warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
+    ddp_warnings, ddp_notes = ddp_report(runtime.program.tail, sysconf, opts)
+    warnings += ddp_warnings
+    plan.notes.extend(ddp_notes)
     if opts.strict:
         enforce_strict(warnings)
     program = runtime.program
