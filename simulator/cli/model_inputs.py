@@ -245,7 +245,20 @@ def run_option_values(launch: LaunchSettings) -> dict:
     """The RunOptions fields a launch sets when the command line leaves them at their default."""
     return {"schedule": launch.schedule, "pp": launch.pp, "vpp": launch.vpp,
             "microbatches": launch.microbatches, "recompute": launch.recompute,
-            "gpus": launch.tp * launch.pp * launch.dp}
+            "gpus": launch.tp * launch.pp * launch.dp, **ddp_option_values(launch)}
+
+
+# the run's flags a Megatron-LM launch sets, in RunOptions' names (Megatron's own)
+DDP_FLAGS = ("use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
+             "tp_comm_overlap", "ddp_bucket_size", "grad_reduce_dtype")
+
+
+def ddp_option_values(launch: LaunchSettings) -> dict:
+    """A Megatron-LM launch's data parallelism and overlaps as RunOptions fields: Megatron's
+    DDP (engine/tail.py) with the file's flags; none for another launcher's file."""
+    if launch.source is None or not launch.source.startswith("--megatron-args"):
+        return {}
+    return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
 
 
 # -- the workload of a model input ---------------------------------------------------------------
@@ -307,6 +320,9 @@ def run_warnings(mi: ModelInput):
 
 
 def launch_options(opts, mi: ModelInput, schedule: str | None):
+    from ..run_options import FIELDS
+
+    DEFAULTS = {f.name: f.default for f in FIELDS}
     """``opts`` (RunOptions) with the launch's values where the command line left a field at
     its default, the schedule likewise, and warnings for what neither states (a run of the
     shape alone: one stage, one microbatch)."""
@@ -321,6 +337,9 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
                 changes[key] = values[key]
         if opts.recompute == "file":
             changes["recompute"] = values["recompute"]
+        for key in ("megatron_ddp",) + DDP_FLAGS:   # a flag the command line left at its default
+            if key in values and getattr(opts, key) == DEFAULTS[key]:
+                changes[key] = values[key]
         if schedule is None and opts.schedule is None:
             schedule = values["schedule"]
     else:
