@@ -365,9 +365,6 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     if a.get("--grad-reduce-in-bf16") and precision != "bf16":
         refuse("--grad-reduce-in-bf16", "with --bf16 (Megatron-LM reduces in bf16 only then)",
                precision)
-    if a.get("--overlap-param-gather") and not a.get("--use-distributed-optimizer"):
-        refuse("--overlap-param-gather", "with --use-distributed-optimizer (as Megatron-LM "
-               "asserts)", "without it")
     bucket = a.get("--ddp-bucket-size")
     if bucket is not None and not a.get("--overlap-grad-reduce"):
         notes.append(f"{src}: --ddp-bucket-size {bucket}: without --overlap-grad-reduce "
