@@ -29,7 +29,7 @@ from simulator.workload.partition import partition
 from .cases import assert_same
 
 DP_ROW = Comm(CommType.ALLREDUCE, CommGroup.DP, 20000, "ALLREDUCE")
-HBM_GBS = 1000.0      # 1 byte per ns... x 1000: 1000 B/ns
+HBM_GBS = 1000.0      # GB/s: 1000 bytes a ns
 SYSTEM = SystemConfig(memory=MemoryConfig(grad_bytes_per_param=4.0, bandwidth_gbs=HBM_GBS))
 
 
