@@ -19,7 +19,7 @@ from .engine.options import EngineOptions
 from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
-from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings,
+from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings, ddp_report,
                         retention_warnings,
                         check_schedule_size, check_sizes, counted_actions, header_for_run,
                         memory_warnings)
@@ -212,7 +212,8 @@ def execute(plan: RunPlan, sched: Schedule, system: SystemConfig, engine: Engine
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        program = Program.compile(sched, part, header, system, p2p=engine.p2p, links=links)
+        program = Program.compile(sched, part, header, system, p2p=engine.p2p, links=links,
+                                  ddp=engine.ddp, tp_comm_overlap=engine.tp_comm_overlap)
         runtime = Runtime(sched, part, header, system, iterations=plan.iterations,
                           options=engine, program=program)
         if which == "evaluator":
@@ -248,7 +249,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if schedule is None:
         schedule = opts.schedule
     wl = _load(workload, opts.layout)
-    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.distributed_optimizer)
+    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.use_distributed_optimizer)
     check_memory_keys(sysconf.memory)
     engine = opts.engine_options(sysconf.memory.capacity_bytes)
     plan = plan_run(wl, schedule, sysconf, opts)
@@ -261,6 +262,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                 plan.workload, plan.notes)
     warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
     warnings += retention_warnings(sysconf, sched.name, runtime.program.p2p)
+    ddp_warnings, ddp_notes = ddp_report(runtime.program.tail, sysconf, opts)
+    warnings += ddp_warnings
+    plan.notes.extend(ddp_notes)
     if opts.strict:
         enforce_strict(warnings)
     program = runtime.program

@@ -515,7 +515,7 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
             "every DP rank (mixed-precision Adam, no distributed optimizer: the default when "
             "nothing says); Megatron-LM with --bf16 --use-distributed-optimizer holds "
             "6 + 12/DP B, plain fp32 16 B",
-            "--param-dtype bf16|fp32 (and --distributed-optimizer), or memory.bytes_per_param "
+            "--param-dtype bf16|fp32 (and --use-distributed-optimizer), or memory.bytes_per_param "
             "or memory.precision in --system"))
     zero = [r for r, p in enumerate(peaks) if p <= 0]
     if zero:
@@ -599,3 +599,41 @@ def calibration_warnings(system, schedule_name: str, p2p: str) -> list[RunWarnin
         f"transfers it never saw: its launch overheads and exchange cost "
         f"({system.runtime.exchange_ns / 1e6:.3f} ms) are carried over (at 1 ms per layer, "
         "calibrated on interleaved-1f1b, 1f1b came out 17 % high: docs/validation.md)", fix)]
+
+
+def ddp_report(tail, system, options) -> tuple[list[RunWarning], list[str]]:
+    """What Megatron-LM's data parallelism (engine/tail.py) assumed: a note of its buckets,
+    step and all-gather; a warning where the optimizer step could not be priced (the system
+    states no HBM bandwidth) or a tensor-parallel overlap's assumption."""
+    warnings: list[RunWarning] = []
+    notes: list[str] = []
+    ddp = tail.ddp
+    if options.tp_comm_overlap:
+        notes.append("--tp-comm-overlap: each tensor-parallel collective hides behind the "
+                     "compute of its own row (its GEMMs), never more than that takes; an "
+                     "overlapped F/B pair's collectives hide behind the pair's compute")
+    if ddp is None:
+        return warnings, notes
+    s = ddp.settings
+    buckets = sum(len(c) for c in ddp.chunk_dp) + sum(len(r.blocking) for r in ddp.ranks)
+    slow = max(ddp.ranks, key=lambda r: r.after_barrier(s.overlap_param_gather))
+    kind = "reduce-scatter" if s.distributed_optimizer else "all-reduce"
+    size = s.bucket_size(1) if s.bucket_params is not None else None
+    notes.append(
+        f"Megatron DDP: {buckets} gradient bucket(s) ({kind}, {s.grad_bytes:g} B a gradient; "
+        + ("buckets of " + (f"{size:,} parameters" if size is not None
+                            else "max(40M, 1M x DP) parameters")
+           + ", each reduced as the backward fills it" if s.overlap_grad_reduce
+           else "one per chunk, after the rank's last backward, blocking")
+        + f"); the slowest rank's step {slow.step_ns / 1e6:.3f} ms"
+        + (f" and parameter all-gather {slow.gather_ns / 1e6:.3f} ms"
+           + (" (behind the next forward, up to one microbatch's forward)"
+              if s.overlap_param_gather else "") if s.distributed_optimizer else "")
+        + " after the barrier")
+    if ddp.bandwidth_gbs <= 0:
+        warnings.append(RunWarning(
+            "optimizer_step_unpriced",
+            f"the system ({system.name}) states no HBM bandwidth: Megatron DDP's optimizer step "
+            f"({s.step_bytes_per_param:g} B a parameter through memory) is taken as 0 ns",
+            "memory.bandwidth_gbs in --system"))
+    return warnings, notes

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .engine.options import EngineOptions, parse_slow_rank
+from .engine.options import DDPSettings, EngineOptions, parse_slow_rank
 from .errors import ConfigError
 from .system.config import PARAM_DTYPES
 from .system.runtime_profile import P2P_MODES
@@ -126,10 +126,31 @@ FIELDS: tuple[OptionField, ...] = (
          "gradients, fp32 master weights and Adam state: 18 B a parameter) or fp32 (16 B). "
          "Default: the system's memory, else 16 B a parameter with a warning. Not generate's "
          "--precision (the activations' dtype).", kind="choice", choices=PARAM_DTYPES),
-    _opt("distributed_optimizer", bool, False,
-         "Shard the master weights and Adam's state over DP (Megatron-LM's "
-         "--use-distributed-optimizer): bf16 6 + 12/DP B a parameter, fp32 8 + 8/DP.",
-         kind="bool"),
+    _opt("megatron_ddp", bool, False,
+         "Data parallelism as Megatron-LM's DDP (engine/tail.py) instead of each row's DP "
+         "collective as the file states it: without the overlap flags, every gradient "
+         "reduced after the rank's last backward, blocking; then the optimizer step. Implied "
+         "by the four flags below and by --megatron-args.", kind="bool"),
+    _opt("use_distributed_optimizer", bool, False,
+         "Megatron-LM's distributed optimizer: gradients reduce-scattered over DP, the step on "
+         "1/DP of the parameters, the parameters all-gathered after it.", kind="bool"),
+    _opt("overlap_grad_reduce", bool, False,
+         "Megatron-LM's bucketed reduction: each bucket of gradients reduced as soon as the "
+         "last microbatch's backward fills it, behind the rest of the backward.", kind="bool"),
+    _opt("overlap_param_gather", bool, False,
+         "With --use-distributed-optimizer: the parameter all-gather behind the next "
+         "iteration's forward.", kind="bool"),
+    _opt("ddp_bucket_size", int | None, None,
+         "Parameters per gradient bucket with --overlap-grad-reduce (default Megatron-LM's "
+         "max(40M, 1M x DP)).", kind="positive", metavar="PARAMS"),
+    _opt("grad_reduce_dtype", str, "fp32",
+         "The gradient reduction's dtype with Megatron-LM's DDP: fp32 (Megatron's default "
+         "with --bf16), bf16 (--grad-reduce-in-bf16), fp16 (--fp16 without "
+         "--accumulate-allreduce-grads-in-fp32).", kind="choice",
+         choices=("fp32", "bf16", "fp16")),
+    _opt("tp_comm_overlap", bool, False,
+         "Megatron-LM's --tp-comm-overlap: tensor-parallel collectives pipelined with their "
+         "GEMMs, hidden up to the GEMMs' length (default: blocking).", kind="bool"),
     _opt("strict", bool, False,
          "Treat every warning as an error (exit 2): no number pipesim cannot stand behind.",
          kind="bool"),
@@ -240,7 +261,29 @@ class RunOptions(_RunOptionsFields):
         return EngineOptions(
             p2p=self.p2p, memory_limit_bytes=self.memory_limit_bytes(capacity_bytes),
             jitter_sigma=self.jitter, seed=self.seed, slow_ranks=self.slow_ranks(),
-            trace_layers=self.trace_layers, layer_by_layer=self.layer_by_layer)
+            trace_layers=self.trace_layers, layer_by_layer=self.layer_by_layer,
+            ddp=self.ddp_settings(), tp_comm_overlap=self.tp_comm_overlap)
+
+    @property
+    def uses_megatron_ddp(self) -> bool:
+        return (self.megatron_ddp or self.use_distributed_optimizer or self.overlap_grad_reduce
+                or self.overlap_param_gather or self.ddp_bucket_size is not None)
+
+    def ddp_settings(self) -> DDPSettings | None:
+        """Megatron-LM's data parallelism as asked (None: each row's DP collective as the file
+        states it); a combination Megatron refuses is refused."""
+        if not self.uses_megatron_ddp:
+            return None
+        if self.overlap_param_gather and not self.use_distributed_optimizer:
+            raise ConfigError("--overlap-param-gather: needs --use-distributed-optimizer (as "
+                              "in Megatron-LM)")
+        if self.ddp_bucket_size is not None and not self.overlap_grad_reduce:
+            raise ConfigError("--ddp-bucket-size: needs --overlap-grad-reduce (without it "
+                              "Megatron-LM reduces each chunk as one bucket)")
+        return DDPSettings(self.overlap_grad_reduce, self.use_distributed_optimizer,
+                           self.overlap_param_gather,
+                           4.0 if self.grad_reduce_dtype == "fp32" else 2.0, 2.0,
+                           self.ddp_bucket_size)
 
 
 class OptionError(ConfigError):

@@ -248,9 +248,23 @@ def run_option_values(launch: LaunchSettings) -> dict:
             "microbatches": launch.microbatches, "recompute": launch.recompute,
             "gpus": launch.tp * launch.pp * launch.dp,
             # Megatron-LM's memory: --bf16 / --fp16 keep bf16 weights with fp32 main grads,
-            # fp32 otherwise; --use-distributed-optimizer shards the fp32 state over DP
+            # fp32 otherwise (--use-distributed-optimizer, among the DDP flags, shards the fp32
+            # state over DP)
             "param_dtype": "bf16" if launch.precision in ("bf16", "fp16") else "fp32",
-            "distributed_optimizer": bool(launch.use_distributed_optimizer)}
+            **ddp_option_values(launch)}
+
+
+# the run's flags a Megatron-LM launch sets, in RunOptions' names (Megatron's own)
+DDP_FLAGS = ("use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
+             "tp_comm_overlap", "ddp_bucket_size", "grad_reduce_dtype")
+
+
+def ddp_option_values(launch: LaunchSettings) -> dict:
+    """A Megatron-LM launch's data parallelism and overlaps as RunOptions fields: Megatron's
+    DDP (engine/tail.py) with the file's flags; none for another launcher's file."""
+    if launch.source is None or not launch.source.startswith("--megatron-args"):
+        return {}
+    return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
 
 
 # -- the workload of a model input ---------------------------------------------------------------
@@ -313,6 +327,9 @@ def run_warnings(mi: ModelInput):
 
 
 def launch_options(opts, mi: ModelInput, schedule: str | None):
+    from ..run_options import FIELDS
+
+    DEFAULTS = {f.name: f.default for f in FIELDS}
     """``opts`` (RunOptions) with the launch's values where the command line left a field at
     its default, the schedule likewise, and warnings for what neither states (a run of the
     shape alone: one stage, one microbatch)."""
@@ -328,10 +345,11 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
         if opts.recompute == "file":
             changes["recompute"] = values["recompute"]
         if opts.param_dtype is None and launch.source.startswith("--megatron-args"):
-            # a Megatron-LM launch states its weights' dtype and optimizer
+            # a Megatron-LM launch states its weights' dtype
             changes["param_dtype"] = values["param_dtype"]
-            changes["distributed_optimizer"] = (opts.distributed_optimizer
-                                                or values["distributed_optimizer"])
+        for key in ("megatron_ddp",) + DDP_FLAGS:   # a flag the command line left at its default
+            if key in values and getattr(opts, key) == DEFAULTS[key]:
+                changes[key] = values[key]
         if schedule is None and opts.schedule is None:
             schedule = values["schedule"]
     else:

@@ -10,6 +10,12 @@ stay known (for traces, and for when each weight-gradient collective becomes rea
 Compute times are the rows' times x ``gpu.compute_scale`` x the runtime profile's per-layer
 ``layer_scale`` (F, I, W factors; collectives are not scaled).
 
+With ``tp_overlap`` (Megatron-LM's ``--tp-comm-overlap``) a layer state's tensor-parallel
+collective is pipelined with the state's GEMMs (the row's compute): the state lasts the longer
+of the two (:func:`overlapped`), so the collective hides behind the GEMMs up to their length and
+only what is longer shows. Without it the collective blocks (compute + collective). The
+overlapped F/B pair of DualPipe(V) follows the same rule (``program.py``).
+
 Within a full backward (B) each layer runs Weight_Gradient then Input_Gradient (ASTRA-sim's
 order), last layer first; with split backward, I runs every Input_Gradient and W every
 Weight_Gradient, last layer first.
@@ -22,7 +28,7 @@ from typing import NamedTuple
 from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
-from ..workload.model import Header, Layer, Partition
+from ..workload.model import CommGroup, Header, Layer, Partition
 from ..schedules.action import Kind
 
 FORWARD_PASS = "Forward_Pass"
@@ -73,6 +79,12 @@ class ChunkCosts(NamedTuple):
         return self.dp_after_W if kind == Kind.W else self.dp_after_B
 
 
+def overlapped(compute: float, comm: float) -> float:
+    """How long ``compute`` and a collective of ``comm`` pipelined with it take: the collective
+    hides behind the compute up to the compute's length, never more."""
+    return comm if comm > compute else compute
+
+
 def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
     segs = []
     add, segment = segs.append, Segment
@@ -87,7 +99,8 @@ def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
 
 
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
-                header: Header, system: SystemConfig, links: LinkModel | None = None) -> ChunkCosts:
+                header: Header, system: SystemConfig, links: LinkModel | None = None,
+                tp_overlap: bool = False) -> ChunkCosts:
     scale = system.gpu.compute_scale
     links = links if links is not None else LinkModel(header, system)
     # the runtime profile's per-layer factors (F, I, W) on the compute, not the collectives
@@ -97,13 +110,18 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
         f = layer_scale(layer.index) if layer_scale is not None else None
         return scale if f is None else scale * f[kind]
 
+    def part(layer: Layer, state: str, compute: float, comm, forward: bool):
+        t = collective_time_ns(comm, header, system, forward=forward, links=links)
+        if tp_overlap and t > 0 and comm.group is CommGroup.TP:
+            t = overlapped(compute, t) - compute   # what shows beyond the GEMMs
+        return (layer.index, state, compute, t)
+
     def fwd(layer: Layer, state: str = FORWARD_PASS) -> tuple[int, str, float, float]:
-        return (layer.index, state, layer.fwd_compute * factor(layer, 0),
-                collective_time_ns(layer.fwd_comm, header, system, forward=True, links=links))
+        return part(layer, state, layer.fwd_compute * factor(layer, 0), layer.fwd_comm, True)
 
     def ig(layer: Layer) -> tuple[int, str, float, float]:
-        return (layer.index, INPUT_GRADIENT, layer.ig_compute * factor(layer, 1),
-                collective_time_ns(layer.ig_comm, header, system, links=links))
+        return part(layer, INPUT_GRADIENT, layer.ig_compute * factor(layer, 1), layer.ig_comm,
+                    False)
 
     def wg(layer: Layer) -> tuple[int, str, float, float]:
         return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * factor(layer, 2), 0.0)
@@ -144,7 +162,7 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
 
 
 def partition_costs(partition: Partition, header: Header, system: SystemConfig,
-                    links: LinkModel | None = None) -> list[ChunkCosts]:
+                    links: LinkModel | None = None, tp_overlap: bool = False) -> list[ChunkCosts]:
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
-    return [chunk_costs(c, recompute[i], header, system, links)
+    return [chunk_costs(c, recompute[i], header, system, links, tp_overlap)
             for i, c in enumerate(partition.chunks)]

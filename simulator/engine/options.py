@@ -12,7 +12,46 @@ from typing import NamedTuple
 from ..errors import ConfigError
 from ..system.runtime_profile import P2P_MODES   # re-exported: the modes p2p may name
 
-__all__ = ["EngineOptions", "P2P_MODES", "parse_slow_rank"]
+__all__ = ["DDPSettings", "EngineOptions", "P2P_MODES", "parse_slow_rank"]
+
+# Megatron-LM's default bucket: max(40,000,000, 1,000,000 x DP) parameters
+# (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)
+MEGATRON_BUCKET_MIN_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_DP = 1_000_000
+# Adam's step on mixed-precision training, bytes per parameter through HBM: it reads the fp32
+# main gradient, the fp32 master weight and the two fp32 moments (16 B) and writes the master
+# weight, the moments (12 B) and the 2-byte training copy of the weight (torch's fused Adam;
+# Megatron-LM's optimizer/optimizer.py, Float16OptimizerWithFloat16Params / the distributed
+# optimizer's main-param copy)
+ADAM_STEP_BYTES_PER_PARAM = 30.0
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class DDPSettings(NamedTuple):
+    """Megatron-LM's data parallelism (tail.py prices it): ``overlap_grad_reduce`` (buckets
+    reduced as the backward fills them; else one bucket per chunk after the rank's last
+    backward, blocking), ``distributed_optimizer`` (a reduce-scatter of the gradients, the step
+    on 1/DP of the parameters, an all-gather of the parameters after it), ``overlap_param_gather``
+    (that all-gather behind the next iteration's forward), ``grad_bytes`` (the reduction's dtype:
+    4 fp32, 2 bf16/fp16), ``param_bytes`` (the all-gathered weights' dtype), ``bucket_params``
+    (None: Megatron's default), ``step_bytes_per_param`` (the optimizer step's HBM traffic)."""
+
+    overlap_grad_reduce: bool = False
+    distributed_optimizer: bool = False
+    overlap_param_gather: bool = False
+    grad_bytes: float = 4.0
+    param_bytes: float = 2.0
+    bucket_params: int | None = None
+    step_bytes_per_param: float = ADAM_STEP_BYTES_PER_PARAM
+
+    def bucket_size(self, dp: int) -> int | None:
+        """Parameters per bucket (None: one bucket per chunk, as Megatron does without
+        ``--overlap-grad-reduce``)."""
+        if not self.overlap_grad_reduce:
+            return None
+        if self.bucket_params is not None:
+            return self.bucket_params
+        return max(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP * dp)
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -28,7 +67,9 @@ class EngineOptions(NamedTuple):
 
     ``jitter_sigma``: compute times scaled by seeded lognormal noise of mean 1; ``slow_ranks``:
     (rank, factor) pairs multiplying one rank's compute; ``memory_limit_bytes``: an overflow is an
-    OutOfMemoryError. Not checked here: RunOptions checked the values it was made from.
+    OutOfMemoryError. ``ddp``: Megatron-LM's data parallelism (:class:`DDPSettings`);
+    ``tp_comm_overlap``: tensor-parallel collectives hidden behind the GEMMs they are pipelined
+    with, never more than those take. Not checked here: RunOptions checked the values it was made from.
     """
 
     p2p: str | None = None
@@ -38,6 +79,8 @@ class EngineOptions(NamedTuple):
     slow_ranks: tuple[tuple[int, float], ...] = ()
     trace_layers: bool = False
     layer_by_layer: bool = False   # reference path: one SimPy event per layer state (slower)
+    ddp: DDPSettings | None = None  # None: each row's DP collective as the file states it
+    tp_comm_overlap: bool = False   # TP collectives pipelined with their GEMMs (costs.py)
 
 
 def parse_slow_rank(text: str) -> tuple[int, float]:

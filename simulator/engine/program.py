@@ -42,7 +42,7 @@ from ..workload.model import Header, Partition
 from ..system.per_runtime import for_runtime
 from ..system.runtime_profile import RuntimeProfile
 from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment,
-                    partition_costs)
+                    overlapped, partition_costs)
 from .memory import MemoryModel, build_memory_model
 from .records import TransferRecord
 from .tail import TailPlan, compile_tail
@@ -112,9 +112,12 @@ class Program(NamedTuple):
     @classmethod
     def compile(cls, schedule: Schedule, partition: Partition, header: Header,
                 system: SystemConfig, *, p2p: str | None = None,
-                pp_comm: int | None = None, links: LinkModel | None = None) -> "Program":
+                pp_comm: int | None = None, links: LinkModel | None = None,
+                ddp=None, tp_comm_overlap: bool = False) -> "Program":
         """Cost the chunks, lay out memory, add the communication and compile every rank's op
-        list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``)."""
+        list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``); ``ddp``
+        (:class:`~simulator.engine.options.DDPSettings`): Megatron-LM's data parallelism in
+        place of the rows' own DP collectives; ``tp_comm_overlap``: costs.py's overlap rule."""
         profile = system.runtime
         mode = p2p or profile.p2p
         # torch: the runtime the schedule's spec names (single-stage for GPipe and 1F1B)
@@ -125,8 +128,10 @@ class Program(NamedTuple):
         memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
         if links is None or links.system is not system:   # the plan's, unless the runtime's own
             links = LinkModel(header, system, schedule.pp)  # figures changed the system above
-        costs = partition_costs(partition, header, system, links)
-        tail = compile_tail(schedule, partition, header, system, links)
+        costs = partition_costs(partition, header, system, links, tp_comm_overlap)
+        tail = compile_tail(schedule, partition, header, system, links, ddp=ddp, costs=costs,
+                            tp_overlap=tp_comm_overlap)
+        costs = tail.chunk_costs(costs)   # Megatron's buckets in place of the rows' collectives
         labels = tuple(labels_of_kinds(rank_kinds(schedule, r))   # the letters every pass reads
                        for r in range(len(schedule.ranks)))
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
@@ -402,8 +407,9 @@ class ProgramBuilder:
         total = sum(c.duration for c in costs)
         comm = sum(c.comm for c in costs)
         paired = len(costs) > 1
-        # an overlapped pair: communication hides under the other half's compute
-        duration = max(total - comm, comm) if paired else total
+        # an overlapped pair: its blocking collectives hide behind the pair's compute, never
+        # more than that compute takes (costs.overlapped, the --tp-comm-overlap rule)
+        duration = overlapped(total - comm, comm) if paired else total
         shares = []
         dp = []
         acc = 0.0

@@ -24,6 +24,23 @@ same addition, so the two agree to the last bit):
   ``end``; the last one in gets the latest arrival and how long after it every rank goes on
   (the latest collective end plus its update, or the last rank's own end).
 
+Megatron-LM's data parallelism (a :class:`~simulator.engine.options.DDPSettings`, written
+here once for both walks): the layers' weight gradients go into buckets per chunk, filled in
+backward order (last layer first), a bucket closing once it holds ``bucket_size`` parameters
+(Megatron's rule, ``param_and_grad_buffer.py``); its collective (an all-reduce, or a
+reduce-scatter with the distributed optimizer, of the parameters x the reduction's dtype) is one
+:class:`DPCollective` issued when the layer that fills it has its last microbatch's gradient
+(:meth:`TailPlan.chunk_costs` puts the buckets where the rows' own collectives were, so
+:meth:`Tail.dp` issues them). Without ``--overlap-grad-reduce`` the chunk is one bucket, issued
+by :meth:`Tail.finish` after the rank's last action and waited for there (blocking, as
+Megatron's ``finalize_model_grads`` does). After the barrier - the optimizer's gradient-norm
+all-reduce over the model-parallel ranks makes every rank wait for the last - each rank runs
+its optimizer step (memory-bound: ``step_bytes_per_param`` per parameter, 1/DP of them with the
+distributed optimizer, over the GPU's HBM bandwidth) and the distributed optimizer's
+parameter all-gather (one per bucket, in the weights' dtype); the iteration ends when the
+slowest rank is done. With ``--overlap-param-gather`` the all-gather runs behind the next
+iteration's first forward: only what exceeds the rank's forward of one microbatch shows.
+
 A new rule of the tail changes only this module: bucketed DP (Megatron's gradient buckets:
 :meth:`Tail.dp` holds layers until their bucket is full), a distributed optimizer
 (reduce-scatter in :meth:`Tail.dp`, the all-gather after the step in :meth:`Tail.finish`), or
@@ -39,11 +56,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..schedules.schedule import Schedule
+from ..system.collectives import group_size, ring_time_ns
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.iteration_rows import rank_iteration_rows
-from ..workload.model import Header, Layer, Partition
-from .costs import DPCollective, chunk_costs
+from ..workload.model import CommGroup, CommType, Header, Layer, Partition
+from .costs import WEIGHT_GRADIENT, ChunkCosts, DPCollective, chunk_costs
 from .records import CollectiveRecord, RunRecords
 
 _INF = float("inf")
@@ -62,20 +80,135 @@ NO_ROWS = RankTail(0.0, (), 0)
 
 
 def rank_tail(layers: tuple[Layer, ...], header: Header, system: SystemConfig,
-              links: LinkModel) -> RankTail:
+              links: LinkModel, tp_overlap: bool = False) -> RankTail:
     """The cost of a rank's once-per-iteration rows ``layers``: their forward then their
     backward, and the DP collectives of their weight gradients."""
     if not layers:
         return NO_ROWS
-    c = chunk_costs(layers, {}, header, system, links)
+    c = chunk_costs(layers, {}, header, system, links, tp_overlap)
     dps = tuple(DPCollective(d.layer, c.F.duration + d.ready_offset, d.duration, d.update_ns,
                              d.nbytes) for d in c.dp_after_B)
     return RankTail(c.F.duration + c.B.duration, dps, c.F.layer_ops + c.B.layer_ops)
 
 
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class Bucket(NamedTuple):
+    """One of Megatron's gradient buckets: the layers (file-order indices) whose gradients it
+    holds, in backward order, the last one filling it."""
+
+    group: CommGroup
+    layers: tuple[int, ...]
+    params: float
+    update_ns: float
+
+
+def chunk_buckets(layers: tuple[Layer, ...], grad_bytes_in_file: float,
+                  size: int | None) -> tuple[Bucket, ...]:
+    """The buckets of one chunk: its layers' parameters (a row's weight-gradient collective
+    bytes / the file's bytes per gradient) taken last layer first, a bucket per group (DP, and
+    the experts' DP-over-EP) closing once it holds ``size`` parameters (None: one bucket)."""
+    out: list[Bucket] = []
+    open_: dict[CommGroup, list] = {}
+    for layer in reversed(layers):
+        comm = layer.wg_comm
+        if not comm.active or comm.group not in (CommGroup.DP, CommGroup.DP_EP):
+            continue
+        b = open_.setdefault(comm.group, [[], 0.0, 0.0])
+        b[0].append(layer.index)
+        b[1] += comm.bytes / grad_bytes_in_file
+        b[2] += float(layer.update_time)
+        if size is not None and b[1] >= size:
+            out.append(Bucket(comm.group, tuple(b[0]), b[1], b[2]))
+            del open_[comm.group]
+    out += [Bucket(g, tuple(b[0]), b[1], b[2]) for g, b in open_.items()]
+    return tuple(out)
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class RankDDP(NamedTuple):
+    """Megatron's data parallelism on one rank: the buckets reduced after its last action
+    (without ``--overlap-grad-reduce``), its optimizer step, its parameter all-gathers and its
+    forward of one microbatch (what hides them with ``--overlap-param-gather``)."""
+
+    blocking: tuple[tuple[int, DPCollective], ...]   # (chunk, collective)
+    step_ns: float
+    gather_ns: float
+    forward_ns: float
+    params: float
+
+    def after_barrier(self, overlap_param_gather: bool) -> float:
+        """How long the rank runs after the barrier: the step, then what of its all-gather
+        shows."""
+        gather = self.gather_ns
+        if overlap_param_gather:
+            gather = gather - self.forward_ns if gather > self.forward_ns else 0.0
+        return self.step_ns + gather
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class MegatronDDP(NamedTuple):
+    """The compiled data parallelism: per chunk its bucket collectives, per rank a
+    :class:`RankDDP`."""
+
+    settings: object                                   # DDPSettings
+    chunk_dp: tuple[tuple[DPCollective, ...], ...]     # issued during the backward
+    ranks: tuple[RankDDP, ...]
+    bandwidth_gbs: float                               # HBM, bytes per ns; 0: step not priced
+
+
+def _collective(kind: CommType, group: CommGroup, nbytes: float, header: Header,
+                links: LinkModel, rank: int) -> float:
+    n = group_size(group, header, links.placement.pp)
+    return ring_time_ns(kind, nbytes, n, links.collective(group, kind, rank))
+
+
+def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
+                system: SystemConfig, links: LinkModel, ddp, costs) -> MegatronDDP:
+    """Megatron's buckets for every chunk and the step / all-gather of every rank."""
+    in_file = system.memory.grad_bytes(header.grad_bytes_per_param)
+    dp = links.placement.dp
+    size = ddp.bucket_size(dp)
+    reduce = CommType.REDUCESCATTER if ddp.distributed_optimizer else CommType.ALLREDUCE
+    rank_of = {schedule.stage_chunk[s]: r for r in range(schedule.pp)
+               for s in schedule.stages_of(r)}
+    bandwidth = system.memory.bandwidth_gbs
+    chunk_dp: list[tuple[DPCollective, ...]] = []
+    per_rank: list[list] = [[[], 0.0, 0.0, 0.0, 0.0] for _ in range(schedule.pp)]
+    for c, layers in enumerate(partition.chunks):
+        r = rank_of.get(c, 0)
+        acc = per_rank[r]
+        acc[3] += costs[c].F.duration
+        out = []
+        for b in chunk_buckets(layers, in_file, size):
+            n = group_size(b.group, header, links.placement.pp)
+            nbytes = b.params * ddp.grad_bytes
+            d = DPCollective(b.layers[-1], 0.0,
+                             _collective(reduce, b.group, nbytes, header, links, r),
+                             b.update_ns, int(round(nbytes)))
+            if n > 1:
+                out.append(d)
+            shard = n if ddp.distributed_optimizer else 1
+            if bandwidth > 0:
+                acc[1] += b.params / shard * ddp.step_bytes_per_param / bandwidth
+            if ddp.distributed_optimizer and n > 1:
+                acc[2] += _collective(CommType.ALLGATHER, b.group, b.params * ddp.param_bytes,
+                                      header, links, r)
+            acc[4] += b.params
+        if ddp.overlap_grad_reduce:
+            chunk_dp.append(tuple(out))
+        else:
+            chunk_dp.append(())
+            acc[0] += [(c, d) for d in out]
+    ranks = tuple(RankDDP(tuple(a[0]), a[1], a[2], a[3], a[4]) for a in per_rank)
+    return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth)
+
+
 def compile_tail(schedule: Schedule, partition: Partition, header: Header,
-                 system: SystemConfig, links: LinkModel) -> "TailPlan":
-    """Every rank's share of the once-per-iteration rows (the chunks it runs decide it)."""
+                 system: SystemConfig, links: LinkModel, ddp=None,
+                 costs: list[ChunkCosts] | None = None, tp_overlap: bool = False) -> "TailPlan":
+    """Every rank's share of the once-per-iteration rows (the chunks it runs decide it), and
+    with ``ddp`` (a :class:`~simulator.engine.options.DDPSettings`; ``costs``: the chunks'
+    costs) Megatron's data parallelism."""
     by_share: dict[tuple[int, ...], RankTail] = {}
     ranks: list[RankTail] = []
     for r in range(schedule.pp):
@@ -83,9 +216,24 @@ def compile_tail(schedule: Schedule, partition: Partition, header: Header,
         rows = by_share.get(chunks)
         if rows is None:
             own = rank_iteration_rows(partition, chunks, schedule.pp)
-            rows = by_share[chunks] = rank_tail(own, header, system, links)
+            rows = by_share[chunks] = rank_tail(own, header, system, links, tp_overlap)
         ranks.append(rows)
-    return TailPlan(tuple(ranks))
+    if ddp is None:
+        return TailPlan(tuple(ranks))
+    if costs is None:
+        from .costs import partition_costs
+
+        costs = partition_costs(partition, header, system, links, tp_overlap)
+    return TailPlan(tuple(ranks), compile_ddp(schedule, partition, header, system, links, ddp,
+                                              costs))
+
+
+def _at_gradient(cost, bucket: DPCollective) -> DPCollective:
+    """``bucket`` ready when its filling layer's weight gradient is done in ``cost``."""
+    for seg in cost.segments:
+        if seg.state == WEIGHT_GRADIENT and seg.layer == bucket.layer:
+            return bucket._replace(ready_offset=seg.offset + seg.duration)
+    return bucket._replace(ready_offset=cost.duration)
 
 
 def issue_dp(rank: int, it: int, free: float, start: float,
@@ -112,26 +260,42 @@ class TailPlan(NamedTuple):
     """The compiled tail of a program: per rank, its :class:`RankTail`."""
 
     ranks: tuple[RankTail, ...]
+    ddp: MegatronDDP | None = None
 
     @property
     def layer_ops(self) -> int:
         return sum(rows.layer_ops for rows in self.ranks)
 
+    def chunk_costs(self, costs: list[ChunkCosts]) -> list[ChunkCosts]:
+        """``costs`` with Megatron's bucket collectives in place of the rows' own (unchanged
+        without ``ddp``)."""
+        if self.ddp is None:
+            return costs
+        return [c._replace(dp_after_W=tuple(_at_gradient(c.W, d) for d in dps),
+                           dp_after_B=tuple(_at_gradient(c.B, d) for d in dps))
+                for c, dps in zip(costs, self.ddp.chunk_dp)]
+
     def start(self, rec: RunRecords) -> "Tail":
         """One run's tail, writing into ``rec`` (its ``rank_finish`` already sized)."""
-        return Tail(self.ranks, rec)
+        return Tail(self.ranks, rec, self.ddp)
 
 
 # a plain class, not a dataclass: start-up (simulator/__init__.py); one run's state
 class Tail:
     """One run's iteration tail (see the module docstring)."""
 
-    __slots__ = ("ranks", "rec", "free", "cand", "finished", "_append")
+    __slots__ = ("ranks", "rec", "free", "cand", "finished", "_append", "ddp", "after")
 
-    def __init__(self, ranks: tuple[RankTail, ...], rec: RunRecords) -> None:
+    def __init__(self, ranks: tuple[RankTail, ...], rec: RunRecords,
+                 ddp: MegatronDDP | None = None) -> None:
         P = len(ranks)
         self.ranks = ranks
         self.rec = rec
+        self.ddp = ddp
+        # what every rank runs after the barrier: the slowest rank's step and all-gather
+        self.after = 0.0 if ddp is None else max(
+            (d.after_barrier(ddp.settings.overlap_param_gather) for d in ddp.ranks),
+            default=0.0)
         self.free = [0.0] * P          # each rank's communication stream is free from then
         self.cand = -_INF              # the latest end of the iteration so far
         self.finished = 0              # ranks at the barrier
@@ -151,7 +315,8 @@ class Tail:
         collective records, for the walk to append when it gets there."""
         rows = self.ranks[r]
         compute, dps = rows.compute_ns, rows.dp
-        if not (compute > 0 or dps):
+        blocking = self.ddp.ranks[r].blocking if self.ddp is not None else ()
+        if not (compute > 0 or dps or blocking):
             return 0.0, ()
         records: list = []
         self.free[r], done = issue_dp(r, it, self.free[r], now,
@@ -159,7 +324,18 @@ class Tail:
                                       records.append)
         if done > self.cand:
             self.cand = done
-        return (compute if compute > 0 else 0.0), records
+        busy = compute if compute > 0 else 0.0
+        if blocking:
+            # Megatron without --overlap-grad-reduce: every bucket after the rank's last
+            # action (and its rows' compute), the rank waiting until they are done
+            self.free[r], done = issue_dp(r, it, self.free[r], now,
+                                          [(c, busy, d) for c, d in blocking], 1.0,
+                                          records.append)
+            if done > self.cand:
+                self.cand = done
+            if done - now > busy:
+                busy = done - now
+        return busy, records
 
     def arrive(self, r: int, it: int, end: float) -> tuple[float, float] | None:
         """Rank ``r`` is at the barrier of iteration ``it`` at ``end``. None until the last
@@ -173,7 +349,7 @@ class Tail:
         self.finished += 1
         if self.finished < len(self.ranks):
             return None
-        cand = self.cand
+        cand = self.cand + self.after   # Megatron's step and all-gather after the barrier
         bounds = rec.iteration_bounds
         bounds.append((bounds[-1][1] if bounds else 0.0, cand))
         self.finished = 0

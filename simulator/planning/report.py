@@ -63,6 +63,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += flag.split()
     if c.recompute != "file":
         words += ["--recompute", c.recompute]
+    if settings.runtime == "megatron":
+        words += ["--megatron-ddp"]
     if settings.system is not None:
         words += ["--system", settings.system]
     if settings.calibration is not None:

@@ -76,6 +76,13 @@ class ScreenContext:
 
 
 
+def megatron_options(runtime: str | None) -> dict:
+    """The run options of a plan for ``runtime``: Megatron-LM's DDP and the step after it for
+    ``--runtime megatron``, as its launch file runs (``pipesim run --megatron-args``), so the
+    launch reads back with the plan's numbers."""
+    return {"megatron_ddp": True} if runtime == "megatron" else {}
+
+
 def p95(values: list[float]) -> float:
     """Nearest-rank 95th percentile."""
     ordered = sorted(values)
@@ -98,7 +105,8 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           # the per-candidate budget is per iteration (confirming runs under
                           # --jitter run several)
                           max_actions=ctx.max_actions * iterations if ctx.max_actions
-                          else ctx.max_actions, recompute=c.recompute, **c.split_options)
+                          else ctx.max_actions, recompute=c.recompute,
+                          **megatron_options(ctx.runtime), **c.split_options)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

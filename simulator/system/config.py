@@ -97,6 +97,9 @@ class _MemoryFields(NamedTuple):
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
     activation_factor: float = 17.0
+    # HBM bandwidth in GB/s (10^9 bytes/s, the datasheet's unit); 0: unknown. Prices the
+    # optimizer step of Megatron-LM's data parallelism (engine/tail.py)
+    bandwidth_gbs: float = 0.0
     # Static memory by dtype and optimizer instead of one bytes_per_param (docs/model.md,
     # Memory): set ``precision`` and weights, gradients (allocated at a stage's first backward)
     # and optimizer state are counted apart.
@@ -247,7 +250,7 @@ _CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIO
 
 def with_param_dtype(system: SystemConfig, param_dtype: str | None,
                      distributed_optimizer: bool) -> SystemConfig:
-    """The system with ``--param-dtype`` / ``--distributed-optimizer`` laid over its memory:
+    """The system with ``--param-dtype`` / ``--use-distributed-optimizer`` laid over its memory:
     the dtype sets the weights' (and its main gradients') dtype and replaces
     ``bytes_per_param``; the distributed optimizer shards the fp32 master weights and Adam's
     state over DP (Megatron-LM's ``--use-distributed-optimizer``, ZeRO stage 1)."""
@@ -259,7 +262,7 @@ def with_param_dtype(system: SystemConfig, param_dtype: str | None,
                            bytes_per_param=0.0)
     if distributed_optimizer:
         if not mem.precision:
-            raise ConfigError("--distributed-optimizer: shards the optimizer state, which is "
+            raise ConfigError("--use-distributed-optimizer: shards the optimizer state, which is "
                               "counted by dtype; give --param-dtype bf16 or fp32 (or "
                               "memory.precision in --system)")
         mem = mem._replace(zero=max(1, mem.zero))

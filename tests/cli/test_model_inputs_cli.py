@@ -170,7 +170,10 @@ def test_run_launch_read_back_gives_the_same_makespan(tmp_path, capsys):
     t = _json(titan)
     assert (t["pp"], t["vpp"], t["microbatches"], t["schedule"]) == (
         a["pp"], a["vpp"], a["microbatches"], a["schedule"]) == (4, 2, 16, "interleaved-1f1b")
-    assert t["makespan_ns"] == a["makespan_ns"]
+    # one layout, one compute; the Megatron launch's data parallelism is Megatron's (its
+    # gradients reduced after the backward, blocking, then the step: engine/tail.py), where
+    # torchtitan's file keeps each row's DP collective as the generated file states it
+    assert t["makespan_ns"] < a["makespan_ns"]
 
 
 def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path, capsys):
@@ -192,7 +195,10 @@ def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path
     b = _json(back)
     assert (b["pp"], b["vpp"], b["microbatches"]) == (best["pp"], best["vpp"],
                                                       best["microbatches"])
-    assert abs(b["makespan_ns"] - best["makespan_ns"]) <= 0.005 * best["makespan_ns"]
+    # a plan for Megatron-LM prices Megatron's DDP (the reduction after the backward, blocking,
+    # and the optimizer step: engine/tail.py) as the run of its launch does
+    assert b["makespan_ns"] == pytest.approx(best["makespan_ns"], rel=0.005)
+    assert "--megatron-ddp" in best["command"]
 
 
 def test_generate_from_a_launch_file_writes_its_settings(tmp_path, capsys):

@@ -36,8 +36,9 @@ def error(data, base) -> str:
      "account_for_loss_in_pipeline_split, pipeline_parallel_layers_per_stage, "
      "pipeline_parallel_first_stage_less_layers, pipeline_parallel_last_stage_less_layers, "
      "iterations, layout, p2p, memory_limit, jitter, seed, "
-     "slow_rank, recompute, pp_comm, gpus, dp, max_actions, engine, param_dtype, distributed_optimizer, "
-     "strict, layer_by_layer, "
+     "slow_rank, recompute, pp_comm, gpus, dp, max_actions, engine, param_dtype, megatron_ddp, "
+     "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, ddp_bucket_size, "
+     "grad_reduce_dtype, tp_comm_overlap, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),
     ({"grid": {"system.links.bandwith_gbps": [1]}},

@@ -138,7 +138,7 @@ def test_one_published_run_as_its_exact_records(published_runs):
         source=src, tp=8, pp=8, vpp=3, dp=1, seq=2048, micro_batch=1, global_batch=64,
         microbatches=64, gpus=64, sequence_parallel=True, precision="fp16",
         flash_attention=False, recompute="none", recompute_granularity="selective",
-        schedule="interleaved-1f1b")
+        schedule="interleaved-1f1b", grad_reduce_dtype="fp16")   # --fp16: Megatron's default
     assert got.warnings == (
         f"{src}: --untie-embeddings-and-output-weights absent: the LM head shares the "
         "embedding's weights (Megatron-LM's default); pipesim counts them apart, as the last "
@@ -190,17 +190,39 @@ def test_unmodelled_flags_are_warned_never_dropped():
             la.tp_comm_overlap) == (True, True, True, True)
     src = "--megatron-args a.txt"
     assert got.warnings == (
-        f"{src}: --use-distributed-optimizer: the distributed optimizer's reduce-scatter / "
-        "all-gather and its optimizer-state memory is not modelled yet (carried, not priced)",
-        f"{src}: --overlap-grad-reduce: overlapping the gradient reduction with the backward is "
-        "not modelled yet (carried, not priced)",
-        f"{src}: --overlap-param-gather: overlapping the parameter all-gather with the forward "
-        "is not modelled yet (carried, not priced)",
-        f"{src}: --tp-comm-overlap: overlapping tensor-parallel collectives with GEMMs is not "
-        "modelled yet (carried, not priced)",
+        f"{src}: --use-distributed-optimizer: the optimizer state's sharding over data "
+        "parallelism in memory is not modelled yet (carried, not priced)",
         f"{src}: --lr: not modelled by pipesim (ignored)",
         f"{src}: --weight-decay: not modelled by pipesim (ignored)",
         f"{src}: --tokenizer-type: not modelled by pipesim (ignored)")
+
+
+def test_megatron_ddp_flags_map_onto_the_run_options():
+    from simulator.cli.model_inputs import launch_options
+    from simulator.run_options import RunOptions
+    from simulator.workload.inputs.shape import ModelInput
+
+    def run_opts(flags: str) -> RunOptions:
+        got = megatron_input(BASE.replace("--bf16 ", "") + flags, "a.txt", 8)
+        mi = ModelInput(got.source, got.shape, got.launch, got.warnings, got.notes)
+        return launch_options(RunOptions(), mi, None)[0]
+
+    o = run_opts("--bf16 --use-distributed-optimizer --overlap-grad-reduce "
+                 "--overlap-param-gather --tp-comm-overlap --ddp-bucket-size 1000000 "
+                 "--tensor-model-parallel-size 2 --sequence-parallel")
+    assert (o.megatron_ddp, o.use_distributed_optimizer, o.overlap_grad_reduce,
+            o.overlap_param_gather, o.tp_comm_overlap, o.ddp_bucket_size,
+            o.grad_reduce_dtype) == (True, True, True, True, True, 1000000, "fp32")
+    # Megatron's defaults: its DDP, blocking, fp32 reduction with --bf16
+    o = run_opts("--bf16")
+    assert (o.megatron_ddp, o.overlap_grad_reduce, o.use_distributed_optimizer,
+            o.grad_reduce_dtype) == (True, False, False, "fp32")
+    assert run_opts("--bf16 --grad-reduce-in-bf16").grad_reduce_dtype == "bf16"
+    assert run_opts("--fp16").grad_reduce_dtype == "fp16"
+    assert run_opts("--fp16 --accumulate-allreduce-grads-in-fp32").grad_reduce_dtype == "fp32"
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --overlap-param-gather: "
+                                          r"expected --use-distributed-optimizer with it"):
+        megatron_input(BASE + "--bf16 --overlap-param-gather", "a.txt", 8)
 
 
 def test_placement_flags_are_carried():

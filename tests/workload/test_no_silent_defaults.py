@@ -75,8 +75,7 @@ def test_what_a_user_sees_for_a_header_without_pp_and_ga(tmp_path, capsys):
 
 
 def test_a_fully_stated_generated_file_passes_strict(generated, capsys):
-    rc, d, err = _run(capsys, Path(generated), "--strict", "--param-dtype", "bf16",
-                      "--distributed-optimizer")
+    rc, d, err = _run(capsys, Path(generated), "--strict", "--param-dtype", "bf16")
     assert (rc, err) == (0, "")
     assert d["warnings"] == []
     # the activations from the model's shape are a derivation: a note

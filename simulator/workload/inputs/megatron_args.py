@@ -49,6 +49,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
     "--overlap-grad-reduce": (FLAG, ()), "--overlap-param-gather": (FLAG, ()),
     "--tp-comm-overlap": (FLAG, ()), "--use-flash-attn": (FLAG, ()),
+    "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
+    "--ddp-bucket-size": (INT, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
@@ -56,12 +58,11 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
 }
 # what is read but priced by a model pipesim has yet to build: carried in the record, warned
+# (the distributed optimizer's collectives and step are priced by engine/tail.py; its sharding
+# of the optimizer state in memory is not yet)
 NOT_MODELLED_YET = {
-    "--use-distributed-optimizer": "the distributed optimizer's reduce-scatter / all-gather "
-                                   "and its optimizer-state memory",
-    "--overlap-grad-reduce": "overlapping the gradient reduction with the backward",
-    "--overlap-param-gather": "overlapping the parameter all-gather with the forward",
-    "--tp-comm-overlap": "overlapping tensor-parallel collectives with GEMMs",
+    "--use-distributed-optimizer": "the optimizer state's sharding over data parallelism in "
+                                   "memory",
 }
 
 
@@ -354,6 +355,21 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     if precision == "fp32":
         warnings.append(f"{src}: neither --fp16 nor --bf16: fp32 training (Megatron-LM's "
                         "default); pipesim's compute times stay the GPU's BF16 roofline")
+    # the gradient reduction's dtype, as Megatron-LM's validate_args sets it
+    if precision == "bf16":
+        grad_dtype = "bf16" if a.get("--grad-reduce-in-bf16") else "fp32"
+    elif precision == "fp16":
+        grad_dtype = "fp32" if a.get("--accumulate-allreduce-grads-in-fp32") else "fp16"
+    else:
+        grad_dtype = "fp32"
+    if a.get("--grad-reduce-in-bf16") and precision != "bf16":
+        refuse("--grad-reduce-in-bf16", "with --bf16 (Megatron-LM reduces in bf16 only then)",
+               precision)
+    bucket = a.get("--ddp-bucket-size")
+    if bucket is not None and not a.get("--overlap-grad-reduce"):
+        notes.append(f"{src}: --ddp-bucket-size {bucket}: without --overlap-grad-reduce "
+                     "Megatron-LM reduces each chunk as one bucket (the size is not used)")
+        bucket = None
     sp = bool(a.get("--sequence-parallel"))
     if sp and tp == 1:
         sp = False
@@ -431,7 +447,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         use_distributed_optimizer=bool(a.get("--use-distributed-optimizer")),
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
-        tp_comm_overlap=bool(a.get("--tp-comm-overlap")))
+        tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
+        ddp_bucket_size=bucket)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

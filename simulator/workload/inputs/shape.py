@@ -70,11 +70,14 @@ class LaunchSettings(NamedTuple):
     account_for_loss_in_pipeline_split: bool = False
     layers_per_stage: int | None = None  # torchtitan's pipeline_parallel_layers_per_stage
     stage_layers: tuple[int, ...] | None = None   # transformer layers per stage, stage order
-    # data parallelism and overlaps, carried for the models that price them
+    # data parallelism and overlaps (Megatron-LM's names; engine/tail.py and costs.py price
+    # them once model_inputs.run_option_values maps them onto the run's options)
     use_distributed_optimizer: bool = False
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    grad_reduce_dtype: str = "fp32"      # the gradient reduction's dtype: fp32, bf16, fp16
+    ddp_bucket_size: int | None = None   # parameters per bucket; None: Megatron's default
 
 
 class ModelInput(NamedTuple):
