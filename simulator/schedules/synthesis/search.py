@@ -90,9 +90,15 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             else max(min(cap, policy.slope * (P - r) + policy.warm_extra), width[r])
             for r in range(P)]
     f_end = [-1.0] * SM
-    g_end = [-1.0] * SM
     next_f = [0] * S
-    ready_i: list[list[int]] = [[] for _ in range(P)]
+    # the input gradients a rank may run, as two heaps: those whose inputs arrive later
+    # (ready time, F order, id) and those whose inputs are there ((-tail, microbatch, F order),
+    # id); the F order breaks ties as the order the forwards were issued in
+    waiting: list[list[tuple[float, int, int]]] = [[] for _ in range(P)]
+    ready_i: list[list[tuple[tuple[float, int, int], int]]] = [[] for _ in range(P)]
+    f_order = [0] * SM
+    issued = 0
+    i_tail = tails[1]
     pend_w: list[list[int]] = [[] for _ in range(P)]
     reserved = [0] * P
     held = [0] * P
@@ -113,27 +119,13 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
         e = f_end[(s - 1) * M + m]
         return _INF if e < 0 else e + fwd_comm[s - 1]
 
-    def i_ready(sm: int) -> float:
-        s = sm // M
-        t = f_end[sm]
-        if s + 1 < S:
-            e = g_end[sm + M]
-            if e < 0:
-                return _INF
-            t = max(t, e + bwd_comm[s + 1])
-        return t
-
     def pick(r: int) -> int:
-        best_i, best_i_key = -1, None
-        arrival = _INF
-        for sm in ready_i[r]:
-            t = i_ready(sm)
-            if t <= now:
-                key = (-tails[1][sm // M], sm % M)
-                if best_i_key is None or key < best_i_key:
-                    best_i, best_i_key = sm, key
-            elif t < arrival:
-                arrival = t
+        wait, ready = waiting[r], ready_i[r]
+        while wait and wait[0][0] <= now:
+            _, order, sm = heapq.heappop(wait)
+            heapq.heappush(ready, ((-i_tail[sm // M], sm % M, order), sm))
+        best_i = ready[0][1] if ready else -1
+        arrival = wait[0][0] if wait else _INF
         best_f, best_f_key = -1, None
         blocked = -1.0      # longest tail of a ready forward the cap keeps out
         for s in stages_of[r]:
@@ -157,10 +149,10 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                 if best_f_key is None or key < best_f_key:
                     best_f, best_f_key = s, key
         if policy.by_tail:
-            i_tail = tails[1][best_i // M] if best_i >= 0 else -1.0
-            if best_f >= 0 and tails[0][best_f] > i_tail:
+            tail_i = i_tail[best_i // M] if best_i >= 0 else -1.0
+            if best_f >= 0 and tails[0][best_f] > tail_i:
                 return best_f * M + next_f[best_f]
-            if blocked > i_tail and pend_w[r]:      # make room for the more critical forward
+            if blocked > tail_i and pend_w[r]:      # make room for the more critical forward
                 return 2 * SM + pend_w[r][0]
             if best_i >= 0:
                 return SM + best_i
@@ -205,16 +197,23 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     if f_count[key] == width[r]:
                         through[r] += 1
                     f_end[sm] = t
-                    ready_i[r].append(sm)
+                    f_order[sm] = issued
+                    issued += 1
                     if s + 1 < S:
                         heapq.heappush(events, t + fwd_comm[s])
+                    else:   # the last stage's input gradient needs only this forward
+                        heapq.heappush(waiting[r], (t, f_order[sm], sm))
                 elif kind == 1:
-                    ready_i[r].remove(sm)
+                    heapq.heappop(ready_i[r])   # pick returns the top of the ready heap
                     started[r] = True
-                    g_end[sm] = t
                     pend_w[r].append(sm)
                     if s > 0:
-                        heapq.heappush(events, t + bwd_comm[s])
+                        t_in = t + bwd_comm[s]
+                        heapq.heappush(events, t_in)
+                        up = sm - M      # the previous stage's input gradient can now be timed
+                        fe = f_end[up]
+                        heapq.heappush(waiting[place[s - 1]],
+                                       (fe if fe > t_in else t_in, f_order[up], up))
                 else:
                     pend_w[r].remove(sm)
                     reserved[r] -= 1
@@ -330,21 +329,138 @@ def local_search(prob: Problem, orders: list[list[int]], cap: int, iterations: i
 # -- step 3: fuse I + W into B -------------------------------------------------------------
 
 def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
-    """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays."""
-    SM = prob.n_stages * prob.m
-    target = prob.makespan(orders)
-    out = [list(o) for o in orders]
-    for r in range(len(out)):
+    """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays.
+
+    The pairs are tried in rank order, each on the schedule left by the ones before, and a
+    fused pair is kept only when the makespan is the same float as before. A trial re-times
+    only the actions downstream of the pair (a fused B ends when its W did, give or take a
+    rounding, and hands its gradient on then), so trying every pair costs about one
+    evaluation in all, not one each.
+    """
+    S, M = prob.n_stages, prob.m
+    SM = S * M
+    cost, fwd_comm, bwd_comm = prob.cost, prob.fwd_comm, prob.bwd_comm
+    end = prob.times(orders)
+    assert end is not None
+    target = max(end)
+    n = 4 * SM
+    prev, nxt = [-1] * n, [-1] * n
+    present = [False] * n
+    grad = [-1] * SM                 # the I or B that produces (s, m)'s input gradient
+    for order in orders:
+        for p, x in enumerate(order):
+            present[x] = True
+            if p:
+                prev[x], nxt[order[p - 1]] = order[p - 1], x
+            if x // SM in (1, 3):
+                grad[x % SM] = x
+    at_target = sum(1 for x in range(n) if present[x] and end[x] == target)
+
+    def finish(x: int) -> float:      # as Problem.times times an action
+        kind, sm = divmod(x, SM)
+        s = sm // M
+        t = end[prev[x]] if prev[x] >= 0 else 0.0
+        if kind == 0:
+            if s > 0:
+                d = end[sm - M] + fwd_comm[s - 1]
+                if d > t:
+                    t = d
+        elif kind == 2:
+            d = end[grad[sm]]
+            if d > t:
+                t = d
+        else:
+            d = end[sm]
+            if d > t:
+                t = d
+            if s + 1 < S:
+                d = end[grad[sm + M]] + bwd_comm[s + 1]
+                if d > t:
+                    t = d
+        return t + cost[x]
+
+    def after(x: int) -> list[int]:   # the actions whose start reads x's end
+        kind, sm = divmod(x, SM)
+        s = sm // M
+        out = [nxt[x]] if nxt[x] >= 0 else []
+        if kind == 0:
+            if s + 1 < S:
+                out.append(sm + M)
+            out.append(grad[sm])
+        elif kind != 2:
+            if present[2 * SM + sm]:
+                out.append(2 * SM + sm)
+            if s > 0:
+                out.append(grad[sm - M])
+        return out
+
+    fused: set[int] = set()
+    for order in orders:
         p = 0
-        while p + 1 < len(out[r]):
-            x, y = out[r][p], out[r][p + 1]
-            if x // SM == 1 and y == x + SM:
-                trial = out[r][:p] + [3 * SM + x % SM] + out[r][p + 2:]
-                saved = out[r]
-                out[r] = trial
-                if prob.makespan(out) != target:
-                    out[r] = saved
+        while p + 1 < len(order):
+            x, y = order[p], order[p + 1]
+            if x // SM != 1 or y != x + SM:
+                p += 1
+                continue
+            sm = x % SM
+            bx = 3 * SM + sm
+            # fuse: B takes x's place before and y's place after, and hands on the gradient
+            before, later = prev[x], nxt[y]
+            links = (before, later)
+            prev[bx], nxt[bx] = before, later
+            if before >= 0:
+                nxt[before] = bx
+            if later >= 0:
+                prev[later] = bx
+            present[x] = present[y] = False
+            present[bx] = True
+            grad[sm] = bx
+            count = at_target - (end[x] == target) - (end[y] == target)
+            undo = [(bx, end[bx])]
+            end[bx] = finish(bx)
+            count += end[bx] == target
+            over = end[bx] > target
+            work = after(bx)
+            while work and not over:
+                z = work.pop()
+                t = finish(z)
+                if t == end[z]:
+                    continue
+                undo.append((z, end[z]))
+                count += (t == target) - (end[z] == target)
+                end[z] = t
+                if t > target:
+                    over = True
+                    break
+                work.extend(after(z))
+            if not over and count > 0:
+                at_target = count
+                fused.add(x)
+                p += 2
+                continue
+            for z, t in reversed(undo):      # the makespan moved: put the pair back
+                end[z] = t
+            before, later = links
+            if before >= 0:
+                nxt[before] = x
+            if later >= 0:
+                prev[later] = y
+            present[x] = present[y] = True
+            present[bx] = False
+            grad[sm] = x
             p += 1
+    out = []
+    for order in orders:
+        o, p = [], 0
+        while p < len(order):
+            x = order[p]
+            if x in fused:
+                o.append(3 * SM + x % SM)
+                p += 2
+            else:
+                o.append(x)
+                p += 1
+        out.append(o)
     return out
 
 
