@@ -88,8 +88,8 @@ def point(microbatches: int, engine: str) -> dict:
     rss1 = _rss_mb()
     # the floor of any walk of the compiled steps: each step's index and action, nothing else
     c0 = time.process_time()
-    for r, prog in enumerate(runtime.compiled):
-        for i, a in zip(prog.steps, runtime.schedule.ranks[r]):
+    for r, prog in enumerate(runtime.program.compiled):
+        for i, a in zip(prog.steps, runtime.program.schedule.ranks[r]):
             pass
     walk = time.process_time() - c0
     return {"engine": engine, "walk_cpu_s": walk, "microbatches": microbatches,

@@ -43,7 +43,7 @@ def measure(jobs: int, repeat: int) -> tuple[int, float, int]:
         with tempfile.TemporaryDirectory() as tmp:
             spec = spec_from_dict(SPEC, "bench.yaml", tmp)
             t0 = time.perf_counter()
-            outcome = run_sweep(spec, Path(tmp) / "out", jobs=jobs)
+            outcome = run_sweep(spec, Path(tmp) / "out", jobs=jobs, parquet=True)
             best = min(best, time.perf_counter() - t0)
             n, failed = outcome.ran, outcome.failed
     return n, best, failed

@@ -90,7 +90,7 @@ def file_section(name: str, path: Path, system: SystemConfig, registered: list[s
         s = result.schedule
         written = simai_pipeline_terms(wl, system)
         at_v = simai_pipeline_terms(wl, system, vpp=s.vpp)
-        b = pipeline_bubble(result)
+        b = pipeline_bubble(result.records, result.schedule)
         rows.append(
             f"| `{name}` | {sched} | {s.pp} | {s.microbatches} | {s.vpp} | "
             f"{ms(written['bubble_ns'])} (vpp {h.vpp}) | {ms(at_v['bubble_ns'])} | "
@@ -125,7 +125,7 @@ def explain(name: str, wl, runs: dict, system: SystemConfig) -> list[str]:
         r = runs["1f1b"]
         costs = stage_costs(r)
         fb = [f + b for f, b in costs]
-        bub = pipeline_bubble(r)
+        bub = pipeline_bubble(r.records, r.schedule)
         bullets.append(
             f"**Unequal stages.** SimAI charges every rank {ms(per_mb)} ms per microbatch (all "
             "rows but `embedding_layer`, including "
@@ -146,7 +146,8 @@ def explain(name: str, wl, runs: dict, system: SystemConfig) -> list[str]:
     if "zb-h1" in runs and "1f1b" in runs:
         w = [a.end - a.start for a in runs["zb-h1"].records.actions
              if a.kind == "W" and a.iteration == 0]
-        gain = pipeline_bubble(runs["1f1b"])["mean_ns"] - pipeline_bubble(runs["zb-h1"])["mean_ns"]
+        gain = pipeline_bubble(runs["1f1b"].records, runs["1f1b"].schedule)["mean_ns"] \
+            - pipeline_bubble(runs["zb-h1"].records, runs["zb-h1"].schedule)["mean_ns"]
         text = (f"**ZB-H1.** SimAI's formula does not depend on the schedule. The simulation "
                 f"splits B into I and W and defers W into the cool-down; with W = "
                 f"{ms(mean(w) if w else 0)} ms per microbatch and stage (mean) that removes "

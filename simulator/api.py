@@ -33,8 +33,10 @@ from .system.topology import LinkModel
 from .workload.model import Workload
 from .workload.parser import load_workload
 from .workload.partition import check_chunks, partition, with_recompute
+from .workload.stage_layers import split_note, with_split
 
-__all__ = ["simulate", "compare", "plan_run", "build_schedule", "execute", "resolve_shape",
+__all__ = ["simulate", "compare", "compare_vpp", "interleaves", "plan_run", "build_schedule",
+           "execute", "resolve_shape",
            "RunOptions", "RunPlan"]
 
 
@@ -142,6 +144,11 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
     else:
         chunks = check_sizes(wl, spec, P, M, v, options.schedule_options, options.max_actions,
                              options.iterations, drawn)
+    split = options.pipeline_split()
+    wl = with_split(wl, P, max(1, chunks // P), split)
+    note = split_note(wl, chunks, split)
+    if note is not None:
+        notes.append(note)
     if options.strict:
         enforce_strict(warnings)
     return RunPlan(wl, spec, P, M, v, options.iterations, chunks, partition(wl, chunks),
@@ -210,9 +217,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     1f1b, or interleaved-1f1b when vpp > 1); ``system`` a SystemConfig, a YAML path, a dict or
     None (the built-in). ``options`` is a :class:`~simulator.run_options.RunOptions` (each
     field's help says what it does; ``pipesim run --help`` lists them). Keyword arguments are a
-    shim for API callers, laid over ``options``: the fields' names, plus ``memory_limit_gb``
-    and ``slow_ranks`` (a mapping rank -> factor), e.g. ``simulate(wl, "1f1b", pp=4,
-    jitter=0.1)``.
+    shim for API callers, laid over ``options``: the fields' names (``memory_limit`` in GiB),
+    plus ``memory_limit_gb`` (GB of 10^9 bytes) and ``slow_ranks`` (a mapping rank -> factor),
+    e.g. ``simulate(wl, "1f1b", pp=4, jitter=0.1)``.
     """
     opts = RunOptions.given(options, keywords)
     if schedule is None:
@@ -225,42 +232,75 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     runtime, records, engine_used = execute(plan, sched, sysconf, engine, opts.engine,
                                             opts.recompute)
     warnings = plan.warnings
-    warnings += memory_warnings(runtime.memory, records, sysconf,
-                                opts.memory_limit_gb(sysconf.memory.capacity_bytes), plan.workload)
-    warnings += calibration_warnings(sysconf, sched.name, runtime.p2p)
+    warnings += memory_warnings(runtime.program.memory, records, sysconf,
+                                opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
+                                plan.workload)
+    warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
     if opts.strict:
         enforce_strict(warnings)
-    return SimulationResult(plan.workload, sched, plan.spec, sysconf, runtime.partition, records,
-                            plan.iterations, runtime.labels, plan.notes, runtime.options,
+    program = runtime.program
+    return SimulationResult(plan.workload, sched, plan.spec, sysconf, program.partition, records,
+                            plan.iterations, program.labels, plan.notes, runtime.options,
                             warnings, engine_used)
 
 
-def compare(workload: Workload | str | PathLike, schedules: Sequence[str],
+def compare(workload: Workload | str | PathLike,
+            schedules: Sequence[str | tuple[str, int | None]],
             system: SystemConfig | str | PathLike | dict | None = None,
             options: RunOptions | None = None, **keywords: Any) -> list[ScheduleRun]:
     """Simulate ``workload`` under each schedule with the same P, M and system, in order.
 
-    The workload is parsed once. A schedule that cannot run with these numbers (an illegal
-    P/M/v, a deadlock) keeps its place with the error, and the others still run. ``vpp`` applies
-    to the schedules that take any number of chunks (interleaved ones); the others run their own
-    fixed number (ZB-V and DualPipeV: 2). ``options`` and ``keywords`` as for :func:`simulate`.
+    A schedule is a registered name, or ``(name, v)``: its own count of virtual stages per rank
+    (``pipesim compare --schedules 1f1b,interleaved-1f1b:2``). The workload is parsed once. A
+    schedule that cannot run with these numbers (an illegal P/M/v, a deadlock) keeps its place
+    with the error, and the others still run. Which schedules a common ``vpp`` reaches is
+    :func:`compare_vpp`'s rule. ``options`` and ``keywords`` as for :func:`simulate`.
     """
     opts = RunOptions.given(options, keywords)
     wl = _load(workload, opts.layout)
     sysconf = _system(system)
-    specs = [registry.get(name) for name in schedules]
-    each = [(spec, opts if spec.variable_vpp or opts.vpp is None else opts._replace(vpp=None))
-            for spec in specs]
+    each, set_by = [], []
+    for entry in schedules:
+        name, own = (entry, None) if isinstance(entry, str) else entry
+        spec = registry.get(name)
+        v, by = compare_vpp(spec, own, opts.vpp)
+        each.append((spec, opts._replace(vpp=v)))
+        set_by.append(by)
     _check_compare_size(wl, each, sysconf, opts.max_actions)
     runs = []
-    for spec, one in each:
+    for (spec, one), by in zip(each, set_by):
         try:
             result = simulate(wl, spec.name, sysconf, one)
         except PipesimError as err:
-            runs.append(ScheduleRun(spec.name, error=str(err)))
+            runs.append(ScheduleRun(spec.name, error=str(err), vpp_set_by=by))
             continue
-        runs.append(ScheduleRun(spec.name, result=result))
+        runs.append(ScheduleRun(spec.name, result=result, vpp_set_by=by))
     return runs
+
+
+def interleaves(spec: ScheduleSpec) -> bool:
+    """A schedule whose point is its virtual stages (interleaved 1F1B, looped BFS, Hanayo: two
+    or more by default, any count taken). ZB-H1 takes a count too, but at v > 1 it is another
+    schedule (the interleaved zero-bubble one), so a common ``--vpp`` does not reach it."""
+    return spec.variable_vpp and spec.default_vpp > 1
+
+
+def compare_vpp(spec: ScheduleSpec, own: int | None, common: int | None
+                ) -> tuple[int | None, str]:
+    """(vpp to run ``spec`` at, None for the usual resolution; what set it). A schedule's own
+    count (``name:v``) wins; a common ``--vpp`` reaches only the schedules that
+    :func:`interleaves`; ZB-H1 without its own count runs plain ZB-H1 (v = 1) whatever the
+    header's vpp; the others run their fixed count."""
+    if own is not None:
+        if not spec.variable_vpp and own != spec.default_vpp:
+            raise ConfigError(f"--schedules: {spec.name}:{own}: {spec.name} runs "
+                              f"{spec.default_vpp} virtual stage(s) per rank, not {own}")
+        return own, "--schedules"
+    if interleaves(spec):
+        return (None, "default") if common is None else (common, "--vpp")
+    if spec.variable_vpp:
+        return spec.default_vpp, "default"
+    return None, "default"
 
 
 def _check_compare_size(wl: Workload, each: list[tuple[ScheduleSpec, RunOptions]],

@@ -331,7 +331,7 @@ def _restated_notes(workload: Workload, changes: dict[str, object], pp: int,
     return notes
 
 
-def memory_warnings(memory, records, system, limit_gb: float | None,
+def memory_warnings(memory, records, system, limit_bytes: float | None,
                     workload: Workload) -> list[RunWarning]:
     """After the run: peaks no GPU could hold, and ranks whose memory the file does not say.
 
@@ -344,7 +344,7 @@ def memory_warnings(memory, records, system, limit_gb: float | None,
     if not peaks:
         return out
     cfg = system.memory
-    if limit_gb is None:
+    if limit_bytes is None:
         worst = max(range(len(peaks)), key=lambda r: peaks[r])
         peak = peaks[worst]
         if peak > TYPICAL_CAPACITY_BYTES:

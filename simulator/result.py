@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 from .diagnostics import RunWarning
 from .engine.options import EngineOptions
 from .engine.runtime import RunRecords
+from .metrics.inputs import RunInputs
 from .metrics.summary import summarize
 from .metrics.types import RunSummary
 from .schedules.registry import ScheduleSpec
@@ -42,10 +43,18 @@ class SimulationResult:
         self._summary: RunSummary | None = None
 
     @property
+    def inputs(self) -> RunInputs:
+        """What the summary reads of this run besides its records."""
+        return RunInputs(self.workload, self.schedule, self.spec, self.system, self.partition,
+                         self.iterations, self.phase_labels,
+                         self.options.p2p if self.options else "async", self.engine_used,
+                         tuple(self.warnings), tuple(self.notes))
+
+    @property
     def summary(self) -> RunSummary:
         """The run's summary, computed on first use."""
         if self._summary is None:
-            self._summary = summarize(self)
+            self._summary = summarize(self.records, self.inputs)
         return self._summary
 
     @property
@@ -68,3 +77,5 @@ class ScheduleRun(NamedTuple):
     schedule: str
     result: SimulationResult | None = None
     error: str | None = None
+    # what chose its virtual stages: "--schedules" (name:v), "--vpp", or "default"
+    vpp_set_by: str = "default"

@@ -20,6 +20,7 @@ from .errors import ConfigError
 from .system.runtime_profile import P2P_MODES
 from .workload.parser import LAYOUTS
 from .workload.partition import RECOMPUTE_MODES
+from .workload.stage_layers import PipelineSplit
 
 ENGINES = ("simpy", "evaluator")
 
@@ -56,6 +57,29 @@ FIELDS: tuple[OptionField, ...] = (
     _opt("microbatches", int | None, None,
          "Microbatches per iteration (overrides the header's ga).", short="-m", kind="positive"),
     _opt("vpp", int | None, None, "Virtual stages (chunks) per rank.", kind="positive"),
+    _opt("decoder_first_pipeline_num_layers", int | None, None,
+         "Transformer layers on the first pipeline rank, Megatron-LM's rule: the ranks between "
+         "the first and the last split the rest evenly (default: whole layers split evenly, "
+         "the first chunks one more).", kind="positive", metavar="N"),
+    _opt("decoder_last_pipeline_num_layers", int | None, None,
+         "Transformer layers on the last pipeline rank (Megatron-LM's rule, as above).",
+         kind="positive", metavar="N"),
+    _opt("account_for_embedding_in_pipeline_split", bool, False,
+         "Count the embedding as one layer when splitting the layers evenly (Megatron-LM's "
+         "rule): the first chunk holds one transformer layer less.", kind="bool"),
+    _opt("account_for_loss_in_pipeline_split", bool, False,
+         "Count the LM head and loss as one layer when splitting the layers evenly "
+         "(Megatron-LM's rule): the last chunk holds one transformer layer less.", kind="bool"),
+    _opt("pipeline_parallel_layers_per_stage", int | None, None,
+         "Layers per stage, torchtitan's rule: ceil((layers + first-less + last-less) / N) "
+         "stages, which must be pp x vpp; the effective layers split evenly, the first stages "
+         "one more.", kind="positive", metavar="N"),
+    _opt("pipeline_parallel_first_stage_less_layers", int | None, None,
+         "torchtitan's split: the embedding counts as N layers on the first stage (torchtitan's "
+         "default 1).", kind="non_negative", metavar="N"),
+    _opt("pipeline_parallel_last_stage_less_layers", int | None, None,
+         "torchtitan's split: the final norm and LM head count as N layers on the last stage "
+         "(torchtitan's default 1).", kind="non_negative", metavar="N"),
     _opt("iterations", int, 1,
          "Iterations to simulate (with --jitter: the spread of iteration times).",
          kind="positive"),
@@ -67,8 +91,8 @@ FIELDS: tuple[OptionField, ...] = (
          "order), Megatron's batched send/recv pairs, or torch's runtimes (docs/model.md). "
          "Default: the system's runtime.p2p, else async.", kind="choice", choices=P2P_MODES),
     _opt("memory_limit", float | None, None,
-         "Per-GPU memory in GB (10^9 bytes); an overflow is reported as out of memory.",
-         kind="positive_number", metavar="GB"),
+         "Per-GPU memory in GiB (2^30 bytes), default the system's memory capacity; an "
+         "overflow is reported as out of memory.", kind="positive_number", metavar="GIB"),
     _opt("jitter", float, 0.0,
          "Scale compute times by seeded lognormal noise with this sigma (mean 1).",
          kind="non_negative_number", metavar="SIGMA"),
@@ -155,11 +179,14 @@ class RunOptions(_RunOptionsFields):
     def given(cls, options: "RunOptions | None", keywords: Mapping[str, Any]) -> "RunOptions":
         """The keyword shim of :func:`simulator.api.simulate` and ``compare`` (the one place API
         keywords become options): ``options`` with ``keywords`` laid over it. The keywords are
-        the fields' names, plus ``memory_limit_gb`` (``memory_limit``) and ``slow_ranks``, a
-        mapping rank -> factor (``slow_rank``)."""
+        the fields' names (``memory_limit`` in GiB), plus ``memory_limit_gb`` (the limit in GB of
+        10^9 bytes, for callers that count bytes in powers of ten) and ``slow_ranks``, a mapping
+        rank -> factor (``slow_rank``)."""
         values = dict(keywords)
         if "memory_limit_gb" in values:
-            values["memory_limit"] = values.pop("memory_limit_gb")
+            gb = values.pop("memory_limit_gb")
+            # x 10^9 first, then a power of two: the bytes are exactly gb x 10^9, as given
+            values["memory_limit"] = gb if not gb else gb * 1e9 / 2**30
         if "slow_ranks" in values:
             slow = values.pop("slow_ranks") or {}
             values["slow_rank"] = tuple(f"{r}:{float(f)!r}" for r, f in slow.items())
@@ -171,6 +198,16 @@ class RunOptions(_RunOptionsFields):
             return base
         return cls(**{**base._asdict(), **values})
 
+    def pipeline_split(self) -> PipelineSplit:
+        """The runtimes' layer-split options as given (all unset: pipesim's default split)."""
+        return PipelineSplit(self.decoder_first_pipeline_num_layers,
+                             self.decoder_last_pipeline_num_layers,
+                             self.account_for_embedding_in_pipeline_split,
+                             self.account_for_loss_in_pipeline_split,
+                             self.pipeline_parallel_layers_per_stage,
+                             self.pipeline_parallel_first_stage_less_layers,
+                             self.pipeline_parallel_last_stage_less_layers)
+
     def slow_ranks(self) -> tuple[tuple[int, float], ...]:
         """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""
         slow: dict[int, float] = {}
@@ -179,20 +216,19 @@ class RunOptions(_RunOptionsFields):
             slow[r] = slow.get(r, 1.0) * f
         return tuple(sorted(slow.items()))
 
-    def memory_limit_gb(self, capacity_bytes: float) -> float | None:
-        """``--memory-limit``, else the system's capacity (0: none)."""
-        if self.memory_limit is None and capacity_bytes > 0:
-            return capacity_bytes / 1e9
-        return self.memory_limit
+    def memory_limit_bytes(self, capacity_bytes: float) -> float | None:
+        """``--memory-limit`` (GiB) in bytes, else the system's capacity (None: none)."""
+        if self.memory_limit is None:
+            return capacity_bytes if capacity_bytes > 0 else None
+        return self.memory_limit * 2**30
 
     def engine_options(self, capacity_bytes: float) -> EngineOptions:
         """What the engine reads, in its own terms (bytes, a sigma, (rank, factor) pairs)."""
         if self.layer_by_layer and (self.jitter > 0 or self.slow_rank):
             raise ConfigError("--layer-by-layer: the reference path runs without --jitter and "
                               "--slow-rank")
-        limit_gb = self.memory_limit_gb(capacity_bytes)
         return EngineOptions(
-            p2p=self.p2p, memory_limit_bytes=None if limit_gb is None else limit_gb * 1e9,
+            p2p=self.p2p, memory_limit_bytes=self.memory_limit_bytes(capacity_bytes),
             jitter_sigma=self.jitter, seed=self.seed, slow_ranks=self.slow_ranks(),
             trace_layers=self.trace_layers, layer_by_layer=self.layer_by_layer)
 

@@ -40,3 +40,27 @@ def fuzz_min_dir() -> Path:
     if not FUZZ_MIN_DIR.is_dir():
         pytest.skip(f"{FUZZ_MIN_DIR} not found: ../shared is not beside the checkout")
     return FUZZ_MIN_DIR
+
+
+from shared_files import HF_CONFIGS_DIR, PUBLISHED_RUNS_DIR  # noqa: E402
+
+
+@pytest.fixture
+def hf_configs_dir() -> Path:
+    """../shared/hf-configs: Hugging Face config.json files as the models publish them (its
+    README.md says which family each one exercises)."""
+    if not HF_CONFIGS_DIR.is_dir():
+        pytest.skip(f"{HF_CONFIGS_DIR} not found: ../shared is not beside the checkout")
+    return HF_CONFIGS_DIR
+
+
+@pytest.fixture
+def published_runs() -> list[dict]:
+    """The runs of ../shared/published-runs/runs.json (each with its ``megatron_args`` and
+    ``gpus``)."""
+    import json
+
+    path = PUBLISHED_RUNS_DIR / "runs.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not found: ../shared is not beside the checkout")
+    return json.loads(path.read_text())["runs"]

@@ -17,6 +17,8 @@ SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
 REAL_DIR = SHARED_DIR / "workloads-real"          # SimAI, AICB (aicb/), ASTRA-sim 1.0, more/
 GPU_TRACES_DIR = SHARED_DIR / "traces-gpu"        # a real CUDA profiler trace
 FUZZ_MIN_DIR = SHARED_DIR / "fuzz-min"            # inputs that once hung or blew up
+HF_CONFIGS_DIR = SHARED_DIR / "hf-configs"        # Hugging Face config.json, one per family
+PUBLISHED_RUNS_DIR = SHARED_DIR / "published-runs"   # measured GPU runs, as Megatron-LM args
 
 
 def needs(folder: Path):

@@ -94,7 +94,9 @@ def test_aicb_iteration_rows_are_shared_by_every_stage(capsys):
 def test_each_ranks_share_follows_its_chunks_parameters():
     r = simulate(G13B, pp=4)
     rows = [len(c) for c in r.partition.chunks]
-    assert rows == [21, 21, 20, 20]              # 82 model rows; the 10 AICB rows run apart
+    # 82 model rows (the 10 AICB rows run apart): the embedding row and 5 layers of 4 rows,
+    # 5 layers, 5 layers, 5 layers and the 1 row after them
+    assert rows == [21, 20, 20, 21]
     # no row reduces its own gradients (grad_norm does it for all), so the weight-gradient
     # compute time stands for each chunk's parameters
     wg = [sum(layer.wg_compute for layer in c) for c in r.partition.chunks]
@@ -173,13 +175,20 @@ def test_a_system_with_a_real_capacity_turns_it_into_out_of_memory():
         simulate(ANALYTICAL, system=repo / "configs" / "system" / "h100.yaml")
 
 
-def test_presets_give_vendor_capacities_in_gib():
+def test_presets_give_the_memory_the_cards_expose_in_gib():
+    """NVML's totals (nvidia-smi memory.total, MiB): the H100 80GB exposes 79.65 GiB, not 80
+    GiB, and not the 80 GB (74.51 GiB) h100-cluster.yaml said; every GPU preset says the same
+    card's number in the same unit."""
     from simulator.system.config import load_system
 
     repo = Path(__file__).resolve().parents[1] / "configs" / "system"
     caps = {n: load_system(repo / f"{n}.yaml").memory.capacity_bytes
-            for n in ("a100", "h100", "h200")}
-    assert caps == {"a100": 80 * 2**30, "h100": 80 * 2**30, "h200": 141 * 2**30}
+            for n in ("a100", "h100", "h100-cluster", "h200")}
+    assert caps == {"a100": 81920 * 2**20, "h100": 81559 * 2**20,
+                    "h100-cluster": 81559 * 2**20, "h200": 143771 * 2**20}
+    for n in caps:
+        text = (repo / f"{n}.yaml").read_text()
+        assert "capacity_gb:" not in text and "capacity_gib:" in text
 
 
 @needs_real

@@ -1,6 +1,8 @@
 """The house has floors: every module imports only from its own floor or below, and no modules
-import each other in a circle. Lazy imports (inside functions) count too. The floors are the
-ones docs/model.md lists, top first."""
+import each other in a circle. Lazy imports (inside functions) count too, and so do the imports
+for type hints only (under ``if TYPE_CHECKING:``) and the modules string annotations name: an
+annotation may not name a type of a floor above either. The floors are the ones docs/model.md
+lists, top first."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1] / "simulator"
 # top first; a module belongs to the first entry that is its name or a package above it
 LAYERS: list[tuple[str, ...]] = [
     ("simulator.cli", "simulator.__main__"),
-    ("simulator.sweep", "simulator.planning", "simulator.calibration"),
+    ("simulator.planning",),      # the planner: runs candidates on the sweep executors
+    ("simulator.sweep", "simulator.calibration"),
     ("simulator.api", "simulator.run_options"),
     ("simulator.export",),
     ("simulator.result",),
@@ -53,29 +56,51 @@ def layer_of(module: str) -> int:
     return best[0]
 
 
-def _type_only(tree: ast.Module) -> set[int]:
-    """ids of the import nodes under ``if TYPE_CHECKING:`` (annotations only, never run)."""
-    out = set()
+def _annotations(tree: ast.Module):
+    """Every annotation in ``tree``: of arguments, returns and annotated assignments."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
-                and node.test.id == "TYPE_CHECKING":
-            out |= {id(n) for n in ast.walk(node)}
-    return out
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg,
+                        args.kwarg):
+                if arg is not None and arg.annotation is not None:
+                    yield arg.annotation
+            if node.returns is not None:
+                yield node.returns
+        elif isinstance(node, ast.AnnAssign):
+            yield node.annotation
 
 
-def imports_of(module: str, path: Path, type_only: bool = False) -> set[str]:
-    """Every simulator module ``module`` imports, anywhere in the file (lazy imports too);
-    with ``type_only``, the ones under ``if TYPE_CHECKING:`` instead (kept apart: an annotation
-    may name a type of a floor above, see TYPE_ONLY)."""
-    tree = ast.parse(path.read_text())
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+def _string_annotation_names(tree: ast.Module) -> set[str]:
+    """The dotted ``simulator.`` names inside string annotations (``"simulator.result.X"``, or
+    a string nested in one, ``list["simulator.result.X"]``)."""
     found = set()
-    typed = _type_only(tree)
+    for annotation in _annotations(tree):
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                try:
+                    inner = ast.parse(node.value, mode="eval")
+                except SyntaxError:
+                    continue
+                inner_parts = {id(sub.value) for sub in ast.walk(inner)
+                               if isinstance(sub, ast.Attribute)}
+                for sub in ast.walk(inner):
+                    if isinstance(sub, ast.Attribute) and id(sub) not in inner_parts:
+                        name = ast.unparse(sub)     # a whole dotted name, not a part of one
+                        if name.startswith("simulator."):
+                            found.add(name)
+    return found
+
+
+def imports_in(source: str, module: str, is_package: bool) -> set[str]:
+    """Every simulator module the source of ``module`` imports, anywhere in the file: lazy
+    imports, imports under ``if TYPE_CHECKING:`` and modules named in string annotations."""
+    tree = ast.parse(source)
+    package = module if is_package else module.rsplit(".", 1)[0]
+    names: list[str] = sorted(_string_annotation_names(tree))
     for node in ast.walk(tree):
-        if (id(node) in typed) is not type_only:
-            continue
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -83,30 +108,38 @@ def imports_of(module: str, path: Path, type_only: bool = False) -> set[str]:
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module or ""
-            names = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
-        else:
+            names += [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+    found = set()
+    for name in names:
+        if not name.startswith("simulator"):
             continue
-        for name in names:
-            if not name.startswith("simulator"):
-                continue
-            # the deepest module that exists (``from .x import y``: y may be a module or a name)
-            while name not in MODULES and "." in name:
-                name = name.rsplit(".", 1)[0]
-            if name in MODULES and name != module:
-                found.add(name)
+        # the deepest module that exists (``from .x import y``: y may be a module or a name)
+        while name not in MODULES and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in MODULES and name != module:
+            found.add(name)
     return found
 
 
+def imports_of(module: str, path: Path) -> set[str]:
+    return imports_in(path.read_text(), module, path.name == "__init__.py")
+
+
 GRAPH = {m: imports_of(m, p) for m, p in MODULES.items()}
-# annotations (under `if TYPE_CHECKING:`) naming a type of a floor above: every one listed here
-TYPE_ONLY = {"simulator.metrics.bubble": {"simulator.result"},
-             "simulator.metrics.summary": {"simulator.result"}}
 
 
-def test_type_only_imports_are_the_listed_ones():
-    found = {m: {n for n in imports_of(m, p, type_only=True) if layer_of(n) < layer_of(m)}
-             for m, p in MODULES.items()}
-    assert {m: s for m, s in found.items() if s} == TYPE_ONLY
+def test_imports_for_type_hints_and_string_annotations_count():
+    """The reader sees what an annotation needs: a ``TYPE_CHECKING`` import and a module a
+    string annotation names are edges like any import."""
+    source = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..result import SimulationResult\n"
+        "def f(x: 'simulator.api.RunPlan', y: list['simulator.sweep.spec.SweepSpec']) -> None:\n"
+        "    z: 'simulator.engine.program.Program'\n")
+    assert imports_in(source, "simulator.metrics.summary", False) == {
+        "simulator.result", "simulator.api", "simulator.sweep.spec", "simulator.engine.program"}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -172,7 +172,7 @@ def test_simai_terms_on_gpt13b_use_the_header_vpp():
 
 def test_simulated_bubble_of_gpt13b_exceeds_simai_because_stages_differ():
     result = simulate(DATA / "workload_gpt13b_128g.txt", "1f1b")
-    b = pipeline_bubble(result)
+    b = pipeline_bubble(result.records, result.schedule)
     t = simai_pipeline_terms(result.workload, result.system, vpp=1)
     # the last stage also runs embedding_norm's 514 MB all-reduce every microbatch, so the
     # first stage waits on it at every steady step: more bubble than (P-1)(F+B) of an average

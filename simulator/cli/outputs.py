@@ -9,9 +9,11 @@ import os
 from ..errors import ConfigError
 
 
-def check_writable(path, option: str) -> None:
+def check_writable(path, option: str, make_folder: bool = False) -> None:
     """Refuse ``path`` (a file pipesim will write; None and ``-`` pass) when it is a folder, or
-    cannot be written, or its folder does not exist or cannot be written in."""
+    cannot be written, or its folder does not exist or cannot be written in. With
+    ``make_folder`` (a picture: ``--gantt``, ``--plot``, whose writer makes its folders) a
+    folder that does not exist yet passes when the nearest one above it can be written in."""
     if path is None or path == "-":
         return
     name = os.fspath(path)
@@ -21,7 +23,7 @@ def check_writable(path, option: str) -> None:
         if not os.access(name, os.W_OK):
             raise ConfigError(f"{option}: cannot write {name}: permission denied")
         return
-    _check_folder(os.path.dirname(name) or ".", name, option, create=False)
+    _check_folder(os.path.dirname(name) or ".", name, option, create=make_folder)
 
 
 def check_writable_dir(path, option: str) -> None:

@@ -97,7 +97,8 @@ def render_run(d: RunSummary) -> str:
             fmt_bytes(s.bytes_sent), fmt_bytes(s.bytes_received),
         ])
     lines.append(table(["stage", "layers", "busy", "idle", "bubble", "bubble(own)",
-                        "warm/steady/cool", "peak mb", "peak mem", "sent", "received"], rows))
+                        "warm/steady/cool", "peak mb", "peak mem", "sent", "received"], rows,
+                       left=(1,)))
     warnings = d.warnings
     if warnings:
         lines.append("")

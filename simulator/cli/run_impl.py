@@ -25,6 +25,7 @@ from ..run_options import OPTION_FIELDS, RunOptions, flag_of
 from ..schedules.runtimes import check_runtimes, shape_of
 from ..system.config import load_system
 from .echo import echo
+from .model_inputs import FLAGS as MODEL_FLAGS, RUN_FLAGS
 from .report import render_run, render_runtimes
 from .ticker import ticker
 
@@ -81,7 +82,10 @@ RUN_ARGS = (
         "DIR"),
     Arg((), "", "options"),
     Arg(("--log-level",), "log_level", "log_level", "debug prints every pipeline event."),
-)
+) + tuple(   # instead of WORKLOAD: a model input (declared in .model_inputs)
+    Arg(f.flags, f.dest, f.kind if f.kind in ("int", "path") else "str",
+        f.help + (f" One of {', '.join(f.choices)}." if f.choices else ""), f.metavar)
+    for f in MODEL_FLAGS if f.dest in RUN_FLAGS)
 _DEFAULTS = {"schedule_options": (), "system_sets": (), "log_level": "warning"}
 _KIND_OF_RUN_OPTION = {"positive": "int", "non_negative": "int", "positive_number": "float",
                        "non_negative_number": "float", "bool": "flag", "choice": "choice"}
@@ -238,12 +242,33 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         chakra_collectives=None, chakra_in=None, **run_options) -> None:
     """What ``pipesim run`` does once its arguments are read (by click or by
     :func:`parse_run_args`)."""
+    model_values = {k: run_options.pop(k, None) for k in RUN_FLAGS}
     opts = RunOptions.from_values(run_options)
+    model = None
+    if any(v is not None for v in model_values.values()):
+        from .model_inputs import launch_options, resolve, workload_of
+
+        if workload is not None:
+            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+        model = resolve(model_values, gpus=opts.gpus)
+        opts, schedule, added = launch_options(opts, model, schedule)
+        model = model._replace(warnings=model.warnings + tuple(added))
+        if model.launch.schedule_csv and schedule is None and schedule_file is None:
+            schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
+        workload = workload_of(model, pp=opts.pp, vpp=opts.vpp,
+                               microbatches=opts.microbatches, gpus=opts.gpus,
+                               gpu=model_values["gpu"])
+        if opts.strict and model.warnings:
+            from ..diagnostics import enforce_strict
+            from .model_inputs import run_warnings
+
+            enforce_strict(run_warnings(model))
     configure_logging(log_level)
     if gantt or trace or json_dest:
         from .outputs import check_writable   # only with an output file: start-up
 
-        for path, option in ((gantt, "--gantt"), (trace, "--trace"), (json_dest, "--json")):
+        check_writable(gantt, "--gantt", make_folder=True)
+        for path, option in ((trace, "--trace"), (json_dest, "--json")):
             check_writable(path, option)
     # the exporters, readers and optional packages below load only with their option: a plain
     # run's start-up does without them
@@ -299,6 +324,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     with ticker(label):
         result = simulate(workload, sched, system, opts._replace(
             schedule_options=options, trace_layers=trace is not None, gantt=bool(gantt)))
+    if model is not None:
+        from .model_inputs import run_warnings
+
+        result.warnings[:0] = run_warnings(model)
+        result.notes[:0] = list(model.notes)
     if gantt:
         from ..export.gantt import write_gantt
 
@@ -319,7 +349,9 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from ..export.launch import write_launch
 
         write_launch(launch, result, recompute=opts.recompute, options=options,
-                     command=None)
+                     command=None, **({} if model is None else {
+                         "micro_batch_size": model.launch.micro_batch, "model": model.shape,
+                         "settings": model.launch}))
     if json_dest:
         from .jsonout import write_json   # only with --json: start-up
 

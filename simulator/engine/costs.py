@@ -24,7 +24,6 @@ from ..system.config import SystemConfig
 from ..system.topology import LinkModel
 from ..workload.model import Header, Layer, Partition
 from ..schedules.action import Kind
-from .records import CollectiveRecord
 
 FORWARD_PASS = "Forward_Pass"
 INPUT_GRADIENT = "Input_Gradient"
@@ -57,44 +56,6 @@ class DPCollective(NamedTuple):
     duration: float
     update_ns: float
     nbytes: int
-
-
-def issue_dp(rank: int, it: int, free: float, start: float,
-             items, stretch: float, append) -> tuple[float, float]:
-    """Issue ``items`` ((chunk, ready offset, :class:`DPCollective`)) on ``rank``'s
-    communication stream, free from ``free``: each starts when its gradient is ready (``start +
-    offset x stretch``) and the stream is free, first in first out, and is recorded by
-    ``append``. Returns when the stream is free again and the latest end plus its layer's
-    update: the one rule of the SimPy engine and both evaluator walks."""
-    done = 0.0
-    for chunk, offset, d in items:
-        ready = start + offset * stretch
-        s = free if free > ready else ready
-        free = s + d.duration
-        append(CollectiveRecord(rank, chunk, d.layer, it, d.nbytes, ready, s, free))
-        x = free + d.update_ns
-        if x > done:
-            done = x
-    return free, done
-
-
-def iteration_rows(rank: int, it: int, now: float, rows, free: float,
-                   append) -> tuple[float, float, float]:
-    """A rank's once-per-iteration rows after its last action, from ``now``: their compute,
-    then their DP collectives on the communication stream (free from ``free``), each ready
-    ``ready_offset`` after the compute starts. Returns the rank's end, when the stream is free
-    again and the latest collective end plus update (0.0 without collectives, -inf without
-    rows: nothing to wait for): the rule of both evaluator walks (the SimPy engine waits out
-    the compute, then calls :func:`issue_dp`)."""
-    compute, dps = rows.compute_ns, rows.dp
-    if not (compute > 0 or dps):
-        return now, free, float("-inf")
-    start = now
-    if compute > 0:
-        now = now + compute
-    free, done = issue_dp(rank, it, free, start, [(-1, d.ready_offset, d) for d in dps], 1.0,
-                          append)
-    return now, free, done
 
 
 class ChunkCosts(NamedTuple):

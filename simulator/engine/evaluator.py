@@ -26,23 +26,20 @@ from __future__ import annotations
 from ..errors import DeadlockError
 from .eventlog import debug_enabled
 from .evaluator_async import walk
+from .records import RunRecords
+from .runtime import Runtime
 
 
-def p2p_mode(runtime) -> str:
-    """The point-to-point mode the runtime compiled for (its options', or its profile's)."""
-    return getattr(runtime, "p2p", None) or runtime.options.p2p
-
-
-def unsupported(runtime) -> str | None:
+def unsupported(runtime: Runtime) -> str | None:
     """Why the evaluator cannot give the SimPy engine's timeline for ``runtime``, or None."""
-    if runtime.links.topology.sharing != "fifo":
-        return f"{runtime.links.topology.sharing} link sharing"
-    mode = p2p_mode(runtime)
-    if mode != "async":
-        return f"--p2p {mode}"
+    program = runtime.program
+    if program.links.topology.sharing != "fifo":
+        return f"{program.links.topology.sharing} link sharing"
+    if program.p2p != "async":      # the mode compiled (the option's, or the profile's)
+        return f"--p2p {program.p2p}"
     if runtime.options.layer_by_layer:
         return "--layer-by-layer (the reference path)"
-    if not runtime.schedule.flush and runtime.iterations > 1:
+    if not program.schedule.flush and runtime.iterations > 1:
         return "several iterations of a schedule without a flush"
     if debug_enabled():
         return "the debug event log"
@@ -52,7 +49,7 @@ def unsupported(runtime) -> str | None:
 BEYOND_THE_COUNT = "a microbatch beyond the schedule's count (an unchecked list)"
 
 
-def evaluate(runtime):
+def evaluate(runtime: Runtime) -> RunRecords:
     """The :class:`~simulator.engine.runtime.RunRecords` that ``runtime.run()`` would return.
     Raises ValueError where :func:`unsupported`; an unchecked list the walk cannot hold runs
     on the engine."""
@@ -63,7 +60,7 @@ def evaluate(runtime):
     return runtime.run() if rec is None else rec
 
 
-def run(runtime):
+def run(runtime: Runtime) -> tuple[RunRecords, str | None]:
     """``(records, None)`` when the evaluator computed them; else ``(records, why)`` with the
     SimPy engine's records and why it ran them (a note for the user)."""
     reason = unsupported(runtime)
@@ -75,14 +72,12 @@ def run(runtime):
     return runtime.run(), f"the evaluator does not cover {reason}"
 
 
-def _walk(runtime):
+def _walk(runtime: Runtime) -> RunRecords | None:
     """The walk's records with memory accounted, or None (an unchecked list's microbatch
     beyond the count). A deadlock under a memory limit is the engine's to report (an overflow
     before it comes first)."""
-    rows = runtime.iter_rows      # one IterationRows per rank (Program.compile)
-    per_rank = [rows[r] for r in range(runtime.schedule.pp)]
     try:
-        rec = walk(runtime, per_rank)
+        rec = walk(runtime.program, runtime.options, runtime.iterations)
     except DeadlockError:
         if runtime.options.memory_limit_bytes is not None:
             return runtime.run()        # memory accounted there

@@ -16,10 +16,11 @@ lists and packed into the rank's columns every ``_CHUNK`` steps.
 The rules are the evaluator's (``evaluator``'s module docstring), with the same float
 expressions: a receive that finds its data at ``got`` resumes at ``now + (got - now)``; a
 receiver woken by its sender at ``e`` resumes at ``now + (e - now)`` if it was waiting since
-before the send (``tr < now``) and else at ``tr + (e - tr)`` when ``e > tr``; the barrier at
-``last + (cand - last)``. Zero-byte sends are counted per link at the end; a link is booked
-only by its source rank, in that rank's op order (``LinkStats.book``). Slow ranks and jitter
-draw per rank in its own op order. Layer records (``trace_layers``) take the general step,
+before the send (``tr < now``) and else at ``tr + (e - tr)`` when ``e > tr``. The DP
+collectives, the once-per-iteration rows and the barrier are the iteration's tail (``tail``),
+which the SimPy engine's step-by-step walk calls too. Zero-byte sends are counted per link at
+the end; a link is booked only by its source rank, in that rank's op order
+(``LinkStats.book``). Slow ranks and jitter draw per rank in its own op order. Layer records (``trace_layers``) take the general step,
 which derives them from each action's cost as the engine does. Microbatch numbers beyond the
 schedule's count (an unchecked list) have no mailbox row: the SimPy engine takes them.
 """
@@ -35,32 +36,30 @@ from ..schedules.comm_pass import ACTIVATION, GRADIENT
 from ..schedules.rank_actions import microbatches_of
 from .columns import ActionColumns, TransferColumns
 from .network import LinkStats
-from .program import RankOps
-from .costs import issue_dp, iteration_rows
+from .options import EngineOptions
+from .program import Program, RankOps
 from .records import LayerRecord, RunRecords
 from .simpy_fast import fire_at
 from .variation import RankVariation
 
-_INF = float("inf")
 
-
-def covers(runtime, mode: str) -> bool:
+def covers(program: Program, mode: str) -> bool:
     """The walk applies: asynchronous point-to-point (FIFO links checked by the caller) over
     compact op lists."""
-    return mode == "async" and all(isinstance(p, RankOps) for p in runtime.compiled)
+    return mode == "async" and all(isinstance(p, RankOps) for p in program.compiled)
 
 
-def walk(runtime, iter_rows: list, env=None):
-    """The RunRecords of ``runtime`` (``iter_rows[r]``: rank r's once-per-iteration rows), or
-    None where a microbatch number is beyond the schedule's count (an unchecked list: the
-    SimPy engine takes it). Raises the engine's DeadlockError.
+def walk(program: Program, options: EngineOptions, iterations: int, env=None):
+    """The RunRecords of ``iterations`` iterations of ``program`` under ``options``, or None
+    where a microbatch number is beyond the schedule's count (an unchecked list: the SimPy
+    engine takes it). Raises the engine's DeadlockError.
 
     Without ``env`` the ranks that can go on are resumed from a worklist (the evaluator: no
     event queue). With a SimPy environment each rank's walk runs inside a SimPy process and
     a rank put back on the list is woken by an event at its clock, so the ranks resume in
     simulated-time order (the SimPy engine's lookahead walk: see ``runtime``)."""
     try:
-        return _Walk(runtime, iter_rows).run(env)
+        return _Walk(program, options, iterations).run(env)
     except IndexError:      # a microbatch past the mailbox's last row
         return None
 
@@ -145,31 +144,30 @@ def _plan(prog: RankOps, plain: bool) -> list[tuple]:
 class _Walk:
     """One evaluation (see :func:`walk`)."""
 
-    def __init__(self, runtime, iter_rows: list) -> None:
-        self.rt = runtime
-        self.P = runtime.schedule.pp
-        self.rows = iter_rows
+    def __init__(self, program: Program, options: EngineOptions, iterations: int) -> None:
+        self.program = program
+        self.options = options
+        self.iterations = iterations
+        self.P = program.schedule.pp
         self.rec = RunRecords()
 
     def run(self, env=None):
-        rt = self.rt
+        program = self.program
         P = self.P
         rec = self.rec
-        rec.rank_finish = [[0.0] * P for _ in range(rt.iterations)]
-        rec.actions = ActionColumns(rt.schedule, rt.labels)
-        progs = rt.compiled
+        rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
+        self.tail = program.tail.start(rec)    # DP collectives, rows after the last action, barrier
+        rec.actions = ActionColumns(program.schedule, program.labels)
+        progs = program.compiled
         rec.transfers = TransferColumns(
-            rt.schedule, rt.pp_comm,
+            program.schedule, program.pp_comm,
             records=lambda r, times, it, nbytes: progs[r].send_records(r, times, it, nbytes))
         self.clock = [0.0] * P
         self.blocked: list = [None] * P   # a rank's Wait at the barrier
         # a row per microbatch, a slot per (data, destination stage): module docstring
         self.box = self._mailbox()
         self.ready = list(range(P - 1, -1, -1))
-        self.finished = 0                 # ranks at the current iteration's barrier
-        self.cand = -_INF                 # latest iteration-end candidate of the iteration
         self.done = False
-        self.dp_free = [0.0] * P
         # each rank's walk; none returns (the last barrier leaves them suspended)
         walks = [self._rank(r) for r in range(P)]
         if env is None:
@@ -185,7 +183,7 @@ class _Walk:
         if not self.done:
             self._deadlock()
         self._count_free_sends()
-        rec.layer_ops = rt.layer_ops_per_iteration * rt.iterations
+        rec.layer_ops = program.layer_ops_per_iteration * self.iterations
         return rec
 
     def _rank(self, r: int):
@@ -197,17 +195,17 @@ class _Walk:
         benchmarks/bench_evaluator.py's 1M-action point spends ~0.37 us per step here, and a
         Python call per step (a receive, a send or a step as a helper) would add ~0.1 us each;
         the set-up is :meth:`_links_of`."""
-        rt = self.rt
+        program = self.program
         rec = self.rec
-        prog: RankOps = rt.compiled[r]
-        actions = rt.schedule.ranks[r]
+        prog: RankOps = program.compiled[r]
+        actions = program.schedule.ranks[r]
         steps = prog.steps
         n_steps = len(steps)
-        profile = getattr(rt, "profile", None)
-        prologue = getattr(profile, "step_prologue_ns", 0.0) or 0.0
-        epilogue = getattr(profile, "step_epilogue_ns", 0.0) or 0.0
-        var = RankVariation.of(rt.options, r)
-        layers = self._layers if rt.trace_layers else None
+        profile = program.profile
+        prologue = profile.step_prologue_ns
+        epilogue = profile.step_epilogue_ns
+        var = RankVariation.of(self.options, r)
+        layers = self._layers if self.options.trace_layers else None
         plan = _plan(prog, var is None and layers is None)
         clock = self.clock
         box = self.box
@@ -220,11 +218,9 @@ class _Walk:
         lists = ([], [], [], [], [])
         starts, ends, issued, t_starts, t_ends = lists
         book = {} if instant else self._links_of(r, prog)
-        nbytes = rt.pp_comm
-        coll_append = rec.collectives.append
-        dp_free = self.dp_free
-        rows = self.rows[r]
-        for it in range(rt.iterations):
+        nbytes = program.pp_comm
+        tail = self.tail
+        for it in range(self.iterations):
             box = self.box                # a fresh one every iteration
             now = clock[r]
             if prologue:
@@ -313,11 +309,8 @@ class _Walk:
                         if layers is not None:
                             layers(r, next(acts), it, s0, (sh[1] - sh[0]) * span, sh[3])
                     if cost.dp:
-                        dp_free[r], done = issue_dp(
-                            r, it, dp_free[r], start, cost.dp,
-                            span / cost.duration if cost.duration else 1.0, coll_append)
-                        if done > self.cand:
-                            self.cand = done
+                        tail.dp(r, it, start, cost.dp,
+                                span / cost.duration if cost.duration else 1.0)
                     for k, base, dst in sends:
                         row = box[step_mbs[k]]
                         issued.append(now)
@@ -340,12 +333,13 @@ class _Walk:
                                 clock[w] = tr + (e - tr)
                             ready_append(w)
             _flush(columns, lists)
-            # end of the iteration: epilogue, the once-per-iteration rows, the barrier
+            # end of the iteration: epilogue, the tail (once-per-iteration rows), the barrier
             if epilogue:
                 now = now + epilogue
-            now, dp_free[r], done = iteration_rows(r, it, now, rows, dp_free[r], coll_append)
-            if done > self.cand:
-                self.cand = done
+            busy, records = tail.finish(r, it, now)
+            if busy:
+                now = now + busy
+            rec.collectives.extend(records)
             self._barrier(r, it, now)
             yield
 
@@ -353,12 +347,12 @@ class _Walk:
         """Per destination rank of rank ``r``'s sends, the booking of its link (only ``r``
         books it, in its op order): ``LinkStats.book``, the engine's FIFO rule. A table over
         every rank on every rank grew with P^2."""
-        rt, links = self.rt, self.rec.links
+        program, links = self.program, self.rec.links
         book: dict = {}
         for _, _, _, sends in prog.plan():
             for _, _, _, dst in sends:
                 if dst not in book:
-                    link = links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
+                    link = links[(r, dst)] = LinkStats(r, dst, program.links.p2p(r, dst))
                     book[dst] = link.book
         return book
 
@@ -374,34 +368,26 @@ class _Walk:
 
     def _mailbox(self) -> list[list]:
         """An empty mailbox: a row of 2 x stages slots per microbatch."""
-        slots = 2 * self.rt.schedule.n_stages
-        return [[None] * slots for _ in range(self.rt.schedule.microbatches)]
+        slots = 2 * self.program.schedule.n_stages
+        return [[None] * slots for _ in range(self.program.schedule.microbatches)]
 
     def _barrier(self, r: int, it: int, now: float) -> None:
         """Rank ``r`` ends iteration ``it`` at ``now``; the last one in releases everyone at
-        ``last + (cand - last)`` (the engine's timeout to the latest candidate)."""
-        rec = self.rec
+        ``last + wait`` (:meth:`~.tail.Tail.arrive`: the engine's timeout after the last
+        arrival)."""
         P = self.P
-        rec.rank_finish[it][r] = now
         self.clock[r] = now
-        if now > self.cand:
-            self.cand = now
-        self.finished += 1
         self.blocked[r] = Wait(r, "the iteration barrier", None, now)
-        if self.finished < P:
+        released = self.tail.arrive(r, it, now)
+        if released is None:
             return
-        bounds = rec.iteration_bounds
-        cand = self.cand
-        bounds.append((bounds[-1][1] if bounds else 0.0, cand))
-        last = max(rec.rank_finish[it])
-        t_barrier = last + (cand - last)
-        self.finished = 0
-        self.cand = -_INF
+        last, wait = released
+        t_barrier = last + wait
         clock, blocked = self.clock, self.blocked
         for q in range(P):
             blocked[q] = None
             clock[q] = t_barrier
-        if it + 1 < self.rt.iterations:
+        if it + 1 < self.iterations:
             # sends nobody received (an unchecked list) are dropped with the old mailbox
             self.box = self._mailbox()
             self.ready.extend(range(P - 1, -1, -1))
@@ -411,11 +397,11 @@ class _Walk:
     def _count_free_sends(self) -> None:
         """Zero-byte sends cost nothing: every one of a finished run is counted on its link
         (each step's sends, times the steps run)."""
-        rt = self.rt
+        program = self.program
         if not self.rec.transfers.instant:
             return
         links = self.rec.links
-        for r, prog in enumerate(rt.compiled):
+        for r, prog in enumerate(program.compiled):
             per_dst: Counter = Counter()
             uses = _uses(prog)
             for i, (_, _, _, sends) in enumerate(prog.plan()):
@@ -424,8 +410,8 @@ class _Walk:
             for dst in sorted(per_dst):
                 link = links.get((r, dst))
                 if link is None:
-                    link = links[(r, dst)] = LinkStats(r, dst, rt.links.p2p(r, dst))
-                link.transfers += per_dst[dst] * rt.iterations
+                    link = links[(r, dst)] = LinkStats(r, dst, program.links.p2p(r, dst))
+                link.transfers += per_dst[dst] * self.iterations
 
     def _deadlock(self) -> None:
         """The engine's DeadlockError: every rank still waiting, on what, since when; the
@@ -438,7 +424,7 @@ class _Walk:
                 if mark is None or mark >= 0:
                     continue
                 r = -1 - mark
-                t = self.rt.compiled[r].receive(*_tensor_of(base), mb)
+                t = self.program.compiled[r].receive(*_tensor_of(base), mb)
                 waits.append(Wait(r, str(t), t.src_rank, self.clock[r]))
         waits.sort(key=lambda w: w.rank)
         raise DeadlockError(waits, max(self.clock))

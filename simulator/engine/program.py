@@ -26,21 +26,21 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from ..errors import ConfigError
-from ..schedules.comm_pass import GRADIENT, Compute, Op, Transfer, lowered_for
+from ..schedules.comm_pass import GRADIENT, Compute, Transfer, lowered_for
 from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
-from ..workload.iteration_rows import rank_iteration_rows
-from ..workload.model import Header, Layer, Partition
+from ..workload.model import Header, Partition
 from ..system.per_runtime import for_runtime
 from ..system.runtime_profile import RuntimeProfile
-from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment, chunk_costs,
+from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment,
                     partition_costs)
 from .memory import MemoryModel, build_memory_model
 from .records import TransferRecord
+from .tail import TailPlan, compile_tail
 from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
@@ -70,26 +70,6 @@ class StepCost(NamedTuple):
         return self.pre + self.duration
 
 
-# a NamedTuple, not a dataclass: start-up (simulator/__init__.py); a Program's ``iter_rows`` is
-# always the per-rank tuple of these
-class IterationRows(NamedTuple):
-    """What the once-per-iteration rows (AICB's DP/optimizer rows) cost every rank."""
-
-    compute_ns: float
-    dp: tuple[DPCollective, ...]
-    layer_ops: int
-
-
-def iteration_rows(layers: tuple[Layer, ...], header: Header, system: SystemConfig,
-                   links: LinkModel) -> IterationRows:
-    if not layers:
-        return IterationRows(0.0, (), 0)
-    c = chunk_costs(layers, {}, header, system, links)
-    dps = tuple(DPCollective(d.layer, c.F.duration + d.ready_offset, d.duration, d.update_ns,
-                             d.nbytes) for d in c.dp_after_B)
-    return IterationRows(c.F.duration + c.B.duration, dps, c.F.layer_ops + c.B.layer_ops)
-
-
 SINGLE_STAGE = ("gpipe", "1f1b")   # schedules torch runs on its single-stage runtime
 
 
@@ -102,8 +82,9 @@ class Program(NamedTuple):
     ``p2p_option`` is the point-to-point mode asked for (the option, or the system's
     ``runtime.p2p``); ``p2p`` the one compiled (``torch`` resolved to ``torch-single`` for gpipe
     and 1f1b, ``torch-multi`` otherwise). ``compiled[r]`` is rank r's op list (module docstring),
-    ``iter_rows[r]`` its share of the once-per-iteration rows, ``labels[r]`` the phase of each
-    of its actions."""
+    ``tail`` the iteration's tail (each rank's share of the once-per-iteration rows, the DP
+    collectives and the barrier: :mod:`.tail`), ``labels[r]`` the phase of each of its
+    actions."""
 
     schedule: Schedule
     partition: Partition
@@ -115,7 +96,7 @@ class Program(NamedTuple):
     links: LinkModel
     costs: tuple[ChunkCosts, ...]
     memory: MemoryModel
-    iter_rows: tuple[IterationRows, ...]
+    tail: TailPlan
     labels: tuple[Sequence[str], ...]
     compiled: tuple
     layer_ops_per_iteration: int
@@ -123,14 +104,6 @@ class Program(NamedTuple):
     @property
     def profile(self) -> RuntimeProfile:
         return self.system.runtime
-
-    @property
-    def has_runtime_overheads(self) -> bool:
-        """Launch overheads (``StepCost.pre``) or a step prologue / epilogue are on: times the
-        compiled step durations alone do not carry. (Calibrated costs, layer scales and the
-        first stage's torch backward are already in the compiled ``StepCost``s.)"""
-        rt = self.profile
-        return rt.has_overheads or rt.step_prologue_ns > 0 or rt.step_epilogue_ns > 0
 
     @classmethod
     def compile(cls, schedule: Schedule, partition: Partition, header: Header,
@@ -150,16 +123,7 @@ class Program(NamedTuple):
         if links is None or links.system is not system:   # the plan's, unless the runtime's own
             links = LinkModel(header, system, schedule.pp)  # figures changed the system above
         costs = partition_costs(partition, header, system, links)
-        # per rank: its share of the once-per-iteration rows (the chunks it runs decide it)
-        by_share: dict[tuple[int, ...], IterationRows] = {}
-        iter_rows: list[IterationRows] = []
-        for r in range(schedule.pp):
-            chunks = tuple(sorted({schedule.stage_chunk[s] for s in schedule.stages_of(r)}))
-            rows = by_share.get(chunks)
-            if rows is None:
-                own = rank_iteration_rows(partition, chunks, schedule.pp)
-                rows = by_share[chunks] = iteration_rows(own, header, system, links)
-            iter_rows.append(rows)
+        tail = compile_tail(schedule, partition, header, system, links)
         labels = tuple(labels_of_kinds(rank_kinds(schedule, r))   # the letters every pass reads
                        for r in range(len(schedule.ranks)))
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
@@ -172,9 +136,9 @@ class Program(NamedTuple):
             compiled = tuple(builder.compile_lowered(r, lowered, early)
                              for r in range(schedule.pp))
         layer_ops = sum(ops.layer_ops() for ops in compiled)
-        layer_ops += sum(rows.layer_ops for rows in iter_rows)
+        layer_ops += tail.layer_ops
         return cls(schedule, partition, header, system, pp_comm, mode, compiled_mode, links,
-                   tuple(costs), memory, tuple(iter_rows), labels, compiled, layer_ops)
+                   tuple(costs), memory, tail, labels, compiled, layer_ops)
 
 
 # a plain class, not a dataclass: start-up (simulator/__init__.py). The compiler's working
@@ -241,49 +205,6 @@ class ProgramBuilder:
             elif pos + 1 < len(actions) and actions[pos + 1].pair == first.pair:
                 key += (actions[pos + 1].kind,)
         return key
-
-    def compile(self, rank: int, program: tuple[Op, ...]) -> list[tuple]:
-        """Rank ``rank``'s op list as a list, from the comm pass's op tuples ``program``: the
-        reference the compiled form (:class:`RankOps`, what the engine walks) is checked
-        against, op for op (tests/engine/test_program.py)."""
-        weight_bwd, last = self._roles(rank)
-        labels = list(self.labels[rank])     # read once per action below
-        cache: dict[tuple, StepCost] = {}
-        ops: list[tuple] = []
-        pos = 0   # compute steps appear in the order of the rank's actions
-        for op in program:
-            if type(op) is Compute:
-                key = self._step_key(rank, pos, op.actions, weight_bwd, last, labels)
-                cost = cache.get(key)
-                if cost is None:
-                    cost = cache[key] = self.step_cost(key)
-                ops.append((COMPUTE, cost, op.actions))
-                pos += len(op.actions)
-            elif op.op == "recv":
-                ops.append((RECV, op.key, op.src_rank, None, op))
-            elif op.op == "send":
-                ops.append((SEND, op.key, op.dst_rank, self.pp_comm, op))
-            elif op.op == "irecv":
-                ops.append((IRECV, op.key, op.src_rank, None, op))
-            else:   # "wait"
-                ops.append((WAIT, op.key, op.src_rank, None, op))
-        if self.p2p == "async":
-            return ops
-        if self.p2p == "torch-multi":   # receives posted early by the comm pass
-            return [(TSEND,) + op[1:] if op[0] == SEND else op for op in ops]
-        if self.p2p == "torch-single":
-            return list(_single_stage(ops, self.schedule.name == "gpipe"))
-        # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers
-        # (Megatron's send_forward_recv_backward and friends) are posted and complete together
-        out: list[tuple] = []
-        for op in ops:
-            if op[0] == COMPUTE:
-                out.append(op)
-            elif self.p2p == "batched" and out and out[-1][0] == BATCH:
-                out[-1] = (BATCH, out[-1][1] + (op,))
-            else:
-                out.append((BATCH, (op,)))
-        return out
 
     def compile_lowered(self, rank: int, lowered: Schedule, early: bool) -> "RankOps":
         """Rank ``rank``'s op list read off ``lowered``'s steps (receives posted ``early`` or at

@@ -14,10 +14,13 @@ torch's point-to-point rules live in ``rendezvous``.
 
 An iteration ends when every rank has finished its actions and every DP collective and layer
 update is done; with a flush the next iteration starts then (the optimizer step is a barrier).
+The DP collectives, the rows after a rank's last action and that barrier are the iteration's
+tail (``tail``), which the evaluator's walk calls too. A walk reads the compiled program as
+``runtime.program`` (a :class:`~.program.Program`).
 If the event queue empties while a rank still waits, the run is a deadlock: reported with what
 every blocked rank waits for.
 
-What is compiled once (``program.Program``: op lists, step costs, memory model, iteration rows,
+What is compiled once (``program.Program``: op lists, step costs, memory model, the tail,
 labels) is kept apart from what a run changes (:class:`_Run`); a :class:`Runtime` pairs a
 program with one run's options. Asynchronous runs on FIFO links take the lookahead walk
 (:meth:`_Run._run_ahead`: a rank runs on its own clock while the data it needs has been sent,
@@ -40,7 +43,6 @@ from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..workload.model import Header, Partition
 from .columns import ActionColumns, TransferColumns
-from .costs import DPCollective, issue_dp
 from .evaluator_async import walk
 from .eventlog import debug_enabled, log_complete, log_step
 from .memory_use import account
@@ -51,6 +53,7 @@ from .program import (BATCH, COMPUTE, IRECV, RECV, SEND, TSEND, WAIT, RankOps, P
 from .records import LayerRecord, RunRecords, TransferRecord
 from .rendezvous import Rendezvous
 from .simpy_fast import fire_at
+from .tail import Tail
 from .variation import RankVariation
 
 
@@ -72,7 +75,7 @@ class _Channel:
 class Runtime:
     """A compiled :class:`~simulator.engine.program.Program` and one run's options.
 
-    The program (op lists, step costs, memory model, iteration rows, labels) is immutable and
+    The program (op lists, step costs, memory model, the tail, labels) is immutable and
     can be shared: ``Runtime.of(program, ...)`` runs it again with other options or another
     number of iterations without compiling anything. Each :meth:`run` builds its own state
     (:class:`_Run`: the SimPy environment, mailbox, network, records), so a Runtime can run any
@@ -102,27 +105,6 @@ class Runtime:
         return cls(program.schedule, program.partition, program.header, program.system,
                    iterations=iterations, options=options, program=program)
 
-    # the program's parts, read by the evaluator, the API and the tests
-    schedule = property(lambda self: self.program.schedule)
-    partition = property(lambda self: self.program.partition)
-    header = property(lambda self: self.program.header)
-    system = property(lambda self: self.program.system)
-    profile = property(lambda self: self.program.profile)
-    p2p = property(lambda self: self.program.p2p)
-    pp_comm = property(lambda self: self.program.pp_comm)
-    links = property(lambda self: self.program.links)
-    costs = property(lambda self: self.program.costs)
-    memory = property(lambda self: self.program.memory)
-    iter_rows = property(lambda self: self.program.iter_rows)
-    labels = property(lambda self: self.program.labels)
-    compiled = property(lambda self: self.program.compiled)
-    layer_ops_per_iteration = property(lambda self: self.program.layer_ops_per_iteration)
-    has_runtime_overheads = property(lambda self: self.program.has_runtime_overheads)
-
-    @property
-    def trace_layers(self) -> bool:
-        return self.options.trace_layers
-
     def run(self) -> RunRecords:
         """Run the program on SimPy (fresh state each call). A deadlocked run over the memory
         limit before it deadlocked reports the overflow, the first of the two in time."""
@@ -140,14 +122,14 @@ class Runtime:
         try:
             run.run()
         except DeadlockError:
-            account(self.memory, self.schedule, run.rec, self.iterations,
+            account(self.program.memory, self.program.schedule, run.rec, self.iterations,
                     self.options.memory_limit_bytes)
 
     def account_memory(self, records: RunRecords) -> RunRecords:
         """The memory model over the run's executed order (:mod:`.memory_use`): every rank's
         peak and its parts into ``records``; an overflow of the limit raises."""
         records.memory_peaks = account(
-            self.memory, self.schedule, records, self.iterations,
+            self.program.memory, self.program.schedule, records, self.iterations,
             self.options.memory_limit_bytes, samples=self.options.trace_layers)
         return records
 
@@ -166,7 +148,6 @@ class _Run:
         self.profile = program.profile
         self.p2p = program.p2p
         self.links = program.links
-        self.iter_rows = program.iter_rows
         self.compiled = program.compiled
         self.layer_ops_per_iteration = program.layer_ops_per_iteration
         self.program_labels = program.labels
@@ -197,14 +178,13 @@ class _Run:
         self.mailbox: dict = {}
         self.channels: dict = {}
         self.waiting: dict[int, Wait | None] = {}
-        self.finished = 0
         P = self.schedule.pp
-        self.dp_free = [0.0] * P          # communication stream per rank
-        self.iter_end_candidates: list[float] = []
         self.barrier = env.event()
         self.rdv = (None if self.fifo_columns else   # torch's modes only
                     Rendezvous(env, self.net, self.profile.exchange_ns, self.rec.transfers.append))
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
+        # DP collectives, rows after the last action, barrier: the evaluator's walk's too
+        self.tail: Tail = self.runtime.program.tail.start(self.rec)
         self.zero_sends: list = [None] * P
         procs = [env.process(self._rank(r)) for r in range(P)]
         env.run()
@@ -240,9 +220,7 @@ class _Run:
         use the expressions the step-by-step walk's timeouts compute, so the timeline is the
         same to the nanosecond (tests/engine/test_lookahead.py). None when the step-by-step
         walk must run instead: an unchecked list's microbatch beyond the count."""
-        rows = self.iter_rows     # one IterationRows per rank (Program.compile)
-        per_rank = [rows[r] for r in range(self.schedule.pp)]
-        return walk(self.runtime, per_rank, simpy.Environment())
+        return walk(self.runtime.program, self.options, self.iterations, simpy.Environment())
 
     def _wait_of(self, rank: int) -> Wait:
         w = self.waiting.get(rank)
@@ -298,8 +276,8 @@ class _Run:
                     span = end - start
                     record(op[2], cost, it, start, span)
                     if cost.dp and not layer_by_layer:
-                        self._issue_dp(rank, it, start, cost.dp, span / cost.duration
-                                       if cost.duration else 1.0)
+                        self.tail.dp(rank, it, start, cost.dp, span / cost.duration
+                                     if cost.duration else 1.0)
                     if debug:
                         log_step(rank, op[2], cost.phases, end, False, virtual)
                 elif code == RECV:
@@ -432,7 +410,7 @@ class _Run:
                     yield env.timeout(seg.duration * scale)
                 d = dps.get(seg.layer) if seg.state == "Weight_Gradient" else None
                 if d is not None:
-                    self._issue_dp(rank, it, env.now, ((chunk, 0.0, d),), 1.0)
+                    self.tail.dp(rank, it, env.now, ((chunk, 0.0, d),), 1.0)
 
     def _transfer(self, rank: int, dst: int, nbytes: int, t: Transfer, it: int,
                   arrival: simpy.Event, sent: simpy.Event | None = None) -> None:
@@ -485,37 +463,24 @@ class _Run:
 
     # -- iteration end, DP stream, memory ----------------------------------------------------
     def _end_iteration(self, rank: int, it: int):
+        """The iteration's tail (``tail``: the rows after the last action, their DP
+        collectives), then the barrier: the last rank in releases every rank."""
         env = self.env
-        compute, dps = self.iter_rows[rank].compute_ns, self.iter_rows[rank].dp
-        if compute > 0 or dps:
-            start = env.now
-            if compute > 0:
-                yield env.timeout(compute)
-            self._issue_dp(rank, it, start, tuple((-1, d.ready_offset, d) for d in dps), 1.0)
+        busy, records = self.tail.finish(rank, it, env.now)
+        if busy:
+            yield env.timeout(busy)
+        self.rec.collectives.extend(records)
         if self.debug:
             log_complete(rank, env.now)
-        self.rec.rank_finish[it][rank] = env.now
-        self.iter_end_candidates.append(env.now)
-        self.finished += 1
         barrier = self.barrier
-        if self.finished == self.schedule.pp:
-            end = max(self.iter_end_candidates)
-            start = self.rec.iteration_bounds[-1][1] if self.rec.iteration_bounds else 0.0
-            self.rec.iteration_bounds.append((start, end))
-            self.finished = 0
-            self.iter_end_candidates = []
+        released = self.tail.arrive(rank, it, env.now)
+        if released is not None:    # the last one in: env.now is the latest arrival
             self.barrier = env.event()
-            fire_at(env, barrier, end - env.now)
+            fire_at(env, barrier, released[1])
         if self.schedule.flush or it == self.iterations - 1:
             self.waiting[rank] = Wait(rank, "the iteration barrier", None, env.now)
             yield barrier
             self.waiting[rank] = None
-
-    def _issue_dp(self, rank: int, it: int, start: float,
-                  items: tuple[tuple[int, float, DPCollective], ...], stretch: float) -> None:
-        self.dp_free[rank], done = issue_dp(rank, it, self.dp_free[rank], start, items, stretch,
-                                            self.rec.collectives.append)
-        self.iter_end_candidates.append(done)
 
     def _record_layers(self, rank: int, a, it: int, start: float, span: float, cost) -> None:
         scale = span / cost.duration if cost.duration else 0.0

@@ -23,7 +23,7 @@ from ..engine.memory_use import memory_timeline
 from ..errors import ConfigError
 from ..result import SimulationResult
 from ..schedules.action import Kind
-from ..units import fmt_pct, fmt_time
+from ..units import fmt_bytes, fmt_pct, fmt_time
 from . import palette
 
 FORMATS = ("png", "svg", "pdf")
@@ -482,7 +482,8 @@ def comparison_title(result: SimulationResult, speedup: float | None = None, bas
     theory = s.theoretical_bubble_ratio
     closed = "n/a" if theory is None else fmt_pct(theory)
     text = (f"{result.schedule.name} (v={result.schedule.vpp})  ·  {fmt_time(s.makespan_ns)}  ·  "
-            f"bubble {fmt_pct(s.bubble_ratio)} simulated, {closed} closed form")
+            f"bubble {fmt_pct(s.bubble_ratio)} simulated, {closed} closed form  ·  "
+            f"peak memory {fmt_bytes(s.peak_memory_bytes)}")
     if speedup is not None:
         text += f"  ·  speed-up {speedup:.2f}× over {baseline}"
     return text
@@ -527,6 +528,7 @@ def save_figure(fig, path: str | Path, option: str = "--gantt") -> Path:
                 "pdf": {"CreationDate": None, "Producer": None}}[fmt]
     out = Path(path)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with matplotlib.rc_context({"svg.hashsalt": "pipesim"}):
             fig.savefig(out, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight",
                         pad_inches=0.12, facecolor="white")

@@ -19,9 +19,10 @@ from pathlib import Path
 from ..errors import ConfigError, PipesimError
 from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ..schedules.runtimes import TORCH_CLASS, Shape, Verdict, check_runtimes, shape_of
-from ..units import fmt_time
+from ..units import fmt_bytes, fmt_time
 from ..workload.chunks import chunk_bounds
-from ..workload.stage_layers import chunk_layers_of, n_model_layers
+from ..workload.inputs.shape import LaunchSettings, ModelShape
+from ..workload.stage_layers import chunk_layers_of, megatron_split_of, n_model_layers
 
 FILES = ("megatron_args.txt", "torchtitan.toml", "schedule.csv", "stage_ranks.json", "README.md")
 
@@ -40,6 +41,8 @@ class LaunchPlan:
     embedding_stage: int | None
     head_stage: int | None
     stage_ranks: dict[int, list[int]]
+    model: ModelShape | None = None          # the shape, when the run's model is known
+    settings: LaunchSettings | None = None   # its sequence, precision, SP, attention
 
     @property
     def global_batch(self) -> int:
@@ -47,7 +50,8 @@ class LaunchPlan:
 
 
 def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
-                options: dict | None = None) -> LaunchPlan:
+                options: dict | None = None, model: ModelShape | None = None,
+                settings: LaunchSettings | None = None) -> LaunchPlan:
     """The launch settings of a simulated run (a :class:`~simulator.result.SimulationResult`)."""
     wl, sched = result.workload, result.schedule
     shape = shape_of(sched, wl, result.partition, options)
@@ -60,7 +64,7 @@ def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
     dp = max(1, h.all_gpus // (tp * sched.pp))   # the run's world size over its own pp
     return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
                       recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
-                      found.head_chunk, ranks)
+                      found.head_chunk, ranks, model, settings)
 
 
 # -- Megatron-LM ------------------------------------------------------------------------------
@@ -88,17 +92,13 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     counts = s.layers
     out = [f"--tensor-model-parallel-size {lp.tp}", f"--pipeline-model-parallel-size {s.pp}",
            f"--num-layers {sum(counts)}"]
-    even = len(set(counts)) == 1
-    middle = counts[1:-1]
-    if even:
+    split = (megatron_split_of(counts, s.pp, s.vpp)
+             if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
+             else None)
+    if split is not None:
         if s.vpp > 1:
             out.append(f"--num-virtual-stages-per-pipeline-rank {s.vpp}")
-    elif s.vpp == 1 and s.pp > 1 and len(set(middle)) <= 1 and lp.embedding_stage in (0, None) \
-            and lp.head_stage in (len(counts) - 1, None):
-        if counts[0] != (middle[0] if middle else None):
-            out.append(f"--decoder-first-pipeline-num-layers {counts[0]}")
-        if counts[-1] != (middle[0] if middle else None):
-            out.append(f"--decoder-last-pipeline-num-layers {counts[-1]}")
+        out += split.flags()
     else:
         layout = megatron_layout(counts, lp.embedding_stage, lp.head_stage)
         out.append(f"--pipeline-model-parallel-layout {layout}")
@@ -108,10 +108,56 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     if lp.recompute == "full":
         out += ["--recompute-granularity full", "--recompute-method uniform",
                 "--recompute-num-layers 1"]
+    if lp.model is not None:
+        out += megatron_model_args(lp.model, lp.settings, lp.tp)
     elif lp.recompute == "file" and lp.file_recompute:
         out.append("# the workload's checkpoint lists have no Megatron-LM flag; no recompute "
                    "flags written (pipesim simulated the file's lists)")
     return out
+
+
+def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> list[str]:
+    """The model's shape, sequence and precision as Megatron-LM's arguments (what pipesim's
+    generator priced: its gpt model is GELU with LayerNorm and biases, llama / moe SwiGLU with
+    RMSNorm, rotary positions and no biases)."""
+    spec = _spec(m)
+    out = ["# the model (pipesim's shape)", f"--hidden-size {m.hidden}",
+           f"--num-attention-heads {m.heads}", f"--ffn-hidden-size {spec.ffn_size}",
+           f"--vocab-size {spec.vocab_size}"]
+    if m.arch != "gpt":
+        out += ["--swiglu", "--normalization RMSNorm", "--disable-bias-linear",
+                "--position-embedding-type rope"]
+        if spec.kv != m.heads:
+            out += ["--group-query-attention", f"--num-query-groups {spec.kv}"]
+    if not m.tied_embeddings:
+        out.append("--untie-embeddings-and-output-weights")
+    if m.arch == "moe":
+        out += [f"--num-experts {m.experts}", f"--moe-router-topk {m.topk}",
+                f"--moe-ffn-hidden-size {spec.ffn_size}"]
+        if st is not None and st.ep > 1:
+            out.append(f"--expert-model-parallel-size {st.ep}")
+    if st is not None and st.seq is not None:
+        out += [f"--seq-length {st.seq}",
+                f"--max-position-embeddings {max(st.seq, m.max_positions or 0)}"]
+        if st.precision in ("bf16", "fp16"):
+            out.append(f"--{st.precision}")
+        if st.sequence_parallel and tp > 1:
+            out.append("--sequence-parallel")
+        if st.flash_attention:
+            out.append("--use-flash-attn")
+        out += [flag for flag, on in (
+            ("--use-distributed-optimizer", st.use_distributed_optimizer),
+            ("--overlap-grad-reduce", st.overlap_grad_reduce),
+            ("--overlap-param-gather", st.overlap_param_gather),
+            ("--tp-comm-overlap", st.tp_comm_overlap)) if on]
+    return out
+
+
+def _spec(m: ModelShape):
+    """The generator's view of the shape (its defaults of ffn, vocab, kv heads)."""
+    from ..workload.generator import ModelSpec
+
+    return ModelSpec(seq=1, micro_batch=1, **m.spec_fields())
 
 
 # -- torchtitan -------------------------------------------------------------------------------
@@ -151,6 +197,29 @@ def module_fqns(counts: tuple[int, ...], embedding: int | None, head: int | None
     return out
 
 
+def torchtitan_model(m: ModelShape) -> list[str]:
+    """``[model]``: torchtitan's llama3 flavor of the shape, else a flavor to register, its
+    TransformerModelArgs in the comment above it (torchtitan takes a model's arguments from
+    its registry, not from the TOML)."""
+    from ..workload.inputs.torchtitan_job import llama3_flavor
+
+    flavor = llama3_flavor(m) if m.arch == "llama" else None
+    lines = [""]
+    if flavor is None:
+        spec = _spec(m)
+        name = f"pipesim-{m.arch}-{m.layers}l-{m.hidden}h"
+        lines += [f"# not a stock flavor: register {name!r} in the model's registry as",
+                  f"#   TransformerModelArgs(dim={m.hidden}, n_layers={m.layers}, "
+                  f"n_heads={m.heads}, n_kv_heads={spec.kv}, vocab_size={spec.vocab_size}), "
+                  f"its FFN {spec.ffn_size} wide"
+                  + (f", {m.experts} experts, top-{m.topk}" if m.arch == "moe" else "")
+                  + ("; pipesim's gpt model is GELU with LayerNorm, not llama3's"
+                     if m.arch == "gpt" else "")]
+        flavor = name
+    lines += ["[model]", 'name = "llama3"', f"flavor = {_toml_value(flavor)}"]
+    return lines
+
+
 def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -169,13 +238,25 @@ def torchtitan_toml(lp: LaunchPlan, csv_name: str | None) -> str:
                 "# No settings are written: none would reproduce what pipesim simulated.\n")
     local = lp.micro_batch_size * lp.shape.microbatches
     training = {"local_batch_size": local, "global_batch_size": local * lp.dp}
+    model_lines: list[str] = []
+    if lp.model is not None:
+        model_lines = torchtitan_model(lp.model)
+        st = lp.settings
+        if st is not None and st.seq is not None:
+            training["seq_len"] = st.seq
+            training["mixed_precision_param"] = "float32" if st.precision == "fp32" \
+                else "bfloat16"
     lines = ["# torchtitan settings (ParallelismConfig / TrainingConfig keys). torchtitan 0.3 "
              "takes them as", "# command-line overrides, e.g. --parallelism.pipeline_parallel_"
              "degree " + str(par["pipeline_parallel_degree"]) + " (see README.md)"]
     if v.rule:
         lines.append(f"# {v.rule}; torchtitan runs the CSV")
+    lines += model_lines
     lines += ["", "[parallelism]"] + [f"{k} = {_toml_value(x)}" for k, x in par.items()]
     lines += ["", "[training]"] + [f"{k} = {_toml_value(x)}" for k, x in training.items()]
+    if lp.model is not None:
+        mode = "full" if lp.recompute == "full" else "none"
+        lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(mode)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -200,10 +281,13 @@ def torchtitan_overrides(lp: LaunchPlan, csv_name: str | None) -> list[str]:
 
 def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
                  recompute: str = "file", options: dict | None = None,
-                 command: str | None = None, numbers: dict | None = None) -> list[str]:
+                 command: str | None = None, numbers: dict | None = None,
+                 model: ModelShape | None = None,
+                 settings: LaunchSettings | None = None) -> list[str]:
     """Write the launch folder for ``result``; returns the files written. ``numbers`` are the
-    figures the README quotes (default: the run's own)."""
-    lp = launch_plan(result, micro_batch_size, recompute, options)
+    figures the README quotes (default: the run's own); ``model`` and ``settings``, when the
+    run's model is known, add its shape, sequence and precision to the runtimes' files."""
+    lp = launch_plan(result, micro_batch_size, recompute, options, model, settings)
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +347,7 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
                      "and plan or run again.")
     lines += ["", "pipesim's numbers for this configuration: iteration "
               f"{fmt_time(n['makespan_ns'])}, bubble {n['bubble_ratio']:.1%}"
-              + (f", peak memory {n['peak_memory_bytes'] / 1e9:.2f} GB per GPU"
+              + (f", peak memory {fmt_bytes(n['peak_memory_bytes'])} per GPU"
                  if n.get("peak_memory_bytes") else "") + "."]
     if command:
         lines += ["", "Reproduce them:", "", f"    {command}"]

@@ -10,28 +10,27 @@ transfer waits inside it are (SimAI counts them in a separate, by default zero, 
 from __future__ import annotations
 
 from operator import sub
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..engine.columns import ActionColumns
+from ..engine.records import RunRecords
+from ..schedules.schedule import Schedule
 from .sums import added
 
-if TYPE_CHECKING:   # the type only: result is a floor above metrics (tests/test_layers.py)
-    from ..result import SimulationResult
 
-
-def pipeline_bubble(result: SimulationResult, iteration: int = 0,
+def pipeline_bubble(rec: RunRecords, schedule: Schedule, iteration: int = 0,
                     busy: list[float] | None = None) -> dict[str, Any]:
-    """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration.
+    """``{"span_ns", "per_rank_ns", "mean_ns", "max_ns", "min_ns"}`` of one iteration of the
+    run of ``schedule`` that recorded ``rec`` (a result's ``records`` and ``schedule``).
     ``busy``: each rank's compute-stream time in it, when the caller has summed it (the
     summary has, in the same order: the same numbers)."""
-    rec = result.records
     start = rec.iteration_bounds[iteration][0]
     given = busy is not None
     if busy is None:
-        busy = [0.0] * result.schedule.pp
+        busy = [0.0] * schedule.pp
     if isinstance(rec.actions, ActionColumns):    # the time columns, read in place
         end = None
-        for r, acts in enumerate(result.schedule.ranks):
+        for r, acts in enumerate(schedule.ranks):
             lo = iteration * len(acts)
             ends = rec.actions.end[r][lo:lo + len(acts)]
             if not given:   # a loop's additions in its order, made in C

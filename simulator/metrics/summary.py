@@ -17,21 +17,21 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import accumulate, chain, compress, count, islice
 from operator import gt, le, sub
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..engine.columns import ActionColumns, TransferColumns
 from ..schedules.action import Kind
 from ..schedules.phases import (peak_inflight, phase_counts, rank_in_order, rank_kinds,
                                 rank_stages)
+from ..engine.records import RunRecords
 from .bubble import pipeline_bubble
+from .inputs import RunInputs
 from .simai import simai_pipeline_terms
 from .sums import added, mean
 from .types import (SCHEMA_VERSION, IterationStats, LinkSummary, MemoryBreakdown,
                     PipelineBubble, RankSummary,
                     RunSummary)
 
-if TYPE_CHECKING:   # the type only: result is a floor above metrics (tests/test_layers.py)
-    from ..result import SimulationResult
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -239,9 +239,9 @@ def _overall(sched, rec, spec, stages: list[RankSummary], makespan: float,
     }
 
 
-def summarize(result: SimulationResult) -> RunSummary:
-    sched = result.schedule
-    rec = result.records
+def summarize(rec: RunRecords, inputs: RunInputs) -> RunSummary:
+    """The summary of a run's records ``rec``, with what it reads of the run's ``inputs``."""
+    sched = inputs.schedule
     n_it = len(rec.iteration_bounds)
     makespans = [e - s for s, e in rec.iteration_bounds]
     makespan = mean(makespans) if makespans else 0.0
@@ -260,31 +260,30 @@ def summarize(result: SimulationResult) -> RunSummary:
         kinds = rank_kinds(sched, r)
         acc = _rank_times(rec, r, kinds, cols, per_rank_iter)
         first_busy.append(0.0 if acc.first_busy is None else acc.first_busy)
-        stages.append(_rank_summary(sched, rec, result.partition, result.phase_labels[r], r,
+        stages.append(_rank_summary(sched, rec, inputs.partition, inputs.phase_labels[r], r,
                                     kinds, acc, makespan, k, sent, received))
 
-    out = _overall(sched, rec, result.spec, stages, makespan, makespans, k)
-    out.update(iterations=result.iterations, workload=result.workload.path,
-               layout=result.workload.layout,
-               p2p_mode=result.options.p2p if result.options else "async",
-               engine_used=result.engine_used,
-               warnings=tuple(getattr(result, "warnings", ())),
-               notes=tuple(result.notes) + tuple(result.workload.warnings))
+    out = _overall(sched, rec, inputs.spec, stages, makespan, makespans, k)
+    workload = inputs.workload
+    out.update(iterations=inputs.iterations, workload=workload.path, layout=workload.layout,
+               p2p_mode=inputs.p2p_mode, engine_used=inputs.engine_used,
+               warnings=tuple(inputs.warnings),
+               notes=tuple(inputs.notes) + tuple(workload.warnings))
     if n_it > 1:
         from statistics import median  # deferred (start-up): it loads decimal and fractions
         out["iteration_time_stats_ns"] = IterationStats(
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))
     if n_it:
-        pb = pipeline_bubble(result, busy=first_busy)
+        pb = pipeline_bubble(rec, sched, busy=first_busy)
         out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),
                                                    pb["mean_ns"], pb["max_ns"], pb["min_ns"])
-        if result.workload.layout == "aicb":
+        if workload.layout == "aicb":
             # SimAI's formula reads the rows as one stage over ga microbatches: only meaningful
             # for files in that layout
-            simai = simai_pipeline_terms(result.workload, result.system)
+            simai = simai_pipeline_terms(workload, inputs.system)
             simai["bubble_at_schedule_ns"] = simai_pipeline_terms(
-                result.workload, result.system, pp=sched.pp, ga=sched.microbatches,
+                workload, inputs.system, pp=sched.pp, ga=sched.microbatches,
                 vpp=sched.vpp)["bubble_ns"]
             out["simai"] = simai
     if not sched.flush and sched.meta.get("iterations"):  # e.g. 2BW: minibatches run as one

@@ -43,10 +43,12 @@ from ..schedules.runtimes import RUNTIMES, check_runtimes, shape_of
 from ..sweep.executors import make_executor
 from ..system.config import load_system
 from ..system.overlay import apply_calibration
+from ..units import fmt_bytes
 from ..workload.generator import MAX_LAYERS, ModelSpec, ParallelSpec, check, render
 from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
-from ..workload.partition import model_rows, partition
+from ..workload.partition import partition
+from ..workload.stage_layers import PipelineSplit, default_chunk_layers, n_model_layers, with_split
 from ..schedules.synthesis.search import EVALUATIONS_PER_ACTION, synthesis_work
 
 AUTO = "auto"
@@ -74,7 +76,7 @@ class PlanSettings:
 
     workload: str
     gpus: int
-    memory_limit_gb: float | None = None   # None: the system's capacity; 0: no limit
+    memory_limit_gib: float | None = None   # GiB; None: the system's capacity; 0: no limit
     global_batch: int | None = None
     system: str | None = None
     calibration: str | None = None
@@ -94,6 +96,9 @@ class PlanSettings:
     tp_max: int = 8
     schedules: tuple[str, ...] | None = None   # hand-made schedules searched (None: all)
     runtime: str | None = None   # keep only what this runtime runs (torch|megatron|torchtitan)
+    # Megatron-LM's layer-split options for every candidate (a PipelineSplit's fields); empty:
+    # pipesim's default split, and the end-stage variants of :func:`end_stage_splits`
+    split: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -110,12 +115,22 @@ class Candidate:
     recompute: str = "file"
     reason: str | None = None          # set: infeasible before it runs
     workload: str = ""                 # the file it runs (one per TP with model flags)
+    split: tuple = ()                  # a PipelineSplit's fields; empty: the default split
 
     @property
     def key(self) -> str:
         k = f"tp{self.tp}-pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
         k += f"-k{self.max_in_flight}" if self.max_in_flight is not None else ""
+        k += split_key(self.split)
         return k + (f"-r{self.recompute}" if self.recompute != "file" else "")
+
+    @property
+    def split_options(self) -> dict[str, Any]:
+        """The split as :func:`simulator.api.simulate` keywords (none: the default split)."""
+        if not self.split:
+            return {}
+        return dict(zip(SPLIT_OPTIONS, PipelineSplit(*self.split)))
+
 
     @property
     def options(self) -> dict[str, int]:
@@ -126,6 +141,50 @@ class Candidate:
             out["iterations"] = self.search_iterations
         return out
 
+
+# the RunOptions fields of a PipelineSplit's fields, in order
+SPLIT_OPTIONS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                 "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
+                 "pipeline_parallel_last_stage_less_layers")
+
+
+def split_key(split: tuple) -> str:
+    """The candidate key's part for a split (empty for the default)."""
+    if not split:
+        return ""
+    sp = PipelineSplit(*split)
+    return ("-split" + (f"-f{sp.first}" if sp.first is not None else "")
+            + (f"-l{sp.last}" if sp.last is not None else "")
+            + ("-ae" if sp.account_for_embedding else "") + ("-al" if sp.account_for_loss else "")
+            + (f"-lps{sp.layers_per_stage}" if sp.layers_per_stage is not None else "")
+            + (f"-fl{sp.first_less}" if sp.first_less is not None else "")
+            + (f"-ll{sp.last_less}" if sp.last_less is not None else ""))
+
+
+# Megatron-LM's own rebalancing of the end stages, searched where it gives another split
+END_STAGE_SPLITS = (PipelineSplit(account_for_loss=True),
+                    PipelineSplit(account_for_embedding=True),
+                    PipelineSplit(account_for_embedding=True, account_for_loss=True))
+# the schedules whose layouts Megatron-LM's split options set
+END_STAGE_SCHEDULES = ("1f1b", "interleaved-1f1b")
+
+
+def end_stage_splits(n_layers: int, pp: int, vpp: int) -> list[tuple]:
+    """The splits of :data:`END_STAGE_SPLITS` Megatron-LM accepts at ``pp`` x ``vpp`` that differ
+    from the default split and from each other (the embedding's and the loss's place counted as
+    a layer: a lighter first or last chunk)."""
+    seen = {default_chunk_layers(n_layers, pp * vpp)}
+    out = []
+    for sp in END_STAGE_SPLITS:
+        try:
+            counts = sp.counts(n_layers, pp, vpp)
+        except ConfigError:
+            continue
+        if counts not in seen and (len(counts) < 2 or min(counts) > 0):
+            seen.add(counts)
+            out.append(tuple(sp))
+    return out
 
 @dataclass
 class Outcome:
@@ -211,12 +270,15 @@ def divisors(n: int) -> list[int]:
 
 def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                          schedules: list[tuple[str, bool, int]], first: int = 0,
-                         workload: str = "") -> list[Candidate]:
+                         workload: str = "", split: tuple = (),
+                         layered: bool = False) -> list[Candidate]:
     """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``.
 
     ``schedules``: (name, takes any vpp, its own vpp) of the hand-made schedules (``auto`` is
     added later by :func:`auto_candidates`). A shape the sizes alone rule out (DP not dividing the global batch, more chunks than
-    layers) is a candidate with its ``reason``.
+    layers, a split Megatron-LM refuses) is a candidate with its ``reason``. ``split``: the
+    split every candidate runs; else, where the file has layers of several rows (``layered``),
+    the Megatron-LM schedules also run at each of :func:`end_stage_splits`.
     """
     out: list[Candidate] = []
 
@@ -240,8 +302,18 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
             reason = shape_reason
             if reason is None and pp * v > n_layers:
                 reason = f"{pp * v} chunks for {n_layers} layers"
+            if reason is None and split:
+                try:
+                    PipelineSplit(*split).counts(n_layers, pp, v)
+                except ConfigError as err:
+                    reason = str(err)
             add(tp=tp, pp=pp, dp=dp, vpp=v, microbatches=m, schedule=name, max_in_flight=k,
-                reason=reason)
+                reason=reason, split=split)
+            if reason is None and not split and layered and pp > 1 and \
+                    name in END_STAGE_SCHEDULES:
+                for variant in end_stage_splits(n_layers, pp, v):
+                    add(tp=tp, pp=pp, dp=dp, vpp=v, microbatches=m, schedule=name,
+                        max_in_flight=k, split=variant)
     return out
 
 
@@ -260,7 +332,7 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                               f"({3 * c.pp * v * c.microbatches})")
                 out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
                                      AUTO, k, AUTO_ITERATIONS, reason=reason,
-                                     workload=c.workload))
+                                     workload=c.workload, split=c.split if v == c.vpp else ()))
     return out
 
 
@@ -342,7 +414,7 @@ def run_candidate(ctx: _Context, c: Candidate, engine: str, jitter: float = 0.0,
                           # the per-candidate budget is per iteration (confirming runs under
                           # --jitter run several)
                           max_actions=ctx.max_actions * iterations if ctx.max_actions
-                          else ctx.max_actions, recompute=c.recompute)
+                          else ctx.max_actions, recompute=c.recompute, **c.split_options)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out
@@ -383,10 +455,6 @@ def _load_system(settings: PlanSettings):
     return system
 
 
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.2f} GB"
-
-
 def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = None) -> str:
     """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns``."""
     c = o.candidate
@@ -398,6 +466,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["-s", c.schedule]
         for key, value in c.options.items():
             words += ["-O", f"{key}={value}"]
+    for flag in PipelineSplit(*c.split).flags() if c.split else ():
+        words += flag.split()
     if c.recompute != "file":
         words += ["--recompute", c.recompute]
     if settings.system is not None:
@@ -406,8 +476,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--calibration", settings.calibration]
     if settings.p2p is not None:
         words += ["--p2p", settings.p2p]
-    if settings.memory_limit_gb is not None:
-        words += ["--memory-limit", f"{settings.memory_limit_gb:g}"]
+    if settings.memory_limit_gib is not None:
+        words += ["--memory-limit", f"{settings.memory_limit_gib:g}"]
     if settings.jitter > 0:
         words += ["--jitter", f"{settings.jitter:g}", "--iterations", str(settings.iterations),
                   "--seed", str(settings.seed)]
@@ -494,9 +564,9 @@ def _check(settings: PlanSettings) -> None:
     if settings.global_batch is not None and settings.global_batch < 1:
         raise ConfigError(f"--global-batch: expected a positive number of microbatches, got "
                           f"{settings.global_batch}")
-    if settings.memory_limit_gb is not None and not settings.memory_limit_gb >= 0:
-        raise ConfigError(f"--memory-limit: expected a non-negative number of GB, got "
-                          f"{settings.memory_limit_gb:g}")
+    if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
+        raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
+                          f"{settings.memory_limit_gib:g}")
     if settings.jitter < 0 or not math.isfinite(settings.jitter):
         raise ConfigError(f"--jitter: expected a non-negative sigma, got {settings.jitter:g}")
     if settings.iterations < 1:
@@ -568,10 +638,12 @@ def _enumerate(settings: PlanSettings, table: list[tuple[str, bool, int]],
         global_batch = (settings.global_batch if settings.global_batch is not None
                         else h.ga * h.dp)
         tried_dps.update(settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp))
-        n_layers = len(model_rows(wl)[0]) if wl.layout == "model" else 10 ** 9
+        n_layers = n_model_layers(wl)
         layers[path if settings.model else ""] = n_layers
+        layered = wl.layout == "aicb" or n_layers < len(wl.layers)
         candidates += enumerate_candidates(tp, settings.gpus, global_batch, n_layers, table,
-                                           len(candidates), path if settings.model else "")
+                                           len(candidates), path if settings.model else "",
+                                           settings.split, layered)
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"--global-batch {global_batch}: no pipeline degree gives a whole "
                           f"number of microbatches per data-parallel group; expected a multiple "
@@ -637,13 +709,13 @@ class _Search:
         the end of the pipeline are left out, so it stays a bound."""
         if c.reason is not None or c.schedule in NO_BOUND:
             return None
-        key = (c.workload, c.pp, c.vpp)
+        key = (c.workload, c.pp, c.vpp, c.split)
         sc = self.stage_costs.get(key)
         if sc is None:
             try:
                 sc = self.stage_costs[key] = _run_costs(
                     self.workloads[c.workload or self.settings.workload], self.system,
-                    self.settings.gpus, c.pp, c.vpp)
+                    self.settings.gpus, c.pp, c.vpp, c.split)
             except PipesimError:
                 sc = self.stage_costs[key] = False
         if sc is False:
@@ -660,8 +732,11 @@ class _Search:
             self.progress(len(self.outcomes), self.total)
 
     def _best_fitting(self) -> float:
-        return min((o.makespan_ns for o in self.outcomes.values() if _fits(o, self.limit)),
-                   default=math.inf)
+        """The best makespan a candidate must beat to matter: of those that fit and, without
+        --runtime, that Megatron-LM or torchtitan runs (the winner is one of them)."""
+        any_runtime = self.settings.runtime is not None
+        return min((o.makespan_ns for o in self.outcomes.values() if _fits(o, self.limit)
+                    and (any_runtime or not _not_launchable(o))), default=math.inf)
 
     def record(self, o: Outcome) -> None:
         o.lower_bound_ns = self.bounds.get(o.candidate.index)
@@ -784,8 +859,11 @@ class _Search:
         ordered = [self.outcomes[c.index] for c in self.candidates]
         objective = "p95_ns" if settings.jitter > 0 else "makespan_ns"
         _judge_memory(ordered, limit)
+        # by default the winner is one Megatron-LM or torchtitan launches; --runtime NAME has
+        # already kept only what NAME runs
+        first = (lambda o: 0) if settings.runtime is not None else _not_launchable
         fits = sorted((o for o in ordered if o.feasible),
-                      key=lambda o: (o.makespan_ns, o.candidate.index))
+                      key=lambda o: (first(o), o.makespan_ns, o.candidate.index))
         if not fits:
             _no_fit(ordered, limit, settings, self.unretried)
         confirmed = fits[:settings.confirm]
@@ -798,7 +876,7 @@ class _Search:
             else:
                 confirmed[n].feasible, confirmed[n].reason = False, again.reason
         _judge_memory(confirmed, limit)
-        confirmed.sort(key=lambda o: (_objective(o, objective), o.candidate.index))
+        confirmed.sort(key=lambda o: (first(o), _objective(o, objective), o.candidate.index))
         rest = fits[settings.confirm:]
         ranked = [o for o in confirmed if o.feasible] + rest
         if not ranked:
@@ -808,6 +886,10 @@ class _Search:
             notes.append(f"p95 is measured for the {len(confirmed)} confirmed candidates only; "
                          "the others are ranked by their evaluated makespan")
         best = ranked[0]
+        faster = sum(1 for o in ranked if first(o) and o.makespan_ns < best.makespan_ns)
+        if faster and not first(best):
+            notes.append(f"{faster} faster candidate(s) run on neither Megatron-LM nor "
+                         "torchtitan (listed after the winner); --runtime torch lets one win")
         best.command = command_for(settings, best)
         return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
                     self.resumed_count, self.pruned_count, self.ruled_out)
@@ -831,8 +913,8 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     specs = [registry.get(n) for n in (settings.schedules or registry.names())]
     table = [(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     candidates, workloads, layers, n_layers = _enumerate(settings, table, workload_dir)
-    if settings.memory_limit_gb is not None:
-        limit = settings.memory_limit_gb * 1e9
+    if settings.memory_limit_gib is not None:
+        limit = settings.memory_limit_gib * 2**30
     else:
         limit = system.memory.capacity_bytes
     ctx = _Context(settings.workload, system, settings.gpus, settings.p2p,
@@ -854,9 +936,18 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     return search.rank()
 
 
-def _run_costs(wl, system, gpus: int, pp: int, vpp: int):
+def _run_costs(wl, system, gpus: int, pp: int, vpp: int, split: tuple = ()):
     run_wl, _ = header_for_run(wl, pp, gpus=gpus)
+    run_wl = with_split(run_wl, pp, vpp, PipelineSplit(*split))
     return run_stage_costs(partition(run_wl, pp * vpp), run_wl.header, system, pp)
+
+
+def _not_launchable(o: Outcome) -> int:
+    """1 when neither Megatron-LM nor torchtitan runs the candidate (torchtitan with a CSV
+    counts), else 0."""
+    runs = o.runtimes or {}
+    return 0 if any((runs.get(r) or {}).get("accepts") for r in ("megatron", "torchtitan")) \
+        else 1
 
 
 def _fits(o: Outcome, limit: float) -> bool:
@@ -878,8 +969,8 @@ def _judge_memory(outcomes: list[Outcome], limit: float) -> None:
     for o in outcomes:
         if o.feasible and o.peak_memory_bytes > limit:
             o.feasible = False
-            o.reason = (f"peak memory {_gb(o.peak_memory_bytes)} per GPU over the limit "
-                        f"{_gb(limit)}")
+            o.reason = (f"peak memory {fmt_bytes(o.peak_memory_bytes)} per GPU over the limit "
+                        f"{fmt_bytes(limit)}")
 
 
 def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
@@ -897,11 +988,11 @@ def _no_fit(outcomes: list[Outcome], limit: float, settings: PlanSettings,
                           f"{settings.gpus}; the first reason: {first}")
     low = min(ran, key=lambda o: (o.peak_memory_bytes, o.candidate.index))
     c = low.candidate
-    option = ("--memory-limit" if settings.memory_limit_gb is not None
+    option = ("--memory-limit" if settings.memory_limit_gib is not None
               else "the system's memory.capacity_gib (or give --memory-limit)")
-    raise ConfigError(f"--memory-limit {_gb(limit)}: no feasible configuration; the smallest peak "
-                      f"memory found is {_gb(low.peak_memory_bytes)} per GPU (pp {c.pp}, vpp "
-                      f"{c.vpp}, {c.schedule}"
+    raise ConfigError(f"--memory-limit {fmt_bytes(limit)}: no feasible configuration; the "
+                      f"smallest peak memory found is {fmt_bytes(low.peak_memory_bytes)} per GPU "
+                      f"(pp {c.pp}, vpp {c.vpp}, {c.schedule}"
                       f"{', full recompute' if c.recompute == 'full' else ''}); raise {option}, "
                       f"add GPUs (--gpus) or lower --global-batch{unretried}")
 

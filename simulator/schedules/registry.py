@@ -28,8 +28,8 @@ def _load_library() -> None:
     if _loaded:
         return
     _loaded = True
-    # here, not at the top: each library module imports this one to register its schedule (a
-    # circle at import time); the package imports every module of it
+    # here, not at the top: the library is read the first time a schedule is looked up, not by
+    # every module that imports the registry for its types; the package imports every module
     from . import library  # noqa: F401
 
 

@@ -167,6 +167,11 @@ def torchtitan_verdict(s: Shape) -> Verdict:
         return Verdict("torchtitan", False, "", rule)
 
     stages = s.pp * s.vpp
+    if s.pp == 1 and s.vpp > 1:
+        # parallel_dims.py: pp_enabled is pp > 1; trainer.py builds a pipeline only then and
+        # otherwise runs the microbatches one after another on the whole model
+        return no(f"torchtitan builds no pipeline at pipeline_parallel_degree 1 (pp_enabled is "
+                  f"pp > 1), so not {s.vpp} stages on one rank: it runs 1f1b at vpp 1")
     cls = TORCH_CLASS.get(s.schedule)
     why = torch_class_rule(cls, s.pp, s.vpp, s.microbatches) if cls else None
     if cls is not None and why is None:

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from .executors import DEFAULT_CONNECT_TIMEOUT_S, make_executor
 from .points import FileHashes, Point, expand
 from .spec import SweepSpec, load_spec
-from .table import ResultsTable
+from .table import ResultsTable, require_parquet
 from .worker import RESULT_COLUMNS, Task, cached_workload, run_point
 
 
@@ -47,7 +47,7 @@ class SweepOutcome:
     spec: SweepSpec
     out_dir: Path
     csv_path: Path
-    parquet_path: Path
+    parquet_path: Path | None   # None: not asked (parquet=False)
     points: int          # points in the spec (after exclude)
     skipped: int         # already in the table (resume)
     ran: int
@@ -110,16 +110,21 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
               resume: bool = False, executor: str = "local", address: str | None = None,
               reporter: Reporter | None = None,
               connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-              strict: bool = False, max_points: int | None = None) -> SweepOutcome:
+              strict: bool = False, max_points: int | None = None,
+              parquet: bool = False) -> SweepOutcome:
     """Run every point of ``spec`` (a :class:`SweepSpec` or a spec file) into ``out_dir``.
 
     ``executor`` is ``local`` (``jobs`` processes, default the CPU count; 1 runs in this
     process), ``ray`` or ``dask`` (``address`` of the cluster, or None for a local one;
     ``connect_timeout`` seconds to reach it).
     With ``resume``, points already in ``out_dir/results.csv`` are not run again. With
-    ``strict``, a point whose run has warnings is recorded as failed with the first one.
+    ``strict``, a point whose run has warnings is recorded as failed with the first one. With
+    ``parquet`` the table is also written as ``results.parquet`` (pyarrow: the ``parquet``
+    extra; refused before anything runs without it).
     """
     t0 = time.perf_counter()
+    if parquet:
+        require_parquet()
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     check_points(spec, max_points)
@@ -165,8 +170,9 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, jobs: int | 
                 table.close()
     finally:
         reporter.close()
-    frame = table.finish({p.point_id: p.index for p in points})
-    return SweepOutcome(spec, Path(out_dir), table.csv_path, table.parquet_path, len(points),
+    frame = table.finish({p.point_id: p.index for p in points}, parquet)
+    return SweepOutcome(spec, Path(out_dir), table.csv_path,
+                        table.parquet_path if parquet else None, len(points),
                         len(points) - len(todo), len(todo), failed, ex.workers,
                         time.perf_counter() - t0, frame, notes,
                         first_error[1] if first_error else None)

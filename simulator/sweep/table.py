@@ -1,16 +1,20 @@
-"""The results table: ``results.csv`` streamed row by row, ``results.parquet`` written from it.
+"""The results table: ``results.csv`` streamed row by row, ``results.parquet`` written from it
+when asked (pyarrow: the ``parquet`` extra).
 
 Each finished point appends one CSV line and flushes, so a killed sweep loses only the points in
 flight. Every row is one physical line (error messages are made one-line), so a line cut by a kill
 is exactly the bytes after the last newline; :meth:`ResultsTable.open` with ``resume`` drops them
 and reads which ``point_id`` s are done. :meth:`ResultsTable.finish` sorts the rows into point
 order (atomically) and rewrites the parquet file from the CSV, so an interrupted-then-resumed
-sweep ends with the same table as an uninterrupted one.
+sweep ends with the same table as an uninterrupted one; a parquet file of an earlier run that
+is not rewritten is removed, so the folder never holds a table older than its CSV.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -20,6 +24,17 @@ from ..errors import ConfigError
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
+PARQUET_EXTRA = "pip install 'pipesim[parquet]'"
+
+
+def require_parquet(option: str = "--parquet") -> None:
+    """Refuse parquet output, before any work, where pyarrow (the ``parquet`` extra) is not
+    installed."""
+    try:
+        import pyarrow  # noqa: F401  (only asked: the base install has no pyarrow)
+    except ImportError:
+        raise ConfigError(f"{option}: writing {PARQUET_NAME} needs pyarrow, which the base "
+                          f"install leaves out: {PARQUET_EXTRA}") from None
 
 
 def _cell(value: Any) -> str:
@@ -148,9 +163,10 @@ class ResultsTable:
             self._fh.close()
             self._fh = None
 
-    def finish(self, order: dict[str, int]) -> Any:
+    def finish(self, order: dict[str, int], parquet: bool = False) -> Any:
         """Sort the CSV into point order (rows of points not in ``order`` last, with an empty
-        ``point``), write the parquet file from it, and return the table as a DataFrame."""
+        ``point``), write the parquet file from it when ``parquet`` (else remove an earlier
+        one), and return the table as a DataFrame."""
         self.close()
         rows = _read_rows(self.csv_path)
         header, body = rows[0], rows[1:]
@@ -174,6 +190,10 @@ class ResultsTable:
             writer.writerows(unique)
         os.replace(tmp, self.csv_path)
         frame = read_csv(self.csv_path, self.dtypes)
+        if not parquet:
+            with contextlib.suppress(FileNotFoundError):
+                self.parquet_path.unlink()   # an earlier run's: older than this CSV
+            return frame
         tmp = self.parquet_path.with_suffix(".parquet.tmp")
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, self.parquet_path)
@@ -193,14 +213,19 @@ def read_csv(path: str | Path, dtypes: dict[str, str] | None = None) -> Any:
 
 
 def read_table(out_dir: str | Path) -> Any:
-    """The results of the sweep in ``out_dir``: the parquet file, else the CSV."""
+    """The results of the sweep in ``out_dir``: the parquet file (with pyarrow), else the
+    CSV."""
     # deferred: pandas loads in ~0.5 s, only reading a table needs it
     import pandas as pd
 
     out = Path(out_dir)
-    if (out / PARQUET_NAME).is_file():
+    if (out / PARQUET_NAME).is_file() and _has_pyarrow():
         return pd.read_parquet(out / PARQUET_NAME)
     if (out / CSV_NAME).is_file():
         return read_csv(out / CSV_NAME)
     raise ConfigError(f"{out}: no {PARQUET_NAME} or {CSV_NAME} here; run `pipesim sweep SPEC "
                       f"--out {out}` first")
+
+
+def _has_pyarrow() -> bool:
+    return importlib.util.find_spec("pyarrow") is not None

@@ -1,8 +1,11 @@
 """Which layers each model chunk (virtual stage) runs: :func:`partition`, for either layout.
 
-The model layout splits the rows (the whole model once) into contiguous chunks
-(:mod:`.chunks`); an AICB stage trace splits its recovered model (:mod:`.aicb`). Either way
-AICB's whole-model DP/optimizer rows run once per iteration (:mod:`.iteration_rows`).
+Either layout splits whole transformer layers (:mod:`.stage_layers` finds them among the rows):
+the model layout its rows (the whole model once), the embedding rows with the first chunk and the
+LM head / loss rows with the last; an AICB stage trace its recovered model (:mod:`.aicb`). A file
+whose rows carry no layer structure has one layer per row, so it splits by rows
+(:mod:`.chunks`). Either way AICB's whole-model DP/optimizer rows run once per iteration
+(:mod:`.iteration_rows`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from ..errors import ConfigError
 from .aicb import chunk_layers, partition_aicb
 from .chunks import chunk_bounds, recompute_plan
 from .iteration_rows import chunk_shares, model_rows
-from .stage_layers import check_stage_count, layer_bounds, layer_rows, row_bounds_from_layers
+from .stage_layers import (LayerRows, check_stage_count, default_chunk_layers, layer_bounds,
+                           layer_rows, row_bounds_from_layers)
 from .model import Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
@@ -28,11 +32,9 @@ def partition(workload: Workload, n_chunks: int) -> Partition:
 def partition_model(workload: Workload, n_chunks: int) -> Partition:
     layers, iteration = model_rows(workload)
     check_chunks(workload, n_chunks)
-    counts = workload.header.stage_layers
-    if counts:   # the header's split, in transformer layers
-        bounds = row_bounds_from_layers(layer_rows(layers), len(layers), layer_bounds(counts))
-    else:
-        bounds = chunk_bounds(len(layers), n_chunks)
+    found = layer_rows(layers)
+    counts = workload.header.stage_layers or default_chunk_layers(len(found.spans), n_chunks)
+    bounds = row_bounds_from_layers(found, len(layers), layer_bounds(counts))
     chunks = tuple(tuple(layers[a:b]) for a, b in bounds)
     h = workload.header
     recompute = tuple(recompute_plan(c, h.checkpoints, h.checkpoint_initiates) for c in chunks)
@@ -50,12 +52,28 @@ def check_chunks(workload: Workload, n_chunks: int) -> None:
         chunk_layers(workload.aicb, n_chunks, workload.path)   # raises when too many
         return
     layers, iteration = model_rows(workload)
+    found = layer_rows(layers)
+    if n_chunks > len(found.spans) and len(found.spans) < len(layers):
+        raise ConfigError(_cut_message(workload.path, layers, found, n_chunks))
     if n_chunks > len(layers):
         extra = (f" (and {len(iteration)} iteration-level rows that run once per iteration)"
                  if iteration else "")
         raise ConfigError(
             f"{workload.path}: cannot split {len(layers)} layer rows{extra} into {n_chunks} "
             f"pipeline chunks (pp x vpp); every chunk needs at least one layer")
+
+
+def _cut_message(path: str, rows, found: LayerRows, n_chunks: int) -> str:
+    """The refusal of more chunks than whole layers, naming the first layer an even split of
+    the rows would cut."""
+    n = len(found.spans)
+    cuts = {a for a, _ in chunk_bounds(len(rows), n_chunks)}
+    k, (a, b) = next(((k, s) for k, s in enumerate(found.spans)
+                      if any(s[0] < c < s[1] for c in cuts)), (0, found.spans[0]))
+    return (f"{path}: pp x vpp = {n_chunks} chunks would cut transformer layer {k} (rows "
+            f"{rows[a].name}..{rows[b - 1].name}, lines {rows[a].line}-{rows[b - 1].line}); "
+            f"the file's {n} transformer layers make at most {n} chunks of whole layers: "
+            f"expected pp x vpp <= {n}")
 
 
 RECOMPUTE_MODES = ("file", "none", "full")

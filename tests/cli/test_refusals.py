@@ -247,24 +247,26 @@ def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
     # confirming under jitter for a million iterations ran without end
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--jitter", "0.1", "--iterations",
                              "1000000"]) == (
-        f"--max-work: plan of {TINY} on 2 GPUs screens 21 candidate(s) of 1,840 actions in all, "
+        # 17: vpp 4 at pp 1 is more chunks than the file's 2 layers
+        f"--max-work: plan of {TINY} on 2 GPUs screens 17 candidate(s) of 1,360 actions in all, "
         "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 8,026) and confirms "
-        "the best 3 x 1000000 iteration(s) (up to 1,024,000,000), 1,024,009,866 actions, above the "
-        "limit of 700,000 (about 10 s); pass --max-work 1024009866 (or 0 for no limit), or a "
+        "the best 3 x 1000000 iteration(s) (up to 896,000,000), 896,009,386 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 896009386 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 
 def test_plan_counts_the_syntheses_of_auto_in_max_work(capsys, tmp_path):
-    """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 85,344 actions,
+    """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 65,184 actions,
     but auto's four syntheses there (54 or 96 greedy starts each) took 20 s; refused at once."""
     wl = tmp_path / "tp1.txt"
     wl.write_text(Path(GPT).read_text().replace("model_parallel_NPU_group: 2",
                                                 "model_parallel_NPU_group: 1", 1))
     assert _refused(capsys, ["plan", str(wl), "--gpus", "7", "--global-batch", "48"]) == (
-        f"--max-work: plan of {wl} on 7 GPUs screens 21 candidate(s) of 85,344 actions in all, "
+        # 17: vpp 4 at pp 7 is 28 chunks, more than the file's 24 layers
+        f"--max-work: plan of {wl} on 7 GPUs screens 17 candidate(s) of 65,184 actions in all, "
         "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 1,179,698) and "
-        "confirms the best 3 x 1 iteration(s) (up to 51,072), 1,316,114 actions, above the "
-        "limit of 700,000 (about 10 s); pass --max-work 1316114 (or 0 for no limit), or a "
+        "confirms the best 3 x 1 iteration(s) (up to 45,696), 1,290,578 actions, above the "
+        "limit of 700,000 (about 10 s); pass --max-work 1290578 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 

@@ -193,3 +193,23 @@ def test_simai_formula_shown_only_for_aicb_stage_traces(capsys, real_dir):
     # a model-layout file is the whole model once, not one stage over ga microbatches
     rc, out, _ = run(capsys, DOC000, "--json", "-")
     assert "simai" not in json.loads(out)
+
+
+def test_the_stage_table_in_the_one_table_style(capsys):
+    rc, out, _ = run(capsys, DOC000)
+    lines = out.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("stage  ")))
+    assert rc == 0
+    assert lines[start:start + 6] == [
+        "stage  layers       busy       idle   bubble  bubble(own)  warm/steady/cool  peak mb  "
+        "  peak mem       sent   received",
+        "─" * 118,
+        "    0  0-1     48.000 ms  18.368 ms  27.68 %      27.68 %             3/5/3        4  "
+        "136.00 MiB   8.00 MiB   8.00 MiB",
+        "    1  2-3     48.000 ms  18.368 ms  27.68 %      20.43 %             2/6/2        3  "
+        "102.00 MiB  16.00 MiB  16.00 MiB",
+        "    2  4-5     48.000 ms  18.368 ms  27.68 %      11.56 %             1/7/1        2  "
+        " 68.00 MiB  16.00 MiB  16.00 MiB",
+        "    3  6-7     48.000 ms  18.368 ms  27.68 %       0.48 %             0/8/0        1  "
+        " 34.00 MiB   8.00 MiB   8.00 MiB",
+    ]

@@ -89,7 +89,7 @@ def test_shell_completion_still_goes_through_click(monkeypatch, capsys):
     with pytest.raises(SystemExit) as done:      # click's completion ends the process
         main(["run", DOC000])
     assert done.value.code == 0
-    assert capsys.readouterr().out == "plain,--layout\nplain,--layer-by-layer\n"
+    assert capsys.readouterr().out == "plain,--layout\nplain,--layer-by-layer\nplain,--layers\n"
 
 
 def test_echo_writes_plain_text_as_click_does_and_leaves_the_rest_to_click(capsys):

@@ -44,21 +44,24 @@ def random_workload(rng: random.Random, n_chunks: int, pp_comm: int) -> Workload
     return Workload("<random>", Header("HYBRID_TRANSFORMER", pp=1, pp_comm=pp_comm), layers)
 
 
+def _walk(rt):
+    return evaluator_async.walk(rt.program, rt.options, rt.iterations)
+
+
 def walk_and_simpy(sched, wl, system=SYSTEM, iterations=3, **options):
     """The walk's records and the engine's, or the same deadlock in both (None then)."""
     rt = Runtime(sched, partition(wl, sched.n_chunks), wl.header, system,
                  iterations=iterations if sched.flush else 1,
                  options=EngineOptions(p2p="async", **options))
-    rows = list(rt.iter_rows)
-    assert evaluator_async.covers(rt, "async")
+    assert evaluator_async.covers(rt.program, "async")
     try:
         simpy = rt.run()
     except DeadlockError as err:
         with pytest.raises(DeadlockError) as again:
-            evaluator_async.walk(rt, rows)
+            _walk(rt)
         assert str(again.value) == str(err) and again.value.waits == err.waits
         return None
-    fast = evaluator_async.walk(rt, rows)
+    fast = _walk(rt)
     assert fast is not None
     assert_same(simpy, fast)
     return fast
@@ -113,7 +116,7 @@ def test_microbatch_beyond_the_count_runs_the_simpy_engine_and_says_so():
         (A("1F0"), A("1B0"), A("1F5"), A("1B5"))))
     wl = uniform_workload(2, 1000, 700, 500, pp_comm=4096)
     rt = Runtime(sched, partition(wl, 2), wl.header, SYSTEM, iterations=2)
-    assert evaluator_async.walk(rt, list(rt.iter_rows)) is None
+    assert _walk(rt) is None
     assert_same(rt.run(), evaluate(rt))
     r = simulate(wl, sched, SYSTEM, validate=False, iterations=2, engine="evaluator")
     assert r.to_dict()["engine_used"] == "simpy"
@@ -135,7 +138,7 @@ def test_deadlock_names_every_waiting_receive():
     with pytest.raises(DeadlockError) as simpy:
         rt.run()
     with pytest.raises(DeadlockError) as fast:
-        evaluator_async.walk(rt, list(rt.iter_rows))
+        _walk(rt)
     assert fast.value.waits == simpy.value.waits
     assert str(fast.value) == str(simpy.value) == (
         "deadlock at t=4200 ns: rank 0 waits on recv 0B0 (1->0) from rank 1 (since t=2000 ns); "
@@ -149,13 +152,13 @@ def test_layer_records_are_the_engines_and_other_modes_are_not_covered():
     wl = uniform_workload(8, 1000, 700, 500, pp_comm=64)
     rt = Runtime(sched, partition(wl, 8), wl.header, SYSTEM, iterations=2,
                  options=EngineOptions(p2p="async", trace_layers=True, jitter_sigma=0.2, seed=3))
-    assert evaluator_async.covers(rt, "async")
-    fast = evaluator_async.walk(rt, list(rt.iter_rows))
+    assert evaluator_async.covers(rt.program, "async")
+    fast = _walk(rt)
     # iterations x stages x M x (F; B: input and weight gradients)
     assert len(fast.layers) == 2 * 8 * 8 * 3
     assert_same(rt.run(), fast)
     rt = Runtime(sched, partition(wl, 8), wl.header, SYSTEM, options=EngineOptions(p2p="batched"))
-    assert not evaluator_async.covers(rt, "batched")
+    assert not evaluator_async.covers(rt.program, "batched")
 
 
 @settings(max_examples=2000, deadline=None)

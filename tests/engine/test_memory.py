@@ -75,8 +75,9 @@ def test_cli_memory_limit_exit_code(tmp_path, capsys):
     p.write_text("HYBRID_TRANSFORMER model_parallel_NPU_group: 1 pp: 2 ga: 4 all_gpus: 2 "
                  "pp_comm: 1000000000\n2\n"
                  "a -1 10 NONE 0 10 NONE 0 10 NONE 0 0\nb -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n")
-    # 17 x 1 GB of activations per microbatch; 1F1B's first stage wants two of them
+    # 17 x 1 GB of activations per microbatch; 1F1B's first stage wants two of them; the
+    # limit is in GiB: 30 x 2^30 bytes
     assert main(["run", str(p), "--memory-limit", "30"]) == 4
     err = capsys.readouterr().err
     assert err == ("pipesim: error: rank 0 out of memory at t=10 ns starting 0F1: needs "
-                   "34000000000 bytes, limit 30000000000 bytes (4000000000 bytes over)\n")
+                   "34000000000 bytes, limit 32212254720 bytes (1787745280 bytes over)\n")

@@ -1,5 +1,5 @@
 """The compact op lists (``RankOps``, generated when walked) equal the op lists compiled from
-the comm pass, op for op, on every registered schedule, in every mode they compile
+the comm pass by the reference compiler (``reference_program``), op for op, on every registered schedule, in every mode they compile
 (asynchronous, blocking, batched, torch's single- and multi-stage runtimes)."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from simulator.schedules.comm_pass import op_lists
 from simulator.system import SystemConfig
 from simulator.workload import uniform_workload
 from simulator.workload.partition import partition
+
+from .reference_program import reference_ops
 
 
 def cases():
@@ -41,7 +43,7 @@ def test_rank_ops_equal_the_comm_pass_compile(name, sched, mode):
         ops = program.compiled[r]
         assert isinstance(ops, RankOps) and ops.mode == mode
         assert (ops.lowered is not None) == (mode == "torch-multi")
-        expected = builder.compile(r, comm[r])
+        expected = reference_ops(builder, r, comm[r])
         assert list(ops) == expected
         assert list(ops) == expected           # walks again
         assert len(ops) == len(expected)
@@ -66,7 +68,7 @@ def test_a_lowered_schedule_keeps_its_own_receive_positions_when_they_block():
                 assert isinstance(ops, RankOps)
                 assert (ops.lowered is None) == (mode == "async")
                 if mode != "async":
-                    assert list(ops) == builder.compile(r, comm[r])
+                    assert list(ops) == reference_ops(builder, r, comm[r])
 
 
 def test_transfer_records_over_generated_sends_equal_the_comm_pass_ones():
@@ -100,4 +102,4 @@ def test_async_ops_of_an_unchecked_list_with_another_ranks_stage():
                              "async", program.pp_comm, program.profile)
     comm = op_lists(sched)
     for r in range(2):
-        assert list(program.compiled[r]) == builder.compile(r, comm[r])
+        assert list(program.compiled[r]) == reference_ops(builder, r, comm[r])

@@ -29,6 +29,7 @@ def test_unit_cost_makespans_and_speedups():
                      "makespan_ns": 66000.0, "bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_bubble_ratio": pytest.approx(3 / 11),
                      "theoretical_formula": "(P-1)/(M+P-1)", "peak_inflight_microbatches": 4,
+                     "vpp_set_by": "default", "peak_memory_bytes": 0, "peak_memory_rank": 0,
                      "p2p_bytes": 0, "speedup": 1.0, "baseline": "1f1b", "error": None,
                      "warnings": first["warnings"]}
     # the uniform file's explicit pp_comm: 0 and its missing parameter sizes are warned about
@@ -56,15 +57,15 @@ def test_render_table():
     lines = render_table(rows(runs)).splitlines()
     assert lines[1] == "─" * len(lines[2])      # rich's header rule, across the note too
     assert lines[:1] + lines[2:] == [
-        "schedule    v  iteration time   bubble  closed form  peak in flight  p2p traffic  "
-        "speed-up vs 1f1b  note",
+        "schedule    v  iteration time   bubble  closed form  peak in flight  peak memory  "
+        "p2p traffic  speed-up vs 1f1b  note",
         "dualpipe-v  -               -        -            -               -            -  "
-        "               -  error: --microbatches: dualpipe-v needs at least as many "
-        "microbatches as stages (2 x pp = 8), got 4",
+        "          -                 -  error: --microbatches: dualpipe-v needs at least as "
+        "many microbatches as stages (2 x pp = 8), got 4",
         "1f1b        1       42.000 us  42.86 %      42.86 %               4          0 B  "
-        "           1.00x",
+        "        0 B             1.00x",
         "gpipe       1       42.000 us  42.86 %      42.86 %               4          0 B  "
-        "           1.00x",
+        "        0 B             1.00x",
     ]
 
 
@@ -72,7 +73,7 @@ def test_render_table_without_errors_has_no_note_column():
     runs = run_schedules(UNIFORM, ["1f1b"], pp=2, microbatches=2)
     header = render_table(rows(runs)).splitlines()[0]
     assert header == "schedule  v  iteration time   bubble  closed form  peak in flight  " \
-                     "p2p traffic  speed-up vs 1f1b"
+                     "peak memory  p2p traffic  speed-up vs 1f1b"
 
 
 @pytest.mark.parametrize("text,message", [
@@ -90,3 +91,18 @@ def test_parse_schedules_errors(text, message):
 
 def test_parse_schedules_keeps_the_order():
     assert parse_schedules(" zb-v, 1f1b ,gpipe") == ["zb-v", "1f1b", "gpipe"]
+
+
+def test_own_counts_and_a_common_vpp_through_the_api():
+    runs = run_schedules(UNIFORM, ["zb-h1", ("zb-h1", 2), "interleaved-1f1b", "zb-v"],
+                         pp=2, microbatches=4, vpp=4)
+    assert [(r.schedule, r.result.schedule.vpp, r.vpp_set_by) for r in runs] == [
+        ("zb-h1", 1, "default"), ("zb-h1", 2, "--schedules"), ("interleaved-1f1b", 4, "--vpp"),
+        ("zb-v", 2, "default")]
+    assert [r["baseline"] for r in rows(runs)] == ["zb-h1"] * 4
+
+
+def test_parse_schedule_entries():
+    from simulator.export.compare import parse_schedule_entries
+    assert parse_schedule_entries("1f1b, interleaved-1f1b:2 ,zb-h1,interleaved:4") == [
+        ("1f1b", None), ("interleaved-1f1b", 2), ("zb-h1", None), ("interleaved-1f1b", 4)]

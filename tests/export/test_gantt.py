@@ -295,11 +295,14 @@ def test_unknown_extension_names_the_option(tmp_path, one_f_one_b):
         write_gantt(one_f_one_b, tmp_path / "gantt")
 
 
-def test_unwritable_path_is_one_line_error(tmp_path, one_f_one_b):
+def test_unwritable_path_is_one_line_error_and_a_new_folder_is_made(tmp_path, one_f_one_b):
+    (tmp_path / "f").write_text("")
     with pytest.raises(ConfigError) as err:
-        write_gantt(one_f_one_b, tmp_path / "no" / "g.png")
-    assert str(err.value) == (f"--gantt: cannot write {str(tmp_path / 'no' / 'g.png')!r}: "
-                              "No such file or directory")
+        write_gantt(one_f_one_b, tmp_path / "f" / "g.png")
+    assert str(err.value) == (f"--gantt: cannot write {str(tmp_path / 'f' / 'g.png')!r}: "
+                              "File exists")
+    write_gantt(one_f_one_b, tmp_path / "new" / "g.png")
+    assert (tmp_path / "new" / "g.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_comparison_shares_the_time_axis(tmp_path):

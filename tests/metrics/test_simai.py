@@ -78,7 +78,7 @@ def test_simulated_bubble_of_uniform_1f1b_is_p_minus_1_times_f_plus_b():
     """P=4, M=8, one layer per stage with F = I = W = 1000 ns: B = 2000, so 1F1B runs
     (M + P - 1)(F + B) = 33000 ns and every rank idles (P - 1)(F + B) = 9000 ns of it."""
     r = simulate(uniform_workload(4, 1000, 1000, 1000, pp=4, ga=8), "1f1b")
-    b = pipeline_bubble(r)
+    b = pipeline_bubble(r.records, r.schedule)
     assert b["span_ns"] == 33000.0
     assert b["per_rank_ns"] == [9000.0] * 4
     assert (b["mean_ns"], b["max_ns"], b["min_ns"]) == (9000.0, 9000.0, 9000.0)

@@ -95,9 +95,9 @@ def test_summary_hands_its_first_iteration_busy_to_the_pipeline_bubble(schedule)
     from simulator import simulate
     from simulator.metrics import pipeline_bubble
 
-    wl = Path(__file__).resolve().parents[1] / "data" / "tiny_model.txt"
+    wl = Path(__file__).resolve().parents[1] / "data" / "tiny_model_4l.txt"
     r = simulate(wl, schedule, pp=2, microbatches=4, iterations=2)
-    own = pipeline_bubble(r)                     # sums its own busy times
+    own = pipeline_bubble(r.records, r.schedule)                     # sums its own busy times
     got = r.summary.pipeline_bubble_ns
     assert (got.span_ns, list(got.per_rank_ns), got.mean_ns, got.max_ns, got.min_ns) == (
         own["span_ns"], own["per_rank_ns"], own["mean_ns"], own["max_ns"], own["min_ns"])

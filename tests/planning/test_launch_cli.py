@@ -71,9 +71,8 @@ def test_run_json_says_why_a_runtime_refuses(capsys):
     assert rt["megatron"] == {"accepts": False, "how": "", "rule": (
         "Megatron-LM has no zb-v schedule (it runs 1F1B, and interleaved 1F1B with virtual "
         "stages)")}
-    assert not rt["torchtitan"]["accepts"]
-    assert rt["torchtitan"]["rule"].startswith("torchtitan places whole transformer layers; "
-                                               "the split cuts transformer layer")
+    # 8 chunks of 3 whole layers, placed in a V: torchtitan's ZBVZeroBubble
+    assert rt["torchtitan"] == {"accepts": True, "how": "ZBVZeroBubble", "rule": None}
 
 
 def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
@@ -84,12 +83,11 @@ def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
                     "schedule (it runs 1F1B, and interleaved 1F1B with virtual stages).\n"
                     "# No arguments are written: none would reproduce what pipesim "
                     "simulated.\n")
-    assert (tmp_path / "torchtitan.toml").read_text().startswith(
-        "# torchtitan cannot run this configuration: torchtitan places whole transformer "
-        "layers")
+    toml = (tmp_path / "torchtitan.toml").read_text()
+    assert 'pipeline_parallel_schedule = "ZBVZeroBubble"' in toml and "cannot run" not in toml
     readme = (tmp_path / "README.md").read_text()
-    assert "add `stage_layers: 1 1 1 1 1 1 1 1` to the workload's header" not in readme
-    assert "`stage_layers: " in readme
+    assert ("Transformer layers per stage (stage order): 3 3 3 3 3 3 3 3 (24 in all); the "
+            "embedding on stage 0, the LM head and loss on stage 7.") in readme
 
 
 def test_plan_runtime_nothing_fits_is_one_line(capsys):

@@ -13,6 +13,8 @@ from simulator.schedules import registry
 from simulator.schedules.runtimes import Shape, check_runtimes, shape_of
 from simulator.workload.parser import load_workload
 from simulator.workload.partition import partition
+from simulator.workload.chunks import chunk_bounds
+from simulator.workload.model import Partition
 
 GPT = "workloads/gpt-24l.txt"
 
@@ -98,7 +100,9 @@ def test_megatron_places_whole_layers():
     # pipeline-model-parallel size' for the even split
     wl = load_workload(GPT)
     sched = registry.generate("1f1b", 4, 16, 1)   # 50 rows in 13/13/12/12: layer 12 is cut
-    v = check_runtimes(shape_of(sched, wl, partition(wl, 4)))["megatron"]
+    rows = wl.layers
+    cut = Partition(chunks=tuple(tuple(rows[a:b]) for a, b in chunk_bounds(len(rows), 4)))
+    v = check_runtimes(shape_of(sched, wl, cut))["megatron"]
     assert v.rule == ("Megatron-LM places whole transformer layers; the split cuts transformer "
                       "layer 12 (rows attention_12..mlp_12, lines 28-29) between stages 1 and 2")
     sched = registry.generate("1f1b", 2, 16, 1)   # 25/25 rows: 12 whole layers each

@@ -34,10 +34,20 @@ def test_sweep_reports_counts_files_failures_and_notes(spec, tmp_path, capsys):
     lines = cap.out.splitlines()
     assert re.fullmatch(r"pipesim sweep: 4 of 4 points run \(3 ok, 1 failed\) in \d+\.\d\d s "
                         r"on 1 local worker\(s\)", lines[0])
-    assert lines[1:3] == [f"  {out / 'results.csv'}", f"  {out / 'results.parquet'}"]
-    assert lines[3] == ("  first failure: point 3 (schedule=dualpipe-v, pp=4): --microbatches: "
-                        "dualpipe-v needs at least as many microbatches as stages (2 x pp = 8), "
-                        "got 4")
+    assert lines[1:3] == [
+        f"  {out / 'results.csv'}",
+        "  first failure: point 3 (schedule=dualpipe-v, pp=4): --microbatches: dualpipe-v needs "
+        "at least as many microbatches as stages (2 x pp = 8), got 4"]
+    # the summary: the points that ran, fastest first, then the failed one with its error
+    assert lines[3:] == [
+        "",
+        "point  schedule    pp  iteration time   bubble  peak memory  status",
+        "─" * 160,
+        "    0  1f1b         2      160.858 us  70.16 %   136.00 MiB  ok",
+        "    2  dualpipe-v   2      249.715 us  80.78 %   170.00 MiB  ok",
+        "    1  1f1b         4      271.715 us  91.17 %   136.00 MiB  ok",
+        "    3  dualpipe-v   4               -        -            -  error: --microbatches: "
+        "dualpipe-v needs at least as many microbatches as stages (2 x pp = 8), got 4"]
     assert cap.err == f"pipesim: note: {spec}: exclude[0] matches no point\n"
 
 
@@ -91,8 +101,7 @@ def test_plot_with_nothing_varying_says_so(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out == ("  no plots: the table varies none of microbatches, pp, "
                                        "link bandwidth\n")
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["results.csv",
-                                                                  "results.parquet"]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["results.csv"]
 
 
 def test_progress_bar_counts_done_and_failed():

@@ -57,7 +57,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_table(tmp_path, capsys):
     assert 4 <= killed_at < N_POINTS, "the sweep finished before the kill"
     assert not (out / "results.parquet").exists()
 
-    rc = main(["sweep", str(spec), "--out", str(out), "--jobs", "2", "--resume"])
+    rc = main(["sweep", str(spec), "--out", str(out), "--jobs", "2", "--resume", "--parquet"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert f"{N_POINTS - killed_at} of {N_POINTS} points run" in printed

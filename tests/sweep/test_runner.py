@@ -53,7 +53,8 @@ def direct(params: dict, base) -> tuple[str, object]:
 
 
 def test_table_equals_single_runs_point_for_point(base):
-    outcome = run_sweep(spec_from_dict(GRID, "grid.yaml", base), base / "out", jobs=2)
+    outcome = run_sweep(spec_from_dict(GRID, "grid.yaml", base), base / "out", jobs=2,
+                        parquet=True)
     table = outcome.table
     assert outcome.points == outcome.ran == len(table) == 24 and outcome.skipped == 0
     assert list(table["point"]) == list(range(24))
@@ -164,7 +165,7 @@ def test_resume_after_a_cut_last_line(base):
     kept = [rows[i] for i in (5, 0, 17, 3, 11)]
     cut = rows[9][: len(rows[9]) // 2]
     write(base / "part" / "results.csv", header + "".join(kept) + cut)
-    outcome = run_sweep(spec, base / "part", jobs=2, resume=True)
+    outcome = run_sweep(spec, base / "part", jobs=2, resume=True, parquet=True)
     assert (outcome.skipped, outcome.ran) == (5, 19)
     text = (base / "part" / "results.csv").read_text()
     assert text == (base / "full" / "results.csv").read_text()

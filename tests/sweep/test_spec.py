@@ -31,7 +31,11 @@ def error(data, base) -> str:
     ({"grid": {"pp": []}}, "grid.pp: expected a non-empty list of positive integers, found []"),
     ({"grid": {"pp": [2, 2]}}, "grid.pp: 2 is listed twice"),
     ({"grid": {"pq": [1]}}, "grid.pq: unknown option; expected one of: workload, system, "
-     "schedule, pp, microbatches, vpp, iterations, layout, p2p, memory_limit, jitter, seed, "
+     "schedule, pp, microbatches, vpp, decoder_first_pipeline_num_layers, "
+     "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split, "
+     "account_for_loss_in_pipeline_split, pipeline_parallel_layers_per_stage, "
+     "pipeline_parallel_first_stage_less_layers, pipeline_parallel_last_stage_less_layers, "
+     "iterations, layout, p2p, memory_limit, jitter, seed, "
      "slow_rank, recompute, pp_comm, gpus, dp, max_actions, engine, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),

@@ -47,12 +47,12 @@ def test_generate_writes_it_and_the_memory_model_stashes_it(tmp_path, capsys):
                  "-o", str(tmp_path / "n.txt")]) == 0
     no_flash = load_workload(tmp_path / "n.txt", "model").header.activation_bytes
     assert no_flash == 1024 * 2 * 1024 * (10 + 24 // 2) + 5 * 16 * 1024 * 1024 * 2 // 2
-    # the model layout splits rows: the last stage gets 14 of the 32 attention/MLP rows (3.5
-    # layers, 4 rows each) and the head and loss rows, which keep nothing; 1F1B's last rank
-    # holds one microbatch
+    # the model layout splits whole layers: the last stage gets 4 of the 8 layers (16 of the 32
+    # attention/MLP rows, 4 rows each) and the head and loss rows, which keep nothing; 1F1B's
+    # last rank holds one microbatch
     r = simulate(str(out), "1f1b")
     last = r.to_dict()["ranks"][-1]
-    assert last["peak_memory_breakdown"]["activations"] == 14 * per_layer // 4
+    assert last["peak_memory_breakdown"]["activations"] == 4 * per_layer
 
 
 @pytest.mark.parametrize("sp, flash, closed_form", [

@@ -47,15 +47,16 @@ def test_where_stage_layers_is_written_is_not_part_of_the_header(tmp_path):
     assert a == b and not a != b and hash(a) == hash(b)
     assert a != a._replace(stage_layers=(6, 6, 6, 6)) and a != tuple(a) and tuple(a) != a
 
-def test_without_stage_layers_nothing_moves(tmp_path):
+def test_without_stage_layers_the_split_is_whole_layers(tmp_path):
     plain = simulate(GPT, engine="evaluator")
-    same = simulate(with_keys(tmp_path, GPT, "stage_layers: 7 6 6 5"), engine="evaluator")
+    other = simulate(with_keys(tmp_path, GPT, "stage_layers: 7 6 6 5"), engine="evaluator")
     even = simulate(with_keys(tmp_path, GPT, "stage_layers: 6 6 6 6", "e.txt"),
                     engine="evaluator")
-    assert same.makespan_ns != plain.makespan_ns
-    # the row split of 50 rows (13/13/12/12) is not the whole-layer one (6 6 6 6 + head rows)
-    assert [len(c) for c in even.partition.chunks] == [13, 12, 12, 13]
-    assert [len(c) for c in plain.partition.chunks] == [13, 13, 12, 12]
+    assert other.makespan_ns != plain.makespan_ns
+    # 6 6 6 6 whole layers, the embedding row with the first and the LM head with the last
+    # (an even split of the 50 rows, 13/13/12/12, would cut layer 6)
+    assert [len(c) for c in plain.partition.chunks] == [13, 12, 12, 13]
+    assert plain.makespan_ns == even.makespan_ns
 
 
 def test_stage_layers_in_an_aicb_stage_file(tmp_path):

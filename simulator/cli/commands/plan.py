@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from io import StringIO
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,14 +16,17 @@ from ...export.compare import parse_schedules
 from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
-from ...planning.plan import PlanSettings, _load_system, _workload, command_for, plan
+from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
+from ...planning.plan import SPLIT_OPTIONS, PlanSettings, _load_system, _workload, command_for, plan
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
 from ...schema import schema_of
+from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
+from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve
 from .run import write_json
 
 TOP = 10
@@ -73,35 +75,35 @@ class PlanJson:
                                                                 "first by the objective"})
     best: PlanCandidateJson = field(metadata={"help": "the winner"})
     notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
+    warnings: tuple[str, ...] = field(default=(), metadata={
+        "help": "what the model input could not express or assumed (--hf-config, "
+                "--megatron-args, --torchtitan)"})
 
 
 def _schema() -> dict:
     return schema_of(PlanJson, "pipesim plan --json")
 
 
+def _split_options(fn):
+    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
+    for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_FIELDS]):
+        fn = click_option_of(f)(fn)
+    return fn
+
+
+SPLIT_FIELDS = SPLIT_OPTIONS
+
+
 @click.command("plan")
 @click.argument("workload", type=click.Path(dir_okay=False), required=False)
-@click.option("--model", "arch", type=click.Choice(["gpt", "llama"]), default=None,
-              help="Instead of WORKLOAD: the model of `pipesim generate` (with --layers, "
-                   "--hidden, --heads, --seq, --micro-batch); TP then varies too.")
-@click.option("--layers", type=int, default=None, help="Transformer layers (model flags).")
-@click.option("--hidden", type=int, default=None, help="Hidden size (model flags).")
-@click.option("--heads", type=int, default=None, help="Attention heads (model flags).")
-@click.option("--seq", type=int, default=None, help="Sequence length (model flags).")
-@click.option("--micro-batch", type=int, default=1, show_default=True,
-              help="Sequences per microbatch (model flags).")
-@click.option("--ffn", type=int, default=None, help="FFN size (model flags; default as generate).")
-@click.option("--vocab", type=int, default=None, help="Vocabulary (model flags).")
-@click.option("--kv-heads", type=int, default=None, help="Key/value heads (model flags, llama).")
-@click.option("--gpu", default="a100", show_default=True,
-              help="GPU preset of the roofline (model flags).")
+@model_options(PLAN_FLAGS, {"gpu": "a100"})
 @click.option("--efficiency", type=float, default=None, help="Fraction of peak (model flags).")
 @click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
               help="Largest TP tried with the model flags (divisors of N up to it).")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / TP is tried, DP = N / (TP x PP).")
-@click.option("--memory-limit", type=float, default=None, metavar="GB",
-              help="Per-GPU memory in GB (10^9 bytes); default the system's memory.capacity_gib "
+@click.option("--memory-limit", type=float, default=None, metavar="GIB",
+              help="Per-GPU memory in GiB (2^30 bytes); default the system's memory capacity "
                    "(none on the built-in system).")
 @click.option("--global-batch", type=int, default=None, metavar="B",
               help="Microbatches per iteration across DP: M = B / DP (default: the file's ga x "
@@ -155,41 +157,70 @@ def _schema() -> dict:
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
-def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab, kv_heads, gpu,
-            efficiency, tp_max, gpus, memory_limit, global_batch, system, calibration, p2p, jitter,
-            iterations, seed, confirm, out_dir, resume, json_dest, plot, csv_path, executor,
-            jobs, address, max_actions, max_work, schedule_list, runtime, launch_dir, no_prune):
+@_split_options
+def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch, system,
+            calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
+            csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
+            launch_dir, no_prune, **values):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
 
+    split_values = {k: values.pop(k) for k in SPLIT_FIELDS}
+    model_values = values
     if plot:
         gantt_format(plot, "--plot")   # a bad extension is refused before the search
 
-    for path, option in ((json_dest, "--json"), (plot, "--plot"), (csv_path, "--csv")):
+    for path, option in ((json_dest, "--json"), (csv_path, "--csv")):
         check_writable(path, option)
+    check_writable(plot, "--plot", make_folder=True)
     check_writable_dir(out_dir, "--out")
     names = None
     if schedule_list is not None:
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
-    if arch is not None:
+    mi = resolve(dict(model_values, micro_batch=model_values.get("micro_batch")), gpus=gpus)
+    warnings: list[str] = []
+    if mi is not None:
         if workload is not None:
-            raise ConfigError(f"WORKLOAD {workload} and --model: give one, not both")
-        for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads),
-                            ("--seq", seq)):
-            if value is None:
-                raise ConfigError(f"{flag}: needed with --model (the model's shape)")
-        model = tuple(sorted(dict(arch=arch, layers=layers, hidden=hidden, heads=heads, seq=seq,
-                                  micro_batch=micro_batch, ffn=ffn, vocab=vocab,
-                                  kv_heads=kv_heads).items()))
-        workload = f"{arch}-{layers}l"
+            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+        if mi.shape.arch == "moe":
+            raise ConfigError(f"{mi.source}: plan searches dense models (gpt, llama); the moe "
+                              "model runs with `pipesim run` / `compare`")
+        launch = mi.launch
+        micro_batch = launch.micro_batch
+        fields = dict(seq=launch.seq, micro_batch=launch.micro_batch,
+                      **{k: v for k, v in mi.shape.spec_fields().items()
+                         if k not in ("experts", "topk")})
+        model = tuple(sorted(fields.items()))
+        warnings = list(mi.warnings)
+        if launch.source is not None:
+            if global_batch is None:
+                global_batch = launch.global_batch // launch.micro_batch
+                warnings.append(f"{launch.source}: --global-batch {global_batch} microbatches "
+                                f"(--global-batch-size {launch.global_batch} / "
+                                f"--micro-batch-size {launch.micro_batch})")
+            for what, have, plans in (("sequence parallelism", launch.sequence_parallel,
+                                       True), ("flash attention", launch.flash_attention, True),
+                                      ("bf16", launch.precision in ("bf16", "fp16"), True)):
+                if have != plans:
+                    warnings.append(f"{launch.source}: plan generates its candidates with "
+                                    f"{what}; the file runs without it")
+            warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
+                            "microbatches and schedule (TP up to --tp-max); the file's "
+                            f"tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are not fixed")
+        workload = f"{mi.shape.arch}-{mi.shape.layers}l"
     elif workload is None:
         raise ConfigError("WORKLOAD: expected a workload file, or the model flags (--model "
-                          "gpt|llama --layers --hidden --heads --seq)")
+                          "gpt|llama --layers --hidden --heads --seq), or --hf-config / "
+                          "--megatron-args / --torchtitan")
+    else:
+        micro_batch = 1
+    split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
-                            model, gpu, efficiency, tp_max, names, runtime)
+                            model, gpu, efficiency, tp_max, names, runtime,
+                            tuple(split) if split.given else ())
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -200,14 +231,14 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     best = result.best
     written_csv = _write_csv(result, csv_path, json_dest)
 
-    data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
+    data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "warnings": warnings}
     if written_csv is not None:
         data["best"]["csv"] = written_csv
         # the same number from the written CSV (what torch's runtime would load)
         data["best"]["command_schedule_file"] = command_for(result.settings, best, written_csv)
     written_launch = None
     if launch_dir is not None:
-        written_launch = _write_launch(result, launch_dir, micro_batch if model else 1)
+        written_launch = _write_launch(result, launch_dir, micro_batch, mi)
         data["best"]["launch"] = launch_dir
     if out_dir is not None:
         write_json(data, str(Path(out_dir) / "plan.json"))
@@ -218,6 +249,8 @@ def command(workload, arch, layers, hidden, heads, seq, micro_batch, ffn, vocab,
     if json_dest == "-":     # stdout holds the JSON and nothing else
         return
     click.echo(_render(result))
+    for line in warnings:
+        click.echo(f"warning: {line}")
     click.echo(f"\nbest: {best.command}")
     if written_csv is not None:
         click.echo(f"  its schedule as torch's CSV: {written_csv}; the same number: "
@@ -241,7 +274,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
         res = simulate(_workload(c.workload or result.settings.workload), c.schedule,
                        _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
                        vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
-                       memory_limit_gb=float("inf"), engine="evaluator")
+                       memory_limit_gb=float("inf"), engine="evaluator", **c.split_options)
         sched = res.schedule
     else:
         sched = registry.generate(c.schedule, c.pp, c.microbatches, c.vpp, **c.options)
@@ -264,7 +297,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     return csv_path
 
 
-def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
+def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[str]:
     """The winner's launch folder, from a run of the winner itself (the schedule it ran)."""
 
     best = result.best
@@ -273,11 +306,16 @@ def _write_launch(result, launch_dir: str, micro_batch: int) -> list[str]:
                    c.schedule if best.schedule is None else best.schedule,
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
-                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute)
+                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
+                   **c.split_options)
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
+    extra = {}
+    if mi is not None:   # the model the plan generated: bf16, flash attention, SP at TP > 1
+        extra = {"model": mi.shape, "settings": mi.launch._replace(
+            precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1)}
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
-                        options=c.options, command=best.command, numbers=numbers)
+                        options=c.options, command=best.command, numbers=numbers, **extra)
 
 
 def _system_of(settings):
@@ -285,10 +323,6 @@ def _system_of(settings):
 
 
 def _render(result) -> str:
-    from rich.console import Console   # rich: only when the table is drawn (`pipesim --help`)
-    from rich.table import Table
-
-
     s = result.settings
     counts = [f"{result.screened} screened"]
     if result.pruned:
@@ -301,33 +335,28 @@ def _render(result) -> str:
              f"{len(result.outcomes)} candidates: {', '.join(counts)}; ranked by "
              + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time")
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
-    # The title is a plain line, not the table's: rich wraps a title to the table's width, so a
-    # long workload path would break the line at a place that depends on where the file lives.
-    table = Table()
-    for col in ("#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
-                "peak mem/GPU", "engine", "runs on"):
-        table.add_column(col, justify="left" if col in ("schedule", "engine", "runs on")
-                         else "right")
+    headers = ["#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
+               "peak mem/GPU", "engine", "runs on"]
+    cells = []
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
-        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "")
-        table.add_row(str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
+        name = c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
+            + (", full recompute" if c.recompute == "full" else "")
+        cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), name,
                       format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
-                      f"{o.bubble_ratio:.1%}", f"{o.peak_memory_bytes / 1e9:.2f} GB", o.engine,
-                      _runs_on(o.runtimes))
-    out = StringIO()
-    Console(file=out, width=140, force_terminal=False, color_system=None).print(table)
+                      fmt_pct(o.bubble_ratio), fmt_bytes(o.peak_memory_bytes), o.engine,
+                      _runs_on(o.runtimes)])
     dropped: dict[str, int] = {}
     for o in result.outcomes:
         if not o.feasible:
             why = o.reason or "?"
-            key = why.split(" over the limit")[0].split(" GB")[0] if why.startswith("peak") \
-                else why
-            key = "over the memory limit" if why.startswith("peak memory") else key
+            key = "over the memory limit" if why.startswith("peak memory") else why
             dropped[key] = dropped.get(key, 0) + 1
-    lines = [title, out.getvalue().rstrip()]
+    lines = [title, ""]
+    if cells:
+        lines.append(table(headers, cells, left=(5, 10, 11)))
     if dropped:
         lines.append(f"dropped {sum(dropped.values())}:")
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
@@ -353,7 +382,7 @@ def _plot(result, path: str) -> None:
     import matplotlib.pyplot as plt
 
     ran = [o for o in result.outcomes if o.makespan_ns is not None]
-    pts = sorted(((o.peak_memory_bytes / 1e9, o.makespan_ns / 1e6, o) for o in ran),
+    pts = sorted(((o.peak_memory_bytes / 2**30, o.makespan_ns / 1e6, o) for o in ran),
                  key=lambda t: (t[0], t[1]))
     front, best_t = [], float("inf")
     for mem, t, o in pts:
@@ -369,17 +398,18 @@ def _plot(result, path: str) -> None:
     ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="tab:red",
             label="Pareto front")
     b = result.best
-    ax.scatter([b.peak_memory_bytes / 1e9], [b.makespan_ns / 1e6], s=80, facecolors="none",
+    ax.scatter([b.peak_memory_bytes / 2**30], [b.makespan_ns / 1e6], s=80, facecolors="none",
                edgecolors="black", label="best")
     if result.memory_limit_bytes > 0:
-        ax.axvline(result.memory_limit_bytes / 1e9, color="tab:gray", ls="--", label="limit")
-    ax.set_xlabel("peak memory per GPU (GB)")
+        ax.axvline(result.memory_limit_bytes / 2**30, color="tab:gray", ls="--", label="limit")
+    ax.set_xlabel("peak memory per GPU (GiB)")
     ax.set_ylabel("iteration time (ms)")
     ax.set_title(f"pipesim plan: {Path(result.settings.workload).name}, "
                  f"{result.settings.gpus} GPUs")
     ax.legend(fontsize=8)
     fig.tight_layout()
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     except OSError as err:
         raise ConfigError(f"--plot: cannot write {path}: {err.strerror or err}") from None

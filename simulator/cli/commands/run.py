@@ -45,6 +45,8 @@ def _click_options(arg: Arg) -> list[Callable]:
     kw: dict = {"help": arg.help, "metavar": arg.metavar}
     if arg.kind == "path":
         kw.update(type=click.Path(dir_okay=False), default=None)
+    elif arg.kind == "int":
+        kw.update(type=int, default=None)
     elif arg.kind == "multi":
         kw.update(multiple=True)
     else:

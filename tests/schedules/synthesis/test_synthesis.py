@@ -124,6 +124,16 @@ def test_auto_runs_from_python_in_a_fresh_interpreter_and_loads_the_search_only_
     assert out == "False\nTrue auto True False\n"
 
 
+def test_the_search_imported_first_still_starts_from_the_hand_made_schedules():
+    """The search reads its starting points from the registration table: imported on its own
+    in a fresh interpreter (no registry call before), it finds the library's schedules."""
+    out = _fresh(
+        "from simulator.schedules.synthesis.search import problem_for, seeds\n"
+        "print(sorted({n for n, _ in seeds(problem_for(4, 8, 1, None), 4)}))\n"
+        "print(sorted({n for n, _ in seeds(problem_for(4, 8, 2, None), 8)}))\n")
+    assert out == "['1f1b', 'greedy', 'zb-h1']\n['greedy', 'v-half', 'v-min', 'zb-v']\n"
+
+
 def test_the_old_import_path_warns_and_names_the_release_that_removes_it():
     import simulator.planning as old
     from simulator.schedules import synthesis

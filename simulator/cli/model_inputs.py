@@ -1,0 +1,331 @@
+"""The model's flags, declared once, and the model input they resolve to.
+
+``generate``, ``plan``, ``run`` and ``compare`` describe a model the same way: the shape flags
+(``--model --layers --hidden --heads`` and the optional ``--ffn --vocab --kv-heads --experts
+--topk``), or a file that states it (``--hf-config``), and the launch's settings from
+``--megatron-args`` or ``--torchtitan`` (either may also give the shape), with ``--seq`` /
+``--micro-batch`` / ``--tp`` / ``--gpu`` where no launch file states them. :data:`FLAGS` is the
+one declaration (click options and ``pipesim run``'s plain reader are both made from it);
+:func:`resolve` turns the values into one :class:`~simulator.workload.inputs.shape.ModelInput`.
+
+No click and no generator at import: ``pipesim run`` reads this module on its fast path.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import ConfigError
+from ..workload.inputs.shape import ARCHS, LaunchSettings, ModelInput, ModelShape
+
+
+class ModelFlag(NamedTuple):
+    """One flag: ``kind`` int, path, str or choice (``choices``)."""
+
+    flags: tuple[str, ...]
+    dest: str
+    kind: str
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+
+
+FLAGS: tuple[ModelFlag, ...] = (
+    ModelFlag(("--hf-config",), "hf_config", "path",
+              "A Hugging Face config.json (llama, mistral, qwen2, gpt2, gpt_neox, mixtral, "
+              "deepseek families) for the model's shape.", "FILE"),
+    ModelFlag(("--megatron-args",), "megatron_args", "path",
+              "A Megatron-LM argument list (one shell line or one per line, as --launch "
+              "writes megatron_args.txt): the shape, parallelism, batch and recompute, with "
+              "Megatron-LM's defaults; the world size is --gpus (generate: --dp x tp x pp).",
+              "FILE"),
+    ModelFlag(("--torchtitan",), "torchtitan", "path",
+              "A torchtitan job TOML: [parallelism], [training], [activation_checkpoint]; the "
+              "shape of its llama3 flavor (else from --hf-config or the shape flags).", "FILE"),
+    ModelFlag(("--model",), "arch", "choice",
+              "gpt (LayerNorm, GELU MLP, biases), llama (RMSNorm, SwiGLU, GQA), moe (llama "
+              "attention + top-k SwiGLU experts).", None, ARCHS),
+    ModelFlag(("--layers",), "layers", "int", "Transformer layers."),
+    ModelFlag(("--hidden",), "hidden", "int", "Hidden size h."),
+    ModelFlag(("--heads",), "heads", "int", "Attention heads."),
+    ModelFlag(("--ffn",), "ffn", "int",
+              "FFN size (default 4h; SwiGLU models: 8h/3 rounded up to 256)."),
+    ModelFlag(("--vocab",), "vocab", "int", "Vocabulary (default gpt 50257, else 32000)."),
+    ModelFlag(("--kv-heads",), "kv_heads", "int", "Key/value heads (GQA; llama/moe)."),
+    ModelFlag(("--experts",), "experts", "int", "Experts (moe; default 1)."),
+    ModelFlag(("--topk",), "topk", "int", "Experts per token (moe; default 2)."),
+    ModelFlag(("--seq",), "seq", "int", "Sequence length s (a launch file states its own)."),
+    ModelFlag(("--micro-batch",), "micro_batch", "int",
+              "Sequences per microbatch b (a launch file states its own)."),
+    ModelFlag(("--tp",), "tp", "int", "Tensor parallelism T (default 1; a launch file states "
+              "its own)."),
+    ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the roofline (a100, h100, ...; default "
+              "a100)."),
+)
+BY_DEST = {f.dest: f for f in FLAGS}
+FILES = ("hf_config", "megatron_args", "torchtitan")
+SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
+# which flags each command takes (generate declares its own parallel flags: --tp among them)
+RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "gpu")
+PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "gpu")
+GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
+
+
+def click_options(dests: tuple[str, ...], defaults: dict | None = None):
+    """A decorator adding the click options of ``dests`` (in :data:`FLAGS` order)."""
+    import click   # only where click reads the line
+
+    defaults = defaults or {}
+
+    def deco(fn):
+        for flag in reversed([f for f in FLAGS if f.dest in dests]):
+            kw: dict = {"help": flag.help, "metavar": flag.metavar,
+                        "default": defaults.get(flag.dest)}
+            if flag.dest in defaults:
+                kw["show_default"] = True
+            if flag.kind == "path":
+                kw["type"] = click.Path(dir_okay=False)
+            elif flag.kind == "int":
+                kw["type"] = int
+            elif flag.kind == "choice":
+                kw["type"] = click.Choice(flag.choices)
+            fn = click.option(*flag.flags, flag.dest, **kw)(fn)
+        return fn
+    return deco
+
+
+def given(values: dict) -> bool:
+    """Whether ``values`` name a model at all (a file or the shape flags)."""
+    return any(values.get(k) is not None for k in FILES + ("arch",))
+
+
+def _shape_from_flags(values: dict) -> ModelShape | None:
+    shape_flags = [k for k in SHAPE if values.get(k) is not None]
+    if not shape_flags:
+        return None
+    if values.get("arch") is None:
+        raise ConfigError(f"{BY_DEST[shape_flags[0]].flags[0]}: needs --model (gpt, llama or "
+                          "moe) with the other shape flags, or a file that states the shape "
+                          "(--hf-config)")
+    if values["arch"] not in ARCHS:
+        raise ConfigError(f"--model: expected one of {', '.join(ARCHS)}, found "
+                          f"{values['arch']!r}")
+    for dest in ("layers", "hidden", "heads"):
+        if values.get(dest) is None:
+            raise ConfigError(f"{BY_DEST[dest].flags[0]}: needed with --model (the model's "
+                              "shape)")
+    for dest in SHAPE[1:]:
+        v = values.get(dest)
+        if v is not None and v < 1:
+            raise ConfigError(f"{BY_DEST[dest].flags[0]}: expected a positive integer, found {v}")
+    return ModelShape(values["arch"], values["layers"], values["hidden"], values["heads"],
+                      ffn=values.get("ffn"), vocab=values.get("vocab"),
+                      kv_heads=values.get("kv_heads"), experts=values.get("experts") or 1,
+                      topk=values.get("topk") or 2)
+
+
+def resolve(values: dict, gpus: int | None = None) -> ModelInput | None:
+    """The model input the flags in ``values`` (keyed by :data:`FLAGS`' dests) name, or None
+    when they name none. The shape comes from the shape flags or ``--hf-config`` (one of them),
+    else from the launch file; the launch from ``--megatron-args`` or ``--torchtitan`` (one of
+    them). A launch file whose shape contradicts the given one is refused."""
+    if not given(values) and not any(values.get(k) is not None for k in SHAPE):
+        return None
+    hf, meg, titan = (values.get(k) for k in FILES)
+    flags_shape = _shape_from_flags(values)
+    if meg is not None and titan is not None:
+        raise ConfigError(f"--megatron-args {meg} and --torchtitan {titan}: give one launch's "
+                          "settings, not both")
+    warnings: list[str] = []
+    notes: list[str] = []
+    shape, source = flags_shape, "the model flags"
+    if hf is not None:
+        if flags_shape is not None:
+            raise ConfigError(f"--hf-config {hf} and --model: give one shape, not both (the "
+                              "config states the layers, hidden size and heads)")
+        from ..workload.inputs.hf_config import read_hf_config
+
+        got = read_hf_config(hf)
+        shape, source = got.shape, got.source
+        warnings += got.warnings
+        notes += got.notes
+    launch = None
+    if meg is not None:
+        from ..workload.inputs.megatron_args import read_megatron_args
+
+        got = read_megatron_args(meg, gpus)
+        if shape is not None:
+            for field, flag in (("layers", "--num-layers"), ("hidden", "--hidden-size"),
+                                ("heads", "--num-attention-heads")):
+                if getattr(got.shape, field) != getattr(shape, field):
+                    raise ConfigError(f"--megatron-args {meg}: {flag}: expected "
+                                      f"{getattr(shape, field)} as {source} says, found "
+                                      f"{getattr(got.shape, field)}")
+            # the shape's own file says the rest; Megatron's guesses about it (its defaults of
+            # --vocab-size, biases, norms) do not apply
+            warnings += [w for w in got.warnings if not _about_shape(w)]
+        else:
+            shape, source = got.shape, got.source
+            warnings += got.warnings
+        notes += got.notes
+        launch = got.launch
+    elif titan is not None:
+        from ..workload.inputs.torchtitan_job import read_torchtitan_job
+
+        got = read_torchtitan_job(titan, gpus, shape)
+        if shape is None:
+            shape, source = got.shape, got.source
+        launch = got.launch
+        warnings += got.warnings
+        notes += got.notes
+    if shape is None:
+        raise ConfigError("--model: needed, or a file that states the shape (--hf-config, "
+                          "--megatron-args, --torchtitan)")
+    launch = _with_flags(launch, values, source)
+    if shape.max_positions is not None and launch.seq > shape.max_positions:
+        warnings.append(f"{source}: sequence length {launch.seq} above the "
+                        f"{shape.max_positions} positions the model was built for; priced as "
+                        "given")
+    return ModelInput(source, shape, launch, tuple(warnings), tuple(notes))
+
+
+SHAPE_WARNED = ("--vocab-size absent", "--untie-embeddings", "--normalization",
+                "--disable-bias-linear", "--swiglu absent", "--group-query-attention: the gpt",
+                "--position-embedding-type")
+
+
+def _about_shape(warning: str) -> bool:
+    return any(f": {key}" in warning for key in SHAPE_WARNED)
+
+
+def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> LaunchSettings:
+    """The launch with --seq / --micro-batch / --tp where no launch file states them; a flag
+    that contradicts the file is refused."""
+    seq, micro, tp = values.get("seq"), values.get("micro_batch"), values.get("tp")
+    if launch is not None:
+        for flag, value, have in (("--seq", seq, launch.seq), ("--micro-batch", micro,
+                                  launch.micro_batch), ("--tp", tp, launch.tp)):
+            if value is not None and value != have:
+                raise ConfigError(f"{flag} {value}: the launch file says {have}; give one")
+        return launch
+    if seq is None:
+        if source == "the model flags":
+            raise ConfigError("--seq: needed with --model (the model's shape)")
+        raise ConfigError(f"--seq: needed with {source} (the training sequence length; a "
+                          "config states only the longest it was built for)")
+    for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag}: expected a positive integer, found {value}")
+    return LaunchSettings(tp=tp or 1, seq=seq, micro_batch=micro or 1, precision="bf16",
+                          sequence_parallel=(tp or 1) > 1, flash_attention=True)
+
+
+# -- the launch's placement, and the launch onto the run's options: here only ------------------
+#
+# The launch's placement is applied as the header's ``stage_layers:`` split, by the one rule
+# that places Megatron-LM's layers (:func:`simulator.workload.stage_layers.megatron_chunk_layers`,
+# which ``pipesim run``'s own --decoder-*-pipeline-num-layers options use too); the DP /
+# optimizer flags and --tp-comm-overlap are carried in the record and warned as not modelled (by
+# the readers).
+
+def stage_layers(layers: int, pp: int, vpp: int, launch: LaunchSettings) -> tuple[int, ...]:
+    """Transformer layers per chunk in model order (chunk c on rank c % pp): torchtitan's split
+    as its reader gave it, else Megatron-LM's from the launch's placement options."""
+    if launch.stage_layers is not None and len(launch.stage_layers) == pp * vpp:
+        return tuple(launch.stage_layers)
+    from ..workload.stage_layers import megatron_chunk_layers
+
+    return megatron_chunk_layers(layers, pp, vpp, launch.decoder_first_pipeline_num_layers,
+                                 launch.decoder_last_pipeline_num_layers,
+                                 bool(launch.account_for_embedding_in_pipeline_split),
+                                 bool(launch.account_for_loss_in_pipeline_split))
+
+
+def run_option_values(launch: LaunchSettings) -> dict:
+    """The RunOptions fields a launch sets when the command line leaves them at their default."""
+    return {"schedule": launch.schedule, "pp": launch.pp, "vpp": launch.vpp,
+            "microbatches": launch.microbatches, "recompute": launch.recompute,
+            "gpus": launch.tp * launch.pp * launch.dp}
+
+
+# -- the workload of a model input ---------------------------------------------------------------
+
+def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = None,
+                  microbatches: int | None = None, gpus: int | None = None,
+                  gpu: str | None = None, efficiency: float | None = None,
+                  layout: str = "model", placement: bool = True) -> str:
+    """The generated workload file of ``mi`` (the generator's roofline on ``gpu``), its
+    parallel settings the launch's unless given; with ``placement``, the header carries the
+    launch's whole-layer split (``stage_layers:``)."""
+    from ..workload.generator import ModelSpec, ParallelSpec, render
+    from ..workload.gpus import gpu_preset
+
+    launch = mi.launch
+    P = pp or launch.pp
+    V = vpp or launch.vpp
+    M = microbatches or launch.microbatches
+    world = gpus or launch.gpus or launch.tp * P * launch.dp
+    if world % (launch.tp * P):
+        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {P}")
+    dp = world // (launch.tp * P)
+    spec = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
+    par = ParallelSpec(tp=launch.tp, pp=P, vpp=V if layout == "model" else 1, ga=M, dp=dp,
+                       ep=launch.ep, sequence_parallel=launch.sequence_parallel,
+                       flash_attention=launch.flash_attention,
+                       precision=launch.precision)
+    text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
+    if not placement or layout != "model":
+        return text
+    return placed(text, mi, P, V)
+
+
+def placed(text: str, mi: ModelInput, pp: int, vpp: int) -> str:
+    """A generated model-layout file with the launch's whole-layer split in its header
+    (``stage_layers:``): a launch file's always, else the even split where it is whole."""
+    launch = mi.launch
+    if pp < 2 or (launch.source is None and mi.shape.layers % (pp * vpp)):
+        return text
+    header, rest = text.split("\n", 1)
+    if "stage_layers:" in header:
+        return text
+    counts = stage_layers(mi.shape.layers, pp, vpp, launch)
+    return header + " stage_layers: " + " ".join(map(str, counts)) + "\n" + rest
+
+
+def workload_of(mi: ModelInput, **kw):
+    """The parsed workload of ``mi`` (:func:`workload_text`), named after its source."""
+    from ..workload.parser import parse_workload_text
+
+    return parse_workload_text(workload_text(mi, **kw), f"{mi.source} (generated)")
+
+
+def run_warnings(mi: ModelInput):
+    """The input's warnings as the run's (code ``model_input``)."""
+    from ..diagnostics import RunWarning
+
+    return [RunWarning("model_input", w) for w in mi.warnings]
+
+
+def launch_options(opts, mi: ModelInput, schedule: str | None):
+    """``opts`` (RunOptions) with the launch's values where the command line left a field at
+    its default, the schedule likewise, and warnings for what neither states (a run of the
+    shape alone: one stage, one microbatch)."""
+    added: list[str] = []
+    launch = mi.launch
+    from_file = launch.source is not None
+    values = run_option_values(launch)
+    changes = {}
+    if from_file:
+        for key in ("pp", "vpp", "microbatches", "gpus"):
+            if getattr(opts, key) is None:
+                changes[key] = values[key]
+        if opts.recompute == "file":
+            changes["recompute"] = values["recompute"]
+        if schedule is None and opts.schedule is None:
+            schedule = values["schedule"]
+    else:
+        if opts.pp is None:
+            added.append(f"{mi.source}: no --pp and no launch file: 1 pipeline stage")
+        if opts.microbatches is None:
+            added.append(f"{mi.source}: no -m and no launch file: 1 microbatch per iteration")
+    return opts._replace(**changes), schedule, added

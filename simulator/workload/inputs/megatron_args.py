@@ -1,0 +1,457 @@
+"""A Megatron-LM argument list (``megatron/training/arguments.py``'s names, defaults and checks)
+as the model's shape and the launch's settings.
+
+The file is one shell line or one argument per line, ``#`` starting a comment (what
+``--launch`` writes as ``megatron_args.txt``). A flag left out takes Megatron-LM's default; a
+flag pipesim does not model is a warning naming it; what Megatron-LM itself would refuse (the
+batch not divisible by micro x dp, layers not divisible by the stages, heads by TP, two
+precisions, ...) is refused in one line naming the file, the flag and what was expected.
+
+Derived as Megatron-LM derives them: ``--ffn-hidden-size`` 4h, or with ``--swiglu``
+int(4h x 2/3 / 64) x 64; dp = world / (tp x pp); ``--global-batch-size`` micro x dp; the
+microbatches global / (micro x dp); the virtual stages (layers [+1 embedding] [+1 loss]) / pp /
+``--num-layers-per-virtual-pipeline-stage``; sequence parallelism off at TP 1.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ...errors import ConfigError
+from ._files import read_text
+from .shape import LaunchSettings, ModelInput, ModelShape
+
+OPTION = "--megatron-args"
+
+INT, STR, FLAG = "int", "str", "flag"
+# the flags pipesim reads: name -> kind (choices for STR)
+READ: dict[str, tuple[str, tuple[str, ...]]] = {
+    "--num-layers": (INT, ()), "--hidden-size": (INT, ()), "--ffn-hidden-size": (INT, ()),
+    "--num-attention-heads": (INT, ()), "--group-query-attention": (FLAG, ()),
+    "--num-query-groups": (INT, ()), "--swiglu": (FLAG, ()),
+    "--normalization": (STR, ("LayerNorm", "RMSNorm")),
+    "--untie-embeddings-and-output-weights": (FLAG, ()), "--vocab-size": (INT, ()),
+    "--num-experts": (INT, ()), "--moe-router-topk": (INT, ()),
+    "--moe-ffn-hidden-size": (INT, ()),
+    "--expert-model-parallel-size": (INT, ()), "--seq-length": (INT, ()),
+    "--max-position-embeddings": (INT, ()), "--micro-batch-size": (INT, ()),
+    "--global-batch-size": (INT, ()), "--tensor-model-parallel-size": (INT, ()),
+    "--pipeline-model-parallel-size": (INT, ()),
+    "--num-layers-per-virtual-pipeline-stage": (INT, ()),
+    "--num-virtual-stages-per-pipeline-rank": (INT, ()),
+    "--decoder-first-pipeline-num-layers": (INT, ()),
+    "--decoder-last-pipeline-num-layers": (INT, ()),
+    "--account-for-embedding-in-pipeline-split": (FLAG, ()),
+    "--account-for-loss-in-pipeline-split": (FLAG, ()),
+    "--sequence-parallel": (FLAG, ()),
+    "--recompute-granularity": (STR, ("full", "selective")),
+    "--recompute-method": (STR, ("uniform", "block")), "--recompute-num-layers": (INT, ()),
+    "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
+    "--overlap-grad-reduce": (FLAG, ()), "--overlap-param-gather": (FLAG, ()),
+    "--tp-comm-overlap": (FLAG, ()), "--use-flash-attn": (FLAG, ()),
+    "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
+    "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
+    "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
+                                        "relative", "none")),
+    "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
+}
+# what is read but priced by a model pipesim has yet to build: carried in the record, warned
+NOT_MODELLED_YET = {
+    "--use-distributed-optimizer": "the distributed optimizer's reduce-scatter / all-gather "
+                                   "and its optimizer-state memory",
+    "--overlap-grad-reduce": "overlapping the gradient reduction with the backward",
+    "--overlap-param-gather": "overlapping the parameter all-gather with the forward",
+    "--tp-comm-overlap": "overlapping tensor-parallel collectives with GEMMs",
+}
+
+
+def _tokens(text: str, path: str) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as err:
+        raise ConfigError(f"{OPTION} {path}: expected shell words ({err})") from None
+
+
+def _looks_like_value(tok: str) -> bool:
+    if not tok.startswith("-"):
+        return True
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
+    """{flag: value} of the flags pipesim reads (flags True), and the other flags in order."""
+    values: dict[str, object] = {}
+    other: list[str] = []
+    toks = _tokens(text, path)
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        i += 1
+        if not tok.startswith("--"):
+            if not other:     # a launcher word before the first flag (python pretrain_gpt.py)
+                raise ConfigError(f"{OPTION} {path}: {tok!r}: expected a --flag (Megatron-LM's "
+                                  "arguments, one shell line or one per line)")
+            continue          # a value of a flag pipesim does not read
+        name, eq, inline = tok.partition("=")
+        if name not in READ:
+            other.append(name)
+            if eq:
+                continue
+            while i < len(toks) and _looks_like_value(toks[i]):
+                i += 1
+            continue
+        kind, choices = READ[name]
+        if kind == FLAG:
+            if eq:
+                raise ConfigError(f"{OPTION} {path}: {name}: expected no value (a switch), "
+                                  f"found {inline!r}")
+            value: object = True
+        else:
+            if eq:
+                word = inline
+            elif i < len(toks) and _looks_like_value(toks[i]):
+                word = toks[i]
+                i += 1
+            else:
+                raise ConfigError(f"{OPTION} {path}: {name}: expected a value, found none")
+            if kind == INT:
+                try:
+                    value = int(word)
+                except ValueError:
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected an integer, found "
+                                      f"{word!r}") from None
+                if value < (0 if name == "--recompute-num-layers" else 1):
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected a positive integer, "
+                                      f"found {value}")
+            else:
+                if choices and word not in choices:
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected one of "
+                                      f"{', '.join(choices)}, found {word!r}")
+                value = word
+        if name in values and values[name] != value:
+            raise ConfigError(f"{OPTION} {path}: {name}: given twice ({values[name]} and "
+                              f"{value}); expected one value")
+        values[name] = value
+    return values, other
+
+
+def read_megatron_args(path: str, gpus: int | None = None) -> ModelInput:
+    """The shape and launch of a Megatron-LM argument file; ``gpus`` is the world size
+    (``--gpus``; Megatron takes it from the launcher)."""
+    return megatron_input(read_text(path, OPTION), path, gpus)
+
+
+def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
+    a, other = parse_args(text, path)
+    warnings: list[str] = []
+    notes: list[str] = []
+    src = f"{OPTION} {path}"
+
+    def refuse(flag: str, expected: str, found: object = None) -> None:
+        tail = "" if found is None else f", found {found}"
+        raise ConfigError(f"{src}: {flag}: expected {expected}{tail}")
+
+    def need(flag: str, what: str) -> int:
+        if flag not in a:
+            refuse(flag, f"{what} (Megatron-LM requires it)", "none")
+        return a[flag]   # type: ignore[return-value]
+
+    layers = need("--num-layers", "the transformer layers")
+    hidden = need("--hidden-size", "the hidden size")
+    heads = need("--num-attention-heads", "the attention heads")
+    seq = need("--seq-length", "the sequence length")
+    micro = need("--micro-batch-size", "the sequences per microbatch")
+    if hidden % heads:
+        refuse("--hidden-size", f"a multiple of --num-attention-heads {heads}", hidden)
+    max_pos = a.get("--max-position-embeddings")
+    if max_pos is not None and max_pos < seq:
+        refuse("--max-position-embeddings", f"at least --seq-length {seq}", max_pos)
+    swiglu = bool(a.get("--swiglu"))
+    experts = a.get("--num-experts")
+    norm = a.get("--normalization", "LayerNorm")
+    if "--ffn-hidden-size" in a:
+        ffn = a["--ffn-hidden-size"]
+    else:
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
+        notes.append(f"{src}: --ffn-hidden-size {ffn} (Megatron-LM's default: "
+                     + ("int(4h x 2/3 / 64) x 64 with --swiglu)" if swiglu else "4h)"))
+    kv = None
+    if a.get("--group-query-attention"):
+        kv = a.get("--num-query-groups", 1)
+        if heads % kv:
+            refuse("--num-query-groups", f"a divisor of --num-attention-heads {heads}", kv)
+    elif "--num-query-groups" in a:
+        warnings.append(f"{src}: --num-query-groups: ignored without --group-query-attention "
+                        "(as Megatron-LM does): every head has its own keys and values")
+    arch = "moe" if experts else "llama" if swiglu else "gpt"
+    topk = a.get("--moe-router-topk", 2)
+    if not experts:
+        for flag in ("--moe-router-topk", "--moe-ffn-hidden-size"):
+            if flag in a:
+                warnings.append(f"{src}: {flag} {a[flag]}: ignored without --num-experts (a "
+                                "dense model)")
+    if experts:
+        if topk > experts:
+            refuse("--moe-router-topk", f"at most --num-experts {experts}", topk)
+        if "--moe-ffn-hidden-size" in a:
+            ffn = a["--moe-ffn-hidden-size"]
+        if not swiglu:
+            warnings.append(f"{src}: --swiglu absent: the moe model's experts are SwiGLU (gate "
+                            "and up projections), priced as such")
+    if arch == "gpt":
+        if norm == "RMSNorm":
+            warnings.append(f"{src}: --normalization RMSNorm: the gpt model (GELU MLP) writes "
+                            "LayerNorm (one more vector of parameters per norm)")
+        if kv is not None and kv != heads:
+            warnings.append(f"{src}: --group-query-attention: the gpt model (GELU MLP) has "
+                            f"full multi-head attention; {kv} query groups are priced as "
+                            f"{heads} key/value heads")
+        if a.get("--disable-bias-linear"):
+            warnings.append(f"{src}: --disable-bias-linear: the gpt model writes linear biases")
+    else:
+        if norm == "LayerNorm":
+            warnings.append(f"{src}: --normalization LayerNorm (Megatron-LM's default): the "
+                            f"{arch} model writes RMSNorm (one vector fewer per norm)")
+        if not a.get("--disable-bias-linear"):
+            warnings.append(f"{src}: --disable-bias-linear absent: Megatron-LM adds linear "
+                            f"biases by default; the {arch} model writes none")
+    vocab = a.get("--vocab-size")
+    if vocab is None:
+        warnings.append(f"{src}: --vocab-size absent: Megatron-LM takes it from the tokenizer; "
+                        "pipesim uses " + ("50257 (GPT-2's)" if arch == "gpt" else "32000"))
+    tied = not a.get("--untie-embeddings-and-output-weights")
+    if tied:
+        warnings.append(f"{src}: --untie-embeddings-and-output-weights absent: the LM head "
+                        "shares the embedding's weights (Megatron-LM's default); pipesim counts "
+                        "them apart, as the last stage's copy at pp > 1")
+    shape = ModelShape(arch, layers, hidden, heads, ffn=ffn, vocab=vocab, kv_heads=kv,
+                       experts=experts or 1, topk=topk if experts else 2,
+                       tied_embeddings=tied, max_positions=max_pos)
+
+    # -- parallelism ------------------------------------------------------------------------
+    tp = a.get("--tensor-model-parallel-size", 1)
+    pp = a.get("--pipeline-model-parallel-size", 1)
+    ep = a.get("--expert-model-parallel-size", 1)
+    cp = a.get("--context-parallel-size", 1)
+    if heads % tp:
+        refuse("--num-attention-heads", f"a multiple of --tensor-model-parallel-size {tp}",
+               heads)
+    if kv is not None and kv % tp and tp % kv:
+        refuse("--num-query-groups", f"a multiple or divisor of --tensor-model-parallel-size "
+               f"{tp}", kv)
+    if ep > 1 and not experts:
+        refuse("--expert-model-parallel-size", "1 without --num-experts", ep)
+    if experts and experts % ep:
+        refuse("--num-experts", f"a multiple of --expert-model-parallel-size {ep}", experts)
+    if cp != 1:
+        warnings.append(f"{src}: --context-parallel-size {cp}: context parallelism is not "
+                        "modelled; run as 1")
+    if gpus is None:
+        dp = 1
+        warnings.append(f"{src}: no --gpus: Megatron-LM takes the world size from the "
+                        f"launcher; pipesim assumes tp x pp = {tp * pp} GPUs (dp 1)")
+    else:
+        if gpus % (tp * pp * cp):
+            raise ConfigError(f"{src}: --gpus {gpus}: expected a multiple of "
+                              f"--tensor-model-parallel-size {tp} x "
+                              f"--pipeline-model-parallel-size {pp}"
+                              + (f" x --context-parallel-size {cp}" if cp > 1 else ""))
+        dp = gpus // (tp * pp * cp)
+    if experts and dp % ep:
+        refuse("--expert-model-parallel-size", f"a divisor of the data-parallel size {dp}", ep)
+    gbs = a.get("--global-batch-size")
+    if gbs is None:
+        gbs = micro * dp
+        notes.append(f"{src}: --global-batch-size {gbs} (Megatron-LM's default: "
+                     "--micro-batch-size x dp)")
+    if gbs % (micro * dp):
+        refuse("--global-batch-size", f"a multiple of --micro-batch-size {micro} x dp {dp} = "
+               f"{micro * dp}", gbs)
+    microbatches = gbs // (micro * dp)
+
+    # -- stages -------------------------------------------------------------------------------
+    first = a.get("--decoder-first-pipeline-num-layers")
+    last = a.get("--decoder-last-pipeline-num-layers")
+    emb = bool(a.get("--account-for-embedding-in-pipeline-split"))
+    loss = bool(a.get("--account-for-loss-in-pipeline-split"))
+    per_vstage = a.get("--num-layers-per-virtual-pipeline-stage")
+    vstages = a.get("--num-virtual-stages-per-pipeline-rank")
+    if per_vstage is not None and vstages is not None:
+        refuse("--num-virtual-stages-per-pipeline-rank", "not together with "
+               "--num-layers-per-virtual-pipeline-stage (Megatron-LM takes one)", vstages)
+    if (first is not None or last is not None) and (emb or loss):
+        refuse("--decoder-first-pipeline-num-layers" if first is not None else
+               "--decoder-last-pipeline-num-layers", "not together with "
+               "--account-for-embedding/loss-in-pipeline-split (Megatron-LM takes one)",
+               first if first is not None else last)
+    counted = layers + emb + loss
+    vpp = 1
+    layout = a.get("--pipeline-model-parallel-layout")
+    counts = None
+    if layout is not None:
+        if per_vstage is not None or vstages is not None or first is not None or \
+                last is not None or emb or loss:
+            refuse("--pipeline-model-parallel-layout", "no other layer-placement flag with it "
+                   "(Megatron-LM's rule)", layout)
+        counts = _layout_counts(layout, src)
+        if len(counts) % pp:
+            refuse("--pipeline-model-parallel-layout", f"a stage count divisible by "
+                   f"--pipeline-model-parallel-size {pp}", f"{len(counts)} stages")
+        if sum(counts) != layers:
+            refuse("--pipeline-model-parallel-layout", f"the {layers} layers of --num-layers",
+                   f"{sum(counts)}")
+        vpp = len(counts) // pp
+    elif per_vstage is not None:
+        if first is not None or last is not None:
+            refuse("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-"
+                   "pipeline-rank with uneven first/last stages (Megatron-LM's rule)",
+                   per_vstage)
+        if counted % pp:
+            refuse("--num-layers", f"layers{' + embedding' if emb else ''}"
+                   f"{' + loss' if loss else ''} divisible by --pipeline-model-parallel-size "
+                   f"{pp}", layers)
+        if (counted // pp) % per_vstage:
+            refuse("--num-layers-per-virtual-pipeline-stage", f"a divisor of the "
+                   f"{counted // pp} layers per pipeline stage", per_vstage)
+        vpp = counted // pp // per_vstage
+        notes.append(f"{src}: {vpp} virtual stage(s) per rank ({counted // pp} layers per "
+                     f"stage / {per_vstage})")
+    elif vstages is not None:
+        vpp = vstages
+    if vpp > 1 and pp < 2:
+        refuse("--pipeline-model-parallel-size", "more than 1 with virtual stages", pp)
+    if counts is not None:
+        pass
+    elif first is None and last is None:
+        if counted % (pp * vpp):
+            refuse("--num-layers", f"layers{' + embedding' if emb else ''}"
+                   f"{' + loss' if loss else ''} divisible by --pipeline-model-parallel-size "
+                   f"{pp}" + (f" x {vpp} virtual stages" if vpp > 1 else ""), layers)
+    else:
+        middle_layers, middle = layers, pp
+        for flag, n in (("--decoder-first-pipeline-num-layers", first),
+                        ("--decoder-last-pipeline-num-layers", last)):
+            if n is None:
+                continue
+            if n % vpp:
+                refuse(flag, f"a multiple of the {vpp} virtual stages", n)
+            middle_layers -= n
+            middle -= 1
+        if middle_layers < 0 or bool(middle_layers) != bool(middle) or \
+                (middle and middle_layers % (middle * vpp)):
+            refuse("--num-layers", f"the layers left after the first/last stages "
+                   f"({middle_layers}) divisible over the {middle} middle stage(s)"
+                   + (f" x {vpp} virtual stages" if vpp > 1 else ""), layers)
+
+    # -- what runs ------------------------------------------------------------------------------
+    if a.get("--fp16") and a.get("--bf16"):
+        refuse("--bf16", "not together with --fp16 (one precision)", "both")
+    precision = "fp16" if a.get("--fp16") else "bf16" if a.get("--bf16") else "fp32"
+    if precision == "fp32":
+        warnings.append(f"{src}: neither --fp16 nor --bf16: fp32 training (Megatron-LM's "
+                        "default); pipesim's compute times stay the GPU's BF16 roofline")
+    sp = bool(a.get("--sequence-parallel"))
+    if sp and tp == 1:
+        sp = False
+        notes.append(f"{src}: --sequence-parallel: off at --tensor-model-parallel-size 1 (as "
+                     "Megatron-LM turns it off)")
+    if a.get("--tp-comm-overlap") and not sp:
+        refuse("--tp-comm-overlap", "--sequence-parallel with it (Megatron-LM's rule)",
+               "no sequence parallelism")
+    if a.get("--overlap-param-gather"):
+        if not a.get("--use-distributed-optimizer"):
+            refuse("--overlap-param-gather", "--use-distributed-optimizer with it "
+                   "(Megatron-LM's rule)", "none")
+        if not a.get("--overlap-grad-reduce"):
+            refuse("--overlap-param-gather", "--overlap-grad-reduce with it (Megatron-LM's "
+                   "rule)", "none")
+    backend = a.get("--attention-backend")
+    flash = bool(a.get("--use-flash-attn")) or backend in ("flash", "fused")
+    if not flash and backend is None:
+        warnings.append(f"{src}: neither --use-flash-attn nor --attention-backend: the "
+                        "attention keeps its scores (unfused, as Megatron-LM before Transformer "
+                        "Engine); current Megatron-LM's default backend (auto) picks a fused "
+                        "kernel that keeps none")
+    gran = a.get("--recompute-granularity")
+    method = a.get("--recompute-method")
+    nrec = a.get("--recompute-num-layers")
+    recompute = "none"
+    if gran is None:
+        for flag, val in (("--recompute-method", method), ("--recompute-num-layers", nrec)):
+            if val is not None:
+                warnings.append(f"{src}: {flag} {val}: ignored without "
+                                "--recompute-granularity (as Megatron-LM does)")
+    elif gran == "selective":
+        if method is not None:
+            refuse("--recompute-method", "none with --recompute-granularity selective "
+                   "(Megatron-LM's rule)", method)
+        if nrec is not None:
+            refuse("--recompute-num-layers", "none with --recompute-granularity selective "
+                   "(Megatron-LM's rule)", nrec)
+        warnings.append(f"{src}: --recompute-granularity selective: not modelled yet; run as "
+                        "no recompute (the attention core's activations are counted as kept)")
+    else:
+        if method is None:
+            refuse("--recompute-method", "uniform or block with --recompute-granularity full "
+                   "(Megatron-LM's rule)", "none")
+        if nrec is None:
+            refuse("--recompute-num-layers", "a layer count with --recompute-granularity full "
+                   "(Megatron-LM's rule)", "none")
+        per_rank = layers // pp
+        if not 1 <= nrec <= per_rank:
+            refuse("--recompute-num-layers", f"between 1 and the {per_rank} layers per "
+                   "pipeline rank", nrec)
+        recompute = "full"
+        if not (method == "uniform" and nrec == 1) and not (method == "block" and
+                                                             nrec >= per_rank):
+            warnings.append(f"{src}: --recompute-method {method} --recompute-num-layers {nrec}: "
+                            "pipesim's full recompute keeps every layer's input (uniform, 1 "
+                            "layer); the file's grouping is not modelled")
+    for flag, what in NOT_MODELLED_YET.items():
+        if a.get(flag):
+            warnings.append(f"{src}: {flag}: {what} is not modelled yet (carried, not priced)")
+    if a.get("--position-embedding-type") not in (None, "learned_absolute") and arch == "gpt":
+        warnings.append(f"{src}: --position-embedding-type {a['--position-embedding-type']}: "
+                        "the gpt model counts a learned position table of seq x hidden "
+                        "parameters")
+    for flag in dict.fromkeys(other):
+        warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
+    launch = LaunchSettings(
+        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+        microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
+        flash_attention=flash, recompute=recompute, recompute_granularity=gran,
+        recompute_method=method, recompute_num_layers=nrec,
+        schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
+        decoder_first_pipeline_num_layers=first, decoder_last_pipeline_num_layers=last,
+        stage_layers=None if counts is None else tuple(counts),
+        account_for_embedding_in_pipeline_split=emb, account_for_loss_in_pipeline_split=loss,
+        use_distributed_optimizer=bool(a.get("--use-distributed-optimizer")),
+        overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
+        overlap_param_gather=bool(a.get("--overlap-param-gather")),
+        tp_comm_overlap=bool(a.get("--tp-comm-overlap")))
+    return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
+
+
+def _layout_counts(layout: str, src: str) -> list[int]:
+    """Transformer layers per stage of ``--pipeline-model-parallel-layout`` (stages split by
+    ``|`` in virtual-stage order; ``t`` a layer, ``t*n`` n of them, ``E`` / ``L`` the embedding
+    and the loss; commas cosmetic)."""
+    out = []
+    for stage in layout.split("|"):
+        n = 0
+        for item in stage.replace(",", " ").split():
+            name, star, times = item.partition("*")
+            try:
+                k = int(times) if star else 1
+            except ValueError:
+                k = -1
+            if name not in ("t", "E", "L", "m") or k < 0:
+                raise ConfigError(f"{src}: --pipeline-model-parallel-layout: expected stages "
+                                  f"of E, t, t*N, L split by '|', found {item!r}")
+            n += k if name == "t" else 0
+        out.append(n)
+    return out

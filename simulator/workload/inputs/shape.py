@@ -1,0 +1,89 @@
+"""The two records every model input produces: the model's shape (what ``pipesim generate``'s
+model flags say) and the launch's parallel and batch settings (what Megatron-LM's or
+torchtitan's settings say). ``generate`` and ``plan`` take them from the flags or from any of
+the readers, and only from here.
+
+NamedTuples (start-up: ``pipesim run`` imports no dataclasses); change one with ``_replace``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+ARCHS = ("gpt", "llama", "moe")     # the generator's models (simulator.workload.generator)
+
+
+class ModelShape(NamedTuple):
+    """A transformer's shape in the generator's terms. ``arch``: gpt (LayerNorm, GELU MLP,
+    biases, multi-head attention), llama (RMSNorm, SwiGLU, grouped-query attention), moe (llama
+    attention and top-k SwiGLU experts). ``ffn`` is one expert's for moe; None in ``ffn`` /
+    ``vocab`` / ``kv_heads`` means the generator's default for the arch."""
+
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int | None = None
+    vocab: int | None = None
+    kv_heads: int | None = None
+    experts: int = 1
+    topk: int = 2
+    tied_embeddings: bool = False        # the LM head shares the embedding's weights
+    max_positions: int | None = None     # the longest sequence the model was built for
+
+    def spec_fields(self) -> dict:
+        """The generator's ModelSpec keywords (without ``seq`` / ``micro_batch``)."""
+        return dict(arch=self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads,
+                    ffn=self.ffn, vocab=self.vocab, kv_heads=self.kv_heads,
+                    experts=self.experts, topk=self.topk)
+
+
+class LaunchSettings(NamedTuple):
+    """A launch's parallel, batch and runtime settings (Megatron-LM's meanings). Counts are per
+    data-parallel group where Megatron's are: ``microbatches`` = global / (micro x dp).
+    ``recompute`` is pipesim's mode (none, full) the launch's recompute maps to."""
+
+    source: str | None = None            # the launch file ("--megatron-args FILE"); None: flags
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    dp: int = 1
+    ep: int = 1
+    seq: int | None = None
+    micro_batch: int = 1
+    global_batch: int | None = None      # sequences per iteration, all DP groups
+    microbatches: int = 1
+    gpus: int | None = None
+    sequence_parallel: bool = False
+    precision: str = "fp32"              # bf16, fp16 or fp32
+    flash_attention: bool = False
+    recompute: str = "none"
+    recompute_granularity: str | None = None     # full | selective, as the file says
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
+    schedule: str | None = None          # pipesim's name of the launch's schedule
+    schedule_csv: str | None = None      # torchtitan's pipeline_parallel_schedule_csv
+    # whole-layer placement (Megatron-LM's names; torchtitan's first/last "less layers")
+    decoder_first_pipeline_num_layers: int | None = None
+    decoder_last_pipeline_num_layers: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+    layers_per_stage: int | None = None  # torchtitan's pipeline_parallel_layers_per_stage
+    stage_layers: tuple[int, ...] | None = None   # transformer layers per stage, stage order
+    # data parallelism and overlaps, carried for the models that price them
+    use_distributed_optimizer: bool = False
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
+
+
+class ModelInput(NamedTuple):
+    """What one reader (or the flags) gave: the shape, the launch (None when the source states
+    none: a config.json), and what it could not express (``warnings``) or derived by a
+    documented rule (``notes``), each a line that names the source."""
+
+    source: str
+    shape: ModelShape
+    launch: LaunchSettings | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,330 @@
+"""A torchtitan job TOML (its job config's ``[model]``, ``[parallelism]``, ``[training]`` and
+``[activation_checkpoint]`` keys, torchtitan's names and defaults) as the model's shape and the
+launch's settings.
+
+The shape is the ``llama3`` flavor's (torchtitan's ``llama3_args``: the numbers below are its
+TransformerModelArgs, the FFN width by its FeedForward rule: 4·dim, x 2/3, x
+ffn_dim_multiplier, rounded up to multiple_of). Another flavor or model needs the shape from
+``--hf-config`` or the model flags.
+
+The layout is torchtitan's: stages per rank 1 for single-stage schedules (1F1B, GPipe), else
+ceil((layers + first_less + last_less) / pipeline_parallel_layers_per_stage) / pp, or 2 without
+it; layers per stage from ``module_fqns_per_model_part``, else torchtitan's even split with the
+embedding and the output each weighing ``pipeline_parallel_first/last_stage_less_layers``
+layers; microbatches local_batch_size / pipeline_parallel_microbatch_size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from ...errors import ConfigError
+from ._files import read_text
+from .shape import LaunchSettings, ModelInput, ModelShape
+
+OPTION = "--torchtitan"
+
+
+def _ffn(dim: int, multiplier: float | None, multiple_of: int) -> int:
+    hidden = int(2 * (4 * dim) / 3)
+    if multiplier is not None:
+        hidden = int(multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+# torchtitan's llama3_args: (dim, n_layers, n_heads, n_kv_heads, vocab, ffn_dim_multiplier,
+# multiple_of); vocab 128256 and multiple_of 256 are TransformerModelArgs' defaults
+LLAMA3 = {
+    "debugmodel": (256, 6, 16, None, 2048, None, 256),
+    "8B": (4096, 32, 32, 8, 128256, 1.3, 1024),
+    "70B": (8192, 80, 64, 8, 128256, 1.3, 4096),
+    "405B": (16384, 126, 128, 8, 128256, 1.2, 4096),
+}
+
+
+def llama3_shape(flavor: str) -> ModelShape:
+    dim, layers, heads, kv, vocab, mult, multiple = LLAMA3[flavor]
+    return ModelShape("llama", layers, dim, heads, ffn=_ffn(dim, mult, multiple), vocab=vocab,
+                      kv_heads=kv if kv is not None else heads, max_positions=131072)
+
+
+def llama3_flavor(shape: ModelShape) -> str | None:
+    """The llama3 flavor of exactly this shape, or None."""
+    for name in LLAMA3:
+        if llama3_shape(name)._replace(max_positions=None) == shape._replace(
+                max_positions=None, tied_embeddings=False) and not shape.tied_embeddings:
+            return name
+    return None
+
+
+# torch.distributed.pipelining's schedule classes -> pipesim's schedules
+SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
+             "loopedbfs": "looped-bfs", "interleavedzerobubble": "zb-h1",
+             "zbvzerobubble": "zb-v", "dualpipev": "dualpipe-v"}
+SINGLE = ("1f1b", "gpipe")
+CSV_CLASSES = ("pipelinesschedulesingle", "pipelineschedulesingle", "pipelineschedulemulti",
+               "_pipelinescheduleruntime")
+READ = {
+    "model": ("name", "flavor", "hf_assets_path", "converters"),
+    "parallelism": ("data_parallel_replicate_degree", "data_parallel_shard_degree",
+                    "tensor_parallel_degree", "pipeline_parallel_degree",
+                    "context_parallel_degree", "expert_parallel_degree",
+                    "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+                    "pipeline_parallel_first_stage_less_layers",
+                    "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part"),
+    "training": ("local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
+                 "steps", "dataset", "dataset_path", "max_norm"),
+    "activation_checkpoint": ("mode", "selective_ac_option"),
+}
+# sections that change no number pipesim computes
+QUIET = ("job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint", "validation",
+         "comm", "debug", "fault_tolerance", "experimental", "memory_estimation")
+
+
+def read_torchtitan_job(path: str, gpus: int | None = None,
+                        shape: ModelShape | None = None) -> ModelInput:
+    """The launch (and, for a llama3 flavor, the shape) of a torchtitan job TOML; ``shape``:
+    the model's shape from elsewhere (``--hf-config``, the model flags)."""
+    import tomllib   # only with --torchtitan
+
+    text = read_text(path, OPTION)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{OPTION} {path}: expected TOML ({err})") from None
+    return _Job(path, doc, gpus).read(shape)
+
+
+class _Job:
+    def __init__(self, path: str, doc: dict, gpus: int | None) -> None:
+        self.path, self.doc, self.gpus = path, doc, gpus
+        self.src = f"{OPTION} {path}"
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
+
+    def get(self, section: str, key: str, default, kind=int):
+        table = self.doc.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{self.src}: [{section}]: expected a table")
+        value = table.get(key, default)
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{self.src}: [{section}] {key}: expected an integer, found "
+                              f"{value!r}")
+        if kind is str and value is not None and not isinstance(value, str):
+            raise ConfigError(f"{self.src}: [{section}] {key}: expected a string, found "
+                              f"{value!r}")
+        return value
+
+    def refuse(self, section: str, key: str, expected: str, found) -> None:
+        raise ConfigError(f"{self.src}: [{section}] {key}: expected {expected}, found {found}")
+
+    def read(self, shape: ModelShape | None) -> ModelInput:
+        for section, table in self.doc.items():
+            if section in QUIET:
+                continue
+            if section not in READ:
+                self.warnings.append(f"{self.src}: [{section}]: not modelled by pipesim "
+                                     "(ignored)")
+                continue
+            for key in table:
+                if key not in READ[section]:
+                    self.warnings.append(f"{self.src}: [{section}] {key}: not modelled by "
+                                         "pipesim (ignored)")
+        shape = self._shape(shape)
+        P = "parallelism"
+        tp = self.get(P, "tensor_parallel_degree", 1)
+        pp = self.get(P, "pipeline_parallel_degree", 1)
+        cp = self.get(P, "context_parallel_degree", 1)
+        ep = self.get(P, "expert_parallel_degree", 1)
+        replicate = self.get(P, "data_parallel_replicate_degree", 1)
+        shard = self.get(P, "data_parallel_shard_degree", -1)
+        for key, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp),
+                           ("context_parallel_degree", cp), ("expert_parallel_degree", ep),
+                           ("data_parallel_replicate_degree", replicate)):
+            if value < 1:
+                self.refuse(P, key, "a positive integer", value)
+        if cp != 1:
+            self.warnings.append(f"{self.src}: [parallelism] context_parallel_degree {cp}: "
+                                 "context parallelism is not modelled; run as 1")
+        fixed = tp * pp * cp * replicate
+        if shard == -1:
+            if self.gpus is None:
+                shard = 1
+                self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree -1 "
+                                     "without --gpus: pipesim assumes 1 (torchtitan takes the "
+                                     "rest of the world size)")
+            else:
+                if self.gpus % fixed:
+                    raise ConfigError(f"{self.src}: --gpus {self.gpus}: expected a multiple of "
+                                      f"tp x pp x cp x replicate = {fixed}")
+                shard = self.gpus // fixed
+        elif shard < 1:
+            self.refuse(P, "data_parallel_shard_degree", "-1 or a positive integer", shard)
+        elif self.gpus is not None and self.gpus != fixed * shard:
+            raise ConfigError(f"{self.src}: --gpus {self.gpus}: expected tp x pp x cp x "
+                              f"replicate x shard = {fixed * shard}")
+        if shard > 1:
+            self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree "
+                                 f"{shard}: FSDP's parameter all-gathers and gradient "
+                                 "reduce-scatters are not modelled yet (priced as data "
+                                 "parallelism)")
+        dp = replicate * shard
+        if shape.heads % tp:
+            self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)
+        T = "training"
+        local = self.get(T, "local_batch_size", 8)
+        gbs = self.get(T, "global_batch_size", -1)
+        seq = self.get(T, "seq_len", 2048)
+        micro = self.get(P, "pipeline_parallel_microbatch_size", 1)
+        for section, key, value in ((T, "local_batch_size", local), (T, "seq_len", seq),
+                                    (P, "pipeline_parallel_microbatch_size", micro)):
+            if value < 1:
+                self.refuse(section, key, "a positive integer", value)
+        if pp > 1 and local % micro:
+            self.refuse(T, "local_batch_size", f"a multiple of pipeline_parallel_microbatch_size "
+                        f"{micro}", local)
+        if gbs == -1:
+            gbs = local * dp
+        if gbs < 1 or gbs % (local * dp):
+            self.refuse(T, "global_batch_size", f"a multiple of local_batch_size {local} x the "
+                        f"data-parallel degree {dp}", gbs)
+        accumulation = gbs // (local * dp)
+        if accumulation > 1:
+            self.warnings.append(f"{self.src}: [training] global_batch_size {gbs}: "
+                                 f"{accumulation} gradient-accumulation steps, each a pipeline "
+                                 "step of its own; pipesim simulates one")
+        if pp == 1:
+            micro = local
+        microbatches = local // micro
+        schedule, csv, vpp, stage_layers = self._pipeline(shape, pp, microbatches)
+        precision = {"bfloat16": "bf16", "float32": "fp32"}.get(
+            self.get(T, "mixed_precision_param", "bfloat16", str))
+        if precision is None:
+            self.refuse(T, "mixed_precision_param", "bfloat16 or float32",
+                        repr(self.doc[T]["mixed_precision_param"]))
+        mode = self.get("activation_checkpoint", "mode", "selective", str)
+        if mode not in ("selective", "full", "memory_budget", "none"):
+            self.refuse("activation_checkpoint", "mode", "selective, full, memory_budget or "
+                        "none", repr(mode))
+        recompute = "full" if mode == "full" else "none"
+        if mode in ("selective", "memory_budget"):
+            self.warnings.append(f"{self.src}: [activation_checkpoint] mode {mode}"
+                                 + (" (torchtitan's default)" if "activation_checkpoint"
+                                    not in self.doc else "")
+                                 + ": not modelled yet; run as no recompute")
+        launch = LaunchSettings(
+            source=self.src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+            microbatches=microbatches, gpus=self.gpus if self.gpus is not None else fixed * shard,
+            sequence_parallel=tp > 1, precision=precision, flash_attention=True,
+            recompute=recompute, recompute_granularity=None if mode == "none" else mode,
+            schedule=schedule, schedule_csv=csv, stage_layers=stage_layers,
+            layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
+                                      None))
+        self.notes.append(f"{self.src}: torchtitan's tensor parallelism shards the sequence "
+                          "between its norms (sequence parallel) and its attention is SDPA "
+                          "(flash: no scores kept)")
+        return ModelInput(self.src, shape, launch, tuple(self.warnings), tuple(self.notes))
+
+    def _shape(self, shape: ModelShape | None) -> ModelShape:
+        name = self.get("model", "name", "llama3", str)
+        flavor = self.get("model", "flavor", "debugmodel", str)
+        if shape is not None:
+            return shape
+        if name != "llama3" or flavor not in LLAMA3:
+            raise ConfigError(f"{self.src}: [model] {name} flavor {flavor!r}: pipesim knows "
+                              "torchtitan's llama3 flavors (" + ", ".join(LLAMA3) + "); give "
+                              "the shape with --hf-config or the model flags")
+        return llama3_shape(flavor)
+
+    def _pipeline(self, shape: ModelShape, pp: int, microbatches: int):
+        P = "parallelism"
+        name = self.get(P, "pipeline_parallel_schedule", "1F1B", str)
+        csv = self.get(P, "pipeline_parallel_schedule_csv", "", str) or None
+        key = name.lower()
+        if csv is not None:
+            csv = os.path.join(os.path.dirname(self.path), csv)
+            schedule = None
+        elif key in SCHEDULES:
+            schedule = SCHEDULES[key]
+        else:
+            self.refuse(P, "pipeline_parallel_schedule", "one of torch's schedule classes ("
+                        + ", ".join(["1F1B", "GPipe", "Interleaved1F1B", "LoopedBFS",
+                                     "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"])
+                        + "), or a pipeline_parallel_schedule_csv", repr(name))
+        single = key in SINGLE or key == "pipelineschedulesingle"
+        layers = shape.layers
+        first_w = self.get(P, "pipeline_parallel_first_stage_less_layers", 1)
+        last_w = self.get(P, "pipeline_parallel_last_stage_less_layers", 1)
+        fqns = self.get(P, "module_fqns_per_model_part", None, None)
+        per = self.get(P, "pipeline_parallel_layers_per_stage", None, None)
+        if pp == 1:
+            return schedule or "1f1b", csv, 1, None
+        if fqns is not None:
+            counts = self._fqn_counts(fqns, layers)
+            stages = len(counts)
+        else:
+            if per is not None:
+                if isinstance(per, bool) or not isinstance(per, int) or per < 1:
+                    self.refuse(P, "pipeline_parallel_layers_per_stage", "a positive integer",
+                                repr(per))
+                stages = math.ceil((layers + first_w + last_w) / per)
+            else:
+                stages = pp * (1 if single else 2)
+            counts = self._even_split(stages, layers, first_w, last_w)
+        if stages % pp:
+            self.refuse(P, "module_fqns_per_model_part" if fqns is not None else
+                        "pipeline_parallel_layers_per_stage", f"a stage count divisible by "
+                        f"pipeline_parallel_degree {pp}", f"{stages} stages")
+        vpp = stages // pp
+        if single and vpp != 1:
+            self.refuse(P, "pipeline_parallel_schedule", f"a multi-stage schedule for {vpp} "
+                        "stages per rank", repr(name))
+        if not single and csv is None and vpp < 2:
+            self.refuse(P, "pipeline_parallel_schedule", "a single-stage schedule (1F1B, GPipe) "
+                        "for 1 stage per rank", repr(name))
+        if microbatches < stages and csv is None:
+            self.refuse("training", "local_batch_size", f"at least {stages} microbatches (one "
+                        "per stage, torchtitan's rule)", f"{microbatches} microbatches")
+        return schedule, csv, vpp, tuple(counts)
+
+    def _even_split(self, stages: int, layers: int, first_w: int, last_w: int) -> list[int]:
+        """torchtitan's split: the embedding and the output weigh first_w / last_w layers."""
+        eff = layers + first_w + last_w
+        if stages > eff:
+            self.refuse("parallelism", "pipeline_parallel_degree", f"at most {eff} stages "
+                        f"({layers} layers + {first_w} + {last_w})", f"{stages} stages")
+        base, extra = divmod(eff, stages)
+        if first_w > base or last_w > base:
+            self.refuse("parallelism", "pipeline_parallel_first_stage_less_layers"
+                        if first_w > base else "pipeline_parallel_last_stage_less_layers",
+                        f"at most the {base} layers of the smallest stage",
+                        first_w if first_w > base else last_w)
+        counts, left = [], layers
+        for s in range(stages):
+            n = base + (s < extra) - (first_w if s == 0 else 0) - \
+                (last_w if s == stages - 1 else 0)
+            n = min(max(n, 0), left) if s < stages - 1 else left
+            counts.append(n)
+            left -= n
+        return counts
+
+    def _fqn_counts(self, fqns, layers: int) -> list[int]:
+        if not isinstance(fqns, list) or not all(isinstance(p, list) for p in fqns):
+            self.refuse("parallelism", "module_fqns_per_model_part", "a list of lists of module "
+                        "names", repr(fqns)[:40])
+        counts, seen = [], []
+        for part in fqns:
+            n = 0
+            for name in part:
+                m = re.fullmatch(r"layers\.(\d+)", str(name))
+                if m:
+                    seen.append(int(m.group(1)))
+                    n += 1
+            counts.append(n)
+        if seen != list(range(layers)):
+            self.refuse("parallelism", "module_fqns_per_model_part", f"layers.0 to "
+                        f"layers.{layers - 1} once each, in order", f"{len(seen)} layer names")
+        return counts

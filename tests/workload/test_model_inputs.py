@@ -1,0 +1,375 @@
+"""The readers of the files users already have: a Hugging Face config.json (one per family in
+../shared/hf-configs), a Megatron-LM argument list (../shared/published-runs/runs.json's
+``megatron_args``, and hand-made ones for each rule) and a torchtitan job TOML. Exact records,
+exact one-line refusals, and a warning for everything the generator cannot express."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.workload.inputs.hf_config import read_hf_config
+from simulator.workload.inputs.megatron_args import megatron_input
+from simulator.workload.inputs.shape import LaunchSettings, ModelShape
+from simulator.workload.inputs.torchtitan_job import llama3_flavor, llama3_shape, \
+    read_torchtitan_job
+
+# -- Hugging Face ---------------------------------------------------------------------------
+
+HF = {
+    "llama-3.1-8b.json": ModelShape("llama", 32, 4096, 32, ffn=14336, vocab=128256, kv_heads=8,
+                                    max_positions=131072),
+    "mistral-7b-v0.1.json": ModelShape("llama", 32, 4096, 32, ffn=14336, vocab=32000,
+                                       kv_heads=8, max_positions=32768),
+    "qwen2-1.5b.json": ModelShape("llama", 28, 1536, 12, ffn=8960, vocab=151936, kv_heads=2,
+                                  tied_embeddings=True, max_positions=131072),
+    "gpt2.json": ModelShape("gpt", 12, 768, 12, ffn=3072, vocab=50257, tied_embeddings=True,
+                            max_positions=1024),
+    "pythia-1.4b.json": ModelShape("gpt", 24, 2048, 16, ffn=8192, vocab=50304,
+                                   max_positions=2048),
+    "mixtral-8x22b-v0.1.json": ModelShape("moe", 56, 6144, 48, ffn=16384, vocab=32000,
+                                          kv_heads=8, experts=8, topk=2, max_positions=65536),
+    "deepseek-moe-16b-base.json": ModelShape("moe", 28, 2048, 16, ffn=1408, vocab=102400,
+                                             kv_heads=16, experts=64, topk=6,
+                                             max_positions=4096),
+}
+# the keys each family's warnings name (what the generator's model cannot express)
+HF_WARNED = {
+    "llama-3.1-8b.json": [],
+    "mistral-7b-v0.1.json": ["sliding_window"],
+    "qwen2-1.5b.json": ["attention_bias", "tie_word_embeddings"],
+    "gpt2.json": ["tie_word_embeddings"],
+    "pythia-1.4b.json": ["use_parallel_residual", "rotary_pct"],
+    "mixtral-8x22b-v0.1.json": [],
+    "deepseek-moe-16b-base.json": ["n_shared_experts", "first_k_dense_replace"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HF))
+def test_each_family_reads_to_its_exact_shape(hf_configs_dir, name):
+    got = read_hf_config(str(hf_configs_dir / name))
+    assert got.shape == HF[name]
+    assert got.launch is None
+    prefix = f"--hf-config {hf_configs_dir / name}: "
+    assert all(w.startswith(prefix) for w in got.warnings)
+    assert [w[len(prefix):].split(":")[0] for w in got.warnings] == HF_WARNED[name]
+
+
+def test_what_deepseek_and_mistral_cannot_be_is_said_in_words(hf_configs_dir):
+    ds = read_hf_config(str(hf_configs_dir / "deepseek-moe-16b-base.json"))
+    assert ds.warnings[0].endswith("n_shared_experts: 2 shared experts (2 x 1408 wide, every "
+                                   "token) are not modelled: the moe model has routed experts "
+                                   "only")
+    assert ds.warnings[1].endswith("first_k_dense_replace: 1: the first 1 layer(s) are dense "
+                                   "(an MLP 10944 wide) in the model; the generator writes "
+                                   "every layer with experts")
+    mi = read_hf_config(str(hf_configs_dir / "mistral-7b-v0.1.json"))
+    assert mi.warnings[0].endswith("sliding_window: 4096: attention is priced over the whole "
+                                   "causal sequence; with sequences longer than 4096 tokens "
+                                   "the model attends to fewer")
+    gpt2 = read_hf_config(str(hf_configs_dir / "gpt2.json"))
+    assert gpt2.notes[0].endswith("n_inner null: the MLP is 4 x n_embd = 3072 wide (GPT-2's "
+                                  "rule)")
+
+
+def test_an_unknown_family_is_named_in_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "mamba", "hidden_size": 768}')
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(str(path))
+    assert str(err.value) == (
+        f"--hf-config {path}: model_type 'mamba': pipesim reads the llama, mistral, qwen2, "
+        "qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2 and "
+        "deepseek_v3 families")
+    path.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=r"expected a JSON object \(a model's config.json\), "
+                                          "found list$"):
+        read_hf_config(str(path))
+    path.write_text('{"model_type": "llama",')
+    with pytest.raises(ConfigError, match=r"config.json:1:\d+: expected JSON"):
+        read_hf_config(str(path))
+
+
+def test_a_missing_or_bad_key_is_named(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, '
+                    '"num_attention_heads": "32", "vocab_size": 32000, "intermediate_size": 1}')
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(str(path))
+    assert str(err.value) == (f"--hf-config {path}: num_attention_heads: expected a positive "
+                              "integer (the llama family's num_attention_heads), found '32'")
+    path.write_text('{"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, '
+                    '"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128}')
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(str(path))
+    assert str(err.value) == (f"--hf-config {path}: num_local_experts: expected a positive "
+                              "integer (the mixtral family's num_local_experts), found nothing")
+
+
+# -- Megatron-LM ----------------------------------------------------------------------------
+
+def test_every_published_run_reads_to_its_stated_configuration(published_runs):
+    """runs.json states each run twice: as fields and as Megatron-LM's arguments; reading the
+    arguments gives the fields."""
+    assert len(published_runs) == 18
+    for run in published_runs:
+        got = megatron_input(run["megatron_args"], run["id"], run["gpus"])
+        s, la = got.shape, got.launch
+        assert (s.arch, s.layers, s.hidden, s.heads, s.ffn, s.vocab) == (
+            "gpt", run["layers"], run["hidden"], run["heads"], run["ffn"], run["vocab"]), run["id"]
+        assert (la.tp, la.pp, la.dp, la.vpp, la.seq, la.micro_batch, la.global_batch) == (
+            run["tp"], run["pp"], run["dp"], run["vpp"], run["seq"], run["micro_batch"],
+            run["global_batch"]), run["id"]
+        assert la.microbatches == run["global_batch"] // (run["micro_batch"] * run["dp"])
+        assert la.precision == run["precision"] and la.recompute_granularity == run["recompute"]
+        assert la.sequence_parallel == run["sequence_parallel"]
+        assert la.flash_attention == run["flash_attention"]
+        assert la.schedule == ("interleaved-1f1b" if run["vpp"] > 1 else "1f1b")
+        assert la.recompute == ("full" if run["recompute"] == "full" else "none")
+
+
+def test_one_published_run_as_its_exact_records(published_runs):
+    run = next(r for r in published_runs if r["id"] == "kort-tab5-175B-seqsel")
+    got = megatron_input(run["megatron_args"], "runs.json", run["gpus"])
+    assert got.shape == ModelShape("gpt", 96, 12288, 96, ffn=49152, vocab=51200, kv_heads=None,
+                                   tied_embeddings=True, max_positions=2048)
+    src = "--megatron-args runs.json"
+    assert got.launch == LaunchSettings(
+        source=src, tp=8, pp=8, vpp=3, dp=1, seq=2048, micro_batch=1, global_batch=64,
+        microbatches=64, gpus=64, sequence_parallel=True, precision="fp16",
+        flash_attention=False, recompute="none", recompute_granularity="selective",
+        schedule="interleaved-1f1b")
+    assert got.warnings == (
+        f"{src}: --untie-embeddings-and-output-weights absent: the LM head shares the "
+        "embedding's weights (Megatron-LM's default); pipesim counts them apart, as the last "
+        "stage's copy at pp > 1",
+        f"{src}: neither --use-flash-attn nor --attention-backend: the attention keeps its "
+        "scores (unfused, as Megatron-LM before Transformer Engine); current Megatron-LM's "
+        "default backend (auto) picks a fused kernel that keeps none",
+        f"{src}: --recompute-granularity selective: not modelled yet; run as no recompute (the "
+        "attention core's activations are counted as kept)")
+    assert got.notes == (f"{src}: 3 virtual stage(s) per rank (12 layers per stage / 4)",)
+
+
+BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+        "--micro-batch-size 2 --vocab-size 50304 --untie-embeddings-and-output-weights --bf16 "
+        "--use-flash-attn ")
+
+
+def test_defaults_are_megatrons_and_said(tmp_path):
+    got = megatron_input(BASE + "--swiglu --normalization RMSNorm --disable-bias-linear "
+                         "--group-query-attention --num-query-groups 4", "a.txt", 8)
+    assert got.shape == ModelShape("llama", 24, 1024, 16, ffn=2688, vocab=50304, kv_heads=4)
+    la = got.launch
+    assert (la.tp, la.pp, la.dp, la.global_batch, la.microbatches) == (1, 1, 8, 16, 1)
+    assert got.notes == ("--megatron-args a.txt: --ffn-hidden-size 2688 (Megatron-LM's default: "
+                         "int(4h x 2/3 / 64) x 64 with --swiglu)",
+                         "--megatron-args a.txt: --global-batch-size 16 (Megatron-LM's "
+                         "default: --micro-batch-size x dp)")
+    assert got.warnings == ()
+    plain = megatron_input(BASE, "b.txt", 8)
+    assert plain.shape.ffn == 4096 and plain.shape.arch == "gpt"
+
+
+def test_one_shell_line_or_one_per_line_with_comments_reads_the_same():
+    one = megatron_input(BASE + "--pipeline-model-parallel-size 4 --global-batch-size 32",
+                         "a", 8)
+    lines = "# written by hand\n" + "\n".join(
+        f"--{w}" for w in (BASE + "--pipeline-model-parallel-size 4 --global-batch-size=32")
+        .split("--")[1:]) + "\n# end\n"
+    other = megatron_input(lines, "a", 8)
+    assert one == other
+    assert other.launch.microbatches == 8 and other.launch.dp == 2
+
+
+def test_unmodelled_flags_are_warned_never_dropped():
+    got = megatron_input(BASE + "--use-distributed-optimizer --overlap-grad-reduce "
+                         "--overlap-param-gather --lr 1.5e-4 --weight-decay 0.1 "
+                         "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
+                         "--tokenizer-type GPT2BPETokenizer", "a.txt", 8)
+    la = got.launch
+    assert (la.use_distributed_optimizer, la.overlap_grad_reduce, la.overlap_param_gather,
+            la.tp_comm_overlap) == (True, True, True, True)
+    src = "--megatron-args a.txt"
+    assert got.warnings == (
+        f"{src}: --use-distributed-optimizer: the distributed optimizer's reduce-scatter / "
+        "all-gather and its optimizer-state memory is not modelled yet (carried, not priced)",
+        f"{src}: --overlap-grad-reduce: overlapping the gradient reduction with the backward is "
+        "not modelled yet (carried, not priced)",
+        f"{src}: --overlap-param-gather: overlapping the parameter all-gather with the forward "
+        "is not modelled yet (carried, not priced)",
+        f"{src}: --tp-comm-overlap: overlapping tensor-parallel collectives with GEMMs is not "
+        "modelled yet (carried, not priced)",
+        f"{src}: --lr: not modelled by pipesim (ignored)",
+        f"{src}: --weight-decay: not modelled by pipesim (ignored)",
+        f"{src}: --tokenizer-type: not modelled by pipesim (ignored)")
+
+
+def test_placement_flags_are_carried():
+    got = megatron_input(BASE + "--pipeline-model-parallel-size 4 "
+                         "--decoder-first-pipeline-num-layers 5 "
+                         "--decoder-last-pipeline-num-layers 7 --global-batch-size 16", "a", 8)
+    la = got.launch
+    assert (la.decoder_first_pipeline_num_layers, la.decoder_last_pipeline_num_layers) == (5, 7)
+    emb = megatron_input(BASE + "--pipeline-model-parallel-size 2 "
+                         "--account-for-embedding-in-pipeline-split "
+                         "--account-for-loss-in-pipeline-split", "a", 2)
+    assert emb.launch.account_for_embedding_in_pipeline_split
+    assert emb.launch.account_for_loss_in_pipeline_split
+    layout = megatron_input(BASE + "--pipeline-model-parallel-size 2 "
+                            "--pipeline-model-parallel-layout E,t*5|t*7|t*7|t*5,L", "a", 2)
+    assert layout.launch.stage_layers == (5, 7, 7, 5) and layout.launch.vpp == 2
+
+
+REFUSALS = [
+    ("--fp16", "--megatron-args f.txt: --bf16: expected not together with --fp16 (one "
+               "precision), found both"),
+    ("--global-batch-size 30", "--megatron-args f.txt: --global-batch-size: expected a multiple "
+                               "of --micro-batch-size 2 x dp 8 = 16, found 30"),
+    ("--pipeline-model-parallel-size 5", "--megatron-args f.txt: --gpus 8: expected a multiple "
+                                         "of --tensor-model-parallel-size 1 x "
+                                         "--pipeline-model-parallel-size 5"),
+    ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 1 --num-attention-heads 12 "
+     "--hidden-size 1020",
+     "--megatron-args f.txt: --num-attention-heads: given twice (16 and 12); expected one "
+     "value"),
+    ("--tensor-model-parallel-size 8 --num-attention-heads 16 --hidden-size 1024 "
+     "--pipeline-model-parallel-size 1 --group-query-attention --num-query-groups 3",
+     "--megatron-args f.txt: --num-query-groups: expected a divisor of --num-attention-heads "
+     "16, found 3"),
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5",
+     "--megatron-args f.txt: --num-layers-per-virtual-pipeline-stage: expected a divisor of the "
+     "12 layers per pipeline stage, found 5"),
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3 "
+     "--num-virtual-stages-per-pipeline-rank 4",
+     "--megatron-args f.txt: --num-virtual-stages-per-pipeline-rank: expected not together "
+     "with --num-layers-per-virtual-pipeline-stage (Megatron-LM takes one), found 4"),
+    ("--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 5 "
+     "--account-for-loss-in-pipeline-split",
+     "--megatron-args f.txt: --decoder-first-pipeline-num-layers: expected not together with "
+     "--account-for-embedding/loss-in-pipeline-split (Megatron-LM takes one), found 5"),
+    ("--pipeline-model-parallel-size 8 --account-for-embedding-in-pipeline-split",
+     "--megatron-args f.txt: --num-layers: expected layers + embedding divisible by "
+     "--pipeline-model-parallel-size 8, found 24"),
+    ("--recompute-granularity full", "--megatron-args f.txt: --recompute-method: expected "
+     "uniform or block with --recompute-granularity full (Megatron-LM's rule), found none"),
+    ("--recompute-granularity selective --recompute-method uniform",
+     "--megatron-args f.txt: --recompute-method: expected none with --recompute-granularity "
+     "selective (Megatron-LM's rule), found uniform"),
+    ("--recompute-granularity half", "--megatron-args f.txt: --recompute-granularity: expected "
+     "one of full, selective, found 'half'"),
+    ("--tp-comm-overlap", "--megatron-args f.txt: --tp-comm-overlap: expected "
+     "--sequence-parallel with it (Megatron-LM's rule), found no sequence parallelism"),
+    ("--overlap-param-gather", "--megatron-args f.txt: --overlap-param-gather: expected "
+     "--use-distributed-optimizer with it (Megatron-LM's rule), found none"),
+    ("--num-experts 8 --expert-model-parallel-size 3", "--megatron-args f.txt: --num-experts: "
+     "expected a multiple of --expert-model-parallel-size 3, found 8"),
+    ("--micro-batch-size two", "--megatron-args f.txt: --micro-batch-size: expected an "
+                               "integer, found 'two'"),
+    ("--pipeline-model-parallel-size", "--megatron-args f.txt: --pipeline-model-parallel-size: "
+                                       "expected a value, found none"),
+    ("--max-position-embeddings 512", "--megatron-args f.txt: --max-position-embeddings: "
+                                      "expected at least --seq-length 1024, found 512"),
+]
+
+
+@pytest.mark.parametrize("extra,line", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_what_megatron_refuses_is_refused_in_one_line(extra, line):
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + extra, "f.txt", 8)
+    assert str(err.value) == line
+
+
+def test_a_missing_required_flag_and_a_launcher_word_are_refused():
+    with pytest.raises(ConfigError) as err:
+        megatron_input("--num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                       "--micro-batch-size 1", "f.txt", 1)
+    assert str(err.value) == ("--megatron-args f.txt: --seq-length: expected the sequence "
+                              "length (Megatron-LM requires it), found none")
+    with pytest.raises(ConfigError) as err:
+        megatron_input("python pretrain_gpt.py " + BASE, "f.txt", 1)
+    assert str(err.value) == ("--megatron-args f.txt: 'python': expected a --flag (Megatron-LM's "
+                              "arguments, one shell line or one per line)")
+
+
+# -- torchtitan -----------------------------------------------------------------------------
+
+def test_llama3_flavors_are_torchtitans_numbers():
+    # dim, layers, heads, kv heads; FFN by torchtitan's FeedForward rule
+    assert llama3_shape("8B") == ModelShape("llama", 32, 4096, 32, ffn=14336, vocab=128256,
+                                            kv_heads=8, max_positions=131072)
+    assert llama3_shape("70B")[:7] == ("llama", 80, 8192, 64, 28672, 128256, 8)
+    assert llama3_shape("405B")[:7] == ("llama", 126, 16384, 128, 53248, 128256, 8)
+    assert llama3_flavor(llama3_shape("70B")._replace(max_positions=None)) == "70B"
+    assert llama3_flavor(llama3_shape("70B")._replace(layers=79)) is None
+
+
+TOML = """
+[model]
+name = "llama3"
+flavor = "8B"
+
+[training]
+local_batch_size = 16
+seq_len = 8192
+global_batch_size = 64
+
+[parallelism]
+tensor_parallel_degree = 8
+pipeline_parallel_degree = 4
+data_parallel_shard_degree = 2
+pipeline_parallel_schedule = "Interleaved1F1B"
+pipeline_parallel_microbatch_size = 2
+
+[activation_checkpoint]
+mode = "full"
+"""
+
+
+def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text(TOML)
+    got = read_torchtitan_job(str(path), gpus=64)
+    assert got.shape == llama3_shape("8B")
+    src = f"--torchtitan {path}"
+    # 2 stages per rank (multi-stage default), torchtitan's split of 32 layers + 1 + 1 over 8
+    assert got.launch == LaunchSettings(
+        source=src, tp=8, pp=4, vpp=2, dp=2, seq=8192, micro_batch=2, global_batch=64,
+        microbatches=8, gpus=64, sequence_parallel=True, precision="bf16",
+        flash_attention=True, recompute="full", recompute_granularity="full",
+        schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3))
+    assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
+                            "steps, each a pipeline step of its own; pipesim simulates one",
+                            f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP's "
+                            "parameter all-gathers and gradient reduce-scatters are not "
+                            "modelled yet (priced as data parallelism)")[::-1]
+
+
+def test_torchtitan_refusals_name_the_key(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text(TOML.replace('"Interleaved1F1B"', '"1F1B"').replace(
+        "pipeline_parallel_microbatch_size = 2", "pipeline_parallel_layers_per_stage = 3"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [parallelism] pipeline_parallel_schedule: "
+                              "expected a multi-stage schedule for 3 stages per rank, found "
+                              "'1F1B'")
+    path.write_text(TOML.replace('flavor = "8B"', 'flavor = "3B"'))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [model] llama3 flavor '3B': pipesim knows "
+                              "torchtitan's llama3 flavors (debugmodel, 8B, 70B, 405B); give "
+                              "the shape with --hf-config or the model flags")
+    path.write_text(TOML.replace("local_batch_size = 16", "local_batch_size = 6"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [training] global_batch_size: expected a "
+                              "multiple of local_batch_size 6 x the data-parallel degree 2, "
+                              "found 64")
+    path.write_text(TOML.replace("local_batch_size = 16", "local_batch_size = 8").replace(
+        "global_batch_size = 64", "global_batch_size = 16"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [training] local_batch_size: expected at "
+                              "least 8 microbatches (one per stage, torchtitan's rule), found "
+                              "4 microbatches")
