@@ -109,7 +109,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     free = [0.0] * P
     orders: list[list[int]] = [[] for _ in range(P)]
     total, done = 3 * SM, 0
-    events: list[float] = []
+    events: list[tuple[float, int]] = []   # (time, the rank it may wake)
     now = 0.0
 
     def f_ready(s: int) -> float:
@@ -169,23 +169,32 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             return 2 * SM + sm
         return -1
 
-    while done < total:
-        progress = True
-        while progress:
-            progress = False
-            for r in range(P):
+    # A rank's pick changes only when its own state does or an input it waits for arrives, so
+    # at each event time only the ranks an event names are polled (ascending, as a pass over
+    # all of them would reach them), plus, under w_guard, the idle ranks holding a W back: their
+    # choice moves with the clock. An action of zero cost (or a zero comm) wakes a rank at the
+    # same time: a higher one later in this pass, a lower one (or itself) in the next pass.
+    guarded: set[int] = set()
+    passing = list(range(P))
+    while True:
+        while passing:
+            queue, queued, again = passing, set(passing), set()
+            while queue:
+                r = heapq.heappop(queue)
                 if free[r] > now:
                     continue
                 x = pick(r)
                 if x < 0:
+                    if policy.w_guard and pend_w[r]:
+                        guarded.add(r)
                     continue
+                guarded.discard(r)
                 kind, sm = divmod(x, SM)
                 t = now + cost[x]
                 free[r] = t
                 orders[r].append(x)
                 done += 1
-                progress = True
-                heapq.heappush(events, t)
+                wake = [(t, r)]
                 s = sm // M
                 if kind == 0:
                     next_f[s] += 1
@@ -200,7 +209,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     f_order[sm] = issued
                     issued += 1
                     if s + 1 < S:
-                        heapq.heappush(events, t + fwd_comm[s])
+                        wake.append((t + fwd_comm[s], place[s + 1]))
                     else:   # the last stage's input gradient needs only this forward
                         heapq.heappush(waiting[r], (t, f_order[sm], sm))
                 elif kind == 1:
@@ -209,7 +218,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     pend_w[r].append(sm)
                     if s > 0:
                         t_in = t + bwd_comm[s]
-                        heapq.heappush(events, t_in)
+                        wake.append((t_in, place[s - 1]))
                         up = sm - M      # the previous stage's input gradient can now be timed
                         fe = f_end[up]
                         heapq.heappush(waiting[place[s - 1]],
@@ -222,13 +231,24 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     w_count[key] = w_count.get(key, 0) + 1
                     if w_count[key] == width[r]:   # its last W: it holds nothing here now
                         through[r] -= 1
+                for t_w, r_w in wake:
+                    if t_w > now:
+                        heapq.heappush(events, (t_w, r_w))
+                    elif r_w > r and r_w not in queued:
+                        queued.add(r_w)
+                        heapq.heappush(queue, r_w)
+                    else:
+                        again.add(r_w)
+            passing = sorted(again)
         if done == total:
             break
-        while events and events[0] <= now:
-            heapq.heappop(events)
         if not events:
             return None
-        now = heapq.heappop(events)
+        now = events[0][0]
+        woken = set(guarded)
+        while events and events[0][0] <= now:
+            woken.add(heapq.heappop(events)[1])
+        passing = sorted(woken)
     return orders
 
 
@@ -333,9 +353,9 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
 
     The pairs are tried in rank order, each on the schedule left by the ones before, and a
     fused pair is kept only when the makespan is the same float as before. A trial re-times
-    only the actions downstream of the pair (a fused B ends when its W did, give or take a
-    rounding, and hands its gradient on then), so trying every pair costs about one
-    evaluation in all, not one each.
+    only the actions downstream of the pair (a fused B ends when its W did, to the bit, and
+    hands its gradient on then), so trying every pair costs about one evaluation in all, not
+    one each.
     """
     S, M = prob.n_stages, prob.m
     SM = S * M
@@ -377,6 +397,8 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 d = end[grad[sm + M]] + bwd_comm[s + 1]
                 if d > t:
                     t = d
+            if kind == 3:
+                return t + cost[x - 2 * SM] + cost[x - SM]
         return t + cost[x]
 
     def after(x: int) -> list[int]:   # the actions whose start reads x's end
@@ -420,9 +442,14 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
             end[bx] = finish(bx)
             count += end[bx] == target
             over = end[bx] > target
-            work = after(bx)
+            # in time order (by the end each had before), so an action is re-timed once
+            # whichever of its inputs moved
+            work = [(end[z], z) for z in after(bx)]
+            heapq.heapify(work)
+            queued = {z for _, z in work}
             while work and not over:
-                z = work.pop()
+                z = heapq.heappop(work)[1]
+                queued.discard(z)
                 t = finish(z)
                 if t == end[z]:
                     continue
@@ -432,7 +459,10 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 if t > target:
                     over = True
                     break
-                work.extend(after(z))
+                for u in after(z):
+                    if u not in queued:
+                        queued.add(u)
+                        heapq.heappush(work, (end[u], u))
             if not over and count > 0:
                 at_target = count
                 fused.add(x)
