@@ -416,6 +416,15 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 out.append(grad[sm - M])
         return out
 
+    # the latest each action may end with the makespan still at most the target: a trial stops
+    # as soon as one ends later (the rest of its ripple could only confirm that). Fusing only
+    # adds work to a path, so these stay upper bounds after a pair is kept; ``slack`` (far above
+    # a float sum's rounding, far below any cost) keeps a rounding from ever deciding.
+    latest = _latest_ends(prob, present, after, target)
+    slack = 1e-9 * target
+    retimed = 0      # by rejected trials since ``latest`` was derived: past one schedule's
+                     # worth, derive it again (the kept pairs since have tightened it)
+    n_actions = sum(map(len, orders))
     fused: set[int] = set()
     for order in orders:
         p = 0
@@ -426,6 +435,8 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 continue
             sm = x % SM
             bx = 3 * SM + sm
+            if retimed > n_actions:
+                latest, retimed = _latest_ends(prob, present, after, target), 0
             # fuse: B takes x's place before and y's place after, and hands on the gradient
             before, later = prev[x], nxt[y]
             links = (before, later)
@@ -441,7 +452,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
             undo = [(bx, end[bx])]
             end[bx] = finish(bx)
             count += end[bx] == target
-            over = end[bx] > target
+            over = end[bx] > target or end[bx] > latest[y] + slack   # B's successors hold W's
             # in time order (by the end each had before), so an action is re-timed once
             # whichever of its inputs moved
             work = [(end[z], z) for z in after(bx)]
@@ -456,7 +467,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 undo.append((z, end[z]))
                 count += (t == target) - (end[z] == target)
                 end[z] = t
-                if t > target:
+                if t > target or t > latest[z] + slack:   # then some action after it will too
                     over = True
                     break
                 for u in after(z):
@@ -468,6 +479,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 fused.add(x)
                 p += 2
                 continue
+            retimed += len(undo)
             for z, t in reversed(undo):      # the makespan moved: put the pair back
                 end[z] = t
             before, later = links
@@ -492,6 +504,37 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 p += 1
         out.append(o)
     return out
+
+
+def _latest_ends(prob: Problem, present: list[bool], after, target: float) -> list[float]:
+    """Per action, the latest it may end with every path from it still ending by ``target``
+    (inf for absent ids): the reverse longest path, in a reverse topological order (Kahn's)."""
+    SM, M = prob.n_stages * prob.m, prob.m
+    cost, place, comm = prob.cost, prob.placement, prob.costs.comm
+    n = 4 * SM
+    latest = [_INF] * n
+    succ = [after(x) if present[x] else [] for x in range(n)]
+    waiting = [len(us) for us in succ]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for x in range(n):
+        for u in succ[x]:
+            preds[u].append(x)
+    todo = [x for x in range(n) if present[x] and not waiting[x]]
+    while todo:
+        u = todo.pop()
+        if latest[u] == _INF:
+            latest[u] = target
+        kind, sm = divmod(u, SM)
+        dur = cost[u - 2 * SM] + cost[u - SM] if kind == 3 else cost[u]
+        start = latest[u] - dur
+        for x in preds[u]:
+            gap = comm if place[(x % SM) // M] != place[sm // M] else 0.0
+            if start - gap < latest[x]:
+                latest[x] = start - gap
+            waiting[x] -= 1
+            if not waiting[x]:
+                todo.append(x)
+    return latest
 
 
 # -- the whole search and the schedule `auto` ----------------------------------------------
