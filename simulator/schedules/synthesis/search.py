@@ -34,7 +34,11 @@ from .costs import StageCosts, load_stage_costs
 from .evaluate import Problem
 
 DEFAULT_ITERATIONS = 2000   # moves per starting point (three starts)
-MOVE_BUDGET = 4_000_000     # moves x actions per start: caps the moves of big problems
+# moves x actions per start: caps the moves of big problems (each move re-times every action);
+# 1.6M keeps the full 2000 moves on every case benchmarks/bench_synthesis.py runs (the largest:
+# P = 8, M = 16 in V placement, 768 actions) and gives P = 32, M = 256 65 moves (about 1 s each
+# start on 2 cores)
+MOVE_BUDGET = 1_600_000
 _INF = float("inf")
 
 
@@ -51,6 +55,11 @@ class Policy:
     by_tail: bool = False          # a ready I or F by the longer remaining chain (HLFET)
     loose: bool = False            # V: no spare slot needed while a held microbatch has run
                                    # all its forwards on the rank (its Ws will free one)
+
+
+def search_moves(n_actions: int, iterations: int) -> int:
+    """Local-search moves per start: ``iterations``, fewer where the problem is big."""
+    return max(0, min(iterations, MOVE_BUDGET // n_actions))
 
 
 def min_cap(vpp: int) -> int:
@@ -637,7 +646,7 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
         tries = [first] + ([other] if other is not None else [])
         tries += [t for t in scored[1:3] if t is not other][:3 - len(tries)]
         # each move re-evaluates every action: big problems get fewer moves (still a count)
-        moves = min(iterations, max(200, MOVE_BUDGET // (3 * prob.n_stages * prob.m)))
+        moves = search_moves(3 * prob.n_stages * prob.m, iterations)
         results = []
         for j, (_, _, _, orders) in enumerate(tries):
             res = local_search(prob, orders, k, moves, seed + j, bound)
@@ -658,26 +667,40 @@ DEFAULT_MAX_EVALUATIONS = 30_000_000
 
 def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int,
                    unit_costs: bool = False) -> int:
-    """Action evaluations a synthesis of this size makes, from the parameters alone: every
-    step re-evaluates every action (3 x stages x microbatches of them) -- each greedy start
-    :data:`GREEDY_EVALUATIONS_PER_RANK` x pp times (:func:`seeds` runs every policy, 54 of
-    them, 96 in V mode), each hand-made seed once, each local-search move once per start
-    (three starts), and the fusing step once per input-gradient it tries to fuse with its W.
-    With ``unit_costs`` a greedy start meets few distinct event times: it costs
-    ``10 + 2 x pp x vpp`` evaluations per action."""
+    """Action evaluations a synthesis of this size makes when no start meets the lower bound
+    (one that does stops it at once), from the parameters alone, in units of one action timed by
+    :meth:`.evaluate.Problem.times` (3 x stages x microbatches actions): every greedy start
+    (:func:`seeds` runs every policy, 54 of them, 96 in V mode) costs
+    :data:`GREEDY_EVALUATIONS` per action (:data:`GREEDY_EVALUATIONS_UNIT` with unit costs),
+    each local-search move :data:`MOVE_EVALUATIONS` per action (three starts,
+    :func:`search_moves` moves each), the fusing step :data:`FUSE_EVALUATIONS` x microbatches
+    per action, and building the hand-made starts their engine actions."""
     n_stages = pp * vpp
     actions = 3 * n_stages * microbatches
-    moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
-    per_start = 10 + 2 * n_stages if unit_costs else GREEDY_EVALUATIONS_PER_RANK * pp
-    starts = len(V_POLICIES if vpp == 2 else POLICIES) * per_start
-    return actions * (starts + 3 * moves + n_stages * microbatches) + \
-        EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches, vpp)
+    moves = search_moves(actions, iterations) if iterations > 0 else 0
+    greedy, move, fuse_ = (GREEDY_EVALUATIONS_UNIT, MOVE_EVALUATIONS_UNIT, FUSE_EVALUATIONS_UNIT) \
+        if unit_costs else (GREEDY_EVALUATIONS, MOVE_EVALUATIONS, FUSE_EVALUATIONS)
+    starts = len(V_POLICIES if vpp == 2 else POLICIES) * greedy
+    per_action = starts + 3 * moves * move + fuse_ * microbatches
+    return round(actions * per_action) + SEED_EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches,
+                                                                                 vpp)
 
 
-# A greedy start costs about this many evaluations x pp: on simulated time it looks at every
-# rank at every event (measured with a workload's own costs, 2026-11-26: 2-4 us x pp per
-# action against ~0.3 us per action for an evaluation; with unit costs 1.5-5 x pp x vpp)
-GREEDY_EVALUATIONS_PER_RANK = 10
+# The costs of the steps, in action evaluations per action, measured with
+# benchmarks/bench_synthesis_cost.py (CPU time of each step over the time of one evaluation of
+# the same problem, P = 8..32, M = 16..256, v = 1 and 2, unit and made-up stage costs;
+# 2026-12-01, benchmarks/results/2026-12-01-auto-at-scale.md): a greedy start 8.5-9.7 (unit
+# costs 6.3-6.5), whatever P; a local-search move 0.9-1.5 (one evaluation, two and the critical
+# path when kept; unit costs 0.47-0.57: most moves break the cap and are not timed); fusing
+# 0.45-1.2 x M (a kept pair re-times what its delayed gradient reaches; unit costs 0.2-0.3 x M);
+# building a hand-made start 1.4-4.3 per engine action ScheduleSpec.work_of counts
+GREEDY_EVALUATIONS = 9.5
+GREEDY_EVALUATIONS_UNIT = 6.5
+MOVE_EVALUATIONS = 1.2
+MOVE_EVALUATIONS_UNIT = 0.55
+FUSE_EVALUATIONS = 1.0
+FUSE_EVALUATIONS_UNIT = 0.25
+SEED_EVALUATIONS_PER_ACTION = 4
 
 
 # an engine action's time in action evaluations of the search (14 us against ~0.3 us)
