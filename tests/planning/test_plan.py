@@ -290,17 +290,17 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
 
 def test_full_recompute_retries_stay_within_max_work(capsys):
     """The retries are counted too: the first screen, auto on the two cheapest shapes and the
-    confirm take 200,820 actions, the 56 retries 76,224 more; at --max-work 200820 none is
+    confirm take 153,340 actions, the 56 retries 76,224 more; at --max-work 153340 none is
     tried, and the error says so."""
     code, out, err = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4", "-j", "1",
-                         "--confirm", "1", "--max-work", "200820")
+                         "--confirm", "1", "--max-work", "153340")
     assert code == 2 and out == ""
     assert err == (
         "pipesim: error: --memory-limit 4.00 GiB: no feasible configuration; the smallest peak "
         "memory found is 7.53 GiB per GPU (pp 4, vpp 2, v-min); raise --memory-limit, add GPUs "
         "(--gpus) or lower --global-batch; 56 candidate(s) over the memory limit not tried "
-        "again with full recompute: the plan would pass --max-work 200820 (pass --max-work "
-        "277044 to try them)\n")
+        "again with full recompute: the plan would pass --max-work 153340 (pass --max-work "
+        "229564 to try them)\n")
 
 
 def again_counts(out):
@@ -357,16 +357,16 @@ def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
 
 def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, tmp_path):
     """--max-work holds auto's syntheses on the two cheapest shapes (pp 1 and 2); under 8 GB
-    they go to pp 2 and 4, and the two V-mode ones at pp 4 would pass 40,000: listed, noted."""
+    they go to pp 2 and 4, and the two V-mode ones at pp 4 would pass 20,000: listed, noted."""
     wl = tmp_path / "tp1.txt"
     wl.write_text(Path(WL).read_text().replace("model_parallel_NPU_group: 2",
                                                "model_parallel_NPU_group: 1", 1))
     data = run_json(capsys, "plan", str(wl), "--gpus", "8", "--global-batch", "16", "-s",
                     "1f1b", "--memory-limit", "8", "-j", "1", "--confirm", "1",
-                    "--max-work", "40000")
+                    "--max-work", "20000")
     assert data["notes"] == ["2 auto candidate(s) not synthesized: the plan would pass "
-                             "--max-work 40000 (pass --max-work 80780 to synthesize them)"]
+                             "--max-work 20000 (pass --max-work 30208 to synthesize them)"]
     left = {c["key"]: c["reason"] for c in data["candidates"]
             if c["reason"] and c["reason"].startswith("auto not")}
     assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],
-                                 "auto not synthesized: the plan would pass --max-work 40000")
+                                 "auto not synthesized: the plan would pass --max-work 20000")
