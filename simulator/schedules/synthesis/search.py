@@ -10,6 +10,8 @@ split does not pay) with a small makespan under :mod:`.evaluate`'s model. Three 
    variants (priority, per-rank warm-up cap, whether a W may delay an arriving I) plus the
    library's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
    the best, the best of the other family (greedy vs hand-made) and the runner-up start step 2.
+   The starts are built one at a time and the first that meets :func:`.bounds.lower_bound` ends
+   the search there (it is optimal).
 2. *Improve* (:func:`local_search`): move one action of one rank's list to another position,
    mostly actions on the critical path; keep the move when the makespan (then the sum of the
    ranks' finish times) does not get worse, the order does not deadlock and the cap holds.
