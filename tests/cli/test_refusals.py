@@ -178,39 +178,44 @@ def test_verify_counts_actions_times_mlp_layers(capsys):
 
 def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
     want = ("-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-            "about 5,172,800,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=5172800000 (or 0 for no limit) to synthesize it anyway")
+            "about 1,271,336,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=1271336000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["run", GPT, "-s", "auto", "-m", "10000"]) == want
     # without --stage-costs, unit costs: a greedy start costs less (few distinct event times)
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "10000"]) == (
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
-        "about 5,030,240,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-        "pass -O max_evaluations=5030240000 (or 0 for no limit) to synthesize it anyway")
+        "about 348,854,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
+        "pass -O max_evaluations=348854000 (or 0 for no limit) to synthesize it anyway")
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
                              "max_evaluations=1000"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "705,664 action evaluations, above the limit of 1,000")
+        "354,016 action evaluations, above the limit of 1,000")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=705664"]) == 0
+                 "max_evaluations=354016"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
     from simulator.schedules.synthesis.search import synthesis_work
 
-    from simulator.schedules.synthesis.search import EVALUATIONS_PER_ACTION, _seed_work
+    from simulator.schedules.synthesis.search import _seed_work
 
     seeds = _seed_work(4, 8, 1)   # building the hand-made starts, in engine actions
     assert seeds == 832   # 1f1b, gpipe, interleaved, looped-bfs 64 each; hanayo 256; zb-h1/h2 96; 2bw 128
-    # every greedy policy (54) at 10 evaluations x pp per action, 3 x 2000 moves, 32 fusings
-    assert synthesis_work(4, 8, 1, 2000) == 96 * (54 * 10 * 4 + 3 * 2000 + 32) + 40 * seeds
-    assert synthesis_work(4, 8, 1, 0) == 96 * (54 * 10 * 4 + 32) + EVALUATIONS_PER_ACTION * seeds
-    assert synthesis_work(4, 8, 2, 200) == 192 * (96 * 10 * 4 + 3 * 200 + 64) + \
-        40 * _seed_work(4, 8, 2)
-    # unit costs: 10 + 2 x pp x vpp per start; pp 64, 4 microbatches (2.1 s) stays accepted
+    # every greedy policy (54) at 9.5 evaluations per action, 3 x 2000 moves at 1.2, fusing
+    # 1.0 x 8 microbatches, 4 evaluations per engine action of the hand-made starts
+    assert synthesis_work(4, 8, 1, 2000) == round(96 * (54 * 9.5 + 3 * 2000 * 1.2 + 8)) + 4 * seeds
+    assert synthesis_work(4, 8, 1, 0) == round(96 * (54 * 9.5 + 8)) + 4 * seeds
+    assert synthesis_work(4, 8, 2, 200) == round(192 * (96 * 9.5 + 3 * 200 * 1.2 + 8)) + \
+        4 * _seed_work(4, 8, 2)
+    # unit costs: 6.5 per start, 0.55 per move, 0.25 x M fusing
     assert synthesis_work(4, 8, 1, 2000, unit_costs=True) == \
-        96 * (54 * (10 + 2 * 4) + 3 * 2000 + 32) + 40 * seeds
-    assert synthesis_work(64, 4, 1, 2000, unit_costs=True) < 30_000_000 < \
-        synthesis_work(64, 4, 1, 2000)
+        round(96 * (54 * 6.5 + 3 * 2000 * 0.55 + 0.25 * 8)) + 4 * seeds
+    # big problems get fewer moves: P = 32, M = 256 (24,576 actions) 65 a start, within the
+    # default budget with stage costs and without; twice the microbatches is not
+    assert synthesis_work(32, 256, 1, 2000) == round(24576 * (54 * 9.5 + 3 * 65 * 1.2 + 256)) \
+        + 4 * _seed_work(32, 256, 1) < 30_000_000
+    assert synthesis_work(32, 256, 1, 2000, unit_costs=True) < 30_000_000 < \
+        synthesis_work(32, 512, 1, 2000)
 
 
 def test_plan_caps_the_world_size_and_the_model_flags_layers(capsys):
@@ -231,44 +236,45 @@ def test_plan_refuses_more_work_over_all_candidates_than_max_work(capsys):
     assert _refused(capsys, ["plan", GPT, "--gpus", "8", "--global-batch", "1000",
                              "--no-prune"]) == (
         f"--max-work: plan of {GPT} on 8 GPUs screens 59 candidate(s) of 631,500 actions in "
-        "all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least 296,126) and "
-        "confirms the best 3 x 1 iteration(s) (up to 144,000), 1,071,626 actions, above the "
-        "limit of 700,000 (about 8 s); pass --max-work 1071626 (or 0 for no limit), or a "
+        "all, synthesizes auto on its 2 cheapest pipeline degree(s) (at least 209,764) and "
+        "confirms the best 3 x 1 iteration(s) (up to 144,000), 985,264 actions, above the "
+        "limit of 700,000 (about 8 s); pass --max-work 985264 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
     # confirming runs count as iterations: 1f1b at pp 1, 8 microbatches is 16 actions
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5",
-                             "--max-work", "8121"]) == (
+                             "--max-work", "5939"]) == (
         f"--max-work: plan of {TINY} on 2 GPUs screens 1 candidate(s) of 16 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 8,026) and confirms "
-        "the best 3 x 5 iteration(s) (up to 80), 8,122 actions, above the limit of 8,121 "
-        "(about 0.1 s); pass --max-work 8122 (or 0 for no limit), or a lower --max-actions to "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 5,844) and confirms "
+        "the best 3 x 5 iteration(s) (up to 80), 5,940 actions, above the limit of 5,939 "
+        "(about 0.07 s); pass --max-work 5940 (or 0 for no limit), or a lower --max-actions to "
         "list the largest candidates infeasible")
     assert main(["plan", TINY, "--gpus", "2", "-s", "1f1b", "--iterations", "5", "--max-work",
-                 "8122", "-j", "1", "--json", "-"]) == 0
+                 "5940", "-j", "1", "--json", "-"]) == 0
     capsys.readouterr()
     # confirming under jitter for a million iterations ran without end
     assert _refused(capsys, ["plan", TINY, "--gpus", "2", "--jitter", "0.1", "--iterations",
                              "1000000"]) == (
         # 17: vpp 4 at pp 1 is more chunks than the file's 2 layers
         f"--max-work: plan of {TINY} on 2 GPUs screens 17 candidate(s) of 1,360 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 8,026) and confirms "
-        "the best 3 x 1000000 iteration(s) (up to 896,000,000), 896,009,386 actions, above the "
-        "limit of 700,000 (about 8 s); pass --max-work 896009386 (or 0 for no limit), or a "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 5,844) and confirms "
+        "the best 3 x 1000000 iteration(s) (up to 896,000,000), 896,007,204 actions, above the "
+        "limit of 700,000 (about 8 s); pass --max-work 896007204 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 
 def test_plan_counts_the_syntheses_of_auto_in_max_work(capsys, tmp_path):
     """A TP 1 copy of gpt-24l on 7 GPUs has one shape, pp 7: its screens are 65,184 actions,
-    but auto's four syntheses there (54 or 96 greedy starts each) took 20 s; refused at once."""
+    auto's syntheses there at least 252,992 more (each a worst case: no start at the bound)."""
     wl = tmp_path / "tp1.txt"
     wl.write_text(Path(GPT).read_text().replace("model_parallel_NPU_group: 2",
                                                 "model_parallel_NPU_group: 1", 1))
-    assert _refused(capsys, ["plan", str(wl), "--gpus", "7", "--global-batch", "48"]) == (
+    assert _refused(capsys, ["plan", str(wl), "--gpus", "7", "--global-batch", "48",
+                             "--max-work", "100000"]) == (
         # 17: vpp 4 at pp 7 is 28 chunks, more than the file's 24 layers
         f"--max-work: plan of {wl} on 7 GPUs screens 17 candidate(s) of 65,184 actions in all, "
-        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 1,179,698) and "
-        "confirms the best 3 x 1 iteration(s) (up to 45,696), 1,290,578 actions, above the "
-        "limit of 700,000 (about 8 s); pass --max-work 1290578 (or 0 for no limit), or a "
+        "synthesizes auto on its 2 cheapest pipeline degree(s) (at least 252,992) and "
+        "confirms the best 3 x 1 iteration(s) (up to 45,696), 363,872 actions, above the "
+        "limit of 100,000 (about 1 s); pass --max-work 363872 (or 0 for no limit), or a "
         "lower --max-actions to list the largest candidates infeasible")
 
 
@@ -588,11 +594,10 @@ def test_verify_auto_searches_as_schedule_auto_does(capsys):
     """Found by the fuzz (9.6 s): verify handed auto its minibatch count as the search's
     iterations (4 moves), so the synthesis budget counted a smaller search than the fusing step
     really made; only 2BW runs minibatches without a flush."""
-    want = ("-O max_evaluations: synthesizing auto with pp 1, vpp 2, 1000 microbatches takes "
-            "about 37,812,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=37812000 (or 0 for no limit) to synthesize it anyway")
-    assert _refused(capsys, ["verify", "auto", "--pp", "1", "-m", "1000", "--vpp", "2"]) == want
-    assert _refused(capsys, ["schedule", "auto", "--pp", "1", "-m", "1000", "--vpp", "2"]) == want
+    want = ("-O max_evaluations: synthesizing auto with pp 1, vpp 2, 4000 microbatches takes "
+            "about 43,893,600 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=43893600 (or 0 for no limit) to synthesize it anyway")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "1", "-m", "4000", "--vpp", "2"]) == want
     assert _refused(capsys, ["verify", "auto", "--pp", "2", "-m", "4", "--iterations",
                              "3"]) == (
         "--iterations: auto flushes every iteration; verify runs one iteration")

@@ -5,6 +5,8 @@ and its inputs are there: F(s, m) needs F(prev(s), m), I or B(s, m) needs F(s, m
 gradient of next(s) (its I or B), W(s, m) needs I(s, m). A dependency between two ranks adds the
 fixed ``comm``; none within a rank. Start times are then the longest path through this graph —
 no contention, no jitter — which is what synthesis optimises and what the lower bound bounds.
+A B ends at ``(start + i) + w``, the float an I and its W run back to back end at, so fusing
+such a pair moves no other action on the rank.
 
 Synthesis evaluates thousands of orders, so actions are small integers (:class:`Problem`
 encodes and decodes them) and :meth:`Problem.times` is a plain loop.
@@ -77,6 +79,7 @@ class Problem:
         """
         S, M = self.n_stages, self.m
         SM = S * M
+        SM2 = 2 * SM
         cost = self.cost
         fwd_comm, bwd_comm = self.fwd_comm, self.bwd_comm
         end = [-1.0] * (4 * SM)
@@ -120,7 +123,11 @@ class Problem:
                             d += bwd_comm[s + 1]
                             if d > t:
                                 t = d
-                    t += cost[x]
+                    if kind == 3:   # (start + i) + w: the float its I then its W would end at
+                        t += cost[x - SM2]
+                        t += cost[x - SM]
+                    else:
+                        t += cost[x]
                     end[x] = t
                     if kind == 1 or kind == 3:
                         grad[sm] = t

@@ -10,6 +10,8 @@ split does not pay) with a small makespan under :mod:`.evaluate`'s model. Three 
    variants (priority, per-rank warm-up cap, whether a W may delay an arriving I) plus the
    library's hand-made schedules that fit the cap (1F1B, ZB-H1, ZB-H2, ZB-V...) are scored;
    the best, the best of the other family (greedy vs hand-made) and the runner-up start step 2.
+   The starts are built one at a time and the first that meets :func:`.bounds.lower_bound` ends
+   the search there (it is optimal).
 2. *Improve* (:func:`local_search`): move one action of one rank's list to another position,
    mostly actions on the critical path; keep the move when the makespan (then the sum of the
    ranks' finish times) does not get worse, the order does not deadlock and the cap holds.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import heapq
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ...errors import ConfigError, PipesimError
 from ..registration import LIBRARY, ScheduleSpec
@@ -34,7 +36,11 @@ from .costs import StageCosts, load_stage_costs
 from .evaluate import Problem
 
 DEFAULT_ITERATIONS = 2000   # moves per starting point (three starts)
-MOVE_BUDGET = 4_000_000     # moves x actions per start: caps the moves of big problems
+# moves x actions per start: caps the moves of big problems (each move re-times every action);
+# 1.6M keeps the full 2000 moves on every case benchmarks/bench_synthesis.py runs (the largest:
+# P = 8, M = 16 in V placement, 768 actions) and gives P = 32, M = 256 65 moves (about 1 s each
+# start on 2 cores)
+MOVE_BUDGET = 1_600_000
 _INF = float("inf")
 
 
@@ -51,6 +57,11 @@ class Policy:
     by_tail: bool = False          # a ready I or F by the longer remaining chain (HLFET)
     loose: bool = False            # V: no spare slot needed while a held microbatch has run
                                    # all its forwards on the rank (its Ws will free one)
+
+
+def search_moves(n_actions: int, iterations: int) -> int:
+    """Local-search moves per start: ``iterations``, fewer where the problem is big."""
+    return max(0, min(iterations, MOVE_BUDGET // n_actions))
 
 
 def min_cap(vpp: int) -> int:
@@ -90,9 +101,15 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             else max(min(cap, policy.slope * (P - r) + policy.warm_extra), width[r])
             for r in range(P)]
     f_end = [-1.0] * SM
-    g_end = [-1.0] * SM
     next_f = [0] * S
-    ready_i: list[list[int]] = [[] for _ in range(P)]
+    # the input gradients a rank may run, as two heaps: those whose inputs arrive later
+    # (ready time, F order, id) and those whose inputs are there ((-tail, microbatch, F order),
+    # id); the F order breaks ties as the order the forwards were issued in
+    waiting: list[list[tuple[float, int, int]]] = [[] for _ in range(P)]
+    ready_i: list[list[tuple[tuple[float, int, int], int]]] = [[] for _ in range(P)]
+    f_order = [0] * SM
+    issued = 0
+    i_tail = tails[1]
     pend_w: list[list[int]] = [[] for _ in range(P)]
     reserved = [0] * P
     held = [0] * P
@@ -103,7 +120,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     free = [0.0] * P
     orders: list[list[int]] = [[] for _ in range(P)]
     total, done = 3 * SM, 0
-    events: list[float] = []
+    events: list[tuple[float, int]] = []   # (time, the rank it may wake)
     now = 0.0
 
     def f_ready(s: int) -> float:
@@ -113,27 +130,13 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
         e = f_end[(s - 1) * M + m]
         return _INF if e < 0 else e + fwd_comm[s - 1]
 
-    def i_ready(sm: int) -> float:
-        s = sm // M
-        t = f_end[sm]
-        if s + 1 < S:
-            e = g_end[sm + M]
-            if e < 0:
-                return _INF
-            t = max(t, e + bwd_comm[s + 1])
-        return t
-
     def pick(r: int) -> int:
-        best_i, best_i_key = -1, None
-        arrival = _INF
-        for sm in ready_i[r]:
-            t = i_ready(sm)
-            if t <= now:
-                key = (-tails[1][sm // M], sm % M)
-                if best_i_key is None or key < best_i_key:
-                    best_i, best_i_key = sm, key
-            elif t < arrival:
-                arrival = t
+        wait, ready = waiting[r], ready_i[r]
+        while wait and wait[0][0] <= now:
+            _, order, sm = heapq.heappop(wait)
+            heapq.heappush(ready, ((-i_tail[sm // M], sm % M, order), sm))
+        best_i = ready[0][1] if ready else -1
+        arrival = wait[0][0] if wait else _INF
         best_f, best_f_key = -1, None
         blocked = -1.0      # longest tail of a ready forward the cap keeps out
         for s in stages_of[r]:
@@ -157,10 +160,10 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                 if best_f_key is None or key < best_f_key:
                     best_f, best_f_key = s, key
         if policy.by_tail:
-            i_tail = tails[1][best_i // M] if best_i >= 0 else -1.0
-            if best_f >= 0 and tails[0][best_f] > i_tail:
+            tail_i = i_tail[best_i // M] if best_i >= 0 else -1.0
+            if best_f >= 0 and tails[0][best_f] > tail_i:
                 return best_f * M + next_f[best_f]
-            if blocked > i_tail and pend_w[r]:      # make room for the more critical forward
+            if blocked > tail_i and pend_w[r]:      # make room for the more critical forward
                 return 2 * SM + pend_w[r][0]
             if best_i >= 0:
                 return SM + best_i
@@ -177,23 +180,32 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
             return 2 * SM + sm
         return -1
 
-    while done < total:
-        progress = True
-        while progress:
-            progress = False
-            for r in range(P):
+    # A rank's pick changes only when its own state does or an input it waits for arrives, so
+    # at each event time only the ranks an event names are polled (ascending, as a pass over
+    # all of them would reach them), plus, under w_guard, the idle ranks holding a W back: their
+    # choice moves with the clock. An action of zero cost (or a zero comm) wakes a rank at the
+    # same time: a higher one later in this pass, a lower one (or itself) in the next pass.
+    guarded: set[int] = set()
+    passing = list(range(P))
+    while True:
+        while passing:
+            queue, queued, again = passing, set(passing), set()
+            while queue:
+                r = heapq.heappop(queue)
                 if free[r] > now:
                     continue
                 x = pick(r)
                 if x < 0:
+                    if policy.w_guard and pend_w[r]:
+                        guarded.add(r)
                     continue
+                guarded.discard(r)
                 kind, sm = divmod(x, SM)
                 t = now + cost[x]
                 free[r] = t
                 orders[r].append(x)
                 done += 1
-                progress = True
-                heapq.heappush(events, t)
+                wake = [(t, r)]
                 s = sm // M
                 if kind == 0:
                     next_f[s] += 1
@@ -205,16 +217,23 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     if f_count[key] == width[r]:
                         through[r] += 1
                     f_end[sm] = t
-                    ready_i[r].append(sm)
+                    f_order[sm] = issued
+                    issued += 1
                     if s + 1 < S:
-                        heapq.heappush(events, t + fwd_comm[s])
+                        wake.append((t + fwd_comm[s], place[s + 1]))
+                    else:   # the last stage's input gradient needs only this forward
+                        heapq.heappush(waiting[r], (t, f_order[sm], sm))
                 elif kind == 1:
-                    ready_i[r].remove(sm)
+                    heapq.heappop(ready_i[r])   # pick returns the top of the ready heap
                     started[r] = True
-                    g_end[sm] = t
                     pend_w[r].append(sm)
                     if s > 0:
-                        heapq.heappush(events, t + bwd_comm[s])
+                        t_in = t + bwd_comm[s]
+                        wake.append((t_in, place[s - 1]))
+                        up = sm - M      # the previous stage's input gradient can now be timed
+                        fe = f_end[up]
+                        heapq.heappush(waiting[place[s - 1]],
+                                       (fe if fe > t_in else t_in, f_order[up], up))
                 else:
                     pend_w[r].remove(sm)
                     reserved[r] -= 1
@@ -223,14 +242,31 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                     w_count[key] = w_count.get(key, 0) + 1
                     if w_count[key] == width[r]:   # its last W: it holds nothing here now
                         through[r] -= 1
+                for t_w, r_w in wake:
+                    if t_w > now:
+                        heapq.heappush(events, (t_w, r_w))
+                    elif r_w > r and r_w not in queued:
+                        queued.add(r_w)
+                        heapq.heappush(queue, r_w)
+                    else:
+                        again.add(r_w)
+            passing = sorted(again)
         if done == total:
             break
-        while events and events[0] <= now:
-            heapq.heappop(events)
         if not events:
             return None
-        now = heapq.heappop(events)
+        now = events[0][0]
+        woken = set(guarded)
+        while events and events[0][0] <= now:
+            woken.add(heapq.heappop(events)[1])
+        passing = sorted(woken)
     return orders
+
+
+def meets(makespan: float, bound: float) -> bool:
+    """Whether ``makespan`` is at the lower bound: within 1e-9 of it, relatively (the two are
+    sums of the same costs in different orders, which round differently)."""
+    return makespan <= bound + 1e-9 * abs(bound)
 
 
 # -- step 2: local search ------------------------------------------------------------------
@@ -299,7 +335,7 @@ def local_search(prob: Problem, orders: list[list[int]], cap: int, iterations: i
     path = _critical(prob, cur, end)
     n_ranks = len(cur)
     for _ in range(iterations):
-        if bound is not None and best_score[0] <= bound:
+        if bound is not None and meets(best_score[0], bound):
             break
         if path and rng.random() < 0.7:
             r, p = path[rng.randrange(len(path))]
@@ -330,31 +366,206 @@ def local_search(prob: Problem, orders: list[list[int]], cap: int, iterations: i
 # -- step 3: fuse I + W into B -------------------------------------------------------------
 
 def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
-    """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays."""
-    SM = prob.n_stages * prob.m
-    target = prob.makespan(orders)
-    out = [list(o) for o in orders]
-    for r in range(len(out)):
+    """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays.
+
+    The pairs are tried in rank order, each on the schedule left by the ones before, and a
+    fused pair is kept only when the makespan is the same float as before. A trial re-times
+    only the actions downstream of the pair (a fused B ends when its W did, to the bit, and
+    hands its gradient on then), so trying every pair costs about one evaluation in all, not
+    one each.
+    """
+    S, M = prob.n_stages, prob.m
+    SM = S * M
+    cost, fwd_comm, bwd_comm = prob.cost, prob.fwd_comm, prob.bwd_comm
+    end = prob.times(orders)
+    assert end is not None
+    target = max(end)
+    n = 4 * SM
+    prev, nxt = [-1] * n, [-1] * n
+    present = [False] * n
+    grad = [-1] * SM                 # the I or B that produces (s, m)'s input gradient
+    for order in orders:
+        for p, x in enumerate(order):
+            present[x] = True
+            if p:
+                prev[x], nxt[order[p - 1]] = order[p - 1], x
+            if x // SM in (1, 3):
+                grad[x % SM] = x
+    at_target = sum(1 for x in range(n) if present[x] and end[x] == target)
+
+    def finish(x: int) -> float:      # as Problem.times times an action
+        kind, sm = divmod(x, SM)
+        s = sm // M
+        t = end[prev[x]] if prev[x] >= 0 else 0.0
+        if kind == 0:
+            if s > 0:
+                d = end[sm - M] + fwd_comm[s - 1]
+                if d > t:
+                    t = d
+        elif kind == 2:
+            d = end[grad[sm]]
+            if d > t:
+                t = d
+        else:
+            d = end[sm]
+            if d > t:
+                t = d
+            if s + 1 < S:
+                d = end[grad[sm + M]] + bwd_comm[s + 1]
+                if d > t:
+                    t = d
+            if kind == 3:
+                return t + cost[x - 2 * SM] + cost[x - SM]
+        return t + cost[x]
+
+    def after(x: int) -> list[int]:   # the actions whose start reads x's end
+        kind, sm = divmod(x, SM)
+        s = sm // M
+        out = [nxt[x]] if nxt[x] >= 0 else []
+        if kind == 0:
+            if s + 1 < S:
+                out.append(sm + M)
+            out.append(grad[sm])
+        elif kind != 2:
+            if present[2 * SM + sm]:
+                out.append(2 * SM + sm)
+            if s > 0:
+                out.append(grad[sm - M])
+        return out
+
+    # the latest each action may end with the makespan still at most the target: a trial stops
+    # as soon as one ends later (the rest of its ripple could only confirm that). Fusing only
+    # adds work to a path, so these stay upper bounds after a pair is kept; ``slack`` (far above
+    # a float sum's rounding, far below any cost) keeps a rounding from ever deciding.
+    latest = _latest_ends(prob, present, after, target)
+    slack = 1e-9 * target
+    retimed = 0      # by rejected trials since ``latest`` was derived: past one schedule's
+                     # worth, derive it again (the kept pairs since have tightened it)
+    n_actions = sum(map(len, orders))
+    fused: set[int] = set()
+    for order in orders:
         p = 0
-        while p + 1 < len(out[r]):
-            x, y = out[r][p], out[r][p + 1]
-            if x // SM == 1 and y == x + SM:
-                trial = out[r][:p] + [3 * SM + x % SM] + out[r][p + 2:]
-                saved = out[r]
-                out[r] = trial
-                if prob.makespan(out) != target:
-                    out[r] = saved
+        while p + 1 < len(order):
+            x, y = order[p], order[p + 1]
+            if x // SM != 1 or y != x + SM:
+                p += 1
+                continue
+            sm = x % SM
+            bx = 3 * SM + sm
+            if retimed > n_actions:
+                latest, retimed = _latest_ends(prob, present, after, target), 0
+            # fuse: B takes x's place before and y's place after, and hands on the gradient
+            before, later = prev[x], nxt[y]
+            links = (before, later)
+            prev[bx], nxt[bx] = before, later
+            if before >= 0:
+                nxt[before] = bx
+            if later >= 0:
+                prev[later] = bx
+            present[x] = present[y] = False
+            present[bx] = True
+            grad[sm] = bx
+            count = at_target - (end[x] == target) - (end[y] == target)
+            undo = [(bx, end[bx])]
+            end[bx] = finish(bx)
+            count += end[bx] == target
+            over = end[bx] > target or end[bx] > latest[y] + slack   # B's successors hold W's
+            # in time order (by the end each had before), so an action is re-timed once
+            # whichever of its inputs moved
+            work = [(end[z], z) for z in after(bx)]
+            heapq.heapify(work)
+            queued = {z for _, z in work}
+            while work and not over:
+                z = heapq.heappop(work)[1]
+                queued.discard(z)
+                t = finish(z)
+                if t == end[z]:
+                    continue
+                undo.append((z, end[z]))
+                count += (t == target) - (end[z] == target)
+                end[z] = t
+                if t > target or t > latest[z] + slack:   # then some action after it will too
+                    over = True
+                    break
+                for u in after(z):
+                    if u not in queued:
+                        queued.add(u)
+                        heapq.heappush(work, (end[u], u))
+            if not over and count > 0:
+                at_target = count
+                fused.add(x)
+                p += 2
+                continue
+            retimed += len(undo)
+            for z, t in reversed(undo):      # the makespan moved: put the pair back
+                end[z] = t
+            before, later = links
+            if before >= 0:
+                nxt[before] = x
+            if later >= 0:
+                prev[later] = y
+            present[x] = present[y] = True
+            present[bx] = False
+            grad[sm] = x
             p += 1
+    out = []
+    for order in orders:
+        o, p = [], 0
+        while p < len(order):
+            x = order[p]
+            if x in fused:
+                o.append(3 * SM + x % SM)
+                p += 2
+            else:
+                o.append(x)
+                p += 1
+        out.append(o)
     return out
+
+
+def _latest_ends(prob: Problem, present: list[bool], after, target: float) -> list[float]:
+    """Per action, the latest it may end with every path from it still ending by ``target``
+    (inf for absent ids): the reverse longest path, in a reverse topological order (Kahn's)."""
+    SM, M = prob.n_stages * prob.m, prob.m
+    cost, place, comm = prob.cost, prob.placement, prob.costs.comm
+    n = 4 * SM
+    latest = [_INF] * n
+    succ = [after(x) if present[x] else [] for x in range(n)]
+    waiting = [len(us) for us in succ]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for x in range(n):
+        for u in succ[x]:
+            preds[u].append(x)
+    todo = [x for x in range(n) if present[x] and not waiting[x]]
+    while todo:
+        u = todo.pop()
+        if latest[u] == _INF:
+            latest[u] = target
+        kind, sm = divmod(u, SM)
+        dur = cost[u - 2 * SM] + cost[u - SM] if kind == 3 else cost[u]
+        start = latest[u] - dur
+        for x in preds[u]:
+            gap = comm if place[(x % SM) // M] != place[sm // M] else 0.0
+            if start - gap < latest[x]:
+                latest[x] = start - gap
+            waiting[x] -= 1
+            if not waiting[x]:
+                todo.append(x)
+    return latest
 
 
 # -- the whole search and the schedule `auto` ----------------------------------------------
 
-POLICIES = tuple(Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 1, 2, 4)
-                 for wg in (False, True)) + tuple(
+# ZB-H1's warm-up (P - r forwards on rank r, then a ready forward before a ready I): with unit
+# costs the one variant that meets the lower bound at P = 4..32, M = 4P..8P (measured on this
+# module), so it goes first and the search usually stops there
+ZB_H1_LIKE = Policy(False, 0, False, 1, True)
+POLICIES = (ZB_H1_LIKE,) + tuple(p for p in tuple(
+    Policy(bf, we, wg) for bf in (True, False) for we in (None, 0, 1, 2, 4)
+    for wg in (False, True)) + tuple(
     Policy(bf, we, False, 2) for bf in (True, False) for we in (-2, -1, 0, 1, 2)) + tuple(
     Policy(bf, we, False, sl, True) for bf in (True, False) for sl in (1, 2)
-    for we in (-2, -1, 0, 1, 2, 4))
+    for we in (-2, -1, 0, 1, 2, 4)) if p != ZB_H1_LIKE)
 V_POLICIES = tuple(
     Policy(True, we, False, sl, wo, df, adm == "spare", early, bt, adm == "loose")
     for bt in (True, False) for df in (True, False) for early in (0, 2)
@@ -377,9 +588,9 @@ def hand_made() -> list[ScheduleSpec]:
     return [spec for spec in LIBRARY.values() if not spec.needs_costs]
 
 
-def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
-    """Starting orders: every greedy variant and every registered schedule that fits."""
-    out: list[tuple[str, list[list[int]]]] = []
+def seeds(prob: Problem, cap: int) -> Iterator[tuple[str, list[list[int]]]]:
+    """Starting orders, built as they are asked for: every greedy variant and every registered
+    schedule that fits."""
     seen = set()
     for policy in (V_POLICIES if prob.vpp == 2 else POLICIES):
         orders = greedy(prob, cap, policy)
@@ -387,7 +598,7 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
             key = tuple(map(tuple, orders))
             if key not in seen:
                 seen.add(key)
-                out.append(("greedy", orders))
+                yield "greedy", orders
     for spec in sorted(hand_made(), key=lambda s: s.name):
         name = spec.name
         try:
@@ -400,8 +611,7 @@ def seeds(prob: Problem, cap: int) -> list[tuple[str, list[list[int]]]]:
             continue
         orders = prob.encode_ranks(sched.ranks)
         if max(prob.peak_inflight(o) for o in orders) <= cap and prob.times(orders) is not None:
-            out.append((name, orders))
-    return out
+            yield name, orders
 
 
 def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | None = None,
@@ -424,10 +634,12 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
         score = _score(prob, orders)
         if score is not None:
             scored.append((score, n, name, orders))
+            if meets(score[0], bound):   # optimal: no other start can end earlier
+                break
     scored.sort(key=lambda t: (t[0], t[1]))
     (start_score, _, start_name, start_orders) = scored[0]
     best = start_orders
-    if start_score[0] > bound and iterations > 0:
+    if not meets(start_score[0], bound) and iterations > 0:
         # improve the best start and the best of the other family (greedy vs hand-made):
         # the search from the second-best often ends lower than from the best
         first = scored[0]
@@ -436,7 +648,7 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
         tries = [first] + ([other] if other is not None else [])
         tries += [t for t in scored[1:3] if t is not other][:3 - len(tries)]
         # each move re-evaluates every action: big problems get fewer moves (still a count)
-        moves = min(iterations, max(200, MOVE_BUDGET // (3 * prob.n_stages * prob.m)))
+        moves = search_moves(3 * prob.n_stages * prob.m, iterations)
         results = []
         for j, (_, _, _, orders) in enumerate(tries):
             res = local_search(prob, orders, k, moves, seed + j, bound)
@@ -457,26 +669,40 @@ DEFAULT_MAX_EVALUATIONS = 30_000_000
 
 def synthesis_work(pp: int, microbatches: int, vpp: int, iterations: int,
                    unit_costs: bool = False) -> int:
-    """Action evaluations a synthesis of this size makes, from the parameters alone: every
-    step re-evaluates every action (3 x stages x microbatches of them) -- each greedy start
-    :data:`GREEDY_EVALUATIONS_PER_RANK` x pp times (:func:`seeds` runs every policy, 54 of
-    them, 96 in V mode), each hand-made seed once, each local-search move once per start
-    (three starts), and the fusing step once per input-gradient it tries to fuse with its W.
-    With ``unit_costs`` a greedy start meets few distinct event times: it costs
-    ``10 + 2 x pp x vpp`` evaluations per action."""
+    """Action evaluations a synthesis of this size makes when no start meets the lower bound
+    (one that does stops it at once), from the parameters alone, in units of one action timed by
+    :meth:`.evaluate.Problem.times` (3 x stages x microbatches actions): every greedy start
+    (:func:`seeds` runs every policy, 54 of them, 96 in V mode) costs
+    :data:`GREEDY_EVALUATIONS` per action (:data:`GREEDY_EVALUATIONS_UNIT` with unit costs),
+    each local-search move :data:`MOVE_EVALUATIONS` per action (three starts,
+    :func:`search_moves` moves each), the fusing step :data:`FUSE_EVALUATIONS` x microbatches
+    per action, and building the hand-made starts their engine actions."""
     n_stages = pp * vpp
     actions = 3 * n_stages * microbatches
-    moves = min(iterations, max(200, MOVE_BUDGET // actions)) if iterations > 0 else 0
-    per_start = 10 + 2 * n_stages if unit_costs else GREEDY_EVALUATIONS_PER_RANK * pp
-    starts = len(V_POLICIES if vpp == 2 else POLICIES) * per_start
-    return actions * (starts + 3 * moves + n_stages * microbatches) + \
-        EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches, vpp)
+    moves = search_moves(actions, iterations) if iterations > 0 else 0
+    greedy, move, fuse_ = (GREEDY_EVALUATIONS_UNIT, MOVE_EVALUATIONS_UNIT, FUSE_EVALUATIONS_UNIT) \
+        if unit_costs else (GREEDY_EVALUATIONS, MOVE_EVALUATIONS, FUSE_EVALUATIONS)
+    starts = len(V_POLICIES if vpp == 2 else POLICIES) * greedy
+    per_action = starts + 3 * moves * move + fuse_ * microbatches
+    return round(actions * per_action) + SEED_EVALUATIONS_PER_ACTION * _seed_work(pp, microbatches,
+                                                                                 vpp)
 
 
-# A greedy start costs about this many evaluations x pp: on simulated time it looks at every
-# rank at every event (measured with a workload's own costs, 2026-11-26: 2-4 us x pp per
-# action against ~0.3 us per action for an evaluation; with unit costs 1.5-5 x pp x vpp)
-GREEDY_EVALUATIONS_PER_RANK = 10
+# The costs of the steps, in action evaluations per action, measured with
+# benchmarks/bench_synthesis_cost.py (CPU time of each step over the time of one evaluation of
+# the same problem, P = 8..32, M = 16..256, v = 1 and 2, unit and made-up stage costs;
+# 2026-12-01, benchmarks/results/2026-12-01-auto-at-scale.md): a greedy start 8.5-9.7 (unit
+# costs 6.3-6.5), whatever P; a local-search move 0.9-1.5 (one evaluation, two and the critical
+# path when kept; unit costs 0.47-0.57: most moves break the cap and are not timed); fusing
+# 0.45-1.2 x M (a kept pair re-times what its delayed gradient reaches; unit costs 0.2-0.3 x M);
+# building a hand-made start 1.4-4.3 per engine action ScheduleSpec.work_of counts
+GREEDY_EVALUATIONS = 9.5
+GREEDY_EVALUATIONS_UNIT = 6.5
+MOVE_EVALUATIONS = 1.2
+MOVE_EVALUATIONS_UNIT = 0.55
+FUSE_EVALUATIONS = 1.0
+FUSE_EVALUATIONS_UNIT = 0.25
+SEED_EVALUATIONS_PER_ACTION = 4
 
 
 # an engine action's time in action evaluations of the search (14 us against ~0.3 us)

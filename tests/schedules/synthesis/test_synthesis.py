@@ -175,3 +175,62 @@ def test_random_problems_valid_within_cap_and_above_the_bound():
         assert evaluate(res.schedule, costs).makespan == res.makespan
         assert max(peak_inflight(acts)[1] for acts in res.schedule.ranks) <= cap
         assert res.lower_bound <= res.makespan + 1e-9
+
+
+def test_a_fused_backward_ends_to_the_bit_where_its_input_then_weight_gradient_would():
+    """(start + i) + w, not start + (i + w): 0.1 + 0.2 + 0.3 differs in the last bit."""
+    from simulator.schedules.synthesis.evaluate import Problem
+
+    prob = Problem(1, 1, StageCosts((0.1,), (0.2,), (0.3,), 0.0))
+    SM = 1
+    split, fused = prob.times([[0, SM, 2 * SM]]), prob.times([[0, 3 * SM]])
+    assert fused[3 * SM] == split[2 * SM] == (0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)
+
+
+def _fuse_by_full_evaluation(prob, orders):
+    """The rule fuse implements, one whole evaluation per adjacent I, W pair."""
+    SM = prob.n_stages * prob.m
+    target = prob.makespan(orders)
+    out = [list(o) for o in orders]
+    for r in range(len(out)):
+        p = 0
+        while p + 1 < len(out[r]):
+            x, y = out[r][p], out[r][p + 1]
+            if x // SM == 1 and y == x + SM:
+                saved, out[r] = out[r], out[r][:p] + [3 * SM + x % SM] + out[r][p + 2:]
+                if prob.makespan(out) != target:
+                    out[r] = saved
+            p += 1
+    return out
+
+
+def test_fuse_keeps_exactly_the_pairs_a_full_evaluation_keeps():
+    """Seeded float costs (where a rounding could decide), one stage a rank and V placement."""
+    import random
+
+    from simulator.schedules.synthesis.search import POLICIES, V_POLICIES, fuse, greedy, \
+        local_search, problem_for
+
+    rng = random.Random(11)
+    fused = 0
+    for case in range(40):
+        pp, m, vpp = rng.choice([2, 3, 4]), rng.randint(2, 8), rng.choice([1, 2])
+        n = pp * vpp
+
+        def q():
+            return rng.choice([0.1, 0.3, 0.7, 1.0, 1.1, rng.uniform(0.1, 3)])
+        costs = StageCosts(tuple(q() for _ in range(n)), tuple(q() for _ in range(n)),
+                           tuple(q() for _ in range(n)), rng.choice([0.0, 0.1, 0.3]))
+        prob = problem_for(pp, m, vpp, costs)
+        orders = greedy(prob, n, (V_POLICIES if vpp == 2 else POLICIES)[0])
+        orders = local_search(prob, orders, n, 30, case)
+        got = fuse(prob, orders)
+        assert got == _fuse_by_full_evaluation(prob, orders)
+        fused += sum(x // (n * m) == 3 for o in got for x in o)
+    assert fused > 100      # the cases fuse pairs, not only keep them apart
+
+
+def test_the_search_stops_at_the_first_start_that_meets_the_bound():
+    """P = 32, M = 256, unit costs: ZB-H1's warm-up policy, tried first, is optimal."""
+    res = synthesize(32, 256)
+    assert res.start == "greedy" and res.makespan == res.lower_bound == 799
