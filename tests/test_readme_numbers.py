@@ -166,16 +166,17 @@ def _ms(ns: float) -> str:
 
 
 def test_the_plan_for_megatron_and_its_best_line(capsys, monkeypatch):
-    """"the plan for Megatron-LM is no pipeline at all (TP 2 x DP 32, 146.432 ms)", and the
-    launch's step 2 runs the plan's `best:` command."""
-    m = re.search(r"plan for Megatron-LM is no pipeline at all \(TP (\d+) x DP (\d+), "
-                  r"([\d.]+) ms\)", README)
+    """"the plan for Megatron-LM is `interleaved-1f1b` at pp 2 with 4 stages per rank (TP 2 x
+    DP 16, 196.515 ms)", and the launch's step 2 runs the plan's `best:` command."""
+    m = re.search(r"plan for Megatron-LM is `([\w-]+)` at pp (\d+) with (\d+) stages per rank"
+                  r"\s+\(TP (\d+) x DP (\d+), ([\d.]+) ms\)", README)
     assert m, "the README states Megatron-LM's plan"
     args = _without(_plan_line(), "--launch")       # the launch files are not the figures
     assert args[args.index("--runtime") + 1] == "megatron"
     best = _plan(args, capsys, monkeypatch)["best"]
-    assert (best["pp"], best["tp"], best["dp"]) == (1, int(m.group(1)), int(m.group(2)))
-    assert _ms(best["makespan_ns"]) == m.group(3)
+    assert (best["schedule"], best["pp"], best["vpp"], best["tp"], best["dp"]) == (
+        m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+    assert _ms(best["makespan_ns"]) == m.group(6)
     step2 = next(line for line in _bash_lines()
                  if line.startswith("pipesim run ") and "# 2. look" in line)
     shown = _without(shlex.split(step2.split(" #", 1)[0]), "--gantt")
