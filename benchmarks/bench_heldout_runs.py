@@ -294,7 +294,7 @@ def summary_text(s: dict) -> str:
                    f"{100 * b['worst']:.1f} over {b['runs']} runs")
     for key, what in (("p2p_share", "pipeline p2p"), ("dp_share", "DP collectives"),
                       ("tp_share", "TP collectives"),
-                      ("step_share", "Megatron DDP's optimizer step")):
+                      ("step_share", "the optimizer steps (Megatron's DDP)")):
         st = s[key]
         if st["runs"]:
             out.append(f"share of the predicted time that {what} take (made free): median "
