@@ -18,7 +18,8 @@ median and worst |error| of each; per setting (one model, one microbatch count),
 schedule's speed-up over 1F1B in points (100 x (throughput / 1F1B's - 1)), predicted against
 measured; whether the schedules of a setting are ranked as measured (every pair whose measured
 throughputs differ ordered the same way); and, per run, the share of the predicted time that
-data-parallel and tensor-parallel collectives take (the run again with them made free).
+data-parallel and tensor-parallel collectives and Megatron DDP's optimizer step take (the run
+again with each made free: bench_published_runs.made_free_shares).
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ import bench_published_runs as published  # noqa: E402  (the one way a run is bu
 
 REPO = published.REPO
 DEFAULT_RUNS = REPO / "benchmarks" / "data" / "published-runs-extra.json"
-P2P_FREE = ("--set", "links.bandwidth_gbps=1e9", "--set", "links.latency_ns=0")
+# the pipeline's point-to-point transfers made free: the flat links and, where the system has a
+# cluster topology (configs/system/a100.yaml), its intra- and inter-node links, which carry the
+# p2p there; the expressible held-out runs are TP 1 and DP 1, so no collective rides them
+P2P_FREE = tuple(a for key in ("links", "topology.intra_node", "topology.inter_node")
+                 for a in ("--set", f"{key}.bandwidth_gbps=1e9", "--set", f"{key}.latency_ns=0"))
 BASELINE = "1F1B"      # the schedule speed-ups are taken over (published_schedule)
 
 
@@ -95,12 +100,9 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
     if "stage_ms" in m:
         row.update(stage_times(run, data))
     if shares:
-        for what, cols in (("tp", (3, 6)), ("dp", (9,))):
-            free = tmp / f"{run['id']}-no-{what}.txt"
-            free.write_text(published.without_comm(text, cols))
-            other = published.run_pipesim(free, run)
-            if other["exit"] == 0:
-                row[f"{what}_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
+        for what, share in published.made_free_shares(text, path, run, tmp,
+                                                      data["makespan_ns"]).items():
+            row[f"{what}_share"] = share
         # the pipeline's point-to-point transfers made free: links without cost
         other = published.run_pipesim(path, run, P2P_FREE)
         if other["exit"] == 0:
@@ -217,6 +219,7 @@ def summarize(rows: list[dict]) -> dict:
         "p2p_share": _abs_stats(p2p),
         "dp_share": _abs_stats([r["dp_share"] for r in rows if "dp_share" in r]),
         "tp_share": _abs_stats([r["tp_share"] for r in rows if "tp_share" in r]),
+        "step_share": _abs_stats([r["step_share"] for r in rows if "step_share" in r]),
         "stage_forward": _abs_stats(stage_f) | {"signed_median": statistics.median(stage_f)
                                                 if stage_f else None},
         "stage_backward": _abs_stats(stage_bw) | {"signed_median": statistics.median(stage_bw)
@@ -290,7 +293,8 @@ def summary_text(s: dict) -> str:
                    f"{100 * b['signed_median']:+.1f} points, worst |difference| "
                    f"{100 * b['worst']:.1f} over {b['runs']} runs")
     for key, what in (("p2p_share", "pipeline p2p"), ("dp_share", "DP collectives"),
-                      ("tp_share", "TP collectives")):
+                      ("tp_share", "TP collectives"),
+                      ("step_share", "the optimizer steps (Megatron's DDP)")):
         st = s[key]
         if st["runs"]:
             out.append(f"share of the predicted time that {what} take (made free): median "

@@ -15,7 +15,8 @@ not kept) and run with ``--recompute none`` (the rest of the layer keeps its act
 Prints predicted against measured per run, mean / median / worst |error| per table, the size
 trend (the pairs of runs more than 3 % apart in measured TFLOP/s per GPU: how many are
 ordered as measured), and the share of each predicted time that is tensor- and data-parallel
-communication (the run again with those collectives made free: the time it saves).
+communication and Megatron DDP's optimizer step (the run again with each made free: the time it
+saves; see made_free_shares).
 """
 
 from __future__ import annotations
@@ -90,6 +91,76 @@ def model_flops(run: dict) -> float:
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
+# the run options of a Megatron-LM launch's data parallelism, as pipesim's flags
+_DDP_FLAG = {"megatron_ddp": "--megatron-ddp", "use_distributed_optimizer":
+             "--use-distributed-optimizer", "overlap_grad_reduce": "--overlap-grad-reduce",
+             "overlap_param_gather": "--overlap-param-gather",
+             "tp_comm_overlap": "--tp-comm-overlap", "ddp_bucket_size": "--ddp-bucket-size",
+             "grad_reduce_dtype": "--grad-reduce-dtype"}
+
+
+def megatron_ddp_args(run: dict) -> tuple[str, ...]:
+    """The DDP flags a launch of the run's ``megatron_args`` runs with, as pipesim's
+    ``--megatron-args`` reads them (Megatron-LM's DDP; the overlaps, the distributed optimizer
+    and the reduction's dtype as the arguments set them, e.g. ``--fp16`` without
+    ``--accumulate-allreduce-grads-in-fp32`` reduces in fp16): the one place the benchmarks
+    take a run's DDP from. None for a run without ``megatron_args`` or a pipesim without
+    Megatron's DDP."""
+    if not run.get("megatron_args"):
+        return ()
+    try:
+        from simulator.cli.model_inputs import ddp_option_values
+        from simulator.workload.inputs.megatron_args import megatron_input
+    except ImportError:
+        return ()
+    from simulator.errors import ConfigError
+
+    gpus = run.get("gpus") or run["tp"] * run["pp"] * run["dp"]
+    text = run["megatron_args"]
+    try:
+        launch = megatron_input(text, run["id"], gpus).launch
+    except ConfigError:
+        # the DDP flags do not depend on the pipeline split: a list whose split pipesim
+        # refuses for its layer count (the run states its own stage_layers) is read for them
+        # without its pipeline flags (one stage)
+        for flag in ("--num-layers-per-virtual-pipeline-stage", "--pipeline-model-parallel-size"):
+            text = _without_flag(text, flag)
+        launch = megatron_input(text, run["id"], gpus // run["pp"]).launch
+    values = ddp_option_values(launch)
+    out: list[str] = []
+    for key, flag in _DDP_FLAG.items():
+        value = values.get(key)
+        if value is True:
+            out.append(flag)
+        elif value not in (None, False):
+            out += [flag, str(value)]
+    return tuple(out)
+
+
+def _without_flag(text: str, flag: str) -> str:
+    """``text`` without ``flag`` and its value."""
+    toks = text.split()
+    out, skip = [], False
+    for tok in toks:
+        if skip:
+            skip = False
+        elif tok == flag:
+            skip = True
+        else:
+            out.append(tok)
+    return " ".join(out)
+
+
+def ddp_assumption(run: dict) -> str | None:
+    """The assumptions line of the DDP a run is launched with."""
+    flags = megatron_ddp_args(run)
+    if not flags:
+        return None
+    return ("data parallelism as the run's Megatron-LM launch: " + " ".join(flags)
+            + " (from its megatron_args; without --overlap-grad-reduce every gradient is "
+            "reduced after the rank's last backward, as Megatron's local DDP of 2021 did)")
+
+
 def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
     from simulator.cli.main import main
 
@@ -99,7 +170,7 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
             "--pp", str(run["pp"]), "--vpp", str(run["vpp"]), "-m", str(ga),
             "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
                                                       f"{run['gpu']}.yaml"),
-            "--engine", "evaluator", "--json", "-", *extra]
+            "--engine", "evaluator", "--json", "-", *megatron_ddp_args(run), *extra]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -109,6 +180,37 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
     data = json.loads(out.getvalue()) if out.getvalue().strip() else {}
     return {"exit": code, "json": data, "error": err.getvalue().strip().splitlines()[-1:],
             "args": args}
+
+
+def assumptions(run: dict) -> list[str]:
+    """The run's assumptions (runs.json's) and the DDP it is launched with."""
+    extra = ddp_assumption(run)
+    return list(run.get("assumptions", ())) + ([extra] if extra else [])
+
+
+STEP_FREE = ("--set", "memory.bandwidth_gbs=0")   # HBM unpriced: Megatron's optimizer step free
+
+
+def made_free_shares(text: str, path: Path, run: dict, tmp: Path, full: float) -> dict:
+    """The share of the predicted time ``full`` (ns) that each cost class takes: the run again
+    with it made free. tp: the forward and input-gradient collectives; step: Megatron DDP's
+    optimizer step over HBM; dp: the data-parallel reduction (the weight-gradient collectives
+    made free, which also drops the step, whose parameters Megatron's DDP counts from those
+    rows: the step's own share taken off)."""
+    saved = {}
+    for what, cols in (("tp", (3, 6)), ("dp", (9,))):
+        free = tmp / f"{run['id']}-no-{what}.txt"
+        free.write_text(without_comm(text, cols))
+        other = run_pipesim(free, run)
+        if other["exit"] == 0:
+            saved[what] = (full - other["json"]["makespan_ns"]) / full
+    if megatron_ddp_args(run):
+        other = run_pipesim(path, run, STEP_FREE)
+        if other["exit"] == 0:
+            saved["step"] = (full - other["json"]["makespan_ns"]) / full
+            if "dp" in saved:
+                saved["dp"] -= saved["step"]
+    return saved
 
 
 def comm_share(data: dict) -> dict:
@@ -130,16 +232,11 @@ def evaluate(runs_path: Path, compute: str) -> list[dict]:
             text = workload_text(run, compute)
             path.write_text(text)
             res = run_pipesim(path, run)
-            shares = {}
-            for what, cols in (("tp", (3, 6)), ("dp", (9,))):
-                free = Path(tmp) / f"{run['id']}-no-{what}.txt"
-                free.write_text(without_comm(text, cols))
-                other = run_pipesim(free, run)
-                if res["exit"] == 0 and other["exit"] == 0:
-                    full = res["json"]["makespan_ns"]
-                    shares[what] = (full - other["json"]["makespan_ns"]) / full
+            shares = (made_free_shares(text, path, run, Path(tmp), res["json"]["makespan_ns"])
+                      if res["exit"] == 0 else {})
             row = {"id": run["id"], "group": run["group"], "exit": res["exit"],
-                   "error": res["error"], "measured": run["measured"]}
+                   "error": res["error"], "measured": run["measured"],
+                   "assumptions": assumptions(run)}
             data = res["json"]
             if res["exit"] == 0 and data:
                 t = data["makespan_ns"] / 1e9
@@ -147,6 +244,7 @@ def evaluate(runs_path: Path, compute: str) -> list[dict]:
                 row["bubble_ratio"] = data.get("bubble_ratio")
                 row["tp_share"] = shares.get("tp")
                 row["dp_share"] = shares.get("dp")
+                row["step_share"] = shares.get("step")
                 if "iteration_time_s" in run["measured"]:
                     row["metric"] = "iteration_time_s"
                     row["predicted"] = t
@@ -211,18 +309,24 @@ def summarize(rows: list[dict]) -> dict:
 
 def report(rows: list[dict], compute: str) -> str:
     lines = [f"compute model: {compute}", "",
-             "| run | measured | predicted | error | bubble | TP comm | DP comm |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| run | measured | predicted | error | bubble | TP comm | DP comm | step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         metric = "s" if r["id"].startswith("kort") else "TFLOP/s"
         m = next(iter(r["measured"].values()))
         if r.get("predicted") is None:
             why = r.get("error_text") or f"exit {r['exit']}: {' '.join(r['error'])}"
-            lines.append(f"| {r['id']} | {m} {metric} | {why} | - | - | - | - |")
+            lines.append(f"| {r['id']} | {m} {metric} | {why} | - | - | - | - | - |")
             continue
         lines.append(f"| {r['id']} | {m} {metric} | {r['predicted']:.2f} {metric} | "
                      f"{100 * r['error']:+.1f} % | {100 * (r['bubble_ratio'] or 0):.1f} % | "
-                     f"{_pct(r.get('tp_share'))} | {_pct(r.get('dp_share'))} |")
+                     f"{_pct(r.get('tp_share'))} | {_pct(r.get('dp_share'))} | "
+                     f"{_pct(r.get('step_share'))} |")
+    lines.append("")
+    lines.append("assumptions:")
+    for r in rows:
+        for a in r.get("assumptions", ()):
+            lines.append(f"  {r['id']}: {a}")
     lines.append("")
     summary = summarize(rows)
     for prefix, name in TABLES:

@@ -333,7 +333,10 @@ def published_runs_section() -> list[str]:
            + "): each of the 18 A100 runs of `../shared/published-runs/runs.json` generated from "
            "its shape, precision and sequence parallelism with a whole-layer `stage_layers:` "
            "split, then `pipesim run --layout model -s SCHEDULE --vpp V --recompute R --system "
-           "configs/system/a100.yaml --engine evaluator`. Nothing is tuned to these runs. "
+           "configs/system/a100.yaml --engine evaluator` with the data parallelism the run's "
+           "Megatron-LM arguments launch (`--megatron-ddp --grad-reduce-dtype fp16`: Megatron's "
+           "DDP, every gradient reduced in fp16 after the backward, then the optimizer step "
+           "over HBM). Nothing is tuned to these runs. "
            "Selective recompute is generated as the attention core's forward recomputed in the "
            "backward (its scores not kept) and run with `--recompute none`; before, pipesim had "
            "no selective recompute and ran those runs as none.", "",
@@ -346,10 +349,11 @@ def published_runs_section() -> list[str]:
                    "recompute): " + _published_summary(flat["summary"]) + ".")
     out += ["", "Columns: measured (iteration time in s, or TFLOP/s per GPU by the source's "
             "FLOP formula); before; after; the simulated bubble after; the share of the "
-            "predicted time that tensor- and data-parallel collectives take (the run again "
-            "with them free: the time saved).", "",
-            "| run | measured | before | after | error after | bubble | TP comm | DP comm |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "predicted time that tensor- and data-parallel collectives and the optimizer step "
+            "take (the run again with each free: the time saved).", "",
+            "| run | measured | before | after | error after | bubble | TP comm | DP comm | "
+            "step |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_rows = {r["id"]: r for r in base["rows"]} if base else {}
 
     def cell(r):
@@ -369,7 +373,7 @@ def published_runs_section() -> list[str]:
         err = "-" if r.get("predicted") is None else f"{100 * r['error']:+.1f} %"
         out.append(f"| {r['id']} | {m}{unit} | {cell(base_rows.get(r['id']))} | {after_v} | "
                    f"{err} | {pct(r.get('bubble_ratio'))} | {pct(r.get('tp_share'))} | "
-                   f"{pct(r.get('dp_share'))} |")
+                   f"{pct(r.get('dp_share'))} | {pct(r.get('step_share'))} |")
     out += ["", "What is left, and where `runs.json`'s assumptions are questioned:", ""]
     out += [f"- {t}" for t in PUBLISHED_NOTES] + [""]
     return out
@@ -377,21 +381,22 @@ def published_runs_section() -> list[str]:
 
 PUBLISHED_NOTES = (
     "Every run is now predicted too fast (no longer too slow): the kernel model prices only "
-    "what each row's kernels cost at the best published kernel rates; the per-iteration work "
-    "(the optimizer step over fp32 master weights and Adam's moments, the fp16 loss-scale "
-    "check and the gradient norm) and the runtime's overheads (kernel launch, host time per "
-    "microbatch) are not in the rows. For the 22B run on 8 GPUs the optimizer alone is about "
-    "46 B a parameter over HBM, 2.75 G parameters a GPU: some 70 ms of the 1.42 s.",
+    "what each row's kernels cost at the best published kernel rates. Of the per-iteration "
+    "work, Megatron's DDP prices the optimizer step over HBM (the step column: 3-5 % of the "
+    "runs on one pipeline stage, under 1 % with many); the fp16 loss-scale check, the "
+    "gradient norm and the runtime's overheads (kernel launch, host time per microbatch) are "
+    "not priced.",
     "The kernel fractions (cuBLAS 86 % of peak, streaming kernels 88 % of HBM) are best-case "
     "figures measured with CUDA 12; these runs used the 2021-22 software stack (CUDA 11). A "
     "GPU at hand measures them (issue item 8).",
     "Narayanan et al.'s runs date from Megatron-LM's 2021 code, whose default data "
     "parallelism (`--DDP-impl local`) all-reduces the gradients after the whole backward, not "
-    "overlapped with it (overlap came later, `--overlap-grad-reduce`); pipesim overlaps it row "
-    "by row, so the DP share above is "
-    "what remains after the last row, not the whole all-reduce. `runs.json` does not say "
-    "which; with PP > 1 Megatron also all-reduces the tied word embedding's gradient between "
-    "the first and last stages, which neither `runs.json` nor pipesim's workload has.",
+    "overlapped with it (overlap came later, `--overlap-grad-reduce`); the runs are launched "
+    "so (`--megatron-ddp` without `--overlap-grad-reduce`, fp16 gradients as `--fp16` without "
+    "`--accumulate-allreduce-grads-in-fp32` reduces them), and the DP share above is the "
+    "whole blocking all-reduce. With PP > 1 Megatron also all-reduces the tied word "
+    "embedding's gradient between the first and last stages, which neither `runs.json` nor "
+    "pipesim's workload has.",
     "`runs.json` gives the Korthikanti runs' chunk counts (vpp 3 for 175B and 530B) from "
     "calculon's encoding, not from the paper (its Table 3 gives TP, PP and the batch); vpp "
     "changes the bubble of those runs (5-10 % predicted) and is worth checking against the "
@@ -491,7 +496,8 @@ def heldout_runs_section() -> list[str]:
            f"{100 * sb['signed_median']:+.1f} % (worst {pct(sb['worst'])}) against T_B + T_W, "
            f"over the {sf['runs']} Table 4 settings. These runs have no TP and no DP "
            f"(collectives made free save {pct(s['dp_share']['worst'])} and "
-           f"{pct(s['tp_share']['worst'])} at most) and the pipeline's transfers made free "
+           f"{pct(s['tp_share']['worst'])} at most, Megatron's optimizer step "
+           f"{pct(s['step_share']['worst'])}) and the pipeline's transfers made free "
            f"save {pct(s['p2p_share']['median'])} (median, {pct(s['p2p_share']['worst'])} at "
            "most): the time error is the compute of a layer at these small shapes (1024 to "
            "6144 tokens a microbatch). The forward is further off than the backward; costs the "

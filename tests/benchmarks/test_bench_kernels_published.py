@@ -32,3 +32,41 @@ def test_size_trend_counts_pairs_more_than_3_percent_apart():
     ok, total, wrong = bench_published_runs.size_trend(rows, [])
     # a-c ordered wrong (110 > 100), b-c right; a-b within 3 %: not counted
     assert (ok, total, wrong) == (1, 2, ["nara-a / nara-c"])
+
+
+_BASE = ("--num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "
+         "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 512 "
+         "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --vocab-size 51200 ")
+
+
+def _run(args: str, **kw) -> dict:
+    return {"id": "r", "tp": 1, "pp": 1, "dp": 32, "gpus": 32, "megatron_args": _BASE + args,
+            "assumptions": ["a"], **kw}
+
+
+def test_a_run_is_launched_with_the_ddp_its_megatron_args_set():
+    # --fp16 without --accumulate-allreduce-grads-in-fp32: the 2021 local DDP, reduced in fp16
+    # after the backward
+    assert bench_published_runs.megatron_ddp_args(_run("--fp16")) == (
+        "--megatron-ddp", "--grad-reduce-dtype", "fp16")
+    assert bench_published_runs.megatron_ddp_args(
+        _run("--bf16 --use-distributed-optimizer --overlap-grad-reduce")) == (
+        "--megatron-ddp", "--use-distributed-optimizer", "--overlap-grad-reduce",
+        "--grad-reduce-dtype", "fp32")
+    assert bench_published_runs.megatron_ddp_args({"id": "r", "megatron_args": ""}) == ()
+    line = bench_published_runs.assumptions(_run("--fp16"))
+    assert line[0] == "a" and line[1].startswith(
+        "data parallelism as the run's Megatron-LM launch: --megatron-ddp --grad-reduce-dtype "
+        "fp16 (from its megatron_args;")
+
+
+def test_a_split_pipesim_refuses_still_gives_the_runs_ddp():
+    # 22 layers over 8 ranks, interleaved: Megatron's divisibility rule refuses the split; the
+    # run states its own stage_layers, and its DDP flags are read all the same
+    run = _run("--fp16 --num-layers-per-virtual-pipeline-stage 1", pp=8, dp=1,
+               gpus=8)
+    run["megatron_args"] = run["megatron_args"].replace(
+        "--num-layers 24", "--num-layers 22").replace(
+        "--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 8")
+    assert bench_published_runs.megatron_ddp_args(run) == (
+        "--megatron-ddp", "--grad-reduce-dtype", "fp16")
