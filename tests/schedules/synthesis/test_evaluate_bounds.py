@@ -40,9 +40,9 @@ def test_v_placement_has_no_comm_between_a_ranks_own_chunks():
 def test_deadlocked_order_is_none():
     prob = Problem(2, 1, StageCosts.unit(2))
     # rank 0 wants its I before it sends the forward rank 1 needs
-    orders = [[prob.encode(Action(0, "I", 0)), prob.encode(Action(0, "F", 0)),
-               prob.encode(Action(0, "W", 0))],
-              [prob.encode(Action(1, k, 0)) for k in "FIW"]]
+    orders = [[prob.codec.encode(Action(0, "I", 0)), prob.codec.encode(Action(0, "F", 0)),
+               prob.codec.encode(Action(0, "W", 0))],
+              [prob.codec.encode(Action(1, k, 0)) for k in "FIW"]]
     assert prob.times(orders) is None
 
 
