@@ -80,6 +80,15 @@ class Problem:
         encode = self.codec.encode
         return [[encode(a) for a in acts] for acts in ranks]
 
+    def split_needs(self, x: int) -> list[tuple[int, float]]:
+        """The codes action ``x`` needs where every backward is split (each input gradient is
+        an I's), each with the comm it adds: the rule :meth:`times` walks."""
+        row, mb = divmod(x, self.m)
+        one, one_gap, grad, _, grad_gap = self._rule
+        none = 4 * self.n_stages * self.m
+        return [(need[row] + mb, gap[row]) for need, gap in ((one, one_gap), (grad, grad_gap))
+                if need[row] != none]
+
     def times(self, orders: Sequence[Sequence[int]]) -> list[float] | None:
         """End time of every action code (index = code; unused codes stay -1), or None on a
         deadlock.
