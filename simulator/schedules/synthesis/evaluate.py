@@ -55,10 +55,11 @@ class Problem:
                          else 0.0 for s in range(S)]
         self.bwd_comm = [costs.comm if s > 0 and self.placement[s - 1] != self.placement[s]
                          else 0.0 for s in range(S)]
-        # the rule over the codes' rows (deps.need_rows), for times: per row the first code of
-        # its one need and of the two that meet its other (the next stage's I, else its B: the
-        # input gradient), each with the comm it adds when it crosses ranks; the row "none"
-        # (code 4 x S x M on) stands for a need met at time 0
+        # ``rule``: deps' rule over the codes' rows (need_rows), for the loops that time
+        # actions (times, the search's fuse): per row the first code of its one need and of the
+        # two that meet its other (the next stage's I, else its B: the input gradient), then the
+        # comm each adds when it crosses ranks; the row "none" (codes from 4 x S x M) stands for
+        # a need met at time 0
         rows = need_rows(*neighbour_stages((tuple(range(S)),), S))
         place = self.placement
 
@@ -69,8 +70,8 @@ class Problem:
             return [costs.comm if n != rows.none and place[n % S] != place[row % S] else 0.0
                     for row, n in enumerate(need)]
 
-        self._rule = (base(rows.one), gap(rows.one), base(rows.other), base(rows.either),
-                      gap(rows.other))
+        self.rule = (base(rows.one), gap(rows.one), base(rows.other), base(rows.either),
+                     gap(rows.other))
 
     @classmethod
     def for_schedule(cls, schedule: Schedule, costs: StageCosts) -> "Problem":
@@ -84,7 +85,7 @@ class Problem:
         """The codes action ``x`` needs where every backward is split (each input gradient is
         an I's), each with the comm it adds: the rule :meth:`times` walks."""
         row, mb = divmod(x, self.m)
-        one, one_gap, grad, _, grad_gap = self._rule
+        one, one_gap, grad, _, grad_gap = self.rule
         none = 4 * self.n_stages * self.m
         return [(need[row] + mb, gap[row]) for need, gap in ((one, one_gap), (grad, grad_gap))
                 if need[row] != none]
@@ -101,7 +102,7 @@ class Problem:
         b_first = B * SM       # B's codes come last: (start + I's cost) + W's cost
         to_i, to_w = (B - I) * SM, (B - W) * SM
         cost = self.cost
-        one, one_gap, grad, grad_b, grad_gap = self._rule
+        one, one_gap, grad, grad_b, grad_gap = self.rule
         none = n       # the row "none"'s codes, past the last: met at time 0 for every microbatch
         end = [-1.0] * n + [0.0] * M
         ptr = [0] * len(orders)

@@ -381,7 +381,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
     w_code, b_code = W * SM, B * SM           # the first W and B codes
     to_i, to_w = (B - I) * SM, (B - W) * SM    # a B's code to its I's and its W's
     i_to_w = (W - I) * SM
-    cost, fwd_comm, bwd_comm = prob.cost, prob.fwd_comm, prob.bwd_comm
+    cost = prob.cost
     end = prob.times(orders)
     assert end is not None
     target = max(end)
@@ -398,29 +398,24 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 grad[x % SM] = x
     at_target = sum(1 for x in range(n) if present[x] and end[x] == target)
 
+    one, one_gap, grad_i, grad_b, grad_gap = prob.rule
+    none, b_first = n, b_code
+    end += [0.0] * M        # the row "none"'s codes, as in Problem.times
+
     def finish(x: int) -> float:      # as Problem.times times an action
-        kind, sm = divmod(x, SM)
-        s = sm // M
+        row, mb = divmod(x, M)
         t = end[prev[x]] if prev[x] >= 0 else 0.0
-        if kind == F:
-            if s > 0:
-                d = end[sm - M] + fwd_comm[s - 1]
-                if d > t:
-                    t = d
-        elif kind == W:
-            d = end[grad[sm]]
+        d = end[one[row] + mb] + one_gap[row]
+        if d > t:
+            t = d
+        g = grad_i[row]
+        if g != none:                 # the input gradient: the next stage's I, or its B
+            g += mb
+            d = end[g if present[g] else grad_b[row] + mb] + grad_gap[row]
             if d > t:
                 t = d
-        else:
-            d = end[sm]
-            if d > t:
-                t = d
-            if s + 1 < S:
-                d = end[grad[sm + M]] + bwd_comm[s + 1]
-                if d > t:
-                    t = d
-            if kind == B:
-                return t + cost[x - to_i] + cost[x - to_w]
+        if x >= b_first:
+            return t + cost[x - to_i] + cost[x - to_w]
         return t + cost[x]
 
     def after(x: int) -> list[int]:   # the actions whose start reads x's end
