@@ -276,18 +276,14 @@ def meets(makespan: float, bound: float) -> bool:
 def _critical(prob: Problem, orders: Sequence[Sequence[int]],
               end: list[float]) -> list[tuple[int, int]]:
     """(rank, position) of the actions on one longest path, from the last back to the first."""
-    S, M = prob.n_stages, prob.m
-    SM = S * M
+    M = prob.m
+    none = 4 * prob.n_stages * M
     cost = prob.cost
+    one, one_gap, grad_i, grad_b, grad_gap = prob.rule
     pos = {}
     for r, order in enumerate(orders):
         for p, x in enumerate(order):
             pos[x] = (r, p)
-    grad_id = {}
-    for order in orders:
-        for x in order:
-            if x // SM in (I, B):
-                grad_id[x % SM] = x
     x = max(range(len(end)), key=lambda k: end[k])
     path = []
     while True:
@@ -299,18 +295,14 @@ def _critical(prob: Problem, orders: Sequence[Sequence[int]],
         if p > 0 and end[orders[r][p - 1]] == start:
             x = orders[r][p - 1]
             continue
-        kind, sm = divmod(x, SM)
-        s = sm // M
+        row, mb = divmod(x, M)
         nxt = None
-        if kind == F and s > 0 and end[sm - M] + prob.fwd_comm[s - 1] == start:
-            nxt = sm - M
-        elif kind in (I, B):
-            if end[sm] == start:
-                nxt = sm
-            elif s + 1 < S and end[grad_id[sm + M]] + prob.bwd_comm[s + 1] == start:
-                nxt = grad_id[sm + M]
-        elif kind == W and end[grad_id[sm]] == start:
-            nxt = grad_id[sm]
+        if one[row] != none and end[one[row] + mb] + one_gap[row] == start:
+            nxt = one[row] + mb
+        elif grad_i[row] != none:   # the input gradient: the next stage's I, or its B
+            g = grad_i[row] + mb if grad_i[row] + mb in pos else grad_b[row] + mb
+            if end[g] + grad_gap[row] == start:
+                nxt = g
         if nxt is None:
             break
         x = nxt
