@@ -30,11 +30,13 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from ..deps import F, I, W
 from .evaluate import Problem
 
 
 def heads_tails(prob: Problem) -> tuple[list[list[float]], list[list[float]]]:
-    """``head[kind][s]`` and ``tail[kind][s]`` for kinds F, I, W of one microbatch."""
+    """``head[kind][s]`` and ``tail[kind][s]`` for kinds F, I, W (indexed by their codes) of
+    one microbatch."""
     c, S = prob.costs, prob.n_stages
     f, i, w = c.f, c.i, c.w
     fc, bc = prob.fwd_comm, prob.bwd_comm
@@ -54,7 +56,11 @@ def heads_tails(prob: Problem) -> tuple[list[list[float]], list[list[float]]]:
         tF[s] = i[s] + tI[s]
         if s + 1 < S:
             tF[s] = max(tF[s], fc[s] + f[s + 1] + tF[s + 1])
-    return [hF, hI, hW], [tF, tI, [0.0] * S]
+    heads: list[list[float]] = [[]] * 3
+    tails: list[list[float]] = [[]] * 3
+    heads[F], heads[I], heads[W] = hF, hI, hW
+    tails[F], tails[I], tails[W] = tF, tI, [0.0] * S
+    return heads, tails
 
 
 def heads_tails_cache(prob: Problem):
@@ -69,11 +75,11 @@ def rank_bounds(prob: Problem, cap: int | None = None) -> list[float]:
     """The best bound of each rank (the makespan bound is their maximum)."""
     heads, tails = heads_tails_cache(prob)
     c, M = prob.costs, prob.m
-    costs = [c.f, c.i, c.w]
+    costs = {F: c.f, I: c.i, W: c.w}
     out = []
     for r in range(prob.pp):
         stages = [s for s in range(prob.n_stages) if prob.placement[s] == r]
-        classes = [(heads[k][s], M * costs[k][s], tails[k][s]) for k in range(3) for s in stages]
+        classes = [(heads[k][s], M * costs[k][s], tails[k][s]) for k in (F, I, W) for s in stages]
         best = 0.0
         for n in range(1, len(classes) + 1):
             for sub in combinations(classes, n):
@@ -87,7 +93,7 @@ def rank_bounds(prob: Problem, cap: int | None = None) -> list[float]:
 
 def _memory_bound(prob: Problem, r: int, stages: list[int], heads, cap: int) -> float:
     c, M = prob.costs, prob.m
-    hF, hI = heads[0], heads[1]
+    hF, hI = heads[F], heads[I]
     first = min(stages)          # every microbatch enters the rank at its lowest stage
     t0 = hF[first]
     work = M * sum(c.f[s] + c.i[s] + c.w[s] for s in stages)
@@ -102,7 +108,7 @@ def _memory_bound(prob: Problem, r: int, stages: list[int], heads, cap: int) -> 
         idle_end = max(0.0, eps - sum(grads[:max(cap - 1, 0)]))
     # after the rank's last I only Ws are left (every F is followed by its I), one per held
     # activation; the upstream chain of that I (its tail) must fit after it too
-    tails = heads_tails_cache(prob)[1][1]
+    tails = heads_tails_cache(prob)[1][I]
     ws = sorted((c.w[s] for s in stages for _ in range(M)), reverse=True)
     idle_tail = max(0.0, min(tails[s] for s in stages) - sum(ws[:min(cap, n_fwd)]))
     slots = M * sum(hI[s] + c.i[s] + c.w[s] - hF[s] for s in stages) / cap

@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
+from ..deps import F, I, W
 from .evaluate import Problem
-
-F, I, W = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ def solve(prob: Problem, cap: int, upper: float, time_limit: float = 60.0) -> Ex
 
     S, M = prob.n_stages, prob.m
     SM = S * M
-    acts = [(k * S + s) * M + m for k in (F, I, W) for s in range(S) for m in range(M)]
+    acts = [x for k in (F, I, W) for x in range(k * SM, (k + 1) * SM)]   # a kind's codes
     col = {a: n for n, a in enumerate(acts)}
     n_t = len(acts)
     cost = prob.cost
@@ -70,18 +69,7 @@ def solve(prob: Problem, cap: int, upper: float, time_limit: float = 60.0) -> Ex
 
     for a in acts:
         row({C: 1.0, col[a]: -1.0}, cost[a], np.inf)          # C >= t_a + c_a
-        k, sm = divmod(a, SM)
-        s = sm // M
-        deps = []
-        if k == F and s > 0:
-            deps.append((sm - M, prob.fwd_comm[s - 1]))
-        if k == I:
-            deps.append((sm, 0.0))
-            if s + 1 < S:
-                deps.append((SM + sm + M, prob.bwd_comm[s + 1]))
-        if k == W:
-            deps.append((SM + sm, 0.0))
-        for d, c in deps:
+        for d, c in prob.split_needs(a):
             row({col[a]: 1.0, col[d]: -1.0}, cost[d] + c, np.inf)
 
     def y(a: int, b: int):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from ...errors import ConfigError, PipesimError
+from ..deps import B, F, I, W
 from ..registration import LIBRARY, ScheduleSpec
 from ..schedule import Schedule, loop_placement, v_placement
 from .bounds import heads_tails, lower_bound
@@ -91,6 +92,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     """
     P, S, M = prob.pp, prob.n_stages, prob.m
     SM = S * M
+    i_code, w_code = I * SM, W * SM   # the first I and W codes (an F's code is its (s, m))
     cost, place = prob.cost, prob.placement
     fwd_comm, bwd_comm = prob.fwd_comm, prob.bwd_comm
     _, tails = heads_tails(prob)
@@ -109,7 +111,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
     ready_i: list[list[tuple[tuple[float, int, int], int]]] = [[] for _ in range(P)]
     f_order = [0] * SM
     issued = 0
-    i_tail = tails[1]
+    i_tail = tails[I]
     pend_w: list[list[int]] = [[] for _ in range(P)]
     reserved = [0] * P
     held = [0] * P
@@ -152,32 +154,32 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                 room = reserved[r] + (width[r] if s == entry[r] else 0) <= limit
             if not room:
                 if policy.by_tail and f_ready(s) <= now:
-                    blocked = max(blocked, tails[0][s])
+                    blocked = max(blocked, tails[F][s])
                 continue
             t = f_ready(s)
             if t <= now:
-                key = (tails[0][s] if policy.depth_first else -tails[0][s], next_f[s])
+                key = (tails[F][s] if policy.depth_first else -tails[F][s], next_f[s])
                 if best_f_key is None or key < best_f_key:
                     best_f, best_f_key = s, key
         if policy.by_tail:
             tail_i = i_tail[best_i // M] if best_i >= 0 else -1.0
-            if best_f >= 0 and tails[0][best_f] > tail_i:
+            if best_f >= 0 and tails[F][best_f] > tail_i:
                 return best_f * M + next_f[best_f]
             if blocked > tail_i and pend_w[r]:      # make room for the more critical forward
-                return 2 * SM + pend_w[r][0]
+                return w_code + pend_w[r][0]
             if best_i >= 0:
-                return SM + best_i
+                return i_code + best_i
         if best_i >= 0 and (policy.backward_first or best_f < 0):
-            return SM + best_i
+            return i_code + best_i
         if best_f >= 0 and pend_w[r] and policy.w_early and held[r] >= cap - policy.w_early:
-            return 2 * SM + pend_w[r][0]
+            return w_code + pend_w[r][0]
         if best_f >= 0:
             return best_f * M + next_f[best_f]
         if pend_w[r]:
             sm = pend_w[r][0]
-            if policy.w_guard and arrival < now + cost[2 * SM + sm]:
+            if policy.w_guard and arrival < now + cost[w_code + sm]:
                 return -1
-            return 2 * SM + sm
+            return w_code + sm
         return -1
 
     # A rank's pick changes only when its own state does or an input it waits for arrives, so
@@ -207,7 +209,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                 done += 1
                 wake = [(t, r)]
                 s = sm // M
-                if kind == 0:
+                if kind == F:
                     next_f[s] += 1
                     if s == entry[r]:
                         reserved[r] += width[r]
@@ -223,7 +225,7 @@ def greedy(prob: Problem, cap: int, policy: Policy = Policy()) -> list[list[int]
                         wake.append((t + fwd_comm[s], place[s + 1]))
                     else:   # the last stage's input gradient needs only this forward
                         heapq.heappush(waiting[r], (t, f_order[sm], sm))
-                elif kind == 1:
+                elif kind == I:
                     heapq.heappop(ready_i[r])   # pick returns the top of the ready heap
                     started[r] = True
                     pend_w[r].append(sm)
@@ -274,18 +276,14 @@ def meets(makespan: float, bound: float) -> bool:
 def _critical(prob: Problem, orders: Sequence[Sequence[int]],
               end: list[float]) -> list[tuple[int, int]]:
     """(rank, position) of the actions on one longest path, from the last back to the first."""
-    S, M = prob.n_stages, prob.m
-    SM = S * M
+    M = prob.m
+    none = 4 * prob.n_stages * M
     cost = prob.cost
+    one, one_gap, grad_i, grad_b, grad_gap = prob.rule
     pos = {}
     for r, order in enumerate(orders):
         for p, x in enumerate(order):
             pos[x] = (r, p)
-    grad_id = {}
-    for order in orders:
-        for x in order:
-            if x // SM in (1, 3):
-                grad_id[x % SM] = x
     x = max(range(len(end)), key=lambda k: end[k])
     path = []
     while True:
@@ -297,18 +295,14 @@ def _critical(prob: Problem, orders: Sequence[Sequence[int]],
         if p > 0 and end[orders[r][p - 1]] == start:
             x = orders[r][p - 1]
             continue
-        kind, sm = divmod(x, SM)
-        s = sm // M
+        row, mb = divmod(x, M)
         nxt = None
-        if kind == 0 and s > 0 and end[sm - M] + prob.fwd_comm[s - 1] == start:
-            nxt = sm - M
-        elif kind in (1, 3):
-            if end[sm] == start:
-                nxt = sm
-            elif s + 1 < S and end[grad_id[sm + M]] + prob.bwd_comm[s + 1] == start:
-                nxt = grad_id[sm + M]
-        elif kind == 2 and end[grad_id[sm]] == start:
-            nxt = grad_id[sm]
+        if one[row] != none and end[one[row] + mb] + one_gap[row] == start:
+            nxt = one[row] + mb
+        elif grad_i[row] != none:   # the input gradient: the next stage's I, or its B
+            g = grad_i[row] + mb if grad_i[row] + mb in pos else grad_b[row] + mb
+            if end[g] + grad_gap[row] == start:
+                nxt = g
         if nxt is None:
             break
         x = nxt
@@ -376,7 +370,10 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
     """
     S, M = prob.n_stages, prob.m
     SM = S * M
-    cost, fwd_comm, bwd_comm = prob.cost, prob.fwd_comm, prob.bwd_comm
+    w_code, b_code = W * SM, B * SM           # the first W and B codes
+    to_i, to_w = (B - I) * SM, (B - W) * SM    # a B's code to its I's and its W's
+    i_to_w = (W - I) * SM
+    cost = prob.cost
     end = prob.times(orders)
     assert end is not None
     target = max(end)
@@ -389,46 +386,41 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
             present[x] = True
             if p:
                 prev[x], nxt[order[p - 1]] = order[p - 1], x
-            if x // SM in (1, 3):
+            if x // SM in (I, B):
                 grad[x % SM] = x
     at_target = sum(1 for x in range(n) if present[x] and end[x] == target)
 
+    one, one_gap, grad_i, grad_b, grad_gap = prob.rule
+    none, b_first = n, b_code
+    end += [0.0] * M        # the row "none"'s codes, as in Problem.times
+
     def finish(x: int) -> float:      # as Problem.times times an action
-        kind, sm = divmod(x, SM)
-        s = sm // M
+        row, mb = divmod(x, M)
         t = end[prev[x]] if prev[x] >= 0 else 0.0
-        if kind == 0:
-            if s > 0:
-                d = end[sm - M] + fwd_comm[s - 1]
-                if d > t:
-                    t = d
-        elif kind == 2:
-            d = end[grad[sm]]
+        d = end[one[row] + mb] + one_gap[row]
+        if d > t:
+            t = d
+        g = grad_i[row]
+        if g != none:                 # the input gradient: the next stage's I, or its B
+            g += mb
+            d = end[g if present[g] else grad_b[row] + mb] + grad_gap[row]
             if d > t:
                 t = d
-        else:
-            d = end[sm]
-            if d > t:
-                t = d
-            if s + 1 < S:
-                d = end[grad[sm + M]] + bwd_comm[s + 1]
-                if d > t:
-                    t = d
-            if kind == 3:
-                return t + cost[x - 2 * SM] + cost[x - SM]
+        if x >= b_first:
+            return t + cost[x - to_i] + cost[x - to_w]
         return t + cost[x]
 
     def after(x: int) -> list[int]:   # the actions whose start reads x's end
         kind, sm = divmod(x, SM)
         s = sm // M
         out = [nxt[x]] if nxt[x] >= 0 else []
-        if kind == 0:
+        if kind == F:
             if s + 1 < S:
                 out.append(sm + M)
             out.append(grad[sm])
-        elif kind != 2:
-            if present[2 * SM + sm]:
-                out.append(2 * SM + sm)
+        elif kind != W:
+            if present[w_code + sm]:
+                out.append(w_code + sm)
             if s > 0:
                 out.append(grad[sm - M])
         return out
@@ -447,11 +439,11 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
         p = 0
         while p + 1 < len(order):
             x, y = order[p], order[p + 1]
-            if x // SM != 1 or y != x + SM:
+            if x // SM != I or y != x + i_to_w:
                 p += 1
                 continue
             sm = x % SM
-            bx = 3 * SM + sm
+            bx = b_code + sm
             if retimed > n_actions:
                 latest, retimed = _latest_ends(prob, present, after, target), 0
             # fuse: B takes x's place before and y's place after, and hands on the gradient
@@ -514,7 +506,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
         while p < len(order):
             x = order[p]
             if x in fused:
-                o.append(3 * SM + x % SM)
+                o.append(b_code + x % SM)
                 p += 2
             else:
                 o.append(x)
@@ -527,6 +519,7 @@ def _latest_ends(prob: Problem, present: list[bool], after, target: float) -> li
     """Per action, the latest it may end with every path from it still ending by ``target``
     (inf for absent ids): the reverse longest path, in a reverse topological order (Kahn's)."""
     SM, M = prob.n_stages * prob.m, prob.m
+    to_i, to_w = (B - I) * SM, (B - W) * SM
     cost, place, comm = prob.cost, prob.placement, prob.costs.comm
     n = 4 * SM
     latest = [_INF] * n
@@ -542,7 +535,7 @@ def _latest_ends(prob: Problem, present: list[bool], after, target: float) -> li
         if latest[u] == _INF:
             latest[u] = target
         kind, sm = divmod(u, SM)
-        dur = cost[u - 2 * SM] + cost[u - SM] if kind == 3 else cost[u]
+        dur = cost[u - to_i] + cost[u - to_w] if kind == B else cost[u]
         start = latest[u] - dur
         for x in preds[u]:
             gap = comm if place[(x % SM) // M] != place[sm // M] else 0.0
@@ -655,7 +648,7 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
             results.append((_score(prob, res), j, res))
         best = min(results, key=lambda t: (t[0], t[1]))[2]
     best = fuse(prob, best)
-    ranks = tuple(tuple(prob.decode(x) for x in o) for o in best)
+    ranks = tuple(tuple(prob.codec.decode(x) for x in o) for o in best)
     sched = Schedule("auto", pp, vpp, microbatches, prob.placement, ranks,
                      meta={"max_in_flight": k, "makespan": prob.makespan(best),
                            "lower_bound": bound})

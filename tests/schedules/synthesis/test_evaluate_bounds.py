@@ -37,12 +37,39 @@ def test_v_placement_has_no_comm_between_a_ranks_own_chunks():
     assert prob.fwd_comm == [0.0, 0.0] and prob.bwd_comm == [0.0, 0.0]
 
 
+def test_a_full_backward_carries_the_input_gradient_as_an_input_gradient_does():
+    # 0F0 [0,1] -> 1F0 [2,4] 1B0 [4,14] (i then w) -> 0I0 [15,18] 0W0 [18,23]
+    prob = Problem(2, 1, StageCosts((1, 2), (3, 4), (5, 6), 1))
+    code = prob.codec.encode
+    orders = [[code(Action(0, k, 0)) for k in "FIW"], [code(Action(1, k, 0)) for k in "FB"]]
+    end = prob.times(orders)
+    assert [end[x] for x in orders[0] + orders[1]] == [1, 18, 23, 4, 14]
+
+
+@pytest.mark.parametrize("placement", [(0, 1, 2), (0, 1, 1, 0)])
+def test_the_evaluators_needs_are_the_dependency_rule(placement):
+    """Problem's tables are deps' rule on one pipeline 0..S-1, the comm on a need between ranks."""
+    from simulator.schedules.deps import needs, neighbour_stages
+
+    S, M = len(placement), 3
+    ones = (1,) * S
+    prob = Problem(max(placement) + 1, M, StageCosts(ones, ones, ones, 1.0), placement)
+    prev, nxt = neighbour_stages((tuple(range(S)),), S)
+    for st in range(S):
+        for kind in "FIW":
+            for mb in range(M):
+                want = [(prob.codec.code(s2, "I" if len(alt) > 1 else k2, mb),
+                         1.0 if placement[s2] != placement[st] else 0.0)
+                        for alt in needs(st, kind, prev, nxt) for s2, k2 in alt[:1]]
+                assert prob.split_needs(prob.codec.code(st, kind, mb)) == want
+
+
 def test_deadlocked_order_is_none():
     prob = Problem(2, 1, StageCosts.unit(2))
     # rank 0 wants its I before it sends the forward rank 1 needs
-    orders = [[prob.encode(Action(0, "I", 0)), prob.encode(Action(0, "F", 0)),
-               prob.encode(Action(0, "W", 0))],
-              [prob.encode(Action(1, k, 0)) for k in "FIW"]]
+    orders = [[prob.codec.encode(Action(0, "I", 0)), prob.codec.encode(Action(0, "F", 0)),
+               prob.codec.encode(Action(0, "W", 0))],
+              [prob.codec.encode(Action(1, k, 0)) for k in "FIW"]]
     assert prob.times(orders) is None
 
 
