@@ -267,6 +267,24 @@ def ddp_option_values(launch: LaunchSettings) -> dict:
     return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
 
 
+def model_run(workload, model_values: dict, opts, schedule):
+    """``(workload, opts, schedule, model)`` of a run (``run``, ``compare``) given model flags
+    or files: the generated workload and the options and schedule its launch sets, refused in
+    one line beside a WORKLOAD file, and with ``--strict``, on any warning of the input."""
+    if workload is not None:
+        raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+    model = resolve(model_values, gpus=opts.gpus)
+    opts, schedule, added = launch_options(opts, model, schedule)
+    model = model._replace(warnings=model.warnings + tuple(added))
+    workload = workload_of(model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
+                           gpus=opts.gpus, gpu=model_values["gpu"])
+    if opts.strict and model.warnings:
+        from ..diagnostics import enforce_strict
+
+        enforce_strict(run_warnings(model))
+    return workload, opts, schedule, model
+
+
 # -- the workload of a model input ---------------------------------------------------------------
 
 def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = None,

@@ -249,23 +249,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     opts = RunOptions.from_values(run_options)
     model = None
     if any(v is not None for v in model_values.values()):
-        from .model_inputs import launch_options, resolve, workload_of
+        from .model_inputs import model_run
 
-        if workload is not None:
-            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
-        model = resolve(model_values, gpus=opts.gpus)
-        opts, schedule, added = launch_options(opts, model, schedule)
-        model = model._replace(warnings=model.warnings + tuple(added))
+        workload, opts, schedule, model = model_run(workload, model_values, opts, schedule)
         if model.launch.schedule_csv and schedule is None and schedule_file is None:
             schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
-        workload = workload_of(model, pp=opts.pp, vpp=opts.vpp,
-                               microbatches=opts.microbatches, gpus=opts.gpus,
-                               gpu=model_values["gpu"])
-        if opts.strict and model.warnings:
-            from ..diagnostics import enforce_strict
-            from .model_inputs import run_warnings
-
-            enforce_strict(run_warnings(model))
     configure_logging(log_level)
     if gantt or trace or json_dest:
         from .outputs import check_writable   # only with an output file: start-up

@@ -71,20 +71,9 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     opts = RunOptions.from_values(run_options)
     model = None
     if any(v is not None for v in model_values.values()):
-        from ..model_inputs import launch_options, resolve, workload_of
+        from ..model_inputs import model_run
 
-        if workload is not None:
-            raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
-        model = resolve(model_values, gpus=opts.gpus)
-        opts, _, added = launch_options(opts, model, entries[0][0])
-        model = model._replace(warnings=model.warnings + tuple(added))
-        workload = workload_of(model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
-                               gpus=opts.gpus, gpu=model_values["gpu"])
-        if opts.strict and model.warnings:
-            from ...diagnostics import enforce_strict
-            from ..model_inputs import run_warnings
-
-            enforce_strict(run_warnings(model))
+        workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0])
     elif workload is None:
         raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
                           "--megatron-args, --torchtitan, --model)")
