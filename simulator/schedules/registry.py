@@ -31,6 +31,7 @@ def _load_library() -> None:
     # here, not at the top: the library is read the first time a schedule is looked up, not by
     # every module that imports the registry for its types; the package imports every module
     from . import library  # noqa: F401
+    from .synthesis import auto  # noqa: F401  (auto, beside the search it runs)
 
 
 def names() -> list[str]:

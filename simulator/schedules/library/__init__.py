@@ -3,7 +3,6 @@ imported; importing this package imports them all, in name order (the order ``na
 them). A new schedule is a module here and its line below (a test checks none is missing)."""
 
 from . import (  # noqa: F401
-    auto,
     dualpipe,
     dualpipe_v,
     gpipe,

@@ -576,8 +576,9 @@ class Synthesis:
 
 
 def hand_made() -> list[ScheduleSpec]:
-    """The library's schedules that need no costs, the search's starting points (the package
-    ``__init__`` imports the library, so they are all registered before this module runs)."""
+    """The library's schedules that need no costs, the search's starting points."""
+    from .. import library  # noqa: F401  (registers them, whoever imported the search first)
+
     return [spec for spec in LIBRARY.values() if not spec.needs_costs]
 
 
