@@ -25,7 +25,9 @@ class Plan:
     resumed: int = 0                   # taken from --out's candidates (--resume)
     pruned: int = 0                    # not run: their lower bound was above the best
     ruled_out: int = 0                 # not run: their sizes alone rule them out
-    work_estimate: int = 0             # actions counted against --max-work before any ran
+    # actions counted against --max-work: the sure part before any ran, then each later round,
+    # retry and synthesis as it came (the budget's estimate of the whole plan)
+    work_estimate: int = 0
     work_done: int = 0                 # actions of the screens that ran
     # what may change the answer: candidates --max-work left unscreened
     warnings: list[str] = field(default_factory=list)

@@ -37,7 +37,7 @@ class Search:
         # the work counted against --max-work: what check_work counted, then each screen the
         # search adds beyond it; ``done``: the work of what ran (the estimate's check)
         self.work, self.work_bound, self.counted = work.total, work_bound, set(work.counted)
-        self.estimate, self.done = work.total, 0
+        self.done = 0
         self.executor, self.jobs, self.address, self.progress = executor, jobs, address, progress
         self.notes: list[str] = []
         self.warnings: list[str] = []
@@ -294,7 +294,7 @@ class Search:
                          "torchtitan (listed after the winner); --runtime torch lets one win")
         best.command = command_for(settings, best)
         return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
-                    self.resumed_count, self.pruned_count, self.ruled_out, self.estimate,
+                    self.resumed_count, self.pruned_count, self.ruled_out, self.work,
                     self.done, self.warnings)
 
 

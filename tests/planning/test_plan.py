@@ -375,3 +375,18 @@ def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, t
             if c["reason"] and c["reason"].startswith("auto not")}
     assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],
                                  "auto not synthesized: the plan would pass --max-work 20000")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--gpus", "8", "--memory-limit", "4.5"],   # nothing fits until the full-recompute retries
+    ["--gpus", "64"],
+    ["--gpus", "16", "--runtime", "megatron"],
+])
+def test_the_budgets_count_of_the_plan_is_within_2x_of_what_ran(capsys, tmp_path, argv):
+    """work_estimate is what the plan counted against --max-work: the sure part before any
+    screen, then each later round, retry and synthesis as it came; work_done what ran."""
+    dest = tmp_path / "p.json"
+    code, _, _ = run(capsys, "plan", WL, *argv, "-j", "1", "--json", str(dest))
+    assert code == 0
+    counts = json.loads(dest.read_text())["counts"]
+    assert 0.5 <= counts["work_done"] / counts["work_estimate"] <= 2.0
