@@ -186,12 +186,14 @@ def test_auto_refuses_a_synthesis_above_its_budget_from_the_sizes_alone(capsys):
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 10000 microbatches takes "
         "about 348,854,000 action evaluations, above the limit of 30,000,000 (about 10 s); "
         "pass -O max_evaluations=348854000 (or 0 for no limit) to synthesize it anyway")
+    # a limit below its first start (a greedy start and the fusing step: 816) is refused from
+    # the sizes; at 816 the first start meets the lower bound and ends the search
     assert _refused(capsys, ["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                             "max_evaluations=1000"]).startswith(
+                             "max_evaluations=815"]).startswith(
         "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches takes about "
-        "354,016 action evaluations, above the limit of 1,000")
+        "354,016 action evaluations, above the limit of 815")
     assert main(["schedule", "auto", "--pp", "4", "-m", "8", "-O",
-                 "max_evaluations=354016"]) == 0
+                 "max_evaluations=816"]) == 0
 
 
 def test_the_synthesis_estimate_grows_with_the_work():
@@ -594,10 +596,10 @@ def test_verify_auto_searches_as_schedule_auto_does(capsys):
     """Found by the fuzz (9.6 s): verify handed auto its minibatch count as the search's
     iterations (4 moves), so the synthesis budget counted a smaller search than the fusing step
     really made; only 2BW runs minibatches without a flush."""
-    want = ("-O max_evaluations: synthesizing auto with pp 1, vpp 2, 4000 microbatches takes "
-            "about 43,893,600 action evaluations, above the limit of 30,000,000 (about 10 s); "
-            "pass -O max_evaluations=43893600 (or 0 for no limit) to synthesize it anyway")
-    assert _refused(capsys, ["schedule", "auto", "--pp", "1", "-m", "4000", "--vpp", "2"]) == want
+    want = ("-O max_evaluations: synthesizing auto with pp 1, vpp 2, 5000 microbatches takes "
+            "about 61,723,500 action evaluations, above the limit of 30,000,000 (about 10 s); "
+            "pass -O max_evaluations=61723500 (or 0 for no limit) to synthesize it anyway")
+    assert _refused(capsys, ["schedule", "auto", "--pp", "1", "-m", "5000", "--vpp", "2"]) == want
     assert _refused(capsys, ["verify", "auto", "--pp", "2", "-m", "4", "--iterations",
                              "3"]) == (
         "--iterations: auto flushes every iteration; verify runs one iteration")

@@ -610,8 +610,13 @@ def seeds(prob: Problem, cap: int) -> Iterator[tuple[str, list[list[int]]]]:
 
 def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | None = None,
                cap: int | None = None, *, seed: int = 0,
-               iterations: int = DEFAULT_ITERATIONS) -> Synthesis:
-    """The best schedule found for these inputs (deterministic: same inputs, same schedule)."""
+               iterations: int = DEFAULT_ITERATIONS, max_evaluations: int = 0) -> Synthesis:
+    """The best schedule found for these inputs (deterministic: same inputs, same schedule).
+
+    ``max_evaluations`` (0: no limit) bounds the search past its first start: a first start that
+    meets the lower bound ends the search (its cost is the start's and the fusing step's), one
+    that does not leaves the whole search to run, refused then when it is above the limit
+    (:func:`check_synthesis` refused beforehand what the first start alone would exceed)."""
     if vpp not in (1, 2):
         raise ConfigError(f"--vpp: auto builds one stage per rank (1) or two in V placement "
                           f"(2), got {vpp}")
@@ -630,6 +635,9 @@ def synthesize(pp: int, microbatches: int, vpp: int = 1, costs: StageCosts | Non
             scored.append((score, n, name, orders))
             if meets(score[0], bound):   # optimal: no other start can end earlier
                 break
+        if n == 0 and max_evaluations > 0:   # the rest of the search is to run: its budget
+            _refuse_above(pp, microbatches, vpp, iterations, max_evaluations, costs is None,
+                          " and its first start does not meet the lower bound")
     scored.sort(key=lambda t: (t[0], t[1]))
     (start_score, _, start_name, start_orders) = scored[0]
     best = start_orders
@@ -716,18 +724,38 @@ def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
     return total
 
 
+def first_start_work(pp: int, microbatches: int, vpp: int, unit_costs: bool = False) -> int:
+    """Action evaluations of a synthesis whose first start meets the lower bound (then it
+    stops): that greedy start and the fusing step, in the units of :func:`synthesis_work`."""
+    greedy, fuse_ = (GREEDY_EVALUATIONS_UNIT, FUSE_EVALUATIONS_UNIT) if unit_costs \
+        else (GREEDY_EVALUATIONS, FUSE_EVALUATIONS)
+    return round(3 * pp * vpp * microbatches * (greedy + fuse_ * microbatches))
+
+
 def check_synthesis(pp: int, microbatches: int, vpp: int, iterations: int,
-                    limit: int | None, unit_costs: bool = False) -> None:
-    """Refuse, before any of it is done, a synthesis above ``limit`` action evaluations
-    (default :data:`DEFAULT_MAX_EVALUATIONS`, 0 = none)."""
+                    limit: int | None, unit_costs: bool = False) -> int:
+    """Refuse, before any of it is done, a synthesis whose first start alone would take more
+    than ``limit`` action evaluations (default :data:`DEFAULT_MAX_EVALUATIONS`, 0 = none), and
+    return the limit the rest of it is held to (0: none needed, the whole search fits): the
+    search stops at a first start that meets the lower bound, and checks the rest only when
+    that start does not (:func:`synthesize`)."""
     limit = DEFAULT_MAX_EVALUATIONS if limit is None else limit
     if limit <= 0 or min(pp, microbatches, vpp) < 1:
-        return
+        return 0
+    if synthesis_work(pp, microbatches, vpp, iterations, unit_costs) <= limit:
+        return 0
+    if first_start_work(pp, microbatches, vpp, unit_costs) > limit:
+        _refuse_above(pp, microbatches, vpp, iterations, limit, unit_costs)
+    return limit
+
+
+def _refuse_above(pp: int, microbatches: int, vpp: int, iterations: int, limit: int,
+                  unit_costs: bool, why: str = "") -> None:
     work = synthesis_work(pp, microbatches, vpp, iterations, unit_costs)
     if work > limit:
         raise ConfigError(
             f"-O max_evaluations: synthesizing auto with pp {pp}, vpp {vpp}, {microbatches} "
-            f"microbatches takes about {work:,} action evaluations, above the limit of "
+            f"microbatches{why} takes about {work:,} action evaluations, above the limit of "
             f"{limit:,} (about 10 s); pass -O max_evaluations={work} (or 0 for no limit) to "
             "synthesize it anyway")
 
@@ -739,11 +767,12 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
     """Registry entry: ``stage_costs`` is a :class:`StageCosts`, a costs.yaml path or None
     (unit costs); ``max_evaluations`` caps the synthesis' work (see :func:`check_synthesis`)."""
     iterations = _int_option(iterations, "iterations")
+    rest = 0
     if vpp in (1, 2):
-        check_synthesis(pp, microbatches, vpp, iterations,
-                        None if max_evaluations is None
-                        else _int_option(max_evaluations, "max_evaluations"),
-                        unit_costs=stage_costs is None)
+        rest = check_synthesis(pp, microbatches, vpp, iterations,
+                               None if max_evaluations is None
+                               else _int_option(max_evaluations, "max_evaluations"),
+                               unit_costs=stage_costs is None)
     n_stages = pp * vpp
     if isinstance(stage_costs, str):
         stage_costs = load_stage_costs(stage_costs, n_stages,
@@ -754,7 +783,8 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
     if max_in_flight is not None:
         max_in_flight = _int_option(max_in_flight, "--max-in-flight")
     return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight,
-                      seed=_int_option(seed, "seed"), iterations=iterations).schedule
+                      seed=_int_option(seed, "seed"), iterations=iterations,
+                      max_evaluations=rest).schedule
 
 
 def _int_option(value: object, option: str) -> int:

@@ -3,6 +3,7 @@ deterministic."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -234,3 +235,38 @@ def test_the_search_stops_at_the_first_start_that_meets_the_bound():
     """P = 32, M = 256, unit costs: ZB-H1's warm-up policy, tried first, is optimal."""
     res = synthesize(32, 256)
     assert res.start == "greedy" and res.makespan == res.lower_bound == 799
+
+
+def test_the_budget_holds_the_search_past_a_first_start_that_misses_the_bound():
+    """-O max_evaluations above the first start (a greedy start and the fusing step) but below
+    the whole search: a first start at the lower bound ends the search within the budget; one
+    that misses it leaves the whole search to run, refused then in one line."""
+    from simulator.errors import ConfigError
+    from simulator.schedules.synthesis.search import (DEFAULT_ITERATIONS, first_start_work,
+                                                      generate_auto, synthesis_work)
+
+    sure, worst = first_start_work(4, 8, 1), synthesis_work(4, 8, 1, DEFAULT_ITERATIONS)
+    assert (sure, worst) == (1680, 744544)
+    even = StageCosts((1.0,) * 4, (1.0,) * 4, (1.0,) * 4, 0.0)
+    assert generate_auto(4, 8, stage_costs=even, max_evaluations=sure).name == "auto"
+    misses = StageCosts((0.84, 2.62, 2.41, 1.14), (1.74, 1.62, 2.13, 2.47),
+                        (0.73, 0.57, 2.59, 1.58), 0.2)
+    with pytest.raises(ConfigError) as err:
+        generate_auto(4, 8, stage_costs=misses, max_evaluations=sure)
+    assert str(err.value) == (
+        "-O max_evaluations: synthesizing auto with pp 4, vpp 1, 8 microbatches and its first "
+        "start does not meet the lower bound takes about 744,544 action evaluations, above the "
+        "limit of 1,680 (about 10 s); pass -O max_evaluations=744544 (or 0 for no limit) to "
+        "synthesize it anyway")
+    # below the first start: refused before any of it
+    with pytest.raises(ConfigError, match="8 microbatches takes about 744,544"):
+        generate_auto(4, 8, stage_costs=even, max_evaluations=sure - 1)
+
+
+def test_the_papers_sizes_past_the_whole_search_budget_run_when_a_first_start_meets_it(capsys):
+    """P = 16, M = 1024 with unit costs: the whole search would be 34.3M evaluations, above the
+    default 30M, but its first start meets the lower bound (12.9M)."""
+    from simulator.cli.main import main
+
+    assert main(["schedule", "auto", "--pp", "16", "-m", "1024", "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["microbatches"] == 1024
