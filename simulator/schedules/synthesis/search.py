@@ -705,6 +705,12 @@ MOVE_EVALUATIONS_UNIT = 0.55
 FUSE_EVALUATIONS = 1.0
 FUSE_EVALUATIONS_UNIT = 0.25
 SEED_EVALUATIONS_PER_ACTION = 4
+# Fusing a first start that meets the bound, measured the same way (2026-12-01,
+# benchmarks/bench_synthesis_cost.py 16:48:1, 8:256:1 and 32:256:1 with made-up costs: 65, 67
+# and 215 evaluations an action, 4-8 x P; unit costs at P = 8..32, M = 64..1024, v = 1 and 2:
+# 7.5-15.4, whatever P and M)
+FUSE_FIRST_EVALUATIONS_PER_RANK = 8.0
+FUSE_FIRST_EVALUATIONS_UNIT = 11.0
 
 
 # an engine action's time in action evaluations of the search (14 us against ~0.3 us)
@@ -726,10 +732,17 @@ def _seed_work(pp: int, microbatches: int, vpp: int) -> int:
 
 def first_start_work(pp: int, microbatches: int, vpp: int, unit_costs: bool = False) -> int:
     """Action evaluations of a synthesis whose first start meets the lower bound (then it
-    stops): that greedy start and the fusing step, in the units of :func:`synthesis_work`."""
-    greedy, fuse_ = (GREEDY_EVALUATIONS_UNIT, FUSE_EVALUATIONS_UNIT) if unit_costs \
-        else (GREEDY_EVALUATIONS, FUSE_EVALUATIONS)
-    return round(3 * pp * vpp * microbatches * (greedy + fuse_ * microbatches))
+    stops): that greedy start and the fusing step, in the units of :func:`synthesis_work`.
+    Fusing a greedy start at the bound re-times little: a kept pair's delayed gradient meets
+    slack within a few ranks (:data:`FUSE_FIRST_EVALUATIONS_PER_RANK`), never more than the
+    worst case's M evaluations an action."""
+    if unit_costs:
+        greedy = GREEDY_EVALUATIONS_UNIT
+        fuse_ = min(FUSE_EVALUATIONS_UNIT * microbatches, FUSE_FIRST_EVALUATIONS_UNIT)
+    else:
+        greedy = GREEDY_EVALUATIONS
+        fuse_ = min(FUSE_EVALUATIONS * microbatches, FUSE_FIRST_EVALUATIONS_PER_RANK * pp)
+    return round(3 * pp * vpp * microbatches * (greedy + fuse_))
 
 
 def check_synthesis(pp: int, microbatches: int, vpp: int, iterations: int,
@@ -756,8 +769,17 @@ def _refuse_above(pp: int, microbatches: int, vpp: int, iterations: int, limit: 
         raise ConfigError(
             f"-O max_evaluations: synthesizing auto with pp {pp}, vpp {vpp}, {microbatches} "
             f"microbatches{why} takes about {work:,} action evaluations, above the limit of "
-            f"{limit:,} (about 10 s); pass -O max_evaluations={work} (or 0 for no limit) to "
-            "synthesize it anyway")
+            f"{limit:,} (about {_seconds(limit)} s); pass -O max_evaluations={work} (or 0 for no "
+            "limit) to synthesize it anyway")
+
+
+# one action evaluation: 0.29-0.40 us measured on this kind of machine (docs/performance.md)
+EVALUATION_S = 1 / 3e6
+
+
+def _seconds(evaluations: int) -> str:
+    s = evaluations * EVALUATION_S
+    return f"{s:.0f}" if s >= 10 else f"{s:.2g}"
 
 
 def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int | None = None,
