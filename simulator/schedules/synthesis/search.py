@@ -359,6 +359,16 @@ def local_search(prob: Problem, orders: list[list[int]], cap: int, iterations: i
 
 # -- step 3: fuse I + W into B -------------------------------------------------------------
 
+def _splice(prev: list[int], nxt: list[int], before: int, later: int, first: int,
+            last: int) -> None:
+    """Put ``first`` .. ``last`` between ``before`` and ``later`` in a rank's linked order
+    (-1: none there)."""
+    if before >= 0:
+        nxt[before] = first
+    if later >= 0:
+        prev[later] = last
+
+
 def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
     """Replace ``I(s, m) W(s, m)`` (adjacent) by ``B(s, m)`` wherever the makespan stays.
 
@@ -448,12 +458,8 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
                 latest, retimed = _latest_ends(prob, present, after, target), 0
             # fuse: B takes x's place before and y's place after, and hands on the gradient
             before, later = prev[x], nxt[y]
-            links = (before, later)
             prev[bx], nxt[bx] = before, later
-            if before >= 0:
-                nxt[before] = bx
-            if later >= 0:
-                prev[later] = bx
+            _splice(prev, nxt, before, later, bx, bx)
             present[x] = present[y] = False
             present[bx] = True
             grad[sm] = bx
@@ -491,11 +497,7 @@ def fuse(prob: Problem, orders: list[list[int]]) -> list[list[int]]:
             retimed += len(undo)
             for z, t in reversed(undo):      # the makespan moved: put the pair back
                 end[z] = t
-            before, later = links
-            if before >= 0:
-                nxt[before] = x
-            if later >= 0:
-                prev[later] = y
+            _splice(prev, nxt, before, later, x, y)
             present[x] = present[y] = True
             present[bx] = False
             grad[sm] = x
