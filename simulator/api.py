@@ -20,7 +20,7 @@ from .engine.program import Program
 from .engine.runtime import RunRecords, Runtime
 from .errors import ConfigError, PipesimError
 from .preflight import (DEFAULT_MAX_ACTIONS, Drawn, RunPlan, calibration_warnings, ddp_report,
-                        retention_warnings,
+                        overhead_report, retention_warnings,
                         check_schedule_size, check_sizes, counted_actions, header_for_run,
                         memory_warnings)
 from .result import ScheduleRun, SimulationResult
@@ -265,6 +265,9 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     ddp_warnings, ddp_notes = ddp_report(runtime.program.tail, sysconf, opts)
     warnings += ddp_warnings
     plan.notes.extend(ddp_notes)
+    overhead_warnings, overhead_notes = overhead_report(sysconf, runtime.program.p2p)
+    warnings += overhead_warnings
+    plan.notes.extend(overhead_notes)
     if opts.strict:
         enforce_strict(warnings)
     program = runtime.program

@@ -601,6 +601,43 @@ def calibration_warnings(system, schedule_name: str, p2p: str) -> list[RunWarnin
         "calibrated on interleaved-1f1b, 1f1b came out 17 % high: docs/validation.md)", fix)]
 
 
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:g} us"
+
+
+def overhead_report(system, p2p: str) -> tuple[list[RunWarning], list[str]]:
+    """The runtime overheads the run priced (``runtime.action_overhead_ns``, the step's prologue
+    and epilogue, the links' latency per transfer), named: a warning where the system says they
+    are estimates (``runtime.overheads_guessed``: the GPU presets' host time per action), else a
+    note when there are any."""
+    system = for_runtime(system, p2p)
+    rt = system.runtime
+    parts = []
+    if rt.has_overheads:
+        kinds = rt.action_overhead_ns
+        same = len(set(kinds.values())) == 1
+        parts.append((f"{_us(kinds['F'])} before each action" if same else
+                      ", ".join(f"{_us(v)} before each {k}" for k, v in kinds.items()))
+                     + " (host time: the launch of its first kernel)")
+    for name, ns in (("step prologue", rt.step_prologue_ns), ("step epilogue", rt.step_epilogue_ns)):
+        if ns:
+            parts.append(f"{name} {_us(ns)}")
+    if not parts:
+        return [], []
+    topo = system.topology
+    links = ([("within a node", topo.intra_node), ("between nodes", topo.inter_node)]
+             if topo.enabled else [("on a link", system.links)])
+    parts.append("point-to-point latency " + ", ".join(f"{_us(link.latency_ns)} {where}"
+                                                      for where, link in links))
+    text = f"runtime overheads of the system ({system.name}): " + "; ".join(parts)
+    if rt.overheads_guessed:
+        return [RunWarning("runtime_overheads_guessed",
+                           text + ": estimates, not measurements",
+                           "runtime.action_overhead_ns and the links' latency_ns in --system "
+                           "(pipesim calibrate fits them from profiler traces)")], []
+    return [], [text]
+
+
 def ddp_report(tail, system, options) -> tuple[list[RunWarning], list[str]]:
     """What Megatron-LM's data parallelism (engine/tail.py) assumed: a note of its buckets,
     step and all-gather; a warning where the optimizer step could not be priced (the system

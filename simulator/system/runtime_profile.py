@@ -30,6 +30,9 @@ before. Keys:
   ``kept_outputs`` (``none``, or ``step_end``: the last stage keeps each microbatch's output
   until the step ends, torch's ``return_outputs``) and ``gradients`` (``kept`` from a stage's
   first weight backward on, or ``per_step``: freed at the step's end);
+- ``overheads_guessed``: true where the figures above (and the topology's link latencies) are
+  estimates, not measurements (the GPU presets' host time per action): a run then states
+  each of them as a warning; otherwise a run with overheads states them as a note;
 - ``runtimes: {torch-single: {...}, torch-multi: {...}}``: figures of one of torch's runtimes
   that replace the ones above on a run of that runtime (:func:`per_runtime.for_runtime`):
   ``action_overhead_ns``, ``step_prologue_ns``, ``step_epilogue_ns``, ``exchange_ns``,
@@ -102,6 +105,7 @@ class _RuntimeFields(NamedTuple):
     kept_outputs: str = "auto"
     gradients: str = "auto"
     runtimes: dict = {}                         # {"torch-single": {exchange_ns: ...}}
+    overheads_guessed: bool = False             # the overheads are estimates (a run warns)
 
 
 _RUNTIME_DICTS = {"action_overhead_ns": _zero_overheads, "action_costs_ns": dict,
@@ -273,6 +277,10 @@ def runtime_from_dict(data: Any, source: str, prefix: str = "runtime") -> Runtim
             kw[key] = {"schedule": value["schedule"], "p2p": value["p2p"]}
         elif key == "runtimes":
             kw[key] = _runtimes(value, where)
+        elif key == "overheads_guessed":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected true or false, found {value!r}")
+            kw[key] = value
         elif key == "action_costs_ns":
             costs = {}
             for s, kinds in _mapping(value, where, "{'0': {F: 1000, B: 2000}}").items():
