@@ -630,7 +630,7 @@ def overhead_report(system, p2p: str) -> tuple[list[RunWarning], list[str]]:
     parts.append("point-to-point latency " + ", ".join(f"{_us(link.latency_ns)} {where}"
                                                       for where, link in links))
     text = f"runtime overheads of the system ({system.name}): " + "; ".join(parts)
-    if rt.overheads_guessed:
+    if rt.overheads_guessed and not rt.calibrated_on:    # a calibration measured them
         return [RunWarning("runtime_overheads_guessed",
                            text + ": estimates, not measurements",
                            "runtime.action_overhead_ns and the links' latency_ns in --system "

@@ -87,3 +87,12 @@ def test_overheads_guessed_must_be_a_boolean():
     with pytest.raises(ConfigError) as err:
         _system(overheads_guessed="yes")
     assert str(err.value) == "test: runtime.overheads_guessed: expected true or false, found 'yes'"
+
+
+def test_a_calibration_over_a_guessed_preset_makes_them_measured(wl):
+    sysconf = _system(action_overhead_ns={"F": 50_000}, overheads_guessed=True,
+                      calibrated_on={"schedule": "1f1b", "p2p": "torch-single"})
+    res = simulate(wl, "1f1b", system=sysconf, pp=1, microbatches=2)
+    assert "runtime_overheads_guessed" not in [w.code for w in res.warnings]
+    assert any(n.startswith("runtime overheads of the system (test): 50 us before each F")
+               for n in res.notes)
