@@ -102,8 +102,10 @@ FIELDS: tuple[OptionField, ...] = (
          "Make rank R's compute FACTOR times slower (repeatable).", kind="slow_rank",
          metavar="R:FACTOR", multiple=True),
     _opt("recompute", str, "file",
-         "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
-         "recomputes its forward before its backward and keeps only its input).",
+         "Activation recompute: file (the header's checkpoint lists), none, or full (Megatron-LM's "
+         "full checkpointing, grouped by --recompute-method and --recompute-num-layers; by "
+         "default every layer recomputes its forward before its backward and keeps only its "
+         "input).",
          kind="choice", choices=RECOMPUTE_MODES),
     _opt("recompute_method", str | None, None,
          "With --recompute full, Megatron-LM's --recompute-method: uniform (each chunk's layers "
