@@ -199,13 +199,14 @@ def build_schedule(plan: RunPlan, schedule: Schedule | str | None, system: Syste
 
 
 def execute(plan: RunPlan, sched: Schedule, system: SystemConfig, engine: EngineOptions,
-            which: str, recompute: str) -> tuple[Runtime, RunRecords, str]:
+            which: str, recompute: str,
+            grouping: tuple[str, int] = ("uniform", 1)) -> tuple[Runtime, RunRecords, str]:
     """Compile ``sched`` for the plan and run it: the runtime, its records and the engine that
     ran (``which`` = evaluator falls back to simpy with a note where it does not apply)."""
     part = plan.partition
     if sched.n_chunks != plan.chunks:   # a generator that chose its own number of chunks
         part = partition(plan.workload, sched.n_chunks)
-    part = with_recompute(part, plan.workload, recompute)
+    part = with_recompute(part, plan.workload, recompute, *grouping)
     header = plan.workload.header
     links = plan.links if sched.pp == plan.pp else None
     # The run allocates many small, acyclic objects: the cyclic collector only costs time here.
@@ -246,6 +247,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     e.g. ``simulate(wl, "1f1b", pp=4, jitter=0.1)``.
     """
     opts = RunOptions.given(options, keywords)
+    grouping = opts.recompute_grouping()   # refused from the options alone, before any work
     if schedule is None:
         schedule = opts.schedule
     wl = _load(workload, opts.layout)
@@ -255,7 +257,7 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     plan = plan_run(wl, schedule, sysconf, opts)
     sched = build_schedule(plan, schedule, sysconf, opts)
     runtime, records, engine_used = execute(plan, sched, sysconf, engine, opts.engine,
-                                            opts.recompute)
+                                            opts.recompute, grouping)
     warnings = plan.warnings
     warnings += memory_warnings(runtime.program.memory, records, sysconf,
                                 opts.memory_limit_bytes(sysconf.memory.capacity_bytes),
@@ -289,6 +291,7 @@ def compare(workload: Workload | str | PathLike,
     :func:`compare_vpp`'s rule. ``options`` and ``keywords`` as for :func:`simulate`.
     """
     opts = RunOptions.given(options, keywords)
+    opts.recompute_grouping()   # one refusal for every schedule, before any work
     wl = _load(workload, opts.layout)
     sysconf = _system(system)
     each, set_by = [], []

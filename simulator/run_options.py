@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .system.config import PARAM_DTYPES
 from .system.runtime_profile import P2P_MODES
 from .workload.parser import LAYOUTS
-from .workload.partition import RECOMPUTE_MODES
+from .workload.partition import RECOMPUTE_METHODS, RECOMPUTE_MODES
 from .workload.stage_layers import PipelineSplit
 
 ENGINES = ("simpy", "evaluator")
@@ -102,9 +102,21 @@ FIELDS: tuple[OptionField, ...] = (
          "Make rank R's compute FACTOR times slower (repeatable).", kind="slow_rank",
          metavar="R:FACTOR", multiple=True),
     _opt("recompute", str, "file",
-         "Activation recompute: file (the header's checkpoint lists), none, or full (every layer "
-         "recomputes its forward before its backward and keeps only its input).",
+         "Activation recompute: file (the header's checkpoint lists), none, or full (Megatron-LM's "
+         "full checkpointing, grouped by --recompute-method and --recompute-num-layers; by "
+         "default every layer recomputes its forward before its backward and keeps only its "
+         "input).",
          kind="choice", choices=RECOMPUTE_MODES),
+    _opt("recompute_method", str | None, None,
+         "With --recompute full, Megatron-LM's --recompute-method: uniform (each chunk's layers "
+         "in groups of --recompute-num-layers, each group keeping only its input and re-running "
+         "its whole forward before its backward) or block (the first --recompute-num-layers "
+         "layers of each chunk recompute one by one, the others keep their activations). "
+         "Default uniform.", kind="choice", choices=RECOMPUTE_METHODS),
+    _opt("recompute_num_layers", int | None, None,
+         "With --recompute full, Megatron-LM's --recompute-num-layers: the layers of a uniform "
+         "group, or the recomputed layers of each chunk with block. Default 1.",
+         kind="positive", metavar="N"),
     _opt("pp_comm", int | None, None,
          "Bytes one microbatch sends between adjacent stages (overrides the file's pp_comm; "
          "when the file has none it is derived from the rows, with a warning).",
@@ -238,6 +250,17 @@ class RunOptions(_RunOptionsFields):
                              self.pipeline_parallel_layers_per_stage,
                              self.pipeline_parallel_first_stage_less_layers,
                              self.pipeline_parallel_last_stage_less_layers)
+
+    def recompute_grouping(self) -> tuple[str, int]:
+        """(method, layers) of ``--recompute full`` (default uniform, 1: each layer alone);
+        either option with another ``--recompute`` is refused, as Megatron-LM takes them only
+        with full recompute."""
+        if self.recompute != "full":
+            for name in ("recompute_method", "recompute_num_layers"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"--{name.replace('_', '-')}: needs --recompute full, "
+                                      f"got --recompute {self.recompute}")
+        return self.recompute_method or "uniform", self.recompute_num_layers or 1
 
     def slow_ranks(self) -> tuple[tuple[int, float], ...]:
         """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""

@@ -246,6 +246,10 @@ def run_option_values(launch: LaunchSettings) -> dict:
     """The RunOptions fields a launch sets when the command line leaves them at their default."""
     return {"schedule": launch.schedule, "pp": launch.pp, "vpp": launch.vpp,
             "microbatches": launch.microbatches, "recompute": launch.recompute,
+            # full recompute's grouping, Megatron-LM's --recompute-method / -num-layers
+            **({"recompute_method": launch.recompute_method,
+                "recompute_num_layers": launch.recompute_num_layers}
+               if launch.recompute == "full" else {}),
             "gpus": launch.tp * launch.pp * launch.dp,
             # Megatron-LM's memory: --bf16 / --fp16 keep bf16 weights with fp32 main grads,
             # fp32 otherwise (--use-distributed-optimizer, among the DDP flags, shards the fp32
@@ -362,6 +366,10 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
                 changes[key] = values[key]
         if opts.recompute == "file":
             changes["recompute"] = values["recompute"]
+        if changes.get("recompute", opts.recompute) == "full":
+            for key in ("recompute_method", "recompute_num_layers"):
+                if getattr(opts, key) is None and values.get(key) is not None:
+                    changes[key] = values[key]
         if opts.param_dtype is None and launch.source.startswith("--megatron-args"):
             # a Megatron-LM launch states its weights' dtype
             changes["param_dtype"] = values["param_dtype"]

@@ -340,6 +340,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from ..export.launch import write_launch
 
         write_launch(launch, result, recompute=opts.recompute, options=options,
+                     recompute_grouping=opts.recompute_grouping(),
                      command=None, **({} if model is None else {
                          "micro_batch_size": model.launch.micro_batch, "model": model.shape,
                          "settings": model.launch}))

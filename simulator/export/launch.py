@@ -44,6 +44,7 @@ class LaunchPlan:
     stage_ranks: dict[int, list[int]]
     model: ModelShape | None = None          # the shape, when the run's model is known
     settings: LaunchSettings | None = None   # its sequence, precision, SP, attention
+    recompute_grouping: tuple[str, int] = ("uniform", 1)   # full's method and layers
 
     @property
     def global_batch(self) -> int:
@@ -52,7 +53,8 @@ class LaunchPlan:
 
 def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
                 options: dict | None = None, model: ModelShape | None = None,
-                settings: LaunchSettings | None = None) -> LaunchPlan:
+                settings: LaunchSettings | None = None,
+                recompute_grouping: tuple[str, int] = ("uniform", 1)) -> LaunchPlan:
     """The launch settings of a simulated run (a :class:`~simulator.result.SimulationResult`)."""
     wl, sched = result.workload, result.schedule
     shape = shape_of(sched, wl, result.partition, options)
@@ -65,7 +67,7 @@ def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
     dp = max(1, h.all_gpus // (tp * sched.pp))   # the run's world size over its own pp
     return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
                       recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
-                      found.head_chunk, ranks, model, settings)
+                      found.head_chunk, ranks, model, settings, recompute_grouping)
 
 
 # -- Megatron-LM ------------------------------------------------------------------------------
@@ -107,8 +109,9 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
         out.append(f"--microbatch-group-size-per-virtual-pipeline-stage {s.group_size}")
     out += [f"--micro-batch-size {lp.micro_batch_size}", f"--global-batch-size {lp.global_batch}"]
     if lp.recompute == "full":
-        out += ["--recompute-granularity full", "--recompute-method uniform",
-                "--recompute-num-layers 1"]
+        method, n = lp.recompute_grouping
+        out += ["--recompute-granularity full", f"--recompute-method {method}",
+                f"--recompute-num-layers {n}"]
     if lp.model is not None:
         out += megatron_model_args(lp.model, lp.settings, lp.tp)
     elif lp.recompute == "file" and lp.file_recompute:
@@ -257,7 +260,15 @@ def torchtitan_toml(lp: LaunchPlan, csv_name: str | None) -> str:
     lines += ["", "[training]"] + [f"{k} = {_toml_value(x)}" for k, x in training.items()]
     if lp.model is not None:
         mode = "full" if lp.recompute == "full" else "none"
-        lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(mode)}"]
+        lines += ["", "[activation_checkpoint]"]
+        if mode == "full" and lp.recompute_grouping != ("uniform", 1):
+            # torchtitan's full mode checkpoints every block alone; it has no grouping
+            method, n = lp.recompute_grouping
+            lines.append(f"# no mode: torchtitan has no Megatron-LM --recompute-method "
+                         f"{method} --recompute-num-layers {n} (its full mode checkpoints "
+                         "every layer alone)")
+        else:
+            lines.append(f"mode = {_toml_value(mode)}")
     return "\n".join(lines) + "\n"
 
 
@@ -284,11 +295,13 @@ def write_launch(directory: str | Path, result, *, micro_batch_size: int = 1,
                  recompute: str = "file", options: dict | None = None,
                  command: str | None = None, numbers: dict | None = None,
                  model: ModelShape | None = None,
-                 settings: LaunchSettings | None = None) -> list[str]:
+                 settings: LaunchSettings | None = None,
+                 recompute_grouping: tuple[str, int] = ("uniform", 1)) -> list[str]:
     """Write the launch folder for ``result``; returns the files written. ``numbers`` are the
     figures the README quotes (default: the run's own); ``model`` and ``settings``, when the
     run's model is known, add its shape, sequence and precision to the runtimes' files."""
-    lp = launch_plan(result, micro_batch_size, recompute, options, model, settings)
+    lp = launch_plan(result, micro_batch_size, recompute, options, model, settings,
+                     recompute_grouping)
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)

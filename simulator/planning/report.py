@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..units import fmt_bytes
 from ..workload.stage_layers import PipelineSplit
 from .screen import Outcome
-from .settings import PlanSettings
+from .settings import PlanSettings, recompute_options
 
 
 @dataclass
@@ -65,6 +65,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += flag.split()
     if c.recompute != "file":
         words += ["--recompute", c.recompute]
+    for key, value in recompute_options(settings.recompute_grouping, c.recompute).items():
+        words += ["--" + key.replace("_", "-"), str(value)]
     if settings.runtime == "megatron":
         words += ["--megatron-ddp"]
     if settings.system is not None:

@@ -13,6 +13,7 @@ from ..schedules import registry
 from ..schedules.library.interleaved_1f1b import resolve_group_size
 from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
 from .candidates import Candidate
+from .settings import recompute_options
 from .workloads import cached_workload
 
 
@@ -72,6 +73,7 @@ class ScreenContext:
     p2p: str | None
     max_actions: int | None
     runtime: str | None = None
+    recompute_grouping: tuple = ()   # PlanSettings'
 
 
 
@@ -106,6 +108,7 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           # --jitter run several)
                           max_actions=ctx.max_actions * iterations if ctx.max_actions
                           else ctx.max_actions, recompute=c.recompute,
+                          **recompute_options(ctx.recompute_grouping, c.recompute),
                           **megatron_options(ctx.runtime), **c.split_options)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]

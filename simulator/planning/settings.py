@@ -49,6 +49,16 @@ class PlanSettings:
     split: tuple = ()
     tp: int | None = None   # --tp: the one tensor-parallel size searched (model flags)
     batch_flag: str = "--global-batch"   # the option the global batch came from (its errors)
+    # how a full-recompute retry groups the layers: (--recompute-method, --recompute-num-layers);
+    # empty: Megatron-LM's uniform 1, every layer alone
+    recompute_grouping: tuple = ()
+
+
+def recompute_options(grouping: tuple, recompute: str) -> dict:
+    """The run options of a candidate's recompute grouping (none unless it is ``full``)."""
+    if recompute != "full" or not grouping:
+        return {}
+    return {"recompute_method": grouping[0], "recompute_num_layers": grouping[1]}
 
 
 def check_settings(settings: PlanSettings) -> None:

@@ -19,7 +19,8 @@ from .stage_layers import (LayerRows, check_stage_count, default_chunk_layers, l
 from .model import Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
-           "recompute_plan", "with_recompute", "RECOMPUTE_MODES"]
+           "recompute_plan", "with_recompute", "chunk_layer_positions", "RECOMPUTE_MODES",
+           "RECOMPUTE_METHODS"]
 
 
 def partition(workload: Workload, n_chunks: int) -> Partition:
@@ -77,14 +78,25 @@ def _cut_message(path: str, rows, found: LayerRows, n_chunks: int) -> str:
 
 
 RECOMPUTE_MODES = ("file", "none", "full")
+# Megatron-LM's --recompute-method: how --recompute full groups a chunk's transformer layers
+RECOMPUTE_METHODS = ("uniform", "block")
 
 
-def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
+def with_recompute(part: Partition, workload: Workload, mode: str, method: str = "uniform",
+                   num_layers: int = 1) -> Partition:
     """``part`` with activation recompute as asked: ``file`` (the header's checkpoint lists, as
-    read), ``none`` (nothing recomputed), ``full`` (every transformer layer recomputes its own
-    forward just before its backward and keeps only its input, like Megatron's full activation
-    checkpointing; a layer is one row in the model layout, its sub-layer rows in an AICB
-    stage trace)."""
+    read), ``none`` (nothing recomputed), ``full`` (Megatron-LM's full activation checkpointing
+    of each chunk's transformer layers; a layer is its rows in the model layout, its sub-layer
+    rows in an AICB stage trace). ``full`` groups the layers of each chunk (a virtual stage is
+    one transformer block in Megatron-LM, so the count restarts in every chunk) by ``method``:
+
+    - ``uniform``: groups of ``num_layers`` consecutive layers (the last may be shorter); a
+      group keeps only its input and re-runs its whole forward just before its backward.
+    - ``block``: the first ``num_layers`` layers each keep their input and re-run their own
+      forward; the others keep their activations and re-run nothing.
+
+    A plan maps the position of a group's last row (the backward reaches it first) to the
+    positions its recompute re-runs."""
     if mode == "file":
         return part
     if mode == "none":
@@ -92,9 +104,19 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
     if mode != "full":
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE_MODES)}, "
                           f"got {mode!r}")
-    plans = []
-    # model row index -> [start, stop) of its transformer layer (model order)
-    spans = {}
+    if method not in RECOMPUTE_METHODS:
+        raise ConfigError(f"--recompute-method: expected one of {', '.join(RECOMPUTE_METHODS)}, "
+                          f"got {method!r}")
+    if num_layers < 1:
+        raise ConfigError(f"--recompute-num-layers: expected a positive integer, got "
+                          f"{num_layers!r}")
+    return part._replace(recompute=tuple(_grouped_plan(layers, method, num_layers)
+                                         for layers in chunk_layer_positions(part, workload)))
+
+
+def chunk_layer_positions(part: Partition, workload: Workload) -> list[list[tuple[int, ...]]]:
+    """Per chunk, its transformer layers in order, each as the positions of its rows in the
+    chunk (rows of no layer, such as the embedding or the LM head, are in none)."""
     if workload.layout == "aicb" and workload.aicb is not None:
         layer_spans = workload.aicb.layer_spans
     else:
@@ -105,22 +127,29 @@ def with_recompute(part: Partition, workload: Workload, mode: str) -> Partition:
         rows_in_order = tuple(r for c in part.chunks for r in c)
         layer_spans = [(rows_in_order[a].index, rows_in_order[b - 1].index + 1)
                        for a, b in layer_rows(rows_in_order).spans]
-    for a, b in layer_spans:
-        for k in range(a, b):
-            spans[k] = (a, b)
+    span_of = {k: span for span in layer_spans for k in range(*span)}
+    out = []
     for rows in part.chunks:
-        plan: dict[int, tuple[int, ...]] = {}
-        if not spans:
-            plan = {pos: (pos,) for pos in range(len(rows))}
-        else:
-            pos_of = {r.index: p for p, r in enumerate(rows)}
-            seen = set()
-            for p, r in enumerate(rows):
-                span = spans.get(r.index)
-                if span is None or span in seen:
-                    continue
-                seen.add(span)
-                members = [pos_of[k] for k in range(*span) if k in pos_of]
-                plan[members[-1]] = tuple(members)   # the backward reaches the last row first
-        plans.append(plan)
-    return part._replace(recompute=tuple(plans))
+        if not span_of:
+            out.append([(pos,) for pos in range(len(rows))])
+            continue
+        pos_of = {r.index: p for p, r in enumerate(rows)}
+        seen: set[tuple[int, int]] = set()
+        layers = []
+        for r in rows:
+            span = span_of.get(r.index)
+            if span is None or span in seen:
+                continue
+            seen.add(span)
+            layers.append(tuple(pos_of[k] for k in range(*span) if k in pos_of))
+        out.append(layers)
+    return out
+
+
+def _grouped_plan(layers: list[tuple[int, ...]], method: str,
+                  n: int) -> dict[int, tuple[int, ...]]:
+    if method == "uniform":
+        groups = [sum(layers[g:g + n], ()) for g in range(0, len(layers), n)]
+    else:
+        groups = layers[:n]
+    return {g[-1]: g for g in groups if g}

@@ -291,6 +291,29 @@ def test_what_does_not_fit_is_tried_with_full_recompute(capsys, tmp_path):
     assert again["peak_memory_bytes"] == best["peak_memory_bytes"]
 
 
+def test_the_full_recompute_retry_groups_layers_as_asked(capsys, tmp_path):
+    # uniform groups of 2 layers: a backward holds two layers' stash again while it
+    # recomputes them, so the winner's peak is above every-layer-alone's; its command and
+    # launch carry the grouping and the command reproduces the numbers
+    dest, launch = tmp_path / "p.json", tmp_path / "launch"
+    code, _, _ = run(capsys, "plan", WL, "--gpus", "8", "--memory-limit", "4.5", "-j", "1",
+                     "--confirm", "1", "--recompute-num-layers", "2", "--runtime", "megatron",
+                     "--json", str(dest), "--launch", str(launch))
+    assert code == 0
+    best = json.loads(dest.read_text())["best"]
+    assert best["recompute"] == "full"
+    assert "--recompute full --recompute-method uniform --recompute-num-layers 2" in \
+        best["command"]
+    again = run_json(capsys, *shlex.split(best["command"])[1:])
+    assert (again["makespan_ns"], again["peak_memory_bytes"]) == (best["makespan_ns"],
+                                                                  best["peak_memory_bytes"])
+    alone = run_json(capsys, *shlex.split(best["command"].replace(
+        "--recompute-num-layers 2", "--recompute-num-layers 1"))[1:])
+    assert again["peak_memory_bytes"] > alone["peak_memory_bytes"]
+    written = (launch / "megatron_args.txt").read_text().splitlines()
+    assert "--recompute-method uniform" in written and "--recompute-num-layers 2" in written
+
+
 def test_full_recompute_retries_stay_within_max_work(capsys):
     """The later rounds and the retries are counted against --max-work as they come: at
     130,000 actions 18 screens and 36 retries are left out, and the refusal names both, with

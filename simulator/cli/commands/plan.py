@@ -18,7 +18,7 @@ from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
 from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
-from ...planning.settings import load_plan_system
+from ...planning.settings import load_plan_system, recompute_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -96,6 +96,14 @@ def _split_options(fn):
 
 
 SPLIT_FIELDS = SPLIT_OPTIONS
+# how the full-recompute retry groups the layers: `pipesim run`'s own options
+RECOMPUTE_FIELDS = ("recompute_method", "recompute_num_layers")
+
+
+def _recompute_options(fn):
+    for f in reversed([f for f in OPTION_FIELDS if f.name in RECOMPUTE_FIELDS]):
+        fn = click_option_of(f)(fn)
+    return fn
 
 
 @click.command("plan")
@@ -166,6 +174,7 @@ SPLIT_FIELDS = SPLIT_OPTIONS
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 @_split_options
+@_recompute_options
 def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_size,
             global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
@@ -176,6 +185,10 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
     engine, and print the ranking and the `pipesim run` command of the winner."""
 
     split_values = {k: values.pop(k) for k in SPLIT_FIELDS}
+    recompute_values = {k: values.pop(k) for k in RECOMPUTE_FIELDS}
+    grouping = (RunOptions.from_values({"recompute": "full", **recompute_values})
+                .recompute_grouping()
+                if any(v is not None for v in recompute_values.values()) else ())
     model_values = values
     tp = model_values.get("tp")
     warnings: list[str] = []
@@ -251,7 +264,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
                             model, gpu, efficiency, tp_max, names, runtime,
-                            tuple(split) if split.given else (), tp, batch_flag)
+                            tuple(split) if split.given else (), tp, batch_flag, grouping)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -339,6 +352,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                    _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
                    gpus=result.settings.gpus, schedule_options=c.options or None,
                    memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
+                   **recompute_options(result.settings.recompute_grouping, c.recompute),
                    **c.split_options)
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
@@ -346,7 +360,9 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
     if mi is not None:   # the model the plan generated: bf16, flash attention, SP at TP > 1
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1)}
+    grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
+                        recompute_grouping=tuple(grouping.values()) or ("uniform", 1),
                         options=c.options, command=best.command, numbers=numbers, **extra)
 
 

@@ -421,11 +421,6 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
             refuse("--recompute-num-layers", f"between 1 and the {per_rank} layers per "
                    "pipeline rank", nrec)
         recompute = "full"
-        if not (method == "uniform" and nrec == 1) and not (method == "block" and
-                                                             nrec >= per_rank):
-            warnings.append(f"{src}: --recompute-method {method} --recompute-num-layers {nrec}: "
-                            "pipesim's full recompute keeps every layer's input (uniform, 1 "
-                            "layer); the file's grouping is not modelled")
     for flag, what in NOT_MODELLED_YET.items():
         if a.get(flag):
             warnings.append(f"{src}: {flag}: {what} is not modelled yet (carried, not priced)")
