@@ -310,23 +310,32 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        ep=launch.ep, sequence_parallel=launch.sequence_parallel,
                        flash_attention=launch.flash_attention,
                        precision=launch.precision,
-                       selective_recompute=launch.recompute_granularity == "selective")
+                       selective_recompute=launch.recompute_granularity == "selective",
+                       stage_layers=placed_counts(mi, P, V) if placement and layout == "model"
+                       else ())
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
     if not placement or layout != "model":
         return text
     return placed(text, mi, P, V)
 
 
+def placed_counts(mi: ModelInput, pp: int, vpp: int) -> tuple[int, ...]:
+    """The whole-layer split a generated model-layout file's header carries (``stage_layers:``):
+    a launch file's always, else the even split where it is whole; empty: none."""
+    if pp < 2 or (mi.launch.source is None and mi.shape.layers % (pp * vpp)):
+        return ()
+    return stage_layers(mi.shape.layers, pp, vpp, mi.launch)
+
+
 def placed(text: str, mi: ModelInput, pp: int, vpp: int) -> str:
     """A generated model-layout file with the launch's whole-layer split in its header
-    (``stage_layers:``): a launch file's always, else the even split where it is whole."""
-    launch = mi.launch
-    if pp < 2 or (launch.source is None and mi.shape.layers % (pp * vpp)):
+    (``stage_layers:``, :func:`placed_counts`)."""
+    counts = placed_counts(mi, pp, vpp)
+    if not counts:
         return text
     header, rest = text.split("\n", 1)
     if "stage_layers:" in header:
         return text
-    counts = stage_layers(mi.shape.layers, pp, vpp, launch)
     return header + " stage_layers: " + " ".join(map(str, counts)) + "\n" + rest
 
 

@@ -17,7 +17,7 @@ from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, \
     activation_bytes, render, split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
-from ..model_inputs import GENERATE_FLAGS, click_options, placed, resolve
+from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve
 from ..outputs import check_writable
 
 
@@ -120,7 +120,9 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                        flash_attention=(ours or launch.flash_attention) and not no_flash,
                        precision=precision or ("bf16" if ours else launch.precision),
                        selective_recompute=selective or (
-                           not ours and launch.recompute_granularity == "selective"))
+                           not ours and launch.recompute_granularity == "selective"),
+                       stage_layers=placed_counts(mi, P, V) if not ours and layout == "model"
+                       else ())
     selective = par.selective_recompute
 
     check_writable(output, "--output")
