@@ -177,3 +177,15 @@ def test_the_plain_split_is_still_refused_with_the_cut_message(gpt22, capsys):
         "expected pp x vpp <= 22\n")
     with pytest.raises(ConfigError):
         simulate(gpt22, "interleaved-1f1b", pp=8, vpp=3, engine="evaluator")
+
+
+def test_a_header_split_no_flag_gives_is_written_as_megatrons_layout(tmp_path):
+    # 0 2 over pp 2: 2 + 1 does not divide by 2, so no account flag gives it
+    path = write(tmp_path, TINY_ROWS, "stage_layers: 0 2")
+    out = tmp_path / "launch"
+    assert main(["run", path, "-s", "1f1b", "--pp", "2", "--microbatches", "2",
+                 "--engine", "evaluator", "--launch", str(out)]) == 0
+    args = (out / "megatron_args.txt").read_text().split("\n")
+    assert "--pipeline-model-parallel-layout E|t*2,L" in args
+    assert ('module_fqns_per_model_part = [["tok_embeddings"], ["layers.0", "layers.1", "norm", '
+            '"lm_head"]]') in (out / "torchtitan.toml").read_text()
