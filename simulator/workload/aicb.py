@@ -40,7 +40,7 @@ from itertools import accumulate, repeat
 from operator import attrgetter, eq
 
 from ..errors import ConfigError, WorkloadError
-from .chunks import chunk_bounds, recompute_plan
+from .chunks import LayerRows, chunk_bounds, recompute_plan, row_bounds_from_layers
 from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
 from .model import AicbStage, Layer, Partition, Workload, new_layer
 
@@ -184,8 +184,6 @@ def chunk_rows(st: AicbStage, n_chunks: int, path: str = "<workload>",
                counts: tuple[int, ...] = ()) -> list[tuple[int, int]]:
     """[start, stop) in ``st.model`` of each chunk: its layers, the head on the first chunk and
     the tail on the last."""
-    from .stage_layers import LayerRows, row_bounds_from_layers   # it reads AICB's rules
-
     spans = tuple(st.layer_spans)
     found = LayerRows(spans[0][0] if spans else 0, spans, spans[-1][1] if spans else 0)
     return row_bounds_from_layers(found, len(st.model), chunk_layers(st, n_chunks, path, counts))

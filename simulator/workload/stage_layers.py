@@ -16,19 +16,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import ConfigError, WorkloadError
+from .chunks import LayerRows, row_bounds_from_layers
 from .iteration_rows import model_rows
 from .model import Layer, Workload
-
-
-# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
-class LayerRows(NamedTuple):
-    """Where the transformer layers are among the rows a model-layout file splits into chunks:
-    ``head`` rows before the first layer (the embedding), ``spans`` [start, stop) of each layer,
-    the rows from ``tail`` on after the last (the LM head and loss)."""
-
-    head: int
-    spans: tuple[tuple[int, int], ...]
-    tail: int
 
 
 def layer_rows(rows: tuple[Layer, ...]) -> LayerRows:
@@ -378,20 +368,6 @@ def layer_bounds(counts: tuple[int, ...]) -> list[tuple[int, int]]:
     for c in counts:
         out.append((at, at + c))
         at += c
-    return out
-
-
-def row_bounds_from_layers(found: LayerRows, n_rows: int, layers: list[tuple[int, int]]
-                           ) -> list[tuple[int, int]]:
-    """[start, stop) rows of each chunk holding the given layers: the head rows go with the
-    first chunk, the tail rows with the last."""
-    out = []
-    spans = found.spans
-    for c, (a, b) in enumerate(layers):
-        # a first chunk of no layers holds the head rows alone, a last one the tail rows
-        start = 0 if c == 0 else spans[a][0] if a < len(spans) else found.tail
-        stop = n_rows if c == len(layers) - 1 else spans[b - 1][1] if b > 0 else found.head
-        out.append((start, stop))
     return out
 
 

@@ -12,7 +12,8 @@ from simulator.cli.main import main
 from simulator.errors import ConfigError, WorkloadError
 from simulator.schedules.runtimes import check_runtimes, shape_of
 from simulator.workload.parser import load_workload
-from simulator.workload.stage_layers import megatron_chunk_layers, torchtitan_chunk_layers
+from simulator.workload.stage_layers import (PipelineSplit, megatron_chunk_layers,
+                                             torchtitan_chunk_layers)
 
 BOTH = dict(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
 FLAGS = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
@@ -189,3 +190,27 @@ def test_a_header_split_no_flag_gives_is_written_as_megatrons_layout(tmp_path):
     assert "--pipeline-model-parallel-layout E|t*2,L" in args
     assert ('module_fqns_per_model_part = [["tok_embeddings"], ["layers.0", "layers.1", "norm", '
             '"lm_head"]]') in (out / "torchtitan.toml").read_text()
+
+
+def test_plan_lists_the_split_where_only_an_end_chunk_holds_no_layer():
+    from simulator.planning.candidates import ScheduleChoice, enumerate_candidates
+
+    split = tuple(PipelineSplit(None, None, True, True))
+    choice = [ScheduleChoice("1f1b", False, 1)]
+    with_rows = {c.pp: c.reason for c in enumerate_candidates(1, 4, 4, 2, choice, split=split,
+                                                              ends=(True, True))}
+    bare = {c.pp: c.reason for c in enumerate_candidates(1, 4, 4, 2, choice, split=split)}
+    assert with_rows[4] is None            # 0 1 1 0: the embedding and the head alone
+    assert bare[4] == "4 chunks for 2 layers"
+
+
+def test_an_aicb_stage_file_splits_its_recovered_model_the_same_way(tmp_path):
+    path = str(tmp_path / "aicb.txt")
+    assert main(["generate", "--model", "gpt", "--layers", "22", "--hidden", "256", "--heads",
+                 "4", "--seq", "128", "--micro-batch", "1", "--ga", "4", "--pp", "2",
+                 "--layout", "aicb", "-o", path]) == 0
+    r = simulate(path, "interleaved-1f1b", pp=8, vpp=3, microbatches=8, engine="evaluator",
+                 **BOTH)
+    chunks = r.partition.chunks
+    assert (names(chunks[0]), names(chunks[23])) == (("embedding_layer",), ("final_column",))
+    assert names(chunks[1]) == ("attention_column", "attention_row", "mlp_column", "mlp_row")
