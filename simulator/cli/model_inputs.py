@@ -95,6 +95,25 @@ def click_options(dests: tuple[str, ...], defaults: dict | None = None):
     return deco
 
 
+def split_options(fn):
+    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
+    from ..planning.candidates import SPLIT_OPTIONS   # only where a command is declared
+    from ..run_options import OPTION_FIELDS, click_option_of
+
+    for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_OPTIONS]):
+        fn = click_option_of(f)(fn)
+    return fn
+
+
+def split_of(values: dict):
+    """The :class:`~simulator.workload.stage_layers.PipelineSplit` of the split options among a
+    command's ``values`` (taken out of them)."""
+    from ..planning.candidates import SPLIT_OPTIONS
+    from ..workload.stage_layers import PipelineSplit
+
+    return PipelineSplit(*(values.pop(k) for k in SPLIT_OPTIONS))
+
+
 def given(values: dict) -> bool:
     """Whether ``values`` name a model at all (a file or the shape flags)."""
     return any(values.get(k) is not None for k in FILES + ("arch",))
@@ -330,7 +349,12 @@ def placed_counts(mi: ModelInput, pp: int, vpp: int) -> tuple[int, ...]:
 def placed(text: str, mi: ModelInput, pp: int, vpp: int) -> str:
     """A generated model-layout file with the launch's whole-layer split in its header
     (``stage_layers:``, :func:`placed_counts`)."""
-    counts = placed_counts(mi, pp, vpp)
+    return with_stage_layers(text, placed_counts(mi, pp, vpp))
+
+
+def with_stage_layers(text: str, counts: tuple[int, ...]) -> str:
+    """A generated model-layout file with ``counts`` as its header's ``stage_layers:`` (none
+    given, or the header has its own: unchanged)."""
     if not counts:
         return text
     header, rest = text.split("\n", 1)

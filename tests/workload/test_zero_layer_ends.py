@@ -214,3 +214,26 @@ def test_an_aicb_stage_file_splits_its_recovered_model_the_same_way(tmp_path):
     chunks = r.partition.chunks
     assert (names(chunks[0]), names(chunks[23])) == (("embedding_layer",), ("final_column",))
     assert names(chunks[1]) == ("attention_column", "attention_row", "mlp_column", "mlp_row")
+
+
+def test_generate_takes_the_split_options_the_run_takes(tmp_path, capsys):
+    path = tmp_path / "gen.txt"
+    shape = GPT22[:GPT22.index("--ga")]
+    assert main(["generate", *shape, "--pp", "8", "--vpp", "3", *FLAGS, "-o", str(path)]) == 0
+    assert load_workload(path).header.stage_layers == (0,) + (1,) * 22 + (0,)
+    r = simulate(str(path), "interleaved-1f1b", engine="evaluator")
+    assert (names(r.partition.chunks[0]), len(r.partition.chunks)) == (("embedding_layer",), 24)
+    capsys.readouterr()
+    # without them, as before; with one flag, Megatron-LM's refusal
+    assert main(["generate", *shape, "--pp", "8", "--vpp", "3", "-o", str(path)]) == 2
+    assert capsys.readouterr().err == "pipesim: error: --pp 8 x --vpp 3 chunks exceed --layers 22\n"
+    assert main(["generate", *shape, "--pp", "8", "--vpp", "3", FLAGS[0], "-o", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --account-for-embedding-in-pipeline-split: expected 22 layers + 1 "
+        "(embedding/loss) to split evenly over pp 8 x vpp 3 (Megatron-LM's even split), got 23 "
+        "over 24 chunk(s)\n")
+    assert main(["generate", *shape, "--pp", "8", "--vpp", "3", *FLAGS, "--layout", "aicb",
+                 "-o", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        "pipesim: error: --account-for-embedding-in-pipeline-split: expected --layout model (an "
+        "AICB stage file holds one stage; give the split to `pipesim run`)\n")
