@@ -160,14 +160,14 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
                                   schedule_name=spec.name if spec is not None else "")
     warnings += schedule_warnings(wl, schedule, spec)
     drawn = drawn_as(options, system)   # the mode and the outputs decide what an action costs
+    split = options.pipeline_split()
     if isinstance(schedule, Schedule):
         chunks = schedule.n_chunks
-        check_chunks(wl, chunks)
+        check_chunks(wl, chunks, split, P)
         check_schedule_size(wl, schedule, options.iterations, options.max_actions, drawn)
     else:
         chunks = check_sizes(wl, spec, P, M, v, options.schedule_options, options.max_actions,
-                             options.iterations, drawn)
-    split = options.pipeline_split()
+                             options.iterations, drawn, split)
     wl = with_split(wl, P, max(1, chunks // P), split)
     note = split_note(wl, chunks, split)
     if note is not None:

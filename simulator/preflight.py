@@ -19,6 +19,7 @@ from .units import fmt_bytes
 from .workload.header import FILE_KEY, defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
 from .workload.partition import check_chunks
+from .workload.stage_layers import PipelineSplit
 
 # The most actions a run may have unless --max-actions says otherwise: the largest allowed run
 # finishes in about 10 s on a 2-core machine (docs/performance.md).
@@ -77,12 +78,13 @@ def _layers_per_action(workload: Workload, chunks: int) -> float:
 
 def check_sizes(workload: Workload, spec: ScheduleSpec, pp: int, microbatches: int, vpp: int,
                 options: dict | None, max_actions: int | None, iterations: int = 1,
-                drawn: Drawn = Drawn()) -> int:
+                drawn: Drawn = Drawn(), split: PipelineSplit = PipelineSplit()) -> int:
     """Refuse a run its sizes make impossible or too large (its actions in every iteration,
-    weighted by the point-to-point mode's cost per action and by what drawing them costs);
+    weighted by the point-to-point mode's cost per action and by what drawing them costs;
+    ``split``: the runtimes' layer-split options, which decide the layers per chunk);
     returns the model chunks it needs."""
     chunks, actions = spec.size_of(pp, microbatches, vpp, options)
-    check_chunks(workload, chunks)
+    check_chunks(workload, chunks, split, pp)
     built = spec.work_of(pp, microbatches, vpp, actions)
     weight = drawn.weight(_layers_per_action(workload, chunks) if drawn.trace else 0.0)
     work = "runs up to {actions:,} actions"

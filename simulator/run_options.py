@@ -67,10 +67,12 @@ FIELDS: tuple[OptionField, ...] = (
          kind="positive", metavar="N"),
     _opt("account_for_embedding_in_pipeline_split", bool, False,
          "Count the embedding as one layer when splitting the layers evenly (Megatron-LM's "
-         "rule): the first chunk holds one transformer layer less.", kind="bool"),
+         "rule): the first chunk holds one transformer layer less (at one layer a chunk, "
+         "the embedding alone).", kind="bool"),
     _opt("account_for_loss_in_pipeline_split", bool, False,
          "Count the LM head and loss as one layer when splitting the layers evenly "
-         "(Megatron-LM's rule): the last chunk holds one transformer layer less.", kind="bool"),
+         "(Megatron-LM's rule): the last chunk holds one transformer layer less (at one layer "
+         "a chunk, the final norm, LM head and loss alone).", kind="bool"),
     _opt("pipeline_parallel_layers_per_stage", int | None, None,
          "Layers per stage, torchtitan's rule: ceil((layers + first-less + last-less) / N) "
          "stages, which must be pp x vpp; the effective layers split evenly, the first stages "

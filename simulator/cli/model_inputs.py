@@ -95,6 +95,25 @@ def click_options(dests: tuple[str, ...], defaults: dict | None = None):
     return deco
 
 
+def split_options(fn):
+    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
+    from ..planning.candidates import SPLIT_OPTIONS   # only where a command is declared
+    from ..run_options import OPTION_FIELDS, click_option_of
+
+    for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_OPTIONS]):
+        fn = click_option_of(f)(fn)
+    return fn
+
+
+def split_of(values: dict):
+    """The :class:`~simulator.workload.stage_layers.PipelineSplit` of the split options among a
+    command's ``values`` (taken out of them)."""
+    from ..planning.candidates import SPLIT_OPTIONS
+    from ..workload.stage_layers import PipelineSplit
+
+    return PipelineSplit(*(values.pop(k) for k in SPLIT_OPTIONS))
+
+
 def given(values: dict) -> bool:
     """Whether ``values`` name a model at all (a file or the shape flags)."""
     return any(values.get(k) is not None for k in FILES + ("arch",))
@@ -314,23 +333,37 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        ep=launch.ep, sequence_parallel=launch.sequence_parallel,
                        flash_attention=launch.flash_attention,
                        precision=launch.precision,
-                       selective_recompute=launch.recompute_granularity == "selective")
+                       selective_recompute=launch.recompute_granularity == "selective",
+                       stage_layers=placed_counts(mi, P, V) if placement and layout == "model"
+                       else ())
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
     if not placement or layout != "model":
         return text
     return placed(text, mi, P, V)
 
 
+def placed_counts(mi: ModelInput, pp: int, vpp: int) -> tuple[int, ...]:
+    """The whole-layer split a generated model-layout file's header carries (``stage_layers:``):
+    a launch file's always, else the even split where it is whole; empty: none."""
+    if pp < 2 or (mi.launch.source is None and mi.shape.layers % (pp * vpp)):
+        return ()
+    return stage_layers(mi.shape.layers, pp, vpp, mi.launch)
+
+
 def placed(text: str, mi: ModelInput, pp: int, vpp: int) -> str:
     """A generated model-layout file with the launch's whole-layer split in its header
-    (``stage_layers:``): a launch file's always, else the even split where it is whole."""
-    launch = mi.launch
-    if pp < 2 or (launch.source is None and mi.shape.layers % (pp * vpp)):
+    (``stage_layers:``, :func:`placed_counts`)."""
+    return with_stage_layers(text, placed_counts(mi, pp, vpp))
+
+
+def with_stage_layers(text: str, counts: tuple[int, ...]) -> str:
+    """A generated model-layout file with ``counts`` as its header's ``stage_layers:`` (none
+    given, or the header has its own: unchanged)."""
+    if not counts:
         return text
     header, rest = text.split("\n", 1)
     if "stage_layers:" in header:
         return text
-    counts = stage_layers(mi.shape.layers, pp, vpp, launch)
     return header + " stage_layers: " + " ".join(map(str, counts)) + "\n" + rest
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from ..workload.stage_layers import PipelineSplit, default_chunk_layers
+from ..workload.stage_layers import PipelineSplit, default_chunk_layers, empty_chunk
 
 AUTO = "auto"
 VARIABLE_VPPS = (1, 2, 4)   # chunks per rank tried for a schedule that takes any number
@@ -111,6 +111,19 @@ def end_stage_splits(n_layers: int, pp: int, vpp: int) -> list[tuple]:
     return out
 
 
+def ends_only(split: tuple, n_layers: int, pp: int, vpp: int, ends: tuple[bool, bool]) -> bool:
+    """Whether ``split`` (a PipelineSplit's fields) places more chunks than layers by leaving
+    only an end chunk without layers, one that holds the file's embedding (``ends[0]``) or LM
+    head / loss rows (``ends[1]``): the run takes it (:func:`.stage_layers.empty_chunk`)."""
+    if not split:
+        return False
+    try:
+        counts = PipelineSplit(*split).counts(n_layers, pp, vpp)
+    except ConfigError:
+        return False
+    return empty_chunk(counts, *ends) is None
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of ``n`` in increasing order, in O(sqrt n)."""
     small, large = [], []
@@ -127,14 +140,16 @@ def divisors(n: int) -> list[int]:
 def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                          schedules: list[ScheduleChoice], first: int = 0,
                          workload: str = "", split: tuple = (),
-                         layered: bool = False) -> list[Candidate]:
+                         layered: bool = False,
+                         ends: tuple[bool, bool] = (False, False)) -> list[Candidate]:
     """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``.
 
     ``schedules``: the hand-made schedules (``auto`` is added later by
     :func:`auto_candidates`). A shape the sizes alone rule out (DP not dividing the global batch, more chunks than
     layers, a split Megatron-LM refuses) is a candidate with its ``reason``. ``split``: the
     split every candidate runs; else, where the file has layers of several rows (``layered``),
-    the Megatron-LM schedules also run at each of :func:`end_stage_splits`.
+    the Megatron-LM schedules also run at each of :func:`end_stage_splits`. ``ends``: the file
+    has rows before its first layer and after its last (:func:`ends_only`).
     """
     out: list[Candidate] = []
 
@@ -153,7 +168,8 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
         for choice in schedules:
             for v in (VARIABLE_VPPS if choice.variable_vpp else (choice.default_vpp,)):
                 reason = shape_reason
-                if reason is None and pp * v > n_layers:
+                if reason is None and pp * v > n_layers and not ends_only(split, n_layers, pp,
+                                                                          v, ends):
                     reason = f"{pp * v} chunks for {n_layers} layers"
                 if reason is None and split:
                     try:

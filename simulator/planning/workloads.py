@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..workload.generator import ModelSpec, ParallelSpec, check, render
 from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
-from ..workload.stage_layers import n_model_layers
+from ..workload.stage_layers import end_rows, n_model_layers
 from .candidates import Candidate, ScheduleChoice, divisors, enumerate_candidates
 from .settings import PlanSettings
 
@@ -115,7 +115,8 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
         layered = wl.layout == "aicb" or n_layers < len(wl.layers)
         candidates += enumerate_candidates(tp, settings.gpus, global_batch, n_layers, table,
                                            len(candidates), path if settings.model else "",
-                                           settings.split, layered)
+                                           settings.split, layered,
+                                           end_rows(wl) if settings.split else (False, False))
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
                           "pipeline degree gives a whole number of microbatches per "

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import ConfigError
-from ..workload.stage_layers import chunk_layers_of
+from ..workload.stage_layers import chunk_layers_of, empty_chunk
 from .library.interleaved_1f1b import resolve_group_size
 from .registration import TORCH_SINGLE_STAGE as SINGLE_STAGE   # one stage per rank
 from .registry import megatron_of, torch_class_of   # a schedule's torch class, Megatron's schedule
@@ -84,6 +84,8 @@ class Shape(NamedTuple):
     layer_cut: str | None = None
     csv_reason: str | None = None     # set: torch's CSV format cannot hold the schedule
     group_size: int | None = None     # interleaved 1F1B's microbatch group N
+    ends: tuple[bool, bool] = (False, False)   # the first stage holds the embedding rows, the
+                                               # last the LM head / loss rows
 
 
 def torch_class_rule(cls: str, pp: int, vpp: int, m: int) -> str | None:
@@ -152,7 +154,8 @@ def megatron_verdict(s: Shape) -> Verdict:
                   f"1F1B with virtual stages)")
     if s.layer_cut is not None:
         return no(f"Megatron-LM places whole transformer layers; {s.layer_cut}")
-    if s.layers and min(s.layers) < 1 and s.pp * s.vpp > 1:
+    if s.layers and empty_chunk(s.layers, *s.ends) is not None:
+        # a first stage of the embedding alone, a last of the loss alone: its account flags
         return no("Megatron-LM's layout gives every stage a layer or an embedding/loss; "
                   "a stage here holds no transformer layer")
     return Verdict("megatron", True, how)
@@ -214,9 +217,11 @@ def shape_of(schedule, workload=None, partition=None, options: dict | None = Non
     from ``workload``) when given."""
     layers: tuple[int, ...] = ()
     cut = None
+    ends = (False, False)
     if workload is not None and partition is not None:
         found = chunk_layers_of(workload, partition.chunks)
         layers, cut = found.counts, found.cut
+        ends = (found.embedding_chunk == 0, found.head_chunk == len(partition.chunks) - 1)
     group = None
     if megatron_of(schedule.name) == "interleaved":   # Megatron's rule reads its group N
         try:
@@ -225,4 +230,4 @@ def shape_of(schedule, workload=None, partition=None, options: dict | None = Non
         except ConfigError:
             group = None
     return Shape(schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
-                 placement_kind(schedule), layers, cut, torch_cannot_run(schedule), group)
+                 placement_kind(schedule), layers, cut, torch_cannot_run(schedule), group, ends)

@@ -40,7 +40,7 @@ from itertools import accumulate, repeat
 from operator import attrgetter, eq
 
 from ..errors import ConfigError, WorkloadError
-from .chunks import chunk_bounds, recompute_plan
+from .chunks import LayerRows, chunk_bounds, recompute_plan, row_bounds_from_layers
 from .iteration_rows import POST_NAME, PRE_NAME, chunk_shares
 from .model import AicbStage, Layer, Partition, Workload, new_layer
 
@@ -184,13 +184,9 @@ def chunk_rows(st: AicbStage, n_chunks: int, path: str = "<workload>",
                counts: tuple[int, ...] = ()) -> list[tuple[int, int]]:
     """[start, stop) in ``st.model`` of each chunk: its layers, the head on the first chunk and
     the tail on the last."""
-    out = []
-    spans = st.layer_spans
-    for c, (a, b) in enumerate(chunk_layers(st, n_chunks, path, counts)):
-        start = 0 if c == 0 else spans[a][0]
-        stop = len(st.model) if c == n_chunks - 1 else spans[b - 1][1]
-        out.append((start, stop))
-    return out
+    spans = tuple(st.layer_spans)
+    found = LayerRows(spans[0][0] if spans else 0, spans, spans[-1][1] if spans else 0)
+    return row_bounds_from_layers(found, len(st.model), chunk_layers(st, n_chunks, path, counts))
 
 
 # -- finding the block ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Splitting rows into contiguous chunks, and which rows a recompute replays.
+"""Splitting rows into contiguous chunks (by rows, or by whole layers), and which rows a
+recompute replays.
 
 Remainder layers go to the first chunks (ASTRA-sim guide, Part 3). Activation recompute follows
 ASTRA-sim's HYBRID_TRANSFORMER_FWD_IN_BCKWD: when the backward pass reaches a layer listed in
@@ -10,6 +11,7 @@ first layer if the checkpoint lies on an earlier stage (that stage's activations
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from .model import Layer
@@ -53,3 +55,28 @@ def recompute_plan(layers: tuple[Layer, ...], checkpoints: tuple[int, ...],
         if start_pos < pos:
             plan[pos] = tuple(range(start_pos, pos))
     return plan
+
+
+# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
+class LayerRows(NamedTuple):
+    """Where the transformer layers are among the rows a model-layout file splits into chunks:
+    ``head`` rows before the first layer (the embedding), ``spans`` [start, stop) of each layer,
+    the rows from ``tail`` on after the last (the LM head and loss)."""
+
+    head: int
+    spans: tuple[tuple[int, int], ...]
+    tail: int
+
+
+def row_bounds_from_layers(found: LayerRows, n_rows: int, layers: list[tuple[int, int]]
+                           ) -> list[tuple[int, int]]:
+    """[start, stop) rows of each chunk holding the given layers: the head rows go with the
+    first chunk, the tail rows with the last."""
+    out = []
+    spans = found.spans
+    for c, (a, b) in enumerate(layers):
+        # a first chunk of no layers holds the head rows alone, a last one the tail rows
+        start = 0 if c == 0 else spans[a][0] if a < len(spans) else found.tail
+        stop = n_rows if c == len(layers) - 1 else spans[b - 1][1] if b > 0 else found.head
+        out.append((start, stop))
+    return out

@@ -53,6 +53,7 @@ from . import layer_ops
 from .gpus import GPUPreset
 from .kernel_presets import kernel_preset
 from .kernels import row_times
+from .stage_layers import empty_chunk
 
 MODELS = ("gpt", "llama", "moe")
 LAYOUTS = ("model", "aicb")
@@ -112,6 +113,10 @@ class ParallelSpec:
     # Megatron's --recompute-granularity selective: the attention core's forward (QKᵀ, softmax,
     # dropout, probs·V) runs again in the backward, so its scores are not kept
     selective_recompute: bool = False
+    # transformer layers per chunk (model order) that a launch file's split gives (empty:
+    # pipesim's default split); a first or last chunk of none holds the embedding or the LM
+    # head and loss, the rows the model layout writes before and after the layers
+    stage_layers: tuple[int, ...] = ()
 
     @property
     def dtype_bytes(self) -> int:
@@ -195,7 +200,14 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
             raise ConfigError(f"--topk {model.topk} exceeds --experts {model.experts}")
     elif par.ep != 1 or model.experts != 1:
         raise ConfigError("--experts/--ep: only the moe model has experts")
-    if par.pp * par.vpp > model.layers:
+    if par.stage_layers and layout == "model":
+        empty = empty_chunk(par.stage_layers, True, True)
+        if empty is not None:
+            raise ConfigError(f"--pp {par.pp} x --vpp {par.vpp}: expected every chunk of the "
+                              "launch's split to hold a layer or the embedding / LM head rows; "
+                              f"chunk {empty} of {' '.join(map(str, par.stage_layers))} holds "
+                              "nothing")
+    elif par.pp * par.vpp > model.layers:
         raise ConfigError(f"--pp {par.pp} x --vpp {par.vpp} chunks exceed --layers "
                           f"{model.layers}")
     if layout == "aicb":

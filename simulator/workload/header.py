@@ -13,6 +13,7 @@ import re
 
 from ..errors import WorkloadError
 from .model import POLICIES, Header
+from .stage_layers import empty_chunk
 from .rows import MAX_INT, end_column, int_range_text, to_int
 
 FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
@@ -175,14 +176,21 @@ def parse_header(line: str, path: str) -> ParsedHeader:
             continue
         if key == STAGE_LAYERS_KEY:
             j = i + 1
+            counts_expected = ("a layer count >= 1 per stage after 'stage_layers:' (0 only for "
+                               "the first or the last stage)")
             while j < len(toks) and not _is_key(toks[j][0]):
                 values.setdefault(name, [])
-                values[name].append(value_at(j, field, 1, "a layer count >= 1 per stage after "
-                                                         "'stage_layers:'"))
+                values[name].append(value_at(j, field, 0, counts_expected))
                 j += 1
             if j == i + 1:
-                value_at(j, field, 1, "a layer count >= 1 per stage after 'stage_layers:'")
+                value_at(j, field, 1, counts_expected)
             values[name] = tuple(values[name])
+            # a first or last stage of no layers holds the rows around them (the file's rows
+            # decide: check_stage_layers); a middle one would hold nothing
+            middle = empty_chunk(values[name], True, True)
+            if middle is not None:
+                raise WorkloadError(path, 1, toks[i + 1 + middle][1], field, counts_expected,
+                                    "0")
             values["stage_layers_column"] = kcol
             i = j
             continue

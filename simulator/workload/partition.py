@@ -14,8 +14,8 @@ from ..errors import ConfigError
 from .aicb import chunk_layers, partition_aicb
 from .chunks import chunk_bounds, recompute_plan
 from .iteration_rows import chunk_shares, model_rows
-from .stage_layers import (LayerRows, check_stage_count, default_chunk_layers, layer_bounds,
-                           layer_rows, row_bounds_from_layers)
+from .stage_layers import (LayerRows, PipelineSplit, check_stage_count, default_chunk_layers,
+                           layer_bounds, layer_rows, row_bounds_from_layers, with_split)
 from .model import Partition, Workload
 
 __all__ = ["partition", "partition_model", "check_chunks", "model_rows", "chunk_bounds",
@@ -44,11 +44,22 @@ def partition_model(workload: Workload, n_chunks: int) -> Partition:
                      iteration_share=share)
 
 
-def check_chunks(workload: Workload, n_chunks: int) -> None:
-    """Refuse, from the sizes alone, a split that leaves a chunk without layers."""
+def check_chunks(workload: Workload, n_chunks: int, split: PipelineSplit = PipelineSplit(),
+                 pp: int = 1) -> None:
+    """Refuse, from the sizes alone, a split that leaves a chunk without rows or cuts a layer.
+
+    Where a rule sets the layers per chunk (the runtimes' options ``split`` at ``pp`` x
+    ``n_chunks / pp``, or the header's ``stage_layers:``) it decides, and a first or last chunk of
+    no layers is allowed where it holds the embedding or the LM head / loss rows
+    (:func:`.stage_layers.empty_chunk`); else the even split needs a whole layer a chunk."""
     if n_chunks < 1:
         raise ConfigError(f"number of pipeline stages must be >= 1, got {n_chunks}")
     check_stage_count(workload, n_chunks)
+    if split.given:
+        with_split(workload, pp, max(1, n_chunks // pp), split)   # refuses what it refuses
+        return
+    if workload.header.stage_layers:
+        return   # whole layers by construction; check_stage_count checked the counts
     if workload.layout == "aicb" and workload.aicb is not None:
         chunk_layers(workload.aicb, n_chunks, workload.path)   # raises when too many
         return

@@ -16,19 +16,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import ConfigError, WorkloadError
+from .chunks import LayerRows, row_bounds_from_layers
 from .iteration_rows import model_rows
 from .model import Layer, Workload
-
-
-# a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
-class LayerRows(NamedTuple):
-    """Where the transformer layers are among the rows a model-layout file splits into chunks:
-    ``head`` rows before the first layer (the embedding), ``spans`` [start, stop) of each layer,
-    the rows from ``tail`` on after the last (the LM head and loss)."""
-
-    head: int
-    spans: tuple[tuple[int, int], ...]
-    tail: int
 
 
 def layer_rows(rows: tuple[Layer, ...]) -> LayerRows:
@@ -60,18 +50,55 @@ def n_model_layers(workload: Workload) -> int:
     return len(layer_rows(model_rows(workload)[0]).spans)
 
 
+def end_rows(workload: Workload) -> tuple[bool, bool]:
+    """Whether the file has rows before its first transformer layer (the embedding) and after
+    its last (the final norm, LM head and loss): what a first or last chunk of no layers
+    holds."""
+    if workload.layout == "aicb" and workload.aicb is not None:
+        spans = workload.aicb.layer_spans
+        if not spans:
+            return False, False
+        return spans[0][0] > 0, spans[-1][1] < len(workload.aicb.model)
+    rows = model_rows(workload)[0]
+    found = layer_rows(rows)
+    return found.head > 0, found.tail < len(rows)
+
+
+def empty_chunk(counts: tuple[int, ...], head: bool, tail: bool) -> int | None:
+    """The first chunk of ``counts`` (layers per chunk, model order) that would hold no rows:
+    a chunk of no layers, unless it is the first and the file has rows before the first layer
+    (``head``) or the last and the file has rows after the last (``tail``); None when every
+    chunk holds something. The one rule for every split (the runtimes' options, the header's
+    ``stage_layers:``, ``pipesim generate``'s)."""
+    if len(counts) < 2:
+        return None
+    last = len(counts) - 1
+    return next((c for c, k in enumerate(counts)
+                 if k == 0 and not ((c == 0 and head) or (c == last and tail))), None)
+
+
 def check_stage_layers(workload: Workload) -> None:
     """``stage_layers:`` must add up to the file's transformer layers (once the layout is
-    known)."""
+    known), and give a chunk no layers only where it holds the embedding (the first) or the
+    LM head / loss rows (the last)."""
     counts = workload.header.stage_layers
     if not counts:
         return
     n = n_model_layers(workload)
+    column = workload.header.stage_layers_column or None
     if sum(counts) != n:
-        raise WorkloadError(workload.path, 1, workload.header.stage_layers_column or None,
+        raise WorkloadError(workload.path, 1, column,
                             "stage_layers", f"layer counts adding up to the file's {n} "
                             "transformer layers", f"{' '.join(map(str, counts))} "
                             f"(sum {sum(counts)})")
+    if 0 in counts:
+        c = empty_chunk(counts, *end_rows(workload))
+        if c is not None:
+            raise WorkloadError(workload.path, 1, column, "stage_layers",
+                                "a layer count >= 1 per stage, 0 only for the first stage where "
+                                "the file has rows before the first layer (the embedding) or "
+                                "the last where it has rows after the last (the LM head / loss)",
+                                f"{' '.join(map(str, counts))} (stage {c} would hold no rows)")
 
 
 def check_stage_count(workload: Workload, n_chunks: int) -> None:
@@ -305,21 +332,12 @@ def with_split(workload: Workload, pp: int, vpp: int, split: PipelineSplit) -> W
         raise ConfigError(f"{flag}: expected no stage_layers: in the header of {workload.path} "
                           "(both set the layers per stage), found stage_layers: "
                           + " ".join(map(str, workload.header.stage_layers)))
-    n = n_model_layers(workload)
-    counts = split.counts(n, pp, vpp)
-    if min(counts) == 0 and len(counts) > 1:
-        if workload.layout == "aicb" and workload.aicb is not None:
-            spans = workload.aicb.layer_spans
-            head, tail, rows = spans[0][0], spans[-1][1], len(workload.aicb.model)
-        else:
-            rows = len(model_rows(workload)[0])
-            found = layer_rows(model_rows(workload)[0])
-            head, tail = found.head, found.tail
-        empty = [c for c, k in enumerate(counts) if k == 0 and not (
-            (c == 0 and head > 0) or (c == len(counts) - 1 and tail < rows))]
-        if empty:
+    counts = split.counts(n_model_layers(workload), pp, vpp)
+    if 0 in counts:
+        empty = empty_chunk(counts, *end_rows(workload))
+        if empty is not None:
             raise ConfigError(f"{flag}: expected every chunk to hold a layer or the embedding "
-                              f"/ LM head rows; chunk {empty[0]} of {' '.join(map(str, counts))} "
+                              f"/ LM head rows; chunk {empty} of {' '.join(map(str, counts))} "
                               f"holds nothing in {workload.path}")
     return workload._replace(header=workload.header._replace(stage_layers=counts))
 
@@ -350,18 +368,6 @@ def layer_bounds(counts: tuple[int, ...]) -> list[tuple[int, int]]:
     for c in counts:
         out.append((at, at + c))
         at += c
-    return out
-
-
-def row_bounds_from_layers(found: LayerRows, n_rows: int, layers: list[tuple[int, int]]
-                           ) -> list[tuple[int, int]]:
-    """[start, stop) rows of each chunk holding the given layers: the head rows go with the
-    first chunk, the tail rows with the last."""
-    out = []
-    for c, (a, b) in enumerate(layers):
-        start = 0 if c == 0 else found.spans[a][0]
-        stop = n_rows if c == len(layers) - 1 else found.spans[b - 1][1]
-        out.append((start, stop))
     return out
 
 

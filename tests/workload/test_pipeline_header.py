@@ -77,12 +77,17 @@ def test_counts_that_do_not_add_up_are_refused_on_one_line(tmp_path):
 
 
 def test_a_count_that_is_not_a_positive_integer_is_refused():
-    head = "HYBRID_TRANSFORMER pp: 2 stage_layers: 1 0 ga: 2\n2\n"
-    rows = "".join(f"l{i}\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t0\n" for i in range(2))
+    # 0 is for an end stage only (the rows it would hold decide: test_zero_layer_ends.py)
+    head = "HYBRID_TRANSFORMER pp: 3 stage_layers: 1 0 1 ga: 2\n3\n"
+    rows = "".join(f"l{i}\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t0\n" for i in range(3))
     with pytest.raises(WorkloadError) as err:
         parse_workload_text(head + rows, "s.txt")
     assert str(err.value) == ("s.txt:1:42: stage_layers: expected a layer count >= 1 per stage "
-                              "after 'stage_layers:', found '0'")
+                              "after 'stage_layers:' (0 only for the first or the last stage), "
+                              "found '0'")
+    with pytest.raises(WorkloadError) as err:
+        parse_workload_text(head.replace("1 0 1", "1 -1 1") + rows, "s.txt")
+    assert str(err.value).endswith(", found '-1'")
 
 
 def test_a_run_with_another_number_of_stages_is_refused(tmp_path):

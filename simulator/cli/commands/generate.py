@@ -17,7 +17,8 @@ from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, \
     activation_bytes, render, split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
-from ..model_inputs import GENERATE_FLAGS, click_options, placed, resolve
+from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve, \
+    split_of, split_options, with_stage_layers
 from ..outputs import check_writable
 
 
@@ -90,11 +91,13 @@ _SHAPE_OPTIONS = ("vocab", "kv_heads", "experts", "topk")
                    "`pipesim inspect WORKLOAD --ops`.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
+@split_options
 def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, precision,
             selective, ops_path, output, **values):
     """Write a workload file for a model of the given shape and parallelism."""
 
     values["tp"] = tp
+    split = split_of(values)
     if values.get("micro_batch") is None and values.get("megatron_args") is None and \
             values.get("torchtitan") is None:
         raise ConfigError("--micro-batch: needed (sequences per microbatch), or a launch file "
@@ -112,6 +115,16 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
     P = pp or (1 if ours else launch.pp)
     V = vpp or (1 if ours else launch.vpp)
     M = ga or (1 if ours else launch.microbatches)
+    counts = placed_counts(mi, P, V) if not ours and layout == "model" else ()
+    if split.given:   # the run's rule, written into the header as stage_layers:
+        flag = split.flags()[0].split()[0]
+        if not ours:
+            raise ConfigError(f"{flag}: expected no launch file with it ({launch.source} sets "
+                              "the layers per stage)")
+        if layout != "model":
+            raise ConfigError(f"{flag}: expected --layout model (an AICB stage file holds one "
+                              "stage; give the split to `pipesim run`)")
+        counts = split.counts(mi.shape.layers, P, V)
     D = dp or (1 if ours else launch.dp)
     E = ep or (1 if ours else launch.ep)
     model = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
@@ -120,7 +133,8 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                        flash_attention=(ours or launch.flash_attention) and not no_flash,
                        precision=precision or ("bf16" if ours else launch.precision),
                        selective_recompute=selective or (
-                           not ours and launch.recompute_granularity == "selective"))
+                           not ours and launch.recompute_granularity == "selective"),
+                       stage_layers=counts)
     selective = par.selective_recompute
 
     check_writable(output, "--output")
@@ -142,6 +156,8 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                    + ", ".join("--" + d.replace("=", " ") for d in defaulted), err=True)
     if not ours and layout == "model":
         text = placed(text, mi, P, V)
+    elif split.given and len(counts) > 1:
+        text = with_stage_layers(text, counts)
     for line in mi.warnings:
         click.echo(f"pipesim: warning: {line}", err=True)
     for line in mi.notes:

@@ -27,7 +27,7 @@ from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
-from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve
+from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve, split_options
 from .run import write_json
 
 TOP = 10
@@ -86,13 +86,6 @@ class PlanJson:
 
 def _schema() -> dict:
     return schema_of(PlanJson, "pipesim plan --json")
-
-
-def _split_options(fn):
-    """The runtimes' layer-split options, declared once in RunOptions (``pipesim run``'s own)."""
-    for f in reversed([f for f in OPTION_FIELDS if f.name in SPLIT_FIELDS]):
-        fn = click_option_of(f)(fn)
-    return fn
 
 
 SPLIT_FIELDS = SPLIT_OPTIONS
@@ -173,7 +166,7 @@ def _recompute_options(fn):
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
-@_split_options
+@split_options
 @_recompute_options
 def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_size,
             global_batch, system,
