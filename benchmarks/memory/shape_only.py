@@ -11,9 +11,8 @@ weight-gradient all-reduces (fp32 gradients, 4 B per parameter), the stash from 
 The system names what the harness ran: fp32 weights and gradients, SGD without momentum (no
 optimizer state), what its mean-squared loss saves on the last stage (``out - target``:
 ``memory.loss_keeps_bytes``, ``Shape.loss_saved``), torch's runtime rules (``--p2p torch``);
-nothing is fitted. Compared: each
-rank's peak less the training data handed to the first stage (left out on both sides). Needs
-no torch.
+nothing is fitted. Compared: each rank's peak less the training data handed to the first stage
+(left out on both sides). Needs no torch.
 """
 
 from __future__ import annotations
