@@ -41,6 +41,12 @@ class Shape:
         return self.rows * self.hidden * BYTES_PER_ELEMENT
 
     @property
+    def loss_saved(self) -> int:
+        """Bytes the harness's loss, ``((out - target) ** 2).mean()`` (live.py), saves for its
+        backward per microbatch: ``out - target``, one output (the power's input)."""
+        return self.pp_comm
+
+    @property
     def qkv(self) -> int:
         """Outputs of a transformer layer's fused QKV: h for Q, one head's width for each K
         and V head."""

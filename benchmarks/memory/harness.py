@@ -126,7 +126,8 @@ def analyse(out: Path, merged: dict[str, list[dict]], blocks: dict[str, list[dic
         ret = read_retention(paths, ALL_SHAPES[shape].pp_comm, m, label_pattern=label,
                              datas=datas, rank_traces=rts)
         row["retention"] = {"kept_outputs": ret.kept_outputs, "sends_held": ret.sends_held,
-                            "recv_buffers": ret.recv_buffers, "evidence": list(ret.evidence)}
+                            "recv_buffers": ret.recv_buffers, "loss_outside": ret.loss_outside,
+                            "evidence": list(ret.evidence)}
         try:    # traces recorded with record_shapes: the forward's operators
             keeps, wts = {}, {}
             for r, path in enumerate(paths):

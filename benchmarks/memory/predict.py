@@ -48,6 +48,20 @@ def _per_action(config: dict) -> dict[tuple[int, str], tuple[float, float]]:
     return out
 
 
+def loss_outside(results: dict, shape: str, on: str) -> int:
+    """What the loss keeps after the last stage's forward span in class ``on``'s traces
+    (M = 8), as the run recorded it (memory_retention); a run recorded before that reading
+    takes the harness's loss rule where torch computes the loss after the span (its
+    single-stage schedules: ``Shape.loss_saved``) and 0 on the multi-stage runtime, which
+    computes it inside (the forward's kept bytes then hold it)."""
+    from simulator.calibration.fit import runtime_of
+    found = results[f"{shape}/m8/{on}"].get("retention") or {}
+    if "loss_outside" in found:
+        return found["loss_outside"] or 0
+    single = runtime_of(SCHEDULES[on].pipesim) == "torch-single"
+    return ALL_SHAPES[shape].loss_saved if single else 0
+
+
 def calibration(results: dict, shape: str, on: str) -> dict:
     """The ``memory:`` section fitted on class ``on`` of ``shape`` (M = 8)."""
     config = results[f"{shape}/m8/{on}"]
@@ -59,7 +73,8 @@ def calibration(results: dict, shape: str, on: str) -> dict:
     keeps = {int(k): v for k, v in config.get("split_backward_keeps", {}).items()}
     wts = {int(k): v for k, v in config.get("weight_transients", {}).items()}
     return fit_memory(_per_action(config), layers, {0}, ALL_SHAPES[shape].pp_comm, rows,
-                      split_keeps=keeps, w_transients=wts)
+                      split_keeps=keeps, w_transients=wts,
+                      loss_outside=loss_outside(results, shape, on))
 
 
 def runtime_of_traces(results: dict, shape: str, on: str) -> dict:

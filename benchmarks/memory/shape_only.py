@@ -9,9 +9,10 @@ alone (the harness's model has no embedding or LM head): parameters from the row
 weight-gradient all-reduces (fp32 gradients, 4 B per parameter), the stash from the header's
 ``activation_bytes`` (Korthikanti et al.'s count in fp32, dropout masks 1 B an element).
 The system names what the harness ran: fp32 weights and gradients, SGD without momentum (no
-optimizer state), torch's runtime rules (``--p2p torch``); nothing is fitted. Compared: each
-rank's peak less the training data handed to the first stage (left out on both sides). Needs
-no torch.
+optimizer state), what its mean-squared loss saves on the last stage (``out - target``:
+``memory.loss_keeps_bytes``, ``Shape.loss_saved``), torch's runtime rules (``--p2p torch``);
+nothing is fitted. Compared: each rank's peak less the training data handed to the first stage
+(left out on both sides). Needs no torch.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def workload_text(shape: Shape, microbatches: int) -> str:
 def predict(shape: str, microbatches: int, name: str) -> tuple[list[float], list[str]]:
     """Per-rank peaks, and the run's warning codes and notes."""
     wl = parse_workload_text(workload_text(TRANSFORMERS[shape], microbatches), f"<{shape}>")
-    system = system_from_dict(SYSTEM, "shape-only")
+    sh = TRANSFORMERS[shape]
+    system = system_from_dict({"memory": {**SYSTEM["memory"], "loss_keeps_bytes": sh.loss_saved}},
+                              "shape-only")
     r = simulate(wl, pipesim_schedule(SCHEDULES[name], microbatches), system, pp=P,
                  microbatches=microbatches, p2p="torch").to_dict()
     return ([x["peak_memory_bytes"] for x in r["ranks"]],

@@ -244,7 +244,9 @@ class Calibration:
             stash = self.memory.get("activation_bytes_per_layer")
             lines.append(f"memory ({self.memory_basis} allocator levels): stash "
                          + ("by F.keeps" if stash is None else f"{stash} B per layer") + "; "
-                         + "; ".join(f"{k} {v}" for k, v in acts.items()))
+                         + "; ".join(f"{k} {v}" for k, v in acts.items())
+                         + (f"; the last stage's loss keeps {self.memory['loss_keeps_bytes']} B "
+                            "per microbatch" if self.memory.get("loss_keeps_bytes") else ""))
         lines += [f"runtime retention found: {line}" for line in self.retention_found]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -635,19 +637,20 @@ def fit_trace_memory(cal: Calibration, files: list, workload, label_pattern,
             "the traces record no operator shapes and no split backward: what an I keeps "
             "until its W is not calibrated (record with torch.profiler.profile(..., "
             "record_shapes=True))")
+    found = fit_retention(cal, files, wl.header.pp_comm, label_pattern)
     cal.memory = fit_memory(merged, layers, {0}, wl.header.pp_comm, chunks,
                             wl.header.grad_bytes_per_param, split_keeps=keeps,
-                            w_transients=wts)
+                            w_transients=wts, loss_outside=found.loss_outside or 0)
     cal.memory_basis = "/".join(sorted({r.basis for r in ranks}))
-    fit_retention(cal, files, wl.header.pp_comm, label_pattern)
 
 
-def fit_retention(cal: Calibration, files: list, pp_comm: int, label_pattern) -> None:
+def fit_retention(cal: Calibration, files: list, pp_comm: int, label_pattern):
     """The runtime's retention the traces show (memory_retention) into ``cal``, and for what
-    they cannot show, the runtime's known rule, stated."""
+    they cannot show, the runtime's known rule, stated; returns what was found."""
     from ..system.runtime_profile import RETENTION
     found = read_retention(files, pp_comm, cal.microbatches, label_pattern=label_pattern)
-    cal.retention = {k: v for k, v in found._asdict().items() if k != "evidence" and v}
+    cal.retention = {k: v for k, v in found._asdict().items()
+                     if k not in ("evidence", "loss_outside") and v}
     cal.retention_found = list(found.evidence)
     other = "torch-multi" if cal.p2p == "torch-single" else "torch-single"
     if cal.other is None:
@@ -659,4 +662,5 @@ def fit_retention(cal: Calibration, files: list, pp_comm: int, label_pattern) ->
     for key, rule in (("kept_outputs", "step_end"), ("recv_buffers", "per_microbatch")):
         if key not in cal.retention:
             cal.retention_found.append(f"{key}: not in these traces; torch 2.13's rule: {rule}")
+    return found
 

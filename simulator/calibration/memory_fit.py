@@ -19,6 +19,12 @@ layer plus bytes per parameter of its rows) and every transient as ``{fixed, per
 last stage, which also holds its output and the loss, only where its size has no other
 stage). A full backward's transient, seen only on the first stage, takes the W transient's
 bytes per parameter. Rows all of one size give exactly the fit above.
+
+- what the last stage's loss keeps for the backward (``loss_keeps_bytes``): what its forward
+  keeps above the stash the fit gives its rows (the multi-stage runtime computes the loss
+  inside the forward's span), plus what the traces show the loss keeping after that span
+  (``loss_outside``, memory_retention: torch's single-stage schedules). The stash per layer is
+  the median over the other stages where there are others.
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ from statistics import median
 
 from ..engine.memory import layer_params
 from ..system.config import MemoryConfig
+from ..system.memory_actions import action_bytes, memory_actions_from_dict
 
 
 def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
                layers: dict[int, int], first_stages: set[int], pp_comm: int,
                rows: list | None = None, grad_bytes_per_param: float = 0.0,
                split_keeps: dict[int, float] | None = None,
-               w_transients: dict[int, float] | None = None) -> dict:
+               w_transients: dict[int, float] | None = None,
+               loss_outside: float = 0.0) -> dict:
     """The ``memory:`` fragment of a calibration from ``per_action[(stage, kind)] = (kept,
     transient above the action's start)``, ``layers[stage]`` (layers of its chunk) and the
     stages with no previous stage; ``rows`` (each stage's workload rows, optional) lets rows
@@ -42,7 +50,8 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     keep until its W, by the forward's operators (:mod:`.forward_ops`); used where the traced
     class has no I (its input gradient, counted apart as held by its send, taken off; the I's
     working memory unseen: 0); ``w_transients[stage]``: a W's working memory by them (its
-    widest weight's gradient), likewise where the class has no W."""
+    widest weight's gradient), likewise where the class has no W; ``loss_outside``: what the
+    loss keeps after the last stage's forward span (memory_retention)."""
     per_action, by_ops = with_split_keeps(per_action, first_stages, pp_comm, split_keeps)
     if w_transients and not any(k == "W" and s not in first_stages for s, k in per_action):
         per_action = {**per_action, **{(s, "W"): (0.0, float(t)) for s, t in
@@ -52,7 +61,8 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     # stage computes no I, so only a traced one is left out)
     i_first = None if by_ops else False
     if params and len({p for ps in params.values() for p in ps}) > 1:
-        return _fit_sized(per_action, params, first_stages, pp_comm, i_first)
+        return _with_loss(_fit_sized(per_action, params, first_stages, pp_comm, i_first),
+                          per_action, layers, params, loss_outside)
     def values(kind: str, first: bool | None = None):
         return [(s, kept, trans) for (s, k), (kept, trans) in sorted(per_action.items())
                 if k == kind and (first is None or (s in first_stages) == first)]
@@ -61,8 +71,12 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
     actions: dict[str, dict] = {}
     forwards = values("F")
     if forwards:
+        # the last stage's forward also keeps what the loss saves: the others give the stash
+        last = max(s for s, _, _ in forwards)
+        stashes = [(s, kept) for s, kept, _ in forwards if s != last] or \
+            [(s, kept) for s, kept, _ in forwards]
         out["activation_bytes_per_layer"] = round(median(kept / layers[s]
-                                                         for s, kept, _ in forwards))
+                                                         for s, kept in stashes))
         actions["F"] = {"transient": round(median(max(0.0, t - kept)
                                                   for _, kept, t in forwards))}
     inputs = [v for v in values("I", first=i_first) if v[1] > 0]
@@ -79,7 +93,25 @@ def fit_memory(per_action: dict[tuple[int, str], tuple[float, float]],
         actions["B"] = {"transient": round(median(t for _, _, t in full))}
     if actions:
         out["actions"] = {"*": actions}
-    return out
+    return _with_loss(out, per_action, layers, params, loss_outside)
+
+
+def _with_loss(out: dict, per_action: dict, layers: dict[int, int],
+               params: dict[int, list[float]], loss_outside: float) -> dict:
+    """``out`` with ``loss_keeps_bytes``: the last stage's forward's kept bytes above the
+    stash the fit gives its rows, plus ``loss_outside`` (written where more than 0)."""
+    forwards = {s: kept for (s, k), (kept, _) in per_action.items() if k == "F"}
+    above = 0.0
+    if forwards:
+        last = max(forwards)
+        actions = memory_actions_from_dict(out.get("actions", {}), "the fit", "memory.actions")
+        given = action_bytes(actions, last, "F", "keeps", layers[last],
+                             sum(params.get(last, ())))
+        stash = given if given is not None else \
+            out.get("activation_bytes_per_layer", 0) * layers[last]
+        above = forwards[last] - stash
+    loss = round(max(0.0, above) + loss_outside)
+    return {**out, "loss_keeps_bytes": loss} if loss > 0 else out
 
 
 def with_split_keeps(per_action: dict, first_stages: set[int], pp_comm: int,

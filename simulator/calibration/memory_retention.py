@@ -20,6 +20,14 @@ bytes) that outlive the compute action that allocated them are followed to their
   rank and for a gradient from another rank: ``per_microbatch``; a same-rank neighbour's
   tensors are handed over by reference); none of them: ``none``.
 
+Beside them, what the last stage's loss keeps outside its forward's span: torch's single-stage
+schedules compute the loss after the forward's labelled span (``Forward <mb>``, or a user label
+around ``forward_one_chunk``), the multi-stage runtime inside it. Per forward of the last stage,
+the blocks allocated after its span and before the rank's next compute action that are freed by
+that microbatch's backward (its B, I or W): a mean-squared loss's ``out - target`` (``0`` where
+the loss runs inside the span, whose kept bytes then hold it: memory_fit reads those). The
+median over the forwards is ``loss_outside``.
+
 Where a trace shows nothing for a key (a single-stage class has no second stage on a rank, a
 class on one runtime says nothing of the other's sends), the key is not found and the run
 takes that runtime's known rule (runtime_profile.RETENTION). Needs no torch.
@@ -42,6 +50,7 @@ class Retention(NamedTuple):
     sends_held: str | None
     recv_buffers: str | None
     evidence: tuple[str, ...]      # one line per key found (or not), what was seen
+    loss_outside: int | None = None  # bytes the loss keeps after the last forward's span
 
 
 class _Block(NamedTuple):
@@ -119,7 +128,9 @@ def read_retention(paths: list[str | PathLike], pp_comm: int, microbatches: int,
     evidence.append(evidence_sends)
     recv, evidence_recv = _recv_buffers(ranks, owner, pp_comm, microbatches)
     evidence.append(evidence_recv)
-    return Retention(kept, sends, recv, tuple(evidence))
+    loss, evidence_loss = _loss_outside(ranks[owner[last]], owner[last], last)
+    evidence.append(evidence_loss)
+    return Retention(kept, sends, recv, tuple(evidence), loss)
 
 
 def _last_compute_end(it) -> int:
@@ -198,3 +209,30 @@ def _recv_buffers(ranks: list[_Rank], owner: dict, a: int, m: int) -> tuple[str 
                       f"step's actions and held to the trace's end: {shown}")
     return found, (f"recv_buffers: {found}: blocks of {a} B allocated before the first step's "
                    f"actions and held to the trace's end: {shown}")
+
+
+def _loss_outside(r: _Rank, rank: int, stage: int) -> tuple[int | None, str]:
+    found = []
+    for it in r.iterations:
+        computes = sorted((x for x in it.actions if x.is_compute), key=lambda x: x.start_ns)
+        for k, x in enumerate(computes):
+            if x.stage != stage or x.kind != "F" or x.pair:
+                continue
+            nxt = next((y.start_ns for y in computes[k + 1:] if y.start_ns >= x.end_ns),
+                       it.end_ns)
+            backs = [(y.start_ns, y.end_ns) for y in computes if y.stage == stage
+                     and y.microbatch == x.microbatch and y.kind in "BIW"]
+            lo = bisect.bisect_right(r.starts, x.end_ns)
+            hi = bisect.bisect_left(r.starts, nxt)
+            found.append(sum(b.nbytes for b in r.blocks[lo:hi] if b.end is not None
+                             and any(s <= b.end <= e for s, e in backs)))
+    if not found:
+        return None, (f"loss_outside: not seen (no forward of the last stage {stage} apart from "
+                      "a backward in the steps)")
+    found.sort()
+    kept = found[len(found) // 2]
+    return kept, (f"loss_outside: {kept} B: on rank {rank}, what runs between a forward of the "
+                  f"last stage {stage} and the rank's next action keeps {kept} B until that "
+                  f"microbatch's backward (median of {len(found)})"
+                  + (" (the loss, outside the forward's span)" if kept else
+                     " (the loss runs inside the forward's span)"))

@@ -22,12 +22,16 @@ time. Its parts (docs/model.md, Memory):
   spread evenly
   over its rows; a row that will be recomputed keeps nothing, except the first row of a
   recompute range, which keeps its input (``pp_comm`` bytes). ``F.keeps`` replaces the rows' sum.
+  The last stage also keeps what its loss saves for the backward (``memory.loss_keeps_bytes``),
+  held and freed with the stash.
 - **transient**: an action's working memory above the higher of the levels before and after it:
   ``memory.actions``' ``transient``, else the header's ``f/b/i/w_transient_bytes`` (one
   transformer layer's, from the model's shape) for a chunk with transformer layer rows, else 0;
   a B or I that recomputes a range also holds the range's stash again while it runs.
 - **runtime buffers** (``runtime.sends_held``, ``recv_buffers``, ``kept_outputs``): tensors sent
-  to another rank (``pp_comm`` bytes each), receive buffers, the last stage's kept outputs.
+  to another rank (``pp_comm`` bytes each), receive buffers, the last stage's kept outputs (an
+  output is part of its forward's stash until the backward frees that; a kept one stays from
+  then to the step's end).
   Two stages of one rank hand tensors over by reference: nothing is counted for them.
 """
 
@@ -52,7 +56,7 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "transient",
 class StageMemory(NamedTuple):
     """Bytes per microbatch of one global stage's actions."""
 
-    stash: float             # F keeps it for the backward
+    stash: float             # F keeps it for the backward (the last stage's: its loss's too)
     f_transient: float
     i_frees: float           # of the stash, when the I ends
     i_keeps: float           # until the W
@@ -62,7 +66,7 @@ class StageMemory(NamedTuple):
     gradients: float         # allocated when the stage's first backward ends (0: in static)
     send_forward: float      # an F's output, held by its send after its backward freed the stash
     send_backward: float     # an I's / B's input gradient, held by its send
-    kept_output: float       # the last stage's output, kept until the step ends
+    kept_output: float       # the last stage's output, kept from its backward to the step's end
 
 
 class MemoryModel(NamedTuple):
@@ -217,9 +221,15 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         # torch's first stage computes no input gradient: its I does nothing and its W is
         # the whole backward (stage.py: ``if not self.is_first``)
         torch_first = prev is None and p2p.startswith("torch")
+        # the loss's saved tensors live as long as the last stage's stash; torch's stage drops
+        # the last stage's output from its cache at the microbatch's first backward, so where
+        # nothing keeps the outputs an I frees it (measured: benchmarks/memory)
+        loss = cfg.loss_keeps_bytes if nxt is None else 0.0
+        output_at_i = pp_comm if nxt is None and p2p.startswith("torch") \
+            and kept_outputs != "step_end" else 0.0
         stages.append(StageMemory(
-            stash=given("F", "keeps", acts[chunk]), f_transient=given("F", "transient"),
-            i_frees=0.0 if torch_first else given("I", "frees"),
+            stash=given("F", "keeps", acts[chunk]) + loss, f_transient=given("F", "transient"),
+            i_frees=0.0 if torch_first else given("I", "frees") + output_at_i,
             # by the shape: the I's own input gradient (among what it allocates) is counted as
             # held by its send, the gradient it received is the last row's output gradient
             i_keeps=0.0 if torch_first else given(

@@ -58,12 +58,15 @@ class _Role(NamedTuple):
 def _roles(model: MemoryModel, stage: int) -> dict[str, _Role]:
     """Roles: F; I (and a B whose weights a W computes: ``b``); W; a full B (``B``)."""
     m = model.stages[stage]
+    # the backward that frees the stash (W, or a full B) leaves a kept output behind it
     return {
-        "F": _Role(m.stash, 0.0, m.kept_output, m.f_transient),
+        "F": _Role(m.stash, 0.0, 0.0, m.f_transient),
         "I": _Role(0.0, m.i_keeps - m.i_frees, m.send_backward, m.i_transient),
         "b": _Role(0.0, m.i_keeps - m.i_frees, m.send_backward, m.b_transient),
-        "W": _Role(0.0, m.i_frees - m.stash - m.i_keeps, m.send_forward, m.w_transient),
-        "B": _Role(0.0, -m.stash, m.send_backward + m.send_forward, m.b_transient),
+        "W": _Role(0.0, m.i_frees - m.stash - m.i_keeps, m.send_forward + m.kept_output,
+                   m.w_transient),
+        "B": _Role(0.0, -m.stash, m.send_backward + m.send_forward + m.kept_output,
+                   m.b_transient),
     }
 
 
@@ -130,7 +133,7 @@ class _RankUse:
         sent = {c: r.buf_end for c, r in roles.items()}
         single = len(stages) == 1
         kept = {c: model.stages[only if single else c[0]].kept_output
-                if (c if single else c[1]) == "F" else 0.0 for c in roles}
+                if (c if single else c[1]) in ("W", "B") else 0.0 for c in roles}
         if isinstance(codes, str):   # the letters' counts, in order of first use (Counter's)
             counts = {c: codes.count(c) for c in sorted(set(codes), key=codes.find)}
         else:

@@ -97,6 +97,10 @@ class _MemoryFields(NamedTuple):
     params_per_layer: float = 0.0
     activation_bytes_per_layer: float = 0.0
     activation_factor: float = 17.0
+    # what the last stage's loss keeps per microbatch for its backward, beside the rows' stash
+    # (torch: the tensors its loss_fn saves, e.g. a mean-squared loss's out - target), freed
+    # with the stash; ``pipesim calibrate --memory`` reads it from the traces
+    loss_keeps_bytes: float = 0.0
     # HBM bandwidth in GB/s (10^9 bytes/s, the datasheet's unit); 0: unknown. Prices the
     # optimizer step of Megatron-LM's data parallelism (engine/tail.py)
     bandwidth_gbs: float = 0.0

@@ -27,6 +27,10 @@ FITTED = {
         "I": {"keeps": {"per_layer": 6 * 64 * 32 * 4, "fixed": -A}, "transient": 2 * A},
         "W": {"transient": 82944},
         "B": {"transient": 98560}}},                   # the first stage's W: its whole backward
+    # the last stage's forward keeps above its stash what its loss saves: out - target
+    # (32 rows x 64 x 4 B) and the loss's 4 B scalar (torch's multi-stage runtime computes the
+    # loss inside the forward's span)
+    "loss_keeps_bytes": A + 4,
 }
 
 

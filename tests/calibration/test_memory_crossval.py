@@ -31,10 +31,12 @@ def test_every_pair_of_classes_within_5_percent_as_pinned(runs, return_outputs):
     assert max(worst.values()) <= 5.0
     # 5 shapes x 2 M x 7 classes predicted from each of the 7
     assert len(rows) == 7 * 5 * 2 * 7
-    # the calibration class at its own M = 8 within 1 % (return_outputs=True: every class)
-    if return_outputs:
-        assert all(max(map(abs, r["error_pct"])) <= 1.0 for r in rows
-                   if r["schedule"] == r["calibrated_on"] and r["microbatches"] == 8)
+    # the calibration reproduces its own traces: each class at its own M = 8, every rank of
+    # every shape within 1 % (the last stage's loss keeps out - target until its backward:
+    # outside the forward's span in GPipe and 1F1B, inside it on the multi-stage runtime)
+    own = [r for r in rows if r["schedule"] == r["calibrated_on"] and r["microbatches"] == 8]
+    assert len(own) == 7 * 5
+    assert max(abs(e) for r in own for e in r["error_pct"]) <= 1.0
 
 
 def test_the_classes_rank_as_measured(runs):

@@ -28,14 +28,18 @@ FITTED = {"actions": {"*": {
     "I": {"keeps": {"per_layer": 16193, "per_param": 0.992248, "fixed": -A},
           "transient": {"fixed": -16575, "per_param": 0.992248}},
     "W": {"transient": {"fixed": -16961, "per_param": 3.007752}},
-    "B": {"transient": {"fixed": -1345, "per_param": 3.007752}}}}}
+    "B": {"transient": {"fixed": -1345, "per_param": 3.007752}}}},
+    # the last stage's forward keeps its loss's out - target (32 x 64 x 4 B) and the loss's
+    # 4 B scalar above the stash its two heavy blocks give (test_memory_calibration.FITTED)
+    "loss_keeps_bytes": A + 4}
 
 
 # heavy-first (the first quarter's MLP 8h; no committed traces, the per-action bytes the
 # harness read from its ZBV traces): the same rates, a full backward's fixed part aside
 FITTED_FIRST = {"actions": {"*": {
     **FITTED["actions"]["*"],
-    "B": {"transient": {"fixed": -2369, "per_param": 3.007752}}}}}
+    "B": {"transient": {"fixed": -2369, "per_param": 3.007752}}}},
+    "loss_keeps_bytes": A + 4}
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,12 @@ def test_interleaved_without_outputs_keeps_none_and_holds_its_sends_to_the_step_
         # its gradient from another rank, 8 microbatches each
         "recv_buffers: per_microbatch: blocks of 8192 B allocated before the first step's "
         "actions and held to the trace's end: rank 0: 24 (rule 24), rank 1: 32 (rule 32), "
-        "rank 2: 32 (rule 32), rank 3: 24 (rule 24)")
+        "rank 2: 32 (rule 32), rank 3: 24 (rule 24)",
+        # the multi-stage runtime computes the loss inside the forward's span
+        "loss_outside: 0 B: on rank 3, what runs between a forward of the last stage 7 and "
+        "the rank's next action keeps 0 B until that microbatch's backward (median of 16) "
+        "(the loss runs inside the forward's span)")
+    assert got.loss_outside == 0
 
 
 def test_1f1b_with_outputs_keeps_them_and_frees_a_send_once_sent():
@@ -60,6 +65,20 @@ def test_1f1b_with_outputs_keeps_them_and_frees_a_send_once_sent():
     assert got.evidence[1] == ("sends_held: until_sent: of 48 input gradients sent to another "
                                "rank, 12 held past the rank's last compute action of the step, "
                                "36 freed during it")
+
+
+def test_1f1b_computes_its_loss_after_the_forward_and_keeps_out_minus_target_for_the_backward():
+    # Schedule1F1B calls the loss after forward_one_chunk (the harness's label): on rank 3,
+    # ((out - target) ** 2).mean() allocates out - target (32 rows x 64 x 4 B = 8192 B, saved
+    # by the power for its backward: freed in that microbatch's B), the power's output (8192 B)
+    # and the mean's scalars (4, 8 and 4 B), those freed before the rank's next action
+    pattern = _manifest("Schedule1F1B")["label_pattern"]
+    got = read_retention(_files("Schedule1F1B"), A, 8, label_pattern=pattern)
+    assert got.loss_outside == 32 * 64 * 4 == A
+    assert got.evidence[3] == (
+        "loss_outside: 8192 B: on rank 3, what runs between a forward of the last stage 3 and "
+        "the rank's next action keeps 8192 B until that microbatch's backward (median of 16) "
+        "(the loss, outside the forward's span)")
 
 
 def test_the_forward_operators_give_what_an_i_keeps_by_hand():
@@ -98,6 +117,15 @@ def test_calibrate_writes_the_retention_it_found(calibrations, capsys):
     rt = calibrations["Schedule1F1B"]["runtime"]
     assert (rt["kept_outputs"], rt["recv_buffers"]) == ("step_end", "per_microbatch")
     assert "runtimes" not in rt
+
+
+def test_calibrate_writes_what_the_last_stage_s_loss_keeps(calibrations):
+    # 1F1B: out - target, kept after the forward's span (its forward keeps its 4 blocks' stash)
+    assert calibrations["Schedule1F1B"]["memory"]["loss_keeps_bytes"] == A
+    # the multi-stage runtime's last forward (stage 7, 2 blocks) keeps 172,548 B where the
+    # other stages' keep 164,352: out - target and the loss's 4 B scalar
+    assert calibrations["ScheduleInterleaved1F1B"]["memory"]["loss_keeps_bytes"] == \
+        172548 - 164352 == A + 4
 
 
 def test_a_class_without_a_split_backward_calibrates_what_i_keeps_from_its_operators(

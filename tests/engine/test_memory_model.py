@@ -105,11 +105,12 @@ def test_torch_multi_holds_sends_to_the_step_end_with_receive_buffers_and_kept_o
     assert r0["peak_memory_time_ns"] == end_of(r, 0, "0B0")
     assert r0["peak_memory_breakdown"] == parts(gradients=20, activations=1000,
                                                 buffers=2000 + 1000)
-    # rank 1 (1F0 1B0 1F1 1B1): outputs kept, input gradients held: 1F0's, 1B0's, 1F1's
-    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (6160, "1F1")
-    assert r1["peak_memory_time_ns"] == end_of(r, 1, "1F1")
-    assert r1["peak_memory_breakdown"] == parts(gradients=20, activations=1000,
-                                                buffers=2000 + 3000)
+    # rank 1 (1F0 1B0 1F1 1B1): an output is its forward's stash until the backward frees
+    # that, then kept; input gradients held: after 1B1, both outputs and both gradients
+    assert (r1["peak_memory_bytes"], r1["peak_memory_action"]) == (6160, "1B1")
+    assert r1["peak_memory_time_ns"] == end_of(r, 1, "1B1")
+    assert r1["peak_memory_breakdown"] == parts(gradients=20, activations=0,
+                                                buffers=2000 + 4000)
     # buffers and gradients are released at the step's end: a second iteration peaks alike
     r2 = simulate(uniform_workload(2, pp_comm=1000), "1f1b", sysconf, pp=2, microbatches=2,
                   p2p="torch-multi", iterations=2)
@@ -120,6 +121,30 @@ def test_torch_multi_holds_sends_to_the_step_end_with_receive_buffers_and_kept_o
                   p2p="torch-multi", iterations=2)
     assert [x["peak_memory_bytes"] for x in ranks(r3)] == [4160, 6160 + 0]
     assert ranks(r3)[0]["peak_memory_breakdown"]["gradients"] == 20
+
+
+def test_the_last_stage_holds_its_loss_with_its_stash_and_torch_frees_its_output_at_the_i():
+    # memory.loss_keeps_bytes 500: what the last stage's loss saves, held and freed with its
+    # stash (1000 B, its output among it); static 140 B a rank, no runtime buffers
+    def peaks(schedule, p2p, loss):
+        sysconf = system_from_dict({"memory": dict(MEMORY, loss_keeps_bytes=loss),
+                                    "runtime": NO_BUFFERS}, "test")
+        r = simulate(uniform_workload(2, pp_comm=1000), schedule, sysconf, pp=2,
+                     microbatches=2, p2p=p2p)
+        return [(x["peak_memory_bytes"], x["peak_memory_action"]) for x in ranks(r)]
+
+    # gpipe, rank 1 (1F0 1F1 1B0 1B1): two microbatches in flight, 140 + 2 x 1500; the
+    # first stage keeps no loss
+    assert peaks("gpipe", "async", 500) == [(2140, "0F1"), (3140, "1F1")]
+    assert peaks("gpipe", "async", 0) == [(2140, "0F1"), (2140, "1F1")]
+    # 1f1b, rank 1 (1F0 1B0 1F1 1B1): one in flight, 140 + gradients 20 + 1500
+    assert peaks("1f1b", "async", 500)[1] == (1660, "1F1")
+    # zb-h1, rank 1 (1F0 1I0 1F1 1I1 1W0 1W1): the ideal runtime frees both at the W,
+    # 140 + 2 x 1500; torch's stage drops the output from its cache at the I (no outputs
+    # kept): 140 + 500 after 1I0, + 1500 at 1F1
+    assert peaks("zb-h1", "async", 500)[1] == (3140, "1F1")
+    assert peaks("zb-h1", "torch-multi", 500)[1] == (2140, "1F1")
+    assert peaks("zb-h1", "torch-multi", 0)[1] == (1140, "1F0")
 
 
 def test_the_v_turnaround_rank_hands_over_by_reference():

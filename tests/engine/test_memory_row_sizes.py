@@ -89,7 +89,7 @@ TWO_SIZES_TRACE = {
 def test_the_fit_learns_bytes_per_parameter_from_stages_of_two_sizes():
     # four stages of one row: 100, 100, 300, 300 parameters; pp_comm 100. What the trace saw,
     # (kept, transient above the action's start), made from: stash 1000 + 2·p (the last stage
-    # also keeps its output, 100), F's transient 50 + 0.5·p, I keeps 300 + 1·p counting its
+    # keeps 100 more, what its loss saves: loss_keeps_bytes), F's transient 50 + 0.5·p, I keeps 300 + 1·p counting its
     # input gradient (100, which its send holds and the runtime's rule counts apart: fixed
     # -100), I's transient 50 + 1·p, W's 2·p, the first stage's whole backward (a W) 50 + 2·p
     rows = partition(workload([100, 100, 300, 300], pp_comm=100), 4).chunks
@@ -101,7 +101,7 @@ def test_the_fit_learns_bytes_per_parameter_from_stages_of_two_sizes():
         "I": {"keeps": {"per_layer": 300, "per_param": 1.0, "fixed": -100},
               "transient": {"fixed": 50, "per_param": 1.0}},
         "W": {"transient": {"fixed": 0, "per_param": 2.0}},
-        "B": {"transient": {"fixed": 50, "per_param": 2.0}}}}}
+        "B": {"transient": {"fixed": 50, "per_param": 2.0}}}}, "loss_keeps_bytes": 100}
     # rows of one size: the fit as it was (one number per layer)
     uniform = partition(workload([100] * 4, pp_comm=100), 4).chunks
     assert fit_memory(per_action, {s: 1 for s in range(4)}, {0}, 100, uniform) == \
@@ -122,4 +122,4 @@ def test_the_fit_counts_parameters_with_the_headers_gradient_bytes():
         "I": {"keeps": {"per_layer": 300, "per_param": 2.0, "fixed": -100},
               "transient": {"fixed": 50, "per_param": 2.0}},
         "W": {"transient": {"fixed": 0, "per_param": 4.0}},
-        "B": {"transient": {"fixed": 50, "per_param": 4.0}}}}}
+        "B": {"transient": {"fixed": 50, "per_param": 4.0}}}}, "loss_keeps_bytes": 100}
