@@ -57,6 +57,10 @@ def workload_text(run: dict, compute: str) -> str:
     kw = dict(tp=run["tp"], pp=run["pp"], vpp=run["vpp"], ga=ga, dp=run["dp"],
               sequence_parallel=run["sequence_parallel"], flash_attention=run["flash_attention"],
               precision=run["precision"])
+    if 0 in run.get("stage_layers", ()):
+        # end chunks of no layers (the embedding alone, the LM head alone): the split is checked
+        # against the rows they hold
+        kw["stage_layers"] = tuple(run["stage_layers"])
     try:
         par = ParallelSpec(**kw, selective_recompute=run["recompute"] == "selective")
     except TypeError:   # a pipesim without selective recompute: run as none
