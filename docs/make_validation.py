@@ -512,11 +512,11 @@ def heldout_runs_section() -> list[str]:
            f"1.5B (h 2304, vocab 51200) the last stage's LM head, priced near peak while the "
            f"layers are priced too fast, outweighs the layer the source took off that stage, "
            f"and every rank waits for it (bubble {small_pred} against the source's "
-           f"{small_src}). Interleaved 1F1B with pipesim's whole-layer chunks (vpp = layers // "
-           f"pp: 2 or 3 chunks a rank, where the source used one layer per chunk) puts the head "
-           f"on a chunk of one or two layers: the likely reason its middle rank's bubble is far "
-           f"above the source's rate and its speed-up is predicted {i_low} where the source "
-           f"measured {i_meas}.",
+           f"{small_src}). Interleaved 1F1B runs as the source ran it, one layer a chunk (vpp = "
+           f"(layers + 2) / pp, the first chunk the embedding alone and the last the LM head "
+           f"alone): its speed-up over 1F1B is predicted {i_low} where the source measured "
+           f"{i_meas}; its throughput is too high by as much as the layers' compute is too "
+           f"fast, now that its bubble is small.",
            "- **ZB-2p is not pipesim's ZB-H2.** The source's ZB-2p is searched for near-zero "
            "bubble under a 2p memory limit (its Table 5: 0.1-4.3 %); `zb-h2` is the "
            "handcrafted schedule (2.6-10.8 % there). That accounts for the ZB-2p speed-ups "

@@ -345,8 +345,8 @@ def test_set_overrides_reach_the_runtime_section():
      "expected one of F, I, W"),
     ({"overheads": 1}, "s.yaml: unknown key 'runtime.overheads'; expected one of: "
      "action_costs_ns, action_overhead_ns, calibrated_for, calibrated_on, exchange_ns, "
-     "first_stage_backward, gradients, kept_outputs, layer_scale, p2p, recv_buffers, "
-     "runtimes, sends_held, step_epilogue_ns, step_prologue_ns"),
+     "first_stage_backward, gradients, kept_outputs, layer_scale, overheads_guessed, p2p, "
+     "recv_buffers, runtimes, sends_held, step_epilogue_ns, step_prologue_ns"),
     ({"calibrated_on": {"schedule": "1f1b"}}, "s.yaml: runtime.calibrated_on: expected exactly "
      "the keys schedule and p2p, found schedule"),
     ({"calibrated_on": {"schedule": "1f1b", "p2p": "async"}}, "s.yaml: "
