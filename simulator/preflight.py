@@ -472,11 +472,18 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
             transient = ("; no working memory inside an action (transient 0 B: a forward's "
                          "output before its residual add, a backward's gradients)")
         split = workload.header.split_backward_bytes
+        deferred = workload.header.deferred_wgrad_bytes
         if "keeps" not in cfg.actions.get("*", {}).get("I", {}):
-            transient += (f"; a split backward's I keeps the header's split_backward_bytes "
-                          f"{split} B per layer until its W" if split else
-                          "; a split backward's I keeps nothing until its W (the header has no "
-                          "split_backward_bytes:)")
+            if deferred and memory.graph_freed:
+                transient += (f"; a split backward's I frees the layer's stash and keeps the "
+                              f"header's deferred_wgrad_bytes {deferred} B per layer until its "
+                              "W (the linears' inputs and output gradients: Megatron-LM's "
+                              "zero-bubble runtime; --p2p torch keeps the whole graph)")
+            else:
+                transient += (f"; a split backward's I keeps the header's split_backward_bytes "
+                              f"{split} B per layer until its W" if split else
+                              "; a split backward's I keeps nothing until its W (the header has "
+                              "no split_backward_bytes:)")
         if not cfg.params_per_layer:
             transient += "; parameters: the rows' weight-gradient bytes / " + _grad_bytes_rule(
                 cfg, workload.header.grad_bytes_per_param)

@@ -16,7 +16,9 @@ time. Its parts (docs/model.md, Memory):
   versions (``grad_bytes_per_param`` bytes per parameter each).
 - **activations**, per (stage, microbatch): the stash is allocated when its forward starts and
   freed when its last weight-carrying backward (W, or B when the backward is not split) ends; an
-  I frees ``memory.actions``' ``I.frees`` of it and keeps ``I.keeps`` until its W. A layer
+  I frees ``memory.actions``' ``I.frees`` of it and keeps ``I.keeps`` until its W (by the shape:
+  on torch's runtimes nothing and the header's ``split_backward_bytes``; elsewhere, where the
+  header gives ``deferred_wgrad_bytes``, the whole stash and those bytes). A layer
   stashes ``activation_bytes_per_layer``, else the header's ``activation_bytes`` (what
   ``pipesim generate`` works out from the model's shape), else ``activation_factor × pp_comm``,
   spread evenly
@@ -76,6 +78,7 @@ class MemoryModel(NamedTuple):
     stages: tuple[StageMemory, ...]       # per global stage
     sends_held: str                       # none | until_sent | step_end
     gradients_per_step: bool = False      # freed at every step's end (torch's zero_grad)
+    graph_freed: bool = False             # a split backward's I frees the stash (by the shape)
 
     def describe(self) -> dict:
         return {"static_bytes": list(self.static_bytes),
@@ -141,12 +144,13 @@ def _chunk_stash(partition: Partition, header: Header,
     return acts, again
 
 
-def _chunk_split_keeps(partition: Partition, header: Header) -> list[float]:
-    """Per chunk, what its layers' I keeps until their W by the model's shape: the header's
-    ``split_backward_bytes`` per transformer layer, spread over its sub-layer rows."""
-    if header.split_backward_bytes <= 0:
+def _chunk_split_keeps(partition: Partition, per_layer: int) -> list[float]:
+    """Per chunk, what its layers' I keeps until their W by the model's shape: ``per_layer``
+    bytes (a header's ``split_backward_bytes`` or ``deferred_wgrad_bytes``) per transformer
+    layer, spread over its sub-layer rows."""
+    if per_layer <= 0:
         return [0.0] * len(partition.chunks)
-    per_row = header.split_backward_bytes / _sub_layer_rows(partition)
+    per_row = per_layer / _sub_layer_rows(partition)
     return [per_row * sum(1 for row in rows if row.name.startswith(_LAYER_ROWS))
             for rows in partition.chunks]
 
@@ -178,7 +182,12 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         grad_bytes_per_param=system.memory.grad_bytes(header.grad_bytes_per_param))
     pp_comm = header.pp_comm if pp_comm is None else pp_comm
     acts, recomputed = _chunk_stash(partition, header, cfg)
-    split_keeps = _chunk_split_keeps(partition, header)
+    # torch's runtime keeps a split backward's whole graph to its W (retain_graph=True); the
+    # others free it at the I, as Megatron-LM's zero-bubble runtime does, and keep only what
+    # the deferred weight-gradient GEMMs read, where the header says how much
+    graph_freed = not p2p.startswith("torch") and header.deferred_wgrad_bytes > 0
+    split_keeps = _chunk_split_keeps(partition, header.deferred_wgrad_bytes if graph_freed
+                                     else header.split_backward_bytes)
     # a transformer layer's working memory by the shape (header), for a chunk with one
     shaped = [any(row.name.startswith(_LAYER_ROWS) for row in rows) for rows in partition.chunks]
     layer_transient = {"F": header.f_transient_bytes, "B": header.b_transient_bytes,
@@ -229,12 +238,14 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
             and kept_outputs != "step_end" else 0.0
         stages.append(StageMemory(
             stash=given("F", "keeps", acts[chunk]) + loss, f_transient=given("F", "transient"),
-            i_frees=0.0 if torch_first else given("I", "frees") + output_at_i,
+            i_frees=0.0 if torch_first else given(
+                "I", "frees", acts[chunk] if graph_freed else 0.0) + output_at_i,
             # by the shape: the I's own input gradient (among what it allocates) is counted as
             # held by its send, the gradient it received is the last row's output gradient
+            # (a graph-freeing I's kept gradients are its linears' own, none of them received)
             i_keeps=0.0 if torch_first else given(
-                "I", "keeps", max(0.0, split_keeps[chunk] - (pp_comm if prev is not None
-                                                             else 0.0))),
+                "I", "keeps", split_keeps[chunk] if graph_freed else max(
+                    0.0, split_keeps[chunk] - (pp_comm if prev is not None else 0.0))),
             i_transient=0.0 if torch_first else given("I", "transient"),
             b_transient=given("B", "transient"),
             w_transient=given("B" if torch_first else "W", "transient"), gradients=grads,
@@ -256,7 +267,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         parts.append({c: part.get(c, 0.0) for c in CATEGORIES})
         static.append(sum(part.values()))
     return MemoryModel(tuple(static), tuple(acts), tuple(parts), tuple(stages), sends_held,
-                       gradients == "per_step")
+                       gradients == "per_step", graph_freed)
 
 
 def _buffers(schedule: Schedule, stage: int) -> int:

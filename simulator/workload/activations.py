@@ -79,6 +79,27 @@ def transformer_split_backward_bytes(seq: int, micro_batch: int, hidden: int, qk
     return outside + inside // tp
 
 
+def transformer_deferred_wgrad_bytes(seq: int, micro_batch: int, hidden: int, qkv: int,
+                                     up: int, ffn: int, tp: int = 1,
+                                     sequence_parallel: bool = True, dtype_bytes: int = 2) -> int:
+    """Bytes one transformer layer holds per microbatch from its I to its W where the I frees
+    the autograd graph and defers only the linears' weight-gradient GEMMs: Megatron-LM's
+    zero-bubble runtime (Qi et al.'s implementation, ``WeightGradStore.put(total_input,
+    grad_output, weight, ...)`` in ``tensor_parallel/layers.py``), whose norms and biases take
+    their gradients inside the I. Per token, each linear's input and the gradient at its
+    output: outside the tensor-parallel regions (split by TP only with sequence parallelism)
+    the two norms' outputs that the QKV and the MLP's first linear read, and the gradients at
+    the attention projection's and the MLP's last linear's outputs (4·h); inside them, split by
+    TP, the projection's input (h), the last linear's input (``ffn``), and the gradients at the
+    fused QKV's (``qkv``) and the first linear's (``up``) outputs."""
+    s, b, d = seq, micro_batch, dtype_bytes
+    outside = 4 * hidden * s * b * d
+    inside = (hidden + ffn + qkv + up) * s * b * d
+    if sequence_parallel:
+        return (outside + inside) // tp
+    return outside + inside // tp
+
+
 def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
                                  flash_attention: bool = True, dtype_bytes: int = 2) -> int:

@@ -47,8 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from .activations import transformer_activation_bytes, transformer_split_backward_bytes, \
-    transformer_transient_bytes
+from .activations import (transformer_activation_bytes, transformer_deferred_wgrad_bytes,
+                          transformer_split_backward_bytes, transformer_transient_bytes)
 from . import layer_ops
 from .gpus import GPUPreset
 from .kernel_presets import kernel_preset
@@ -388,6 +388,18 @@ def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
                                             par.tp, par.sequence_parallel, par.dtype_bytes)
 
 
+def deferred_wgrad_bytes(model: ModelSpec, par: ParallelSpec) -> int:
+    """What one transformer layer holds per microbatch from its I to its W where the I frees the
+    autograd graph (Megatron-LM's zero-bubble runtime): its linears' inputs and output
+    gradients (an MoE layer's experts counted once per expert a token visits)."""
+    q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
+    k = model.topk if model.arch == "moe" else 1
+    up = model.ffn_size * (1 if model.arch == "gpt" else 2) * k
+    return transformer_deferred_wgrad_bytes(model.seq, model.micro_batch, model.hidden, q, up,
+                                            model.ffn_size * k, par.tp, par.sequence_parallel,
+                                            par.dtype_bytes)
+
+
 def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int, int]:
     """One transformer layer's working memory per microbatch in its F, B, I and W (an MoE
     layer's MLP activation counted once per expert a token visits, its widest weight one
@@ -410,6 +422,7 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
             f"checkpoint_initiates: 0 pp_comm: {pp_comm_bytes(model, par)} "
             f"activation_bytes: {activation_bytes(model, par)} "
             f"split_backward_bytes: {split_backward_bytes(model, par)} "
+            f"deferred_wgrad_bytes: {deferred_wgrad_bytes(model, par)} "
             + "".join(f"{kind}_transient_bytes: {n} "
                       for kind, n in zip("fbiw", transient_bytes(model, par)))
             + f"grad_bytes_per_param: {FP32} layout: {layout}{filled}")

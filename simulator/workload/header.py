@@ -37,6 +37,8 @@ _INT_KEYS = {
     "activation_bytes:": ("activation_bytes", 0),
     # and what a split backward's I keeps per layer and microbatch until its W
     "split_backward_bytes:": ("split_backward_bytes", 0),
+    # and what it keeps where the I frees the autograd graph (Megatron-LM's zero-bubble runtime)
+    "deferred_wgrad_bytes:": ("deferred_wgrad_bytes", 0),
     # and a layer's working memory per microbatch inside its F, B, I and W (transient)
     "f_transient_bytes:": ("f_transient_bytes", 0),
     "b_transient_bytes:": ("b_transient_bytes", 0),
@@ -64,8 +66,8 @@ FILE_KEY = {"tp": "model_parallel_NPU_group:", "ep": "ep:", "pp": "pp:", "vpp": 
 _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, "
-          "activation_bytes:, split_backward_bytes:, f_transient_bytes:, b_transient_bytes:, "
-          "i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:")
+          "activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, "
+          "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:")
 
 
 class ParsedHeader:
@@ -259,6 +261,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     generated_defaults=values.get("generated_defaults", ()),
                     activation_bytes=values.get("activation_bytes", 0),
                     split_backward_bytes=values.get("split_backward_bytes", 0),
+                    deferred_wgrad_bytes=values.get("deferred_wgrad_bytes", 0),
                     f_transient_bytes=values.get("f_transient_bytes", 0),
                     b_transient_bytes=values.get("b_transient_bytes", 0),
                     i_transient_bytes=values.get("i_transient_bytes", 0),

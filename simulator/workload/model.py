@@ -114,6 +114,7 @@ class Header(NamedTuple):
     pp_comm: int = 0                      # bytes between adjacent stages per microbatch
     activation_bytes: int = 0             # a layer's stash per microbatch (0: not given)
     split_backward_bytes: int = 0         # what a layer's I keeps until its W (0: not given)
+    deferred_wgrad_bytes: int = 0         # what a graph-freeing I keeps: linears' inputs, grads
     f_transient_bytes: int = 0            # a layer's working memory inside its F, B, I, W
     b_transient_bytes: int = 0
     i_transient_bytes: int = 0

@@ -8,7 +8,7 @@ import pytest
 from simulator import simulate
 from simulator.cli.main import main
 from simulator.workload.activations import transformer_activation_bytes, \
-    transformer_transient_bytes
+    transformer_deferred_wgrad_bytes, transformer_transient_bytes
 from simulator.workload.parser import load_workload
 
 # GPT-3 175B, the paper's running example
@@ -82,7 +82,10 @@ def test_generate_precision_fp32_doubles_the_activation_bytes_but_not_the_masks(
     assert (bf16.pp_comm, fp32.pp_comm) == (2 * sbh, 4 * sbh)
     assert ("activation_bytes: 2752512 B per layer and microbatch (Korthikanti et al.: fp32 "
             "activations, 1-byte dropout masks, scores kept); split_backward_bytes: 1441792 B "
-            "(the weights' output gradients a split backward's I keeps until its W); working "
+            "(the weights' output gradients a split backward's I keeps until its W on torch's "
+            "runtime); deferred_wgrad_bytes: 2097152 B (what it keeps where its I frees the "
+            "graph, as Megatron-LM's zero-bubble runtime: the linears' inputs and output "
+            "gradients); working "
             "memory inside F / B / I / W: 524288 / 1672192 / 524288 / 1049600 B (PyTorch eager "
             "autograd, no fused kernels, gradients added to .grad)\n") in out
     assert (fp32.f_transient_bytes, fp32.b_transient_bytes, fp32.i_transient_bytes,
@@ -108,8 +111,10 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "attention and sequence parallelism pipesim generate was given; dropout masks 1 B an "
         "element); working memory inside an action, the header's F / B / I / W transient bytes "
         "262144 / 1672192 / 262144 / 1049600 B per layer (PyTorch eager autograd without fused "
-        "kernels, each new weight gradient added to .grad); a split backward's I keeps the "
-        "header's split_backward_bytes 1441792 B per layer until its W; parameters: the rows' "
+        "kernels, each new weight gradient added to .grad); a split backward's I frees the "
+        "layer's stash and keeps the header's deferred_wgrad_bytes 2097152 B per layer until its "
+        "W (the linears' inputs and output gradients: Megatron-LM's zero-bubble runtime; --p2p "
+        "torch keeps the whole graph); parameters: the rows' "
         "weight-gradient bytes / the header's grad_bytes_per_param 4 (memory.grad_bytes_per_param "
         "in --system would win) (memory.actions in --system replaces it; pipesim calibrate "
         "--memory fits them from a profiler trace with memory events)"]
@@ -147,6 +152,55 @@ def test_a_split_backward_keeps_the_headers_bytes_less_its_sent_input_gradient(t
         f"{without.workload.path}:1: the header gives activation_bytes but no "
         "split_backward_bytes: and no f/b/i/w_transient_bytes:; using 0 B for them (a split "
         "backward's I keeps nothing until its W; no working memory inside an action)")
+
+
+def test_a_graph_freeing_split_backward_keeps_only_what_its_w_reads(tmp_path):
+    # the same ZB-H1 run with deferred_wgrad_bytes: each I frees its 4000-B stash and keeps
+    # 1000 B to its W (Megatron-LM's zero-bubble runtime). Rank 0: 0F0 0F1 (8000) 0I0 (5000)
+    # 0W0 (4000) 0I1 (1000) 0W1; rank 1: 1F0 1I0 (1000) 1F1 (5000) 1I1 (2000) 1W0 1W1
+    keys = " split_backward_bytes: 1000 deferred_wgrad_bytes: 1000"
+    freed = simulate(_two_layers(tmp_path, keys), "zb-h1", pp=2, microbatches=2)
+    assert [(r["peak_memory_bytes"], r["peak_memory_action"])
+            for r in freed.to_dict()["ranks"]] == [(8000, "0F1"), (5000, "1F1")]
+    assert ("a split backward's I frees the layer's stash and keeps the header's "
+            "deferred_wgrad_bytes 1000 B per layer until its W (the linears' inputs and output "
+            "gradients: Megatron-LM's zero-bubble runtime; --p2p torch keeps the whole graph)"
+            in _shape_note(freed))
+    # torch's runtime keeps the whole graph to the W: the key changes nothing there
+    split_only = _two_layers(tmp_path, " split_backward_bytes: 1000")
+    for p2p in ("torch", "torch-single"):
+        a = simulate(split_only, "zb-h1", pp=2, microbatches=2, p2p=p2p).to_dict()["ranks"]
+        b = simulate(_two_layers(tmp_path, keys), "zb-h1", pp=2, microbatches=2,
+                     p2p=p2p).to_dict()["ranks"]
+        assert [r["peak_memory_bytes"] for r in a] == [r["peak_memory_bytes"] for r in b]
+    # 1F1B has no split backward: the key changes nothing either
+    assert [r["peak_memory_bytes"] for r in simulate(
+        _two_layers(tmp_path, keys), "1f1b", pp=2, microbatches=2).to_dict()["ranks"]] == [
+        8000, 4000]
+
+
+def test_what_a_graph_freeing_i_keeps_by_term():
+    # s = 8, b = 1, h = 4, a GPT MLP of 16, fused QKV 12, fp16: outside the TP regions the two
+    # norms' outputs and the gradients at the projection's and the last linear's outputs (4h),
+    # inside them the projection's input (h), the last linear's (ffn) and the gradients at the
+    # QKV's (12) and the first linear's (16) outputs
+    assert transformer_deferred_wgrad_bytes(8, 1, 4, 12, 16, 16, 1, False) == (
+        4 * 4 * 8 * 2 + (4 + 16 + 12 + 16) * 8 * 2) == 1024
+    assert transformer_deferred_wgrad_bytes(8, 1, 4, 12, 16, 16, 2, False) == 256 + 384
+    assert transformer_deferred_wgrad_bytes(8, 1, 4, 12, 16, 16, 2, True) == 512
+    # a SwiGLU layer's first linear writes two ffn-wide outputs (the up and gate projections)
+    assert transformer_deferred_wgrad_bytes(8, 1, 4, 12, 32, 16, 1, False) == 1024 + 16 * 8 * 2
+
+
+def test_generate_writes_what_a_graph_freeing_i_keeps(tmp_path):
+    out = tmp_path / "g.txt"
+    assert main(["generate", "--model", "llama", "--layers", "4", "--hidden", "1024",
+                 "--heads", "16", "--kv-heads", "4", "--ffn", "2816", "--seq", "512",
+                 "--micro-batch", "2", "--tp", "2", "--pp", "2", "-o", str(out)]) == 0
+    # QKV: 1024 + 2 x 4 x 64 = 1536; up and gate 2 x 2816; sequence parallel, TP 2, bf16
+    qkv, up, ffn = 1536, 2 * 2816, 2816
+    assert load_workload(out, "model").header.deferred_wgrad_bytes == (
+        (4 * 1024 + 1024 + ffn + qkv + up) * 512 * 2 * 2 // 2)
 
 
 def _shape_note(result) -> str:

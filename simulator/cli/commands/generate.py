@@ -15,7 +15,7 @@ import click
 
 from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, \
-    activation_bytes, render, split_backward_bytes, transient_bytes
+    activation_bytes, deferred_wgrad_bytes, render, split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
 from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve, \
     split_of, split_options, with_stage_layers
@@ -183,7 +183,10 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                f"(Korthikanti et al.: {par.precision} activations, 1-byte dropout masks, "
                f"{attention}{split if T > 1 else ''}); split_backward_bytes: "
                f"{split_backward_bytes(model, par)} B (the weights' output gradients a split "
-               "backward's I keeps until its W); working memory inside F / B / I / W: "
+               "backward's I keeps until its W on torch's runtime); deferred_wgrad_bytes: "
+               f"{deferred_wgrad_bytes(model, par)} B (what it keeps where its I frees the "
+               "graph, as Megatron-LM's zero-bubble runtime: the linears' inputs and output "
+               "gradients); working memory inside F / B / I / W: "
                + " / ".join(str(n) for n in transient_bytes(model, par))
                + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad)")
 
