@@ -7,10 +7,16 @@ generated from the run's shape, precision and sequence parallelism, with a whole
 --system configs/system/<gpu>.yaml --engine evaluator``. Selective recompute is generated with
 ``selective_recompute`` (the attention core's forward recomputed in the backward, its scores
 not kept) and run with ``--recompute none`` (the rest of the layer keeps its activations).
+Where runs.json launches a run differently from how its authors' own scripts ran it, the
+scripts' settings win (benchmarks/data/published-runs-corrections.json: Narayanan's micro-batch
+sizes, interleaving and DDP from Megatron-LM's examples/sc21/run_table_1.sh); ``--as-given``
+runs the file as it is.
 
     python benchmarks/bench_published_runs.py                  # the kernel-level model
     python benchmarks/bench_published_runs.py --compute flat   # one 0.50 efficiency (before)
-    python benchmarks/bench_published_runs.py --record results/DATE-published-runs.json
+    python benchmarks/bench_published_runs.py --record results/DATE-published-runs-after.json
+    python benchmarks/bench_published_runs.py --as-given --label as-given \
+        --record results/DATE-published-runs-as-given.json
 
 Prints predicted against measured per run, mean / median / worst |error| per table, the size
 trend (the pairs of runs more than 3 % apart in measured TFLOP/s per GPU: how many are
@@ -37,6 +43,11 @@ _FROM = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--simulator-
 sys.path.insert(0, _FROM or str(REPO))
 
 DEFAULT_RUNS = REPO.parent / "shared" / "published-runs" / "runs.json"
+# where a run's launch differs from how its source's authors ran it: their scripts' settings
+CORRECTIONS = REPO / "benchmarks" / "data" / "published-runs-corrections.json"
+# PyTorch DistributedDataParallel's bucket (bucket_cap_mb 25 MiB) of fp16 gradients, in
+# parameters: Megatron-LM 2021's --DDP-impl torch wraps the fp16 model in it
+TORCH_DDP_BUCKET_PARAMS = 25 * 2**20 // 2
 SCHEDULES = {"1f1b": "1f1b", "interleaved-1f1b": "interleaved-1f1b", "zb-h1": "zb-h1",
              "zb-h2": "zb-h2", "zb-v": "zb-v"}
 FLAT_EFFICIENCY = 0.50     # gpus.py's A100 constant: the model before kernels
@@ -227,8 +238,44 @@ def comm_share(data: dict) -> dict:
     return share
 
 
-def evaluate(runs_path: Path, compute: str) -> list[dict]:
-    runs = json.loads(runs_path.read_text())["runs"]
+def corrected(run: dict, corrections: dict) -> dict:
+    """``run`` launched as its source's authors' scripts launch it (``corrections``, the
+    benchmark's published-runs-corrections.json): their micro-batch size, their interleaving
+    (Megatron-LM's interleaved 1F1B at ``layers_per_virtual_stage`` layers a chunk) and their
+    DDP (PyTorch's, overlapped and bucketed; or Megatron's local one, after the backward), the
+    megatron_args and assumptions to match. A run without a correction comes back unchanged."""
+    fix = corrections.get("runs", {}).get(run["id"])
+    if not fix:
+        return run
+    out = dict(run)
+    args = _without_flag(run["megatron_args"], "--micro-batch-size").split()
+    args += ["--micro-batch-size", str(fix["micro_batch"])]
+    out["micro_batch"] = fix["micro_batch"]
+    said = [f"micro-batch size {fix['micro_batch']}"]
+    per = fix.get("layers_per_virtual_stage")
+    if per:
+        out["vpp"] = run["layers"] // (run["pp"] * per)
+        out["schedule"] = "interleaved-1f1b"
+        args += ["--num-layers-per-virtual-pipeline-stage", str(per)]
+        said.append(f"interleaved 1F1B, {per} layer(s) a virtual stage (vpp {out['vpp']})")
+    if fix.get("ddp_impl") == "torch":
+        args += ["--overlap-grad-reduce", "--ddp-bucket-size", str(TORCH_DDP_BUCKET_PARAMS)]
+        said.append("PyTorch DDP: gradients all-reduced in 25 MiB buckets of fp16 during the "
+                    "last microbatch's backward")
+    elif fix.get("ddp_impl") == "local":
+        said.append("Megatron's local DDP: one all-reduce after the backward")
+    out["megatron_args"] = " ".join(args)
+    source = next((s for k, s in corrections.get("sources", {}).items()
+                   if run["id"].startswith(k)), "the source's launch scripts")
+    out["assumptions"] = [a for a in run.get("assumptions", ()) if a not in fix["replaces"]] + [
+        "as its authors' script runs it (" + source + "): " + "; ".join(said)
+        + " (in place of runs.json's " + "; ".join(f"'{a}'" for a in fix["replaces"]) + ")"]
+    return out
+
+
+def evaluate(runs_path: Path, compute: str, corrections: dict | None = None) -> list[dict]:
+    runs = [corrected(run, corrections or {}) for run in
+            json.loads(runs_path.read_text())["runs"]]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
@@ -373,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the rows and summaries as JSON here (docs/make_validation.py "
                          "reads the newest benchmarks/results/*-published-runs-{before,after}"
                          ".json)")
+    ap.add_argument("--as-given", action="store_true",
+                    help="run runs.json's launches as the file gives them, without "
+                         "benchmarks/data/published-runs-corrections.json (the settings of the "
+                         "sources' own launch scripts where the file assumed others)")
     ap.add_argument("--label", default="after", help="what the record is (before, after)")
     ap.add_argument("--commit", default=None,
                     help="the commit to record (default: this checkout's HEAD; give the other "
@@ -385,8 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"date": datetime.date.today().isoformat(), "label": args.label,
            "commit": args.commit or _commit(),
            "runs_file": "../shared/published-runs/runs.json", "models": {}}
+    corrections = {} if args.as_given else json.loads(CORRECTIONS.read_text())
+    if corrections:
+        doc["corrections_file"] = str(CORRECTIONS.relative_to(REPO))
     for compute in models:
-        rows = evaluate(args.runs, compute)
+        rows = evaluate(args.runs, compute, corrections)
         print(report(rows, compute))
         print()
         doc["models"][compute] = {"rows": rows, "summary": summarize(rows)}

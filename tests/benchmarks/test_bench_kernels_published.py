@@ -70,3 +70,29 @@ def test_a_split_pipesim_refuses_still_gives_the_runs_ddp():
         "--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 8")
     assert bench_published_runs.megatron_ddp_args(run) == (
         "--megatron-ddp", "--grad-reduce-dtype", "fp16")
+
+
+def test_a_run_is_corrected_to_its_authors_script():
+    corrections = {"sources": {"nara": "the script"},
+                   "runs": {"nara-x": {"micro_batch": 2, "layers_per_virtual_stage": 5,
+                                       "ddp_impl": "torch", "replaces": ["a"]}}}
+    run = _run("--fp16", layers=60, pp=4, micro_batch=1, vpp=1, schedule="1f1b")
+    run["id"] = "nara-x"
+    out = bench_published_runs.corrected(run, corrections)
+    # 60 layers on 4 stages at 5 a virtual stage: 3 chunks a rank, Megatron's interleaved 1F1B
+    assert (out["micro_batch"], out["vpp"], out["schedule"]) == (2, 3, "interleaved-1f1b")
+    assert out["megatron_args"].endswith(
+        "--vocab-size 51200 --fp16 --micro-batch-size 2 --num-layers-per-virtual-pipeline-stage "
+        "5 --overlap-grad-reduce --ddp-bucket-size 13107200")
+    assert "--micro-batch-size 1 " not in out["megatron_args"]
+    # PyTorch's DDP: 25 MiB buckets of fp16 gradients, overlapped with the last backward
+    assert bench_published_runs.megatron_ddp_args(out) == (
+        "--megatron-ddp", "--overlap-grad-reduce", "--ddp-bucket-size", "13107200",
+        "--grad-reduce-dtype", "fp16")
+    assert out["assumptions"] == [
+        "as its authors' script runs it (the script): micro-batch size 2; interleaved 1F1B, 5 "
+        "layer(s) a virtual stage (vpp 3); PyTorch DDP: gradients all-reduced in 25 MiB buckets "
+        "of fp16 during the last microbatch's backward (in place of runs.json's 'a')"]
+    # the input is left as it was; a run without a correction comes back as it is
+    assert run["micro_batch"] == 1 and bench_published_runs.corrected(run | {"id": "y"},
+                                                                      corrections)["vpp"] == 1
