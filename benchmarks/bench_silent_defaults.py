@@ -1,6 +1,8 @@
 """No silent default: each header key left out, one at a time, of the bundled workloads and a
 freshly generated file, and what `pipesim run FILE` makes of it: a warning naming the key, a
-refusal (exit 2), or silence (a default that changes numbers and is said nowhere).
+refusal (exit 2), no number depending on it (unused: the run is the same, warnings and notes
+aside, with the key at two other values, as ``ep:`` in a file without expert-parallel rows), or
+silence (a default that changes numbers and is said nowhere).
 
     python benchmarks/bench_silent_defaults.py [--markdown]
 
@@ -52,6 +54,36 @@ def without(text: str, key: str) -> str:
     return cut + "\n" + rest
 
 
+def with_value(text: str, key: str, value: int) -> str:
+    """The file with its header's ``key: value`` set to ``value``."""
+    head, rest = text.split("\n", 1)
+    return re.sub(rf"(?<=\s){re.escape(key)}:\s+\d+", f"{key}: {value}", head, count=1) \
+        + "\n" + rest
+
+
+def _numbers(out: str) -> dict:
+    """A run's JSON without what it says about its inputs (warnings, notes)."""
+    d = json.loads(out)
+    d.pop("warnings"), d.pop("notes")
+    return d
+
+
+def no_number_depends_on(path: Path, key: str, cut: Path, left_out: str) -> bool:
+    """Whether the run of ``cut`` (``key`` left out) is the run with ``key`` at two other
+    values: the stated value + 1 and + 2, one of which is not the default."""
+    text = path.read_text()
+    stated = int(re.search(rf"(?<=\s){re.escape(key)}:\s+(\d+)", text.split("\n", 1)[0])[1])
+    try:
+        for value in (stated + 1, stated + 2):
+            cut.write_text(with_value(text, key, value))
+            rc, out, _ = _main(["run", str(cut), "--json", "-"])
+            if rc != 0 or _numbers(out) != _numbers(left_out):
+                return False
+        return True
+    finally:
+        cut.write_text(without(text, key))
+
+
 def _main(args: list[str]) -> tuple[int, str, str]:
     from simulator.cli.main import main
 
@@ -62,14 +94,16 @@ def _main(args: list[str]) -> tuple[int, str, str]:
 
 
 def classify(path: Path, key: str, where: Path) -> tuple[str, str]:
-    """(warned | refused | silent, the warning codes or the refusal)."""
+    """(warned | refused | unused | silent, the warning codes or the refusal)."""
     cut = where / path.name
     cut.write_text(without(path.read_text(), key))
     rc, out, err = _main(["run", str(cut), "--json", "-"])
     if rc == 2:
         return "refused", err.strip()
     codes = [w["code"] for w in json.loads(out)["warnings"]]
-    return ("warned" if set(codes) & set(KEYS[key]) else "silent"), ", ".join(codes)
+    if set(codes) & set(KEYS[key]):
+        return "warned", ", ".join(codes)
+    return ("unused" if no_number_depends_on(path, key, cut, out) else "silent"), ", ".join(codes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if rc != 0:
             raise SystemExit(f"generate failed: {err}")
         files = bundled() + [generated]
-        tally = {"warned": 0, "refused": 0, "silent": 0}
+        tally = {"warned": 0, "refused": 0, "unused": 0, "silent": 0}
         if args.markdown:
             print("| file | key left out | outcome | warnings or refusal |\n|---|---|---|---|")
         for path in files:
@@ -94,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.markdown:
                     print(f"| {path.name} | `{key}` | {outcome} | {said} |")
         print(f"{len(files)} files x {len(KEYS)} keys: {tally['warned']} warned, "
-              f"{tally['refused']} refused, {tally['silent']} silent")
+              f"{tally['refused']} refused, {tally['unused']} unused, {tally['silent']} "
+              "silent")
     return 1 if tally["silent"] else 0
 
 

@@ -216,7 +216,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
                                    "--layout model|aicb or layout: in the header"))
     # the file's missing keys first: under --strict the refusal names the most basic one
     warnings = _header_defaults(workload, decided | set(changes), pp, vpp, schedule_name,
-                                {w.code for w in warnings}) + warnings
+                                {w.code for w in warnings}, used) + warnings
     notes = _restated_notes(workload)
     if changes or notes != workload.warnings:
         workload = workload._replace(header=workload.header._replace(**changes),
@@ -332,13 +332,18 @@ _COVERED = {"pp_comm": ("pp_comm_derived", "p2p_free"), "all_gpus": ("gpus_defau
 
 
 def _header_defaults(workload: Workload, decided: set[str], pp: int, vpp: int | None,
-                     schedule_name: str, codes: set[str]) -> list[RunWarning]:
+                     schedule_name: str, codes: set[str],
+                     used: dict[CommGroup, int]) -> list[RunWarning]:
     """A warning for each header key the file lacks whose default the run uses (the parser's
     defaults change numbers: a missing ``pp:`` runs one stage, a missing ``ga:`` one
-    microbatch); a key the run's options decide is not defaulted."""
+    microbatch); a key the run's options decide is not defaulted, nor ``ep:`` where no row
+    has an expert-parallel collective (``used``: bytes per group)."""
     h, path = workload.header, workload.path
     missing = [k for k in h.defaults_used if k not in decided
                and not any(c in codes for c in _COVERED.get(k, ()))]
+    # EP sizes only the _EP and _DP_EP groups: a file without them runs the same at any EP
+    if "ep" in missing and not (CommGroup.EP in used or CommGroup.DP_EP in used):
+        missing.remove("ep")
     if "checkpoints" in missing and "checkpoint_initiates" in missing:
         missing.remove("checkpoint_initiates")
     out: list[RunWarning] = []

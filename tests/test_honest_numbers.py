@@ -373,18 +373,17 @@ def test_each_missing_header_key_the_run_uses_is_a_warning(capsys):
     d = run_json(capsys, G13B, "--pp", "4", "--gpus", "64")
     assert [n for n in d["notes"] if "header has no" in n] == []
     said = f"{G13B}:1: header has no"
-    assert d["warnings"][:3] == [
-        {"code": "ep_defaulted", "message": f"{said} ep:; using EP 1",
-         "option": "ep: in the header"},
+    # no ep: either, but no row has an expert-parallel collective: EP changes no number
+    assert d["warnings"][:2] == [
         {"code": "vpp_defaulted", "message": f"{said} vpp:; using vpp 1 (1f1b at 1 chunk(s) "
          "per rank)", "option": "--vpp or vpp: in the header"},
         {"code": "ga_defaulted", "message": f"{said} ga:; using 1 microbatch per iteration",
          "option": "-m or ga: in the header"}]
-    assert codes(d)[3] == "pp_comm_derived"
+    assert codes(d)[2] == "pp_comm_derived"
     # --pp 1 states the default: not warned; the world size still is
     d = run_json(capsys, G13B, "--pp-comm", "0", "--pp", "1")
-    assert codes(d) == ["ep_defaulted", "vpp_defaulted", "ga_defaulted", "gpus_defaulted",
+    assert codes(d) == ["vpp_defaulted", "ga_defaulted", "gpus_defaulted",
                         "params_assumed", "memory_per_param_default"]
     d = run_json(capsys, G13B, "--pp-comm", "0", "--pp", "1", "-m", "4", "--vpp", "1",
                  "--gpus", "64")
-    assert codes(d) == ["ep_defaulted", "params_assumed", "memory_per_param_default"]
+    assert codes(d) == ["params_assumed", "memory_per_param_default"]

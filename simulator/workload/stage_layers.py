@@ -192,6 +192,18 @@ def megatron_chunk_layers(num_layers: int, pp: int, vpp: int = 1, first: int | N
     return tuple(counts)
 
 
+class TorchtitanSplitError(ConfigError):
+    """torchtitan refusing its split: ``option`` is the one at fault (``"stages"``: more stages
+    than effective layers; ``"first"`` / ``"last"``: that stage's less-layers), ``limit`` the most
+    torchtitan allows it. A reader of torchtitan's own config names its key from these."""
+
+    # defaults keep it picklable (a sweep's worker sends it back by its message)
+    def __init__(self, message: str, option: str | None = None, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+        self.limit = limit
+
+
 def torchtitan_chunk_layers(num_layers: int, n_stages: int, first_less: int = 1,
                             last_less: int = 1) -> tuple[int, ...]:
     """Transformer layers of each of ``n_stages`` stages (model order) as torchtitan's automatic
@@ -200,20 +212,21 @@ def torchtitan_chunk_layers(num_layers: int, n_stages: int, first_less: int = 1,
     (``pipeline_parallel_{first,last}_stage_less_layers``, default 1 each); the
     ``num_layers + first_less + last_less`` effective layers split evenly, the first stages one
     more, and the first and the last stage then hold that many transformer layers less. Raises
-    :class:`ConfigError` where torchtitan refuses."""
+    :class:`TorchtitanSplitError` where torchtitan refuses."""
     if n_stages == 1:
         return (num_layers,)
     effective = num_layers + first_less + last_less
     per, extra = divmod(effective, n_stages)
     flag = "--pipeline-parallel-layers-per-stage"
     if per < 1:
-        raise ConfigError(f"{flag}: expected at most {effective} stages (torchtitan: every stage "
-                          f"needs an effective layer), got {n_stages}")
+        raise TorchtitanSplitError(f"{flag}: expected at most {effective} stages (torchtitan: "
+                                   f"every stage needs an effective layer), got {n_stages}",
+                                   "stages", effective)
     for name, less in (("first", first_less), ("last", last_less)):
         if less > per:
-            raise ConfigError(f"--pipeline-parallel-{name}-stage-less-layers: expected at most "
-                              f"{per} (torchtitan: the fewest effective layers a stage holds), "
-                              f"got {less}")
+            raise TorchtitanSplitError(f"--pipeline-parallel-{name}-stage-less-layers: expected "
+                                       f"at most {per} (torchtitan: the fewest effective layers "
+                                       f"a stage holds), got {less}", name, per)
     counts = [per + (1 if k < extra else 0) for k in range(n_stages)]
     counts[0] -= first_less
     counts[-1] -= last_less

@@ -393,3 +393,38 @@ def test_torchtitan_refusals_name_the_key(tmp_path):
     assert str(err.value) == (f"--torchtitan {path}: [training] local_batch_size: expected at "
                               "least 8 microbatches (one per stage, torchtitan's rule), found "
                               "4 microbatches")
+
+
+def test_torchtitan_layers_per_stage_and_less_layers_give_torchtitans_uneven_split(tmp_path):
+    # 32 layers + 2 + 0 effective over ceil(34 / 3) = 12 stages: 2 each and the first ten one
+    # more; the first stage then holds 2 fewer, the last none fewer
+    path = tmp_path / "job.toml"
+    path.write_text(TOML.replace("pipeline_parallel_microbatch_size = 2",
+                                 "pipeline_parallel_microbatch_size = 1\n"
+                                 "pipeline_parallel_layers_per_stage = 3\n"
+                                 "pipeline_parallel_first_stage_less_layers = 2\n"
+                                 "pipeline_parallel_last_stage_less_layers = 0"))
+    launch = read_torchtitan_job(str(path), gpus=64).launch
+    assert (launch.pp, launch.vpp, launch.microbatches) == (4, 3, 16)
+    assert launch.stage_layers == (1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2)
+
+
+def test_torchtitan_split_refusals_name_the_key(tmp_path):
+    path = tmp_path / "job.toml"
+    # 32 + 1 + 5 effective layers over 8 stages: the smallest holds 4
+    path.write_text(TOML.replace("pipeline_parallel_microbatch_size = 2",
+                                 "pipeline_parallel_microbatch_size = 2\n"
+                                 "pipeline_parallel_last_stage_less_layers = 5"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [parallelism] "
+                              "pipeline_parallel_last_stage_less_layers: expected at most the 4 "
+                              "layers of the smallest stage, found 5")
+    # debugmodel's 6 layers + 1 + 1 cannot fill pp 8 x 2 stages
+    path.write_text(TOML.replace('flavor = "8B"', 'flavor = "debugmodel"').replace(
+        "tensor_parallel_degree = 8", "tensor_parallel_degree = 1").replace(
+        "pipeline_parallel_degree = 4", "pipeline_parallel_degree = 8"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=16)
+    assert str(err.value) == (f"--torchtitan {path}: [parallelism] pipeline_parallel_degree: "
+                              "expected at most 8 stages (6 layers + 1 + 1), found 16 stages")

@@ -1,7 +1,8 @@
 """No silent default (issue 35): every header key a file leaves out is, in the run, a warning
-naming it or a refusal, on the bundled workloads and a freshly generated file, one key at a time;
-``--strict`` refuses each in one line; a fully stated generated file passes ``--strict``, and
-one generated with options left to their defaults says which."""
+naming it, a refusal, or a key no number of the run depends on (``ep:`` without
+expert-parallel rows), on the bundled workloads and a freshly generated file, one key at a time;
+``--strict`` refuses each warned one in one line; a fully stated generated file passes
+``--strict``, and one generated with options left to their defaults says which."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from simulator.cli.main import main
 
-from benchmarks.bench_silent_defaults import GENERATE, KEYS, bundled, without
+from benchmarks.bench_silent_defaults import GENERATE, KEYS, no_number_depends_on, bundled, without
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = [str(p.relative_to(REPO)) for p in bundled()]
@@ -43,7 +44,10 @@ def test_a_left_out_key_is_a_warning_or_a_refusal(source, key, generated, tmp_pa
         return
     assert rc == 0
     codes = [w["code"] for w in d["warnings"]]
-    assert set(codes) & set(KEYS[key]), (key, codes)
+    if not set(codes) & set(KEYS[key]):
+        # no warning: only for a key the run's numbers do not depend on
+        assert key == "ep" and no_number_depends_on(path, key, cut, json.dumps(d)), (key, codes)
+        return
     # and --strict refuses it, in one line
     assert main(["run", str(cut), "--strict"]) == 2
     err = capsys.readouterr().err
@@ -137,4 +141,42 @@ def test_the_benchmark_finds_no_silent_default(capsys):
     from benchmarks.bench_silent_defaults import main as bench
 
     assert bench([]) == 0
-    assert capsys.readouterr().out == '7 files x 8 keys: 56 warned, 0 refused, 0 silent\n'
+    # ep: in the six dense files (no _EP or _DP_EP row) changes no number
+    assert capsys.readouterr().out == ('7 files x 8 keys: 50 warned, 0 refused, 6 unused, '
+                                       '0 silent\n')
+
+
+def test_a_dense_file_without_ep_runs_as_before_and_passes_strict(generated, tmp_path, capsys):
+    """No row has an _EP or _DP_EP collective: EP sizes nothing, so its default is no warning
+    (nor a reason for --strict to refuse)."""
+    cut = tmp_path / "llama-8l.txt"
+    cut.write_text(without(Path(generated).read_text(), "ep"))
+    rc, d, err = _run(capsys, cut, "--strict", "--param-dtype", "bf16")
+    assert (rc, err, d["warnings"]) == (0, "", [])
+    rc, stated, _ = _run(capsys, Path(generated), "--param-dtype", "bf16")
+    assert d["makespan_ns"] == stated["makespan_ns"] and d["stages"] == stated["stages"]
+
+
+def test_expert_parallel_rows_without_ep_still_warn(tmp_path, capsys):
+    # the MoE file's _EP all-to-alls: priced on a group of one
+    path = REPO / "workloads" / "generated" / "mixtral-8x7b-tp2-pp4-ep8-ga8-h200-aicb.txt"
+    cut = tmp_path / path.name
+    cut.write_text(without(path.read_text(), "ep"))
+    rc, d, _ = _run(capsys, cut)
+    assert rc == 0 and [w["message"] for w in d["warnings"] if w["code"] == "ep_group_of_one"] \
+        == [f"{cut}: rows name expert-parallel collectives (_EP) but ep is absent; they run on "
+            "a group of one and cost nothing"]
+    # an expert's data-parallel rows alone (_DP_EP, a group of DP / EP): the default sizes them
+    text = without((REPO / "workloads" / "gpt-24l.txt").read_text(), "ep")
+    row = "embedding\t-1\t27\tALLREDUCE\t8388608\t27\tNONE\t0\t27\tALLREDUCE\t104857600\t0\n"
+    assert row in text
+    moe = tmp_path / "dp-ep.txt"
+    moe.write_text(text.replace(row, row.replace("ALLREDUCE\t104857600", "ALLREDUCE_DP_EP\t"
+                                                 "104857600")))
+    rc, d, _ = _run(capsys, moe)
+    assert rc == 0 and d["warnings"][0] == {
+        "code": "ep_defaulted", "message": f"{moe}:1: header has no ep:; using EP 1",
+        "option": "ep: in the header"}
+    assert main(["run", str(moe), "--strict"]) == 2
+    assert capsys.readouterr().err == (f"pipesim: error: --strict: {moe}:1: header has no ep:; "
+                                       "using EP 1 (set ep: in the header) [ep_defaulted]\n")

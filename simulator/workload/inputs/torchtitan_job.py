@@ -16,11 +16,12 @@ layers; microbatches local_batch_size / pipeline_parallel_microbatch_size.
 
 from __future__ import annotations
 
-import math
 import os
 import re
+from typing import NoReturn
 
 from ...errors import ConfigError
+from ..stage_layers import TorchtitanSplitError, torchtitan_chunk_layers, torchtitan_stages
 from ._files import read_text
 from .shape import LaunchSettings, ModelInput, ModelShape
 
@@ -118,7 +119,7 @@ class _Job:
                               f"{value!r}")
         return value
 
-    def refuse(self, section: str, key: str, expected: str, found) -> None:
+    def refuse(self, section: str, key: str, expected: str, found) -> NoReturn:
         raise ConfigError(f"{self.src}: [{section}] {key}: expected {expected}, found {found}")
 
     def read(self, shape: ModelShape | None) -> ModelInput:
@@ -256,8 +257,8 @@ class _Job:
                         + "), or a pipeline_parallel_schedule_csv", repr(name))
         single = key in SINGLE or key == "pipelineschedulesingle"
         layers = shape.layers
-        first_w = self.get(P, "pipeline_parallel_first_stage_less_layers", 1)
-        last_w = self.get(P, "pipeline_parallel_last_stage_less_layers", 1)
+        first_less = self.get(P, "pipeline_parallel_first_stage_less_layers", 1)
+        last_less = self.get(P, "pipeline_parallel_last_stage_less_layers", 1)
         fqns = self.get(P, "module_fqns_per_model_part", None, None)
         per = self.get(P, "pipeline_parallel_layers_per_stage", None, None)
         if pp == 1:
@@ -270,10 +271,10 @@ class _Job:
                 if isinstance(per, bool) or not isinstance(per, int) or per < 1:
                     self.refuse(P, "pipeline_parallel_layers_per_stage", "a positive integer",
                                 repr(per))
-                stages = math.ceil((layers + first_w + last_w) / per)
+                stages = torchtitan_stages(layers, per, first_less, last_less)
             else:
                 stages = pp * (1 if single else 2)
-            counts = self._even_split(stages, layers, first_w, last_w)
+            counts = self._automatic_split(stages, layers, first_less, last_less)
         if stages % pp:
             self.refuse(P, "module_fqns_per_model_part" if fqns is not None else
                         "pipeline_parallel_layers_per_stage", f"a stage count divisible by "
@@ -290,26 +291,20 @@ class _Job:
                         "per stage, torchtitan's rule)", f"{microbatches} microbatches")
         return schedule, csv, vpp, tuple(counts)
 
-    def _even_split(self, stages: int, layers: int, first_w: int, last_w: int) -> list[int]:
-        """torchtitan's split: the embedding and the output weigh first_w / last_w layers."""
-        eff = layers + first_w + last_w
-        if stages > eff:
-            self.refuse("parallelism", "pipeline_parallel_degree", f"at most {eff} stages "
-                        f"({layers} layers + {first_w} + {last_w})", f"{stages} stages")
-        base, extra = divmod(eff, stages)
-        if first_w > base or last_w > base:
-            self.refuse("parallelism", "pipeline_parallel_first_stage_less_layers"
-                        if first_w > base else "pipeline_parallel_last_stage_less_layers",
-                        f"at most the {base} layers of the smallest stage",
-                        first_w if first_w > base else last_w)
-        counts, left = [], layers
-        for s in range(stages):
-            n = base + (s < extra) - (first_w if s == 0 else 0) - \
-                (last_w if s == stages - 1 else 0)
-            n = min(max(n, 0), left) if s < stages - 1 else left
-            counts.append(n)
-            left -= n
-        return counts
+    def _automatic_split(self, stages: int, layers: int, first_less: int,
+                         last_less: int) -> tuple[int, ...]:
+        """torchtitan's automatic split (:func:`torchtitan_chunk_layers`), its refusals named by
+        this file's keys."""
+        P = "parallelism"
+        try:
+            return torchtitan_chunk_layers(layers, stages, first_less, last_less)
+        except TorchtitanSplitError as err:
+            if err.option == "stages":
+                self.refuse(P, "pipeline_parallel_degree", f"at most {err.limit} stages "
+                            f"({layers} layers + {first_less} + {last_less})", f"{stages} stages")
+            self.refuse(P, f"pipeline_parallel_{err.option}_stage_less_layers",
+                        f"at most the {err.limit} layers of the smallest stage",
+                        first_less if err.option == "first" else last_less)
 
     def _fqn_counts(self, fqns, layers: int) -> list[int]:
         if not isinstance(fqns, list) or not all(isinstance(p, list) for p in fqns):
