@@ -428,3 +428,13 @@ def test_torchtitan_split_refusals_name_the_key(tmp_path):
         read_torchtitan_job(str(path), gpus=16)
     assert str(err.value) == (f"--torchtitan {path}: [parallelism] pipeline_parallel_degree: "
                               "expected at most 8 stages (6 layers + 1 + 1), found 16 stages")
+    # a negative weight for the embedding: one line, never a division by zero stages
+    path.write_text(TOML.replace("pipeline_parallel_microbatch_size = 2",
+                                 "pipeline_parallel_microbatch_size = 2\n"
+                                 "pipeline_parallel_layers_per_stage = 4\n"
+                                 "pipeline_parallel_first_stage_less_layers = -40"))
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=64)
+    assert str(err.value) == (f"--torchtitan {path}: [parallelism] "
+                              "pipeline_parallel_first_stage_less_layers: expected an integer "
+                              ">= 0, found -40")

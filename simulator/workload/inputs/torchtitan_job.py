@@ -259,6 +259,11 @@ class _Job:
         layers = shape.layers
         first_less = self.get(P, "pipeline_parallel_first_stage_less_layers", 1)
         last_less = self.get(P, "pipeline_parallel_last_stage_less_layers", 1)
+        # what the embedding and the output weigh, in layers: never less than nothing
+        for key, value in (("pipeline_parallel_first_stage_less_layers", first_less),
+                           ("pipeline_parallel_last_stage_less_layers", last_less)):
+            if value < 0:
+                self.refuse(P, key, "an integer >= 0", value)
         fqns = self.get(P, "module_fqns_per_model_part", None, None)
         per = self.get(P, "pipeline_parallel_layers_per_stage", None, None)
         if pp == 1:
