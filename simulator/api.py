@@ -190,8 +190,11 @@ def build_schedule(plan: RunPlan, schedule: Schedule | str | None, system: Syste
             # only a cost-aware schedule (auto) needs it: a plain run's start-up does without
             from .engine.stage_costs import run_stage_costs
 
-            opts["stage_costs"] = run_stage_costs(plan.partition, plan.workload.header, system,
-                                                  plan.pp, links=plan.links)
+            # the costs the run will charge: its recompute re-runs forwards in the backwards
+            part = with_recompute(plan.partition, plan.workload, options.recompute,
+                                  *options.recompute_grouping())
+            opts["stage_costs"] = run_stage_costs(part, plan.workload.header, system, plan.pp,
+                                                  links=plan.links)
         sched = registry.generate(plan.spec.name, plan.pp, plan.microbatches, plan.vpp, **opts)
     if options.validate:
         check_schedule(sched)

@@ -270,3 +270,26 @@ def test_the_papers_sizes_past_the_whole_search_budget_run_when_a_first_start_me
 
     assert main(["schedule", "auto", "--pp", "16", "-m", "1024", "--json", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["microbatches"] == 1024
+
+
+def test_auto_is_built_for_the_costs_its_recompute_charges(data_dir, monkeypatch):
+    """With --recompute full every backward re-runs its chunk's forward first, so the costs
+    auto is synthesized for hold F + I in each I (the engine's own durations)."""
+    from simulator.api import simulate
+
+    seen = []
+    generate = registry.generate
+
+    def spy(name, *args, **kw):
+        if name == "auto":
+            seen.append(kw["stage_costs"])
+        return generate(name, *args, **kw)
+
+    monkeypatch.setattr(registry, "generate", spy)
+    for recompute in ("none", "full"):
+        simulate(data_dir / "tiny_model.txt", "auto", pp=2, microbatches=4,
+                 recompute=recompute)
+    plain, full = seen
+    # the forwards and weight gradients are the same; each I now re-runs its chunk's forward
+    assert (full.f, full.w) == (plain.f, plain.w)
+    assert all(fi > pi for fi, pi in zip(full.i, plain.i))
