@@ -79,8 +79,9 @@ def test_batch_and_tp_refusals(capsys, argv, message):
     assert (code, out, err) == (2, "", f"pipesim: error: {message}\n")
 
 
-def test_the_budget_refuses_before_anything_runs_in_one_line(capsys):
+def test_the_budget_refuses_before_anything_runs_in_one_line(capsys, tmp_path, monkeypatch):
     """The 70B job of docs/planning.md without pruning: every screen is sure, 893,408 actions."""
+    monkeypatch.chdir(tmp_path)    # plan writes its generated workloads to --out, here "."
     code, out, err = run(capsys, "plan", "--model", "llama", "--layers", "80", "--hidden", "8192",
                          "--heads", "64", "--kv-heads", "8", "--ffn", "28672", "--vocab",
                          "128256", "--seq-length", "8192", "--gpu", "h100", "--gpus", "256",
