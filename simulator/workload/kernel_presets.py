@@ -25,6 +25,11 @@ an end-to-end training table:
 [FA3]      J. Shah et al., "FlashAttention-3" (arXiv 2407.08608): on H100 SXM5 the BF16 forward
            reaches up to 740 TFLOP/s (75 %); the backward is 1.5-1.75x FlashAttention-2's, which
            runs at 35 % of the H100's peak (the paper's §1): 1.5 x 35 % = 0.52.
+[GAP-A100] A PyTorch profiler (Kineto) trace of AlexNet forwards on an A100 (SXM4, 108 SMs;
+           facebookresearch/HolisticTraceAnalysis's test trace, ../shared/traces-gpu/): between
+           two kernels of one stream whose launch returned before the first ended (the GPU's
+           queue not empty), the device waits 1-2 us, median 1.5 us over the 34 such pairs (the
+           trace's timestamps are whole microseconds): the GPU's own cost of starting a kernel.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ class KernelPreset(NamedTuple):
     flash_fwd_fraction: float      # of the tensor peak a flash-attention forward reaches
     flash_bwd_fraction: float      # and its backward
     tiles: tuple[tuple[int, int], ...]   # the output tiles cuBLAS chooses among
+    kernel_gap_ns: int             # the GPU's idle time between two queued kernels
 
     def peak_tflops(self, dtype_bytes: int) -> float:
         """The dense peak for operands of ``dtype_bytes`` (2: FP16/BF16 tensor; 4: FP32)."""
@@ -59,7 +65,7 @@ KERNELS: dict[str, KernelPreset] = {
         gemm_fraction=0.859,                                         # [MAMF] A100 SXM
         hbm_tbps=2.039, hbm_fraction=0.88,                           # [DS-A100], [HBM-A100]
         flash_fwd_fraction=0.73, flash_bwd_fraction=0.63,            # [FA2] A100
-        tiles=_TILES),
+        tiles=_TILES, kernel_gap_ns=1500),                           # [GAP-A100]
     "h100": KernelPreset(
         "h100", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H100]
         gemm_fraction=0.801,                                         # [MAMF] H100 SXM
@@ -67,13 +73,14 @@ KERNELS: dict[str, KernelPreset] = {
         # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
         hbm_tbps=3.35, hbm_fraction=0.88,
         flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] H100
-        tiles=_TILES),
+        # [GAP-A100]'s gap (no published H100 trace found): a lent GPU's trace measures it
+        tiles=_TILES, kernel_gap_ns=1500),
     "h200": KernelPreset(
         "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
         gemm_fraction=0.803,                                         # [MAMF] H100/H200 SXM
         hbm_tbps=4.8, hbm_fraction=0.88,                             # [DS-H200], as h100
         flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] (H100's die)
-        tiles=_TILES),
+        tiles=_TILES, kernel_gap_ns=1500),                           # as h100
 }
 
 

@@ -15,6 +15,9 @@ An op is one kernel (or one fused kernel) of a training step on one GPU:
   the embedding lookup, the cross-entropy's passes): its bytes over HBM bandwidth at the
   fraction a streaming kernel reaches.
 
+A row's column is its kernels' times plus, for each, the GPU's gap between two queued kernels
+(``kernel_gap_ns``, measured on a profiler trace).
+
 Every preset constant names its source in :mod:`.kernel_presets`. None is fitted to an
 end-to-end training table.
 """
@@ -110,10 +113,18 @@ def price(op: Op, gpu) -> Priced:
     return Priced(op, round(t_math), "math", flops, nbytes, tile, tiles, waves)
 
 
+def launched(p: Priced) -> bool:
+    """Whether the op runs a kernel: a product or pass over nothing launches none."""
+    return p.ns > 0
+
+
 def row_times(ops, gpu) -> tuple[tuple[int, int, int], list[Priced]]:
-    """The (fwd, ig, wg) ns of a row whose kernels are ``ops``: the sum of each phase's ops."""
+    """The (fwd, ig, wg) ns of a row whose kernels are ``ops``: the sum of each phase's ops, and
+    for each kernel the GPU's gap before it starts (the queue is never empty inside a row:
+    the host launches ahead of the GPU)."""
     priced = [price(o, gpu) for o in ops]
     t = [0, 0, 0]
     for p in priced:
-        t[PHASES.index(p.op.phase)] += p.ns
+        if launched(p):
+            t[PHASES.index(p.op.phase)] += p.ns + gpu.kernel_gap_ns
     return (t[0], t[1], t[2]), priced

@@ -9,7 +9,7 @@ import json
 
 from ..errors import ConfigError
 from .kernel_presets import kernel_preset
-from .kernels import row_times
+from .kernels import PHASES, launched, row_times
 
 FORMAT = "pipesim-ops-1"
 
@@ -26,7 +26,10 @@ def breakdown(rows, gpu_key: str) -> dict:
             seen[key]["count"] += 1
             continue
         (f, i, w), priced = row_times(r.ops, gpu)
-        entry = {"row": r.name, "count": 1, "fwd_ns": f, "ig_ns": i, "wg_ns": w, "ops": [
+        kernels = [sum(1 for p in priced if p.op.phase == ph and launched(p))
+                   for ph in PHASES]
+        entry = {"row": r.name, "count": 1, "fwd_ns": f, "ig_ns": i, "wg_ns": w,
+                 "kernels": kernels, "kernel_gap_ns": gpu.kernel_gap_ns, "ops": [
             {"name": p.op.name, "phase": p.op.phase, "kind": p.op.kind,
              "shape": [p.op.m, p.op.n, p.op.k, p.op.batch] if p.op.kind == "gemm" else None,
              "tile": list(p.tile) if p.tile else None, "tiles": p.tiles, "waves": p.waves,
@@ -74,7 +77,9 @@ def render(data: dict, problems: list[str], limit: int = 5) -> list[str]:
              "input grad, weight grad):"]
     for e in data["rows"]:
         lines.append(f"    {e['row']} (x{e['count']}): F {e['fwd_ns']}, IG {e['ig_ns']}, "
-                     f"WG {e['wg_ns']}")
+                     f"WG {e['wg_ns']}" + (
+                         f" (with {' / '.join(map(str, e['kernels']))} kernels' gaps of "
+                         f"{e['kernel_gap_ns']} ns)" if e.get("kernel_gap_ns") and any(e["kernels"]) else ""))
         for o in e["ops"]:
             what = ""
             if o["kind"] == "gemm":

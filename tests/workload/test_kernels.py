@@ -86,17 +86,18 @@ def test_flash_attention_flops_and_time():
 def test_a_rows_sum_of_its_ops_22b_attention_row():
     # output projection M 8192, N h = 6144, K h/T = 768: 128x128 tiles, 64*48 = 3072 -> 29
     # waves; then bias + dropout + residual add on 50_331_648 elements: read x and the residual,
-    # write y (3 x 2 bytes) and the 1-byte mask
+    # write y (3 x 2 bytes) and the 1-byte mask; each kernel waits the A100's 1.5 us gap
     ops = layer_ops.attention_row_ops(KORT22, KORT22_PAR)
     (fwd, ig, wg), priced = row_times(ops, A100)
     proj = round(29 * 2 * 128 * 128 * 768 / PER_SM)
     bda = round(7 * 50_331_648 / HBM)
-    assert (proj, bda) == (294_093, 196_354)
-    assert fwd == proj + bda == 490_447
+    assert (proj, bda, A100.kernel_gap_ns) == (294_093, 196_354, 1500)
+    assert fwd == proj + bda + 2 * 1500 == 493_447
     assert [p.op.name for p in priced if p.op.phase == "fwd"] == ["attention_proj",
                                                                   "bias_dropout_add"]
-    assert ig == sum(p.ns for p in priced if p.op.phase == "ig")
-    assert wg == sum(p.ns for p in priced if p.op.phase == "wg")
+    for phase, col in (("ig", ig), ("wg", wg)):
+        kernels = [p.ns for p in priced if p.op.phase == phase]
+        assert col == sum(kernels) + 1500 * len(kernels)
 
 
 def test_generated_rows_carry_the_sum_of_their_ops():
@@ -132,7 +133,7 @@ def test_selective_recompute_reruns_the_attention_core_in_the_backward():
     (f1, i1, w1), _ = row_times(layer_ops.attention_column_ops(KORT22, sel), A100)
     (f0, i0, w0), _ = row_times(layer_ops.attention_column_ops(KORT22, base), A100)
     core = layer_ops._attention_core(KORT22, base)
-    core_fwd = sum(price(o, A100).ns for o in core if o.phase == "fwd")
+    core_fwd = sum(price(o, A100).ns + A100.kernel_gap_ns for o in core if o.phase == "fwd")
     assert (f1, w1) == (f0, w0)
     assert i1 == i0 + core_fwd
     # and the scores are not kept: the activation stash loses Korthikanti's 5as^2b term
@@ -171,7 +172,7 @@ def test_generate_cli_writes_the_kernel_model(tmp_path, capsys):
             "-o", str(out)]
     assert main(args) == 0
     wl = parse_workload_text(out.read_text(), "k.txt")
-    assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 490_447
+    assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 493_447
 
 
 KORT22_ARGS = ["--model", "gpt", "--layers", "2", "--hidden", "6144", "--heads", "64", "--seq",
@@ -185,17 +186,18 @@ def test_inspect_shows_the_per_op_breakdown_and_checks_the_sums(tmp_path, capsys
     capsys.readouterr()
     assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
     out = capsys.readouterr().out
-    assert "    attention_row (x2): F 490447, IG 464770, WG 324517" in out
+    assert ("    attention_row (x2): F 493447, IG 467770, WG 326017 (with 2 / 2 / 1 kernels' "
+            "gaps of 1500 ns)") in out
     assert ("      fwd qkv                                    892421 ns  math   8192x2304x6144, "
             "1152 tiles of 128x128 in 11 waves") in out
     assert "  every row's compute columns are the sum of its ops" in out
     # an edited row no longer holds the sum of its ops: named with its line
-    text = wl.read_text().replace("\t490447\t", "\t490000\t", 1)
+    text = wl.read_text().replace("\t493447\t", "\t490000\t", 1)
     wl.write_text(text)
     assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
     out = capsys.readouterr().out
-    assert ("  warning: line 5: row attention_row's compute (490000, 464770, 324517) is not the "
-            "sum of its ops (490447, 464770, 324517)") in out
+    assert ("  warning: line 5: row attention_row's compute (490000, 467770, 326017) is not the "
+            "sum of its ops (493447, 467770, 326017)") in out
 
 
 def test_ops_refusals_are_one_line(tmp_path, capsys):
