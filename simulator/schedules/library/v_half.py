@@ -121,10 +121,10 @@ def data_deps(pp: int) -> DataDeps:
     no type here). The single W list of steps 1-3 (type 4) stands for either chunk's W, so it
     has no data dependency (:func:`w_order` places it).
 
-    These are the direct needs; zbv_greedy.py lists the same order with some implied needs in
-    it (f after the rank's own F; b after its own B, for its own F). Both walks take the latest
-    of what an action waits for, and every slot lies after those of its own waits, so an
-    implied need never decides a slot."""
+    These are the direct needs. zbv_greedy.py writes the same order with implied needs among
+    them: f also after the rank's own F, b after the rank's B where the rule names its own F.
+    Both walks take the latest of what an action waits for, and every slot lies after those of
+    its own waits, so an implied need never decides a slot."""
     n = 2 * pp
     prev, nxt = neighbour_stages((tuple(range(n)),), n)
     type_of = {action: (r, kind) for r in range(pp)
