@@ -186,3 +186,19 @@ def test_controllable_memory_needs_two_chunks(name):
         generate(name, 4, 8, 1)
     assert str(err.value) == (f"--vpp: {name} runs exactly 2 chunks per rank (V placement), "
                               f"got --vpp 1")
+
+
+def test_construction_waits_for_the_dependency_rule():
+    from simulator.schedules.library.v_half import data_deps, rank_types, waits
+    # rank r holds stages r (down) and 5-r (up) at P = 3; types F, f, B (up's I), b (down's I)
+    assert rank_types(3, 1)[:4] == [(1, "F"), (4, "F"), (4, "I"), (1, "I")]
+    # (rank, type) of the same microbatch: F after the stage before's F, I after the own F and
+    # the next stage's I; f of rank 2 (stage 3) after its own F (stage 2), b of rank 2 (stage 2)
+    # after its own B (stage 3); the single W list has no data dependency
+    assert data_deps(3) == (
+        ((), ((1, 1),), ((0, 1),), ((0, 0), (1, 3)), ()),
+        (((0, 0),), ((2, 1),), ((1, 1), (0, 2)), ((1, 0), (2, 3)), ()),
+        (((1, 0),), ((2, 0),), ((2, 1), (1, 2)), ((2, 0), (2, 2)), ()))
+    # the ordering rule on top: each type after its own previous microbatch on the rank
+    assert waits(3)[1][2] == ((1, 1, 0), (0, 2, 0), (1, 2, -1))
+    assert waits(3)[0][4] == ((0, 4, -1),)

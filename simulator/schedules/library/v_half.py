@@ -20,17 +20,24 @@ less is held. Then, as in the repository:
    w (down chunk) when both wait.
 
 Each rank's order is its actions sorted by slot. Types are numbered as in the repository:
-0 F, 1 f, 2 B, 3 b, then W (4: one list in steps 1-3; 4 up and 5 down in the end).
+0 F, 1 f, 2 B, 3 b, then W (4: one list in steps 1-3; 4 up and 5 down in the end)
+(:func:`rank_types`). Which action must end before which is the project's dependency rule
+(``deps.needs`` for the V placement's pipeline, read over the types: :func:`data_deps`); the
+repository's construction adds two ordering rules of its own (:func:`same_type_order`,
+:func:`w_order`).
 """
 
 from __future__ import annotations
 
 from ...errors import ConfigError
 from ..action import Action, Kind
+from ..deps import needs, neighbour_stages
 from ..registration import register
 from ..schedule import Schedule, v_placement
 
 Slots = list[list[int]]     # per type, the slot of microbatch 0, 1, ...
+DataDeps = tuple[tuple[tuple[tuple[int, int], ...], ...], ...]   # [rank][type]: (rank, type)s
+Waits = tuple[tuple[tuple[tuple[int, int, int], ...], ...], ...]  # [rank][type]: (rank, type, dmb)s
 
 
 def v_half_pattern(pp: int) -> list[list[int]]:
@@ -100,18 +107,65 @@ def peak_memory(slots: Slots) -> int:
     return peak
 
 
-def _deps(n_ranks: int, r: int, kind: int, mb: int) -> list[tuple[int, int, int]]:
-    """(rank, type, microbatch) that must finish first; W/w only wait for the rank's order."""
-    deps = []
-    if kind in (0, 2) and r > 0:
-        deps.append((r - 1, kind, mb))
-    if kind in (1, 3) and r + 1 < n_ranks:
-        deps.append((r + 1, kind, mb))
-    if 0 < kind < 4:
-        deps.append((r, kind - 1, mb))
-    if mb > 0:
-        deps.append((r, kind, mb - 1))
-    return deps
+def rank_types(pp: int, r: int) -> list[tuple[int, Kind]]:
+    """The (stage, kind) of each type on rank ``r``: F and b on its down stage, f and B on its
+    up stage (the two stages ``v_placement`` puts on it), W of the up chunk, w of the down one."""
+    down, up = (s for s, rank in enumerate(v_placement(pp)) if rank == r)
+    return [(down, Kind.F), (up, Kind.F), (up, Kind.I), (down, Kind.I), (up, Kind.W), (down, Kind.W)]
+
+
+def data_deps(pp: int) -> DataDeps:
+    """Per rank and type, the (rank, type)s of the same microbatch that must end first:
+    ``deps.needs`` for the one pipeline through the V placement's stages. The construction
+    splits every backward, so a need for the next stage's input gradient is met by its I (B is
+    no type here). The single W list of steps 1-3 (type 4) stands for either chunk's W, so it
+    has no data dependency (:func:`w_order` places it).
+
+    These are the direct needs. zbv_greedy.py writes the same order with implied needs among
+    them: f also after the rank's own F, b after the rank's B where the rule names its own F.
+    Both walks take the latest of what an action waits for, and every slot lies after those of
+    its own waits, so an implied need never decides a slot."""
+    n = 2 * pp
+    prev, nxt = neighbour_stages((tuple(range(n)),), n)
+    type_of = {action: (r, kind) for r in range(pp)
+               for kind, action in enumerate(rank_types(pp, r)[:4])}
+    out = []
+    for r in range(pp):
+        row = []
+        for stage, kind in rank_types(pp, r)[:4]:
+            deps = []
+            for need in needs(stage, kind, prev, nxt):
+                met = [type_of[a] for a in need if a in type_of]
+                assert len(met) == 1, f"need {need} of {stage}{kind} is no one type"
+                deps.append(met[0])
+            row.append(tuple(deps))
+        row.append(())
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def same_type_order(r: int, kind: int) -> tuple[int, int, int]:
+    """Ordering rule, not a data dependency: a type's microbatch follows the same type's
+    previous microbatch on the rank, as (rank, type, microbatch offset). The reference
+    construction (zbv_greedy.py) orders every type by microbatch this way, in its moves and in
+    its squeeze, so no move overtakes."""
+    return (r, kind, -1)
+
+
+def w_order(slots: Slots, mb: int) -> int:
+    """Ordering rule for the single W list of steps 1-3 (which stands for either chunk's W, so
+    ``deps`` gives it no data dependency): the m-th W follows the rank's m-th backward of either
+    chunk, oldest first, as :func:`put_w` pairs them and as zbv_greedy.py moves them. The slot
+    of that backward."""
+    return sorted(slots[2] + slots[3])[mb]
+
+
+def waits(pp: int) -> Waits:
+    """Per rank and type 0-4, what must end first as (rank, type, microbatch offset): the data
+    dependencies (:func:`data_deps`, offset 0), then :func:`same_type_order`."""
+    return tuple(tuple(tuple((q, k, 0) for q, k in deps) + (same_type_order(r, kind),)
+                       for kind, deps in enumerate(row))
+                 for r, row in enumerate(data_deps(pp)))
 
 
 def _in_slot_order(ranks: list[Slots]):
@@ -121,38 +175,39 @@ def _in_slot_order(ranks: list[Slots]):
 
 
 def squeeze(ranks: list[Slots]) -> list[Slots]:
-    """Start slots when every action runs as early as its dependencies and its rank's previous
-    action (in slot order) allow, at unit cost."""
+    """Start slots when every action runs as early as what it waits for (:func:`waits`) and its
+    rank's previous action (in slot order) allow, at unit cost. A W waits only for the rank's
+    order (its backward is earlier in it, where :func:`w_order` put it)."""
+    before = waits(len(ranks))
     end: dict[tuple[int, int, int], int] = {}
     rank_free = [0] * len(ranks)
     out = [[[0] * len(times) for times in slots] for slots in ranks]
     for _, r, kind, mb in _in_slot_order(ranks):
-        start = max([rank_free[r]] + [end[d] for d in _deps(len(ranks), r, kind, mb)])
+        start = rank_free[r]
+        for q, k, dmb in before[r][kind]:
+            if mb + dmb >= 0 and end[(q, k, mb + dmb)] > start:
+                start = end[(q, k, mb + dmb)]
         out[r][kind][mb] = start
         end[(r, kind, mb)] = rank_free[r] = start + 1
     return out
 
 
-def _slot_deps(ranks: list[Slots], r: int, kind: int, mb: int) -> int:
-    """The earliest slot an action may move to: one after its latest dependency."""
-    slots = ranks[r]
+def _slot_deps(before: Waits, ranks: list[Slots], r: int, kind: int, mb: int) -> int:
+    """The earliest slot an action may move to: one after the latest of what it waits for
+    (:func:`waits`; for the single W list, :func:`w_order` too)."""
     latest = -1
-    if kind in (0, 2) and r > 0:
-        latest = max(latest, ranks[r - 1][kind][mb])
-    if kind in (1, 3) and r + 1 < len(ranks):
-        latest = max(latest, ranks[r + 1][kind][mb])
-    if 0 < kind < 4:
-        latest = max(latest, slots[kind - 1][mb])
+    for q, k, dmb in before[r][kind]:
+        if mb + dmb >= 0 and ranks[q][k][mb + dmb] > latest:
+            latest = ranks[q][k][mb + dmb]
     if kind == 4:
-        latest = max(latest, sorted(slots[2] + slots[3])[mb])
-    if mb > 0:
-        latest = max(latest, slots[kind][mb - 1])
+        latest = max(latest, w_order(ranks[r], mb))
     return latest + 1
 
 
 def reorder(ranks: list[Slots], with_w: bool) -> list[Slots]:
     """Step 2 (``with_w``: warm-up and cool-down) or step 3 (cool-down only), then squeeze."""
     ranks = [put_w(s) if with_w else [list(t) for t in s] for s in ranks]
+    before = waits(len(ranks))
     budget = max(peak_memory(s) for s in ranks)
     last_mb = len(ranks[0][0]) - 1
     occupied = [set() for _ in ranks]
@@ -171,7 +226,7 @@ def reorder(ranks: list[Slots], with_w: bool) -> list[Slots]:
         if phase == 0 and not with_w:
             occupied[r].add(t)
             continue
-        earliest = _slot_deps(ranks, r, kind, mb)
+        earliest = _slot_deps(before, ranks, r, kind, mb)
         placed = False
         for s in range(earliest, t):
             if s in occupied[r]:
@@ -196,8 +251,7 @@ def controllable_memory_ranks(pp: int, microbatches: int,
     ranks = [put_w(s[:4], split=True) for s in reorder(ranks, with_w=False)]
     out = []
     for r, slots in enumerate(ranks):
-        down, up = r, 2 * pp - 1 - r
-        what = [(down, Kind.F), (up, Kind.F), (up, Kind.I), (down, Kind.I), (up, Kind.W), (down, Kind.W)]
+        what = rank_types(pp, r)
         acts = sorted((t, Action(what[kind][0], what[kind][1], mb))
                       for kind, times in enumerate(slots) for mb, t in enumerate(times))
         out.append(tuple(a for _, a in acts))
