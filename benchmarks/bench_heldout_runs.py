@@ -1,6 +1,7 @@
 """pipesim against published runs held out from the model's design
-(benchmarks/data/published-runs-extra.json): other schedules (zero bubble, interleaved) and
-published peak memory.
+(benchmarks/data/published-runs-extra.json): other schedules (zero bubble, interleaved),
+published peak memory, and another GPU (Megatron-Core's H100 weak-scaling table, TFLOP/s per
+GPU by Megatron-LM's own FLOP formula, with its size trend).
 
 Every run goes the way bench_published_runs.py takes the 18 runs of
 ../shared/published-runs/runs.json (the same workload_text and run_pipesim, so a change to how
@@ -91,6 +92,10 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
     m = run["measured"]
     if "samples_per_gpu_s" in m:
         row["throughput_error"] = row["predicted_samples_per_gpu_s"] / m["samples_per_gpu_s"] - 1
+    elif "model_tflops_per_gpu" in m:
+        # the source's own FLOP count over the predicted time, against its figure
+        row["predicted_tflops_per_gpu"] = megatron_flops(run) / (t * run["gpus"]) / 1e12
+        row["throughput_error"] = row["predicted_tflops_per_gpu"] / m["model_tflops_per_gpu"] - 1
     if "peak_memory_gb" in m:
         row["memory_error"] = row["predicted_peak_memory_gb"] / m["peak_memory_gb"] - 1
     if "derived" in run and "bubble_rate" in run["derived"]:
@@ -108,6 +113,42 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         if other["exit"] == 0:
             row["p2p_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
     return row
+
+
+def megatron_flops(run: dict) -> float:
+    """FLOPs of one iteration by Megatron-LM's num_floating_point_operations (core_r0.8.0, the
+    runs' flops_formula "megatron"): 12 B s l h^2 ((1 + G/A + s/h) q/h + (f/h) k g + V/(2lh))."""
+    if run.get("flops_formula") != "megatron":
+        raise ValueError(f"run {run['id']}: model_tflops_per_gpu needs flops_formula megatron")
+    B, s, l, h, V = run["global_batch"], run["seq"], run["layers"], run["hidden"], run["vocab"]
+    heads, groups = run["heads"], run.get("kv_heads", run["heads"])
+    q = (h // heads) * heads / h
+    gated = 1.5 if run["model"] in ("llama", "moe") else 1.0
+    return 12 * B * s * l * h * h * ((1 + groups / heads + s / h) * q
+                                     + run["ffn"] / h * gated + V / (2 * l * h))
+
+
+WEAK_SCALING = "mcore-h100-"   # Megatron-Core's H100 weak-scaling series (TFLOP/s per GPU)
+
+
+def size_trend(rows: list[dict], prefix: str = WEAK_SCALING) -> dict:
+    """Pairs of one weak-scaling series (ids starting ``prefix``) more than 3 % apart in
+    measured TFLOP/s per GPU: how many the prediction orders as measured."""
+    series = [r for r in rows if r["id"].startswith(prefix) and "predicted_tflops_per_gpu" in r]
+    ok, wrong = 0, []
+    pairs = 0
+    for i, a in enumerate(series):
+        for b in series[i + 1:]:
+            ma = a["measured"]["model_tflops_per_gpu"]
+            mb = b["measured"]["model_tflops_per_gpu"]
+            if abs(ma - mb) / min(ma, mb) <= 0.03:
+                continue
+            pairs += 1
+            if (ma < mb) == (a["predicted_tflops_per_gpu"] < b["predicted_tflops_per_gpu"]):
+                ok += 1
+            else:
+                wrong.append(f"{a['id']} / {b['id']}")
+    return {"pairs": pairs, "ordered": ok, "misordered": wrong}
 
 
 def stage_times(run: dict, data: dict) -> dict:
@@ -141,7 +182,8 @@ def speedups(rows: list[dict]) -> list[dict]:
     out = []
     by_group: dict[str, list[dict]] = {}
     for r in rows:
-        by_group.setdefault(r["group"], []).append(r)
+        if "samples_per_gpu_s" in r["measured"]:
+            by_group.setdefault(r["group"], []).append(r)
     for group, members in by_group.items():
         base = next((r for r in members if r["schedule"] == BASELINE), None)
         if base is None or "predicted_samples_per_gpu_s" not in base:
@@ -162,10 +204,12 @@ def rankings(rows: list[dict]) -> list[dict]:
     and whether every pair whose measured throughputs differ is ordered as measured."""
     by_group: dict[str, list[dict]] = {}
     for r in rows:
-        if "predicted_samples_per_gpu_s" in r:
+        if "predicted_samples_per_gpu_s" in r and "samples_per_gpu_s" in r["measured"]:
             by_group.setdefault(r["group"], []).append(r)
     out = []
     for group, members in by_group.items():
+        if len(members) < 2:
+            continue      # one schedule: nothing to rank
         meas = sorted(members, key=lambda r: -r["measured"]["samples_per_gpu_s"])
         pred = sorted(members, key=lambda r: -r["predicted_samples_per_gpu_s"])
         pairs = wrong = 0
@@ -213,6 +257,14 @@ def summarize(rows: list[dict]) -> dict:
                                    if r.get("error_text", "").startswith("not expressible")),
             "not_predicted": sum(1 for r in rows if "error_text" in r)},
         "throughput_by_schedule": by_schedule,
+        "throughput_by_source": {
+            "zero-bubble (A100)": _abs_stats([r["throughput_error"] for r in rows
+                                              if r["id"].startswith("zb-")
+                                              and "throughput_error" in r]),
+            "Megatron-Core weak scaling (H100)": _abs_stats(
+                [r["throughput_error"] for r in rows
+                 if r["id"].startswith(WEAK_SCALING) and "throughput_error" in r])},
+        "weak_scaling_trend": size_trend(rows),
         "peak_memory": _abs_stats(mem),
         "middle_rank_bubble_minus_source": _abs_stats(bub) | {
             "signed_median": statistics.median(bub) if bub else None},
@@ -279,6 +331,16 @@ def summary_text(s: dict) -> str:
     for name, st in s["throughput_by_schedule"].items():
         out.append(f"  {name}: median {_pct(st['median'])}, worst {_pct(st['worst'])} "
                    f"({st['runs']} runs)")
+    for name, st in s["throughput_by_source"].items():
+        if st["runs"]:
+            out.append(f"  {name}: median {_pct(st['median'])}, worst {_pct(st['worst'])} "
+                       f"({st['runs']} runs)")
+    tr = s["weak_scaling_trend"]
+    if tr["pairs"]:
+        out.append(f"  weak-scaling size trend (pairs > 3 % apart in measured TFLOP/s): "
+                   f"{tr['ordered']} of {tr['pairs']} ordered as measured"
+                   + (f"; misordered: {', '.join(tr['misordered'])}" if tr["misordered"]
+                      else ""))
     out.append(f"peak memory: median |error| {_pct(m['median'])}, worst {_pct(m['worst'])} "
                f"over {m['runs']} runs")
     for key, what in (("stage_forward", "forward"), ("stage_backward", "backward (B + W)")):

@@ -142,7 +142,11 @@ def megatron_ddp_args(run: dict) -> tuple[str, ...]:
             text = _without_flag(text, flag)
         launch = megatron_input(text, run["id"], gpus // run["pp"]).launch
     values = ddp_option_values(launch)
-    out: list[str] = []
+    # the distributed optimizer shards a state counted by the weights' dtype, which the launch
+    # states (--bf16 / --fp16: bf16 weights with fp32 main gradients; else fp32); the other
+    # runs keep the system's bytes per parameter, as they were first recorded
+    out: list[str] = ["--param-dtype", "bf16" if launch.precision in ("bf16", "fp16")
+                      else "fp32"] if values.get("use_distributed_optimizer") else []
     for key, flag in _DDP_FLAG.items():
         value = values.get(key)
         if value is True:

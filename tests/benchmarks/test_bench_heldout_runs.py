@@ -21,11 +21,12 @@ def test_every_run_has_the_schema_and_a_registered_schedule():
 
     names = set(registered())
     ids = [r["id"] for r in RUNS]
-    assert len(ids) == len(set(ids)) == 67
+    assert len(ids) == len(set(ids)) == 76
     for r in RUNS:
         assert r["schedule"] in names, r["id"]
         assert (r["source"].startswith("Qi et al.") and "2401.10241" in r["source"]
-                or r["source"].startswith("NVIDIA Megatron-Bridge")), r["id"]
+                or r["source"].startswith("NVIDIA Megatron-Bridge")
+                or r["source"].startswith("NVIDIA Megatron-LM README")), r["id"]
         assert r["gpus"] == r["tp"] * r["pp"] * r["dp"]
         if r.get("not_expressible"):
             # 28.3B interleaved one layer a chunk (64 chunks for 62 layers); H100 in FP8
@@ -34,10 +35,16 @@ def test_every_run_has_the_schema_and_a_registered_schedule():
             continue
         assert sum(r["stage_layers"]) == r["layers"]
         assert len(r["stage_layers"]) == r["pp"] * r["vpp"]
+        if r["id"].startswith("mcore-h100-"):
+            # Megatron-Core's H100 weak scaling: TFLOP/s per GPU by Megatron's own formula
+            assert r["measured"]["model_tflops_per_gpu"] > 0 and r["flops_formula"] == "megatron"
+            continue
         assert r["measured"]["samples_per_gpu_s"] > 0 and r["measured"]["peak_memory_gb"] > 0
-    # Table 4: 4 models x 3 microbatch counts x 4 schedules; Table 12: 9 settings x 2
+    # Table 4: 4 models x 3 microbatch counts x 4 schedules; Table 12: 9 settings x 2; the
+    # README's table: 9 models
     assert sum(r["id"].startswith("zb-tab4-") for r in RUNS) == 48
     assert sum(r["id"].startswith("zb-tab12-") for r in RUNS) == 18
+    assert sum(r["id"].startswith("mcore-h100-") for r in RUNS) == 9
     assert sum(bool(r.get("not_expressible")) for r in RUNS) == 1    # the FP8 run
 
 
@@ -63,7 +70,14 @@ def test_megatron_args_say_what_the_fields_say():
         assert (la.seq, la.micro_batch, la.global_batch, la.tp, la.pp, la.dp, la.precision) == (
             r["seq"], r["micro_batch"], r["global_batch"], r["tp"], r["pp"], r["dp"],
             r["precision"]), r["id"]
-        assert la.microbatches == r["global_batch"] // r["micro_batch"]
+        assert la.microbatches == r["global_batch"] // (r["micro_batch"] * r["dp"])
+        if r["id"].startswith("mcore-h100-"):
+            # an even split, Megatron's own: no first / last stage flags
+            assert megatron_chunk_layers(r["layers"], r["pp"], 1) == tuple(r["stage_layers"])
+            assert (la.use_distributed_optimizer, la.overlap_grad_reduce,
+                    la.overlap_param_gather, la.tp_comm_overlap) == (
+                True, True, True, r["tp"] > 1), r["id"]
+            continue
         assert (la.decoder_first_pipeline_num_layers, la.decoder_last_pipeline_num_layers) == (
             r["stage_layers"][0], r["stage_layers"][-1])
 
@@ -172,3 +186,26 @@ def test_stage_times_of_a_middle_rank():
     assert got["predicted_stage_ms"] == {"F": 9.0, "B+W": 15.0}
     assert got["stage_f_error"] == pytest.approx(-0.1)
     assert got["stage_bw_error"] == pytest.approx(0.25)
+
+
+def test_megatron_flops_is_megatrons_formula_for_a_gpt_run():
+    by_id = {r["id"]: r for r in RUNS}
+    r = by_id["mcore-h100-1.7B"]
+    # 12 B s l h^2 ((1 + G/A + s/h) q/h + f/h + V/(2 l h)), G = A, q = h, f = 4h: at B 192,
+    # s 4096, l 24, h 2048, V 131072 the bracket is 2 + 2 + 4 + 4/3
+    assert heldout.megatron_flops(r) == pytest.approx(
+        12 * 192 * 4096 * 24 * 2048 ** 2 * (2 + 2 + 4 + 131072 / (2 * 24 * 2048)), rel=1e-12)
+    with pytest.raises(ValueError, match="flops_formula megatron"):
+        heldout.megatron_flops(by_id["zb-tab4-1.5B-m24-1f1b"])
+
+
+def test_the_weak_scaling_trend_counts_pairs_and_one_schedule_is_not_ranked():
+    rows = [{"id": f"mcore-h100-{n}", "group": f"g{n}", "schedule": "1F1B",
+             "measured": {"model_tflops_per_gpu": m}, "predicted_tflops_per_gpu": p,
+             "predicted_samples_per_gpu_s": 1.0}
+            for n, m, p in (("a", 400, 500), ("b", 410, 300), ("c", 470, 450))]
+    # a-b within 3 %: not counted; a-c ordered wrong (500 > 450), b-c right
+    assert heldout.size_trend(rows) == {"pairs": 2, "ordered": 1,
+                                        "misordered": ["mcore-h100-a / mcore-h100-c"]}
+    # a setting of one schedule, measured in TFLOP/s, has nothing to rank or speed up
+    assert heldout.rankings(rows) == [] and heldout.speedups(rows) == []

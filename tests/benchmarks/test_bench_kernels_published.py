@@ -51,8 +51,9 @@ def test_a_run_is_launched_with_the_ddp_its_megatron_args_set():
         "--megatron-ddp", "--grad-reduce-dtype", "fp16")
     assert bench_published_runs.megatron_ddp_args(
         _run("--bf16 --use-distributed-optimizer --overlap-grad-reduce")) == (
-        "--megatron-ddp", "--use-distributed-optimizer", "--overlap-grad-reduce",
-        "--grad-reduce-dtype", "fp32")
+        # the sharded state is counted by the weights' dtype, which --bf16 states
+        "--param-dtype", "bf16", "--megatron-ddp", "--use-distributed-optimizer",
+        "--overlap-grad-reduce", "--grad-reduce-dtype", "fp32")
     assert bench_published_runs.megatron_ddp_args({"id": "r", "megatron_args": ""}) == ()
     line = bench_published_runs.assumptions(_run("--fp16"))
     assert line[0] == "a" and line[1].startswith(
