@@ -135,19 +135,9 @@ def size_trend(rows: list[dict], prefix: str = WEAK_SCALING) -> dict:
     """Pairs of one weak-scaling series (ids starting ``prefix``) more than 3 % apart in
     measured TFLOP/s per GPU: how many the prediction orders as measured."""
     series = [r for r in rows if r["id"].startswith(prefix) and "predicted_tflops_per_gpu" in r]
-    ok, wrong = 0, []
-    pairs = 0
-    for i, a in enumerate(series):
-        for b in series[i + 1:]:
-            ma = a["measured"]["model_tflops_per_gpu"]
-            mb = b["measured"]["model_tflops_per_gpu"]
-            if abs(ma - mb) / min(ma, mb) <= 0.03:
-                continue
-            pairs += 1
-            if (ma < mb) == (a["predicted_tflops_per_gpu"] < b["predicted_tflops_per_gpu"]):
-                ok += 1
-            else:
-                wrong.append(f"{a['id']} / {b['id']}")
+    ok, pairs, wrong = published.ordered_pairs(
+        series, lambda r: r["measured"]["model_tflops_per_gpu"],
+        lambda r: r["predicted_tflops_per_gpu"])
     return {"pairs": pairs, "ordered": ok, "misordered": wrong}
 
 

@@ -324,22 +324,29 @@ def _stats(errs: list[float]) -> tuple[float, float, float]:
     return statistics.mean(a), statistics.median(a), max(a)
 
 
-def size_trend(rows: list[dict], runs: list[dict]) -> tuple[int, int, list[str]]:
-    """Pairs of Narayanan's runs more than 3 % apart in measured TFLOP/s per GPU: how many the
-    prediction orders as measured."""
-    nara = [r for r in rows if r["id"].startswith("nara") and r.get("predicted") is not None]
+def ordered_pairs(series: list[dict], measured, predicted) -> tuple[int, int, list[str]]:
+    """Of the pairs of ``series`` whose ``measured(row)`` differ by more than 3 %: how many
+    ``predicted(row)`` orders the same way, how many there are, and the others' ids."""
     ok, total, wrong = 0, 0, []
-    for i, a in enumerate(nara):
-        for b in nara[i + 1:]:
-            ma, mb = a["measured"]["tflops_per_gpu"], b["measured"]["tflops_per_gpu"]
+    for i, a in enumerate(series):
+        for b in series[i + 1:]:
+            ma, mb = measured(a), measured(b)
             if abs(ma - mb) / min(ma, mb) <= 0.03:
                 continue
             total += 1
-            if (ma < mb) == (a["predicted"] < b["predicted"]):
+            if (ma < mb) == (predicted(a) < predicted(b)):
                 ok += 1
             else:
                 wrong.append(f"{a['id']} / {b['id']}")
     return ok, total, wrong
+
+
+def size_trend(rows: list[dict], runs: list[dict]) -> tuple[int, int, list[str]]:
+    """Pairs of Narayanan's runs more than 3 % apart in measured TFLOP/s per GPU: how many the
+    prediction orders as measured."""
+    nara = [r for r in rows if r["id"].startswith("nara") and r.get("predicted") is not None]
+    return ordered_pairs(nara, lambda r: r["measured"]["tflops_per_gpu"],
+                         lambda r: r["predicted"])
 
 
 TABLES = (("kort", "Korthikanti Table 5 (iteration time)"),

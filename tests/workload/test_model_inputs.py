@@ -409,32 +409,32 @@ def test_torchtitan_layers_per_stage_and_less_layers_give_torchtitans_uneven_spl
     assert launch.stage_layers == (1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2)
 
 
+def _torchtitan_refusal(path, text: str, gpus: int) -> str:
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=gpus)
+    return str(err.value)
+
+
 def test_torchtitan_split_refusals_name_the_key(tmp_path):
     path = tmp_path / "job.toml"
+    with_microbatch = "pipeline_parallel_microbatch_size = 2\n"
     # 32 + 1 + 5 effective layers over 8 stages: the smallest holds 4
-    path.write_text(TOML.replace("pipeline_parallel_microbatch_size = 2",
-                                 "pipeline_parallel_microbatch_size = 2\n"
-                                 "pipeline_parallel_last_stage_less_layers = 5"))
-    with pytest.raises(ConfigError) as err:
-        read_torchtitan_job(str(path), gpus=64)
-    assert str(err.value) == (f"--torchtitan {path}: [parallelism] "
-                              "pipeline_parallel_last_stage_less_layers: expected at most the 4 "
-                              "layers of the smallest stage, found 5")
+    assert _torchtitan_refusal(path, TOML.replace(
+        "pipeline_parallel_microbatch_size = 2",
+        with_microbatch + "pipeline_parallel_last_stage_less_layers = 5"), 64) == (
+        f"--torchtitan {path}: [parallelism] pipeline_parallel_last_stage_less_layers: expected "
+        "at most the 4 layers of the smallest stage, found 5")
     # debugmodel's 6 layers + 1 + 1 cannot fill pp 8 x 2 stages
-    path.write_text(TOML.replace('flavor = "8B"', 'flavor = "debugmodel"').replace(
+    assert _torchtitan_refusal(path, TOML.replace('flavor = "8B"', 'flavor = "debugmodel"').replace(
         "tensor_parallel_degree = 8", "tensor_parallel_degree = 1").replace(
-        "pipeline_parallel_degree = 4", "pipeline_parallel_degree = 8"))
-    with pytest.raises(ConfigError) as err:
-        read_torchtitan_job(str(path), gpus=16)
-    assert str(err.value) == (f"--torchtitan {path}: [parallelism] pipeline_parallel_degree: "
-                              "expected at most 8 stages (6 layers + 1 + 1), found 16 stages")
+        "pipeline_parallel_degree = 4", "pipeline_parallel_degree = 8"), 16) == (
+        f"--torchtitan {path}: [parallelism] pipeline_parallel_degree: expected at most 8 "
+        "stages (6 layers + 1 + 1), found 16 stages")
     # a negative weight for the embedding: one line, never a division by zero stages
-    path.write_text(TOML.replace("pipeline_parallel_microbatch_size = 2",
-                                 "pipeline_parallel_microbatch_size = 2\n"
-                                 "pipeline_parallel_layers_per_stage = 4\n"
-                                 "pipeline_parallel_first_stage_less_layers = -40"))
-    with pytest.raises(ConfigError) as err:
-        read_torchtitan_job(str(path), gpus=64)
-    assert str(err.value) == (f"--torchtitan {path}: [parallelism] "
-                              "pipeline_parallel_first_stage_less_layers: expected an integer "
-                              ">= 0, found -40")
+    assert _torchtitan_refusal(path, TOML.replace(
+        "pipeline_parallel_microbatch_size = 2",
+        with_microbatch + "pipeline_parallel_layers_per_stage = 4\n"
+        "pipeline_parallel_first_stage_less_layers = -40"), 64) == (
+        f"--torchtitan {path}: [parallelism] pipeline_parallel_first_stage_less_layers: "
+        "expected an integer >= 0, found -40")
