@@ -18,12 +18,21 @@ __all__ = ["DDPSettings", "EngineOptions", "P2P_MODES", "parse_slow_rank"]
 # (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)
 MEGATRON_BUCKET_MIN_PARAMS = 40_000_000
 MEGATRON_BUCKET_PARAMS_PER_DP = 1_000_000
-# Adam's step on mixed-precision training, bytes per parameter through HBM: it reads the fp32
-# main gradient, the fp32 master weight and the two fp32 moments (16 B) and writes the master
-# weight, the moments (12 B) and the 2-byte training copy of the weight (torch's fused Adam;
-# Megatron-LM's optimizer/optimizer.py, Float16OptimizerWithFloat16Params / the distributed
-# optimizer's main-param copy)
-ADAM_STEP_BYTES_PER_PARAM = 30.0
+# Megatron-LM's mixed-precision optimizer step, bytes per parameter through HBM, each pass as its
+# code runs it (megatron/optimizer/optimizer.py and clip_grads.py at commit 6985e58; the same
+# passes in megatron/core/optimizer/optimizer.py today):
+# - the gradient norm for --clip-grad (default 1.0): multi_tensor_l2norm reads each fp32 main
+#   gradient, 4 B (the rescale that follows only when the norm exceeds the limit is not priced);
+# - Adam (apex / Transformer Engine FusedAdam): reads the fp32 master weight, gradient and two
+#   moments (16 B), writes the weight and the moments (12 B): 28 B;
+# - _copy_main_params_to_model_params, a separate multi-tensor copy: reads the fp32 master
+#   weight (4 B), writes the 2-byte training weight (2 B): 6 B.
+# With the distributed optimizer each rank runs them on its 1/DP shard.
+GRAD_NORM_BYTES_PER_PARAM = 4.0
+ADAM_BYTES_PER_PARAM = 28.0
+MAIN_TO_MODEL_COPY_BYTES_PER_PARAM = 6.0
+ADAM_STEP_BYTES_PER_PARAM = (GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
+                             + MAIN_TO_MODEL_COPY_BYTES_PER_PARAM)          # 38 B
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -34,7 +43,9 @@ class DDPSettings(NamedTuple):
     on 1/DP of the parameters, an all-gather of the parameters after it), ``overlap_param_gather``
     (that all-gather behind the next iteration's forward), ``grad_bytes`` (the reduction's dtype:
     4 fp32, 2 bf16/fp16), ``param_bytes`` (the all-gathered weights' dtype), ``bucket_params``
-    (None: Megatron's default), ``step_bytes_per_param`` (the optimizer step's HBM traffic)."""
+    (None: Megatron's default), ``step_bytes_per_param`` (the optimizer step's HBM traffic on
+    the parameters it updates). Each iteration also zeroes the whole gradient buffer
+    (``zero_grad_buffer()`` before the first forward), ``grad_bytes`` a parameter, unsharded."""
 
     overlap_grad_reduce: bool = False
     distributed_optimizer: bool = False

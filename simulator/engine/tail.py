@@ -36,7 +36,8 @@ by :meth:`Tail.finish` after the rank's last action and waited for there (blocki
 Megatron's ``finalize_model_grads`` does). After the barrier - the optimizer's gradient-norm
 all-reduce over the model-parallel ranks makes every rank wait for the last - each rank runs
 its optimizer step (memory-bound: ``step_bytes_per_param`` per parameter, 1/DP of them with the
-distributed optimizer, over the GPU's HBM bandwidth) and the distributed optimizer's
+distributed optimizer, and the zeroing of the whole gradient buffer, ``grad_bytes`` a parameter,
+over the GPU's HBM bandwidth) and the distributed optimizer's
 parameter all-gather (one per bucket, in the weights' dtype); the iteration ends when the
 slowest rank is done. With ``--overlap-param-gather`` the all-gather runs behind the next
 iteration's first forward: only what exceeds the rank's forward of one microbatch shows.
@@ -189,7 +190,9 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                 out.append(d)
             shard = n if ddp.distributed_optimizer else 1
             if bandwidth > 0:
-                acc[1] += b.params / shard * ddp.step_bytes_per_param / bandwidth
+                # the step on the rank's shard, and the zeroing of its whole gradient buffer
+                acc[1] += b.params * (ddp.step_bytes_per_param / shard
+                                      + ddp.grad_bytes) / bandwidth
             if ddp.distributed_optimizer and n > 1:
                 acc[2] += _collective(CommType.ALLGATHER, b.group, b.params * ddp.param_bytes,
                                       header, links, r)

@@ -66,7 +66,8 @@ def test_overlapped_buckets_reduce_as_the_backward_fills_them():
     got = [(c.layer, c.nbytes, c.ready, c.start, c.end) for c in rec.collectives]
     assert got == [(2, 40000, 5700.0, 5700.0, 5700.0 + ar),
                    (0, 40000, 8100.0, 5700.0 + ar, 5700.0 + 2 * ar)]
-    step = 20000 * ADAM_STEP_BYTES_PER_PARAM / HBM_GBS   # 600 ns: all 20,000 params
+    # the step on all 20,000 params (38 B each) and the zeroing of their fp32 gradients (4 B)
+    step = 20000 * (38 + 4) / HBM_GBS              # 840 ns
     assert rec.iteration_bounds == [(0.0, 5700.0 + 2 * ar + step)]
 
 
@@ -76,7 +77,7 @@ def test_without_overlap_the_reduction_waits_after_the_backward():
     assert [(c.nbytes, c.ready, c.start, c.end) for c in rec.collectives] == [
         (80000, 8800.0, 8800.0, 8800.0 + ar)]
     assert rec.rank_finish[0] == [8800.0 + ar]     # the rank waited for it
-    assert rec.iteration_bounds == [(0.0, 8800.0 + ar + 600.0)]
+    assert rec.iteration_bounds == [(0.0, 8800.0 + ar + 840.0)]
 
 
 def test_distributed_optimizer_reduce_scatters_steps_a_shard_and_all_gathers():
@@ -86,7 +87,8 @@ def test_distributed_optimizer_reduce_scatters_steps_a_shard_and_all_gathers():
     ag = ring("ag", 10000 * 2)                     # 6,300 ns: bf16 weights of a bucket
     assert [(c.start, c.end) for c in rec.collectives] == [(5700.0, 5700.0 + rs),
                                                           (5700.0 + rs, 5700.0 + 2 * rs)]
-    step = 20000 / 4 * 30 / HBM_GBS                # 150 ns: 1/DP of the parameters
+    # the step on 1/DP of the parameters; every rank zeroes its whole gradient buffer
+    step = (20000 / 4 * 38 + 20000 * 4) / HBM_GBS   # 190 + 80 = 270 ns
     assert rec.iteration_bounds == [(0.0, 5700.0 + 2 * rs + step + 2 * ag)]
 
 
@@ -95,7 +97,12 @@ def test_overlapped_param_gather_shows_only_beyond_one_forward():
                            overlap_param_gather=True, bucket_params=10000))
     rs, ag = ring("rs", 40000), ring("ag", 20000)
     # 12,600 ns of all-gather behind the next iteration's 4,000 ns forward: 8,600 ns show
-    assert rec.iteration_bounds == [(0.0, 5700.0 + 2 * rs + 150.0 + (2 * ag - 4000.0))]
+    assert rec.iteration_bounds == [(0.0, 5700.0 + 2 * rs + 270.0 + (2 * ag - 4000.0))]
+
+
+def test_step_bytes_are_megatrons_passes():
+    # norm 4 + Adam 28 + master-to-model copy 6 (megatron/optimizer/optimizer.py, 6985e58)
+    assert ADAM_STEP_BYTES_PER_PARAM == 38.0
 
 
 def test_bf16_reduction_halves_the_bytes():
