@@ -62,11 +62,17 @@ class TopologyConfig(NamedTuple):
     replicas of a stage next to each other and pipeline stages furthest apart (Megatron's
     default); ``tp-pp-dp`` puts pipeline stages next to each other. Expert parallelism is carved
     out of data parallelism (EP fastest inside DP).
+
+    ``inter_node`` is one network path (one NIC); a node has ``nics_per_node`` of them, each
+    next to its own GPUs (DGX: one a GPU). A ring collective whose group holds g GPUs of each
+    node runs its node-crossing traffic over min(g, nics_per_node) of them (NCCL builds a ring
+    per NIC), so its bus bandwidth is that many NICs', up to the intra-node figure.
     """
 
     gpus_per_node: int = 0
     intra_node: LinkConfig = LinkConfig(2400.0, 1000.0)
     inter_node: LinkConfig = LinkConfig(400.0, 5000.0)
+    nics_per_node: int = 1
     order: str = "tp-dp-pp"
     sharing: str = "fifo"   # transfers on one link: first come first served, or fair shares
 

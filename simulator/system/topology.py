@@ -9,7 +9,13 @@ stage); the other replicas behave the same. GPU ids follow Megatron's mixed radi
 with expert parallelism inside data parallelism (``dp_rank = ep_rank + EP * dp_ep_rank``). A node
 holds ``gpus_per_node`` consecutive GPU ids. A point-to-point transfer uses the intra-node link
 when both GPUs share a node, else the inter-node link; a collective is priced by the slowest link
-on its ring: inter-node as soon as its group spans two nodes.
+on its ring: inter-node as soon as its group spans two nodes. A ring (all-reduce, all-gather,
+reduce-scatter) whose group holds g GPUs of each node crosses each node boundary on as many
+rings as it has NICs to use, min(g, ``nics_per_node``), one per NIC (NCCL's rings, one per NIC:
+the bus bandwidth its maintainers expect across nodes is the node's NICs' line rate, e.g. 4 x 200
+Gb/s = 100 GB/s in nccl-tests issue #119, 8 x 100 Gb/s in NVIDIA/nccl issue #495): priced at
+that many times the inter-node bandwidth, at most the intra-node one. An all-to-all sends each
+GPU's share over its own NIC: the inter-node figure.
 """
 
 from __future__ import annotations
@@ -75,6 +81,19 @@ class Placement(NamedTuple):
             last = self.gpu(pp_rank, (self.ep if group is CommGroup.DP_EP else 1) * (count - 1))
         return self.node(self.gpu(pp_rank)) != self.node(last)
 
+    def members_per_node(self, group: CommGroup, pp_rank: int = 0) -> int:
+        """GPUs of replica 0's group ``group`` on stage ``pp_rank`` inside each node it spans
+        (the fewest, where the group's even step does not divide the node): the ids rise in
+        even steps, the step being the distance between its first two members."""
+        if group is CommGroup.TP:
+            step = 1
+        else:
+            step = self.gpu(pp_rank, self.ep if group is CommGroup.DP_EP else 1) - self.gpu(pp_rank)
+        return max(1, self.gpus_per_node // step) if step > 0 else 1
+
+
+_RINGS = (CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER)
+
 
 class LinkModel:
     """Answers which link figures a transfer or collective uses, for one run."""
@@ -94,9 +113,15 @@ class LinkModel:
 
     def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0) -> LinkConfig:
         if self.topology.enabled:
-            link = (self.topology.inter_node
-                    if self.placement.group_spans_nodes(group, pp_rank)
-                    else self.topology.intra_node)
+            topo = self.topology
+            if not self.placement.group_spans_nodes(group, pp_rank):
+                link = topo.intra_node
+            elif kind in _RINGS and topo.nics_per_node > 1:
+                nics = min(self.placement.members_per_node(group, pp_rank), topo.nics_per_node)
+                link = topo.inter_node._replace(bandwidth_gbps=min(
+                    nics * topo.inter_node.bandwidth_gbps, topo.intra_node.bandwidth_gbps))
+            else:
+                link = topo.inter_node
         else:
             link = getattr(self.system.collectives, group.value)
         override = self.system.busbw_overrides.get(f"{group.value}.{kind.value.lower()}")

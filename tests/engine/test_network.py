@@ -110,6 +110,41 @@ def test_collective_spanning_nodes_is_priced_by_the_slower_link():
     assert collective_time_ns(tp, h, _topo_system("tp-pp-dp")) == 2 * 1 / 2 * 8000 * 8 / 16.0 + 2 * 10.0
 
 
+def _nic_system(nics: int) -> SystemConfig:
+    return SystemConfig(topology=TopologyConfig(
+        gpus_per_node=8, nics_per_node=nics,
+        intra_node=LinkConfig(bandwidth_gbps=48.0, latency_ns=10.0),
+        inter_node=LinkConfig(bandwidth_gbps=8.0, latency_ns=1000.0)))
+
+
+@pytest.mark.parametrize("tp,per_node", [(1, 8), (2, 4), (4, 2), (8, 1)])
+def test_a_ring_across_nodes_crosses_on_one_nic_per_member_of_a_node(tp, per_node):
+    # DP over 2 nodes: the group holds 8 / TP GPUs of each node, each beside its own NIC
+    h = Header("HYBRID_TRANSFORMER", tp=tp, pp=1, all_gpus=16)
+    n = 16 // tp
+    rs = Comm(CommType.REDUCESCATTER, CommGroup.DP, 8000, "REDUCESCATTER")
+    got = collective_time_ns(rs, h, _nic_system(8))
+    gbps = min(per_node * 8.0, 48.0)          # 64 Gb/s of eight NICs capped by the node's 48
+    assert got == (n - 1) / n * 8000 * 8 / gbps + (n - 1) * 1000.0
+    # one NIC a node (the default): the inter-node figure whatever the group
+    assert collective_time_ns(rs, h, _nic_system(1)) == (n - 1) / n * 8000 * 8 / 8.0 + (n - 1) * 1000.0
+
+
+def test_an_all_to_all_across_nodes_keeps_one_nic():
+    h = Header("HYBRID_TRANSFORMER", tp=1, pp=1, ep=16, all_gpus=16)
+    a2a = Comm(CommType.ALLTOALL, CommGroup.EP, 8000, "ALLTOALL")
+    assert collective_time_ns(a2a, h, _nic_system(8)) == collective_time_ns(a2a, h, _nic_system(1))
+
+
+def test_members_per_node_follow_the_groups_step():
+    p = Placement(2, 8, 1, 2, "tp-dp-pp", 8)
+    assert p.members_per_node(CommGroup.DP) == 4 and p.members_per_node(CommGroup.TP) == 8
+    q = Placement(2, 8, 1, 2, "tp-pp-dp", 8)                 # DP step TP x PP = 4
+    assert q.members_per_node(CommGroup.DP, 1) == 2
+    assert Placement(16, 4, 1, 1, "tp-dp-pp", 8).members_per_node(CommGroup.DP) == 1
+    assert Placement(3, 8, 1, 1, "tp-dp-pp", 8).members_per_node(CommGroup.DP) == 2   # 2 or 3
+
+
 def test_busbw_override_replaces_the_bandwidth_of_one_collective():
     h = Header("HYBRID_TRANSFORMER", tp=4, pp=1, all_gpus=4)
     ar = Comm(CommType.ALLREDUCE, CommGroup.TP, 8000, "ALLREDUCE")
