@@ -400,10 +400,11 @@ def published_runs_section() -> list[str]:
 PUBLISHED_NOTES = (
     "Every run is now predicted too fast (no longer too slow): the kernel model prices only "
     "what each row's kernels cost at the best published kernel rates. Of the per-iteration "
-    "work, Megatron's DDP prices the optimizer step over HBM (the step column: 3-5 % of the "
-    "runs on one pipeline stage, under 1 % with many); the fp16 loss-scale check, the "
-    "gradient norm and the runtime's overheads (kernel launch, host time per microbatch) are "
-    "not priced.",
+    "work, Megatron's DDP prices the optimizer step's passes over HBM as Megatron-LM's code "
+    "runs them (gradient norm, Adam, the master-to-model copy, the gradient buffer's zeroing; "
+    "the step column: 4-6 % of the runs on one pipeline stage, about 1 % or less with many); "
+    "the fp16 loss-scale check is not priced. The GPU's gap between kernels is the measured "
+    "1.5 us; the host's time before each action is the presets' 50 us estimate.",
     "The kernel fractions (cuBLAS 86 % of peak, streaming kernels 88 % of HBM) are best-case "
     "figures measured with CUDA 12; these runs used the 2021-22 software stack (CUDA 11). A "
     "GPU at hand measures them (issue item 8).",
@@ -587,12 +588,16 @@ def heldout_runs_section() -> list[str]:
               if by_src.get("Megatron-Core weak scaling (H100)", {}).get("runs") else "-")
            + (f"; the size trend (pairs more than 3 % apart) {trend['ordered']} of "
               f"{trend['pairs']} ordered as measured" if trend["pairs"] else "")
-           + ". The runs without a pipeline come out close or slow because their data-parallel "
-           "reduce-scatter and all-gather over 48 ranks are exposed for a third of the "
-           "predicted time (the last microbatch's backward and one forward hide too little of "
-           "them at micro-batch 1, four microbatches); the pipelined ones are too fast by about "
-           "the compute shortfall of the A100 tables. The micro-batch size, unstated, decides "
-           "how much DP communication shows.", "",
+           + ". A data-parallel ring holds 8 / TP GPUs of each node and crosses between nodes "
+           "on that many NICs (400 GB/s at TP 1, 50 GB/s at TP 8): the TP-1 and TP-2 runs' "
+           "reduce-scatter and all-gather over 48 ranks hide behind the last backward and the "
+           "first forward, and those runs come out far too fast (the compute shortfall of the "
+           "A100 tables, larger at these small GEMMs, and the attention kernel: the h100 "
+           "preset prices FlashAttention-3's published rates where r0.8.0 ran Transformer "
+           "Engine's fused attention). At TP 8 the ring has one NIC a node and its "
+           "communication shows for a third of the predicted time at micro-batch 1 (four "
+           "microbatches); the micro-batch size, unstated, decides how much of it a backward "
+           "hides.", "",
            "| run | GPUs | TP / PP / DP | measured TFLOP/s per GPU | predicted | error |",
            "|---|---:|---|---:|---:|---:|"]
         for r in mc:
