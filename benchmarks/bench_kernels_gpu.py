@@ -36,6 +36,9 @@ GEMMS = (
     ("LM head 51200/8", 2048, 6400, 12288, 1),
     ("QK^T 32 heads, d 128", 2048, 2048, 128, 32),
     ("tiny", 64, 64, 64, 1),
+    # the shape of the presets' sustained GEMM rate (kernel_presets.py [MLI-A100]): measured,
+    # it checks the fraction itself on the GPU at hand
+    ("8192^3 (the sustained rate's shape)", 8192, 8192, 8192, 1),
 )
 # (label, elements, bytes per element moved, torch op): memory-bound kernels
 ELEMENTWISE = (

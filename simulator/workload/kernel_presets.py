@@ -15,7 +15,21 @@ an end-to-end training table:
 [MAMF]     S. Bekman, "Machine Learning Engineering", compute/accelerator: the Maximum Achievable
            Matmul FLOPS table (mamf-finder.py, BF16 torch.matmul over a scan of large shapes):
            A100 SXM 267.9 TFLOP/s = 85.9 % of 312 (CUDA 12.1); H100 SXM 792.1 = 80.1 % of 989
-           (CUDA 12.1); H100/H200 SXM 794.5 = 80.3 % of 989.
+           (CUDA 12.1); H100/H200 SXM 794.5 = 80.3 % of 989. The best shape of a brute-force
+           search (its README: "the highest achievable TFLOPS it registered"), which the book
+           itself says an application's own shapes should not expect: an upper bound, not the
+           rate a GPU sustains on a given large GEMM.
+[MLI-A100] M. Li, mli/transformers-benchmarks, README's micro-benchmark table (micro_bench.ipynb,
+           August 2022; the NGC PyTorch 22.07 container it recommends, CUDA 11.7): on an A100
+           80GB SXM (2,039 GB/s), a @ b of two 8192 x 8192 FP16 matrices, the median of
+           torch.utils.benchmark's blocked_autorange over at least 3 s: 230 TFLOP/s = 73.7 % of
+           312 (TF32: 116 of 156, 74 %). The rate a large aligned GEMM sustains: divided by the
+           tile model's wave efficiency at 8192^3 (2048 tiles of 256 x 128 in 19 waves of 108
+           SMs: 0.998), a per-SM fraction of 0.739.
+[SUST]     The H100 and H200 presets' sustained fraction: [MAMF]'s maximum for the GPU times the
+           A100's sustained-to-maximum ratio, 0.739 / 0.859 = 0.860 ([MLI-A100] over [MAMF]); no
+           published sustained-rate measurement of a large H100 GEMM was found, and a lent GPU
+           measures it (benchmarks/bench_kernels_gpu.py).
 [HBM-A100] NVIDIA developer forum, "Trouble to reach peak bandwidth of A100" (2025): a streaming
            read kernel on an A100 80 GB SXM measured 1.80 TB/s, 88 % of 2.04 TB/s (Nsight
            Compute agrees), and the GTC talk cited there puts the best kernels near 90 %.
@@ -44,7 +58,7 @@ class KernelPreset(NamedTuple):
     sms: int                       # streaming multiprocessors
     tensor_tflops: float           # dense FP16/BF16 tensor-core peak
     fp32_tflops: float             # FP32 (non-tensor) peak: GEMMs in fp32
-    gemm_fraction: float           # of the peak cuBLAS sustains on large aligned GEMMs
+    gemm_fraction: float           # of the peak cuBLAS sustains on a large aligned GEMM
     hbm_tbps: float                # HBM bandwidth, TB/s
     hbm_fraction: float            # of it a streaming kernel reaches
     flash_fwd_fraction: float      # of the tensor peak a flash-attention forward reaches
@@ -62,13 +76,13 @@ _TILES = ((256, 128), (128, 256), (128, 128))                     # [MMB] §2.3
 KERNELS: dict[str, KernelPreset] = {
     "a100": KernelPreset(
         "a100", sms=108, tensor_tflops=312.0, fp32_tflops=19.5,     # [DS-A100]
-        gemm_fraction=0.859,                                         # [MAMF] A100 SXM
+        gemm_fraction=0.739,                                         # [MLI-A100]
         hbm_tbps=2.039, hbm_fraction=0.88,                           # [DS-A100], [HBM-A100]
         flash_fwd_fraction=0.73, flash_bwd_fraction=0.63,            # [FA2] A100
         tiles=_TILES, kernel_gap_ns=1500),                           # [GAP-A100]
     "h100": KernelPreset(
         "h100", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H100]
-        gemm_fraction=0.801,                                         # [MAMF] H100 SXM
+        gemm_fraction=0.689,                             # [SUST]: 0.801 ([MAMF] H100) x 0.860
         # [DS-H100]; the streaming fraction is [HBM-A100]'s (no published H100 figure found):
         # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
         hbm_tbps=3.35, hbm_fraction=0.88,
@@ -77,7 +91,7 @@ KERNELS: dict[str, KernelPreset] = {
         tiles=_TILES, kernel_gap_ns=1500),
     "h200": KernelPreset(
         "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
-        gemm_fraction=0.803,                                         # [MAMF] H100/H200 SXM
+        gemm_fraction=0.691,                       # [SUST]: 0.803 ([MAMF] H100/H200) x 0.860
         hbm_tbps=4.8, hbm_fraction=0.88,                             # [DS-H200], as h100
         flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] (H100's die)
         tiles=_TILES, kernel_gap_ns=1500),                           # as h100
