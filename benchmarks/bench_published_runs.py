@@ -62,8 +62,11 @@ def workload_text(run: dict, compute: str) -> str:
     from simulator.workload.generator import ModelSpec, ParallelSpec, render
     from simulator.workload.gpus import gpu_preset
 
+    # Megatron-LM ties the LM head to the embedding unless the launch says otherwise
+    tied = "--untie-embeddings-and-output-weights" not in run.get("megatron_args", "")
     model = ModelSpec(run["model"], run["layers"], run["hidden"], run["heads"], run["seq"],
-                      run["micro_batch"], ffn=run["ffn"], vocab=run["vocab"])
+                      run["micro_batch"], ffn=run["ffn"], vocab=run["vocab"],
+                      tied_embeddings=tied)
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
     kw = dict(tp=run["tp"], pp=run["pp"], vpp=run["vpp"], ga=ga, dp=run["dp"],
               sequence_parallel=run["sequence_parallel"], flash_attention=run["flash_attention"],

@@ -681,6 +681,10 @@ def ddp_report(tail, system, options) -> tuple[list[RunWarning], list[str]]:
            + (" (behind the next forward, up to one microbatch's forward)"
               if s.overlap_param_gather else "") if s.distributed_optimizer else "")
         + " after the barrier")
+    if ddp.embedding_ns > 0:
+        notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "
+                     f"all-reduced between the first and the last stage before the step: "
+                     f"{ddp.embedding_ns / 1e6:.3f} ms (Megatron-LM's finalize_model_grads)")
     if ddp.bandwidth_gbs <= 0:
         warnings.append(RunWarning(
             "optimizer_step_unpriced",

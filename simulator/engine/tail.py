@@ -33,7 +33,11 @@ reduce-scatter with the distributed optimizer, of the parameters x the reduction
 (:meth:`TailPlan.chunk_costs` puts the buckets where the rows' own collectives were, so
 :meth:`Tail.dp` issues them). Without ``--overlap-grad-reduce`` the chunk is one bucket, issued
 by :meth:`Tail.finish` after the rank's last action and waited for there (blocking, as
-Megatron's ``finalize_model_grads`` does). After the barrier - the optimizer's gradient-norm
+Megatron's ``finalize_model_grads`` does). With a tied word embedding (the header's
+``embedding_sync_params``) and more than one stage, its gradient is then all-reduced between the
+first and the last rank (``finalize_model_grads`` again), once both are done and their streams
+are free, before the step (not recorded as a collective: it is in the iteration's end). After
+the barrier - the optimizer's gradient-norm
 all-reduce over the model-parallel ranks makes every rank wait for the last - each rank runs
 its optimizer step (memory-bound: ``step_bytes_per_param`` per parameter, 1/DP of them with the
 distributed optimizer, and the zeroing of the whole gradient buffer, ``grad_bytes`` a parameter,
@@ -155,6 +159,8 @@ class MegatronDDP(NamedTuple):
     chunk_dp: tuple[tuple[DPCollective, ...], ...]     # issued during the backward
     ranks: tuple[RankDDP, ...]
     bandwidth_gbs: float                               # HBM, bytes per ns; 0: step not priced
+    embedding_ns: float = 0.0       # the tied embedding's all-reduce, first and last rank
+    embedding_bytes: int = 0
 
 
 def _collective(kind: CommType, group: CommGroup, nbytes: float, header: Header,
@@ -203,7 +209,15 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
             chunk_dp.append(())
             acc[0] += [(c, d) for d in out]
     ranks = tuple(RankDDP(tuple(a[0]), a[1], a[2], a[3], a[4]) for a in per_rank)
-    return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth)
+    emb_ns, emb_bytes = 0.0, 0
+    last = schedule.pp - 1
+    if header.embedding_sync_params > 0 and last > 0:
+        # Megatron's finalize_model_grads: after the gradients' data-parallel sync, the tied
+        # word embedding's gradient (the first stage's table, the last stage's LM head copy)
+        # all-reduced over the embedding group, those two ranks, on the link between them
+        emb_bytes = int(round(header.embedding_sync_params * ddp.grad_bytes))
+        emb_ns = ring_time_ns(CommType.ALLREDUCE, emb_bytes, 2, links.p2p(0, last))
+    return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth, emb_ns, emb_bytes)
 
 
 def compile_tail(schedule: Schedule, partition: Partition, header: Header,
@@ -352,7 +366,22 @@ class Tail:
         self.finished += 1
         if self.finished < len(self.ranks):
             return None
-        cand = self.cand + self.after   # Megatron's step and all-gather after the barrier
+        cand = self.cand
+        ddp = self.ddp
+        if ddp is not None and ddp.embedding_ns > 0:
+            # the tied embedding's all-reduce: once the first and the last rank are done and
+            # their communication streams are free; the step's gradient norm waits for it
+            p = len(self.ranks) - 1
+            a, b = self.free[0], self.free[p]
+            s = a if a > b else b
+            for x in (finish[0], finish[p]):
+                if x > s:
+                    s = x
+            e = s + ddp.embedding_ns
+            self.free[0] = self.free[p] = e
+            if e > cand:
+                cand = e
+        cand = cand + self.after        # Megatron's step and all-gather after the barrier
         bounds = rec.iteration_bounds
         bounds.append((bounds[-1][1] if bounds else 0.0, cand))
         self.finished = 0

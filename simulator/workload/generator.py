@@ -78,6 +78,7 @@ class ModelSpec:
     kv_heads: int | None = None
     experts: int = 1
     topk: int = 2
+    tied_embeddings: bool = False   # the LM head shares the embedding's weights (Megatron's default)
 
     @property
     def ffn_size(self) -> int:
@@ -425,7 +426,17 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
             f"deferred_wgrad_bytes: {deferred_wgrad_bytes(model, par)} "
             + "".join(f"{kind}_transient_bytes: {n} "
                       for kind, n in zip("fbiw", transient_bytes(model, par)))
-            + f"grad_bytes_per_param: {FP32} layout: {layout}{filled}")
+            + f"grad_bytes_per_param: {FP32} "
+            + (f"embedding_sync_params: {embedding_sync_params(model, par)} "
+               if model.tied_embeddings else "")
+            + f"layout: {layout}{filled}")
+
+
+def embedding_sync_params(model: ModelSpec, par: ParallelSpec) -> int:
+    """The tied word embedding's parameters on one TP rank (vocab / T x h): the first stage's
+    table and the last stage's LM head copy, whose gradients Megatron-LM all-reduces over the
+    embedding group (``finalize_model_grads``) when the pipeline has more than one stage."""
+    return model.vocab_size // par.tp * model.hidden
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

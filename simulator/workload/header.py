@@ -47,6 +47,9 @@ _INT_KEYS = {
     # and the bytes per parameter its weight-gradient collectives move (parameters are counted
     # from them; pipesim generate writes fp32 gradients, 4)
     "grad_bytes_per_param:": ("grad_bytes_per_param", 1),
+    # and the tied word embedding's parameters on one TP rank, whose gradient Megatron-LM
+    # all-reduces between the first and the last pipeline stage once an iteration
+    "embedding_sync_params:": ("embedding_sync_params", 0),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -67,7 +70,8 @@ _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, "
           "activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, "
-          "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:")
+          "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:, "
+          "embedding_sync_params:")
 
 
 class ParsedHeader:
@@ -267,6 +271,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     i_transient_bytes=values.get("i_transient_bytes", 0),
                     w_transient_bytes=values.get("w_transient_bytes", 0),
                     grad_bytes_per_param=values.get("grad_bytes_per_param", 0),
+                    embedding_sync_params=values.get("embedding_sync_params", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

@@ -120,6 +120,7 @@ class Header(NamedTuple):
     i_transient_bytes: int = 0
     w_transient_bytes: int = 0
     grad_bytes_per_param: int = 0         # bytes a gradient collective moves per parameter
+    embedding_sync_params: int = 0        # tied word embedding on a TP rank (0: none)
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer

@@ -149,3 +149,32 @@ def test_run_options_refuse_what_megatron_refuses():
     assert RunOptions().ddp_settings() is None
     got = RunOptions(overlap_grad_reduce=True, grad_reduce_dtype="bf16").ddp_settings()
     assert got == DDPSettings(overlap_grad_reduce=True, grad_bytes=2.0)
+
+
+def test_tied_embedding_gradient_is_all_reduced_between_first_and_last_rank():
+    # two stages of two layers (F 1000, I 700, W 500 each), one microbatch, DP 1: rank 0's F
+    # 0-2000, rank 1's F 2000-4000 and B 4000-6400, rank 0's B 6400-8800. The tied embedding's
+    # 1,000 parameters: 4,000 B of fp32 gradient, all-reduced by the two ranks on a 1 B/ns link
+    # (2 x 1/2 x 4000 ns) once both are done, then each rank's step on its 10,000 parameters
+    # (38 + 4 B each at 1000 B/ns: 420 ns)
+    system = SystemConfig(links=LinkConfig(bandwidth_gbps=8.0, latency_ns=0.0),
+                          memory=MemoryConfig(grad_bytes_per_param=4.0, bandwidth_gbs=HBM_GBS))
+    wl = uniform_workload(4, 1000, 700, 500, pp=2, ga=1, all_gpus=2, wg_comm=DP_ROW)
+    tied = wl._replace(header=wl.header._replace(embedding_sync_params=1000))
+    sched = generate("1f1b", 2, 1, 1)
+
+    def bounds(w):
+        rt = Runtime(sched, partition(w, 2), w.header, system, iterations=1,
+                     options=EngineOptions(p2p="async", ddp=DDPSettings()))
+        step_by_step = _Run(rt, look_ahead=False).run()
+        assert_same(step_by_step, rt.run())
+        assert_same(step_by_step, evaluate(rt))
+        return step_by_step.iteration_bounds
+
+    assert bounds(wl) == [(0.0, 8800.0 + 420.0)]
+    assert bounds(tied) == [(0.0, 8800.0 + 4000.0 + 420.0)]
+    # one stage: no embedding group, nothing to all-reduce
+    one = tied._replace(header=tied.header._replace(pp=1, all_gpus=1))
+    rt = Runtime(generate("1f1b", 1, 1, 1), partition(one, 1), one.header, system,
+                 iterations=1, options=EngineOptions(p2p="async", ddp=DDPSettings()))
+    assert rt.run().iteration_bounds == [(0.0, 4 * 2200.0 + 20000 * 42 / HBM_GBS)]

@@ -232,3 +232,21 @@ def test_a_layers_memory_bound_bytes_22b():
     assert fwd == 22 * E + 9 * S + 4 * G == 2_415_919_104
     assert ig == 34 * E + 11 * S + 6 * G == 3_338_665_984
     assert not [o for o in ops if o.phase == "wg"]
+
+
+@pytest.mark.parametrize("untie, expect", [(False, 51200 // 8 * 6144), (True, None)])
+def test_generate_writes_the_tied_embeddings_sync(tmp_path, untie, expect):
+    # Megatron-LM ties the LM head to the embedding unless told otherwise: the header carries
+    # the table's parameters on one TP rank (vocab / T x h), all-reduced between the first and
+    # the last stage each iteration
+    args = tmp_path / "args.txt"
+    args.write_text("--num-layers 4 --hidden-size 6144 --num-attention-heads 64 "
+                    "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                    "--global-batch-size 8 --tensor-model-parallel-size 8 "
+                    "--pipeline-model-parallel-size 2 --bf16 --vocab-size 51200"
+                    + (" --untie-embeddings-and-output-weights" if untie else ""))
+    out = tmp_path / "w.txt"
+    assert main(["generate", "--megatron-args", str(args), "-o", str(out)]) == 0
+    header = parse_workload_text(out.read_text(), "w.txt").header
+    assert header.embedding_sync_params == (expect or 0)
+    assert ("embedding_sync_params:" in out.read_text().split("\n", 1)[0]) == (not untie)

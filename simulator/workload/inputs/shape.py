@@ -35,7 +35,8 @@ class ModelShape(NamedTuple):
         """The generator's ModelSpec keywords (without ``seq`` / ``micro_batch``)."""
         return dict(arch=self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads,
                     ffn=self.ffn, vocab=self.vocab, kv_heads=self.kv_heads,
-                    experts=self.experts, topk=self.topk)
+                    experts=self.experts, topk=self.topk,
+                    tied_embeddings=self.tied_embeddings)
 
 
 class LaunchSettings(NamedTuple):
