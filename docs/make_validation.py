@@ -423,7 +423,8 @@ PUBLISHED_NOTES = (
     "benchmark runs them so (`benchmarks/data/published-runs-corrections.json`; "
     "`--as-given` runs the file as it is); the band of errors each way is below. With PP > 1 "
     "Megatron also all-reduces the tied word embedding's gradient between the first and last "
-    "stages, which neither `runs.json` nor pipesim's workload has.",
+    "stages; the benchmark's workloads carry it (`embedding_sync_params`, the launches tie "
+    "their embeddings, Megatron's default) and it costs these runs under 0.1 %.",
     "`runs.json` gives the Korthikanti runs' chunk counts (vpp 3 for 175B and 530B) from "
     "calculon's encoding, not from the paper (its Table 3 gives TP, PP and the batch); vpp "
     "changes the bubble of those runs (5-10 % predicted) and is worth checking against the "
