@@ -267,7 +267,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
                                 plan.workload, plan.notes)
     warnings += calibration_warnings(sysconf, sched.name, runtime.program.p2p)
     warnings += retention_warnings(sysconf, sched.name, runtime.program.p2p)
-    ddp_warnings, ddp_notes = ddp_report(runtime.program.tail, sysconf, opts)
+    ddp_warnings, ddp_notes = ddp_report(runtime.program.tail, sysconf, opts,
+                                         plan.workload.header, sched.pp)
     warnings += ddp_warnings
     plan.notes.extend(ddp_notes)
     overhead_warnings, overhead_notes = overhead_report(sysconf, runtime.program.p2p)

@@ -652,7 +652,8 @@ def overhead_report(system, p2p: str) -> tuple[list[RunWarning], list[str]]:
     return [], [text]
 
 
-def ddp_report(tail, system, options) -> tuple[list[RunWarning], list[str]]:
+def ddp_report(tail, system, options, header=None,
+               pp: int = 1) -> tuple[list[RunWarning], list[str]]:
     """What Megatron-LM's data parallelism (engine/tail.py) assumed: a note of its buckets,
     step and all-gather; a warning where the optimizer step could not be priced (the system
     states no HBM bandwidth) or a tensor-parallel overlap's assumption."""
@@ -664,6 +665,10 @@ def ddp_report(tail, system, options) -> tuple[list[RunWarning], list[str]]:
                      "compute of its own row (its GEMMs), never more than that takes; an "
                      "overlapped F/B pair's collectives hide behind the pair's compute")
     if ddp is None:
+        if header is not None and header.embedding_sync_params > 0 and pp > 1:
+            notes.append(f"the header's embedding_sync_params {header.embedding_sync_params:,} "
+                         "(a tied word embedding) is priced with Megatron's DDP only "
+                         "(--megatron-ddp): this run's data parallelism is the rows' own")
         return warnings, notes
     s = ddp.settings
     buckets = sum(len(c) for c in ddp.chunk_dp) + sum(len(r.blocking) for r in ddp.ranks)

@@ -178,3 +178,14 @@ def test_tied_embedding_gradient_is_all_reduced_between_first_and_last_rank():
     rt = Runtime(generate("1f1b", 1, 1, 1), partition(one, 1), one.header, system,
                  iterations=1, options=EngineOptions(p2p="async", ddp=DDPSettings()))
     assert rt.run().iteration_bounds == [(0.0, 4 * 2200.0 + 20000 * 42 / HBM_GBS)]
+
+
+def test_the_tied_embedding_key_without_megatron_ddp_is_said(tmp_path):
+    from simulator import simulate
+
+    wl = uniform_workload(4, 1000, 700, 500, pp=2, ga=1, all_gpus=2, wg_comm=DP_ROW)
+    tied = wl._replace(header=wl.header._replace(embedding_sync_params=1000))
+    res = simulate(tied, "1f1b", SYSTEM, pp=2, microbatches=1)
+    assert any("embedding_sync_params 1,000" in n and "--megatron-ddp" in n for n in res.notes)
+    res = simulate(tied, "1f1b", SYSTEM, pp=2, microbatches=1, megatron_ddp=True)
+    assert any("the tied word embedding's gradient, 4,000 B" in n for n in res.notes)
