@@ -114,7 +114,7 @@ _DDP_FLAG = {"megatron_ddp": "--megatron-ddp", "use_distributed_optimizer":
              "--use-distributed-optimizer", "overlap_grad_reduce": "--overlap-grad-reduce",
              "overlap_param_gather": "--overlap-param-gather",
              "tp_comm_overlap": "--tp-comm-overlap", "ddp_bucket_size": "--ddp-bucket-size",
-             "grad_reduce_dtype": "--grad-reduce-dtype"}
+             "grad_reduce_dtype": "--grad-reduce-dtype", "fp16_loss_scale": "--fp16-loss-scale"}
 
 
 def megatron_ddp_args(run: dict) -> tuple[str, ...]:

@@ -408,8 +408,9 @@ PUBLISHED_NOTES = (
     "several, and nothing was fitted to these tables. Of the per-iteration work, Megatron's "
     "DDP prices the optimizer step's passes over HBM as Megatron-LM's code runs them "
     "(gradient norm, Adam, the master-to-model copy, the gradient buffer's zeroing; the step "
-    "column: 4-6 % of the runs on one pipeline stage, about 1 % or less with many); the fp16 "
-    "loss-scale check is not priced. The GPU's gap between kernels is the measured 1.5 us; "
+    "column: 4-6 % of the runs on one pipeline stage, about 1 % or less with many), and with "
+    "--fp16 the loss scaler's unscale-and-check. The GPU's gap between kernels is the "
+    "measured 1.5 us; "
     "the host's time before each action is the presets' 50 us estimate.",
     "The attention and streaming fractions (FlashAttention-2's 73 / 63 %, streaming kernels "
     "88 % of HBM) are still best-case figures; a GPU at hand measures them (issue item 8).",

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .engine.options import DDPSettings, EngineOptions, parse_slow_rank
+from .engine.options import (ADAM_STEP_BYTES_PER_PARAM, FP16_UNSCALE_BYTES_PER_PARAM,
+                             DDPSettings, EngineOptions, parse_slow_rank)
 from .errors import ConfigError
 from .system.config import PARAM_DTYPES
 from .system.runtime_profile import P2P_MODES
@@ -162,6 +163,10 @@ FIELDS: tuple[OptionField, ...] = (
          "with --bf16), bf16 (--grad-reduce-in-bf16), fp16 (--fp16 without "
          "--accumulate-allreduce-grads-in-fp32).", kind="choice",
          choices=("fp32", "bf16", "fp16")),
+    _opt("fp16_loss_scale", bool, False,
+         "Megatron-LM's --fp16 loss scaling: the optimizer step also unscales every main "
+         "gradient and checks it for inf/NaN (8 B a parameter through HBM). Set by "
+         "--megatron-args with --fp16.", kind="bool"),
     _opt("tp_comm_overlap", bool, False,
          "Megatron-LM's --tp-comm-overlap: tensor-parallel collectives pipelined with their "
          "GEMMs, hidden up to the GEMMs' length (default: blocking).", kind="bool"),
@@ -292,7 +297,8 @@ class RunOptions(_RunOptionsFields):
     @property
     def uses_megatron_ddp(self) -> bool:
         return (self.megatron_ddp or self.use_distributed_optimizer or self.overlap_grad_reduce
-                or self.overlap_param_gather or self.ddp_bucket_size is not None)
+                or self.overlap_param_gather or self.ddp_bucket_size is not None
+                or self.fp16_loss_scale)
 
     def ddp_settings(self) -> DDPSettings | None:
         """Megatron-LM's data parallelism as asked (None: each row's DP collective as the file
@@ -305,10 +311,12 @@ class RunOptions(_RunOptionsFields):
         if self.ddp_bucket_size is not None and not self.overlap_grad_reduce:
             raise ConfigError("--ddp-bucket-size: needs --overlap-grad-reduce (without it "
                               "Megatron-LM reduces each chunk as one bucket)")
+        step = ADAM_STEP_BYTES_PER_PARAM + (FP16_UNSCALE_BYTES_PER_PARAM
+                                            if self.fp16_loss_scale else 0.0)
         return DDPSettings(self.overlap_grad_reduce, self.use_distributed_optimizer,
                            self.overlap_param_gather,
                            4.0 if self.grad_reduce_dtype == "fp32" else 2.0, 2.0,
-                           self.ddp_bucket_size)
+                           self.ddp_bucket_size, step)
 
 
 class OptionError(ConfigError):

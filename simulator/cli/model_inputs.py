@@ -279,7 +279,7 @@ def run_option_values(launch: LaunchSettings) -> dict:
 
 # the run's flags a Megatron-LM launch sets, in RunOptions' names (Megatron's own)
 DDP_FLAGS = ("use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
-             "tp_comm_overlap", "ddp_bucket_size", "grad_reduce_dtype")
+             "tp_comm_overlap", "ddp_bucket_size", "grad_reduce_dtype", "fp16_loss_scale")
 
 
 def ddp_option_values(launch: LaunchSettings) -> dict:

@@ -33,6 +33,9 @@ ADAM_BYTES_PER_PARAM = 28.0
 MAIN_TO_MODEL_COPY_BYTES_PER_PARAM = 6.0
 ADAM_STEP_BYTES_PER_PARAM = (GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
                              + MAIN_TO_MODEL_COPY_BYTES_PER_PARAM)          # 38 B
+# and with --fp16, before them, the loss scaler's _unscale_main_grads_and_check_for_nan:
+# torch._amp_foreach_non_finite_check_and_unscale_ reads and writes each fp32 main gradient
+FP16_UNSCALE_BYTES_PER_PARAM = 8.0
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)

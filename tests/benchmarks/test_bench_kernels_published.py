@@ -48,7 +48,7 @@ def test_a_run_is_launched_with_the_ddp_its_megatron_args_set():
     # --fp16 without --accumulate-allreduce-grads-in-fp32: the 2021 local DDP, reduced in fp16
     # after the backward
     assert bench_published_runs.megatron_ddp_args(_run("--fp16")) == (
-        "--megatron-ddp", "--grad-reduce-dtype", "fp16")
+        "--megatron-ddp", "--grad-reduce-dtype", "fp16", "--fp16-loss-scale")
     assert bench_published_runs.megatron_ddp_args(
         _run("--bf16 --use-distributed-optimizer --overlap-grad-reduce")) == (
         # the sharded state is counted by the weights' dtype, which --bf16 states
@@ -58,7 +58,7 @@ def test_a_run_is_launched_with_the_ddp_its_megatron_args_set():
     line = bench_published_runs.assumptions(_run("--fp16"))
     assert line[0] == "a" and line[1].startswith(
         "data parallelism as the run's Megatron-LM launch: --megatron-ddp --grad-reduce-dtype "
-        "fp16 (from its megatron_args;")
+        "fp16 --fp16-loss-scale (from its megatron_args;")
 
 
 def test_a_split_pipesim_refuses_still_gives_the_runs_ddp():
@@ -70,7 +70,7 @@ def test_a_split_pipesim_refuses_still_gives_the_runs_ddp():
         "--num-layers 24", "--num-layers 22").replace(
         "--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 8")
     assert bench_published_runs.megatron_ddp_args(run) == (
-        "--megatron-ddp", "--grad-reduce-dtype", "fp16")
+        "--megatron-ddp", "--grad-reduce-dtype", "fp16", "--fp16-loss-scale")
 
 
 def test_a_run_is_corrected_to_its_authors_script():
@@ -89,7 +89,7 @@ def test_a_run_is_corrected_to_its_authors_script():
     # PyTorch's DDP: 25 MiB buckets of fp16 gradients, overlapped with the last backward
     assert bench_published_runs.megatron_ddp_args(out) == (
         "--megatron-ddp", "--overlap-grad-reduce", "--ddp-bucket-size", "13107200",
-        "--grad-reduce-dtype", "fp16")
+        "--grad-reduce-dtype", "fp16", "--fp16-loss-scale")
     assert out["assumptions"] == [
         "as its authors' script runs it (the script): micro-batch size 2; interleaved 1F1B, 5 "
         "layer(s) a virtual stage (vpp 3); PyTorch DDP: gradients all-reduced in 25 MiB buckets "

@@ -189,3 +189,13 @@ def test_the_tied_embedding_key_without_megatron_ddp_is_said(tmp_path):
     assert any("embedding_sync_params 1,000" in n and "--megatron-ddp" in n for n in res.notes)
     res = simulate(tied, "1f1b", SYSTEM, pp=2, microbatches=1, megatron_ddp=True)
     assert any("the tied word embedding's gradient, 4,000 B" in n for n in res.notes)
+
+
+def test_fp16_loss_scaling_adds_the_unscale_pass_to_the_step():
+    # the step's 38 B and the loss scaler's unscale-and-check, 8 B, on all 20,000 params, then
+    # the gradient buffer zeroed (4 B): 20000 x 50 / 1000 B/ns = 1000 ns after the reduction
+    ddp = RunOptions(fp16_loss_scale=True).ddp_settings()
+    assert ddp.step_bytes_per_param == 46.0
+    rec = _run(ddp)
+    ar = ring("ar", 20000 * 4)
+    assert rec.iteration_bounds == [(0.0, 8800.0 + ar + 1000.0)]

@@ -138,7 +138,8 @@ def test_one_published_run_as_its_exact_records(published_runs):
         source=src, tp=8, pp=8, vpp=3, dp=1, seq=2048, micro_batch=1, global_batch=64,
         microbatches=64, gpus=64, sequence_parallel=True, precision="fp16",
         flash_attention=False, recompute="none", recompute_granularity="selective",
-        schedule="interleaved-1f1b", grad_reduce_dtype="fp16")   # --fp16: Megatron's default
+        schedule="interleaved-1f1b", grad_reduce_dtype="fp16",   # --fp16: Megatron's default
+        fp16_loss_scale=True)                                   # and its loss scaler
     assert got.warnings == (
         f"{src}: --untie-embeddings-and-output-weights absent: the LM head shares the "
         "embedding's weights (Megatron-LM's default); pipesim counts them apart, as the last "
@@ -220,6 +221,11 @@ def test_megatron_ddp_flags_map_onto_the_run_options():
     assert run_opts("--bf16 --grad-reduce-in-bf16").grad_reduce_dtype == "bf16"
     assert run_opts("--fp16").grad_reduce_dtype == "fp16"
     assert run_opts("--fp16 --accumulate-allreduce-grads-in-fp32").grad_reduce_dtype == "fp32"
+    # --fp16 runs the loss scaler: its step unscales and checks every main gradient (8 B more)
+    assert (run_opts("--fp16").fp16_loss_scale, run_opts("--bf16").fp16_loss_scale) == (
+        True, False)
+    assert run_opts("--fp16").ddp_settings().step_bytes_per_param == 38 + 8
+    assert run_opts("--bf16").ddp_settings().step_bytes_per_param == 38
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --overlap-param-gather: "
                                           r"expected --use-distributed-optimizer with it"):
         megatron_input(BASE + "--bf16 --overlap-param-gather", "a.txt", 8)

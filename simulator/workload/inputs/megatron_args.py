@@ -443,7 +443,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
-        ddp_bucket_size=bucket)
+        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16")
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 
