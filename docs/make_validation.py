@@ -600,12 +600,12 @@ def heldout_runs_section() -> list[str]:
               f"{trend['pairs']} ordered as measured" if trend["pairs"] else "")
            + ". A data-parallel ring holds 8 / TP GPUs of each node and crosses between nodes "
            "on that many NICs (400 GB/s at TP 1, 50 GB/s at TP 8). The pipelined runs (70B "
-           "and up) land within +3 to +12 %. The TP-1 and TP-2 runs (1.7B, 7.1B) are about a "
+           "and up) land within +3 to +11 %. The TP-1 and TP-2 runs (1.7B, 7.1B) are about a "
            "third too fast: their reduce-scatter and all-gather over 48 ranks hide behind the "
            "last backward and the first forward, so what is left is their compute at small "
-           "GEMMs (h 2048-4096, 4,096 tokens) and the attention kernel (the h100 preset prices "
-           "FlashAttention-3's published rates; r0.8.0 ran Transformer Engine's cuDNN "
-           "attention, which TE prefers on Hopper). At TP 8 (32B) the ring has one NIC a node "
+           "GEMMs (h 2048-4096, 4,096 tokens, at the H100 fraction the A100's ratio derives) "
+           "and their attention (cuDNN's, priced at its long-sequence rate, 52 % of the peak; "
+           "TE's same table gives 33 % at sequence 2048). At TP 8 (32B) the ring has one NIC a node "
            "and its communication shows for a third of the predicted time at micro-batch 1 "
            "(four microbatches): too slow by 11 %; the micro-batch size, unstated, decides how "
            "much of it a backward hides.", "",

@@ -39,6 +39,18 @@ an end-to-end training table:
 [FA3]      J. Shah et al., "FlashAttention-3" (arXiv 2407.08608): on H100 SXM5 the BF16 forward
            reaches up to 740 TFLOP/s (75 %); the backward is 1.5-1.75x FlashAttention-2's, which
            runs at 35 % of the H100's peak (the paper's §1): 1.5 x 35 % = 0.52.
+[TE-H100]  Transformer Engine's attention benchmark as its docs print it
+           (docs/examples/attention/attention.ipynb, NVIDIA/TransformerEngine commit 88c0c91,
+           2024-08; benchmarks/attention/benchmark_attention.py: the kernels' time from an nsys
+           trace): on an H100 80GB HBM3, BF16, causal, batch 2, 32 heads (4 KV groups), head dim
+           128, sequence 8192, cuDNN's fused attention forward + backward 7.4875 ms (flash-attn
+           2's 11.8879): 3.5 x 1.0995e12 FLOPs, 514 TFLOP/s, 52.0 % of 989. It is the attention
+           Megatron-LM runs on Hopper: Transformer Engine 1.8-1.9 disables FlashAttention "to give
+           FusedAttention preference on Hopper+" (transformer_engine/pytorch/attention.py).
+           Split into forward and backward as [FA3]'s
+           rates are (0.75 : 0.52): both times 0.912, so that 3.5 FLOPs units take 1 / 0.520.
+           Shorter sequences run slower (the same table: 33 % at batch 2, 16 heads, 2048): an
+           upper bound there.
 [GAP-A100] A PyTorch profiler (Kineto) trace of AlexNet forwards on an A100 (SXM4, 108 SMs;
            facebookresearch/HolisticTraceAnalysis's test trace, ../shared/traces-gpu/): between
            two kernels of one stream whose launch returned before the first ended (the GPU's
@@ -86,14 +98,14 @@ KERNELS: dict[str, KernelPreset] = {
         # [DS-H100]; the streaming fraction is [HBM-A100]'s (no published H100 figure found):
         # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
         hbm_tbps=3.35, hbm_fraction=0.88,
-        flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] H100
+        flash_fwd_fraction=0.684, flash_bwd_fraction=0.474,          # [TE-H100]
         # [GAP-A100]'s gap (no published H100 trace found): a lent GPU's trace measures it
         tiles=_TILES, kernel_gap_ns=1500),
     "h200": KernelPreset(
         "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
         gemm_fraction=0.691,                       # [SUST]: 0.803 ([MAMF] H100/H200) x 0.860
         hbm_tbps=4.8, hbm_fraction=0.88,                             # [DS-H200], as h100
-        flash_fwd_fraction=0.75, flash_bwd_fraction=0.52,            # [FA3] (H100's die)
+        flash_fwd_fraction=0.684, flash_bwd_fraction=0.474,          # [TE-H100] (H100's die)
         tiles=_TILES, kernel_gap_ns=1500),                           # as h100
 }
 
