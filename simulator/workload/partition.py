@@ -79,7 +79,10 @@ def _cut_message(path: str, rows, found: LayerRows, n_chunks: int) -> str:
     """The refusal of more chunks than whole layers, naming the first layer an even split of
     the rows would cut."""
     n = len(found.spans)
-    cuts = {a for a, _ in chunk_bounds(len(rows), n_chunks)}
+    # the even split's chunk starts, c * base + min(c, extra) (chunk_bounds's rule), only as
+    # far as the rows go: at pp x vpp = 2^41 a list of every chunk's bounds was 2^41 tuples
+    base, extra = divmod(len(rows), n_chunks)
+    cuts = {c * base + min(c, extra) for c in range(min(n_chunks, len(rows)) + 1)}
     k, (a, b) = next(((k, s) for k, s in enumerate(found.spans)
                       if any(s[0] < c < s[1] for c in cuts)), (0, found.spans[0]))
     return (f"{path}: pp x vpp = {n_chunks} chunks would cut transformer layer {k} (rows "

@@ -102,6 +102,13 @@ def test_a_split_that_would_cut_a_layer_is_refused_before_any_work(capsys):
     assert main(["run", GPT, "--pp", "8", "--vpp", "4"]) == 2
     assert capsys.readouterr().err.startswith(
         f"pipesim: error: {GPT}: pp x vpp = 32 chunks would cut transformer layer ")
+    # found by the fuzz (seed 14): at 2^41 chunks the message listed every chunk's bounds
+    # (MemoryError); it names the same first cut layer from the rows alone
+    assert main(["run", GPT, "--pp", str(2**40), "--vpp", "2", "-s", "gpipe"]) == 2
+    assert capsys.readouterr().err == (
+        f"pipesim: error: {GPT}: pp x vpp = {2**41} chunks would cut transformer layer 0 "
+        "(rows attention_0..mlp_0, lines 4-5); the file's 24 transformer layers make at most "
+        "24 chunks of whole layers: expected pp x vpp <= 24\n")
 
 
 def test_megatron_options_on_the_command_line_set_the_split(capsys):
