@@ -690,7 +690,15 @@ def ddp_report(tail, system, options, header=None,
         notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "
                      f"all-reduced between the first and the last stage before the step: "
                      f"{ddp.embedding_ns / 1e6:.3f} ms (Megatron-LM's finalize_model_grads)")
-    if ddp.bandwidth_gbs <= 0:
+    if not any(r.params for r in ddp.ranks):
+        warnings.append(RunWarning(
+            "ddp_without_gradients",
+            "Megatron DDP: the layer rows carry no weight-gradient collective, so no bucket is "
+            "reduced and the optimizer step is priced at 0 ns (a file's once-per-iteration "
+            "rows keep their own collectives, as the file states them)",
+            "the layer rows' weight-gradient collectives (pipesim generate writes them), or "
+            "run without --megatron-ddp"))
+    elif ddp.bandwidth_gbs <= 0:
         warnings.append(RunWarning(
             "optimizer_step_unpriced",
             f"the system ({system.name}) states no HBM bandwidth: Megatron DDP's optimizer step "

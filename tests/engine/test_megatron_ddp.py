@@ -199,3 +199,16 @@ def test_fp16_loss_scaling_adds_the_unscale_pass_to_the_step():
     rec = _run(ddp)
     ar = ring("ar", 20000 * 4)
     assert rec.iteration_bounds == [(0.0, 8800.0 + ar + 1000.0)]
+
+
+def test_megatron_ddp_without_gradient_collectives_is_a_warning():
+    # rows without a weight-gradient collective: no bucket, no priced step, said so
+    from simulator import simulate
+
+    bare = uniform_workload(4, 1000, 700, 500, pp=1, ga=1, all_gpus=4)
+    res = simulate(bare, "1f1b", SYSTEM, pp=1, microbatches=1, megatron_ddp=True)
+    assert [w.code for w in res.warnings if w.code == "ddp_without_gradients"] == [
+        "ddp_without_gradients"]
+    full = uniform_workload(4, 1000, 700, 500, pp=1, ga=1, all_gpus=4, wg_comm=DP_ROW)
+    res = simulate(full, "1f1b", SYSTEM, pp=1, microbatches=1, megatron_ddp=True)
+    assert not [w for w in res.warnings if w.code == "ddp_without_gradients"]
