@@ -433,10 +433,11 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
 
 
 def embedding_sync_params(model: ModelSpec, par: ParallelSpec) -> int:
-    """The tied word embedding's parameters on one TP rank (vocab / T x h): the first stage's
-    table and the last stage's LM head copy, whose gradients Megatron-LM all-reduces over the
-    embedding group (``finalize_model_grads``) when the pipeline has more than one stage."""
-    return model.vocab_size // par.tp * model.hidden
+    """The tied word embedding's parameters on one TP rank (the padded vocab / T x h, the table
+    the embedding row holds): the first stage's table and the last stage's LM head copy, whose
+    gradients Megatron-LM all-reduces over the embedding group (``finalize_model_grads``) when
+    the pipeline has more than one stage."""
+    return layer_ops.embedding_table_params(model, par, padded_vocab(model, par.tp))
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

@@ -165,15 +165,20 @@ def moe_expert_ops(model, par) -> list:
     return ops
 
 
+def embedding_table_params(model, par, vocab: int) -> int:
+    """This TP rank's share of the (padded) vocabulary's embedding table: V/T x h."""
+    return vocab // par.tp * model.hidden
+
+
 def embedding_ops(model, par, vocab: int) -> list:
     """Vocab-parallel lookup (each TP rank writes the whole b·s·h output, zeros outside its
     shard), then (gpt) the position embedding add and the embedding dropout on the hidden state;
     backward: the dense gradient of this rank's V/T x h table, added into its fp32 main
     gradient."""
-    b, s, h, T, d = model.micro_batch, model.seq, model.hidden, par.tp, par.dtype_bytes
+    b, s, h, d = model.micro_batch, model.seq, model.hidden, par.dtype_bytes
     full = b * s * h
     e = _hidden_elems(model, par)
-    table = vocab // T * h
+    table = embedding_table_params(model, par, vocab)
     ops = [memory("embedding_lookup", "fwd", 2 * d * full)]
     if model.arch == "gpt":
         ops += [memory("position_add", "fwd", 3 * d * e),
