@@ -80,7 +80,7 @@ def predictions(gpu_key: str) -> list[dict]:
     for label, b, heads, s, d in ATTENTION:
         fwd = 4 * b * heads * s * s * d // 2
         for phase, flops in (("fwd", fwd), ("ig", fwd * 5 // 2)):
-            p = price(flash(label, phase, flops), gpu)
+            p = price(flash(label, phase, flops, s), gpu)
             out.append({"op": f"{label} {'forward' if phase == 'fwd' else 'backward'}",
                         "kind": "flash", "shape": [b, heads, s, d], "predicted_ns": p.ns})
     b, s, h, heads = LAYER

@@ -30,9 +30,16 @@ an end-to-end training table:
            A100's sustained-to-maximum ratio, 0.739 / 0.859 = 0.860 ([MLI-A100] over [MAMF]); no
            published sustained-rate measurement of a large H100 GEMM was found, and a lent GPU
            measures it (benchmarks/bench_kernels_gpu.py).
-[HBM-A100] NVIDIA developer forum, "Trouble to reach peak bandwidth of A100" (2025): a streaming
-           read kernel on an A100 80 GB SXM measured 1.80 TB/s, 88 % of 2.04 TB/s (Nsight
-           Compute agrees), and the GTC talk cited there puts the best kernels near 90 %.
+[MLI-VEC]  M. Li, mli/transformers-benchmarks (as [MLI-A100], the same A100 80GB SXM and stack),
+           README's micro-benchmark table, "Vector Multiplication": 0.202 TFLOP/s for a * 1.2 on
+           a 4M-element FP32 vector (micro_bench.ipynb; one FLOP, 4 B read and 4 B written per
+           element): 1.616 TB/s = 79.3 % of 2.039. The rate a PyTorch elementwise kernel, which
+           reads and writes, sustains over HBM: what a training step's memory-bound kernels
+           (norms, softmax, dropout, activations, residual adds) are. A read-only streaming
+           kernel reaches more (NVIDIA developer forum, "Trouble to reach peak bandwidth of
+           A100", 2025: 1.80 TB/s, 88 %), a bound no kernel of the step that also writes meets.
+           The vector's 16 MB could partly stay in the A100's 40 MB L2; the rate it gives, below
+           HBM's, is taken as HBM's.
 [FA2]      T. Dao, "FlashAttention-2" (arXiv 2307.08691), §4.1: on A100 the forward reaches up to
            73 % of the tensor peak and the backward up to 63 % (head dim 128, long sequences);
            FLOPs counted as 4 s^2 d heads forward, 2.5x that backward, halved when causal.
@@ -49,8 +56,10 @@ an end-to-end training table:
            FusedAttention preference on Hopper+" (transformer_engine/pytorch/attention.py).
            Split into forward and backward as [FA3]'s
            rates are (0.75 : 0.52): both times 0.912, so that 3.5 FLOPs units take 1 / 0.520.
-           Shorter sequences run slower (the same table: 33 % at batch 2, 16 heads, 2048): an
-           upper bound there.
+           The same table's causal case at sequence 2048 (batch 2, 16 heads, head dim 128:
+           0.3664 ms = 3.5 x 3.436e10 FLOPs, 328 TFLOP/s, 33.2 % of 989), split the same way:
+           both times 0.582, 0.437 / 0.303. Between the two sequence lengths the fractions
+           follow log2(s) linearly; outside, the nearer one holds.
 [GAP-A100] A PyTorch profiler (Kineto) trace of AlexNet forwards on an A100 (SXM4, 108 SMs;
            facebookresearch/HolisticTraceAnalysis's test trace, ../shared/traces-gpu/): between
            two kernels of one stream whose launch returned before the first ended (the GPU's
@@ -60,6 +69,7 @@ an end-to-end training table:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from ..errors import ConfigError
@@ -73,8 +83,9 @@ class KernelPreset(NamedTuple):
     gemm_fraction: float           # of the peak cuBLAS sustains on a large aligned GEMM
     hbm_tbps: float                # HBM bandwidth, TB/s
     hbm_fraction: float            # of it a streaming kernel reaches
-    flash_fwd_fraction: float      # of the tensor peak a flash-attention forward reaches
-    flash_bwd_fraction: float      # and its backward
+    # (sequence length, forward fraction, backward fraction) of the tensor peak a
+    # flash-attention kernel reaches, ascending in sequence length (flash_fractions)
+    flash: tuple[tuple[int, float, float], ...]
     tiles: tuple[tuple[int, int], ...]   # the output tiles cuBLAS chooses among
     kernel_gap_ns: int             # the GPU's idle time between two queued kernels
 
@@ -82,30 +93,44 @@ class KernelPreset(NamedTuple):
         """The dense peak for operands of ``dtype_bytes`` (2: FP16/BF16 tensor; 4: FP32)."""
         return self.tensor_tflops if dtype_bytes <= 2 else self.fp32_tflops
 
+    def flash_fractions(self, seq: int) -> tuple[float, float]:
+        """The (forward, backward) fraction of the tensor peak a flash-attention kernel of
+        sequence length ``seq`` reaches: the preset's points, linear in log2(seq) between two,
+        the nearer end's outside them."""
+        points = self.flash
+        if seq <= points[0][0]:
+            return points[0][1], points[0][2]
+        for (s0, f0, b0), (s1, f1, b1) in zip(points, points[1:]):
+            if seq <= s1:
+                x = math.log2(seq / s0) / math.log2(s1 / s0)
+                return f0 + (f1 - f0) * x, b0 + (b1 - b0) * x
+        return points[-1][1], points[-1][2]
+
 
 _TILES = ((256, 128), (128, 256), (128, 128))                     # [MMB] §2.3
+_TE_H100 = ((2048, 0.437, 0.303), (8192, 0.684, 0.474))             # [TE-H100]
 
 KERNELS: dict[str, KernelPreset] = {
     "a100": KernelPreset(
         "a100", sms=108, tensor_tflops=312.0, fp32_tflops=19.5,     # [DS-A100]
         gemm_fraction=0.739,                                         # [MLI-A100]
-        hbm_tbps=2.039, hbm_fraction=0.88,                           # [DS-A100], [HBM-A100]
-        flash_fwd_fraction=0.73, flash_bwd_fraction=0.63,            # [FA2] A100
+        hbm_tbps=2.039, hbm_fraction=0.793,                          # [DS-A100], [MLI-VEC]
+        flash=((8192, 0.73, 0.63),),             # [FA2] A100 (its long-sequence rates, as 1 point)
         tiles=_TILES, kernel_gap_ns=1500),                           # [GAP-A100]
     "h100": KernelPreset(
         "h100", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H100]
         gemm_fraction=0.689,                             # [SUST]: 0.801 ([MAMF] H100) x 0.860
-        # [DS-H100]; the streaming fraction is [HBM-A100]'s (no published H100 figure found):
+        # [DS-H100]; the elementwise fraction is [MLI-VEC]'s (no published H100 figure found):
         # a lent GPU measures it (benchmarks/bench_kernels_gpu.py times memory-bound kernels)
-        hbm_tbps=3.35, hbm_fraction=0.88,
-        flash_fwd_fraction=0.684, flash_bwd_fraction=0.474,          # [TE-H100]
+        hbm_tbps=3.35, hbm_fraction=0.793,
+        flash=_TE_H100,
         # [GAP-A100]'s gap (no published H100 trace found): a lent GPU's trace measures it
         tiles=_TILES, kernel_gap_ns=1500),
     "h200": KernelPreset(
         "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
         gemm_fraction=0.691,                       # [SUST]: 0.803 ([MAMF] H100/H200) x 0.860
-        hbm_tbps=4.8, hbm_fraction=0.88,                             # [DS-H200], as h100
-        flash_fwd_fraction=0.684, flash_bwd_fraction=0.474,          # [TE-H100] (H100's die)
+        hbm_tbps=4.8, hbm_fraction=0.793,                            # [DS-H200], as h100
+        flash=_TE_H100,                                              # (H100's die)
         tiles=_TILES, kernel_gap_ns=1500),                           # as h100
 }
 

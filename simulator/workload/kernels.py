@@ -10,10 +10,11 @@ An op is one kernel (or one fused kernel) of a training step on one GPU:
   output's bytes over HBM bandwidth; the op takes the larger (roofline). cuBLAS's heuristics pick
   the tile: the cheapest of the preset's tile shapes is taken.
 - ``flash``: a FlashAttention kernel, its FLOPs (causal: the half of the score matrix it
-  computes) over the tensor peak at the fraction the kernel's paper measured.
+  computes) over the tensor peak at the fraction the kernel's benchmark measured at its
+  sequence length.
 - ``memory``: a bandwidth-bound kernel (norms, softmax, dropout, activations, residual adds,
   the embedding lookup, the cross-entropy's passes): its bytes over HBM bandwidth at the
-  fraction a streaming kernel reaches.
+  fraction an elementwise kernel reaches.
 
 A row's column is its kernels' times plus, for each, the GPU's gap between two queued kernels
 (``kernel_gap_ns``, measured on a profiler trace).
@@ -42,6 +43,7 @@ class Op(NamedTuple):
     dtype_bytes: int = 2     # gemm: bytes of an operand element
     out_bytes: int = 0       # gemm: bytes per output element moved (read + write); 0: dtype
     flops: int = 0           # flash: the kernel's FLOPs
+    seq: int = 0             # flash: its sequence length (the rate depends on it)
     nbytes: int = 0          # memory: bytes read and written
 
 
@@ -64,8 +66,8 @@ def gemm(name: str, phase: str, m: int, n: int, k: int, batch: int = 1, dtype_by
               out_bytes=out_bytes)
 
 
-def flash(name: str, phase: str, flops: int) -> Op:
-    return Op(name, phase, "flash", flops=flops)
+def flash(name: str, phase: str, flops: int, seq: int) -> Op:
+    return Op(name, phase, "flash", flops=flops, seq=seq)
 
 
 def memory(name: str, phase: str, nbytes: int) -> Op:
@@ -84,7 +86,8 @@ def price(op: Op, gpu) -> Priced:
     if op.kind == "flash":
         # a recomputed forward runs the forward kernel, whichever column holds it
         fwd = op.phase == "fwd" or op.name.endswith("_recompute")
-        frac = gpu.flash_fwd_fraction if fwd else gpu.flash_bwd_fraction
+        f, b = gpu.flash_fractions(op.seq)
+        frac = f if fwd else b
         return Priced(op, round(op.flops / (gpu.tensor_tflops * 1e3 * frac)), "math",
                       op.flops, 0)
     if op.kind != "gemm":

@@ -77,10 +77,10 @@ def _attention_core(model, par) -> list:
     hd = h // A
     if par.flash_attention:
         fwd = 4 * b * heads * s * s * hd // 2           # causal: half the square ([FA2])
-        ops = [flash("flash_attention", "fwd", fwd)]
+        ops = [flash("flash_attention", "fwd", fwd, s)]
         if par.selective_recompute:
-            ops.append(flash("flash_attention_recompute", "ig", fwd))
-        return ops + [flash("flash_attention_bwd", "ig", fwd * 5 // 2)]
+            ops.append(flash("flash_attention_recompute", "ig", fwd, s))
+        return ops + [flash("flash_attention_bwd", "ig", fwd * 5 // 2, s)]
     bh = b * heads
     scores = bh * s * s
     ops = [gemm("attention_scores", "fwd", s, s, hd, batch=bh, dtype_bytes=d),

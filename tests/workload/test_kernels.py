@@ -17,7 +17,7 @@ from simulator.workload.parser import parse_workload_text
 A100 = kernel_preset("a100")
 # one SM's share of the A100's sustained tensor rate: 312e3 FLOP/ns x 0.739 / 108 SMs
 PER_SM = 312e3 * 0.739 / 108            # 2134.8889 FLOP/ns
-HBM = 2.039e3 * 0.88                    # 1794.32 B/ns
+HBM = 2.039e3 * 0.793                   # 1616.927 B/ns
 
 # Korthikanti's 22B layer on one GPU of 8: b 4, s 2048, h 6144, 64 heads, f 4h, no sequence
 # parallelism, no flash attention, fp16
@@ -53,7 +53,7 @@ def test_a_skinny_batched_gemm_is_memory_bound():
     p = price(gemm("scores", "fwd", 2048, 2048, 96, batch=32), A100)
     assert p.bound == "memory"
     assert p.nbytes == 32 * (2048 * 96 * 2 * 2 + 2048 * 2048 * 2) == 293_601_280
-    assert p.ns == round(293_601_280 / HBM) == 163_628
+    assert p.ns == round(293_601_280 / HBM) == 181_580
     assert round(38 * 2 * 256 * 128 * 96 / PER_SM) == 111_985 < p.ns
 
 
@@ -63,7 +63,7 @@ def test_memory_bound_elementwise_bytes_and_time():
     ops = layer_ops.attention_column_ops(KORT22, KORT22_PAR)
     norm = next(o for o in ops if o.name == "input_norm")
     assert norm.nbytes == 2 * 2 * 4 * 2048 * 6144 == 201_326_592
-    assert price(norm, A100).ns == round(201_326_592 / HBM) == 112_202
+    assert price(norm, A100).ns == round(201_326_592 / HBM) == 124_512
     # with sequence parallelism the rank normalises 1/T of the sequence
     sp = layer_ops.attention_column_ops(KORT22, ParallelSpec(
         tp=8, sequence_parallel=True, flash_attention=False, precision="fp16"))
@@ -83,6 +83,23 @@ def test_flash_attention_flops_and_time():
     assert price(ops[1], A100).ns == round(85_899_345_920 / (312e3 * 0.63)) == 437_013
 
 
+def test_hopper_flash_attention_rate_follows_the_sequence_length():
+    # Transformer Engine's causal cases on an H100 (cuDNN's fused attention): 33.2 % of 989 at
+    # sequence 2048 and 52.0 % at 8192, as forward / backward fractions 0.437 / 0.303 and
+    # 0.684 / 0.474; at 4096, halfway in log2(s): 0.5605 / 0.3885; outside, the nearer end
+    h100 = kernel_preset("h100")
+    assert h100.flash_fractions(1024) == h100.flash_fractions(2048) == (0.437, 0.303)
+    assert h100.flash_fractions(4096) == pytest.approx((0.5605, 0.3885))
+    assert h100.flash_fractions(8192) == h100.flash_fractions(32768) == (0.684, 0.474)
+    model = ModelSpec("llama", 1, 8192, 64, 4096, 1)
+    fwd, bwd = layer_ops._attention_core(model, ParallelSpec(tp=8))
+    assert (fwd.seq, bwd.seq) == (4096, 4096)
+    assert price(fwd, h100).ns == round(34_359_738_368 / (989e3 * 0.5605)) == 61_984
+    assert price(bwd, h100).ns == round(85_899_345_920 / (989e3 * 0.3885)) == 223_564
+    # the A100's FlashAttention-2 rates are one point: every sequence length
+    assert A100.flash_fractions(512) == A100.flash_fractions(65536) == (0.73, 0.63)
+
+
 def test_a_rows_sum_of_its_ops_22b_attention_row():
     # output projection M 8192, N h = 6144, K h/T = 768: 128x128 tiles, 64*48 = 3072 -> 29
     # waves; then bias + dropout + residual add on 50_331_648 elements: read x and the residual,
@@ -91,8 +108,8 @@ def test_a_rows_sum_of_its_ops_22b_attention_row():
     (fwd, ig, wg), priced = row_times(ops, A100)
     proj = round(29 * 2 * 128 * 128 * 768 / PER_SM)
     bda = round(7 * 50_331_648 / HBM)
-    assert (proj, bda, A100.kernel_gap_ns) == (341_849, 196_354, 1500)
-    assert fwd == proj + bda + 2 * 1500 == 541_203
+    assert (proj, bda, A100.kernel_gap_ns) == (341_849, 217_896, 1500)
+    assert fwd == proj + bda + 2 * 1500 == 562_745
     assert [p.op.name for p in priced if p.op.phase == "fwd"] == ["attention_proj",
                                                                   "bias_dropout_add"]
     for phase, col in (("ig", ig), ("wg", wg)):
@@ -172,7 +189,7 @@ def test_generate_cli_writes_the_kernel_model(tmp_path, capsys):
             "-o", str(out)]
     assert main(args) == 0
     wl = parse_workload_text(out.read_text(), "k.txt")
-    assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 541_203
+    assert wl.layers[2].name == "attention_row" and wl.layers[2].fwd_compute == 562_745
 
 
 KORT22_ARGS = ["--model", "gpt", "--layers", "2", "--hidden", "6144", "--heads", "64", "--seq",
@@ -186,18 +203,18 @@ def test_inspect_shows_the_per_op_breakdown_and_checks_the_sums(tmp_path, capsys
     capsys.readouterr()
     assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
     out = capsys.readouterr().out
-    assert ("    attention_row (x2): F 541203, IG 520465, WG 378712 (with 2 / 2 / 1 kernels' "
+    assert ("    attention_row (x2): F 562745, IG 535852, WG 378712 (with 2 / 2 / 1 kernels' "
             "gaps of 1500 ns)") in out
     assert ("      fwd qkv                                   1037334 ns  math   8192x2304x6144, "
             "1152 tiles of 128x128 in 11 waves") in out
     assert "  every row's compute columns are the sum of its ops" in out
     # an edited row no longer holds the sum of its ops: named with its line
-    text = wl.read_text().replace("\t541203\t", "\t490000\t", 1)
+    text = wl.read_text().replace("\t562745\t", "\t490000\t", 1)
     wl.write_text(text)
     assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
     out = capsys.readouterr().out
-    assert ("  warning: line 5: row attention_row's compute (490000, 520465, 378712) is not the "
-            "sum of its ops (541203, 520465, 378712)") in out
+    assert ("  warning: line 5: row attention_row's compute (490000, 535852, 378712) is not the "
+            "sum of its ops (562745, 535852, 378712)") in out
 
 
 def test_ops_refusals_are_one_line(tmp_path, capsys):
