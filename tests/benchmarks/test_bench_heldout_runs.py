@@ -82,6 +82,21 @@ def test_megatron_args_say_what_the_fields_say():
             r["stage_layers"][0], r["stage_layers"][-1])
 
 
+def test_the_zero_bubble_models_names_are_their_parameters_with_a_32000_vocabulary():
+    # 12 h^2 l (the layers) + V h (one tied embedding), in billions to the name's precision:
+    # 32,000 tokens gives every name; 51,200 would be 14.7B and 28.4B
+    def billions(r, vocab):
+        return (12 * r["hidden"] ** 2 * r["layers"] + vocab * r["hidden"]) / 1e9
+
+    zb = [r for r in RUNS if r["id"].startswith("zb-")]
+    assert zb and all(r["vocab"] == 32000 for r in zb)
+    for r in zb:
+        name = r["id"].split("-")[2]
+        assert f"{billions(r, 32000):.{len(name.split('.')[1]) - 1}f}B" == name, r["id"]
+        assert "--vocab-size 32000" in r["megatron_args"]
+    assert {f"{billions(r, 51200):.1f}B" for r in zb} == {"1.5B", "6.2B", "14.7B", "28.4B"}
+
+
 def test_one_layer_fewer_on_the_first_and_last_stage():
     by_id = {r["id"]: r for r in RUNS}
     assert by_id["zb-tab4-1.5B-m24-1f1b"]["stage_layers"] == [2, 3, 3, 3, 3, 3, 3, 2]
