@@ -191,6 +191,16 @@ def test_speedups_rankings_and_summary_as_documented():
     assert "schedules ranked as measured: 1 of 2 settings (4 of 6 pairs)" in text
 
 
+def test_the_bubble_is_counted_as_the_sources_scheduler_counts_it():
+    # own spans busy / (1 - own bubble): 80, 100 and 80 ns; the cost is the largest (100), a
+    # stage's wait for its first input not in it; a rank with no work is left out
+    ranks = [{"busy_ns": 60, "bubble_ratio_own": 0.25}, {"busy_ns": 90, "bubble_ratio_own": 0.1},
+             {"busy_ns": 72, "bubble_ratio_own": 0.1}, {"busy_ns": 0, "bubble_ratio_own": 0.0}]
+    data = {"ranks": ranks}
+    assert heldout.bubble_as_source(data, ranks[1]) == pytest.approx(0.1)
+    assert heldout.bubble_as_source(data, ranks[2]) == pytest.approx(0.28)
+
+
 def test_stage_times_of_a_middle_rank():
     run = {"global_batch": 12, "micro_batch": 3, "dp": 1, "pp": 4,
            "measured": {"stage_ms": {"F": 10.0, "B": 8.0, "W": 4.0, "comm": 0.5}}}
