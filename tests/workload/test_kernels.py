@@ -173,6 +173,21 @@ def test_every_preset_names_the_dense_peak_of_its_datasheet():
     assert set(KERNELS) == set(GPUS)
 
 
+@pytest.mark.parametrize("system, gpu", [("a100", "a100"), ("h100", "h100"),
+                                          ("h100-cluster", "h100"), ("h200", "h200")])
+def test_the_presets_optimizer_step_streams_at_the_kernel_models_elementwise_rate(system, gpu):
+    # the step's passes are elementwise kernels: the system file's bandwidth is the datasheet's
+    # HBM at the kernel preset's elementwise fraction, to the file's 0.1 GB/s
+    from pathlib import Path
+
+    from simulator.system.config import load_system
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "system" / f"{system}.yaml"
+    k = kernel_preset(gpu)
+    assert load_system(str(path)).memory.bandwidth_gbs == pytest.approx(
+        k.hbm_tbps * 1e3 * k.hbm_fraction, abs=0.05)
+
+
 def test_h100_prices_the_same_gemm_faster_than_a100():
     op = gemm("mlp_up", "fwd", 4096, 3584, 8192)
     assert price(op, kernel_preset("h100")).ns < price(op, A100).ns
