@@ -32,6 +32,7 @@ def breakdown(rows, gpu_key: str) -> dict:
                  "kernels": kernels, "kernel_gap_ns": gpu.kernel_gap_ns, "ops": [
             {"name": p.op.name, "phase": p.op.phase, "kind": p.op.kind,
              "shape": [p.op.m, p.op.n, p.op.k, p.op.batch] if p.op.kind == "gemm" else None,
+             "seq": p.op.seq if p.op.kind == "flash" else None,
              "tile": list(p.tile) if p.tile else None, "tiles": p.tiles, "waves": p.waves,
              "flops": p.flops, "bytes": p.nbytes, "bound": p.bound, "ns": p.ns}
             for p in priced]}
@@ -88,7 +89,9 @@ def render(data: dict, problems: list[str], limit: int = 5) -> list[str]:
                 what += f", {o['tiles']} tiles of {o['tile'][0]}x{o['tile'][1]} in " \
                         f"{o['waves']} waves"
             elif o["kind"] == "flash":
-                what = f"{o['flops']:,} FLOPs"
+                # the kernel's rate depends on its sequence length (the preset's points)
+                what = f"{o['flops']:,} FLOPs" + (f", sequence {o['seq']}" if o.get("seq")
+                                                  else "")
             else:
                 what = f"{o['bytes']:,} B"
             lines.append(f"      {o['phase']:>3} {o['name']:<32} {o['ns']:>12} ns  "

@@ -282,3 +282,16 @@ def test_generate_writes_the_tied_embeddings_sync(tmp_path, untie, expect):
     header = parse_workload_text(out.read_text(), "w.txt").header
     assert header.embedding_sync_params == (expect or 0)
     assert ("embedding_sync_params:" in out.read_text().split("\n", 1)[0]) == (not untie)
+
+
+def test_inspect_names_a_flash_kernels_sequence(tmp_path, capsys):
+    # its rate on a Hopper preset follows the sequence length: the breakdown says which
+    wl, ops = tmp_path / "f.txt", tmp_path / "f.json"
+    assert main(["generate", "--model", "llama", "--layers", "2", "--hidden", "8192", "--heads",
+                 "64", "--seq", "4096", "--micro-batch", "1", "--tp", "8", "--gpu", "h100",
+                 "-o", str(wl), "--ops", str(ops)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(wl), "--ops", str(ops)]) == 0
+    out = capsys.readouterr().out
+    assert ("      fwd flash_attention                         61984 ns  math   "
+            "34,359,738,368 FLOPs, sequence 4096") in out
