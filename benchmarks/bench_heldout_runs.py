@@ -126,6 +126,28 @@ def bubble_as_source(data: dict, mid: dict) -> float:
     return 1 - mid["busy_ns"] / max(spans)
 
 
+def source_model_excess(runs: list[dict]) -> dict:
+    """What the source's own numbers say of its runs, no pipesim in it: per schedule, the
+    measured iteration (global batch / (samples per GPU per second x GPUs)) less the source's
+    own model of it, m (T_F + T_B + T_W) / (1 - its bubble rate) with the setting's profiled
+    times (its Table 9), per microbatch (ms): the runtime's cost the profile and the schedule
+    leave out."""
+    profiled = {r["group"]: r["measured"]["stage_ms"] for r in runs
+                if "stage_ms" in r["measured"]}
+    per: dict[str, list[float]] = {}
+    for r in runs:
+        ms = profiled.get(r["group"])
+        if ms is None or "bubble_rate" not in r.get("derived", {}):
+            continue
+        m = r["global_batch"] // (r["micro_batch"] * r["dp"])
+        measured = r["global_batch"] / (r["measured"]["samples_per_gpu_s"] * r["gpus"])
+        model = m * (ms["F"] + ms["B"] + ms["W"]) / 1e3 / (1 - r["derived"]["bubble_rate"])
+        per.setdefault(r.get("published_schedule", r["schedule"]), []).append(
+            (measured - model) / m * 1e3)
+    return {name: {"runs": len(v), "median_ms": statistics.median(v), "min_ms": min(v),
+                   "max_ms": max(v)} for name, v in per.items()}
+
+
 def megatron_flops(run: dict) -> float:
     """FLOPs of one iteration by Megatron-LM's num_floating_point_operations (core_r0.8.0, the
     runs' flops_formula "megatron"): 12 B s l h^2 ((1 + G/A + s/h) q/h + (f/h) k g + V/(2lh))."""
@@ -395,12 +417,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = evaluate(runs, shares=not args.no_shares)
     print(report(rows))
+    excess = source_model_excess(runs)
+    for name, e in excess.items():
+        print(f"the source's measured iteration less its own model of it ({name}): median "
+              f"{e['median_ms']:.1f} ms a microbatch ({e['min_ms']:.1f} to {e['max_ms']:.1f}, "
+              f"{e['runs']} runs)")
     if args.record:
         doc = {"date": datetime.date.today().isoformat(), "commit": published._commit(),
                "runs_file": str(args.runs.resolve().relative_to(REPO))
                if args.runs.resolve().is_relative_to(REPO) else str(args.runs),
                "rows": rows, "speedups": speedups(rows), "rankings": rankings(rows),
-               "summary": summarize(rows)}
+               "summary": summarize(rows), "source_model_excess": excess}
         args.record.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.record}")
     return 0

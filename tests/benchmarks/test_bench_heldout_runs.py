@@ -201,6 +201,19 @@ def test_the_bubble_is_counted_as_the_sources_scheduler_counts_it():
     assert heldout.bubble_as_source(data, ranks[2]) == pytest.approx(0.28)
 
 
+def test_the_sources_iterations_against_its_own_model():
+    # 4 microbatches of 10 + 10 + 5 ms at the source's 20 % bubble: 0.125 s; measured 0.135 s
+    # (4 samples / (4 / 0.27 per GPU per s x 2 GPUs)): 2.5 ms a microbatch beyond its model
+    base = {"group": "g", "global_batch": 4, "micro_batch": 1, "dp": 1, "gpus": 2,
+            "derived": {"bubble_rate": 0.2}, "schedule": "1f1b", "published_schedule": "1F1B"}
+    runs = [base | {"measured": {"samples_per_gpu_s": 4 / 0.27,
+                                 "stage_ms": {"F": 10, "B": 10, "W": 5}}},
+            base | {"group": "other", "measured": {"samples_per_gpu_s": 1.0}}]
+    excess = heldout.source_model_excess(runs)
+    assert list(excess) == ["1F1B"] and excess["1F1B"]["runs"] == 1
+    assert excess["1F1B"]["median_ms"] == pytest.approx(2.5)
+
+
 def test_stage_times_of_a_middle_rank():
     run = {"global_batch": 12, "micro_batch": 3, "dp": 1, "pp": 4,
            "measured": {"stage_ms": {"F": 10.0, "B": 8.0, "W": 4.0, "comm": 0.5}}}
