@@ -46,6 +46,10 @@ ELEMENTWISE = (
     ("gelu 8192 x 3072", 8192 * 3072, "gelu"),
     ("dropout 8192 x 6144", 8192 * 6144, "dropout"),
     ("softmax 32 x 2048 x 2048", 32 * 2048 * 2048, "softmax"),
+    # the presets' elementwise rate (kernel_presets.py [MLI-VEC]): its own shape, a * 1.2 on 4M
+    # FP32 elements, and 64x that, which no L2 holds: measured, they check the fraction itself
+    ("a * 1.2, 4M fp32 (the elementwise rate's shape)", 4 * 2 ** 20, "scale_fp32"),
+    ("a * 1.2, 256M fp32 (past the L2)", 256 * 2 ** 20, "scale_fp32"),
 )
 # (label, b, heads, s, d): causal flash attention (torch's scaled_dot_product_attention)
 ATTENTION = (
@@ -59,7 +63,7 @@ LAYER = (1, 2048, 4096, 32)
 def _bytes(kind: str, n: int) -> int:
     d = 2
     return {"layernorm": 2 * d * n, "gelu": 2 * d * n, "dropout": (2 * d + 1) * n,
-            "softmax": 2 * d * n}[kind]
+            "softmax": 2 * d * n, "scale_fp32": 8 * n}[kind]
 
 
 def predictions(gpu_key: str) -> list[dict]:
@@ -130,6 +134,9 @@ def measure(rows: list[dict], repeats: int) -> None:
         if kind == "softmax":
             x = torch.randn(32, 2048, 2048, device=dev, dtype=dt)
             fn = lambda: torch.softmax(x, dim=-1)        # noqa: E731
+        elif kind == "scale_fp32":
+            x = torch.randn(elems, device=dev, dtype=torch.float32)
+            fn = lambda: x * 1.2                          # noqa: E731
         else:
             cols = 6144 if kind != "gelu" else 3072
             x = torch.randn(elems // cols, cols, device=dev, dtype=dt)

@@ -11,7 +11,10 @@ def test_kernel_benchmark_predicts_every_op_without_torch(capsys):
     # the 22B QKV GEMM: 11 waves of 128x128 tiles on 108 SMs (tests/workload/test_kernels.py)
     assert "22B tp8 qkv" in out and "1037.3" in out
     rows = bench_kernels_gpu.predictions("a100")
-    assert len(rows) == 23 and all(r["predicted_ns"] > 0 for r in rows)
+    assert len(rows) == 25 and all(r["predicted_ns"] > 0 for r in rows)
+    # the elementwise rate's own shape: 4M FP32 read and written, 8 B each, at 79.3 % of HBM
+    scale = next(r for r in rows if r["op"].startswith("a * 1.2, 4M"))
+    assert scale["predicted_ns"] == round(8 * 4 * 2 ** 20 / (2.039e3 * 0.793)) == 20_752
 
 
 def test_stage_split_and_comm_free_rows():
