@@ -34,7 +34,7 @@ from ..schedules.comm_pass import GRADIENT, Compute, Transfer, lowered_for
 from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
-from ..schedules.registry import torch_class_of, torch_runtime_of
+from ..schedules.registry import megatron_of, torch_class_of, torch_runtime_of
 from ..schedules.schedule import Schedule
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
@@ -176,6 +176,18 @@ class ProgramBuilder:
         self.torch_first = ({p[0] for p in sched.pipelines}
                             if rt.first_stage_backward == "torch" else set())
         self.overhead = rt.action_overhead_ns if rt.has_overheads else None
+        if p2p == "batched" and megatron_of(sched.name) == "interleaved":
+            n = sched.meta.get("group_size") or sched.pp
+            if n > sched.pp and sched.microbatches > n:
+                # Megatron posts the first stage's receives of such groups ahead of use, aligned
+                # with the last stage's sends (recv_tensor_from_previous_stage), which
+                # _paired_exchanges does not model: the run would stop in a deadlock
+                raise ConfigError(
+                    f"--p2p batched: {sched.name} in groups of {n} microbatches (more than P = "
+                    f"{sched.pp}, {sched.microbatches} in all) needs the first stage's "
+                    "receives posted ahead of use, which pipesim does not model; use --p2p "
+                    "async (Megatron's --overlap-p2p-communication, its default) or groups of "
+                    f"P (-O group_size={sched.pp}, with M a multiple of it)")
 
     def _roles(self, rank: int) -> tuple[list[bool], set[int]]:
         """Per action of ``rank``: does it carry the weights (W, or a B not split), and the
@@ -526,6 +538,10 @@ class RankOps(Sequence):
             return _single_stage(ops, _is_gpipe(self.schedule))
         if self.mode == "torch-multi":   # receives posted early by the comm pass
             return ((TSEND,) + op[1:] if op[0] == SEND else op for op in ops)
+        if (self.mode == "batched" and not self.schedule.lowered
+                and megatron_of(self.schedule.name) == "interleaved"):
+            warmup = self.schedule.meta.get("warmup")
+            ops = _paired_exchanges(ops, warmup[self.rank] if warmup else 0)
         return _rendezvous(ops, self.mode == "batched")
 
     def _lowered_ops(self):
@@ -672,6 +688,54 @@ def _single_stage(ops, gpipe: bool):
                 op = nxt
             continue
         op = next(ops, None)
+
+
+def _is_one(op, kind: str) -> bool:
+    """Whether ``op`` is a compute step of one action of ``kind``."""
+    return op[0] == COMPUTE and len(op[2]) == 1 and op[2][0].kind == kind
+
+
+def _paired_exchanges(ops, warmup: int):
+    """``ops`` with each steady-state forward (past the rank's ``warmup`` forwards) and the
+    backward that follows it run back to back, their exchanges moved to either side, as
+    Megatron-LM's interleaved schedule runs them without --overlap-p2p-communication
+    (forward_backward_pipelining_with_interleaving: F, B, then one
+    send_forward_backward_recv_forward_backward with both sends and the next pair's two
+    receives). The backward's receive joins the exchange before the forward, the forward's
+    sends the one after the backward; warm-up forwards and cool-down backwards keep theirs
+    (send_forward_recv_forward, send_backward_recv_backward), and so does a rank whose
+    forwards are all warm-up (its forwards, a receive, its backwards)."""
+    before: list = []       # transfers to post before the next compute step
+    held = None             # a steady forward whose follower is not known yet
+    mid: list = []          # the transfers after it
+    forwards = 0
+    for op in ops:
+        if op[0] != COMPUTE:
+            (mid if held is not None else before).append(op)
+            continue
+        if held is not None:
+            if _is_one(op, "B"):
+                yield from before
+                yield from (t for t in mid if t[0] != SEND)
+                yield held
+                yield op
+                before, held, mid = [t for t in mid if t[0] == SEND], None, []
+                continue
+            yield from before
+            yield held
+            before, held, mid = mid, None, []
+        if _is_one(op, "F") and forwards >= warmup:
+            forwards += 1
+            held = op
+        else:
+            forwards += _is_one(op, "F")
+            yield from before
+            yield op
+            before = []
+    yield from before
+    if held is not None:
+        yield held
+        yield from mid
 
 
 def _rendezvous(ops, batched: bool):

@@ -99,9 +99,10 @@ def generate(pp: int, microbatches: int, vpp: int = 2, group_size: int | None = 
              **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "interleaved-1f1b")
     total = vpp * microbatches
-    ranks = tuple(
-        tuple(interleaved_order(r, pp, vpp, microbatches, n,
-                                min(2 * (pp - r - 1) + (vpp - 1) * n, total)))
-        for r in range(pp))
+    warmup = tuple(min(2 * (pp - r - 1) + (vpp - 1) * n, total) for r in range(pp))
+    ranks = tuple(tuple(interleaved_order(r, pp, vpp, microbatches, n, warmup[r]))
+                  for r in range(pp))
+    # the warm-up counts decide Megatron's exchanges without overlap (engine/program.py,
+    # _paired_exchanges): a rank of only warm-up forwards has no steady F-B pairs
     return Schedule("interleaved-1f1b", pp, vpp, microbatches, loop_placement(pp, vpp), ranks,
-                    meta={"group_size": n})
+                    meta={"group_size": n, "warmup": warmup})
