@@ -217,7 +217,8 @@ def execute(plan: RunPlan, sched: Schedule, system: SystemConfig, engine: Engine
     gc.disable()
     try:
         program = Program.compile(sched, part, header, system, p2p=engine.p2p, links=links,
-                                  ddp=engine.ddp, tp_comm_overlap=engine.tp_comm_overlap)
+                                  ddp=engine.ddp, tp_comm_overlap=engine.tp_comm_overlap,
+                                  p2p_scatter_gather=engine.p2p_scatter_gather)
         runtime = Runtime(sched, part, header, system, iterations=plan.iterations,
                           options=engine, program=program)
         if which == "evaluator":

@@ -170,6 +170,11 @@ FIELDS: tuple[OptionField, ...] = (
     _opt("tp_comm_overlap", bool, False,
          "Megatron-LM's --tp-comm-overlap: tensor-parallel collectives pipelined with their "
          "GEMMs, hidden up to the GEMMs' length (default: blocking).", kind="bool"),
+    _opt("p2p_scatter_gather", bool, False,
+         "Megatron-LM of 2021-22's scatter_gather_tensors_in_pipeline, for activations "
+         "replicated over TP (no sequence parallelism): each stage-to-stage transfer is split "
+         "over the stage's TP ranks, each sending 1/TP of it, and all-gathered over the TP "
+         "group on arrival (default: every TP rank sends the whole tensor).", kind="bool"),
     _opt("strict", bool, False,
          "Treat every warning as an error (exit 2): no number pipesim cannot stand behind.",
          kind="bool"),
@@ -292,7 +297,8 @@ class RunOptions(_RunOptionsFields):
             p2p=self.p2p, memory_limit_bytes=self.memory_limit_bytes(capacity_bytes),
             jitter_sigma=self.jitter, seed=self.seed, slow_ranks=self.slow_ranks(),
             trace_layers=self.trace_layers, layer_by_layer=self.layer_by_layer,
-            ddp=self.ddp_settings(), tp_comm_overlap=self.tp_comm_overlap)
+            ddp=self.ddp_settings(), tp_comm_overlap=self.tp_comm_overlap,
+            p2p_scatter_gather=self.p2p_scatter_gather)
 
     @property
     def uses_megatron_ddp(self) -> bool:

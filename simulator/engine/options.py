@@ -83,7 +83,8 @@ class EngineOptions(NamedTuple):
     (rank, factor) pairs multiplying one rank's compute; ``memory_limit_bytes``: an overflow is an
     OutOfMemoryError. ``ddp``: Megatron-LM's data parallelism (:class:`DDPSettings`);
     ``tp_comm_overlap``: tensor-parallel collectives hidden behind the GEMMs they are pipelined
-    with, never more than those take. Not checked here: RunOptions checked the values it was made from.
+    with, never more than those take. ``p2p_scatter_gather``: each stage-to-stage transfer split
+    over the stage's TP ranks and all-gathered on arrival (Megatron-LM of 2021-22). Not checked here: RunOptions checked the values it was made from.
     """
 
     p2p: str | None = None
@@ -95,6 +96,7 @@ class EngineOptions(NamedTuple):
     layer_by_layer: bool = False   # reference path: one SimPy event per layer state (slower)
     ddp: DDPSettings | None = None  # None: each row's DP collective as the file states it
     tp_comm_overlap: bool = False   # TP collectives pipelined with their GEMMs (costs.py)
+    p2p_scatter_gather: bool = False   # transfers split over TP, all-gathered (topology.py)
 
 
 def parse_slow_rank(text: str) -> tuple[int, float]:

@@ -36,9 +36,10 @@ from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, 
                                 labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
 from ..schedules.registry import megatron_of, torch_class_of, torch_runtime_of
 from ..schedules.schedule import Schedule
+from ..system.collectives import ring_time_ns
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
-from ..workload.model import Header, Partition
+from ..workload.model import CommGroup, CommType, Header, Partition
 from ..system.per_runtime import for_runtime
 from ..system.runtime_profile import RuntimeProfile
 from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segment,
@@ -113,11 +114,14 @@ class Program(NamedTuple):
     def compile(cls, schedule: Schedule, partition: Partition, header: Header,
                 system: SystemConfig, *, p2p: str | None = None,
                 pp_comm: int | None = None, links: LinkModel | None = None,
-                ddp=None, tp_comm_overlap: bool = False) -> "Program":
+                ddp=None, tp_comm_overlap: bool = False,
+                p2p_scatter_gather: bool = False) -> "Program":
         """Cost the chunks, lay out memory, add the communication and compile every rank's op
         list for point-to-point mode ``p2p`` (None: the system's ``runtime.p2p``); ``ddp``
         (:class:`~simulator.engine.options.DDPSettings`): Megatron-LM's data parallelism in
-        place of the rows' own DP collectives; ``tp_comm_overlap``: costs.py's overlap rule."""
+        place of the rows' own DP collectives; ``tp_comm_overlap``: costs.py's overlap rule;
+        ``p2p_scatter_gather``: each transfer split over the stage's TP ranks and all-gathered
+        over them on arrival (:meth:`~simulator.system.topology.LinkModel.with_p2p_split`)."""
         profile = system.runtime
         mode = p2p or profile.p2p
         # torch: the runtime the schedule's spec names (single-stage for GPipe and 1F1B)
@@ -131,6 +135,13 @@ class Program(NamedTuple):
         costs = partition_costs(partition, header, system, links, tp_comm_overlap)
         tail = compile_tail(schedule, partition, header, system, links, ddp=ddp, costs=costs,
                             tp_overlap=tp_comm_overlap)
+        if p2p_scatter_gather and header.tp > 1:
+            # the stage-to-stage transfers only (the collectives and the tail keep their
+            # links): Megatron-LM's split_tensor_into_1d_equal_chunks before the send and
+            # gather_split_1d_tensor after the receive (p2p_communication.py at 6985e58)
+            gather = ring_time_ns(CommType.ALLGATHER, pp_comm, header.tp,
+                                  links.collective(CommGroup.TP, CommType.ALLGATHER))
+            links = links.with_p2p_split(header.tp, gather)
         costs = tail.chunk_costs(costs)   # Megatron's buckets in place of the rows' collectives
         labels = tuple(labels_of_kinds(rank_kinds(schedule, r))   # the letters every pass reads
                        for r in range(len(schedule.ranks)))

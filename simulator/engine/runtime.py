@@ -93,7 +93,8 @@ class Runtime:
         if program is None:
             program = Program.compile(schedule, partition, header, system, p2p=options.p2p,
                                       pp_comm=pp_comm, ddp=options.ddp,
-                                      tp_comm_overlap=options.tp_comm_overlap)
+                                      tp_comm_overlap=options.tp_comm_overlap,
+                                      p2p_scatter_gather=options.p2p_scatter_gather)
         elif (options.p2p or program.profile.p2p) != program.p2p_option:
             raise ValueError(f"the program was compiled for --p2p {program.p2p_option}, the "
                              f"options ask for {options.p2p or program.profile.p2p}")

@@ -103,13 +103,30 @@ class LinkModel:
         self.topology = system.topology
         self.placement = Placement.of(header, system, pp)
         self.memo: dict = {}   # collective times already priced in this run
+        self.p2p_split: tuple[int, float] | None = None   # see with_p2p_split
+
+    def with_p2p_split(self, ranks: int, gather_ns: float) -> "LinkModel":
+        """This model with every stage-to-stage transfer split over ``ranks`` senders, each
+        moving 1/ranks of it on its own link, and ``gather_ns`` (the all-gather that puts it
+        back together) added on arrival: Megatron-LM of 2021-22's scatter-gather. A transfer
+        keeps its bytes (the activation's); its link reads ``ranks`` times the bandwidth."""
+        out = object.__new__(LinkModel)
+        out.__dict__.update(self.__dict__)
+        out.memo = {}
+        out.p2p_split = (ranks, gather_ns)
+        return out
 
     def p2p(self, src_rank: int, dst_rank: int) -> LinkConfig:
         if not self.topology.enabled:
-            return self.system.links
-        a, b = self.placement.gpu(src_rank), self.placement.gpu(dst_rank)
-        same = self.placement.node(a) == self.placement.node(b)
-        return self.topology.intra_node if same else self.topology.inter_node
+            link = self.system.links
+        else:
+            a, b = self.placement.gpu(src_rank), self.placement.gpu(dst_rank)
+            same = self.placement.node(a) == self.placement.node(b)
+            link = self.topology.intra_node if same else self.topology.inter_node
+        if self.p2p_split is None:
+            return link
+        ranks, gather_ns = self.p2p_split
+        return LinkConfig(link.bandwidth_gbps * ranks, link.latency_ns + gather_ns)
 
     def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0) -> LinkConfig:
         if self.topology.enabled:

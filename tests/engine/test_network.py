@@ -99,6 +99,25 @@ def test_transfer_across_nodes_uses_inter_node_figures():
     assert r.makespan_ns - r2.makespan_ns == 2 * ((1000 + 1000) - (10 + 500))
 
 
+def test_scatter_gather_splits_a_transfer_over_tp_and_gathers_it_on_arrival():
+    # the stages on two nodes, TP 2: each TP rank sends half of the 1000 B on its own
+    # inter-node link (500 B at 1 B/ns), the link's 1000 ns, then the all-gather over the TP
+    # pair inside the node: 1/2 x 1000 B at 2 B/ns + 10 ns = 260 ns (Megatron-LM of 2021-22)
+    wl = uniform_workload(2, 1000, 500, 500, pp=2, tp=2, all_gpus=16, pp_comm=1000)
+    r = simulate(wl, "1f1b", _topo_system("tp-dp-pp"), pp=2, microbatches=1,
+                 p2p_scatter_gather=True)
+    t = [x for x in r.records.transfers if x.data == "F"][0]
+    assert t.end - t.start == 500 + 1000 + 260
+    assert t.nbytes == 1000          # the transfer keeps the activation's bytes
+    base = simulate(wl, "1f1b", _topo_system("tp-dp-pp"), pp=2, microbatches=1)
+    assert base.makespan_ns - r.makespan_ns == 2 * ((1000 + 1000) - (500 + 1000 + 260))
+    # without TP there is nothing to split: the same run either way
+    one = uniform_workload(2, 1000, 500, 500, pp=2, tp=1, all_gpus=16, pp_comm=1000)
+    assert (simulate(one, "1f1b", _topo_system("tp-dp-pp"), pp=2, microbatches=1,
+                     p2p_scatter_gather=True).makespan_ns
+            == simulate(one, "1f1b", _topo_system("tp-dp-pp"), pp=2, microbatches=1).makespan_ns)
+
+
 def test_collective_spanning_nodes_is_priced_by_the_slower_link():
     h = Header("HYBRID_TRANSFORMER", tp=2, pp=4, all_gpus=32)  # dp = 4
     ar = Comm(CommType.ALLREDUCE, CommGroup.DP, 8000, "ALLREDUCE")

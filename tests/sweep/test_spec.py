@@ -39,7 +39,7 @@ def error(data, base) -> str:
      "slow_rank, recompute, recompute_method, recompute_num_layers, pp_comm, gpus, dp, "
      "max_actions, engine, param_dtype, megatron_ddp, "
      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, ddp_bucket_size, "
-     "grad_reduce_dtype, fp16_loss_scale, tp_comm_overlap, strict, layer_by_layer, "
+     "grad_reduce_dtype, fp16_loss_scale, tp_comm_overlap, p2p_scatter_gather, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),
     ({"grid": {"system.links.bandwith_gbps": [1]}},
