@@ -183,6 +183,24 @@ def ddp_assumption(run: dict) -> str | None:
             "reduced after the rank's last backward, as Megatron's local DDP of 2021 did)")
 
 
+def megatron_p2p_args(run: dict) -> tuple[str, ...]:
+    """How Megatron-LM's code of the run's source exchanges activations between stages.
+
+    Korthikanti's and Narayanan's runs (Megatron-LM of 2021-22, p2p_communication.py at
+    6985e58): ``_communicate`` batches every exchange and synchronizes, on both schedules
+    (``--p2p batched``), and with ``scatter_gather_tensors_in_pipeline`` (on by default) splits
+    each over the stage's TP ranks and all-gathers it on arrival, for activations replicated
+    over TP (no sequence parallelism). Later code (the zero-bubble fork at 475e062,
+    Megatron-Core r0.8): the non-interleaved 1F1B still batches (``batch_p2p_comm``, its
+    default), the interleaved one overlaps (``overlap_p2p_comm``, its default) and the
+    zero-bubble runtime posts its own isend / irecv (``--p2p async``); their runs split
+    nothing (TP 1, or sequence parallelism)."""
+    if run["id"].startswith(("kort-", "nara-")):
+        return ("--p2p", "batched") + (() if run["sequence_parallel"]
+                                       else ("--p2p-scatter-gather",))
+    return ("--p2p", "batched" if run["schedule"] == "1f1b" else "async")
+
+
 def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
     from simulator.cli.main import main
 
@@ -192,7 +210,8 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
             "--pp", str(run["pp"]), "--vpp", str(run["vpp"]), "-m", str(ga),
             "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
                                                       f"{run['gpu']}.yaml"),
-            "--engine", "evaluator", "--json", "-", *megatron_ddp_args(run), *extra]
+            "--engine", "evaluator", *megatron_p2p_args(run), "--max-actions", "0",
+            "--json", "-", *megatron_ddp_args(run), *extra]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -205,9 +224,12 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
 
 
 def assumptions(run: dict) -> list[str]:
-    """The run's assumptions (runs.json's) and the DDP it is launched with."""
+    """The run's assumptions (runs.json's), the DDP and the point-to-point exchanges it is
+    launched with."""
     extra = ddp_assumption(run)
-    return list(run.get("assumptions", ())) + ([extra] if extra else [])
+    p2p = ("point-to-point as Megatron-LM's code of the source exchanges it: "
+           + " ".join(megatron_p2p_args(run)) + " (bench_published_runs.megatron_p2p_args)")
+    return list(run.get("assumptions", ())) + ([extra] if extra else []) + [p2p]
 
 
 STEP_FREE = ("--set", "memory.bandwidth_gbs=0")   # HBM unpriced: Megatron's optimizer step free

@@ -433,6 +433,14 @@ PUBLISHED_NOTES = (
     "Megatron also all-reduces the tied word embedding's gradient between the first and last "
     "stages; the benchmark's workloads carry it (`embedding_sync_params`, the launches tie "
     "their embeddings, Megatron's default) and it costs these runs under 0.1 %.",
+    "The stages exchange activations as Megatron-LM's code of each source does "
+    "(`bench_published_runs.megatron_p2p_args`): the 2021-22 code of these 18 runs batches and "
+    "synchronizes every exchange (`--p2p batched`, both schedules) and splits it over the TP "
+    "ranks, all-gathered on arrival, where the activations are replicated over TP "
+    "(`--p2p-scatter-gather`, every run without sequence parallelism); the held-out runs' "
+    "later code batches the non-interleaved 1F1B and overlaps the interleaved one (`async`). "
+    "Against `async` without the split both tables move by under 0.5 point: the split makes "
+    "the exposed transfers small.",
     "`runs.json` gives the Korthikanti runs' chunk counts (vpp 3 for 175B and 530B) from "
     "calculon's encoding, not from the paper (its Table 3 gives TP, PP and the batch); vpp "
     "changes the bubble of those runs (5-10 % predicted) and is worth checking against the "

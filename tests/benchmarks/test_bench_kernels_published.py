@@ -44,7 +44,25 @@ _BASE = ("--num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-leng
 
 def _run(args: str, **kw) -> dict:
     return {"id": "r", "tp": 1, "pp": 1, "dp": 32, "gpus": 32, "megatron_args": _BASE + args,
-            "assumptions": ["a"], **kw}
+            "assumptions": ["a"], "schedule": "1f1b", "sequence_parallel": False, **kw}
+
+
+def test_the_stages_exchange_as_the_sources_megatron_code_does():
+    p2p = bench_published_runs.megatron_p2p_args
+    # 2021-22 code: batched and synchronized, split over TP without sequence parallelism
+    assert p2p({"id": "nara-x", "schedule": "interleaved-1f1b", "sequence_parallel": False}) \
+        == ("--p2p", "batched", "--p2p-scatter-gather")
+    assert p2p({"id": "kort-x", "schedule": "1f1b", "sequence_parallel": True}) == (
+        "--p2p", "batched")
+    # later code: the non-interleaved 1F1B batches, the rest overlaps
+    assert p2p({"id": "zb-x", "schedule": "1f1b", "sequence_parallel": False}) == (
+        "--p2p", "batched")
+    for schedule in ("interleaved-1f1b", "zb-h1", "zb-h2"):
+        assert p2p({"id": "zb-x", "schedule": schedule, "sequence_parallel": False}) == (
+            "--p2p", "async")
+    assert bench_published_runs.assumptions(_run("--fp16"))[-1] == (
+        "point-to-point as Megatron-LM's code of the source exchanges it: --p2p batched "
+        "(bench_published_runs.megatron_p2p_args)")
 
 
 def test_a_run_is_launched_with_the_ddp_its_megatron_args_set():
