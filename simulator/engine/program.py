@@ -189,6 +189,14 @@ class ProgramBuilder:
         self.overhead = rt.action_overhead_ns if rt.has_overheads else None
         if p2p == "batched" and megatron_of(sched.name) == "interleaved":
             n = sched.meta.get("group_size") or sched.pp
+            if sched.vpp > 1 and sched.pp <= 2:
+                # megatron/training/arguments.py: two ranks would exchange several tensors
+                # with each other in one batch
+                raise ConfigError(
+                    f"--p2p batched: {sched.name} without overlap needs more than 2 pipeline "
+                    f"ranks, got {sched.pp} (Megatron-LM asserts it: two ranks would exchange "
+                    "several tensors in one batch); use --p2p async (Megatron's "
+                    "--overlap-p2p-communication, its default)")
             if n > sched.pp and sched.microbatches > n:
                 # Megatron posts the first stage's receives of such groups ahead of use, aligned
                 # with the last stage's sends (recv_tensor_from_previous_stage), which
@@ -715,7 +723,8 @@ def _paired_exchanges(ops, warmup: int):
     receives). The backward's receive joins the exchange before the forward, the forward's
     sends the one after the backward; warm-up forwards and cool-down backwards keep theirs
     (send_forward_recv_forward, send_backward_recv_backward), and so does a rank whose
-    forwards are all warm-up (its forwards, a receive, its backwards)."""
+    forwards are all warm-up (its forwards, then its backwards; Megatron's send of its last
+    forward and its recv_backward, made back to back, are one exchange here)."""
     before: list = []       # transfers to post before the next compute step
     held = None             # a steady forward whose follower is not known yet
     mid: list = []          # the transfers after it

@@ -36,43 +36,38 @@ def _exchanges(pp: int, microbatches: int, vpp: int) -> list[list[str]]:
     return out
 
 
-def test_two_ranks_exchange_as_megatrons_interleaved_loop():
-    # P 2, v 2, M 4 (groups of P): rank 0 warms up with 4 forwards, rank 1 with 2. A send is
-    # named by the stage and microbatch it feeds ("send F1 0": stage 1's F of microbatch 0),
-    # a receive by the action that consumes it
-    r0, r1 = _exchanges(2, 4, 2)
+def test_three_ranks_exchange_as_megatrons_interleaved_loop():
+    # P 3, v 2, M 3 (one group of P): warm-ups 6, 5 and 3 of each rank's 6 forwards. A send is
+    # named by the stage and microbatch it feeds ("send F10": stage 1's F of microbatch 0), a
+    # receive by the action that consumes it
+    r0, r1, r2 = _exchanges(3, 3, 2)
+    # rank 0 is all warm-up: its forwards, then its backwards (Megatron's send of the last
+    # forward and its recv_backward, made back to back, are one exchange here)
     assert r0 == [
-        "0F0", "[send F10]",
-        "0F1", "[send F11, recv F20]",
-        "2F0", "[send F30, recv F21]",
-        # the last warm-up forward's exchange also receives the first backward's gradient
-        "2F1", "[send F31, recv B20]",
-        # steady pairs: F and B back to back, then both sends and the next pair's receives
-        "0F2", "2B0", "[send F12, send B10, recv B21]",
-        "0F3", "2B1", "[send F13, send B11, recv F22, recv B00]",
-        "2F2", "0B0", "[send F32, recv F23, recv B01]",
-        "2F3", "0B1", "[send F33, recv B22]",
-        # cool-down: a backward, its send and the next backward's receive
-        "2B2", "[send B12, recv B23]",
-        "2B3", "[send B13, recv B02]",
-        "0B2", "[recv B03]",
-        "0B3"]
+        "0F0", "[send F10]", "0F1", "[send F11]", "0F2", "[send F12, recv F30]",
+        "3F0", "[send F40, recv F31]", "3F1", "[send F41, recv F32]",
+        "3F2", "[send F42, recv B30]",
+        "3B0", "[send B20, recv B31]", "3B1", "[send B21, recv B32]",
+        "3B2", "[send B22, recv B00]", "0B0", "[recv B01]", "0B1", "[recv B02]", "0B2"]
+    # rank 1: its last warm-up exchange also receives the first backward's gradient; its one
+    # steady pair runs back to back, then both sends and the next backward's receive
     assert r1 == [
-        "[recv F10]", "1F0",
-        "[send F20, recv F11]", "1F1",
-        # the last rank receives no gradient with its last warm-up exchange
-        "[send F21, recv F30]", "3F0", "3B0",
-        "[send B20, recv F31]", "3F1", "3B1",
-        "[send B21, recv F12, recv B10]", "1F2", "1B0",
-        "[send F22, send B00, recv F13, recv B11]", "1F3", "1B1",
-        "[send F23, send B01, recv F32]", "3F2", "3B2",
-        "[send B22, recv F33]", "3F3", "3B3",
-        "[send B23, recv B12]", "1B2",
-        "[send B02, recv B13]", "1B3",
-        "[send B03]"]
+        "[recv F10]", "1F0", "[send F20, recv F11]", "1F1", "[send F21, recv F12]",
+        "1F2", "[send F22, recv F40]", "4F0", "[send F50, recv F41]",
+        "4F1", "[send F51, recv F42, recv B40]",
+        "4F2", "4B0", "[send F52, send B30, recv B41]",
+        "4B1", "[send B31, recv B42]", "4B2", "[send B32, recv B10]",
+        "1B0", "[send B00, recv B11]", "1B1", "[send B01, recv B12]", "1B2", "[send B02]"]
+    # the last rank receives no gradient with its last warm-up exchange (it makes them)
+    assert r2 == [
+        "[recv F20]", "2F0", "[send F30, recv F21]", "2F1", "[send F31, recv F22]",
+        "2F2", "[send F32, recv F50]",
+        "5F0", "5B0", "[send B40, recv F51]", "5F1", "5B1", "[send B41, recv F52]",
+        "5F2", "5B2", "[send B42, recv B20]",
+        "2B0", "[send B10, recv B21]", "2B1", "[send B11, recv B22]", "2B2", "[send B12]"]
 
 
-@pytest.mark.parametrize("pp, vpp", [(2, 2), (3, 2), (4, 2), (4, 3), (6, 2), (8, 2)])
+@pytest.mark.parametrize("pp, vpp", [(3, 2), (3, 3), (4, 2), (4, 3), (6, 2), (8, 2)])
 @pytest.mark.parametrize("rounds", [1, 2, 3])
 def test_groups_of_p_run_without_deadlock(pp, vpp, rounds, capsys):
     # Megatron's default group of P microbatches, M a multiple of P: every run finishes
@@ -92,3 +87,15 @@ def test_larger_groups_over_several_are_refused_in_one_line(capsys):
                    "posted ahead of use, which pipesim does not model; use --p2p async "
                    "(Megatron's --overlap-p2p-communication, its default) or groups of P "
                    "(-O group_size=3, with M a multiple of it)"]
+
+
+def test_two_ranks_are_refused_as_megatron_refuses_them(capsys):
+    # megatron/training/arguments.py asserts more than 2 pipeline ranks for an interleaved
+    # schedule without overlap: two ranks would exchange several tensors in one batch
+    assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", "2",
+                 "--vpp", "2", "-m", "4", "--p2p", "batched"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "pipesim: error: --p2p batched: interleaved-1f1b without overlap needs more than 2 "
+        "pipeline ranks, got 2 (Megatron-LM asserts it: two ranks would exchange several "
+        "tensors in one batch); use --p2p async (Megatron's --overlap-p2p-communication, "
+        "its default)"]
