@@ -409,6 +409,8 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
         for key in ("megatron_ddp",) + DDP_FLAGS:   # a flag the command line left at its default
             if key in values and getattr(opts, key) == DEFAULTS[key]:
                 changes[key] = values[key]
+        if opts.p2p is None and launch.p2p is not None:
+            changes["p2p"] = launch.p2p
         if schedule is None and opts.schedule is None:
             schedule = values["schedule"]
     else:

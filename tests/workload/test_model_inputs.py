@@ -231,6 +231,35 @@ def test_megatron_ddp_flags_map_onto_the_run_options():
         megatron_input(BASE + "--bf16 --overlap-param-gather", "a.txt", 8)
 
 
+def test_no_overlap_p2p_communication_batches_an_interleaved_schedules_exchanges():
+    from simulator.cli.model_inputs import launch_options
+    from simulator.run_options import RunOptions
+    from simulator.workload.inputs.shape import ModelInput
+
+    def launched(flags: str, opts: RunOptions = RunOptions()):
+        got = megatron_input(BASE + flags, "a.txt", 8)
+        mi = ModelInput(got.source, got.shape, got.launch, got.warnings, got.notes)
+        return got, launch_options(opts, mi, None)[0]
+
+    inter = ("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 "
+             "--global-batch-size 16 ")
+    got, o = launched(inter + "--no-overlap-p2p-communication")
+    assert (got.launch.p2p, o.p2p) == ("batched", "batched")
+    assert ("--megatron-args a.txt: --no-overlap-p2p-communication: the interleaved "
+            "schedule's exchanges batched, as Megatron-LM runs them without the overlap "
+            "(--p2p batched)") in got.notes
+    assert not any("overlap-p2p" in w for w in got.warnings)
+    # Megatron's default overlaps them: the run keeps its own --p2p (the system's)
+    assert launched(inter)[1].p2p is None
+    # the command line's --p2p wins
+    assert launched(inter + "--no-overlap-p2p-communication", RunOptions(p2p="async"))[1].p2p \
+        == "async"
+    # without virtual stages there is no overlap to turn off
+    got, o = launched("--no-overlap-p2p-communication")
+    assert (got.launch.p2p, o.p2p) == (None, None)
+    assert any("no effect without virtual stages" in n for n in got.notes)
+
+
 def test_placement_flags_are_carried():
     got = megatron_input(BASE + "--pipeline-model-parallel-size 4 "
                          "--decoder-first-pipeline-num-layers 5 "

@@ -49,6 +49,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
     "--overlap-grad-reduce": (FLAG, ()), "--overlap-param-gather": (FLAG, ()),
     "--tp-comm-overlap": (FLAG, ()), "--use-flash-attn": (FLAG, ()),
+    "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
@@ -421,6 +422,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
             refuse("--recompute-num-layers", f"between 1 and the {per_rank} layers per "
                    "pipeline rank", nrec)
         recompute = "full"
+    # Megatron-LM overlaps an interleaved schedule's exchanges unless told not to, and batches
+    # them without the overlap (megatron/training/arguments.py; the non-interleaved 1F1B has
+    # no overlap to turn off): pipesim's --p2p batched
+    p2p = "batched" if a.get("--no-overlap-p2p-communication") and vpp > 1 else None
+    if p2p:
+        notes.append(f"{src}: --no-overlap-p2p-communication: the interleaved schedule's "
+                     "exchanges batched, as Megatron-LM runs them without the overlap "
+                     "(--p2p batched)")
+    elif a.get("--no-overlap-p2p-communication"):
+        notes.append(f"{src}: --no-overlap-p2p-communication: no effect without virtual "
+                     "stages (Megatron-LM overlaps only an interleaved schedule's exchanges)")
     for flag, what in NOT_MODELLED_YET.items():
         if a.get(flag):
             warnings.append(f"{src}: {flag}: {what} is not modelled yet (carried, not priced)")
@@ -443,7 +455,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
-        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16")
+        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

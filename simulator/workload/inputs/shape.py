@@ -80,6 +80,7 @@ class LaunchSettings(NamedTuple):
     grad_reduce_dtype: str = "fp32"      # the gradient reduction's dtype: fp32, bf16, fp16
     ddp_bucket_size: int | None = None   # parameters per bucket; None: Megatron's default
     fp16_loss_scale: bool = False        # --fp16: the step unscales and checks the gradients
+    p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
 
 
 class ModelInput(NamedTuple):
