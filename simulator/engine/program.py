@@ -187,9 +187,9 @@ class ProgramBuilder:
         self.torch_first = ({p[0] for p in sched.pipelines}
                             if rt.first_stage_backward == "torch" else set())
         self.overhead = rt.action_overhead_ns if rt.has_overheads else None
-        if p2p == "batched" and megatron_of(sched.name) == "interleaved":
+        if megatron_pairs(sched, p2p):
             n = sched.meta.get("group_size") or sched.pp
-            if sched.vpp > 1 and sched.pp <= 2:
+            if sched.pp <= 2:
                 # megatron/training/arguments.py: two ranks would exchange several tensors
                 # with each other in one batch
                 raise ConfigError(
@@ -557,8 +557,7 @@ class RankOps(Sequence):
             return _single_stage(ops, _is_gpipe(self.schedule))
         if self.mode == "torch-multi":   # receives posted early by the comm pass
             return ((TSEND,) + op[1:] if op[0] == SEND else op for op in ops)
-        if (self.mode == "batched" and not self.schedule.lowered
-                and megatron_of(self.schedule.name) == "interleaved"):
+        if megatron_pairs(self.schedule, self.mode):
             warmup = self.schedule.meta.get("warmup")
             ops = _paired_exchanges(ops, warmup[self.rank] if warmup else 0)
         return _rendezvous(ops, self.mode == "batched")
@@ -707,6 +706,13 @@ def _single_stage(ops, gpipe: bool):
                 op = nxt
             continue
         op = next(ops, None)
+
+
+def megatron_pairs(schedule: Schedule, mode: str) -> bool:
+    """Whether ``schedule``'s exchanges in ``mode`` are Megatron's interleaved loop's
+    (:func:`_paired_exchanges`): batched, the comm pass's own placement, virtual stages."""
+    return (mode == "batched" and schedule.vpp > 1 and not schedule.lowered
+            and megatron_of(schedule.name) == "interleaved")
 
 
 def _is_one(op, kind: str) -> bool:

@@ -40,7 +40,7 @@ def reference_ops(builder: ProgramBuilder, rank: int, program: tuple[Op, ...]) -
         return [(TSEND,) + op[1:] if op[0] == SEND else op for op in ops]
     if mode == "torch-single":
         return list(_single_stage(ops, _is_gpipe(builder.schedule)))
-    if (mode == "batched" and not builder.schedule.lowered
+    if (mode == "batched" and builder.schedule.vpp > 1 and not builder.schedule.lowered
             and megatron_of(builder.schedule.name) == "interleaved"):
         ops = _megatron_interleaved_groups(ops, builder.schedule.meta["warmup"][rank])
     # blocking: every transfer is a rendezvous of its own; batched: adjacent transfers

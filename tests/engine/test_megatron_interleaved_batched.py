@@ -99,3 +99,10 @@ def test_two_ranks_are_refused_as_megatron_refuses_them(capsys):
         "pipeline ranks, got 2 (Megatron-LM asserts it: two ranks would exchange several "
         "tensors in one batch); use --p2p async (Megatron's --overlap-p2p-communication, "
         "its default)"]
+
+
+def test_without_virtual_stages_the_exchanges_stay_at_use(capsys):
+    # one chunk a rank is no interleaved loop of Megatron's: nothing is paired or refused
+    assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", "3",
+                 "--vpp", "1", "-m", "8", "--p2p", "batched"]) == 0
+    assert "error" not in capsys.readouterr().err
