@@ -255,7 +255,11 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     if schedule is None:
         schedule = opts.schedule
     wl = _load(workload, opts.layout)
-    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.use_distributed_optimizer)
+    # Megatron-LM's DDP allocates its gradient buffer in the reduction's dtype
+    # (megatron/core/distributed/param_and_grad_buffer.py: fp32 if grad_reduce_in_fp32, else
+    # the parameters' dtype), so --grad-reduce-in-bf16 halves the gradients' memory too
+    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.use_distributed_optimizer,
+                               opts.grad_reduce_dtype if opts.uses_megatron_ddp else None)
     check_memory_keys(sysconf.memory)
     engine = opts.engine_options(sysconf.memory.capacity_bytes)
     plan = plan_run(wl, schedule, sysconf, opts)

@@ -60,8 +60,8 @@ FLAGS: tuple[ModelFlag, ...] = (
               "Sequences per microbatch b (a launch file states its own)."),
     ModelFlag(("--tp",), "tp", "int", "Tensor parallelism T (default 1; a launch file states "
               "its own)."),
-    ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the roofline (a100, h100, ...; default "
-              "a100)."),
+    ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the kernel prices (a100, h100, h200; "
+              "default: the system's gpu.preset, else a100 with a warning)."),
 )
 BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
@@ -290,17 +290,36 @@ def ddp_option_values(launch: LaunchSettings) -> dict:
     return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
 
 
-def model_run(workload, model_values: dict, opts, schedule):
+def model_gpu(flag: str | None, system_preset: str) -> tuple[str, list[str]]:
+    """The GPU preset whose kernel prices a generated workload takes, and the warning of a
+    default: ``--gpu``, else the system's ``gpu.preset`` (the system a run is priced on names
+    its GPU); the two disagreeing is refused, neither given is a100 with a warning (a default
+    that changes every compute time)."""
+    if flag is not None:
+        flag = flag.lower()
+        if system_preset and flag != system_preset:
+            raise ConfigError(f"--gpu {flag}: the system's GPU is {system_preset} (gpu.preset in "
+                              "--system); give one of them, or the same")
+        return flag, []
+    if system_preset:
+        return system_preset, []
+    return "a100", ["no --gpu, and the system names no GPU (gpu.preset in --system): the "
+                    "generated workload's kernels are priced on the a100 preset"]
+
+
+def model_run(workload, model_values: dict, opts, schedule, system_preset: str = ""):
     """``(workload, opts, schedule, model)`` of a run (``run``, ``compare``) given model flags
     or files: the generated workload and the options and schedule its launch sets, refused in
-    one line beside a WORKLOAD file, and with ``--strict``, on any warning of the input."""
+    one line beside a WORKLOAD file, and with ``--strict``, on any warning of the input.
+    ``system_preset``: the run's system's ``gpu.preset`` (:func:`model_gpu`)."""
     if workload is not None:
         raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
+    gpu, gpu_warnings = model_gpu(model_values["gpu"], system_preset)
     model = resolve(model_values, gpus=opts.gpus)
     opts, schedule, added = launch_options(opts, model, schedule)
-    model = model._replace(warnings=model.warnings + tuple(added))
+    model = model._replace(warnings=model.warnings + tuple(added) + tuple(gpu_warnings))
     workload = workload_of(model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
-                           gpus=opts.gpus, gpu=model_values["gpu"])
+                           gpus=opts.gpus, gpu=gpu)
     if opts.strict and model.warnings:
         from ..diagnostics import enforce_strict
 

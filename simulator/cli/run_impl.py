@@ -251,7 +251,11 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if any(v is not None for v in model_values.values()):
         from .model_inputs import model_run
 
-        workload, opts, schedule, model = model_run(workload, model_values, opts, schedule)
+        sysconf = load_system(system)
+        if system_sets:
+            sysconf = sysconf.with_overrides(parse_assignments(system_sets, "--set"), "--set")
+        workload, opts, schedule, model = model_run(workload, model_values, opts, schedule,
+                                                    sysconf.gpu.preset)
         if model.launch.schedule_csv and schedule is None and schedule_file is None:
             schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
     configure_logging(log_level)

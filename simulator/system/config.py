@@ -13,6 +13,7 @@ from os import PathLike
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
+from ..workload.gpus import GPUS
 from ..yaml_file import read_yaml
 from .memory_actions import OPTIMIZERS, PRECISIONS, memory_actions_from_dict
 from .runtime_profile import RuntimeProfile, fresh_defaults, runtime_from_dict
@@ -33,9 +34,13 @@ class LinkConfig(NamedTuple):
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class GPUConfig(NamedTuple):
-    """Scales the workload's compute times (a GPU faster or slower than the one profiled)."""
+    """The system's GPU: the preset a generated workload's kernels are priced on, and a scale
+    of the workload's compute times (a GPU faster or slower than the one profiled)."""
 
     compute_scale: float = 1.0  # multiplies every compute time of the workload
+    # the kernel preset (simulator/workload/kernel_presets.py) of a model this system runs:
+    # `run --megatron-args` / `plan` price the generated rows on it unless --gpu says; "": none
+    preset: str = ""
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -255,20 +260,24 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
 
 _POSITIVE = ("bandwidth_gbps", "compute_scale")   # bytes_per_param 0: the default
 _CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIONS,
+            "preset": ("",) + tuple(GPUS),
             "grad_dtype": PRECISIONS, "optimizer": OPTIMIZERS}
 
 
 def with_param_dtype(system: SystemConfig, param_dtype: str | None,
-                     distributed_optimizer: bool) -> SystemConfig:
+                     distributed_optimizer: bool, grad_dtype: str | None = None) -> SystemConfig:
     """The system with ``--param-dtype`` / ``--use-distributed-optimizer`` laid over its memory:
     the dtype sets the weights' (and its main gradients') dtype and replaces
     ``bytes_per_param``; the distributed optimizer shards the fp32 master weights and Adam's
-    state over DP (Megatron-LM's ``--use-distributed-optimizer``, ZeRO stage 1)."""
+    state over DP (Megatron-LM's ``--use-distributed-optimizer``, ZeRO stage 1).
+    ``grad_dtype``: the gradient buffer's dtype where the run says (Megatron-LM's DDP keeps
+    its buffer in the reduction's dtype); else the dtype's main gradients."""
     if param_dtype is None and not distributed_optimizer:
         return system
     mem = system.memory
     if param_dtype is not None:
-        mem = mem._replace(precision=param_dtype, grad_dtype=MAIN_GRAD_DTYPE[param_dtype],
+        mem = mem._replace(precision=param_dtype,
+                           grad_dtype=grad_dtype or MAIN_GRAD_DTYPE[param_dtype],
                            bytes_per_param=0.0)
     if distributed_optimizer:
         if not mem.precision:

@@ -18,13 +18,13 @@ a kernel's fraction):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError
 
 
-@dataclass(frozen=True)
-class GPUPreset:
+# a NamedTuple, not a dataclass: the system's config reads the names on the run path (start-up)
+class GPUPreset(NamedTuple):
     key: str
     name: str
     peak_bf16_tflops: float   # dense

@@ -45,7 +45,9 @@ def test_run_from_a_config_json_warns_what_it_cannot_express(hf_configs_dir, tmp
     mine = [w for w in d["warnings"] if w["code"] == "model_input"]
     assert [w["message"] for w in mine] == [
         f"--hf-config {cfg}: sliding_window: 4096: attention is priced over the whole causal "
-        "sequence; with sequences longer than 4096 tokens the model attends to fewer"]
+        "sequence; with sequences longer than 4096 tokens the model attends to fewer",
+        "no --gpu, and the system names no GPU (gpu.preset in --system): the generated "
+        "workload's kernels are priced on the a100 preset"]
     assert "sliding_window: 4096" in text
     # 32 layers over 4 stages: whole layers, so Megatron-LM and torchtitan run it
     assert d["runtimes"]["megatron"]["accepts"] and d["runtimes"]["torchtitan"]["accepts"]
@@ -61,7 +63,8 @@ def test_run_of_the_shape_alone_warns_its_one_stage_and_one_microbatch(hf_config
                                                                         tmp_path, capsys):
     cfg = str(hf_configs_dir / "llama-3.1-8b.json")
     out = tmp_path / "r.json"
-    assert _run(["run", "--hf-config", cfg, "--seq", "2048", "--json", str(out)], capsys)[0] == 0
+    assert _run(["run", "--hf-config", cfg, "--seq", "2048", "--gpu", "a100", "--json",
+                 str(out)], capsys)[0] == 0
     assert [w["message"] for w in _json(out)["warnings"] if w["code"] == "model_input"] == [
         f"--hf-config {cfg}: no --pp and no launch file: 1 pipeline stage",
         f"--hf-config {cfg}: no -m and no launch file: 1 microbatch per iteration"]
@@ -120,7 +123,7 @@ def test_a_published_run_runs_from_its_megatron_args(published_runs, tmp_path, c
     args.write_text(run["megatron_args"])
     out = tmp_path / "r.json"
     rc, text, _ = _run(["run", "--megatron-args", str(args), "--gpus", str(run["gpus"]),
-                        "--engine", "evaluator", "--json", str(out)], capsys)
+                        "--gpu", "a100", "--engine", "evaluator", "--json", str(out)], capsys)
     assert rc == 0
     d = _json(out)
     # dp = 512 / (8 x 2) = 32; microbatches = 1536 / (1 x 32) = 48; full recompute
@@ -181,7 +184,8 @@ def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path
     out, launch = tmp_path / "plan.json", tmp_path / "launch"
     assert _run(["plan", "--hf-config", cfg, "--seq", "1024", "--global-batch-size", "16",
                  "--gpus", "8", "--tp-max", "2", "-s", "1f1b,interleaved-1f1b", "--runtime",
-                 "megatron", "--launch", str(launch), "--json", str(out), "--jobs", "1"],
+                 "megatron", "--launch", str(launch), "--json", str(out), "--jobs", "1",
+                 "--gpu", "a100"],
                 capsys)[0] == 0
     plan = _json(out)
     assert plan["warnings"] == [f"--hf-config {cfg}: tie_word_embeddings: the LM head's weights "
@@ -211,7 +215,8 @@ def test_generate_from_a_launch_file_writes_its_settings(tmp_path, capsys):
     header = out.read_text().split("\n", 1)[0]
     assert "model_parallel_NPU_group: 2 ep: 1 pp: 4 vpp: 2 ga: 16 all_gpus: 16 " in header
     assert header.endswith(" stage_layers: 3 5 5 2 3 5 5 2")
-    assert f"pipesim: warning: --megatron-args {args}: --use-distributed-optimizer" in err
+    assert (f"pipesim: warning: --megatron-args {args}: --hidden-dropout 0.1 (Megatron-LM's "
+            "default): the llama model is priced without dropout" in err)
     assert text.startswith(f"wrote {out}: ")
 
 

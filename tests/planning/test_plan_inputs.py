@@ -33,7 +33,7 @@ def test_tp_fixes_tensor_parallelism_and_the_batch_counts_sequences(capsys, tmp_
     """--tp 2 on 8 GPUs: only TP 2 is generated and searched; 32 sequences of 2 per microbatch
     are 16 microbatches across DP, M = 16 / DP at each pipeline degree."""
     data = plan_json(capsys, tmp_path, *MODEL, "--micro-batch", "2", "--gpus", "8", "--tp", "2",
-                     "--global-batch-size", "32")
+                     "--global-batch-size", "32", "--gpu", "a100")
     assert sorted({(c["tp"], c["pp"], c["dp"], c["microbatches"])
                    for c in data["candidates"]}) == [(2, 1, 4, 4), (2, 2, 2, 8), (2, 4, 1, 16)]
     assert [p.name for p in tmp_path.glob("plan-*.txt")] == ["plan-gpt-4l-tp2.txt"]
@@ -42,7 +42,7 @@ def test_tp_fixes_tensor_parallelism_and_the_batch_counts_sequences(capsys, tmp_
 
 def test_global_batch_still_counts_microbatches_with_its_deprecation(capsys, tmp_path):
     data = plan_json(capsys, tmp_path, *MODEL, "--micro-batch", "2", "--gpus", "8", "--tp", "2",
-                     "--global-batch", "16")
+                     "--global-batch", "16", "--gpu", "a100")
     assert sorted({(c["pp"], c["microbatches"]) for c in data["candidates"]}) == [
         (1, 4), (2, 8), (4, 16)]
     assert data["warnings"] == [

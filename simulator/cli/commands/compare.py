@@ -73,7 +73,10 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     if any(v is not None for v in model_values.values()):
         from ..model_inputs import model_run
 
-        workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0])
+        from ...system.config import load_system
+
+        workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0],
+                                             load_system(system).gpu.preset)
     elif workload is None:
         raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
                           "--megatron-args, --torchtitan, --model)")

@@ -27,7 +27,8 @@ from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
-from ..model_inputs import PLAN_FLAGS, click_options as model_options, resolve, split_options
+from ..model_inputs import (PLAN_FLAGS, click_options as model_options, model_gpu, resolve,
+                            split_options)
 from .run import write_json
 
 TOP = 10
@@ -101,7 +102,7 @@ def _recompute_options(fn):
 
 @click.command("plan")
 @click.argument("workload", type=click.Path(dir_okay=False), required=False)
-@model_options(PLAN_FLAGS, {"gpu": "a100"})
+@model_options(PLAN_FLAGS)
 @click.option("--efficiency", type=float, default=None, help="Fraction of peak (model flags).")
 @click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
               help="Largest TP tried with the model flags (divisors of N up to it).")
@@ -221,6 +222,10 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                          if k not in ("experts", "topk")})
         model = tuple(sorted(fields.items()))
         warnings += list(mi.warnings)
+        from ...system.config import load_system
+
+        gpu, gpu_warnings = model_gpu(gpu, load_system(system).gpu.preset)
+        warnings += gpu_warnings
         if launch.source is not None:
             if global_batch is None and global_batch_size is None:
                 global_batch_size = launch.global_batch
@@ -233,6 +238,11 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                 if have != plans:
                     warnings.append(f"{launch.source}: plan generates its candidates with "
                                     f"{what}; the file runs without it")
+            if launch.use_distributed_optimizer:
+                warnings.append(f"{launch.source}: --use-distributed-optimizer: plan's "
+                                "candidates keep each rank's whole optimizer state (the "
+                                "system's bytes per parameter); run the winner with the file "
+                                "to count it sharded over DP")
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
                             "microbatches and schedule (TP up to --tp-max, or --tp); the "
                             f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "
