@@ -165,7 +165,11 @@ def test_defaults_are_megatrons_and_said(tmp_path):
                          "int(4h x 2/3 / 64) x 64 with --swiglu)",
                          "--megatron-args a.txt: --global-batch-size 16 (Megatron-LM's "
                          "default: --micro-batch-size x dp)")
-    assert got.warnings == ()
+    # Megatron-LM's dropouts default to 0.1; the llama layer is priced without them
+    assert got.warnings == tuple(
+        f"--megatron-args a.txt: {flag} 0.1 (Megatron-LM's default): the llama model is priced "
+        "without dropout (no kernels, no masks)"
+        for flag in ("--attention-dropout", "--hidden-dropout"))
     plain = megatron_input(BASE, "b.txt", 8)
     assert plain.shape.ffn == 4096 and plain.shape.arch == "gpt"
 
@@ -185,17 +189,30 @@ def test_unmodelled_flags_are_warned_never_dropped():
     got = megatron_input(BASE + "--use-distributed-optimizer --overlap-grad-reduce "
                          "--overlap-param-gather --lr 1.5e-4 --weight-decay 0.1 "
                          "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
-                         "--tokenizer-type GPT2BPETokenizer", "a.txt", 8)
+                         "--tokenizer-type GPT2BPETokenizer --manual-gc --clip-grad 1.0",
+                         "a.txt", 8)
     la = got.launch
     assert (la.use_distributed_optimizer, la.overlap_grad_reduce, la.overlap_param_gather,
             la.tp_comm_overlap) == (True, True, True, True)
     src = "--megatron-args a.txt"
-    assert got.warnings == (
-        f"{src}: --use-distributed-optimizer: the optimizer state's sharding over data "
-        "parallelism in memory is not modelled yet (carried, not priced)",
-        f"{src}: --lr: not modelled by pipesim (ignored)",
-        f"{src}: --weight-decay: not modelled by pipesim (ignored)",
-        f"{src}: --tokenizer-type: not modelled by pipesim (ignored)")
+    assert got.warnings == (f"{src}: --manual-gc: not modelled by pipesim (ignored)",)
+    # what changes nothing of an iteration's time or memory is named in a note: --strict does
+    # not refuse a launch for its learning rate
+    assert got.notes[-1] == (f"{src}: read, no effect on an iteration's time or memory: --lr, "
+                             "--weight-decay, --tokenizer-type, --clip-grad")
+
+
+@pytest.mark.parametrize("flags, warning", [
+    ("--clip-grad 0", "--clip-grad 0: Megatron-LM skips the gradients' norm; pipesim's "
+     "optimizer step still prices its pass over them"),
+    ("--kv-channels 128", "--kv-channels 128: heads of 128 channels are not expressible; "
+     "priced as --hidden-size / --num-attention-heads = 64"),
+    ("--attention-dropout 0.0", "--attention-dropout 0: the gpt model is priced with dropout "
+     "0.1 (its kernels and masks)"),
+])
+def test_a_value_pipesim_does_not_price_is_warned(flags, warning):
+    got = megatron_input(BASE + flags, "a.txt", 8)
+    assert got.warnings == (f"--megatron-args a.txt: {warning}",)
 
 
 def test_megatron_ddp_flags_map_onto_the_run_options():

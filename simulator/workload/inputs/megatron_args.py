@@ -23,12 +23,14 @@ from .shape import LaunchSettings, ModelInput, ModelShape
 
 OPTION = "--megatron-args"
 
-INT, STR, FLAG = "int", "str", "flag"
+INT, FLOAT, STR, FLAG = "int", "float", "str", "flag"
 # the flags pipesim reads: name -> kind (choices for STR)
 READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--num-layers": (INT, ()), "--hidden-size": (INT, ()), "--ffn-hidden-size": (INT, ()),
     "--num-attention-heads": (INT, ()), "--group-query-attention": (FLAG, ()),
-    "--num-query-groups": (INT, ()), "--swiglu": (FLAG, ()),
+    "--num-query-groups": (INT, ()), "--swiglu": (FLAG, ()), "--kv-channels": (INT, ()),
+    "--clip-grad": (FLOAT, ()), "--attention-dropout": (FLOAT, ()),
+    "--hidden-dropout": (FLOAT, ()),
     "--normalization": (STR, ("LayerNorm", "RMSNorm")),
     "--untie-embeddings-and-output-weights": (FLAG, ()), "--vocab-size": (INT, ()),
     "--num-experts": (INT, ()), "--moe-router-topk": (INT, ()),
@@ -58,13 +60,28 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
 }
-# what is read but priced by a model pipesim has yet to build: carried in the record, warned
-# (the distributed optimizer's collectives and step are priced by engine/tail.py; its sharding
-# of the optimizer state in memory is not yet)
-NOT_MODELLED_YET = {
-    "--use-distributed-optimizer": "the optimizer state's sharding over data parallelism in "
-                                   "memory",
-}
+
+
+# flags that change nothing of one iteration's time or memory, by what they do: the learning
+# rate and its schedule, the optimizer's coefficients, the run's length, the data and the
+# tokenizer (read by the data loader's workers), logging, evaluation and checkpoints, the
+# initialisation; RoPE's base and fraction (its kernel is the same); Megatron-Core's models
+# (the default). Named in a note, not a warning: --strict does not refuse a real launch file
+# for its --lr
+NO_EFFECT = frozenset((
+    "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples",
+    "--lr-warmup-fraction", "--lr-warmup-iters", "--lr-warmup-samples", "--lr-warmup-init",
+    "--decoupled-lr", "--decoupled-min-lr", "--weight-decay", "--weight-decay-incr-style",
+    "--start-weight-decay", "--end-weight-decay", "--adam-beta1", "--adam-beta2", "--adam-eps",
+    "--init-method-std", "--seed", "--train-iters", "--train-samples",
+    "--exit-duration-in-mins", "--exit-interval", "--data-path", "--split", "--vocab-file",
+    "--merge-file", "--tokenizer-type", "--tokenizer-model", "--mock-data", "--data-cache-path",
+    "--num-workers", "--log-interval", "--save", "--load", "--save-interval",
+    "--eval-interval", "--eval-iters", "--tensorboard-dir", "--wandb-project",
+    "--wandb-exp-name", "--wandb-save-dir", "--no-load-optim", "--no-load-rng",
+    "--log-throughput", "--timing-log-level", "--distributed-timeout-minutes",
+    "--rotary-base", "--rotary-percent", "--use-mcore-models", "--apply-layernorm-1p",
+))
 
 
 def _tokens(text: str, path: str) -> list[str]:
@@ -120,7 +137,16 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                 i += 1
             else:
                 raise ConfigError(f"{OPTION} {path}: {name}: expected a value, found none")
-            if kind == INT:
+            if kind == FLOAT:
+                try:
+                    value = float(word)
+                except ValueError:
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected a number, found "
+                                      f"{word!r}") from None
+                if not value >= 0:
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected a non-negative "
+                                      f"number, found {word}")
+            elif kind == INT:
                 try:
                     value = int(word)
                 except ValueError:
@@ -433,15 +459,45 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     elif a.get("--no-overlap-p2p-communication"):
         notes.append(f"{src}: --no-overlap-p2p-communication: no effect without virtual "
                      "stages (Megatron-LM overlaps only an interleaved schedule's exchanges)")
-    for flag, what in NOT_MODELLED_YET.items():
-        if a.get(flag):
-            warnings.append(f"{src}: {flag}: {what} is not modelled yet (carried, not priced)")
     if a.get("--position-embedding-type") not in (None, "learned_absolute") and arch == "gpt":
         warnings.append(f"{src}: --position-embedding-type {a['--position-embedding-type']}: "
                         "the gpt model counts a learned position table of seq x hidden "
                         "parameters")
+    no_effect = [f for f in dict.fromkeys(other) if f in NO_EFFECT]
+    kv_channels = a.get("--kv-channels")
+    if kv_channels is not None:
+        if kv_channels * heads == hidden:
+            no_effect.append("--kv-channels")
+        else:
+            warnings.append(f"{src}: --kv-channels {kv_channels}: heads of {kv_channels} "
+                            f"channels are not expressible; priced as --hidden-size / "
+                            f"--num-attention-heads = {hidden // heads}")
+    # the generated gpt layer runs Megatron-LM's dropouts (0.1: their kernels and 1-byte
+    # masks), the llama and moe layers none; Megatron's default for both flags is 0.1
+    priced = 0.1 if arch == "gpt" else 0.0
+    for flag in ("--attention-dropout", "--hidden-dropout"):
+        p = a.get(flag, 0.1)
+        if p == priced:
+            if flag in a:
+                no_effect.append(flag)
+            continue
+        given = "" if flag in a else " (Megatron-LM's default)"
+        warnings.append(f"{src}: {flag} {p:g}{given}: the {arch} model is priced "
+                        + ("with dropout 0.1 (its kernels and masks)" if priced
+                           else "without dropout (no kernels, no masks)"))
+    clip = a.get("--clip-grad")
+    if clip is not None:
+        if clip > 0:    # Megatron-LM's default 1.0: the step takes the gradients' norm
+            no_effect.append("--clip-grad")
+        else:
+            warnings.append(f"{src}: --clip-grad 0: Megatron-LM skips the gradients' norm; "
+                            "pipesim's optimizer step still prices its pass over them")
+    if no_effect:
+        notes.append(f"{src}: read, no effect on an iteration's time or memory: "
+                     + ", ".join(no_effect))
     for flag in dict.fromkeys(other):
-        warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
+        if flag not in NO_EFFECT:
+            warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
     launch = LaunchSettings(
         source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
