@@ -499,7 +499,8 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
                 f"activation memory from the model's shape: the header's activation_bytes "
                 f"{workload.header.activation_bytes} B per transformer layer and microbatch "
                 "(Korthikanti et al.'s count for the precision, flash attention and sequence "
-                "parallelism pipesim generate was given; dropout masks 1 B an element)"
+                "parallelism pipesim generate was given; dropout masks 1 B an element; a llama "
+                "or moe layer: SwiGLU's input, K and V of the query groups, no dropout)"
                 f"{transient} (memory.actions in --system replaces it; pipesim calibrate "
                 "--memory fits them from a profiler trace with memory events)")
         lacking = [k for k, v in (("split_backward_bytes:", split),

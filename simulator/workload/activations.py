@@ -102,7 +102,9 @@ def transformer_deferred_wgrad_bytes(seq: int, micro_batch: int, hidden: int, qk
 
 def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
-                                 flash_attention: bool = True, dtype_bytes: int = 2) -> int:
+                                 flash_attention: bool = True, dtype_bytes: int = 2,
+                                 gated: bool = False, kv_width: int | None = None,
+                                 dropout: bool = True) -> int:
     """Bytes one transformer layer keeps for its backward per microbatch (Korthikanti et al.,
     "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.1), with
     the MLP's width ``ffn`` in place of their 4h and activations of ``dtype_bytes`` bytes (their
@@ -118,11 +120,23 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
       recomputes them (as selective recompute does).
 
     In 16-bit at ffn = 4h: s·b·h·(10 + 24/t + 5·a·s/(h·t)), and s·b·h·(34 + 5·a·s/h)/t with
-    sequence parallelism, the paper's equations; in fp32 s·b·h·(18 + 48/t + 9·a·s/(h·t))."""
+    sequence parallelism, the paper's equations; in fp32 s·b·h·(18 + 48/t + 9·a·s/(h·t)).
+
+    A LLaMA-style layer differs where its kernels keep other tensors (Megatron-Core's):
+    ``gated`` (SwiGLU) keeps the up projection's output, 2·ffn wide, for the activation's
+    backward (``BiasSwiGLUFunction`` saves its input) and the activation's output, ffn wide,
+    for the last linear: 3·s·b·ffn elements in place of GELU's 2; ``kv_width`` (grouped-query
+    attention, the K and V widths together) is what a flash kernel keeps of K and V (unfused,
+    each K/V head is repeated for its group before the products, which keep the copies: 2·h);
+    without ``dropout`` there are no masks and the unfused scores keep the softmax's output
+    alone (a·s²·b elements)."""
     s, b, h, d = seq, micro_batch, hidden, dtype_bytes
-    outside = (4 * d + 2) * s * b * h
-    inside = 4 * d * s * b * h + 2 * d * s * b * ffn
-    scores = 0 if flash_attention else (2 * d + 1) * heads * s * s * b
+    masks = 2 if dropout else 0
+    kv = kv_width if (kv_width is not None and flash_attention) else 2 * h
+    outside = (4 * d + masks) * s * b * h
+    inside = d * s * b * (2 * h + kv) + (3 if gated else 2) * d * s * b * ffn
+    per_score = (2 * d + 1) if dropout else d
+    scores = 0 if flash_attention else per_score * heads * s * s * b
     if sequence_parallel:
         return (outside + inside + scores) // tp
     return outside + (inside + scores) // tp

@@ -371,12 +371,17 @@ def generate_rows(model: ModelSpec, par: ParallelSpec, layout: str = "model") ->
 
 def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     """What one transformer layer keeps per microbatch (Korthikanti et al.; an MoE layer's MLP
-    counted once per expert a token visits)."""
+    counted once per expert a token visits). The llama and moe layers are LLaMA's: SwiGLU, K
+    and V of their query groups' width, no dropout (:func:`.activations.
+    transformer_activation_bytes`)."""
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
+    gpt = model.arch == "gpt"
     return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
                                         model.heads, ffn, par.tp, par.sequence_parallel,
                                         par.flash_attention or par.selective_recompute,
-                                        par.dtype_bytes)
+                                        par.dtype_bytes, gated=not gpt,
+                                        kv_width=2 * model.kv * (model.hidden // model.heads),
+                                        dropout=gpt)
 
 
 def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:

@@ -109,7 +109,8 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "activation memory from the model's shape: the header's activation_bytes 2162688 B per "
         "transformer layer and microbatch (Korthikanti et al.'s count for the precision, flash "
         "attention and sequence parallelism pipesim generate was given; dropout masks 1 B an "
-        "element); working memory inside an action, the header's F / B / I / W transient bytes "
+        "element; a llama or moe layer: SwiGLU's input, K and V of the query groups, no "
+        "dropout); working memory inside an action, the header's F / B / I / W transient bytes "
         "262144 / 1672192 / 262144 / 1049600 B per layer (PyTorch eager autograd without fused "
         "kernels, each new weight gradient added to .grad); a split backward's I frees the "
         "layer's stash and keeps the header's deferred_wgrad_bytes 2097152 B per layer until its "
@@ -264,3 +265,33 @@ def test_a_bad_transient_key_is_one_line_naming_file_column_and_key(tmp_path, ca
     assert capsys.readouterr().err == (
         f"pipesim: error: {path}:1:{column}: f_transient_bytes: expected an integer >= 0 and "
         "< 2^63 after 'f_transient_bytes:', found '-5'\n")
+
+
+def test_a_llama_layer_keeps_swiglus_input_gqa_kv_and_no_masks(tmp_path, capsys):
+    """Llama 3 8B (h 4096, 32 heads, 8 K/V heads of 128, ffn 14336, no dropout), s 8192, b 1,
+    TP 1, flash attention, bf16, per token in bytes: the two norms' inputs and the two linears'
+    inputs they feed, 4 x 2h; Q 2h, K and V 2 x 2 x 1024 = h, the projection's input 2h; the
+    up projection's 2 x 14336-wide output that SwiGLU keeps, 4 x 3.5h = 14h, and its 3.5h-wide
+    output the last linear keeps, 7h: 34h in all (the gpt count of the same shape: 32h, with
+    2h of masks, full-width K and V and GELU's 2 x ffn)."""
+    s, h, f = 8192, 4096, 14336
+    llama = transformer_activation_bytes(s, 1, h, 32, f, 1, False, True, gated=True,
+                                         kv_width=2 * 8 * 128, dropout=False)
+    assert llama == s * h * (8 + 2 + 1 + 2) + s * 2 * 3 * f == 34 * s * h
+    assert transformer_activation_bytes(s, 1, h, 32, f, 1, False, True) == 32 * s * h
+    out = tmp_path / "l.txt"
+    assert main(["generate", "--model", "llama", "--layers", "2", "--hidden", "4096",
+                 "--heads", "32", "--kv-heads", "8", "--ffn", "14336", "--seq", "8192",
+                 "--micro-batch", "1", "--ga", "1", "-o", str(out)]) == 0
+    assert load_workload(out, "model").header.activation_bytes == llama
+
+
+def test_unfused_gqa_keeps_the_repeated_kv_and_the_softmax_output():
+    """Without a fused kernel each K/V head is repeated for its group before the products,
+    which keep the copies (full-width K and V), and without dropout the scores keep the
+    softmax's output alone, 2 B an element; TP 2 with sequence parallelism splits it all."""
+    s, b, h, a, f = 1024, 2, 2048, 16, 5632
+    got = transformer_activation_bytes(s, b, h, a, f, 2, True, False, gated=True,
+                                       kv_width=2 * 4 * 128, dropout=False)
+    assert got == (8 * s * b * h + 2 * s * b * (2 * h + 2 * h) + 6 * s * b * f
+                   + 2 * a * s * s * b) // 2

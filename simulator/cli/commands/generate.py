@@ -180,8 +180,11 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                  "scores not kept (selective recompute)" if selective else "scores kept")
     split = f", split over tp {T}" + (" with sequence parallelism" if sp else "")
     click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
-               f"(Korthikanti et al.: {par.precision} activations, 1-byte dropout masks, "
-               f"{attention}{split if T > 1 else ''}); split_backward_bytes: "
+               f"(Korthikanti et al.: {par.precision} activations, "
+               + ("1-byte dropout masks, " if model.arch == "gpt" else
+                  "SwiGLU's 2f-wide input kept, K and V of the query groups' width with a "
+                  "fused kernel, no dropout, ")
+               + f"{attention}{split if T > 1 else ''}); split_backward_bytes: "
                f"{split_backward_bytes(model, par)} B (the weights' output gradients a split "
                "backward's I keeps until its W on torch's runtime); deferred_wgrad_bytes: "
                f"{deferred_wgrad_bytes(model, par)} B (what it keeps where its I frees the "
