@@ -490,3 +490,38 @@ def test_torchtitan_split_refusals_name_the_key(tmp_path):
         "pipeline_parallel_first_stage_less_layers = -40"), 64) == (
         f"--torchtitan {path}: [parallelism] pipeline_parallel_first_stage_less_layers: "
         "expected an integer >= 0, found -40")
+
+
+@pytest.mark.parametrize("flags, flash, said", [
+    ("--use-flash-attn", True, None),
+    ("--attention-backend fused", True, None),
+    ("--attention-backend unfused", False, None),
+    ("--attention-backend auto", True, "note: --attention-backend auto: Transformer Engine's "
+     "attention, a fused kernel that keeps no scores"),
+    ("--use-mcore-models", True, "note: --use-mcore-models: Transformer Engine's attention, a "
+     "fused kernel that keeps no scores"),
+    ("--transformer-impl transformer_engine", True, "note: --transformer-impl "
+     "transformer_engine: Transformer Engine's attention, a fused kernel that keeps no scores"),
+    ("--transformer-impl local --attention-backend auto", False, "note: --attention-backend "
+     "auto with the local implementation: the unfused attention, which keeps its scores"),
+    ("--use-legacy-models", False, None),
+    ("", False, "warning: neither --use-flash-attn nor --attention-backend: the attention keeps "
+     "its scores (unfused, as Megatron-LM before Transformer Engine); current Megatron-LM's "
+     "default backend (auto) picks a fused kernel that keeps none"),
+])
+def test_the_attention_kernel_follows_megatrons_implementation(flags, flash, said):
+    """Megatron-Core's models run Transformer Engine's attention (auto picks a fused backend,
+    none keeps the scores); the local implementation and the legacy models the unfused core.
+    A file naming none of the flags (2021-22 Megatron-LM) runs the unfused core, warned."""
+    got = megatron_input(BASE.replace("--use-flash-attn ", "") + flags, "a.txt", 8)
+    assert got.launch.flash_attention is flash
+    lines = [f"warning: {w}" for w in got.warnings] + [f"note: {n}" for n in got.notes]
+    attention = [x for x in lines if "attention" in x or "scores" in x]
+    assert attention == ([] if said is None else [said.replace(
+        ": ", ": --megatron-args a.txt: ", 1)])
+
+
+def test_legacy_and_core_models_together_are_refused():
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --use-legacy-models: "
+                       r"expected not both with --use-mcore-models$"):
+        megatron_input(BASE + "--use-legacy-models --use-mcore-models", "a.txt", 8)

@@ -51,6 +51,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
     "--overlap-grad-reduce": (FLAG, ()), "--overlap-param-gather": (FLAG, ()),
     "--tp-comm-overlap": (FLAG, ()), "--use-flash-attn": (FLAG, ()),
+    "--transformer-impl": (STR, ("transformer_engine", "local", "inference_optimized")),
+    "--use-mcore-models": (FLAG, ()), "--use-legacy-models": (FLAG, ()),
     "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()),
@@ -65,8 +67,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
 # flags that change nothing of one iteration's time or memory, by what they do: the learning
 # rate and its schedule, the optimizer's coefficients, the run's length, the data and the
 # tokenizer (read by the data loader's workers), logging, evaluation and checkpoints, the
-# initialisation; RoPE's base and fraction (its kernel is the same); Megatron-Core's models
-# (the default). Named in a note, not a warning: --strict does not refuse a real launch file
+# initialisation; RoPE's base and fraction (its kernel is the same). Named in a note, not a warning: --strict does not refuse a real launch file
 # for its --lr
 NO_EFFECT = frozenset((
     "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples",
@@ -80,7 +81,7 @@ NO_EFFECT = frozenset((
     "--eval-interval", "--eval-iters", "--tensorboard-dir", "--wandb-project",
     "--wandb-exp-name", "--wandb-save-dir", "--no-load-optim", "--no-load-rng",
     "--log-throughput", "--timing-log-level", "--distributed-timeout-minutes",
-    "--rotary-base", "--rotary-percent", "--use-mcore-models", "--apply-layernorm-1p",
+    "--rotary-base", "--rotary-percent", "--apply-layernorm-1p",
 ))
 
 
@@ -412,9 +413,32 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         if not a.get("--overlap-grad-reduce"):
             refuse("--overlap-param-gather", "--overlap-grad-reduce with it (Megatron-LM's "
                    "rule)", "none")
+    # the attention: Megatron-Core's models run Transformer Engine's (--transformer-impl's
+    # default), whose backends (auto picks one) never keep the scores; the local
+    # implementation and the legacy models run the unfused core, which keeps them
     backend = a.get("--attention-backend")
-    flash = bool(a.get("--use-flash-attn")) or backend in ("flash", "fused")
-    if not flash and backend is None:
+    impl = a.get("--transformer-impl")
+    if a.get("--use-legacy-models") and a.get("--use-mcore-models"):
+        refuse("--use-legacy-models", "not both with --use-mcore-models")
+    local = impl == "local" or bool(a.get("--use-legacy-models"))
+    core = impl is not None or bool(a.get("--use-mcore-models"))
+    if a.get("--use-flash-attn") or backend in ("flash", "fused"):
+        flash = True
+    elif backend in ("unfused", "local"):
+        flash = False
+    elif local:
+        flash = False
+        if backend == "auto":
+            notes.append(f"{src}: --attention-backend auto with the local implementation: the "
+                         "unfused attention, which keeps its scores")
+    elif backend == "auto" or core:
+        flash = True
+        notes.append(f"{src}: " + ("--attention-backend auto" if backend == "auto" else
+                                   "--use-mcore-models" if impl is None else
+                                   f"--transformer-impl {impl}")
+                     + ": Transformer Engine's attention, a fused kernel that keeps no scores")
+    else:
+        flash = False
         warnings.append(f"{src}: neither --use-flash-attn nor --attention-backend: the "
                         "attention keeps its scores (unfused, as Megatron-LM before Transformer "
                         "Engine); current Megatron-LM's default backend (auto) picks a fused "
