@@ -525,3 +525,21 @@ def test_legacy_and_core_models_together_are_refused():
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --use-legacy-models: "
                        r"expected not both with --use-mcore-models$"):
         megatron_input(BASE + "--use-legacy-models --use-mcore-models", "a.txt", 8)
+
+
+def test_recompute_activations_is_selective_and_checkpoint_activations_refused():
+    """Megatron-LM's validate_args: --recompute-activations sets the selective granularity;
+    --checkpoint-activations (2021) is no longer valid and Megatron exits on it."""
+    got = megatron_input(BASE + "--recompute-activations", "a.txt", 8)
+    assert got.launch.recompute_granularity == "selective" and got.warnings == ()
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --recompute-activations: "
+                       r"expected no --recompute-granularity full with it \(it means selective "
+                       r"recompute\), found --recompute-granularity full$"):
+        megatron_input(BASE + "--recompute-activations --recompute-granularity full "
+                       "--recompute-method uniform --recompute-num-layers 1", "a.txt", 8)
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --checkpoint-activations: "
+                       r"no longer valid \(Megatron-LM refuses it\); expected "
+                       r"--recompute-activations \(selective\) or, for what it meant in 2021, "
+                       r"--recompute-granularity full --recompute-method uniform "
+                       r"--recompute-num-layers 1$"):
+        megatron_input(BASE + "--checkpoint-activations", "a.txt", 8)

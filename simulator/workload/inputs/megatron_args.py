@@ -47,6 +47,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--account-for-loss-in-pipeline-split": (FLAG, ()),
     "--sequence-parallel": (FLAG, ()),
     "--recompute-granularity": (STR, ("full", "selective")),
+    "--recompute-activations": (FLAG, ()), "--checkpoint-activations": (FLAG, ()),
     "--recompute-method": (STR, ("uniform", "block")), "--recompute-num-layers": (INT, ()),
     "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
     "--overlap-grad-reduce": (FLAG, ()), "--overlap-param-gather": (FLAG, ()),
@@ -443,7 +444,18 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                         "attention keeps its scores (unfused, as Megatron-LM before Transformer "
                         "Engine); current Megatron-LM's default backend (auto) picks a fused "
                         "kernel that keeps none")
+    if a.get("--checkpoint-activations"):
+        raise ConfigError(f"{src}: --checkpoint-activations: no longer valid (Megatron-LM "
+                          "refuses it); expected --recompute-activations (selective) or, for "
+                          "what it meant in 2021, --recompute-granularity full "
+                          "--recompute-method uniform --recompute-num-layers 1")
     gran = a.get("--recompute-granularity")
+    if a.get("--recompute-activations"):
+        # Megatron-LM's validate_args: --recompute-activations is selective recompute
+        if gran == "full":
+            refuse("--recompute-activations", "no --recompute-granularity full with it (it "
+                   "means selective recompute)", "--recompute-granularity full")
+        gran = "selective"
     method = a.get("--recompute-method")
     nrec = a.get("--recompute-num-layers")
     recompute = "none"
