@@ -30,7 +30,7 @@ from .schedules.registry import ScheduleSpec
 from .schedules.schedule import Schedule
 from .schedules.validate import validate as check_schedule
 from .system.config import (SystemConfig, check_memory_keys, load_system, system_from_dict,
-                            with_param_dtype)
+                            with_fsdp, with_param_dtype)
 from .system.topology import LinkModel
 from .workload.model import Workload
 from .workload.parser import load_workload
@@ -258,8 +258,15 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     # Megatron-LM's DDP allocates its gradient buffer in the reduction's dtype
     # (megatron/core/distributed/param_and_grad_buffer.py: fp32 if grad_reduce_in_fp32, else
     # the parameters' dtype), so --grad-reduce-in-bf16 halves the gradients' memory too
-    sysconf = with_param_dtype(_system(system), opts.param_dtype, opts.use_distributed_optimizer,
-                               opts.grad_reduce_dtype if opts.uses_megatron_ddp else None)
+    if opts.fsdp is not None:
+        if opts.use_distributed_optimizer:
+            raise ConfigError("--fsdp and --use-distributed-optimizer: give one (FSDP shards "
+                              "the optimizer state itself)")
+        sysconf = with_fsdp(_system(system), opts.fsdp, opts.param_dtype or "bf16")
+    else:
+        sysconf = with_param_dtype(_system(system), opts.param_dtype,
+                                   opts.use_distributed_optimizer,
+                                   opts.grad_reduce_dtype if opts.uses_megatron_ddp else None)
     check_memory_keys(sysconf.memory)
     engine = opts.engine_options(sysconf.memory.capacity_bytes)
     plan = plan_run(wl, schedule, sysconf, opts)

@@ -548,8 +548,13 @@ def _static_rule(cfg) -> str:
     """How the static memory was counted, for a message."""
     if not cfg.precision:
         return f"{cfg.per_param_bytes:g} bytes per parameter"
+    over = f"{cfg.shard_ranks} ranks" if cfg.shard_ranks else "DP"
+    if cfg.zero >= 3:
+        return (f"{cfg.precision} weights, {cfg.grad_dtype or cfg.precision} gradients and the "
+                f"optimizer state sharded over {over} (FSDP), each transformer layer's weights "
+                f"gathered whole in {cfg.gather_dtype or cfg.precision} while it computes")
     return (f"{cfg.precision} weights, {cfg.grad_dtype or cfg.precision} gradients from the "
-            "first backward, optimizer state " + ("sharded over DP" if cfg.zero else
+            "first backward, optimizer state " + (f"sharded over {over}" if cfg.zero else
                                                   "on every DP rank"))
 
 
@@ -661,6 +666,19 @@ def ddp_report(tail, system, options, header=None,
     warnings: list[RunWarning] = []
     notes: list[str] = []
     ddp = tail.ddp
+    if options.fsdp is not None:
+        line = (f"--fsdp {options.fsdp}: fp32 weights, their fp32 gradients and Adam's state "
+                f"sharded over {options.fsdp} ranks; each transformer layer's weights gathered "
+                f"whole in {system.memory.gather_dtype} while it computes, the next layer's "
+                "beside it (FSDP2's prefetch), and in its backward its whole fp32 gradient "
+                "until the reduce-scatter; the all-gathers' and reduce-scatters' time is the "
+                "rows' data-parallel collectives")
+        if options.param_dtype is None:
+            warnings.append(RunWarning("fsdp_gather_dtype_default", line + " (bf16, torchtitan's "
+                                       "default mixed_precision_param)", "--param-dtype "
+                                       "bf16|fp32"))
+        else:
+            notes.append(line)
     if options.tp_comm_overlap:
         notes.append("--tp-comm-overlap: each tensor-parallel collective hides behind the "
                      "compute of its own row (its GEMMs), never more than that takes; an "

@@ -146,6 +146,12 @@ FIELDS: tuple[OptionField, ...] = (
          "collective as the file states it: without the overlap flags, every gradient "
          "reduced after the rank's last backward, blocking; then the optimizer step. Implied "
          "by the four flags below and by --megatron-args.", kind="bool"),
+    _opt("fsdp", int | None, None,
+         "torchtitan's FSDP2 over N data-parallel ranks (data_parallel_shard_degree): the "
+         "weights in fp32, their fp32 gradients and Adam's state sharded over N; each "
+         "transformer layer's weights gathered whole in --param-dtype (default bf16) while it "
+         "computes, the next layer's beside it. Memory only: the data parallelism's time stays "
+         "the rows' collectives. Set by --torchtitan.", kind="positive", metavar="N"),
     _opt("use_distributed_optimizer", bool, False,
          "Megatron-LM's distributed optimizer: gradients reduce-scattered over DP, the step on "
          "1/DP of the parameters, the parameters all-gathered after it.", kind="bool"),

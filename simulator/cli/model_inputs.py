@@ -284,7 +284,10 @@ DDP_FLAGS = ("use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_
 
 def ddp_option_values(launch: LaunchSettings) -> dict:
     """A Megatron-LM launch's data parallelism and overlaps as RunOptions fields: Megatron's
-    DDP (engine/tail.py) with the file's flags; none for another launcher's file."""
+    DDP (engine/tail.py) with the file's flags; a torchtitan job's FSDP2 (memory); none for
+    another launcher's file."""
+    if launch.fsdp:
+        return {"fsdp": launch.fsdp}
     if launch.source is None or not launch.source.startswith("--megatron-args"):
         return {}
     return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
@@ -422,10 +425,13 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
             for key in ("recompute_method", "recompute_num_layers"):
                 if getattr(opts, key) is None and values.get(key) is not None:
                     changes[key] = values[key]
-        if opts.param_dtype is None and launch.source.startswith("--megatron-args"):
-            # a Megatron-LM launch states its weights' dtype
+        if opts.param_dtype is None and (launch.source.startswith("--megatron-args")
+                                         or launch.fsdp):
+            # a Megatron-LM launch states its weights' dtype, a torchtitan job with FSDP the
+            # dtype its layers are gathered in
             changes["param_dtype"] = values["param_dtype"]
-        for key in ("megatron_ddp",) + DDP_FLAGS:   # a flag the command line left at its default
+        # a flag the command line left at its default
+        for key in ("megatron_ddp", "fsdp") + DDP_FLAGS:
             if key in values and getattr(opts, key) == DEFAULTS[key]:
                 changes[key] = values[key]
         if opts.p2p is None and launch.p2p is not None:

@@ -169,9 +169,25 @@ def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[d
     dtype = DTYPE_BYTES[cfg.precision]
     state = OPTIMIZER_STATE_BYTES[cfg.optimizer or "adam"]
     state += MASTER_COPY_BYTES if cfg.precision != "fp32" else 0
-    optimizer = params * state / (dp if cfg.zero >= 1 else 1)
-    grads = params * DTYPE_BYTES[cfg.grad_dtype or cfg.precision] / (dp if cfg.zero >= 2 else 1)
-    return {"weights": params * dtype + extra, "gradients": 0.0, "optimizer": optimizer}, grads
+    shard = cfg.shard_ranks or dp
+    optimizer = params * state / (shard if cfg.zero >= 1 else 1)
+    grads = params * DTYPE_BYTES[cfg.grad_dtype or cfg.precision] / (shard if cfg.zero >= 2
+                                                                     else 1)
+    weights = params * dtype / (shard if cfg.zero >= 3 else 1)
+    return {"weights": weights + extra, "gradients": 0.0, "optimizer": optimizer}, grads
+
+
+def _gathered(cfg: MemoryConfig, layer_params: float) -> tuple[float, float]:
+    """With the weights sharded (zero 3, FSDP2): what a transformer layer's action holds above
+    the sharded state, (forward, backward). FSDP2 all-gathers a layer's weights whole in the
+    gather dtype before it computes and prefetches the next layer's behind it (torch's
+    ``fully_shard``: implicit prefetching in backward, the next all-gather issued before the
+    current layer's compute in forward), so two layers' weights are whole at once; the backward
+    also holds the layer's whole gradient in the reduction's dtype until its reduce-scatter."""
+    if cfg.zero < 3:
+        return 0.0, 0.0
+    weights = 2 * layer_params * DTYPE_BYTES[cfg.gather_dtype or cfg.precision]
+    return weights, weights + layer_params * DTYPE_BYTES[cfg.grad_dtype or cfg.precision]
 
 
 def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
@@ -197,6 +213,12 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
         p2p, torch_class_of(schedule.name))
     chunk_params = [sum(layer_params(layer, cfg) for layer in rows) for rows in partition.chunks]
+    # a transformer layer's weights per chunk, what FSDP gathers whole for one layer
+    per_layer = _sub_layer_rows(partition)
+    gathered = []
+    for rows in partition.chunks:
+        own = [layer_params(row, cfg) for row in rows if row.name.startswith(_LAYER_ROWS)]
+        gathered.append(_gathered(cfg, sum(own) * per_layer / len(own)) if own else (0.0, 0.0))
     placement = schedule.placement
     stages = []
     for s in range(schedule.n_stages):
@@ -213,9 +235,10 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
                 return v
             if name == "transient":
                 # one layer at a time: the layer's own; a backward that recomputes a range
-                # holds the range's stash again while it runs
+                # holds the range's stash again while it runs; sharded weights gathered whole
                 return ((float(layer_transient[kind]) if shaped[chunk] else 0.0)
-                        + (recomputed[chunk] if kind in ("B", "I") else 0.0))
+                        + (recomputed[chunk] if kind in ("B", "I") else 0.0)
+                        + gathered[chunk][0 if kind == "F" else 1])
             return default
 
         nxt, prev = schedule.next_stage(s), schedule.prev_stage(s)

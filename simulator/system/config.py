@@ -121,7 +121,13 @@ class _MemoryFields(NamedTuple):
     precision: str = ""               # "", fp32, bf16 or fp16: the weights' dtype
     grad_dtype: str = ""              # the gradients' dtype ("": the precision's)
     optimizer: str = ""               # adam (default with a precision), sgd-momentum or sgd
-    zero: int = 0                     # 1: optimizer state sharded over DP; 2: gradients too
+    zero: int = 0                     # 1: optimizer state sharded over DP; 2: gradients too;
+    #                                   3: the weights too (FSDP, ZeRO-3)
+    shard_ranks: int = 0              # ranks the sharded state is split over (0: the DP size;
+    #                                   torchtitan's HSDP shards over data_parallel_shard_degree)
+    # with zero 3: the dtype each transformer layer's weights are gathered in to compute (FSDP2's
+    # MixedPrecisionPolicy.param_dtype; "": the precision's)
+    gather_dtype: str = ""
     # Per-action bytes ({"*" | "<stage>": {F: {keeps, transient}, I: {frees, keeps, transient},
     # B: {transient}, W: {transient}}}), as ``pipesim calibrate`` fits them: memory_actions.py
     actions: dict = {}
@@ -249,9 +255,10 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{source}: {dotted}: expected a non-negative integer, "
                                   f"found {value!r}")
-            if key == "zero" and value > 2:
+            if key == "zero" and value > 3:
                 raise ConfigError(f"{source}: {dotted}: expected 0, 1 (optimizer state sharded "
-                                  f"over DP) or 2 (gradients too), found {value!r}")
+                                  f"over DP), 2 (gradients too) or 3 (weights too), found "
+                                  f"{value!r}")
             kwargs[key] = value
         else:
             kwargs[key] = _number(value, source, dotted, positive=key in _POSITIVE)
@@ -261,7 +268,7 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
 _POSITIVE = ("bandwidth_gbps", "compute_scale")   # bytes_per_param 0: the default
 _CHOICES = {"order": PLACEMENT_ORDERS, "sharing": SHARING, "precision": PRECISIONS,
             "preset": ("",) + tuple(GPUS),
-            "grad_dtype": PRECISIONS, "optimizer": OPTIMIZERS}
+            "grad_dtype": PRECISIONS, "gather_dtype": PRECISIONS, "optimizer": OPTIMIZERS}
 
 
 def with_param_dtype(system: SystemConfig, param_dtype: str | None,
@@ -288,6 +295,16 @@ def with_param_dtype(system: SystemConfig, param_dtype: str | None,
     return system._replace(memory=mem)
 
 
+def with_fsdp(system: SystemConfig, shard_ranks: int, gather_dtype: str) -> SystemConfig:
+    """The system with torchtitan's FSDP2 (``fully_shard``) laid over its memory: the weights
+    kept in fp32 and, with their fp32 gradients (FSDP2's reduce dtype) and Adam's state,
+    sharded over ``shard_ranks`` ranks; each transformer layer's weights gathered in
+    ``gather_dtype`` (MixedPrecisionPolicy.param_dtype) while it computes."""
+    mem = system.memory._replace(precision="fp32", grad_dtype="fp32", bytes_per_param=0.0,
+                                 zero=3, shard_ranks=shard_ranks, gather_dtype=gather_dtype)
+    return system._replace(memory=mem)
+
+
 def check_memory_keys(mem: MemoryConfig, source: str = "--system or --set") -> None:
     """A memory key that would change nothing is refused: ``zero``, ``optimizer`` and
     ``grad_dtype`` count the static memory by dtype, which only ``precision`` turns on (without
@@ -296,7 +313,8 @@ def check_memory_keys(mem: MemoryConfig, source: str = "--system or --set") -> N
     if mem.precision:
         return
     for key, value in (("zero", mem.zero), ("optimizer", mem.optimizer),
-                       ("grad_dtype", mem.grad_dtype)):
+                       ("grad_dtype", mem.grad_dtype), ("shard_ranks", mem.shard_ranks),
+                       ("gather_dtype", mem.gather_dtype)):
         if value:
             raise ConfigError(
                 f"{source}: memory.{key}: {value} has no effect without memory.precision "

@@ -190,8 +190,8 @@ def test_zero_shards_optimizer_state_then_gradients_over_dp():
 @pytest.mark.parametrize("memory, message", [
     ({"precision": "int8"}, "t: memory.precision: expected one of fp32, bf16, fp16, found "
                             "'int8'"),
-    ({"zero": 3}, "t: memory.zero: expected 0, 1 (optimizer state sharded over DP) or 2 "
-                  "(gradients too), found 3"),
+    ({"zero": 4}, "t: memory.zero: expected 0, 1 (optimizer state sharded over DP), 2 "
+                  "(gradients too) or 3 (weights too), found 4"),
     ({"actions": {"*": {"F": {"frees": 1}}}},
      "t: memory.actions.*.F: unknown field 'frees'; expected one of keeps, transient"),
     ({"actions": {"x": {}}}, "t: memory.actions: expected '*' or a stage (an integer >= 0) "

@@ -409,12 +409,14 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
         source=src, tp=8, pp=4, vpp=2, dp=2, seq=8192, micro_batch=2, global_batch=64,
         microbatches=8, gpus=64, sequence_parallel=True, precision="bf16",
         flash_attention=True, recompute="full", recompute_granularity="full",
-        schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3))
+        schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3), fsdp=2)
     assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
                             "steps, each a pipeline step of its own; pipesim simulates one",
                             f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP's "
-                            "parameter all-gathers and gradient reduce-scatters are not "
-                            "modelled yet (priced as data parallelism)")[::-1]
+                            "per-layer parameter all-gathers and gradient reduce-scatters are "
+                            "priced as data parallelism's gradient all-reduce (the same bytes a "
+                            "parameter, after the backward); its sharded memory is counted "
+                            "(--fsdp)")[::-1]
 
 
 def test_torchtitan_refusals_name_the_key(tmp_path):

@@ -81,6 +81,7 @@ class LaunchSettings(NamedTuple):
     ddp_bucket_size: int | None = None   # parameters per bucket; None: Megatron's default
     fp16_loss_scale: bool = False        # --fp16: the step unscales and checks the gradients
     p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
+    fsdp: int = 0                        # torchtitan's FSDP2 shard degree (0: no FSDP)
 
 
 class ModelInput(NamedTuple):

@@ -168,10 +168,12 @@ class _Job:
             raise ConfigError(f"{self.src}: --gpus {self.gpus}: expected tp x pp x cp x "
                               f"replicate x shard = {fixed * shard}")
         if shard > 1:
+            # the memory is FSDP2's (--fsdp); its time is not yet
             self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree "
-                                 f"{shard}: FSDP's parameter all-gathers and gradient "
-                                 "reduce-scatters are not modelled yet (priced as data "
-                                 "parallelism)")
+                                 f"{shard}: FSDP's per-layer parameter all-gathers and gradient "
+                                 "reduce-scatters are priced as data parallelism's gradient "
+                                 "all-reduce (the same bytes a parameter, after the backward); "
+                                 "its sharded memory is counted (--fsdp)")
         dp = replicate * shard
         if shape.heads % tp:
             self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)
@@ -223,7 +225,8 @@ class _Job:
             recompute=recompute, recompute_granularity=None if mode == "none" else mode,
             schedule=schedule, schedule_csv=csv, stage_layers=stage_layers,
             layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
-                                      None))
+                                      None),
+            fsdp=shard if shard > 1 else 0)
         self.notes.append(f"{self.src}: torchtitan's tensor parallelism shards the sequence "
                           "between its norms (sequence parallel) and its attention is SDPA "
                           "(flash: no scores kept)")
