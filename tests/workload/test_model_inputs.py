@@ -545,3 +545,49 @@ def test_recompute_activations_is_selective_and_checkpoint_activations_refused()
                        r"--recompute-granularity full --recompute-method uniform "
                        r"--recompute-num-layers 1$"):
         megatron_input(BASE + "--checkpoint-activations", "a.txt", 8)
+
+
+def _job(tmp_path, ac: str, parallelism: str = "") -> object:
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 8\n'
+                    f'seq_len = 2048\n[parallelism]\n{parallelism}\n{ac}')
+    return read_torchtitan_job(str(path), gpus=8), f"--torchtitan {path}"
+
+
+def test_torchtitans_layer_sac_is_full_recompute_of_every_nth_block(tmp_path):
+    """selective_ac_option N checkpoints every N-th block a rank wraps (_apply_layer_sac):
+    of Llama 3 8B's 32 layers on one stage, N = 2 recomputes 16, N = 3 recomputes 10; 1 (and
+    0) every block. torchtitan's defaults are mode selective, option "2"."""
+    for ac, n in (('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "2"', 16),
+                  ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "3"', 10),
+                  ("", 16)):
+        got, src = _job(tmp_path, ac)
+        la = got.launch
+        assert (la.recompute, la.recompute_method, la.recompute_num_layers) == ("full", "block", n)
+        default = " (torchtitan's default)" if not ac else ""
+        option = 2 if n == 16 else 3
+        assert (f"{src}: [activation_checkpoint] mode selective{default}, selective_ac_option "
+                f"{option}: one block in {option} checkpointed, {n} of each stage's layers "
+                f"recomputed whole (--recompute full --recompute-method block "
+                f"--recompute-num-layers {n})") in got.notes
+    got, _ = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
+                            'selective_ac_option = "1"')
+    assert (got.launch.recompute, got.launch.recompute_method) == ("full", None)
+
+
+def test_torchtitans_op_sac_and_uneven_stages_are_warned(tmp_path):
+    got, src = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
+                              'selective_ac_option = "op"')
+    assert got.launch.recompute == "none"
+    assert (f"{src}: [activation_checkpoint] mode selective, selective_ac_option 'op': not "
+            "modelled yet; run as no recompute") in got.warnings
+    # torchtitan's split of 32 layers + the embedding + the output over 4 stages
+    got, src = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
+                              'selective_ac_option = "4"',
+                    "pipeline_parallel_degree = 4\ndata_parallel_shard_degree = 2")
+    assert got.launch.stage_layers == (8, 9, 8, 7)
+    la = got.launch
+    assert (la.recompute, la.recompute_method, la.recompute_num_layers) == ("full", "block", 1)
+    assert (f"{src}: [activation_checkpoint] mode selective, selective_ac_option 4: the "
+            "stages' 8, 9, 8, 7 layers checkpoint 2, 2, 2, 1 blocks; pipesim recomputes 1 of "
+            "each stage") in got.warnings

@@ -213,16 +213,23 @@ class _Job:
             self.refuse("activation_checkpoint", "mode", "selective, full, memory_budget or "
                         "none", repr(mode))
         recompute = "full" if mode == "full" else "none"
-        if mode in ("selective", "memory_budget"):
-            self.warnings.append(f"{self.src}: [activation_checkpoint] mode {mode}"
-                                 + (" (torchtitan's default)" if "activation_checkpoint"
-                                    not in self.doc else "")
-                                 + ": not modelled yet; run as no recompute")
+        method = nlayers = None
+        option = self.get("activation_checkpoint", "selective_ac_option", "2", str)
+        default = " (torchtitan's default)" if "activation_checkpoint" not in self.doc else ""
+        if mode == "selective" and option.isdigit():
+            recompute, method, nlayers = self._layer_sac(int(option), shape.layers,
+                                                         stage_layers, default)
+            mode = "full" if recompute == "full" else "none"
+        elif mode in ("selective", "memory_budget"):
+            self.warnings.append(f"{self.src}: [activation_checkpoint] mode {mode}{default}"
+                                 + (f", selective_ac_option {option!r}" if mode == "selective"
+                                    else "") + ": not modelled yet; run as no recompute")
         launch = LaunchSettings(
             source=self.src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
             microbatches=microbatches, gpus=self.gpus if self.gpus is not None else fixed * shard,
             sequence_parallel=tp > 1, precision=precision, flash_attention=True,
             recompute=recompute, recompute_granularity=None if mode == "none" else mode,
+            recompute_method=method, recompute_num_layers=nlayers,
             schedule=schedule, schedule_csv=csv, stage_layers=stage_layers,
             layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
                                       None),
@@ -242,6 +249,33 @@ class _Job:
                               "torchtitan's llama3 flavors (" + ", ".join(LLAMA3) + "); give "
                               "the shape with --hf-config or the model flags")
         return llama3_shape(flavor)
+
+    def _layer_sac(self, freq: int, layers: int, stage_layers, default: str):
+        """torchtitan's layer-selective checkpointing (``selective_ac_option`` a number N):
+        every N-th transformer block a rank wraps is checkpointed whole (``_apply_layer_sac``:
+        its count modulo N is 0; 0 or 1: every block), the others keep their activations. That
+        is full recompute of floor(L / N) of a stage's L layers, pipesim's block method (the
+        first ones of each stage: the same memory and time as every N-th). (recompute,
+        method, layers)."""
+        what = f"{self.src}: [activation_checkpoint] mode selective{default}, " \
+               f"selective_ac_option {freq}"
+        if freq <= 1:
+            self.notes.append(f"{what}: every transformer block checkpointed (full recompute)")
+            return "full", None, None
+        counts = list(stage_layers) if stage_layers else [layers]
+        per = sorted({n // freq for n in counts})
+        if per[0] == 0:
+            self.warnings.append(f"{what}: a stage of {min(counts)} layers checkpoints no "
+                                 f"block (one in {freq}); run as no recompute")
+            return "none", None, None
+        if len(per) > 1:
+            self.warnings.append(f"{what}: the stages' {', '.join(map(str, counts))} layers "
+                                 f"checkpoint {', '.join(str(n // freq) for n in counts)} "
+                                 f"blocks; pipesim recomputes {per[0]} of each stage")
+        self.notes.append(f"{what}: one block in {freq} checkpointed, {per[0]} of each "
+                          f"stage's layers recomputed whole (--recompute full "
+                          f"--recompute-method block --recompute-num-layers {per[0]})")
+        return "full", "block", per[0]
 
     def _pipeline(self, shape: ModelShape, pp: int, microbatches: int):
         P = "parallelism"
