@@ -172,8 +172,11 @@ def torchtitan_parallelism(lp: LaunchPlan, csv_name: str | None) -> dict | None:
     if not v.accepts:
         return None
     cls = torch_class_of(s.schedule)
+    # FSDP over the whole data parallelism where the run counted it so, else replicas
+    fsdp = lp.settings is not None and lp.settings.fsdp > 1
     out: dict = {"pipeline_parallel_degree": s.pp, "tensor_parallel_degree": lp.tp,
-                 "data_parallel_replicate_degree": lp.dp, "data_parallel_shard_degree": 1}
+                 "data_parallel_replicate_degree": 1 if fsdp else lp.dp,
+                 "data_parallel_shard_degree": lp.dp if fsdp else 1}
     if v.how.startswith("csv"):
         # the name only places the stages (torchtitan's _get_pp_rank_to_stage_indices_mapping)
         out["pipeline_parallel_schedule"] = ("ZBVZeroBubble" if s.placement == "v" else

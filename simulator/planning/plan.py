@@ -91,7 +91,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     ctx = ScreenContext(settings.workload, system, settings.gpus, settings.p2p,
                         PLAN_MAX_ACTIONS if settings.max_actions is None
                         else settings.max_actions, settings.runtime,
-                        settings.recompute_grouping)
+                        settings.recompute_grouping, settings.state)
     floor_autos = auto_floor(candidates, space.layers, ctx.max_actions)
     shape_bound = ShapeBounds(space.workloads, settings.workload, system, settings.gpus)
     # the bounds order the screens and prune them (not under --jitter: p95 is not bounded)

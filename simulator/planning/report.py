@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..units import fmt_bytes
 from ..workload.stage_layers import PipelineSplit
 from .screen import Outcome
-from .settings import PlanSettings, recompute_options
+from .settings import PlanSettings, recompute_options, state_options
 
 
 @dataclass
@@ -69,6 +69,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--" + key.replace("_", "-"), str(value)]
     if settings.runtime == "megatron":
         words += ["--megatron-ddp"]
+    for key, value in state_options(settings.state, c.dp).items():
+        words += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
     if settings.system is not None:
         words += ["--system", settings.system]
     if settings.calibration is not None:

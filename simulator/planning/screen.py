@@ -13,7 +13,7 @@ from ..schedules import registry
 from ..schedules.library.interleaved_1f1b import resolve_group_size
 from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
 from .candidates import Candidate
-from .settings import recompute_options
+from .settings import recompute_options, state_options
 from .workloads import cached_workload
 
 
@@ -74,6 +74,7 @@ class ScreenContext:
     max_actions: int | None
     runtime: str | None = None
     recompute_grouping: tuple = ()   # PlanSettings'
+    state: tuple = (None, False, False)   # PlanSettings'
 
 
 
@@ -109,7 +110,8 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           max_actions=ctx.max_actions * iterations if ctx.max_actions
                           else ctx.max_actions, recompute=c.recompute,
                           **recompute_options(ctx.recompute_grouping, c.recompute),
-                          **megatron_options(ctx.runtime), **c.split_options)
+                          **megatron_options(ctx.runtime), **c.split_options,
+                          **state_options(ctx.state, c.dp))
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

@@ -52,6 +52,23 @@ class PlanSettings:
     # how a full-recompute retry groups the layers: (--recompute-method, --recompute-num-layers);
     # empty: Megatron-LM's uniform 1, every layer alone
     recompute_grouping: tuple = ()
+    # the training state's memory: (--param-dtype, --use-distributed-optimizer, --fsdp), the
+    # last two sharding it over each candidate's data parallelism (a launch file's own)
+    state: tuple = (None, False, False)
+
+
+def state_options(state: tuple, dp: int) -> dict:
+    """The run options that count a candidate's training state as ``state`` says (the weights'
+    dtype, the distributed optimizer, FSDP over the candidate's ``dp`` ranks)."""
+    param_dtype, distributed, fsdp = state
+    out: dict = {}
+    if param_dtype is not None:
+        out["param_dtype"] = param_dtype
+    if distributed:
+        out["use_distributed_optimizer"] = True
+    if fsdp and dp > 1:
+        out["fsdp"] = dp
+    return out
 
 
 def recompute_options(grouping: tuple, recompute: str) -> dict:

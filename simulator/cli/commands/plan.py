@@ -18,7 +18,7 @@ from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
 from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
-from ...planning.settings import load_plan_system, recompute_options
+from ...planning.settings import load_plan_system, recompute_options, state_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -164,6 +164,16 @@ def _recompute_options(fn):
 @click.option("--launch", "launch_dir", type=click.Path(file_okay=False), default=None,
               metavar="DIR", help="Write the winner's launch settings into DIR: "
               "megatron_args.txt, torchtitan.toml, schedule.csv, stage_ranks.json, README.md.")
+@click.option("--param-dtype", type=click.Choice(["bf16", "fp32"]), default=None,
+              help="Every candidate's training state by dtype, as `pipesim run --param-dtype` "
+                   "counts it (a Megatron-LM launch file states it).")
+@click.option("--use-distributed-optimizer", "distributed_optimizer", is_flag=True,
+              help="Every candidate's optimizer state sharded over its data parallelism "
+                   "(Megatron-LM's; needs a dtype: --param-dtype or a launch file's).")
+@click.option("--fsdp", is_flag=True,
+              help="Every candidate's state sharded over its data parallelism as torchtitan's "
+                   "FSDP2 shards it (`pipesim run --fsdp DP`; a torchtitan job with FSDP sets "
+                   "it).")
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
@@ -173,7 +183,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
             global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
-            launch_dir, no_prune, **values):
+            launch_dir, param_dtype, distributed_optimizer, fsdp, no_prune, **values):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -238,11 +248,12 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                 if have != plans:
                     warnings.append(f"{launch.source}: plan generates its candidates with "
                                     f"{what}; the file runs without it")
-            if launch.use_distributed_optimizer:
-                warnings.append(f"{launch.source}: --use-distributed-optimizer: plan's "
-                                "candidates keep each rank's whole optimizer state (the "
-                                "system's bytes per parameter); run the winner with the file "
-                                "to count it sharded over DP")
+            # the launch's training state, as `pipesim run` of the file counts it
+            if launch.source.startswith("--megatron-args") or launch.fsdp:
+                if param_dtype is None:
+                    param_dtype = "bf16" if launch.precision in ("bf16", "fp16") else "fp32"
+                distributed_optimizer = distributed_optimizer or launch.use_distributed_optimizer
+                fsdp = fsdp or bool(launch.fsdp)
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
                             "microbatches and schedule (TP up to --tp-max, or --tp); the "
                             f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "
@@ -267,7 +278,8 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
                             model, gpu, efficiency, tp_max, names, runtime,
-                            tuple(split) if split.given else (), tp, batch_flag, grouping)
+                            tuple(split) if split.given else (), tp, batch_flag, grouping,
+                            (param_dtype, distributed_optimizer, fsdp))
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -356,13 +368,15 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                    gpus=result.settings.gpus, schedule_options=c.options or None,
                    memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
                    **recompute_options(result.settings.recompute_grouping, c.recompute),
-                   **c.split_options)
+                   **c.split_options, **state_options(result.settings.state, c.dp))
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
     extra = {}
     if mi is not None:   # the model the plan generated: bf16, flash attention, SP at TP > 1
+        _, distributed, fsdp = result.settings.state
         extra = {"model": mi.shape, "settings": mi.launch._replace(
-            precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1)}
+            precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
+            use_distributed_optimizer=distributed, fsdp=c.dp if fsdp and c.dp > 1 else 0)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
                         recompute_grouping=tuple(grouping.values()) or ("uniform", 1),

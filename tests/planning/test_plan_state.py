@@ -1,0 +1,92 @@
+"""`pipesim plan` counting every candidate's training state as the launch will: by dtype
+(--param-dtype), sharded by the distributed optimizer or by FSDP over the candidate's data
+parallelism; the winner's command and launch files say the same, and read back to the plan's
+numbers."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from simulator.cli.main import main
+
+MODEL = ["--model", "llama", "--layers", "8", "--hidden", "1024", "--heads", "8", "--kv-heads",
+         "4", "--ffn", "2816", "--vocab", "8192", "--seq-length", "512", "--gpus", "8",
+         "--tp", "1", "--global-batch-size", "32", "-s", "1f1b", "--gpu", "a100", "-j", "1"]
+
+
+def _plan(capsys, tmp_path, name: str, *extra: str) -> dict:
+    out = tmp_path / name
+    out.mkdir()
+    rc = main(["plan", *MODEL, "--out", str(out), "--json", str(out / "p.json"), *extra])
+    capsys.readouterr()
+    assert rc == 0
+    return json.loads((out / "p.json").read_text())
+
+
+def _run(capsys, tmp_path, command: str) -> dict:
+    words = shlex.split(command)
+    assert words[:2] == ["pipesim", "run"]
+    out = tmp_path / "r.json"
+    assert main(words[1:] + ["--json", str(out)]) == 0
+    capsys.readouterr()
+    return json.loads(out.read_text())
+
+
+def _by_key(plan: dict) -> dict:
+    return {c["key"]: c for c in plan["candidates"] if c.get("peak_memory_bytes")}
+
+
+def test_the_distributed_optimizer_and_fsdp_shard_every_candidates_state(capsys, tmp_path):
+    whole = _by_key(_plan(capsys, tmp_path, "a", "--param-dtype", "bf16"))
+    sharded = _by_key(_plan(capsys, tmp_path, "b", "--param-dtype", "bf16",
+                            "--use-distributed-optimizer"))
+    fsdp = _by_key(_plan(capsys, tmp_path, "c", "--param-dtype", "bf16", "--fsdp"))
+    assert whole.keys() == sharded.keys() == fsdp.keys()
+    for key, c in whole.items():
+        dp = c["dp"]
+        if dp > 1:   # the same candidate holds less when its state is sharded
+            assert sharded[key]["peak_memory_bytes"] < c["peak_memory_bytes"]
+            assert fsdp[key]["peak_memory_bytes"] < c["peak_memory_bytes"]
+        else:
+            assert sharded[key]["peak_memory_bytes"] == c["peak_memory_bytes"]
+
+
+def test_the_winners_command_carries_the_state_and_reads_back(capsys, tmp_path):
+    for name, flags, words in (("d", ("--param-dtype", "bf16", "--use-distributed-optimizer"),
+                                "--param-dtype bf16 --use-distributed-optimizer"),
+                               ("e", ("--param-dtype", "bf16", "--fsdp"), "--fsdp ")):
+        plan = _plan(capsys, tmp_path, name, *flags)
+        best = plan["best"]
+        assert words in best["command"]
+        got = _run(capsys, tmp_path, best["command"])
+        assert (got["makespan_ns"], got["peak_memory_bytes"]) == (
+            best["makespan_ns"], best["peak_memory_bytes"])
+
+
+def test_a_megatron_launchs_distributed_optimizer_is_the_plans(capsys, tmp_path):
+    args = tmp_path / "args.txt"
+    args.write_text("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 "
+                    "--group-query-attention --num-query-groups 4 --ffn-hidden-size 2816 "
+                    "--swiglu --normalization RMSNorm --vocab-size 8192 "
+                    "--untie-embeddings-and-output-weights --seq-length 512 "
+                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+                    "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer")
+    out = tmp_path / "m"
+    out.mkdir()
+    rc = main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s", "1f1b",
+               "--runtime", "megatron", "--gpu", "a100", "-j", "1", "--out", str(out), "--json", str(out / "p.json"),
+               "--launch", str(out / "launch")])
+    capsys.readouterr()
+    assert rc == 0
+    best = json.loads((out / "p.json").read_text())["best"]
+    assert "--param-dtype bf16 --use-distributed-optimizer" in best["command"]
+    written = (out / "launch" / "megatron_args.txt").read_text()
+    assert "--use-distributed-optimizer" in written
+    # the written launch reads back to the plan's memory: the same sharded state
+    back = tmp_path / "back.json"
+    assert main(["run", "--megatron-args", str(out / "launch" / "megatron_args.txt"), "--gpus",
+                 "8", "--gpu", "a100", "--json", str(back)]) == 0
+    capsys.readouterr()
+    got = json.loads(back.read_text())
+    assert got["peak_memory_bytes"] == best["peak_memory_bytes"]
