@@ -142,6 +142,30 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
     return outside + (inside + scores) // tp
 
 
+def op_sac_activation_bytes(seq: int, micro_batch: int, hidden: int, ffn: int, v_width: int,
+                            tp: int = 1, sequence_parallel: bool = True,
+                            dtype_bytes: int = 2) -> int:
+    """Bytes a LLaMA layer keeps per microbatch under torchtitan's op-level selective
+    checkpointing (``selective_ac_option = "op"``, ``_apply_op_sac``): the block's input, and
+    the outputs of the ops on its save list (the attention kernel, the reduce-scatters) and of
+    every other GEMM (its policy recomputes the second, fourth, ...: of wq, wk, wv, wo, w1,
+    w3, w2 it keeps wq's, wv's, w1's and w2's); everything else runs again in the backward.
+    Per token, in elements: the input h (split by TP with sequence parallelism); inside the
+    tensor-parallel regions, split by TP, wq's h, wv's ``v_width`` (the V heads' width), the
+    attention's h and w1's ``ffn``; w2's h, whole on every TP rank (its output is a partial sum
+    before the reduce-scatter); with TP, the two reduce-scatters' outputs, h/TP each. The
+    attention's log-sum-exp (4 B a head and token) is left out."""
+    s, b, h, d = seq, micro_batch, hidden, dtype_bytes
+    tokens = s * b
+    outside = h * tokens
+    inside = (2 * h + v_width + ffn) * tokens
+    partial = h * tokens
+    scattered = 2 * h * tokens if tp > 1 else 0
+    if sequence_parallel:
+        return d * ((outside + inside + scattered) // tp + partial)
+    return d * (outside + inside // tp + partial)
+
+
 def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: int, ffn: int,
                                 tp: int = 1, sequence_parallel: bool = True,
                                 flash_attention: bool = True, dtype_bytes: int = 2,

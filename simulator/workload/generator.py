@@ -44,10 +44,11 @@ optimizer all-reduces), ``vpp:`` holding layers per stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigError
-from .activations import (transformer_activation_bytes, transformer_deferred_wgrad_bytes,
+from .activations import (op_sac_activation_bytes, transformer_activation_bytes,
+                          transformer_deferred_wgrad_bytes,
                           transformer_split_backward_bytes, transformer_transient_bytes)
 from . import layer_ops
 from .gpus import GPUPreset
@@ -114,6 +115,10 @@ class ParallelSpec:
     # Megatron's --recompute-granularity selective: the attention core's forward (QKᵀ, softmax,
     # dropout, probs·V) runs again in the backward, so its scores are not kept
     selective_recompute: bool = False
+    # torchtitan's op-level selective checkpointing (selective_ac_option "op", a llama layer):
+    # the outputs of the attention kernel and of every other GEMM are kept, the rest of the
+    # layer runs again in its backward
+    op_recompute: bool = False
     # transformer layers per chunk (model order) that a launch file's split gives (empty:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
@@ -165,6 +170,10 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
                           f"{par.precision!r}")
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
+    if par.op_recompute and (model.arch != "llama" or par.selective_recompute):
+        raise ConfigError("op-level selective checkpointing: expected the llama model without "
+                          f"Megatron's selective recompute, found {model.arch}"
+                          + (" with it" if par.selective_recompute else ""))
     for opt, value in (("layers", model.layers), ("hidden", model.hidden), ("heads", model.heads),
                        ("seq", model.seq), ("micro-batch", model.micro_batch), ("tp", par.tp),
                        ("pp", par.pp), ("vpp", par.vpp), ("ga", par.ga), ("dp", par.dp),
@@ -376,6 +385,10 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     transformer_activation_bytes`)."""
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     gpt = model.arch == "gpt"
+    if par.op_recompute:
+        return op_sac_activation_bytes(model.seq, model.micro_batch, model.hidden, ffn,
+                                       model.kv * (model.hidden // model.heads), par.tp,
+                                       par.sequence_parallel, par.dtype_bytes)
     return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
                                         model.heads, ffn, par.tp, par.sequence_parallel,
                                         par.flash_attention or par.selective_recompute,
@@ -413,9 +426,16 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     qkv = model.hidden + 2 * model.kv * (model.hidden // model.heads)
     up = model.ffn_size * (1 if model.arch == "gpt" else 2)
-    return transformer_transient_bytes(model.seq, model.micro_batch, model.hidden, model.heads,
-                                       ffn, par.tp, par.sequence_parallel, par.flash_attention,
-                                       par.dtype_bytes, widest=max(qkv, up))
+    f, b, i, w = transformer_transient_bytes(model.seq, model.micro_batch, model.hidden,
+                                             model.heads, ffn, par.tp, par.sequence_parallel,
+                                             par.flash_attention, par.dtype_bytes,
+                                             widest=max(qkv, up))
+    if par.op_recompute:
+        # the backward re-runs the layer's forward: what it recomputes is held while it runs
+        again = activation_bytes(model, replace(par, op_recompute=False)) \
+            - activation_bytes(model, par)
+        b, i = b + again, i + again
+    return f, b, i, w
 
 
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str,

@@ -70,6 +70,11 @@ def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int) -> list:
                  out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
 
 
+def _again(ops) -> list:
+    """``ops`` run again in the backward, before it (a recompute)."""
+    return [o._replace(name=f"{o.name}_recompute", phase="ig") for o in ops]
+
+
 def _attention_core(model, par) -> list:
     b, s, h, A, T, d = (model.micro_batch, model.seq, model.hidden, model.heads, par.tp,
                         par.dtype_bytes)
@@ -89,7 +94,7 @@ def _attention_core(model, par) -> list:
         ops.append(memory("attention_dropout", "fwd", (2 * d + MASK) * scores))
     ops.append(gemm("attention_context", "fwd", s, hd, s, batch=bh, dtype_bytes=d))
     if par.selective_recompute:  # the core's forward again, before its backward
-        ops += [o._replace(name=f"{o.name}_recompute", phase="ig") for o in ops]
+        ops += _again(ops)
     ops += [gemm("attention_context_dgrad_probs", "ig", s, s, hd, batch=bh, dtype_bytes=d),
             gemm("attention_context_dgrad_v", "ig", s, hd, s, batch=bh, dtype_bytes=d)]
     if model.arch == "gpt":
@@ -101,18 +106,26 @@ def _attention_core(model, par) -> list:
 
 
 def attention_column_ops(model, par) -> list:
-    """Input norm, fused QKV projection (h -> q/T), attention core."""
+    """Input norm, fused QKV projection (h -> q/T), attention core. Under torchtitan's op-level
+    selective checkpointing the backward first runs the norm and the K projection again (its
+    policy keeps wq's and wv's outputs and the attention's, and recomputes wk's)."""
     bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
-    q = h + 2 * model.kv * (h // model.heads)
+    kv = model.kv * (h // model.heads)
+    q = h + 2 * kv
     f, b = _norm("input_norm", model, par)
-    return f + _linear("qkv", bs, h, q // T, d) + _attention_core(model, par) + b
+    again = _again(f) + [gemm("k_proj_recompute", "ig", bs, kv // T, h, dtype_bytes=d)] \
+        if par.op_recompute else []
+    return f + _linear("qkv", bs, h, q // T, d) + _attention_core(model, par) + again + b
 
 
 def attention_row_ops(model, par) -> list:
     """Output projection (h/T -> h), bias + dropout + residual add."""
     bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
     f, b = _dropout_add(model, par)
-    return _linear("attention_proj", bs, h // T, h, d) + f + b
+    linear = _linear("attention_proj", bs, h // T, h, d)
+    # op-level selective checkpointing recomputes wo (the fourth GEMM) and the residual add
+    again = _again(linear[:1] + f) if par.op_recompute else []
+    return linear + f + again + b
 
 
 def mlp_column_ops(model, par) -> list:
@@ -128,7 +141,11 @@ def mlp_column_ops(model, par) -> list:
         e = 2 * bs * f // T
         act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
         width = 2 * f // T
-    return nf + _linear("mlp_up", bs, h, width, d) + act + nb
+    again = []
+    if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
+        again = _again(nf) + [gemm("mlp_up_w3_recompute", "ig", bs, f // T, h, dtype_bytes=d)] \
+            + _again(act[:1])
+    return nf + _linear("mlp_up", bs, h, width, d) + act + again + nb
 
 
 def mlp_row_ops(model, par) -> list:
@@ -136,7 +153,8 @@ def mlp_row_ops(model, par) -> list:
     bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
                       par.dtype_bytes)
     fa, ba = _dropout_add(model, par)
-    return _linear("mlp_down", bs, f // T, h, d) + fa + ba
+    again = _again(fa) if par.op_recompute else []   # the residual add (w2's output is kept)
+    return _linear("mlp_down", bs, f // T, h, d) + fa + again + ba
 
 
 def moe_router_ops(model, par) -> list:

@@ -295,3 +295,26 @@ def test_unfused_gqa_keeps_the_repeated_kv_and_the_softmax_output():
                                        kv_width=2 * 4 * 128, dropout=False)
     assert got == (8 * s * b * h + 2 * s * b * (2 * h + 2 * h) + 6 * s * b * f
                    + 2 * a * s * s * b) // 2
+
+
+def test_torchtitans_op_sac_keeps_the_input_the_attention_and_every_other_gemm():
+    """Llama 3 8B (h 4096, V heads 8 x 128, ffn 14336), s 8192, TP 1, bf16: the block's input
+    h, wq's h, wv's 1024, the attention's h, w1's 14336 and w2's h: 31,744 elements a token,
+    15.5·s·h bytes (34·s·h without checkpointing). With TP 8 and sequence parallelism the
+    input, the tensor-parallel outputs and the two reduce-scatters' h/8 are split, w2's
+    partial sum is whole."""
+    from simulator.workload.activations import op_sac_activation_bytes
+
+    s, h, f, v = 8192, 4096, 14336, 1024
+    assert op_sac_activation_bytes(s, 1, h, f, v) == 2 * s * (4 * h + v + f) == 31 * s * h // 2
+    assert op_sac_activation_bytes(s, 1, h, f, v, 8, True) == 2 * (
+        s * (h + 2 * h + v + f + 2 * h) // 8 + s * h)
+
+
+def test_op_sac_is_the_llama_layers_alone():
+    from simulator.errors import ConfigError
+    from simulator.workload.generator import ModelSpec, ParallelSpec, check
+
+    with pytest.raises(ConfigError, match=r"^op-level selective checkpointing: expected the "
+                       r"llama model without Megatron's selective recompute, found gpt$"):
+        check(ModelSpec("gpt", 2, 256, 4, 128, 1), ParallelSpec(op_recompute=True), "model")

@@ -575,12 +575,15 @@ def test_torchtitans_layer_sac_is_full_recompute_of_every_nth_block(tmp_path):
     assert (got.launch.recompute, got.launch.recompute_method) == ("full", None)
 
 
-def test_torchtitans_op_sac_and_uneven_stages_are_warned(tmp_path):
-    got, src = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
-                              'selective_ac_option = "op"')
-    assert got.launch.recompute == "none"
-    assert (f"{src}: [activation_checkpoint] mode selective, selective_ac_option 'op': not "
-            "modelled yet; run as no recompute") in got.warnings
+def test_torchtitans_op_sac_beyond_llama_and_uneven_stages_are_warned(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[activation_checkpoint]\n'
+                    'mode = "selective"\nselective_ac_option = "op"\n')
+    moe = ModelShape("moe", 4, 1024, 8, ffn=1024, vocab=8192, kv_heads=8, experts=4, topk=2)
+    got = read_torchtitan_job(str(path), gpus=8, shape=moe)
+    assert got.launch.recompute == "none" and got.launch.recompute_granularity == "selective"
+    assert (f"--torchtitan {path}: [activation_checkpoint] mode selective, selective_ac_option "
+            "'op': not modelled yet; run as no recompute") in got.warnings
     # torchtitan's split of 32 layers + the embedding + the output over 4 stages
     got, src = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
                               'selective_ac_option = "4"',
@@ -591,3 +594,45 @@ def test_torchtitans_op_sac_and_uneven_stages_are_warned(tmp_path):
     assert (f"{src}: [activation_checkpoint] mode selective, selective_ac_option 4: the "
             "stages' 8, 9, 8, 7 layers checkpoint 2, 2, 2, 1 blocks; pipesim recomputes 1 of "
             "each stage") in got.warnings
+
+
+def test_torchtitans_op_sac_generates_its_recomputed_ops(tmp_path):
+    """selective_ac_option "op": the layer keeps what the policy saves, and each row's input
+    gradient first runs again what it recomputes: the norms, wk, wo, w3, SwiGLU and the
+    residual adds, each priced as its forward kernel."""
+    from simulator.cli.model_inputs import workload_text
+    from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes
+    from simulator.workload.kernel_presets import kernel_preset
+    from simulator.workload.kernels import gemm, price
+    from simulator.workload.parser import parse_workload_text
+
+    got, src = _job(tmp_path, '[activation_checkpoint]\nmode = "selective"\n'
+                              'selective_ac_option = "op"')
+    assert (got.launch.recompute, got.launch.recompute_granularity) == ("none", "op")
+    assert any("selective_ac_option 'op': each layer keeps its input" in n for n in got.notes)
+    op = parse_workload_text(workload_text(got, gpu="h100"), "op")
+    plain = parse_workload_text(workload_text(got._replace(launch=got.launch._replace(
+        recompute_granularity=None)), gpu="h100"), "plain")
+    spec = ModelSpec(seq=2048, micro_batch=8, **got.shape.spec_fields())
+    assert op.header.activation_bytes == activation_bytes(
+        spec, ParallelSpec(dp=8, op_recompute=True)) == 2 * 8 * 2048 * (4 * 4096 + 1024 + 14336)
+    rows = {r.name: r for r in op.layers}
+    base = {r.name: r for r in plain.layers}
+    gpu = kernel_preset("h100")
+    gap = gpu.kernel_gap_ns
+    tokens = 8 * 2048
+
+    def ns(op_):
+        return price(op_, gpu).ns + gap
+
+    norm = ns(gemm("x", "fwd", 1, 1, 1)._replace(kind="memory", nbytes=2 * 2 * tokens * 4096))
+    # attention_column: the input norm and wk (h -> 1024) again
+    assert rows["attention_column"].ig_compute - base["attention_column"].ig_compute == \
+        norm + ns(gemm("k", "ig", tokens, 1024, 4096))
+    # attention_row: wo (h -> h) and the residual add (read two, write one)
+    add = ns(gemm("x", "fwd", 1, 1, 1)._replace(kind="memory", nbytes=3 * 2 * tokens * 4096))
+    assert rows["attention_row"].ig_compute - base["attention_row"].ig_compute == \
+        ns(gemm("o", "ig", tokens, 4096, 4096)) + add
+    for name in ("attention_column", "attention_row", "mlp_column", "mlp_row"):
+        assert rows[name].fwd_compute == base[name].fwd_compute
+        assert rows[name].wg_compute == base[name].wg_compute

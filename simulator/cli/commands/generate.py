@@ -134,6 +134,7 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                        precision=precision or ("bf16" if ours else launch.precision),
                        selective_recompute=selective or (
                            not ours and launch.recompute_granularity == "selective"),
+                       op_recompute=not ours and launch.recompute_granularity == "op",
                        stage_layers=counts)
     selective = par.selective_recompute
 

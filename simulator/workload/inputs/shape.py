@@ -59,7 +59,7 @@ class LaunchSettings(NamedTuple):
     precision: str = "fp32"              # bf16, fp16 or fp32
     flash_attention: bool = False
     recompute: str = "none"
-    recompute_granularity: str | None = None     # full | selective, as the file says
+    recompute_granularity: str | None = None     # full | selective | op (torchtitan's op SAC)
     recompute_method: str | None = None
     recompute_num_layers: int | None = None
     schedule: str | None = None          # pipesim's name of the launch's schedule

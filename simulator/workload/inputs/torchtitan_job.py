@@ -220,6 +220,15 @@ class _Job:
             recompute, method, nlayers = self._layer_sac(int(option), shape.layers,
                                                          stage_layers, default)
             mode = "full" if recompute == "full" else "none"
+        elif mode == "selective" and option == "op" and shape.arch == "llama":
+            # the generated layer keeps what the policy saves and re-runs the rest
+            mode = "op"
+            self.notes.append(
+                f"{self.src}: [activation_checkpoint] mode selective{default}, "
+                "selective_ac_option 'op': each layer keeps its input, the attention's output "
+                "and every other GEMM's (wq, wv, w1, w2); its backward first runs the norms, "
+                "wk, wo, w3, SwiGLU and the residual adds again (their all-gathers' time is "
+                "not counted)")
         elif mode in ("selective", "memory_budget"):
             self.warnings.append(f"{self.src}: [activation_checkpoint] mode {mode}{default}"
                                  + (f", selective_ac_option {option!r}" if mode == "selective"
