@@ -1,7 +1,8 @@
 """End-to-end fuzz of every pipesim command: mutated files under random options.
 
 Each case picks a command (run, inspect, compare, schedule, verify, plan, generate, sweep,
-calibrate), builds its files by mutating real ones (workload rows: tokens dropped, swapped,
+calibrate, or run / compare / plan / generate on a model input: a Megatron-LM argument list, a
+torchtitan job or a Hugging Face config), builds its files by mutating real ones (workload rows: tokens dropped, swapped,
 replaced by junk or huge numbers, lines dropped or duplicated, bytes inserted; YAML system,
 calibration, stage-cost and sweep files: values replaced by junk, huge numbers, numbers YAML
 reads as text, binary bytes; torch traces: bytes flipped, truncated) or by giving a special file
@@ -51,7 +52,16 @@ SIZES = (None, 1, 2, 4, 8, 24, 1000, 100_000, 8_388_608, 2**40)
 YAML_JUNK = ("1e308", "1.0e308", "1" + "0" * 400, "1.0e+400", "-1", "0", "nan", ".inf", "x",
              "[]", "{}", "null", "'8'", "99999999999999999999", "[1, 2]", "\x00", "\xff")
 COMMANDS = {"run": 30, "inspect": 6, "compare": 6, "schedule": 16, "verify": 8, "plan": 6,
-            "generate": 10, "sweep": 8, "calibrate": 4}   # weights
+            "generate": 10, "sweep": 8, "calibrate": 4, "model": 12}   # weights
+# a model input instead of a workload file (--megatron-args, --torchtitan, --hf-config), run by
+# one of these commands
+MODEL_COMMANDS = ("run", "run", "run", "compare", "plan", "generate")
+MODEL_FLAGS = ("--megatron-args", "--torchtitan", "--hf-config")
+MEGATRON_JUNK = ("0", "-1", "x", "1.5", "99999999999", "8388608", "", "--", "nan", "auto",
+                 "selective", "full", "block", "RMSNorm", "transformer_engine", "local")
+TOML_JUNK = ("0", "-1", "x", '"x"', "1e9", "99999999999", "true", '"op"', '"3"', '"full"',
+             '"selective"', '"ZBVZeroBubble"', '"Interleaved1F1B"', "[]", '"float16"', "nan")
+JSON_JUNK = (0, -1, 1.5, 2**40, "x", None, True, [], {}, 1e308)
 TRACES = REPO / "tests" / "data" / "traces" / "ScheduleInterleaved1F1B"
 TRACE_WORKLOAD = (REPO / "benchmarks" / "fidelity" / "results" / "2026-11-23-cpu-gloo-f" /
                   "workloads" / "uniform.txt")
@@ -70,6 +80,56 @@ def workload_seeds() -> list[str]:
             lines = [lines[0], str(HEAD_ROWS), *lines[2:2 + HEAD_ROWS]]
         out.append("\n".join(lines))
     return out
+
+
+# modern Megatron-LM launches beside the published runs' (written here: flags and numbers)
+MEGATRON_SEEDS = (
+    "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+    "--group-query-attention --num-query-groups 8 --seq-length 8192 --swiglu --normalization "
+    "RMSNorm --untie-embeddings-and-output-weights --vocab-size 128256 --micro-batch-size 1 "
+    "--global-batch-size 128 --bf16 --attention-backend auto --tensor-model-parallel-size 2 "
+    "--pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer "
+    "--overlap-grad-reduce --overlap-param-gather --recompute-activations --lr 1e-4",
+    "--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+    "--micro-batch-size 2 --global-batch-size 64 --tensor-model-parallel-size 2 "
+    "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 6 "
+    "--decoder-last-pipeline-num-layers 4 --num-virtual-stages-per-pipeline-rank 2 --bf16 "
+    "--use-mcore-models --no-overlap-p2p-communication --grad-reduce-in-bf16",
+    "--num-layers 16 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --swiglu "
+    "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
+    "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 2 --bf16 "
+    "--transformer-impl transformer_engine --recompute-granularity full --recompute-method "
+    "block --recompute-num-layers 2 --attention-dropout 0.0 --hidden-dropout 0.0",
+)
+TORCHTITAN_SEEDS = (
+    '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'
+    'seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = -1\n'
+    'tensor_parallel_degree = 1\n[activation_checkpoint]\nmode = "selective"\n'
+    'selective_ac_option = "op"\n',
+    '[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\n'
+    'seq_len = 2048\n[parallelism]\npipeline_parallel_degree = 2\n'
+    'pipeline_parallel_schedule = "Interleaved1F1B"\npipeline_parallel_microbatch_size = 1\n'
+    'data_parallel_shard_degree = 2\n[activation_checkpoint]\nmode = "selective"\n'
+    'selective_ac_option = "2"\n',
+    '[model]\nname = "llama3"\nflavor = "70B"\n[training]\nlocal_batch_size = 8\n'
+    'seq_len = 8192\nglobal_batch_size = 512\n[parallelism]\ntensor_parallel_degree = 8\n'
+    'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "1F1B"\n'
+    '[activation_checkpoint]\nmode = "full"\n',
+)
+
+
+def model_seeds() -> dict[str, list[str]]:
+    """Launch files and model configs: the published runs' Megatron-LM arguments and the
+    Hugging Face configs (read from ../shared, never copied), and the launches above."""
+    shared = REPO.parent / "shared"
+    megatron = list(MEGATRON_SEEDS)
+    runs = shared / "published-runs" / "runs.json"
+    if runs.is_file():
+        megatron += [r["megatron_args"] for r in json.loads(runs.read_text())["runs"]
+                     if r.get("megatron_args")]
+    hf = [p.read_text() for p in sorted((shared / "hf-configs").glob("*.json"))] \
+        if (shared / "hf-configs").is_dir() else []
+    return {"megatron": megatron, "torchtitan": list(TORCHTITAN_SEEDS), "hf": hf}
 
 
 def yaml_seeds() -> dict[str, list[str]]:
@@ -157,6 +217,67 @@ def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
         else:
             b[at:at] = rng.choice((b"\x00", b"}", b"9" * 20, b'"'))
     return bytes(b)
+
+
+def mutate_megatron(text: str, rng: random.Random) -> bytes:
+    toks = text.split()
+    for _ in range(rng.choice((0, 1, 1, 2, 3))):
+        if not toks:
+            break
+        i = rng.randrange(len(toks))
+        kind = rng.choice(("drop", "value", "value", "dup", "flag"))
+        if kind == "drop":
+            del toks[i]
+        elif kind == "value":
+            toks[i] = rng.choice(MEGATRON_JUNK) if not toks[i].startswith("--") else toks[i]
+            if toks[i].startswith("--") and i + 1 < len(toks):
+                toks[i + 1] = rng.choice(MEGATRON_JUNK)
+        elif kind == "dup":
+            toks[i:i] = toks[i:i + 2]
+        else:
+            toks[i:i] = [rng.choice(("--fp16", "--bf16", "--sequence-parallel",
+                                     "--checkpoint-activations", "--use-legacy-models",
+                                     "--tp-comm-overlap", "--kv-channels",
+                                     "--clip-grad", "--num-layers-per-virtual-pipeline-stage",
+                                     "--pipeline-model-parallel-layout", "--num-experts")),
+                         rng.choice(MEGATRON_JUNK)]
+    return " ".join(toks).encode("utf-8", errors="surrogateescape")
+
+
+def mutate_toml(text: str, rng: random.Random) -> bytes:
+    lines = text.split("\n")
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        i = rng.randrange(len(lines))
+        line = lines[i]
+        kind = rng.choice(("value", "value", "drop", "dup", "bytes"))
+        if kind == "value" and "=" in line:
+            lines[i] = f"{line.split('=', 1)[0]}= {rng.choice(TOML_JUNK)}"
+        elif kind == "drop" and len(lines) > 1:
+            del lines[i]
+        elif kind == "dup":
+            lines.insert(i, line)
+        else:
+            at = rng.randint(0, len(line))
+            lines[i] = line[:at] + rng.choice(("\x00", "[", "=", '"', "\xff")) + line[at:]
+    return "\n".join(lines).encode("utf-8", errors="surrogateescape")
+
+
+def mutate_json(text: str, rng: random.Random) -> bytes:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text.encode()
+    if isinstance(doc, dict) and doc:
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            key = rng.choice(sorted(doc))
+            if rng.random() < 0.3:
+                del doc[key]
+                if not doc:
+                    break
+            else:
+                doc[key] = rng.choice(JSON_JUNK)
+    data = json.dumps(doc).encode()
+    return mutate_bytes(data, rng) if rng.random() < 0.1 else data
 
 
 class Files:
@@ -272,6 +393,43 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["--experts", rng.choice(("2", "8")), "--ep", "1"]
     elif command == "sweep":
         args += [yml("sweep"), "--out", out(""), "-j", "1", "-q"]
+    elif command == "model":
+        kind = rng.choice(("megatron", "megatron", "torchtitan", "hf"))
+        pool = seeds["model"][kind] or seeds["model"]["megatron"]
+        if not seeds["model"][kind]:
+            kind = "megatron"
+        text = rng.choice(pool)
+        mutate, suffix, flag = {"megatron": (mutate_megatron, ".txt", "--megatron-args"),
+                                "torchtitan": (mutate_toml, ".toml", "--torchtitan"),
+                                "hf": (mutate_json, ".json", "--hf-config")}[kind]
+        sub = rng.choice(MODEL_COMMANDS)
+        args = [sub, flag, files.write(mutate(text, rng), suffix)]
+        gpus = rng.choice((None, None, "8", "16", "64", "128", "7", "1", str(2**20)))
+        if sub == "generate":
+            args += ["--dp", rng.choice(("1", "2", "8")), "-o", out(".txt")]
+        elif gpus is not None or sub == "plan":
+            args += ["--gpus", gpus or "64"]
+        if kind == "hf":
+            args += ["--seq", rng.choice(("1024", "4096", "1", "99999999999"))]
+            if sub != "plan":
+                args += ["--pp", rng.choice(("1", "2", "4")), "-m", _size(rng)]
+        if sub in ("run", "compare") and rng.random() < 0.7:
+            args += ["--engine", "evaluator"]
+        if sub == "compare":
+            args += ["-s", ",".join(rng.sample(SCHEDULES[:-1], 2))]
+        if sub == "plan":
+            args += ["-j", "1", "--tp-max", rng.choice(("1", "2", "8"))]
+            if rng.random() < 0.3:
+                args += [rng.choice(("--fsdp", "--use-distributed-optimizer"))]
+        if sub != "generate" and rng.random() < 0.4:
+            args += ["--system", rng.choice([str(p) for p in sorted(
+                (REPO / "configs" / "system").glob("*.yaml"))])]
+        if rng.random() < 0.2:
+            args += ["--gpu", rng.choice(("a100", "h100", "h200", "v100"))]
+        if sub in ("run", "compare") and rng.random() < 0.1:
+            args += ["--strict"]
+        if sub == "run" and rng.random() < 0.1:
+            args += ["--fsdp", rng.choice(("1", "2", "8", "0"))]
     elif command == "calibrate":
         folder = where / "traces"
         folder.mkdir()
@@ -353,7 +511,9 @@ def run_case(k: int, seed: int, seeds: dict, cpu_clock: bool = False) -> dict:
     lines = [x for x in err.splitlines() if x.startswith("pipesim: error")]
     if outcome == "refused" and len(lines) != 1:
         outcome = "refused-not-one-line"
-    return {"case": k, "command": args[0], "outcome": outcome, "seconds": round(seconds, 3),
+    # a model input's case is counted apart: "run --megatron-args", ...
+    command = f"{args[0]} {args[1]}" if len(args) > 1 and args[1] in MODEL_FLAGS else args[0]
+    return {"case": k, "command": command, "outcome": outcome, "seconds": round(seconds, 3),
             "cpu_s": round(cpu, 3), "rss": usage.ru_maxrss * 1024, "args": args,
             "message": (lines[0] if lines else err.strip()[-300:])[:300]}
 
@@ -377,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         return report(rows, args, None)
     cpu_clock = args.clock == "cpu"
     log = args.log.open("a") if args.log else None
-    seeds = {"workloads": workload_seeds(), "yaml": yaml_seeds()}
+    seeds = {"workloads": workload_seeds(), "yaml": yaml_seeds(), "model": model_seeds()}
     # imported once here, inherited by every forked case
     import simulator.api  # noqa: F401
     import simulator.cli.group  # noqa: F401

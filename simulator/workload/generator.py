@@ -496,6 +496,13 @@ def render_rows(header: str, rows: list[RowSpec], gpu: GPUPreset,
         t = memo.get(key)
         if t is None:
             t = memo[key] = row_compute_ns(r, gpu, efficiency)
+            big = max((*t, r.fwd_comm[1], r.ig_comm[1], r.wg_comm[1]))
+            if big >= 2**63:
+                # a shape whose row the workload format cannot hold is refused here, naming
+                # the shape, not as a bad line of the file it would have written
+                raise ConfigError(f"the model is too large to price: its {r.name} row comes "
+                                  f"to {big:.3g} ns or bytes, above the format's 2^63 (expected "
+                                  "a smaller --hidden, --vocab, --ffn, --seq or --micro-batch)")
         lines.append("\t".join(str(x) for x in (
             r.name, -1, t[0], r.fwd_comm[0], r.fwd_comm[1], t[1], r.ig_comm[0], r.ig_comm[1],
             t[2], r.wg_comm[0], r.wg_comm[1], 0)))

@@ -623,3 +623,15 @@ def test_a_stage_trace_of_2pow40_stages_is_refused_in_under_a_second(args, fuzz_
                     f"(1099511627776 stage(s) x 0 layer(s) recovered from the block) into "
                     f"{chunks[tuple(args)]} pipeline chunks (pp x vpp); every chunk needs at "
                     "least one layer")
+
+
+def test_a_model_too_large_for_the_format_is_refused_naming_the_shape(capsys, tmp_path):
+    """A sequence of 10^11 tokens prices an attention row above 2^63 ns: refused as the shape,
+    not as a bad line of the workload it would have written (a fuzzer case)."""
+    for command in (["run"], ["generate", "-o", str(tmp_path / "w.txt")]):
+        assert _refused(capsys, [*command, "--model", "gpt", "--layers", "2", "--hidden",
+                                 "1024", "--heads", "8", "--seq", "99999999999",
+                                 "--micro-batch", "1", "--gpu", "a100"]) == (
+            "the model is too large to price: its attention_column row comes to 2.6e+20 ns or "
+            "bytes, above the format's 2^63 (expected a smaller --hidden, --vocab, --ffn, "
+            "--seq or --micro-batch)")
