@@ -671,8 +671,9 @@ def ddp_report(tail, system, options, header=None,
                 f"sharded over {options.fsdp} ranks; each transformer layer's weights gathered "
                 f"whole in {system.memory.gather_dtype} while it computes, the next layer's "
                 "beside it (FSDP2's prefetch), and in its backward its whole fp32 gradient "
-                "until the reduce-scatter; the all-gathers' and reduce-scatters' time is the "
-                "rows' data-parallel collectives")
+                "until the reduce-scatter; the reduce-scatters and all-gathers are priced as "
+                "the distributed optimizer's with both overlaps (the note on Megatron DDP), "
+                "the step as Adam on the fp32 shard")
         if options.param_dtype is None:
             warnings.append(RunWarning("fsdp_gather_dtype_default", line + " (bf16, torchtitan's "
                                        "default mixed_precision_param)", "--param-dtype "

@@ -16,6 +16,7 @@ from collections import namedtuple
 from typing import Any, Callable, Mapping, NamedTuple
 
 from .engine.options import (ADAM_STEP_BYTES_PER_PARAM, FP16_UNSCALE_BYTES_PER_PARAM,
+                             FSDP_STEP_BYTES_PER_PARAM,
                              DDPSettings, EngineOptions, parse_slow_rank)
 from .errors import ConfigError
 from .system.config import PARAM_DTYPES
@@ -150,8 +151,10 @@ FIELDS: tuple[OptionField, ...] = (
          "torchtitan's FSDP2 over N data-parallel ranks (data_parallel_shard_degree): the "
          "weights in fp32, their fp32 gradients and Adam's state sharded over N; each "
          "transformer layer's weights gathered whole in --param-dtype (default bf16) while it "
-         "computes, the next layer's beside it. Memory only: the data parallelism's time stays "
-         "the rows' collectives. Set by --torchtitan.", kind="positive", metavar="N"),
+         "computes, the next layer's beside it. Its collectives are priced as Megatron's "
+         "distributed optimizer's with both overlaps (the gradients reduce-scattered in fp32 "
+         "behind the backward, the weights all-gathered behind the forward), its step as "
+         "Adam on the fp32 shard. Set by --torchtitan.", kind="positive", metavar="N"),
     _opt("use_distributed_optimizer", bool, False,
          "Megatron-LM's distributed optimizer: gradients reduce-scattered over DP, the step on "
          "1/DP of the parameters, the parameters all-gathered after it.", kind="bool"),
@@ -310,13 +313,20 @@ class RunOptions(_RunOptionsFields):
     def uses_megatron_ddp(self) -> bool:
         return (self.megatron_ddp or self.use_distributed_optimizer or self.overlap_grad_reduce
                 or self.overlap_param_gather or self.ddp_bucket_size is not None
-                or self.fp16_loss_scale)
+                or self.fp16_loss_scale or self.fsdp is not None)
 
     def ddp_settings(self) -> DDPSettings | None:
         """Megatron-LM's data parallelism as asked (None: each row's DP collective as the file
         states it); a combination Megatron refuses is refused."""
         if not self.uses_megatron_ddp:
             return None
+        if self.fsdp is not None:
+            # FSDP2's collectives as the distributed optimizer's with both overlaps: the fp32
+            # gradients reduce-scattered as the backward produces them, the weights all-gathered
+            # in the compute dtype behind the forward; the step on the fp32 shard
+            return DDPSettings(True, True, True, 4.0,
+                               4.0 if self.param_dtype == "fp32" else 2.0, None,
+                               FSDP_STEP_BYTES_PER_PARAM, zeroes_buffer=False)
         if self.overlap_param_gather and not self.use_distributed_optimizer:
             raise ConfigError("--overlap-param-gather: needs --use-distributed-optimizer (as "
                               "in Megatron-LM)")

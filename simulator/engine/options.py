@@ -36,6 +36,9 @@ ADAM_STEP_BYTES_PER_PARAM = (GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
 # and with --fp16, before them, the loss scaler's _unscale_main_grads_and_check_for_nan:
 # torch._amp_foreach_non_finite_check_and_unscale_ reads and writes each fp32 main gradient
 FP16_UNSCALE_BYTES_PER_PARAM = 8.0
+# FSDP2 (torchtitan) keeps the weights in fp32 and casts each layer as it gathers it: its step
+# is the norm and Adam on the shard, with no copy into separate training weights
+FSDP_STEP_BYTES_PER_PARAM = GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -57,6 +60,9 @@ class DDPSettings(NamedTuple):
     param_bytes: float = 2.0
     bucket_params: int | None = None
     step_bytes_per_param: float = ADAM_STEP_BYTES_PER_PARAM
+    # Megatron zeroes its whole gradient buffer each iteration; FSDP2 frees its sharded
+    # gradients instead (the optimizer's zero_grad sets them to None): nothing to write
+    zeroes_buffer: bool = True
 
     def bucket_size(self, dp: int) -> int | None:
         """Parameters per bucket (None: one bucket per chunk, as Megatron does without

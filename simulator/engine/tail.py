@@ -198,7 +198,8 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
             if bandwidth > 0:
                 # the step on the rank's shard, and the zeroing of its whole gradient buffer
                 acc[1] += b.params * (ddp.step_bytes_per_param / shard
-                                      + ddp.grad_bytes) / bandwidth
+                                      + (ddp.grad_bytes if ddp.zeroes_buffer else 0.0)
+                                      ) / bandwidth
             if ddp.distributed_optimizer and n > 1:
                 acc[2] += _collective(CommType.ALLGATHER, b.group, b.params * ddp.param_bytes,
                                       header, links, r)

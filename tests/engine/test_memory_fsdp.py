@@ -7,6 +7,7 @@ generated 4-layer model."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,21 @@ def test_a_torchtitan_job_with_fsdp_runs_sharded(tmp_path, capsys):
     # fp32 weights over 4, Adam's 8 B over 4: twice the weights
     assert part["optimizer"] == 2 * part["weights"] > 0
     assert any(n.startswith("--fsdp 4: fp32 weights") for n in d["notes"])
+
+
+def test_fsdp_is_priced_as_the_distributed_optimizer_with_both_overlaps(tiny):
+    """FSDP2's collectives as Megatron's distributed optimizer's with --overlap-grad-reduce and
+    --overlap-param-gather: the fp32 gradients (4 B) reduce-scattered, the bf16 weights (2 B)
+    all-gathered; the step is the norm and Adam on the fp32 shard (4 + 28 B a parameter, no
+    copy into training weights) and nothing zeroes a gradient buffer."""
+    from simulator.engine.options import DDPSettings
+    from simulator.run_options import RunOptions
+
+    assert RunOptions(fsdp=2).ddp_settings() == DDPSettings(
+        True, True, True, 4.0, 2.0, None, 32.0, zeroes_buffer=False)
+    assert RunOptions(fsdp=2, param_dtype="fp32").ddp_settings().param_bytes == 4.0
+    h100 = str(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
+    plain = simulate(tiny, "1f1b", h100, gpus=2, param_dtype="bf16")
+    fsdp = simulate(tiny, "1f1b", h100, gpus=2, param_dtype="bf16", fsdp=2)
+    assert any(n.startswith("Megatron DDP: ") for n in fsdp.notes)
+    assert not any(n.startswith("Megatron DDP: ") for n in plain.notes)

@@ -412,11 +412,11 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
         schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3), fsdp=2)
     assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
                             "steps, each a pipeline step of its own; pipesim simulates one",
-                            f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP's "
-                            "per-layer parameter all-gathers and gradient reduce-scatters are "
-                            "priced as data parallelism's gradient all-reduce (the same bytes a "
-                            "parameter, after the backward); its sharded memory is counted "
-                            "(--fsdp)")[::-1]
+                            f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP (--fsdp "
+                            "2) is priced as the distributed optimizer's reduce-scatters behind "
+                            "the backward and all-gathers behind the forward, in Megatron's "
+                            "buckets; the all-gather of each layer again before its backward "
+                            "(reshard_after_forward) is not priced")[::-1]
 
 
 def test_torchtitan_refusals_name_the_key(tmp_path):

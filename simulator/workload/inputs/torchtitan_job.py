@@ -168,12 +168,13 @@ class _Job:
             raise ConfigError(f"{self.src}: --gpus {self.gpus}: expected tp x pp x cp x "
                               f"replicate x shard = {fixed * shard}")
         if shard > 1:
-            # the memory is FSDP2's (--fsdp); its time is not yet
+            # FSDP2's memory and collectives (--fsdp); its backward's second all-gather not
             self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree "
-                                 f"{shard}: FSDP's per-layer parameter all-gathers and gradient "
-                                 "reduce-scatters are priced as data parallelism's gradient "
-                                 "all-reduce (the same bytes a parameter, after the backward); "
-                                 "its sharded memory is counted (--fsdp)")
+                                 f"{shard}: FSDP (--fsdp {shard}) is priced as the distributed "
+                                 "optimizer's reduce-scatters behind the backward and "
+                                 "all-gathers behind the forward, in Megatron's buckets; the "
+                                 "all-gather of each layer again before its backward "
+                                 "(reshard_after_forward) is not priced")
         dp = replicate * shard
         if shape.heads % tp:
             self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)
