@@ -90,3 +90,21 @@ def test_a_megatron_launchs_distributed_optimizer_is_the_plans(capsys, tmp_path)
     capsys.readouterr()
     got = json.loads(back.read_text())
     assert got["peak_memory_bytes"] == best["peak_memory_bytes"]
+
+
+def test_a_launch_files_recompute_is_said_to_be_left_out(capsys, tmp_path):
+    args = tmp_path / "args.txt"
+    args.write_text("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 512 "
+                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+                    "--recompute-granularity full --recompute-method block "
+                    "--recompute-num-layers 2")
+    out = tmp_path / "r"
+    out.mkdir()
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
+                 "1f1b", "--gpu", "a100", "-j", "1", "--out", str(out), "--json",
+                 str(out / "p.json")]) == 0
+    capsys.readouterr()
+    warnings = json.loads((out / "p.json").read_text())["warnings"]
+    assert (f"--megatron-args {args}: plan's candidates run without the file's full recompute "
+            "(block, 2 layers), and with full recompute of every layer where one is over the "
+            "memory limit") in warnings

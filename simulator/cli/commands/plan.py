@@ -254,6 +254,16 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                     param_dtype = "bf16" if launch.precision in ("bf16", "fp16") else "fp32"
                 distributed_optimizer = distributed_optimizer or launch.use_distributed_optimizer
                 fsdp = fsdp or bool(launch.fsdp)
+            if launch.recompute != "none" or launch.recompute_granularity is not None:
+                what = ("op-level selective checkpointing"
+                        if launch.recompute_granularity == "op" else
+                        "selective recompute" if launch.recompute_granularity == "selective"
+                        else "full recompute" + (f" ({launch.recompute_method}, "
+                                                 f"{launch.recompute_num_layers} layers)"
+                                                 if launch.recompute_method else ""))
+                warnings.append(f"{launch.source}: plan's candidates run without the file's "
+                                f"{what}, and with full recompute of every layer where one is "
+                                "over the memory limit")
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
                             "microbatches and schedule (TP up to --tp-max, or --tp); the "
                             f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "
