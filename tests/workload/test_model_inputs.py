@@ -636,3 +636,14 @@ def test_torchtitans_op_sac_generates_its_recomputed_ops(tmp_path):
     for name in ("attention_column", "attention_row", "mlp_column", "mlp_row"):
         assert rows[name].fwd_compute == base[name].fwd_compute
         assert rows[name].wg_compute == base[name].wg_compute
+
+
+@pytest.mark.parametrize("flags, line", [
+    ("--clip-grad nan", "--clip-grad: expected a non-negative number, found nan"),
+    ("--clip-grad -1", "--clip-grad: expected a non-negative number, found -1"),
+    ("--attention-dropout x", "--attention-dropout: expected a number, found 'x'"),
+])
+def test_a_bad_number_is_refused_naming_the_flag(flags, line):
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + flags, "a.txt", 8)
+    assert str(err.value) == f"--megatron-args a.txt: {line}"

@@ -139,24 +139,18 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                 i += 1
             else:
                 raise ConfigError(f"{OPTION} {path}: {name}: expected a value, found none")
-            if kind == FLOAT:
+            if kind in (INT, FLOAT):
+                cast, what, bound = ((int, "an integer", "a positive integer") if kind == INT
+                                     else (float, "a number", "a non-negative number"))
                 try:
-                    value = float(word)
+                    value = cast(word)
                 except ValueError:
-                    raise ConfigError(f"{OPTION} {path}: {name}: expected a number, found "
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected {what}, found "
                                       f"{word!r}") from None
-                if not value >= 0:
-                    raise ConfigError(f"{OPTION} {path}: {name}: expected a non-negative "
-                                      f"number, found {word}")
-            elif kind == INT:
-                try:
-                    value = int(word)
-                except ValueError:
-                    raise ConfigError(f"{OPTION} {path}: {name}: expected an integer, found "
-                                      f"{word!r}") from None
-                if value < (0 if name == "--recompute-num-layers" else 1):
-                    raise ConfigError(f"{OPTION} {path}: {name}: expected a positive integer, "
-                                      f"found {value}")
+                low = 1 if kind == INT and name != "--recompute-num-layers" else 0
+                if not value >= low:
+                    raise ConfigError(f"{OPTION} {path}: {name}: expected {bound}, found "
+                                      f"{value if kind == INT else word}")
             else:
                 if choices and word not in choices:
                     raise ConfigError(f"{OPTION} {path}: {name}: expected one of "
