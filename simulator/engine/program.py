@@ -34,6 +34,7 @@ from ..schedules.comm_pass import GRADIENT, Compute, Transfer, lowered_for
 from ..schedules.ops import iter_ops, peer as transfer_peer
 from ..schedules.phases import (COOLDOWN, STEADY, WARMUP, PhaseLabels, _ONLY_B, _ONLY_W,
                                 labels_of_kinds, rank_kinds, rank_stages, rank_unpaired)
+from ..schedules.library.interleaved_1f1b import warmup_of
 from ..schedules.registry import megatron_of, torch_class_of, torch_runtime_of
 from ..schedules.schedule import Schedule
 from ..system.collectives import ring_time_ns
@@ -558,8 +559,7 @@ class RankOps(Sequence):
         if self.mode == "torch-multi":   # receives posted early by the comm pass
             return ((TSEND,) + op[1:] if op[0] == SEND else op for op in ops)
         if megatron_pairs(self.schedule, self.mode):
-            warmup = self.schedule.meta.get("warmup")
-            ops = _paired_exchanges(ops, warmup[self.rank] if warmup else 0)
+            ops = _paired_exchanges(ops, warmup_of(self.schedule)[self.rank])
         return _rendezvous(ops, self.mode == "batched")
 
     def _lowered_ops(self):

@@ -11,13 +11,16 @@ import pytest
 from simulator.cli.main import main
 from simulator.engine.program import BATCH, COMPUTE, Program
 from simulator.schedules import generate
+from simulator.schedules.schedule import Schedule
 from simulator.system import SystemConfig
 from simulator.workload import uniform_workload
 from simulator.workload.partition import partition
 
 
-def _exchanges(pp: int, microbatches: int, vpp: int) -> list[list[str]]:
+def _exchanges(pp: int, microbatches: int, vpp: int, bare: bool = False) -> list[list[str]]:
     sched = generate("interleaved-1f1b", pp, microbatches, vpp)
+    if bare:   # the same orders built by hand: no generator's meta
+        sched = Schedule(sched.name, pp, vpp, microbatches, sched.placement, sched.ranks)
     wl = uniform_workload(pp * vpp * 2, pp=pp, ga=microbatches, pp_comm=64)
     program = Program.compile(sched, partition(wl, pp * vpp), wl.header, SystemConfig(),
                               p2p="batched")
@@ -106,3 +109,21 @@ def test_without_virtual_stages_the_exchanges_stay_at_use(capsys):
     assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", "3",
                  "--vpp", "1", "-m", "8", "--p2p", "batched"]) == 0
     assert "error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pp, microbatches, vpp", [(3, 3, 2), (4, 8, 2), (3, 6, 3), (4, 4, 3)])
+def test_a_hand_built_schedule_pairs_by_megatrons_warmup_rule(pp, microbatches, vpp):
+    """Without the generator's meta the warm-up counts come from Megatron's rule at the
+    default group size: the same exchanges as the generated schedule's."""
+    assert _exchanges(pp, microbatches, vpp, bare=True) == _exchanges(pp, microbatches, vpp)
+
+
+def test_the_warmup_rule_is_the_generators():
+    """Also where a rank's steady part is one pair, which its order cannot tell from all
+    warm-up (P 2, M 3, v 2: rank 0 warms up 5 of its 6 forwards)."""
+    from simulator.schedules.library.interleaved_1f1b import warmup_of
+
+    for pp, m, vpp in ((3, 3, 2), (4, 8, 2), (2, 3, 2), (5, 10, 3), (8, 16, 2)):
+        sched = generate("interleaved-1f1b", pp, m, vpp)
+        bare = Schedule(sched.name, pp, vpp, m, sched.placement, sched.ranks)
+        assert warmup_of(bare) == warmup_of(sched) == tuple(sched.meta["warmup"])

@@ -22,6 +22,31 @@ from ..registration import fb_sizes, register
 from ..schedule import Schedule, loop_placement
 
 
+def megatron_warmup(pp: int, rank: int, vpp: int, microbatches: int, group: int) -> int:
+    """Rank ``rank``'s warm-up forwards in Megatron-LM's interleaved loop
+    (forward_backward_pipelining_with_interleaving: (P - rank - 1) x 2 + (v - 1) x the
+    microbatch group, at most every forward). The order alone cannot tell P - 1 of v·M from
+    all of them (both run every forward before the first backward), and Megatron exchanges the
+    two differently, so the count is this rule's."""
+    return min(2 * (pp - rank - 1) + (vpp - 1) * group, vpp * microbatches)
+
+
+def warmup_of(schedule: Schedule) -> tuple[int, ...]:
+    """Every rank's warm-up forwards of an interleaved-1f1b schedule: the generator's, else
+    Megatron's rule at the schedule's group size (its meta's, else the default one)."""
+    given = schedule.meta.get("warmup")
+    if given:
+        return tuple(given)
+    pp, vpp, m = schedule.pp, schedule.vpp, schedule.microbatches
+    group = schedule.meta.get("group_size")
+    if group is None:
+        try:
+            group = resolve_group_size(pp, m, vpp, None, schedule.name)
+        except ConfigError:
+            group = pp       # Megatron's default microbatch group
+    return tuple(megatron_warmup(pp, r, vpp, m, group) for r in range(pp))
+
+
 def resolve_group_size(pp: int, microbatches: int, vpp: int, group_size: int | None,
                        schedule: str) -> int:
     """The microbatch group size N, or ConfigError naming the option and the rule it breaks."""
@@ -98,8 +123,7 @@ def _closed_form(pp: int, microbatches: int, vpp: int) -> float:
 def generate(pp: int, microbatches: int, vpp: int = 2, group_size: int | None = None,
              **_: object) -> Schedule:
     n = resolve_group_size(pp, microbatches, vpp, group_size, "interleaved-1f1b")
-    total = vpp * microbatches
-    warmup = tuple(min(2 * (pp - r - 1) + (vpp - 1) * n, total) for r in range(pp))
+    warmup = tuple(megatron_warmup(pp, r, vpp, microbatches, n) for r in range(pp))
     ranks = tuple(tuple(interleaved_order(r, pp, vpp, microbatches, n, warmup[r]))
                   for r in range(pp))
     # the warm-up counts decide Megatron's exchanges without overlap (engine/program.py,
