@@ -356,7 +356,7 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        flash_attention=launch.flash_attention,
                        precision=launch.precision,
                        selective_recompute=launch.recompute_granularity == "selective",
-                       op_recompute=launch.recompute_granularity == "op",
+                       op_recompute=launch.recompute_granularity == "op", fp8=launch.fp8,
                        stage_layers=placed_counts(mi, P, V) if placement and layout == "model"
                        else ())
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)

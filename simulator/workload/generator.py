@@ -119,6 +119,10 @@ class ParallelSpec:
     # the outputs of the attention kernel and of every other GEMM are kept, the rest of the
     # layer runs again in its backward
     op_recompute: bool = False
+    # Transformer Engine's FP8 recipe (Megatron-LM's --fp8-format): the transformer layers'
+    # linears run FP8 GEMMs on quantized operands (layer_ops._linear); the attention, the norms
+    # and the LM head stay 16-bit
+    fp8: bool = False
     # transformer layers per chunk (model order) that a launch file's split gives (empty:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
@@ -170,6 +174,9 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
                           f"{par.precision!r}")
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {layout!r}")
+    if par.fp8 and par.op_recompute:
+        raise ConfigError("--fp8-format: expected no op-level selective checkpointing with "
+                          "it (torchtitan's, whose FP8 pipesim does not price)")
     if par.op_recompute and (model.arch != "llama" or par.selective_recompute):
         raise ConfigError("op-level selective checkpointing: expected the llama model without "
                           f"Megatron's selective recompute, found {model.arch}"
@@ -471,6 +478,13 @@ def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "m
     ``defaulted`` names the options the caller filled in (``generated_defaults:``)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ConfigError(f"--efficiency: expected a number in (0, 1], found {efficiency}")
+    if par.fp8:
+        if efficiency is not None:
+            raise ConfigError("--efficiency: the flat model prices every FLOP alike; FP8 "
+                              "(--fp8-format) needs the kernel model")
+        if not kernel_preset(gpu.key).fp8_tflops:
+            raise ConfigError(f"--fp8-format: the {gpu.key} preset has no FP8 tensor cores "
+                              "(expected h100 or h200)")
     return render_rows(header_line(model, par, layout, defaulted),
                        generate_rows(model, par, layout), gpu, efficiency)
 

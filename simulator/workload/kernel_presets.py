@@ -7,8 +7,9 @@ an end-to-end training table:
 [DS-A100]  NVIDIA A100 Tensor Core GPU datasheet / Ampere architecture whitepaper: 108 SMs,
            312 TFLOP/s dense FP16/BF16 tensor, 19.5 TFLOP/s FP32, 2,039 GB/s HBM2e (80 GB SXM).
 [DS-H100]  NVIDIA H100 datasheet / Hopper architecture whitepaper: H100 SXM5 132 SMs, 989 TFLOP/s
-           dense BF16/FP16 tensor, 67 TFLOP/s FP32, 3.35 TB/s HBM3.
-[DS-H200]  NVIDIA H200 datasheet: the H100 SXM's compute (989 TFLOP/s dense BF16), 4.8 TB/s HBM3e.
+           dense BF16/FP16 tensor, 1979 dense FP8, 67 TFLOP/s FP32, 3.35 TB/s HBM3.
+[DS-H200]  NVIDIA H200 datasheet: the H100 SXM's compute (989 TFLOP/s dense BF16, 1979 FP8),
+           4.8 TB/s HBM3e.
 [MMB]      NVIDIA, "Matrix Multiplication Background User's Guide" (Deep Learning Performance
            documentation, DU-09799-001), §2.3: cuBLAS's typical tiles, 256x128 and 128x256 the
            most efficient, 128x128 next; §3: tile and wave quantization.
@@ -30,6 +31,11 @@ an end-to-end training table:
            A100's sustained-to-maximum ratio, 0.739 / 0.859 = 0.860 ([MLI-A100] over [MAMF]); no
            published sustained-rate measurement of a large H100 GEMM was found, and a lent GPU
            measures it (benchmarks/bench_kernels_gpu.py).
+[SUST-FP8] The H100 and H200 presets' FP8 GEMM fraction, derived as [SUST] is: [MAMF]'s FP8
+           table (float8_e4m3fn torch matmul, the same search): H100 SXM 1402.6 TFLOP/s = 70.9 %
+           of 1979, H200 SXM 1453.4 = 73.4 %; times the A100's sustained-to-maximum ratio 0.860:
+           0.610 and 0.631. The datasheets' dense FP8 peak is 1979 TFLOP/s on both (3958 with
+           sparsity); the A100 has no FP8 tensor cores.
 [MLI-VEC]  M. Li, mli/transformers-benchmarks (as [MLI-A100], the same A100 80GB SXM and stack),
            README's micro-benchmark table, "Vector Multiplication": 0.202 TFLOP/s for a * 1.2 on
            a 4M-element FP32 vector (micro_bench.ipynb; one FLOP, 4 B read and 4 B written per
@@ -88,10 +94,19 @@ class KernelPreset(NamedTuple):
     flash: tuple[tuple[int, float, float], ...]
     tiles: tuple[tuple[int, int], ...]   # the output tiles cuBLAS chooses among
     kernel_gap_ns: int             # the GPU's idle time between two queued kernels
+    fp8_tflops: float = 0.0        # dense FP8 tensor-core peak (0: none, as on the A100)
+    fp8_gemm_fraction: float = 0.0   # of it a large aligned FP8 GEMM sustains
 
     def peak_tflops(self, dtype_bytes: int) -> float:
-        """The dense peak for operands of ``dtype_bytes`` (2: FP16/BF16 tensor; 4: FP32)."""
+        """The dense peak for operands of ``dtype_bytes`` (1: FP8 tensor; 2: FP16/BF16
+        tensor; 4: FP32)."""
+        if dtype_bytes == 1:
+            return self.fp8_tflops
         return self.tensor_tflops if dtype_bytes <= 2 else self.fp32_tflops
+
+    def gemm_fraction_of(self, dtype_bytes: int) -> float:
+        """The sustained fraction of :meth:`peak_tflops` for operands of ``dtype_bytes``."""
+        return self.fp8_gemm_fraction if dtype_bytes == 1 else self.gemm_fraction
 
     def flash_fractions(self, seq: int) -> tuple[float, float]:
         """The (forward, backward) fraction of the tensor peak a flash-attention kernel of
@@ -125,13 +140,15 @@ KERNELS: dict[str, KernelPreset] = {
         hbm_tbps=3.35, hbm_fraction=0.793,
         flash=_TE_H100,
         # [GAP-A100]'s gap (no published H100 trace found): a lent GPU's trace measures it
-        tiles=_TILES, kernel_gap_ns=1500),
+        tiles=_TILES, kernel_gap_ns=1500,
+        fp8_tflops=1979.0, fp8_gemm_fraction=0.610),   # [DS-H100]; [SUST-FP8]: 0.709 x 0.860
     "h200": KernelPreset(
         "h200", sms=132, tensor_tflops=989.0, fp32_tflops=67.0,     # [DS-H200] (H100's die)
         gemm_fraction=0.691,                       # [SUST]: 0.803 ([MAMF] H100/H200) x 0.860
         hbm_tbps=4.8, hbm_fraction=0.793,                            # [DS-H200], as h100
         flash=_TE_H100,                                              # (H100's die)
-        tiles=_TILES, kernel_gap_ns=1500),                           # as h100
+        tiles=_TILES, kernel_gap_ns=1500,                            # as h100
+        fp8_tflops=1979.0, fp8_gemm_fraction=0.631),   # [DS-H200]; [SUST-FP8]: 0.734 x 0.860
 }
 
 

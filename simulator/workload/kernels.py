@@ -96,7 +96,9 @@ def price(op: Op, gpu) -> Priced:
     flops = 2 * m * n * k * b
     if flops == 0:
         return Priced(op, 0, "math", 0, 0)
-    peak = gpu.peak_tflops(op.dtype_bytes) * 1e3 * gpu.gemm_fraction   # FLOPs per ns
+    peak = gpu.peak_tflops(op.dtype_bytes) * 1e3 * gpu.gemm_fraction_of(op.dtype_bytes)
+    if peak <= 0:
+        raise ValueError(f"{gpu.key} has no tensor cores for {op.dtype_bytes}-byte operands")
     per_sm = peak / gpu.sms
     best = None
     for tm, tn in gpu.tiles:

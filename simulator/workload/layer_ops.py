@@ -62,12 +62,27 @@ def _dropout_add(model, par) -> tuple[list, list]:
     return [memory("residual_add", "fwd", 3 * d * e)], []
 
 
-def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int) -> list:
-    """A linear layer's three GEMMs: y = x W (tokens x n_out), dx = dy Wᵀ, dW = xᵀ dy."""
-    return [gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=d),
-            gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=d),
-            gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=d,
-                 out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
+def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: bool = False) -> list:
+    """A linear layer's three GEMMs: y = x W (tokens x n_out), dx = dy Wᵀ, dW = xᵀ dy.
+
+    ``fp8`` (Transformer Engine's FP8 recipe, a layer of the transformer block): the three GEMMs
+    take 1-byte operands at the FP8 peak and write 16-bit outputs (the weight gradient still
+    into the fp32 main gradient), and the operands are quantized first: the input in the
+    forward and the output gradient in the backward, each read in 16 bits and written twice in
+    FP8 (the row-wise copy its GEMM reads, the column-wise one the other GEMM of the backward
+    reads: TE's quantizers' rowwise and columnwise usage), 4 B an element. The weights' FP8
+    copies, made once an iteration, are not counted."""
+    if not fp8:
+        return [gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=d),
+                gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=d),
+                gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=d,
+                     out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
+    return [memory(f"{name}_input_fp8", "fwd", (d + 2) * tokens * n_in),
+            gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=1, out_bytes=d),
+            memory(f"{name}_grad_fp8", "ig", (d + 2) * tokens * n_out),
+            gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=1, out_bytes=d),
+            gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=1,
+                 out_bytes=MAIN_GRAD)]
 
 
 def _again(ops) -> list:
@@ -115,16 +130,17 @@ def attention_column_ops(model, par) -> list:
     f, b = _norm("input_norm", model, par)
     again = _again(f) + [gemm("k_proj_recompute", "ig", bs, kv // T, h, dtype_bytes=d)] \
         if par.op_recompute else []
-    return f + _linear("qkv", bs, h, q // T, d) + _attention_core(model, par) + again + b
+    return (f + _linear("qkv", bs, h, q // T, d, par.fp8) + _attention_core(model, par)
+            + again + b)
 
 
 def attention_row_ops(model, par) -> list:
     """Output projection (h/T -> h), bias + dropout + residual add."""
     bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
     f, b = _dropout_add(model, par)
-    linear = _linear("attention_proj", bs, h // T, h, d)
+    linear = _linear("attention_proj", bs, h // T, h, d, par.fp8)
     # op-level selective checkpointing recomputes wo (the fourth GEMM) and the residual add
-    again = _again(linear[:1] + f) if par.op_recompute else []
+    again = _again([o for o in linear if o.phase == "fwd"] + f) if par.op_recompute else []
     return linear + f + again + b
 
 
@@ -145,7 +161,7 @@ def mlp_column_ops(model, par) -> list:
     if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
         again = _again(nf) + [gemm("mlp_up_w3_recompute", "ig", bs, f // T, h, dtype_bytes=d)] \
             + _again(act[:1])
-    return nf + _linear("mlp_up", bs, h, width, d) + act + again + nb
+    return nf + _linear("mlp_up", bs, h, width, d, par.fp8) + act + again + nb
 
 
 def mlp_row_ops(model, par) -> list:
@@ -154,7 +170,7 @@ def mlp_row_ops(model, par) -> list:
                       par.dtype_bytes)
     fa, ba = _dropout_add(model, par)
     again = _again(fa) if par.op_recompute else []   # the residual add (w2's output is kept)
-    return _linear("mlp_down", bs, f // T, h, d) + fa + again + ba
+    return _linear("mlp_down", bs, f // T, h, d, par.fp8) + fa + again + ba
 
 
 def moe_router_ops(model, par) -> list:

@@ -114,3 +114,20 @@ def test_plan_prices_its_candidates_on_the_systems_gpu(capsys, tmp_path):
     assert not any("gpu.preset" in w for w in warned)
     assert "no --gpu, and the system names no GPU (gpu.preset in --system): the generated " \
            "workload's kernels are priced on the a100 preset" in default_warned
+
+
+def test_fp8_linears_shorten_an_h100_iteration_and_are_refused_on_an_a100(capsys, tmp_path):
+    """At hidden 4096 and 4,096 tokens the FP8 GEMMs outrun their casts; at LAUNCH's hidden 256
+    the casts and whole tiles make FP8 slower, as small FP8 GEMMs are."""
+    big = LAUNCH.replace("--hidden-size 256", "--hidden-size 4096").replace(
+        "--num-attention-heads 4", "--num-attention-heads 32").replace(
+        "--seq-length 128", "--seq-length 4096")
+    rc, bf16, _ = _run(capsys, tmp_path, big, "--system", H100)
+    rc8, fp8, _ = _run(capsys, tmp_path, big + " --fp8-format hybrid", "--system", H100)
+    assert rc == rc8 == 0 and fp8["makespan_ns"] < 0.85 * bf16["makespan_ns"]
+    rc, small, _ = _run(capsys, tmp_path, LAUNCH, "--system", H100)
+    rc8, small8, _ = _run(capsys, tmp_path, LAUNCH + " --fp8-format hybrid", "--system", H100)
+    assert rc == rc8 == 0 and small8["makespan_ns"] > small["makespan_ns"]
+    rc, _, err = _run(capsys, tmp_path, LAUNCH + " --fp8-format hybrid", "--system", A100)
+    assert rc == 2 and err == ("pipesim: error: --fp8-format: the a100 preset has no FP8 "
+                               "tensor cores (expected h100 or h200)\n")

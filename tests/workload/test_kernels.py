@@ -295,3 +295,40 @@ def test_inspect_names_a_flash_kernels_sequence(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("      fwd flash_attention                         61984 ns  math   "
             "34,359,738,368 FLOPs, sequence 4096") in out
+
+
+def test_an_fp8_gemm_runs_at_the_fp8_peak_and_sustained_fraction():
+    """Llama 3 8B's attention projection on an H100 in FP8: 8192 x 4096 x 4096, 1-byte operands,
+    a bf16 output. 256x128 tiles: 32 x 32 = 1024 tiles in 8 waves of 132 (7.76); a tile's
+    2·256·128·4096 FLOPs at 1979 TFLOP/s x 0.610 ([SUST-FP8]) over 132 SMs."""
+    h100 = kernel_preset("h100")
+    p = price(gemm("proj", "fwd", 8192, 4096, 4096, dtype_bytes=1, out_bytes=2), h100)
+    assert (p.tile, p.tiles, p.waves, p.bound) == ((256, 128), 1024, 8, "math")
+    assert p.ns == round(8 * 2 * 256 * 128 * 4096 / (1979e3 * 0.610 / 132)) == 234_816
+    assert p.nbytes == (8192 * 4096 + 4096 * 4096) * 1 + 8192 * 4096 * 2
+    # the same GEMM in bf16 is slower by the two peaks' and fractions' ratio
+    bf16 = price(gemm("proj", "fwd", 8192, 4096, 4096), h100)
+    assert bf16.ns == round(8 * 2 * 256 * 128 * 4096 / (989e3 * 0.689 / 132))
+    with pytest.raises(ValueError, match="a100 has no tensor cores for 1-byte operands"):
+        price(gemm("proj", "fwd", 8192, 4096, 4096, dtype_bytes=1), kernel_preset("a100"))
+
+
+def test_an_fp8_linear_quantizes_its_input_and_its_output_gradient():
+    """Transformer Engine's FP8 linear: the input read in bf16 and written twice in FP8 (4 B an
+    element) before the forward GEMM, the output gradient likewise before the backward's; the
+    three GEMMs on 1-byte operands, the weight gradient into the fp32 main gradient."""
+    model = ModelSpec("llama", 2, 4096, 32, 8192, 1, ffn=14336, kv_heads=8)
+    par = ParallelSpec(fp8=True)
+    ops = layer_ops.attention_row_ops(model, par)
+    tokens = 8192
+    assert [(o.name, o.phase, o.kind) for o in ops[:5]] == [
+        ("attention_proj_input_fp8", "fwd", "memory"), ("attention_proj", "fwd", "gemm"),
+        ("attention_proj_grad_fp8", "ig", "memory"), ("attention_proj_dgrad", "ig", "gemm"),
+        ("attention_proj_wgrad", "wg", "gemm")]
+    assert ops[0].nbytes == ops[2].nbytes == 4 * tokens * 4096
+    assert [(o.dtype_bytes, o.out_bytes) for o in ops[1:5] if o.kind == "gemm"] == [
+        (1, 2), (1, 2), (1, 8)]
+    with pytest.raises(Exception, match=r"--fp8-format: the a100 preset has no FP8 tensor "
+                                        r"cores \(expected h100 or h200\)"):
+        from simulator.workload.generator import render
+        render(model, ParallelSpec(fp8=True), GPUS["a100"])

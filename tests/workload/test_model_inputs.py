@@ -647,3 +647,15 @@ def test_a_bad_number_is_refused_naming_the_flag(flags, line):
     with pytest.raises(ConfigError) as err:
         megatron_input(BASE + flags, "a.txt", 8)
     assert str(err.value) == f"--megatron-args a.txt: {line}"
+
+
+def test_fp8_format_turns_on_transformer_engines_fp8_linears():
+    got = megatron_input(BASE + "--fp8-format hybrid", "a.txt", 8)
+    assert got.launch.fp8 is True and got.warnings == ()
+    assert any(n.startswith("--megatron-args a.txt: --fp8-format hybrid: the transformer "
+                            "layers' linears run FP8 GEMMs") for n in got.notes)
+    assert megatron_input(BASE, "a.txt", 8).launch.fp8 is False
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --fp8-format: expected "
+                       r"--bf16 with it \(Transformer Engine's FP8 runs beside bf16 weights "
+                       r"and activations\), found fp16$"):
+        megatron_input(BASE.replace("--bf16", "--fp16") + "--fp8-format e4m3", "a.txt", 8)

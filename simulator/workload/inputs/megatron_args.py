@@ -54,6 +54,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--tp-comm-overlap": (FLAG, ()), "--use-flash-attn": (FLAG, ()),
     "--transformer-impl": (STR, ("transformer_engine", "local", "inference_optimized")),
     "--use-mcore-models": (FLAG, ()), "--use-legacy-models": (FLAG, ()),
+    "--fp8-format": (STR, ("e4m3", "hybrid")),
     "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()),
@@ -528,6 +529,18 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     for flag in dict.fromkeys(other):
         if flag not in NO_EFFECT:
             warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
+    # Transformer Engine's FP8 (e4m3 everywhere, or hybrid: e5m2 gradients): the same
+    # GEMMs and casts either way
+    fp8 = a.get("--fp8-format") is not None
+    if fp8:
+        if precision != "bf16":
+            refuse("--fp8-format", "--bf16 with it (Transformer Engine's FP8 runs beside bf16 "
+                   "weights and activations)", precision)
+        notes.append(f"{src}: --fp8-format {a['--fp8-format']}: the transformer layers' "
+                     "linears run FP8 GEMMs on quantized operands (each input and output "
+                     "gradient cast, 4 B an element); the attention, the norms and the LM head "
+                     "stay bf16, and the activations are counted in bf16 (Transformer Engine "
+                     "keeps FP8 copies of some: fewer bytes)")
     launch = LaunchSettings(
         source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
@@ -541,7 +554,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
-        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p)
+        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 
