@@ -92,6 +92,9 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
     m = run["measured"]
     if "samples_per_gpu_s" in m:
         row["throughput_error"] = row["predicted_samples_per_gpu_s"] / m["samples_per_gpu_s"] - 1
+    elif "tokens_per_gpu_s" in m:      # the source's count of tokens, no FLOP formula
+        row["predicted_tokens_per_gpu_s"] = run["global_batch"] * run["seq"] / (t * run["gpus"])
+        row["throughput_error"] = row["predicted_tokens_per_gpu_s"] / m["tokens_per_gpu_s"] - 1
     elif "model_tflops_per_gpu" in m:
         # the source's own FLOP count over the predicted time, against its figure
         row["predicted_tflops_per_gpu"] = megatron_flops(run) / (t * run["gpus"]) / 1e12

@@ -68,9 +68,11 @@ def workload_text(run: dict, compute: str) -> str:
                       run["micro_batch"], ffn=run["ffn"], vocab=run["vocab"],
                       tied_embeddings=tied)
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
+    # an FP8 run: bf16 with Transformer Engine's FP8 linears, in its recipe
+    fp8 = run.get("fp8_recipe", "delayed") if run["precision"] == "fp8" else ""
     kw = dict(tp=run["tp"], pp=run["pp"], vpp=run["vpp"], ga=ga, dp=run["dp"],
               sequence_parallel=run["sequence_parallel"], flash_attention=run["flash_attention"],
-              precision=run["precision"])
+              precision="bf16" if fp8 else run["precision"], **({"fp8": fp8} if fp8 else {}))
     if 0 in run.get("stage_layers", ()):
         # end chunks of no layers (the embedding alone, the LM head alone): the split is checked
         # against the rows they hold

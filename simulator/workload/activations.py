@@ -104,7 +104,7 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
                                  flash_attention: bool = True, dtype_bytes: int = 2,
                                  gated: bool = False, kv_width: int | None = None,
-                                 dropout: bool = True) -> int:
+                                 dropout: bool = True, fp8: bool = False) -> int:
     """Bytes one transformer layer keeps for its backward per microbatch (Korthikanti et al.,
     "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.1), with
     the MLP's width ``ffn`` in place of their 4h and activations of ``dtype_bytes`` bytes (their
@@ -129,12 +129,21 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
     attention, the K and V widths together) is what a flash kernel keeps of K and V (unfused,
     each K/V head is repeated for its group before the products, which keep the copies: 2·h);
     without ``dropout`` there are no masks and the unfused scores keep the softmax's output
-    alone (a·s²·b elements)."""
+    alone (a·s²·b elements).
+
+    With ``fp8`` (Transformer Engine's FP8 linears) a linear keeps its input for the weight
+    gradient as its quantized column-wise copy, 1 B an element: the two norms' outputs the QKV
+    and the MLP's first linear read, and the last linear's input, are kept in FP8 alone; the
+    attention projection's input is the flash kernel's output, which that kernel keeps in 16
+    bits besides (unfused: the FP8 copy alone)."""
     s, b, h, d = seq, micro_batch, hidden, dtype_bytes
     masks = 2 if dropout else 0
     kv = kv_width if (kv_width is not None and flash_attention) else 2 * h
-    outside = (4 * d + masks) * s * b * h
-    inside = d * s * b * (2 * h + kv) + (3 if gated else 2) * d * s * b * ffn
+    q8 = 1 if fp8 else d                     # bytes of a linear's kept input
+    outside = (2 * d + 2 * q8 + masks) * s * b * h
+    proj = (d + 1 if flash_attention else 1) if fp8 else d
+    up = ((2 * d if gated else d) + q8) * ffn      # the activation's input, the last linear's
+    inside = s * b * (d * (h + kv) + proj * h + up)
     per_score = (2 * d + 1) if dropout else d
     scores = 0 if flash_attention else per_score * heads * s * s * b
     if sequence_parallel:

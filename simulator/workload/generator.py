@@ -119,10 +119,11 @@ class ParallelSpec:
     # the outputs of the attention kernel and of every other GEMM are kept, the rest of the
     # layer runs again in its backward
     op_recompute: bool = False
-    # Transformer Engine's FP8 recipe (Megatron-LM's --fp8-format): the transformer layers'
-    # linears run FP8 GEMMs on quantized operands (layer_ops._linear); the attention, the norms
-    # and the LM head stay 16-bit
-    fp8: bool = False
+    # Transformer Engine's FP8 recipe (Megatron-LM's --fp8-format, --fp8-recipe: delayed,
+    # tensorwise or blockwise; "": none): the transformer layers' linears run FP8 GEMMs on
+    # quantized operands (layer_ops._linear); the attention, the norms and the LM head stay
+    # 16-bit
+    fp8: str = ""
     # transformer layers per chunk (model order) that a launch file's split gives (empty:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
@@ -401,7 +402,7 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
                                         par.flash_attention or par.selective_recompute,
                                         par.dtype_bytes, gated=not gpt,
                                         kv_width=2 * model.kv * (model.hidden // model.heads),
-                                        dropout=gpt)
+                                        dropout=gpt, fp8=bool(par.fp8))
 
 
 def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:

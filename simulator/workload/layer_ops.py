@@ -62,7 +62,7 @@ def _dropout_add(model, par) -> tuple[list, list]:
     return [memory("residual_add", "fwd", 3 * d * e)], []
 
 
-def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: bool = False) -> list:
+def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: str = "") -> list:
     """A linear layer's three GEMMs: y = x W (tokens x n_out), dx = dy Wᵀ, dW = xᵀ dy.
 
     ``fp8`` (Transformer Engine's FP8 recipe, a layer of the transformer block): the three GEMMs
@@ -70,16 +70,20 @@ def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: bool = F
     into the fp32 main gradient), and the operands are quantized first: the input in the
     forward and the output gradient in the backward, each read in 16 bits and written twice in
     FP8 (the row-wise copy its GEMM reads, the column-wise one the other GEMM of the backward
-    reads: TE's quantizers' rowwise and columnwise usage), 4 B an element. The weights' FP8
-    copies, made once an iteration, are not counted."""
+    reads: TE's quantizers' rowwise and columnwise usage), 4 B an element. ``fp8`` names the
+    recipe: with ``tensorwise`` (current scaling) each quantization first reads its tensor once
+    more for its amax, which delayed scaling takes from the history instead. The weights' FP8
+    copies, made once an iteration, are not counted (what the linears keep:
+    :func:`.activations.transformer_activation_bytes`)."""
     if not fp8:
         return [gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=d),
                 gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=d),
                 gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=d,
                      out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
-    return [memory(f"{name}_input_fp8", "fwd", (d + 2) * tokens * n_in),
+    cast = 2 * d + 2 if fp8 == "tensorwise" else d + 2     # bytes an element quantized
+    return [memory(f"{name}_input_fp8", "fwd", cast * tokens * n_in),
             gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=1, out_bytes=d),
-            memory(f"{name}_grad_fp8", "ig", (d + 2) * tokens * n_out),
+            memory(f"{name}_grad_fp8", "ig", cast * tokens * n_out),
             gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=1, out_bytes=d),
             gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=1,
                  out_bytes=MAIN_GRAD)]

@@ -318,3 +318,16 @@ def test_op_sac_is_the_llama_layers_alone():
     with pytest.raises(ConfigError, match=r"^op-level selective checkpointing: expected the "
                        r"llama model without Megatron's selective recompute, found gpt$"):
         check(ModelSpec("gpt", 2, 256, 4, 128, 1), ParallelSpec(op_recompute=True), "model")
+
+
+def test_fp8_linears_keep_their_inputs_in_one_byte():
+    """Llama 3 8B at s 8192, TP 1, with Transformer Engine's FP8 linears: the norms' inputs
+    stay bf16 (4h), their outputs the QKV and up projection keep in FP8 (2h); Q, K, V as the
+    flash kernel keeps them (3h); the projection's input in the kernel's bf16 and its FP8 copy
+    (3h); SwiGLU's 2·ffn-wide input in bf16 (4·3.5h) and the last linear's input in FP8 (3.5h):
+    29.5·s·h bytes against 34·s·h."""
+    s, h, f = 8192, 4096, 14336
+    kw = dict(gated=True, kv_width=2048, dropout=False)
+    assert transformer_activation_bytes(s, 1, h, 32, f, 1, False, True, fp8=True, **kw) == \
+        s * (4 * h + 2 * h + 3 * h + 3 * h + 4 * f + f) == 59 * s * h // 2
+    assert transformer_activation_bytes(s, 1, h, 32, f, 1, False, True, **kw) == 34 * s * h

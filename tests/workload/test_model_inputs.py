@@ -651,10 +651,15 @@ def test_a_bad_number_is_refused_naming_the_flag(flags, line):
 
 def test_fp8_format_turns_on_transformer_engines_fp8_linears():
     got = megatron_input(BASE + "--fp8-format hybrid", "a.txt", 8)
-    assert got.launch.fp8 is True and got.warnings == ()
-    assert any(n.startswith("--megatron-args a.txt: --fp8-format hybrid: the transformer "
-                            "layers' linears run FP8 GEMMs") for n in got.notes)
-    assert megatron_input(BASE, "a.txt", 8).launch.fp8 is False
+    assert got.launch.fp8 == "delayed" and got.warnings == ()   # Megatron-Core's default
+    assert any(n.startswith("--megatron-args a.txt: --fp8-format hybrid, recipe delayed: the "
+                            "transformer layers' linears run FP8 GEMMs") for n in got.notes)
+    assert megatron_input(BASE, "a.txt", 8).launch.fp8 == ""
+    assert megatron_input(BASE + "--fp8-format e4m3 --fp8-recipe tensorwise", "a.txt",
+                          8).launch.fp8 == "tensorwise"
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --fp8-recipe: expected "
+                       r"delayed, tensorwise or blockwise \(mxfp8 is Blackwell's"):
+        megatron_input(BASE + "--fp8-format e4m3 --fp8-recipe mxfp8", "a.txt", 8)
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --fp8-format: expected "
                        r"--bf16 with it \(Transformer Engine's FP8 runs beside bf16 weights "
                        r"and activations\), found fp16$"):

@@ -135,7 +135,7 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                        selective_recompute=selective or (
                            not ours and launch.recompute_granularity == "selective"),
                        op_recompute=not ours and launch.recompute_granularity == "op",
-                       fp8=not ours and launch.fp8,
+                       fp8="" if ours else launch.fp8,
                        stage_layers=counts)
     selective = par.selective_recompute
 

@@ -55,6 +55,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--transformer-impl": (STR, ("transformer_engine", "local", "inference_optimized")),
     "--use-mcore-models": (FLAG, ()), "--use-legacy-models": (FLAG, ()),
     "--fp8-format": (STR, ("e4m3", "hybrid")),
+    "--fp8-recipe": (STR, ("delayed", "tensorwise", "blockwise", "mxfp8", "custom")),
     "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()),
@@ -531,16 +532,24 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
             warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
     # Transformer Engine's FP8 (e4m3 everywhere, or hybrid: e5m2 gradients): the same
     # GEMMs and casts either way
-    fp8 = a.get("--fp8-format") is not None
-    if fp8:
+    recipe = a.get("--fp8-recipe")
+    fp8 = ""
+    if a.get("--fp8-format") is not None:
         if precision != "bf16":
             refuse("--fp8-format", "--bf16 with it (Transformer Engine's FP8 runs beside bf16 "
                    "weights and activations)", precision)
-        notes.append(f"{src}: --fp8-format {a['--fp8-format']}: the transformer layers' "
-                     "linears run FP8 GEMMs on quantized operands (each input and output "
-                     "gradient cast, 4 B an element); the attention, the norms and the LM head "
-                     "stay bf16, and the activations are counted in bf16 (Transformer Engine "
-                     "keeps FP8 copies of some: fewer bytes)")
+        if recipe in ("mxfp8", "custom"):
+            refuse("--fp8-recipe", "delayed, tensorwise or blockwise (mxfp8 is Blackwell's, "
+                   "a custom one pipesim cannot price)", recipe)
+        fp8 = recipe or "delayed"       # Megatron-Core's default recipe
+        cast = "6 B an element: its amax read first" if fp8 == "tensorwise" else \
+            "4 B an element"
+        notes.append(f"{src}: --fp8-format {a['--fp8-format']}, recipe {fp8}: the transformer "
+                     f"layers' linears run FP8 GEMMs on quantized operands (each input and "
+                     f"output gradient cast, {cast}) and keep their inputs in FP8; the "
+                     "attention, the norms and the LM head stay bf16")
+    elif recipe is not None:
+        notes.append(f"{src}: --fp8-recipe {recipe}: no effect without --fp8-format")
     launch = LaunchSettings(
         source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
