@@ -531,7 +531,7 @@ def heldout_runs_section() -> list[str]:
                                                  and r["group"] == x["group"] for r in rows)]
     small_m = (f"{min(tab12):+.1f} to {max(tab12):+.1f}" if tab12 else "-")
     mc = [r for r in rows if r["id"].startswith("mcore-h100-")]
-    zb_rows = [r for r in rows if not r["id"].startswith("mcore-h100-")]
+    zb_rows = [r for r in rows if not r["id"].startswith(("mcore-h100-", "nemo-"))]
     by_src = s.get("throughput_by_source", {})
     trend = s.get("weak_scaling_trend", {"pairs": 0})
     out = ["## Held-out published runs: zero bubble, interleaving, peak memory, H100", "",
@@ -636,11 +636,24 @@ def heldout_runs_section() -> list[str]:
            "between nodes priced as the a100 preset's links. Left out: Table 6 (ZB-V against "
            "the others on 16-32 GPUs; the layer counts of those settings are not given) and "
            "Table 11 (doubled micro-batch: its 14.6B and 28.3B microbatch counts are "
-           "inconsistent between the paper's versions). Megatron-Bridge's H100 pipeline runs "
-           "(e.g. Llama 3 70B on 64 H100, TP 4, PP 8, VP 5: 1602 tokens/s/GPU) run FP8 GEMMs, "
-           "which pipesim cannot price; the file keeps that run, marked not expressible. The "
-           "V-schedule runs of arXiv 2405.15362 were not found in a form that could be "
-           "transcribed with their settings.", ""]
+           "inconsistent between the paper's versions). The V-schedule runs of arXiv "
+           "2405.15362 were not found in a form that could be transcribed with their settings.",
+           ""]
+    nemo = [r for r in rows if r["id"].startswith("nemo-") and "throughput_error" in r]
+    if nemo:
+        r = nemo[0]
+        out += [
+           "**FP8: Megatron-Bridge's Llama 3 70B on 64 H100** (its performance summary, 25.11 "
+           "container: TP 4, PP 8, VP 5, FP8 current scaling, 1602 tokens/s/GPU): run with its "
+           "recipe's settings (the distributed optimizer with both overlaps and TP overlap, "
+           "Megatron-Bridge's `recipes/common.py` and its FP8 70B H100 recipe) and priced as "
+           "docs/model.md's FP8 (the linears' GEMMs at the FP8 peak's sustained fraction, each "
+           "operand's amax read and cast, the linears' inputs kept in FP8): "
+           f"{r['predicted_tokens_per_gpu_s']:.0f} tokens/s/GPU predicted, "
+           f"{r['throughput_error'] * 100:+.1f} %, peak memory "
+           f"{r['predicted_peak_memory_gb']:.1f} GB (the source gives none). It first came out "
+           "of memory: the distributed optimizer and the FP8 inputs' memory were added after "
+           "that was seen; its throughput set nothing.", ""]
     if mc:
         out += [
            "**Another GPU: Megatron-Core's H100 weak scaling.** The Megatron-LM README's table "
