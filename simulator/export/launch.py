@@ -145,6 +145,13 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
                 f"--max-position-embeddings {max(st.seq, m.max_positions or 0)}"]
         if st.precision in ("bf16", "fp16"):
             out.append(f"--{st.precision}")
+        if st.fp8:   # Transformer Engine's FP8 linears, in the recipe the run priced
+            out += ["--fp8-format hybrid", f"--fp8-recipe {st.fp8}"]
+        # the gradients' reduction (and buffer) dtype where it is not Megatron's default
+        if st.precision == "bf16" and st.grad_reduce_dtype == "bf16":
+            out.append("--grad-reduce-in-bf16")
+        elif st.precision == "fp16" and st.grad_reduce_dtype == "fp32":
+            out.append("--accumulate-allreduce-grads-in-fp32")
         if st.sequence_parallel and tp > 1:
             out.append("--sequence-parallel")
         if st.flash_attention:

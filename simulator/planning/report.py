@@ -67,9 +67,10 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--recompute", c.recompute]
     for key, value in recompute_options(settings.recompute_grouping, c.recompute).items():
         words += ["--" + key.replace("_", "-"), str(value)]
+    state = state_options(settings.state, c.dp)
     if settings.runtime == "megatron":
-        words += ["--megatron-ddp"]
-    for key, value in state_options(settings.state, c.dp).items():
+        state["megatron_ddp"] = True
+    for key, value in sorted(state.items(), key=lambda kv: kv[0] != "megatron_ddp"):
         words += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
     if settings.system is not None:
         words += ["--system", settings.system]

@@ -74,7 +74,7 @@ class ScreenContext:
     max_actions: int | None
     runtime: str | None = None
     recompute_grouping: tuple = ()   # PlanSettings'
-    state: tuple = (None, False, False)   # PlanSettings'
+    state: tuple = ()   # PlanSettings'
 
 
 
@@ -110,8 +110,8 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           max_actions=ctx.max_actions * iterations if ctx.max_actions
                           else ctx.max_actions, recompute=c.recompute,
                           **recompute_options(ctx.recompute_grouping, c.recompute),
-                          **megatron_options(ctx.runtime), **c.split_options,
-                          **state_options(ctx.state, c.dp))
+                          **c.split_options,
+                          **{**megatron_options(ctx.runtime), **state_options(ctx.state, c.dp)})
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

@@ -52,21 +52,20 @@ class PlanSettings:
     # how a full-recompute retry groups the layers: (--recompute-method, --recompute-num-layers);
     # empty: Megatron-LM's uniform 1, every layer alone
     recompute_grouping: tuple = ()
-    # the training state's memory: (--param-dtype, --use-distributed-optimizer, --fsdp), the
-    # last two sharding it over each candidate's data parallelism (a launch file's own)
-    state: tuple = (None, False, False)
+    # the training state and data parallelism every candidate runs with, as (run option,
+    # value) pairs: --param-dtype, --use-distributed-optimizer, a Megatron launch file's DDP
+    # flags, and ("fsdp", True): FSDP over each candidate's data parallelism
+    state: tuple = ()
+    # Transformer Engine's FP8 recipe of the generated candidates (a launch file's
+    # --fp8-format / --fp8-recipe); "": bf16
+    fp8: str = ""
 
 
 def state_options(state: tuple, dp: int) -> dict:
-    """The run options that count a candidate's training state as ``state`` says (the weights'
-    dtype, the distributed optimizer, FSDP over the candidate's ``dp`` ranks)."""
-    param_dtype, distributed, fsdp = state
-    out: dict = {}
-    if param_dtype is not None:
-        out["param_dtype"] = param_dtype
-    if distributed:
-        out["use_distributed_optimizer"] = True
-    if fsdp and dp > 1:
+    """The run options of a candidate's training state and data parallelism (``state``'s, FSDP
+    over the candidate's ``dp`` ranks)."""
+    out = dict(state)
+    if out.pop("fsdp", False) and dp > 1:
         out["fsdp"] = dp
     return out
 

@@ -54,7 +54,7 @@ def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
     tps = [settings.tp] if settings.tp is not None else [
         tp for tp in divisors(settings.gpus) if tp <= settings.tp_max]
     for tp in tps:
-        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // tp)
+        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // tp, fp8=settings.fp8)
         try:
             check(model, par, "model")
             text = render(model, par, gpu, "model", settings.efficiency)

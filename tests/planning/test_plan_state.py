@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from simulator.cli.main import main
 
@@ -108,3 +109,39 @@ def test_a_launch_files_recompute_is_said_to_be_left_out(capsys, tmp_path):
     assert (f"--megatron-args {args}: plan's candidates run without the file's full recompute "
             "(block, 2 layers), and with full recompute of every layer where one is over the "
             "memory limit") in warnings
+
+
+def test_an_fp8_launch_with_megatrons_overlaps_plans_and_reads_back_to_the_same_numbers(
+        capsys, tmp_path):
+    """The launch file's FP8 recipe, its DDP flags (the distributed optimizer, both overlaps,
+    gradients reduced in bf16) are every candidate's, the winner's command carries them and the
+    written megatron_args.txt reads back to the plan's iteration time and peak memory."""
+    h100 = str(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
+    args = tmp_path / "args.txt"
+    args.write_text("--num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+                    "--group-query-attention --num-query-groups 4 --ffn-hidden-size 5632 "
+                    "--swiglu --normalization RMSNorm --vocab-size 8192 "
+                    "--untie-embeddings-and-output-weights --seq-length 2048 "
+                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+                    "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer "
+                    "--overlap-grad-reduce --overlap-param-gather --grad-reduce-in-bf16 "
+                    "--fp8-format hybrid --fp8-recipe tensorwise")
+    out = tmp_path / "f"
+    out.mkdir()
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
+                 "1f1b", "--runtime", "megatron", "--system", h100, "-j", "1", "--out",
+                 str(out), "--json", str(out / "p.json"), "--launch", str(out / "launch")]) == 0
+    capsys.readouterr()
+    best = json.loads((out / "p.json").read_text())["best"]
+    for flag in ("--grad-reduce-dtype bf16", "--overlap-grad-reduce", "--overlap-param-gather",
+                 "--use-distributed-optimizer"):
+        assert flag in best["command"]
+    written = (out / "launch" / "megatron_args.txt").read_text().split()
+    assert "--grad-reduce-in-bf16" in written and "tensorwise" in written
+    back = tmp_path / "back.json"
+    assert main(["run", "--megatron-args", str(out / "launch" / "megatron_args.txt"), "--gpus",
+                 "8", "--system", h100, "--json", str(back)]) == 0
+    capsys.readouterr()
+    got = json.loads(back.read_text())
+    assert (got["makespan_ns"], got["peak_memory_bytes"]) == (
+        best["makespan_ns"], best["peak_memory_bytes"])

@@ -27,8 +27,8 @@ from ...units import fmt_bytes, fmt_pct, table
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
-from ..model_inputs import (PLAN_FLAGS, click_options as model_options, model_gpu, resolve,
-                            split_options)
+from ..model_inputs import (PLAN_FLAGS, click_options as model_options, ddp_option_values,
+                            model_gpu, resolve, split_options)
 from .run import write_json
 
 TOP = 10
@@ -218,6 +218,7 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
     if schedule_list is not None:
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
+    launch_ddp: dict = {}
     mi = resolve(dict(model_values, micro_batch=model_values.get("micro_batch")), gpus=gpus)
     if mi is not None:
         if workload is not None:
@@ -248,12 +249,13 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                 if have != plans:
                     warnings.append(f"{launch.source}: plan generates its candidates with "
                                     f"{what}; the file runs without it")
-            # the launch's training state, as `pipesim run` of the file counts it
+            # the launch's training state and data parallelism, as `pipesim run` of the file
+            # runs them
             if launch.source.startswith("--megatron-args") or launch.fsdp:
                 if param_dtype is None:
                     param_dtype = "bf16" if launch.precision in ("bf16", "fp16") else "fp32"
-                distributed_optimizer = distributed_optimizer or launch.use_distributed_optimizer
                 fsdp = fsdp or bool(launch.fsdp)
+                launch_ddp = {k: v for k, v in ddp_option_values(launch).items() if k != "fsdp"}
             if launch.recompute != "none" or launch.recompute_granularity is not None:
                 what = ("op-level selective checkpointing"
                         if launch.recompute_granularity == "op" else
@@ -289,7 +291,8 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
                             model, gpu, efficiency, tp_max, names, runtime,
                             tuple(split) if split.given else (), tp, batch_flag, grouping,
-                            (param_dtype, distributed_optimizer, fsdp))
+                            plan_state(param_dtype, distributed_optimizer, fsdp, launch_ddp),
+                            mi.launch.fp8 if mi is not None else "")
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -383,14 +386,29 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                "peak_memory_bytes": best.peak_memory_bytes}
     extra = {}
     if mi is not None:   # the model the plan generated: bf16, flash attention, SP at TP > 1
-        _, distributed, fsdp = result.settings.state
+        state = dict(result.settings.state)
+        distributed = bool(state.get("use_distributed_optimizer"))
+        fsdp = bool(state.get("fsdp"))
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
-            use_distributed_optimizer=distributed, fsdp=c.dp if fsdp and c.dp > 1 else 0)}
+            use_distributed_optimizer=distributed, fsdp=c.dp if fsdp and c.dp > 1 else 0,
+            fp8=result.settings.fp8)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
                         recompute_grouping=tuple(grouping.values()) or ("uniform", 1),
                         options=c.options, command=best.command, numbers=numbers, **extra)
+
+
+def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp: dict) -> tuple:
+    """PlanSettings.state: the flags, over the launch file's own data parallelism."""
+    state = dict(launch_ddp)
+    if param_dtype is not None:
+        state["param_dtype"] = param_dtype
+    if distributed_optimizer:
+        state["use_distributed_optimizer"] = True
+    if fsdp:
+        state["fsdp"] = True
+    return tuple(sorted((k, v) for k, v in state.items() if v not in (None, False)))
 
 
 def _system_of(settings):
