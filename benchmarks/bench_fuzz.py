@@ -58,7 +58,8 @@ COMMANDS = {"run": 30, "inspect": 6, "compare": 6, "schedule": 16, "verify": 8, 
 MODEL_COMMANDS = ("run", "run", "run", "compare", "plan", "generate")
 MODEL_FLAGS = ("--megatron-args", "--torchtitan", "--hf-config")
 MEGATRON_JUNK = ("0", "-1", "x", "1.5", "99999999999", "8388608", "", "--", "nan", "auto",
-                 "selective", "full", "block", "RMSNorm", "transformer_engine", "local")
+                 "selective", "full", "block", "RMSNorm", "transformer_engine", "local",
+                 "hybrid", "e4m3", "tensorwise", "mxfp8")
 TOML_JUNK = ("0", "-1", "x", '"x"', "1e9", "99999999999", "true", '"op"', '"3"', '"full"',
              '"selective"', '"ZBVZeroBubble"', '"Interleaved1F1B"', "[]", '"float16"', "nan")
 JSON_JUNK = (0, -1, 1.5, 2**40, "x", None, True, [], {}, 1e308)
@@ -239,7 +240,8 @@ def mutate_megatron(text: str, rng: random.Random) -> bytes:
                                      "--checkpoint-activations", "--use-legacy-models",
                                      "--tp-comm-overlap", "--kv-channels",
                                      "--clip-grad", "--num-layers-per-virtual-pipeline-stage",
-                                     "--pipeline-model-parallel-layout", "--num-experts")),
+                                     "--pipeline-model-parallel-layout", "--num-experts",
+                                     "--fp8-format", "--fp8-recipe", "--attention-backend")),
                          rng.choice(MEGATRON_JUNK)]
     return " ".join(toks).encode("utf-8", errors="surrogateescape")
 
