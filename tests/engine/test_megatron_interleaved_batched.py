@@ -79,29 +79,34 @@ def test_groups_of_p_run_without_deadlock(pp, vpp, rounds, capsys):
     assert "deadlock" not in capsys.readouterr().err
 
 
+def _refusal(capsys, pp: int, microbatches: int) -> str:
+    """The one line ``run`` of interleaved-1f1b (v 2) with --p2p batched is refused with."""
+    assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", str(pp),
+                 "--vpp", "2", "-m", str(microbatches), "--p2p", "batched"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    return err[0]
+
+
 def test_larger_groups_over_several_are_refused_in_one_line(capsys):
     # groups of 4 for P 3 (torch's rule for M 8): Megatron posts the first stage's receives
     # ahead of use there, aligned with the last stage's sends; pipesim says so before running
-    assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", "3",
-                 "--vpp", "2", "-m", "8", "--p2p", "batched"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["pipesim: error: --p2p batched: interleaved-1f1b in groups of 4 "
-                   "microbatches (more than P = 3, 8 in all) needs the first stage's receives "
-                   "posted ahead of use, which pipesim does not model; use --p2p async "
-                   "(Megatron's --overlap-p2p-communication, its default) or groups of P "
-                   "(-O group_size=3, with M a multiple of it)"]
+    assert _refusal(capsys, 3, 8) == (
+        "pipesim: error: --p2p batched: interleaved-1f1b in groups of 4 "
+        "microbatches (more than P = 3, 8 in all) needs the first stage's receives "
+        "posted ahead of use, which pipesim does not model; use --p2p async "
+        "(Megatron's --overlap-p2p-communication, its default) or groups of P "
+        "(-O group_size=3, with M a multiple of it)")
 
 
 def test_two_ranks_are_refused_as_megatron_refuses_them(capsys):
     # megatron/training/arguments.py asserts more than 2 pipeline ranks for an interleaved
     # schedule without overlap: two ranks would exchange several tensors in one batch
-    assert main(["run", "workloads/gpt-24l.txt", "-s", "interleaved-1f1b", "--pp", "2",
-                 "--vpp", "2", "-m", "4", "--p2p", "batched"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [
+    assert _refusal(capsys, 2, 4) == (
         "pipesim: error: --p2p batched: interleaved-1f1b without overlap needs more than 2 "
         "pipeline ranks, got 2 (Megatron-LM asserts it: two ranks would exchange several "
         "tensors in one batch); use --p2p async (Megatron's --overlap-p2p-communication, "
-        "its default)"]
+        "its default)")
 
 
 def test_without_virtual_stages_the_exchanges_stay_at_use(capsys):

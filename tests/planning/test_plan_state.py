@@ -65,48 +65,56 @@ def test_the_winners_command_carries_the_state_and_reads_back(capsys, tmp_path):
             best["makespan_ns"], best["peak_memory_bytes"])
 
 
-def test_a_megatron_launchs_distributed_optimizer_is_the_plans(capsys, tmp_path):
+def _plan_launch(capsys, tmp_path, text: str, *extra: str) -> tuple[dict, list, Path]:
+    """``plan`` of the Megatron-LM argument list ``text`` on 8 GPUs at TP 1 (1F1B):
+    (its best, its warnings, its --out folder)."""
     args = tmp_path / "args.txt"
-    args.write_text("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 "
-                    "--group-query-attention --num-query-groups 4 --ffn-hidden-size 2816 "
-                    "--swiglu --normalization RMSNorm --vocab-size 8192 "
-                    "--untie-embeddings-and-output-weights --seq-length 512 "
-                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
-                    "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer")
-    out = tmp_path / "m"
+    args.write_text(text)
+    out = tmp_path / "plan"
     out.mkdir()
-    rc = main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s", "1f1b",
-               "--runtime", "megatron", "--gpu", "a100", "-j", "1", "--out", str(out), "--json", str(out / "p.json"),
-               "--launch", str(out / "launch")])
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
+                 "1f1b", "-j", "1", "--out", str(out), "--json", str(out / "p.json"),
+                 *extra]) == 0
     capsys.readouterr()
-    assert rc == 0
-    best = json.loads((out / "p.json").read_text())["best"]
+    data = json.loads((out / "p.json").read_text())
+    return data["best"], data["warnings"], out
+
+
+def _read_back(capsys, tmp_path, out: Path, *extra: str) -> dict:
+    """``run`` of the megatron_args.txt the plan's --launch wrote, on the plan's 8 GPUs."""
+    back = tmp_path / "back.json"
+    assert main(["run", "--megatron-args", str(out / "launch" / "megatron_args.txt"), "--gpus",
+                 "8", *extra, "--json", str(back)]) == 0
+    capsys.readouterr()
+    return json.loads(back.read_text())
+
+
+def test_a_megatron_launchs_distributed_optimizer_is_the_plans(capsys, tmp_path):
+    best, _, out = _plan_launch(
+        capsys, tmp_path,
+        "--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --group-query-attention "
+        "--num-query-groups 4 --ffn-hidden-size 2816 --swiglu --normalization RMSNorm "
+        "--vocab-size 8192 --untie-embeddings-and-output-weights --seq-length 512 "
+        "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+        "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer",
+        "--runtime", "megatron", "--gpu", "a100", "--launch", str(tmp_path / "plan" / "launch"))
     assert "--param-dtype bf16 --use-distributed-optimizer" in best["command"]
     written = (out / "launch" / "megatron_args.txt").read_text()
     assert "--use-distributed-optimizer" in written
     # the written launch reads back to the plan's memory: the same sharded state
-    back = tmp_path / "back.json"
-    assert main(["run", "--megatron-args", str(out / "launch" / "megatron_args.txt"), "--gpus",
-                 "8", "--gpu", "a100", "--json", str(back)]) == 0
-    capsys.readouterr()
-    got = json.loads(back.read_text())
+    got = _read_back(capsys, tmp_path, out, "--gpu", "a100")
     assert got["peak_memory_bytes"] == best["peak_memory_bytes"]
 
 
 def test_a_launch_files_recompute_is_said_to_be_left_out(capsys, tmp_path):
-    args = tmp_path / "args.txt"
-    args.write_text("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 512 "
-                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
-                    "--recompute-granularity full --recompute-method block "
-                    "--recompute-num-layers 2")
-    out = tmp_path / "r"
-    out.mkdir()
-    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
-                 "1f1b", "--gpu", "a100", "-j", "1", "--out", str(out), "--json",
-                 str(out / "p.json")]) == 0
-    capsys.readouterr()
-    warnings = json.loads((out / "p.json").read_text())["warnings"]
-    assert (f"--megatron-args {args}: plan's candidates run without the file's full recompute "
+    args = "--megatron-args " + str(tmp_path / "args.txt")
+    _, warnings, _ = _plan_launch(
+        capsys, tmp_path,
+        "--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 512 "
+        "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+        "--recompute-granularity full --recompute-method block --recompute-num-layers 2",
+        "--gpu", "a100")
+    assert (f"{args}: plan's candidates run without the file's full recompute "
             "(block, 2 layers), and with full recompute of every layer where one is over the "
             "memory limit") in warnings
 
@@ -117,31 +125,21 @@ def test_an_fp8_launch_with_megatrons_overlaps_plans_and_reads_back_to_the_same_
     gradients reduced in bf16) are every candidate's, the winner's command carries them and the
     written megatron_args.txt reads back to the plan's iteration time and peak memory."""
     h100 = str(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
-    args = tmp_path / "args.txt"
-    args.write_text("--num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
-                    "--group-query-attention --num-query-groups 4 --ffn-hidden-size 5632 "
-                    "--swiglu --normalization RMSNorm --vocab-size 8192 "
-                    "--untie-embeddings-and-output-weights --seq-length 2048 "
-                    "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
-                    "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer "
-                    "--overlap-grad-reduce --overlap-param-gather --grad-reduce-in-bf16 "
-                    "--fp8-format hybrid --fp8-recipe tensorwise")
-    out = tmp_path / "f"
-    out.mkdir()
-    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
-                 "1f1b", "--runtime", "megatron", "--system", h100, "-j", "1", "--out",
-                 str(out), "--json", str(out / "p.json"), "--launch", str(out / "launch")]) == 0
-    capsys.readouterr()
-    best = json.loads((out / "p.json").read_text())["best"]
+    best, _, out = _plan_launch(
+        capsys, tmp_path,
+        "--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --group-query-attention "
+        "--num-query-groups 4 --ffn-hidden-size 5632 --swiglu --normalization RMSNorm "
+        "--vocab-size 8192 --untie-embeddings-and-output-weights --seq-length 2048 "
+        "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+        "--attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer "
+        "--overlap-grad-reduce --overlap-param-gather --grad-reduce-in-bf16 "
+        "--fp8-format hybrid --fp8-recipe tensorwise",
+        "--runtime", "megatron", "--system", h100, "--launch", str(tmp_path / "plan" / "launch"))
     for flag in ("--grad-reduce-dtype bf16", "--overlap-grad-reduce", "--overlap-param-gather",
                  "--use-distributed-optimizer"):
         assert flag in best["command"]
     written = (out / "launch" / "megatron_args.txt").read_text().split()
     assert "--grad-reduce-in-bf16" in written and "tensorwise" in written
-    back = tmp_path / "back.json"
-    assert main(["run", "--megatron-args", str(out / "launch" / "megatron_args.txt"), "--gpus",
-                 "8", "--system", h100, "--json", str(back)]) == 0
-    capsys.readouterr()
-    got = json.loads(back.read_text())
+    got = _read_back(capsys, tmp_path, out, "--system", h100)
     assert (got["makespan_ns"], got["peak_memory_bytes"]) == (
         best["makespan_ns"], best["peak_memory_bytes"])
