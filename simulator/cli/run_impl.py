@@ -26,7 +26,7 @@ from ..api import simulate
 from ..errors import ConfigError
 from ..run_options import OPTION_FIELDS, RunOptions, flag_of
 from ..schedules.runtimes import check_runtimes, shape_of
-from ..system.config import load_system
+from ..system.config import SystemConfig, load_system
 from .echo import echo
 from .model_inputs import FLAGS as MODEL_FLAGS, RUN_FLAGS
 from .report import render_run, render_runtimes
@@ -251,11 +251,12 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     if any(v is not None for v in model_values.values()):
         from .model_inputs import model_run
 
-        sysconf = load_system(system)
-        if system_sets:
-            sysconf = sysconf.with_overrides(parse_assignments(system_sets, "--set"), "--set")
+        # the system names the GPU the model is priced on; read once, used for the run too
+        system = load_system(system)
+        named = (system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
+                 if system_sets else system)
         workload, opts, schedule, model = model_run(workload, model_values, opts, schedule,
-                                                    sysconf.gpu.preset)
+                                                    named.gpu.preset)
         if model.launch.schedule_csv and schedule is None and schedule_file is None:
             schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
     configure_logging(log_level)
@@ -303,7 +304,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         sched = load_schedule_csv(schedule_file)
     options = parse_assignments(schedule_options, "--option")
     if calibration is not None or system_sets or link_sets:
-        system = load_system(system)
+        if not isinstance(system, SystemConfig):
+            system = load_system(system)
         if link_sets:   # the imported traces' own links, under --calibration and --set
             system = system.with_overrides(link_sets, "--chakra-in")
         if calibration is not None:

@@ -75,8 +75,9 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
 
         from ...system.config import load_system
 
+        system = load_system(system)   # it names the model's GPU; read once, run on it too
         workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0],
-                                             load_system(system).gpu.preset)
+                                             system.gpu.preset)
     elif workload is None:
         raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
                           "--megatron-args, --torchtitan, --model)")
