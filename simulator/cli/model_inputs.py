@@ -269,7 +269,7 @@ def run_option_values(launch: LaunchSettings) -> dict:
             **({"recompute_method": launch.recompute_method,
                 "recompute_num_layers": launch.recompute_num_layers}
                if launch.recompute == "full" else {}),
-            "gpus": launch.tp * launch.pp * launch.dp,
+            "gpus": launch.tp * launch.pp * launch.cp * launch.dp,
             # Megatron-LM's memory: --bf16 / --fp16 keep bf16 weights with fp32 main grads,
             # fp32 otherwise (--use-distributed-optimizer, among the DDP flags, shards the fp32
             # state over DP)
@@ -346,13 +346,15 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
     P = pp or launch.pp
     V = vpp or launch.vpp
     M = microbatches or launch.microbatches
-    world = gpus or launch.gpus or launch.tp * P * launch.dp
-    if world % (launch.tp * P):
-        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {P}")
-    dp = world // (launch.tp * P)
+    cp = launch.cp
+    world = gpus or launch.gpus or launch.tp * P * cp * launch.dp
+    if world % (launch.tp * P * cp):
+        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {P}"
+                          + (f" x cp {cp}" if cp > 1 else ""))
+    dp = world // (launch.tp * P * cp)
     spec = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
     par = ParallelSpec(tp=launch.tp, pp=P, vpp=V if layout == "model" else 1, ga=M, dp=dp,
-                       ep=launch.ep, sequence_parallel=launch.sequence_parallel,
+                       ep=launch.ep, cp=cp, sequence_parallel=launch.sequence_parallel,
                        flash_attention=launch.flash_attention,
                        precision=launch.precision,
                        selective_recompute=launch.recompute_granularity == "selective",

@@ -50,6 +50,11 @@ class LaunchPlan:
     def global_batch(self) -> int:
         return self.micro_batch_size * self.shape.microbatches * self.dp
 
+    @property
+    def cp(self) -> int:
+        """The run's context parallelism (its launch's; 1 without one)."""
+        return self.settings.cp if self.settings is not None else 1
+
 
 def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
                 options: dict | None = None, model: ModelShape | None = None,
@@ -64,7 +69,8 @@ def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
     for stage, rank in enumerate(sched.placement):
         ranks[rank].append(stage)
     tp = max(1, h.tp)
-    dp = max(1, h.all_gpus // (tp * sched.pp))   # the run's world size over its own pp
+    cp = settings.cp if settings is not None else 1
+    dp = max(1, h.all_gpus // (tp * sched.pp * cp))   # the run's world size over its own pp
     return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
                       recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
                       found.head_chunk, ranks, model, settings, recompute_grouping)
@@ -95,6 +101,8 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     counts = s.layers
     out = [f"--tensor-model-parallel-size {lp.tp}", f"--pipeline-model-parallel-size {s.pp}",
            f"--num-layers {sum(counts)}"]
+    if lp.cp > 1:
+        out.append(f"--context-parallel-size {lp.cp}")
     split = (megatron_split_of(counts, s.pp, s.vpp)
              if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
              else None)
@@ -184,6 +192,8 @@ def torchtitan_parallelism(lp: LaunchPlan, csv_name: str | None) -> dict | None:
     out: dict = {"pipeline_parallel_degree": s.pp, "tensor_parallel_degree": lp.tp,
                  "data_parallel_replicate_degree": 1 if fsdp else lp.dp,
                  "data_parallel_shard_degree": lp.dp if fsdp else 1}
+    if lp.cp > 1:
+        out["context_parallel_degree"] = lp.cp
     if v.how.startswith("csv"):
         # the name only places the stages (torchtitan's _get_pp_rank_to_stage_indices_mapping)
         out["pipeline_parallel_schedule"] = ("ZBVZeroBubble" if s.placement == "v" else
@@ -351,9 +361,10 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
     s = lp.shape
     n = numbers or {"makespan_ns": result.makespan_ns, "bubble_ratio": result.bubble_ratio,
                     "peak_memory_bytes": result.to_dict().get("peak_memory_bytes")}
-    gpus = lp.tp * s.pp * lp.dp
+    gpus = lp.tp * s.pp * lp.cp * lp.dp
+    cp = f" x CP {lp.cp}" if lp.cp > 1 else ""
     lines = [f"# Launch settings: {s.schedule} on {gpus} GPUs", "",
-             f"Written by pipesim from `{result.workload.path}`: TP {lp.tp} x PP {s.pp} x DP "
+             f"Written by pipesim from `{result.workload.path}`: TP {lp.tp} x PP {s.pp}{cp} x DP "
              f"{lp.dp}, {s.vpp} stage(s) per rank, {s.microbatches} microbatches of "
              f"{lp.micro_batch_size} sequence(s) per data-parallel group and iteration (global "
              f"batch {lp.global_batch} sequences).", ""]

@@ -124,6 +124,12 @@ class ParallelSpec:
     # quantized operands (layer_ops._linear); the attention, the norms and the LM head stay
     # 16-bit
     fp8: str = ""
+    # context parallelism (Megatron-LM's --context-parallel-size, torchtitan's
+    # context_parallel_degree): each rank holds s/cp tokens of every sequence (two chunks of
+    # s/2cp, the load-balanced split), runs the linears, norms and loss on them and the
+    # attention of its queries against the whole sequence's keys; the gradients are reduced over
+    # dp x cp ranks (Megatron's data-parallel group with context parallelism)
+    cp: int = 1
     # transformer layers per chunk (model order) that a launch file's split gives (empty:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
@@ -135,7 +141,22 @@ class ParallelSpec:
 
     @property
     def world(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
+
+
+def local_seq(model: ModelSpec, par: ParallelSpec) -> int:
+    """The tokens of one sequence a rank holds: s / cp."""
+    return model.seq // par.cp
+
+
+def cp_exchange_warning(source: str, cp: int) -> str:
+    """What a generated file of context parallelism ``cp`` leaves out, as its input's warning
+    (one text for every input that sets it)."""
+    return (f"{source}: each rank's linears, norms, loss and memory "
+            f"are its s/{cp} tokens' and its attention its queries' against all keys; the "
+            "exchange of K and V between the context-parallel ranks (Transformer Engine's "
+            "ring of p2p, torchtitan's all-gather) is not priced, taken as hidden behind the "
+            "attention")
 
 
 @dataclass(frozen=True)
@@ -185,7 +206,8 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
     for opt, value in (("layers", model.layers), ("hidden", model.hidden), ("heads", model.heads),
                        ("seq", model.seq), ("micro-batch", model.micro_batch), ("tp", par.tp),
                        ("pp", par.pp), ("vpp", par.vpp), ("ga", par.ga), ("dp", par.dp),
-                       ("ep", par.ep), ("experts", model.experts), ("topk", model.topk)):
+                       ("cp", par.cp), ("ep", par.ep), ("experts", model.experts),
+                       ("topk", model.topk)):
         if value < 1:
             raise ConfigError(f"--{opt}: expected a positive integer, found {value}")
     if model.layers > MAX_LAYERS:
@@ -205,15 +227,27 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
                           f"multiple of --tp {T}")
     if model.ffn_size % T:
         raise ConfigError(f"--ffn {model.ffn_size} is not a multiple of --tp {T}")
-    if par.sequence_parallel and model.seq % T:
-        raise ConfigError(f"--seq {model.seq} is not a multiple of --tp {T} (sequence "
-                          "parallelism splits the sequence)")
+    if par.cp > 1:
+        # Megatron-LM splits each sequence into 2 x cp chunks, rank r holding chunks r and
+        # 2cp-1-r (get_batch_on_this_cp_rank), and runs context parallelism only with
+        # Transformer Engine's fused attention
+        if model.seq % (2 * par.cp):
+            raise ConfigError(f"--seq {model.seq} is not a multiple of 2 x --cp {par.cp} "
+                              "(context parallelism splits each sequence into 2 x cp chunks)")
+        if not par.flash_attention:
+            raise ConfigError(f"--cp {par.cp}: expected flash (fused) attention with context "
+                              "parallelism (Megatron-LM runs it only with Transformer Engine's "
+                              "fused attention)")
+    if par.sequence_parallel and local_seq(model, par) % T:
+        raise ConfigError(f"--seq {model.seq} is not a multiple of --tp {T}"
+                          + (f" x --cp {par.cp}" if par.cp > 1 else "")
+                          + " (sequence parallelism splits the sequence)")
     if model.arch == "moe":
         if model.experts < 2:
             raise ConfigError("--experts: the moe model needs at least 2 experts")
-        if model.experts % par.ep or par.dp % par.ep:
+        if model.experts % par.ep or (par.dp * par.cp) % par.ep:
             raise ConfigError(f"--ep {par.ep} must divide --experts {model.experts} and --dp "
-                              f"{par.dp}")
+                              f"{par.dp}" + (f" x --cp {par.cp}" if par.cp > 1 else ""))
         if model.topk > model.experts:
             raise ConfigError(f"--topk {model.topk} exceeds --experts {model.experts}")
     elif par.ep != 1 or model.experts != 1:
@@ -254,12 +288,12 @@ def _dp(params: int) -> tuple[str, int]:
 def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     """The rows of one transformer layer (FLOPs and bytes per GPU, one microbatch)."""
     b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
-    bs = b * s
+    bs = b * local_seq(model, par)                      # this rank's tokens
     act = par.dtype_bytes * bs * h
     sp = par.sequence_parallel
     gpt = model.arch == "gpt"
     q = h + 2 * model.kv * (h // model.heads)          # fused QKV output width
-    core = 4 * bs * s * h // T                          # QK^T and softmax.V, forward
+    core = 4 * bs * s * h // T                          # QK^T and softmax.V (all keys), forward
     norm = 2 * h if gpt else h                          # LayerNorm (w, b) or RMSNorm (w)
     rows = []
     gemm = 2 * bs * h * q // T
@@ -290,9 +324,9 @@ def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
 
 
 def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
-    b, s, h, f, T = model.micro_batch, model.seq, model.hidden, model.ffn_size, par.tp
+    b, h, f, T = model.micro_batch, model.hidden, model.ffn_size, par.tp
     E, k = model.experts, model.topk
-    bs = b * s
+    bs = b * local_seq(model, par)
     a2a = par.dtype_bytes * bs * h * k // T
     router = 2 * bs * h * E // T
     experts = 6 * bs * k * h * f // T
@@ -312,7 +346,7 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
 def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     """Vocab-parallel embedding: a lookup (0 FLOPs), then the TP reduction of its output."""
     h, T = model.hidden, par.tp
-    act = par.dtype_bytes * model.micro_batch * model.seq * h
+    act = par.dtype_bytes * model.micro_batch * local_seq(model, par) * h
     fwd = ("REDUCESCATTER", act) if par.sequence_parallel else ("ALLREDUCE", act)
     params = padded_vocab(model, T) * h // T + (model.seq * h if model.arch == "gpt" else 0)
     return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params,
@@ -321,7 +355,7 @@ def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
 
 def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     """The LM head (column-parallel h x V) with the final norm."""
-    b, s, h, T = model.micro_batch, model.seq, model.hidden, par.tp
+    b, s, h, T = model.micro_batch, local_seq(model, par), model.hidden, par.tp
     V = padded_vocab(model, T)
     gemm = 2 * b * s * h * V // T
     fc, ic = _tp_pair(par.sequence_parallel, True, par.dtype_bytes * b * s * h)
@@ -334,15 +368,15 @@ def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
                    ops=tuple(ops))
 
 
-def loss_rows(model: ModelSpec) -> list[RowSpec]:
+def loss_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
     """Vocab-parallel cross-entropy: max, sum of exp and target logit, each an fp32 all-reduce
     (its passes over the logits are timed on the LM head's row)."""
-    nbytes = FP32 * model.micro_batch * model.seq
+    nbytes = FP32 * model.micro_batch * local_seq(model, par)
     return [RowSpec(f"cross_entropy{i}", 0, 0, 0, ("ALLREDUCE", nbytes)) for i in (1, 2, 3)]
 
 
 def pp_comm_bytes(model: ModelSpec, par: ParallelSpec) -> int:
-    act = par.dtype_bytes * model.micro_batch * model.seq * model.hidden
+    act = par.dtype_bytes * model.micro_batch * local_seq(model, par) * model.hidden
     return act // par.tp if par.sequence_parallel else act
 
 
@@ -371,7 +405,7 @@ def aicb_iteration_rows(model: ModelSpec, par: ParallelSpec) -> tuple[list[RowSp
                         wg_comm=("ALLGATHER_DP_EP", par.dtype_bytes * experts)),
                 RowSpec("moe_grad_norm2", 0, 0, 0,
                         wg_comm=("REDUCESCATTER_DP_EP", FP32 * experts))]
-    post = loss_rows(model) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
+    post = loss_rows(model, par) + [RowSpec(f"optimizer{i}", 0, 0, 0, ("ALLREDUCE", FP32))
                                for i in (1, 2, 3, 4)]
     return pre, post
 
@@ -380,7 +414,7 @@ def generate_rows(model: ModelSpec, par: ParallelSpec, layout: str = "model") ->
     """Every row of the file, in file order."""
     check(model, par, layout)
     if layout == "model":
-        return model_rows(model, par, model.layers) + loss_rows(model)
+        return model_rows(model, par, model.layers) + loss_rows(model, par)
     pre, post = aicb_iteration_rows(model, par)
     block = [_no_dp(r) for r in model_rows(model, par, model.layers // par.pp)]
     return pre + block * par.ga + post
@@ -393,11 +427,12 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     transformer_activation_bytes`)."""
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     gpt = model.arch == "gpt"
+    s = local_seq(model, par)               # the tokens of a sequence this rank holds
     if par.op_recompute:
-        return op_sac_activation_bytes(model.seq, model.micro_batch, model.hidden, ffn,
+        return op_sac_activation_bytes(s, model.micro_batch, model.hidden, ffn,
                                        model.kv * (model.hidden // model.heads), par.tp,
                                        par.sequence_parallel, par.dtype_bytes)
-    return transformer_activation_bytes(model.seq, model.micro_batch, model.hidden,
+    return transformer_activation_bytes(s, model.micro_batch, model.hidden,
                                         model.heads, ffn, par.tp, par.sequence_parallel,
                                         par.flash_attention or par.selective_recompute,
                                         par.dtype_bytes, gated=not gpt,
@@ -411,7 +446,8 @@ def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
     up = model.ffn_size * (1 if model.arch == "gpt" else 2)
     up *= model.topk if model.arch == "moe" else 1
-    return transformer_split_backward_bytes(model.seq, model.micro_batch, model.hidden, q, up,
+    return transformer_split_backward_bytes(local_seq(model, par), model.micro_batch,
+                                            model.hidden, q, up,
                                             par.tp, par.sequence_parallel, par.dtype_bytes)
 
 
@@ -422,7 +458,8 @@ def deferred_wgrad_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
     k = model.topk if model.arch == "moe" else 1
     up = model.ffn_size * (1 if model.arch == "gpt" else 2) * k
-    return transformer_deferred_wgrad_bytes(model.seq, model.micro_batch, model.hidden, q, up,
+    return transformer_deferred_wgrad_bytes(local_seq(model, par), model.micro_batch,
+                                            model.hidden, q, up,
                                             model.ffn_size * k, par.tp, par.sequence_parallel,
                                             par.dtype_bytes)
 
@@ -434,8 +471,9 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
     ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
     qkv = model.hidden + 2 * model.kv * (model.hidden // model.heads)
     up = model.ffn_size * (1 if model.arch == "gpt" else 2)
-    f, b, i, w = transformer_transient_bytes(model.seq, model.micro_batch, model.hidden,
-                                             model.heads, ffn, par.tp, par.sequence_parallel,
+    f, b, i, w = transformer_transient_bytes(local_seq(model, par), model.micro_batch,
+                                             model.hidden, model.heads, ffn, par.tp,
+                                             par.sequence_parallel,
                                              par.flash_attention, par.dtype_bytes,
                                              widest=max(qkv, up))
     if par.op_recompute:

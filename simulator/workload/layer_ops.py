@@ -39,8 +39,13 @@ MAIN_GRAD = 8        # fp32 main gradient, read and written by the fused weight-
 MASK = 1             # a dropout mask element (torch.bool)
 
 
+def tokens(model, par) -> int:
+    """The tokens of a microbatch this rank holds: b·s, over cp with context parallelism."""
+    return model.micro_batch * model.seq // par.cp
+
+
 def _hidden_elems(model, par) -> int:
-    e = model.micro_batch * model.seq * model.hidden
+    e = tokens(model, par) * model.hidden
     return e // par.tp if par.sequence_parallel else e
 
 
@@ -100,11 +105,15 @@ def _attention_core(model, par) -> list:
     heads = A // T
     hd = h // A
     if par.flash_attention:
-        fwd = 4 * b * heads * s * s * hd // 2           # causal: half the square ([FA2])
-        ops = [flash("flash_attention", "fwd", fwd, s)]
+        # causal: half the square ([FA2]); with context parallelism this rank's s/cp queries
+        # against all s keys, 1/cp of the causal square (the load-balanced split), in blocks of
+        # its s/cp tokens (Transformer Engine's ring: each step one block of K and V)
+        q = s // par.cp
+        fwd = 4 * b * heads * q * s * hd // 2
+        ops = [flash("flash_attention", "fwd", fwd, q)]
         if par.selective_recompute:
-            ops.append(flash("flash_attention_recompute", "ig", fwd, s))
-        return ops + [flash("flash_attention_bwd", "ig", fwd * 5 // 2, s)]
+            ops.append(flash("flash_attention_recompute", "ig", fwd, q))
+        return ops + [flash("flash_attention_bwd", "ig", fwd * 5 // 2, q)]
     bh = b * heads
     scores = bh * s * s
     ops = [gemm("attention_scores", "fwd", s, s, hd, batch=bh, dtype_bytes=d),
@@ -128,7 +137,7 @@ def attention_column_ops(model, par) -> list:
     """Input norm, fused QKV projection (h -> q/T), attention core. Under torchtitan's op-level
     selective checkpointing the backward first runs the norm and the K projection again (its
     policy keeps wq's and wv's outputs and the attention's, and recomputes wk's)."""
-    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     kv = model.kv * (h // model.heads)
     q = h + 2 * kv
     f, b = _norm("input_norm", model, par)
@@ -140,7 +149,7 @@ def attention_column_ops(model, par) -> list:
 
 def attention_row_ops(model, par) -> list:
     """Output projection (h/T -> h), bias + dropout + residual add."""
-    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     f, b = _dropout_add(model, par)
     linear = _linear("attention_proj", bs, h // T, h, d, par.fp8)
     # op-level selective checkpointing recomputes wo (the fourth GEMM) and the residual add
@@ -150,7 +159,7 @@ def attention_row_ops(model, par) -> list:
 
 def mlp_column_ops(model, par) -> list:
     """Pre-MLP norm, up projection (h -> f/T, SwiGLU: gate and up, 2f/T), the activation."""
-    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+    bs, h, f, T, d = (tokens(model, par), model.hidden, model.ffn_size, par.tp,
                       par.dtype_bytes)
     nf, nb = _norm("mlp_norm", model, par)
     if model.arch == "gpt":
@@ -170,7 +179,7 @@ def mlp_column_ops(model, par) -> list:
 
 def mlp_row_ops(model, par) -> list:
     """Down projection (f/T -> h), bias + dropout + residual add."""
-    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+    bs, h, f, T, d = (tokens(model, par), model.hidden, model.ffn_size, par.tp,
                       par.dtype_bytes)
     fa, ba = _dropout_add(model, par)
     again = _again(fa) if par.op_recompute else []   # the residual add (w2's output is kept)
@@ -179,7 +188,7 @@ def mlp_row_ops(model, par) -> list:
 
 def moe_router_ops(model, par) -> list:
     """Pre-MLP norm and the router (h -> E) on this GPU's share of the tokens."""
-    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     nf, nb = _norm("mlp_norm", model, par)
     return nf + _linear("router", bs // T, h, model.experts, d) + nb
 
@@ -187,18 +196,18 @@ def moe_router_ops(model, par) -> list:
 def moe_expert_ops(model, par) -> list:
     """This GPU's E/ep experts, each a SwiGLU FFN (split over T) on the b·s·k·ep/E tokens routed
     to it on average; a batched GEMM per projection."""
-    bs, h, f, T, d = (model.micro_batch * model.seq, model.hidden, model.ffn_size, par.tp,
+    bs, h, f, T, d = (tokens(model, par), model.hidden, model.ffn_size, par.tp,
                       par.dtype_bytes)
     local = model.experts // par.ep
-    tokens = bs * model.topk * par.ep // model.experts
+    routed = bs * model.topk * par.ep // model.experts
     out = MAIN_GRAD if d <= 2 else 2 * d
     ops = []
     for name, n_in, n_out in (("expert_up", h, 2 * f // T), ("expert_down", f // T, h)):
-        ops += [gemm(name, "fwd", tokens, n_out, n_in, batch=local, dtype_bytes=d),
-                gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, batch=local, dtype_bytes=d),
-                gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, batch=local, dtype_bytes=d,
+        ops += [gemm(name, "fwd", routed, n_out, n_in, batch=local, dtype_bytes=d),
+                gemm(f"{name}_dgrad", "ig", routed, n_in, n_out, batch=local, dtype_bytes=d),
+                gemm(f"{name}_wgrad", "wg", n_in, n_out, routed, batch=local, dtype_bytes=d,
                      out_bytes=out)]
-    e = 2 * local * tokens * f // T
+    e = 2 * local * routed * f // T
     ops += [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
     return ops
 
@@ -213,8 +222,8 @@ def embedding_ops(model, par, vocab: int) -> list:
     shard), then (gpt) the position embedding add and the embedding dropout on the hidden state;
     backward: the dense gradient of this rank's V/T x h table, added into its fp32 main
     gradient."""
-    b, s, h, d = model.micro_batch, model.seq, model.hidden, par.dtype_bytes
-    full = b * s * h
+    h, d = model.hidden, par.dtype_bytes
+    full = tokens(model, par) * h
     e = _hidden_elems(model, par)
     table = embedding_table_params(model, par, vocab)
     ops = [memory("embedding_lookup", "fwd", 2 * d * full)]
@@ -230,7 +239,7 @@ def embedding_ops(model, par, vocab: int) -> list:
 
 def head_ops(model, par, vocab: int) -> list:
     """Final norm and the column-parallel LM head (h -> V/T)."""
-    bs, h, T, d = model.micro_batch * model.seq, model.hidden, par.tp, par.dtype_bytes
+    bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     f, b = _norm("final_norm", model, par, residual=False)
     return f + _linear("lm_head", bs, h, vocab // T, d) + b
 
@@ -242,7 +251,7 @@ def cross_entropy_ops(model, par, vocab: int) -> list:
     the division that keeps the softmax for the backward (read 4, write 4) = d + 36 bytes per
     logit; backward: softmax minus the one-hot target, times the loss gradient (read 4, write 4)
     and the cast back for the LM head's backward (read 4, write d) = d + 12."""
-    e = model.micro_batch * model.seq * vocab // par.tp
+    e = tokens(model, par) * vocab // par.tp
     d = par.dtype_bytes
     return [memory("cross_entropy", "fwd", (d + 36) * e),
             memory("cross_entropy_bwd", "ig", (d + 12) * e)]

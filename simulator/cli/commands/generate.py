@@ -15,7 +15,8 @@ import click
 
 from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, \
-    activation_bytes, deferred_wgrad_bytes, render, split_backward_bytes, transient_bytes
+    activation_bytes, cp_exchange_warning, deferred_wgrad_bytes, render, \
+    split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
 from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve, \
     split_of, split_options, with_stage_layers
@@ -62,6 +63,10 @@ _SHAPE_OPTIONS = ("vocab", "kv_heads", "experts", "topk")
 @click.option("--ga", type=int, default=None,
               help="Microbatches per iteration (gradient accumulation; default 1).")
 @click.option("--dp", type=int, default=None, help="Data parallelism (default 1).")
+@click.option("--cp", type=int, default=None,
+              help="Context parallelism (Megatron-LM's --context-parallel-size): each rank holds "
+                   "s/cp tokens of every sequence; flash attention only (default 1; a launch "
+                   "file: its own).")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default="a100", show_default=True,
               help="GPU preset: SMs, dense peaks, HBM bandwidth and the kernels' achieved "
                    "fractions (docs/model.md).")
@@ -92,7 +97,7 @@ _SHAPE_OPTIONS = ("vocab", "kv_heads", "experts", "topk")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="File to write ('-' for stdout).")
 @split_options
-def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, precision,
+def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flash, precision,
             selective, ops_path, output, **values):
     """Write a workload file for a model of the given shape and parallelism."""
 
@@ -108,8 +113,10 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
                           "or a file that states the shape (--hf-config, --megatron-args, "
                           "--torchtitan)")
     launch = mi.launch
+    if cp is not None and launch.source is not None and cp != launch.cp:
+        raise ConfigError(f"--cp {cp}: the launch file says {launch.cp}; give one")
     if dp is not None and launch.source is not None:   # the world size the launch file needs
-        mi = resolve(values, gpus=dp * launch.tp * launch.pp)
+        mi = resolve(values, gpus=dp * launch.tp * launch.pp * launch.cp)
         launch = mi.launch
     ours = launch.source is None        # no launch file: the flags and generate's defaults
     P = pp or (1 if ours else launch.pp)
@@ -127,8 +134,9 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
         counts = split.counts(mi.shape.layers, P, V)
     D = dp or (1 if ours else launch.dp)
     E = ep or (1 if ours else launch.ep)
+    C = cp or launch.cp
     model = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
-    par = ParallelSpec(tp=launch.tp, pp=P, vpp=V, ga=M, dp=D, ep=E,
+    par = ParallelSpec(tp=launch.tp, pp=P, vpp=V, ga=M, dp=D, ep=E, cp=C,
                        sequence_parallel=(ours or launch.sequence_parallel) and not no_sp,
                        flash_attention=(ours or launch.flash_attention) and not no_flash,
                        precision=precision or ("bf16" if ours else launch.precision),
@@ -160,7 +168,10 @@ def command(tp, pp, vpp, ga, dp, gpu, efficiency, layout, ep, no_sp, no_flash, p
         text = placed(text, mi, P, V)
     elif split.given and len(counts) > 1:
         text = with_stage_layers(text, counts)
-    for line in mi.warnings:
+    warnings = list(mi.warnings)
+    if ours and C > 1:
+        warnings.append(cp_exchange_warning(f"--cp {C}", C))
+    for line in warnings:
         click.echo(f"pipesim: warning: {line}", err=True)
     for line in mi.notes:
         click.echo(f"pipesim: note: {line}", err=True)

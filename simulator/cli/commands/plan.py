@@ -266,6 +266,10 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                 warnings.append(f"{launch.source}: plan's candidates run without the file's "
                                 f"{what}, and with full recompute of every layer where one is "
                                 "over the memory limit")
+            if launch.cp > 1:
+                warnings.append(f"{launch.source}: plan's candidates run without the file's "
+                                f"context parallelism {launch.cp} (each holds whole "
+                                "sequences; tp x pp x dp is the GPU count)")
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
                             "microbatches and schedule (TP up to --tp-max, or --tp); the "
                             f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "

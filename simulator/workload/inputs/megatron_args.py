@@ -19,6 +19,7 @@ import shlex
 
 from ...errors import ConfigError
 from ._files import read_text
+from ..generator import cp_exchange_warning
 from .shape import LaunchSettings, ModelInput, ModelShape
 
 OPTION = "--megatron-args"
@@ -273,9 +274,10 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         refuse("--expert-model-parallel-size", "1 without --num-experts", ep)
     if experts and experts % ep:
         refuse("--num-experts", f"a multiple of --expert-model-parallel-size {ep}", experts)
-    if cp != 1:
-        warnings.append(f"{src}: --context-parallel-size {cp}: context parallelism is not "
-                        "modelled; run as 1")
+    if cp < 1:
+        refuse("--context-parallel-size", "a positive integer", cp)
+    if cp > 1:
+        warnings.append(cp_exchange_warning(f"{src}: --context-parallel-size {cp}", cp))
     if gpus is None:
         dp = 1
         warnings.append(f"{src}: no --gpus: Megatron-LM takes the world size from the "
@@ -551,7 +553,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     elif recipe is not None:
         notes.append(f"{src}: --fp8-recipe {recipe}: no effect without --fp8-format")
     launch = LaunchSettings(
-        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro,
+        global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
         flash_attention=flash, recompute=recompute, recompute_granularity=gran,
         recompute_method=method, recompute_num_layers=nrec,

@@ -23,6 +23,7 @@ from typing import NoReturn
 from ...errors import ConfigError
 from ..stage_layers import TorchtitanSplitError, torchtitan_chunk_layers, torchtitan_stages
 from ._files import read_text
+from ..generator import cp_exchange_warning
 from .shape import LaunchSettings, ModelInput, ModelShape
 
 OPTION = "--torchtitan"
@@ -147,9 +148,9 @@ class _Job:
                            ("data_parallel_replicate_degree", replicate)):
             if value < 1:
                 self.refuse(P, key, "a positive integer", value)
-        if cp != 1:
-            self.warnings.append(f"{self.src}: [parallelism] context_parallel_degree {cp}: "
-                                 "context parallelism is not modelled; run as 1")
+        if cp > 1:
+            self.warnings.append(cp_exchange_warning(
+                f"{self.src}: [parallelism] context_parallel_degree {cp}", cp))
         fixed = tp * pp * cp * replicate
         if shard == -1:
             if self.gpus is None:
@@ -167,10 +168,15 @@ class _Job:
         elif self.gpus is not None and self.gpus != fixed * shard:
             raise ConfigError(f"{self.src}: --gpus {self.gpus}: expected tp x pp x cp x "
                               f"replicate x shard = {fixed * shard}")
-        if shard > 1:
+        # torchtitan shards with FSDP2 over dp_shard x cp (its mesh "dp_shard_cp"), with
+        # context parallelism even at data_parallel_shard_degree 1
+        fsdp = shard * cp
+        if fsdp > 1:
             # FSDP2's memory and collectives (--fsdp); its backward's second all-gather not
             self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree "
-                                 f"{shard}: FSDP (--fsdp {shard}) is priced as the distributed "
+                                 f"{shard}" + (f" x context_parallel_degree {cp}" if cp > 1
+                                               else "")
+                                 + f": FSDP (--fsdp {fsdp}) is priced as the distributed "
                                  "optimizer's reduce-scatters behind the backward and "
                                  "all-gathers behind the forward, in Megatron's buckets; the "
                                  "all-gather of each layer again before its backward "
@@ -235,7 +241,8 @@ class _Job:
                                  + (f", selective_ac_option {option!r}" if mode == "selective"
                                     else "") + ": not modelled yet; run as no recompute")
         launch = LaunchSettings(
-            source=self.src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, seq=seq, micro_batch=micro, global_batch=gbs,
+            source=self.src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, cp=cp, seq=seq,
+            micro_batch=micro, global_batch=gbs,
             microbatches=microbatches, gpus=self.gpus if self.gpus is not None else fixed * shard,
             sequence_parallel=tp > 1, precision=precision, flash_attention=True,
             recompute=recompute, recompute_granularity=None if mode == "none" else mode,
@@ -243,7 +250,7 @@ class _Job:
             schedule=schedule, schedule_csv=csv, stage_layers=stage_layers,
             layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
                                       None),
-            fsdp=shard if shard > 1 else 0)
+            fsdp=fsdp if fsdp > 1 else 0)
         self.notes.append(f"{self.src}: torchtitan's tensor parallelism shards the sequence "
                           "between its norms (sequence parallel) and its attention is SDPA "
                           "(flash: no scores kept)")
