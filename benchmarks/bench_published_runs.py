@@ -70,7 +70,9 @@ def workload_text(run: dict, compute: str) -> str:
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
     # an FP8 run: bf16 with Transformer Engine's FP8 linears, in its recipe
     fp8 = run.get("fp8_recipe", "delayed") if run["precision"] == "fp8" else ""
+    # context parallelism where the run has it (a pipesim without it: refused below)
     kw = dict(tp=run["tp"], pp=run["pp"], vpp=run["vpp"], ga=ga, dp=run["dp"],
+              **({"cp": run["cp"]} if run.get("cp", 1) > 1 else {}),
               sequence_parallel=run["sequence_parallel"], flash_attention=run["flash_attention"],
               precision="bf16" if fp8 else run["precision"], **({"fp8": fp8} if fp8 else {}))
     if 0 in run.get("stage_layers", ()):
