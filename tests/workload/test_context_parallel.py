@@ -142,3 +142,28 @@ def test_plan_says_it_plans_without_the_files_context_parallelism(tmp_path, caps
     assert (f"--megatron-args {args}: plan's candidates run without the file's context "
             "parallelism 2 (each holds whole sequences; tp x pp x dp is the GPU count)") \
         in messages
+
+
+@pytest.mark.parametrize("edit, line", [
+    (("--seq-length 16384", "--seq-length 16382"),
+     "--seq-length: expected a multiple of 2 x --context-parallel-size 2, found 16382"),
+    (("--use-mcore-models --transformer-impl transformer_engine ", ""),
+     "--context-parallel-size: expected 1 without Transformer Engine's fused attention "
+     "(Megatron-LM runs context parallelism only with it), found 2"),
+    (("--context-parallel-size 2", "--context-parallel-size 0"),
+     "--context-parallel-size: expected a positive integer, found 0"),
+])
+def test_a_launch_file_megatron_refuses_is_refused_naming_its_flag(edit, line):
+    with pytest.raises(ConfigError) as err:
+        megatron_input(ARGS.replace(*edit), "a.txt", 16)
+    assert str(err.value) == f"{SRC}: {line}"
+
+
+def test_a_torchtitan_sequence_cp_cannot_split_is_refused(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 4\n'
+                    'seq_len = 8190\n[parallelism]\ncontext_parallel_degree = 2\n')
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=2)
+    assert str(err.value) == (f"--torchtitan {path}: [training] seq_len: expected a multiple of "
+                              "2 x context_parallel_degree 2, found 8190")

@@ -552,6 +552,13 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "attention, the norms and the LM head stay bf16")
     elif recipe is not None:
         notes.append(f"{src}: --fp8-recipe {recipe}: no effect without --fp8-format")
+    if cp > 1:
+        # Megatron-LM's context parallelism: 2 x cp chunks of each sequence, TE's attention
+        if seq % (2 * cp):
+            refuse("--seq-length", f"a multiple of 2 x --context-parallel-size {cp}", seq)
+        if not flash:
+            refuse("--context-parallel-size", "1 without Transformer Engine's fused attention "
+                   "(Megatron-LM runs context parallelism only with it)", cp)
     launch = LaunchSettings(
         source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro,
         global_batch=gbs,

@@ -193,6 +193,9 @@ class _Job:
                                     (P, "pipeline_parallel_microbatch_size", micro)):
             if value < 1:
                 self.refuse(section, key, "a positive integer", value)
+        if cp > 1 and seq % (2 * cp):
+            # its context parallelism splits each sequence into 2 x cp load-balanced chunks
+            self.refuse(T, "seq_len", f"a multiple of 2 x context_parallel_degree {cp}", seq)
         if pp > 1 and local % micro:
             self.refuse(T, "local_batch_size", f"a multiple of pipeline_parallel_microbatch_size "
                         f"{micro}", local)
