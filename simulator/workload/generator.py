@@ -51,6 +51,7 @@ from .activations import (op_sac_activation_bytes, transformer_activation_bytes,
                           transformer_deferred_wgrad_bytes,
                           transformer_split_backward_bytes, transformer_transient_bytes)
 from . import layer_ops
+from .layer_ops import local_seq
 from .gpus import GPUPreset
 from .kernel_presets import kernel_preset
 from .kernels import row_times
@@ -142,11 +143,6 @@ class ParallelSpec:
     @property
     def world(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
-
-
-def local_seq(model: ModelSpec, par: ParallelSpec) -> int:
-    """The tokens of one sequence a rank holds: s / cp."""
-    return model.seq // par.cp
 
 
 def cp_exchange_warning(source: str, cp: int) -> str:

@@ -39,9 +39,14 @@ MAIN_GRAD = 8        # fp32 main gradient, read and written by the fused weight-
 MASK = 1             # a dropout mask element (torch.bool)
 
 
+def local_seq(model, par) -> int:
+    """The tokens of one sequence a rank holds: s, over cp with context parallelism."""
+    return model.seq // par.cp
+
+
 def tokens(model, par) -> int:
-    """The tokens of a microbatch this rank holds: b·s, over cp with context parallelism."""
-    return model.micro_batch * model.seq // par.cp
+    """The tokens of a microbatch this rank holds: b x :func:`local_seq`."""
+    return model.micro_batch * local_seq(model, par)
 
 
 def _hidden_elems(model, par) -> int:
@@ -108,7 +113,7 @@ def _attention_core(model, par) -> list:
         # causal: half the square ([FA2]); with context parallelism this rank's s/cp queries
         # against all s keys, 1/cp of the causal square (the load-balanced split), in blocks of
         # its s/cp tokens (Transformer Engine's ring: each step one block of K and V)
-        q = s // par.cp
+        q = local_seq(model, par)
         fwd = 4 * b * heads * q * s * hd // 2
         ops = [flash("flash_attention", "fwd", fwd, q)]
         if par.selective_recompute:
