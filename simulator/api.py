@@ -258,10 +258,8 @@ def simulate(workload: Workload | str | PathLike, schedule: Schedule | str | Non
     # Megatron-LM's DDP allocates its gradient buffer in the reduction's dtype
     # (megatron/core/distributed/param_and_grad_buffer.py: fp32 if grad_reduce_in_fp32, else
     # the parameters' dtype), so --grad-reduce-in-bf16 halves the gradients' memory too
+    opts.check_sharding()
     if opts.fsdp is not None:
-        if opts.use_distributed_optimizer:
-            raise ConfigError("--fsdp and --use-distributed-optimizer: give one (FSDP shards "
-                              "the optimizer state itself)")
         sysconf = with_fsdp(_system(system), opts.fsdp, opts.param_dtype or "bf16")
     else:
         sysconf = with_param_dtype(_system(system), opts.param_dtype,

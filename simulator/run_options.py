@@ -283,6 +283,13 @@ class RunOptions(_RunOptionsFields):
                                       f"got --recompute {self.recompute}")
         return self.recompute_method or "uniform", self.recompute_num_layers or 1
 
+    def check_sharding(self) -> None:
+        """FSDP and Megatron-LM's distributed optimizer each shard the optimizer state: both
+        asked for is refused (by the options alone, before any work)."""
+        if self.fsdp is not None and self.use_distributed_optimizer:
+            raise ConfigError("--fsdp and --use-distributed-optimizer: give one (FSDP shards "
+                              "the optimizer state itself)")
+
     def slow_ranks(self) -> tuple[tuple[int, float], ...]:
         """(rank, factor) pairs, sorted; a rank given twice multiplies its factors."""
         slow: dict[int, float] = {}

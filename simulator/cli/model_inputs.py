@@ -60,6 +60,8 @@ FLAGS: tuple[ModelFlag, ...] = (
               "Sequences per microbatch b (a launch file states its own)."),
     ModelFlag(("--tp",), "tp", "int", "Tensor parallelism T (default 1; a launch file states "
               "its own)."),
+    ModelFlag(("--cp",), "cp", "int", "Context parallelism: each rank holds s/cp tokens of "
+              "every sequence, flash attention only (default 1; a launch file states its own)."),
     ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the kernel prices (a100, h100, h200; "
               "default: the system's gpu.preset, else a100 with a warning)."),
 )
@@ -67,8 +69,8 @@ BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
 SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
-RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "gpu")
-PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "gpu")
+RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "gpu")
+PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "gpu")
 GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
 
 
@@ -201,7 +203,12 @@ def resolve(values: dict, gpus: int | None = None) -> ModelInput | None:
     if shape is None:
         raise ConfigError("--model: needed, or a file that states the shape (--hf-config, "
                           "--megatron-args, --torchtitan)")
+    given_launch = launch is not None
     launch = _with_flags(launch, values, source)
+    if not given_launch and launch.cp > 1:   # a launch file's reader says it of its own
+        from ..workload.generator import cp_exchange_warning
+
+        warnings.append(cp_exchange_warning(f"--cp {launch.cp}", launch.cp))
     if shape.max_positions is not None and launch.seq > shape.max_positions:
         warnings.append(f"{source}: sequence length {launch.seq} above the "
                         f"{shape.max_positions} positions the model was built for; priced as "
@@ -219,12 +226,13 @@ def _about_shape(warning: str) -> bool:
 
 
 def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> LaunchSettings:
-    """The launch with --seq / --micro-batch / --tp where no launch file states them; a flag
-    that contradicts the file is refused."""
-    seq, micro, tp = values.get("seq"), values.get("micro_batch"), values.get("tp")
+    """The launch with --seq / --micro-batch / --tp / --cp where no launch file states them; a
+    flag that contradicts the file is refused."""
+    seq, micro, tp, cp = (values.get(k) for k in ("seq", "micro_batch", "tp", "cp"))
     if launch is not None:
         for flag, value, have in (("--seq", seq, launch.seq), ("--micro-batch", micro,
-                                  launch.micro_batch), ("--tp", tp, launch.tp)):
+                                  launch.micro_batch), ("--tp", tp, launch.tp),
+                                  ("--cp", cp, launch.cp)):
             if value is not None and value != have:
                 raise ConfigError(f"{flag} {value}: the launch file says {have}; give one")
         return launch
@@ -233,11 +241,11 @@ def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> Lau
             raise ConfigError("--seq: needed with --model (the model's shape)")
         raise ConfigError(f"--seq: needed with {source} (the training sequence length; a "
                           "config states only the longest it was built for)")
-    for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp)):
+    for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp), ("--cp", cp)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag}: expected a positive integer, found {value}")
     return LaunchSettings(tp=tp or 1, seq=seq, micro_batch=micro or 1, precision="bf16",
-                          sequence_parallel=(tp or 1) > 1, flash_attention=True)
+                          sequence_parallel=(tp or 1) > 1, flash_attention=True, cp=cp or 1)
 
 
 # -- the launch's placement, and the launch onto the run's options: here only ------------------

@@ -40,12 +40,14 @@ class Candidate:
     reason: str | None = None          # set: infeasible before it runs
     workload: str = ""                 # the file it runs (one per TP with model flags)
     split: tuple = ()                  # a PipelineSplit's fields; empty: the default split
+    cp: int = 1                        # context parallelism (its workload's rows hold s/cp)
 
     @property
     def key(self) -> str:
         k = f"tp{self.tp}-pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
         k += f"-k{self.max_in_flight}" if self.max_in_flight is not None else ""
         k += split_key(self.split)
+        k += f"-cp{self.cp}" if self.cp > 1 else ""
         return k + (f"-r{self.recompute}" if self.recompute != "file" else "")
 
     @property
@@ -141,8 +143,10 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                          schedules: list[ScheduleChoice], first: int = 0,
                          workload: str = "", split: tuple = (),
                          layered: bool = False,
-                         ends: tuple[bool, bool] = (False, False)) -> list[Candidate]:
-    """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``.
+                         ends: tuple[bool, bool] = (False, False),
+                         cp: int = 1) -> list[Candidate]:
+    """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp`` and
+    context parallelism ``cp`` (DP = gpus / (tp x cp x pp)).
 
     ``schedules``: the hand-made schedules (``auto`` is added later by
     :func:`auto_candidates`). A shape the sizes alone rule out (DP not dividing the global batch, more chunks than
@@ -154,10 +158,10 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
     out: list[Candidate] = []
 
     def add(**kw: Any) -> None:
-        out.append(Candidate(first + len(out), workload=workload, **kw))
+        out.append(Candidate(first + len(out), workload=workload, cp=cp, **kw))
 
-    for pp in divisors(gpus // tp):
-        dp = gpus // (tp * pp)
+    for pp in divisors(gpus // (tp * cp)):
+        dp = gpus // (tp * cp * pp)
         m = global_batch // dp
         shape_reason = None
         if global_batch % dp:
@@ -201,5 +205,6 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                               f"({3 * c.pp * v * c.microbatches})")
                 out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
                                      AUTO, k, AUTO_ITERATIONS, reason=reason,
-                                     workload=c.workload, split=c.split if v == c.vpp else ()))
+                                     workload=c.workload, split=c.split if v == c.vpp else (),
+                                     cp=c.cp))
     return out

@@ -2,9 +2,10 @@
 on N GPUs, within their memory.
 
 The search space, for a workload file (its tensor-parallel size fixed by the header; with the
-model flags, ``--tp`` or every divisor of N up to ``--tp-max``):
+model flags, ``--tp`` or every divisor of N / CP up to ``--tp-max``, at the context parallelism
+CP of ``--cp`` or the launch file, 1 by default):
 
-- ``pp``: every divisor of N / TP; ``dp = N / (TP * pp)``;
+- ``pp``: every divisor of N / (TP * CP); ``dp = N / (TP * CP * pp)``;
 - ``microbatches``: the global batch in microbatches (``--global-batch-size`` sequences over
   the micro batch, as the CLI gives it; default the file's ``ga x dp``) over DP, ``M = B / dp``
   (a pp whose DP does not divide B is listed infeasible);

@@ -39,7 +39,7 @@ class Outcome:
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
-        out = {"key": c.key, "tp": c.tp, "pp": c.pp, "dp": c.dp, "vpp": c.vpp,
+        out = {"key": c.key, "tp": c.tp, "cp": c.cp, "pp": c.pp, "dp": c.dp, "vpp": c.vpp,
                "microbatches": c.microbatches, "schedule": c.schedule,
                "max_in_flight": c.max_in_flight, "recompute": c.recompute,
                "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,
@@ -111,7 +111,7 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           else ctx.max_actions, recompute=c.recompute,
                           **recompute_options(ctx.recompute_grouping, c.recompute),
                           **c.split_options,
-                          **{**megatron_options(ctx.runtime), **state_options(ctx.state, c.dp)})
+                          **{**megatron_options(ctx.runtime), **state_options(ctx.state, c.dp * c.cp)})
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

@@ -59,11 +59,15 @@ class PlanSettings:
     # Transformer Engine's FP8 recipe of the generated candidates (a launch file's
     # --fp8-format / --fp8-recipe); "": bf16
     fp8: str = ""
+    # context parallelism of every generated candidate (--cp, a launch file's): each rank holds
+    # s/cp tokens of every sequence, DP = N / (TP x CP x PP)
+    cp: int = 1
 
 
 def state_options(state: tuple, dp: int) -> dict:
     """The run options of a candidate's training state and data parallelism (``state``'s, FSDP
-    over the candidate's ``dp`` ranks)."""
+    over the candidate's ``dp`` ranks: its data-parallel size times its context parallelism,
+    torchtitan's ``dp_shard_cp`` mesh)."""
     out = dict(state)
     if out.pop("fsdp", False) and dp > 1:
         out["fsdp"] = dp
@@ -95,6 +99,17 @@ def check_settings(settings: PlanSettings) -> None:
         raise ConfigError(f"--tp: expected a positive integer, got {settings.tp}")
     if settings.tp is not None and settings.gpus % settings.tp:
         raise ConfigError(f"--tp {settings.tp}: expected a divisor of --gpus {settings.gpus}")
+    if settings.cp < 1:
+        raise ConfigError(f"--cp: expected a positive integer, got {settings.cp}")
+    if settings.cp > 1 and settings.model is None:
+        raise ConfigError(f"--cp {settings.cp}: expected the model flags or a launch file "
+                          f"(plan generates its candidates at that context parallelism); "
+                          f"{settings.workload}'s rows hold the sequence share they were "
+                          "generated for")
+    if settings.gpus % (settings.cp * (settings.tp or 1)):
+        raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of "
+                          + (f"--tp {settings.tp} x " if settings.tp else "")
+                          + f"--cp {settings.cp}")
     if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
         raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
                           f"{settings.memory_limit_gib:g}")

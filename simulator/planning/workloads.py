@@ -43,25 +43,29 @@ def cached_workload(path: str):
 
 
 def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
-    """One workload file per TP (``--tp``, else the divisors of N up to ``tp_max`` the model
-    allows), written
-    into ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``."""
+    """One workload file per TP (``--tp``, else the divisors of N / CP up to ``tp_max`` the
+    model allows), at the plan's context parallelism, written into ``where`` so that
+    ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt`` (``-cp<C>`` added at
+    CP > 1)."""
     fields = dict(settings.model or ())
     model = ModelSpec(**fields)
     gpu = gpu_preset(settings.gpu)
     out: list[TpWorkload] = []
     refused = []
+    cp = settings.cp
     tps = [settings.tp] if settings.tp is not None else [
-        tp for tp in divisors(settings.gpus) if tp <= settings.tp_max]
+        tp for tp in divisors(settings.gpus // cp) if tp <= settings.tp_max]
     for tp in tps:
-        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // tp, fp8=settings.fp8)
+        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
+                           fp8=settings.fp8)
         try:
             check(model, par, "model")
             text = render(model, par, gpu, "model", settings.efficiency)
         except ConfigError as err:
             refused.append(f"TP {tp}: {err}")
             continue
-        path = where / f"plan-{model.arch}-{model.layers}l-tp{tp}.txt"
+        path = where / (f"plan-{model.arch}-{model.layers}l-tp{tp}"
+                        + (f"-cp{cp}" if cp > 1 else "") + ".txt")
         try:
             where.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -109,14 +113,17 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                   f"workload's tensor-parallel size {tp} ({settings.workload})")
         global_batch = (settings.global_batch if settings.global_batch is not None
                         else h.ga * h.dp)
-        tried_dps.update(settings.gpus // (tp * pp) for pp in divisors(settings.gpus // tp))
+        cp = settings.cp
+        tried_dps.update(settings.gpus // (tp * cp * pp)
+                         for pp in divisors(settings.gpus // (tp * cp)))
         n_layers = n_model_layers(wl)
         layers[path if settings.model else ""] = n_layers
         layered = wl.layout == "aicb" or n_layers < len(wl.layers)
         candidates += enumerate_candidates(tp, settings.gpus, global_batch, n_layers, table,
                                            len(candidates), path if settings.model else "",
                                            settings.split, layered,
-                                           end_rows(wl) if settings.split else (False, False))
+                                           end_rows(wl) if settings.split else (False, False),
+                                           cp=settings.cp)
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
                           "pipeline degree gives a whole number of microbatches per "

@@ -129,19 +129,108 @@ def test_a_context_parallel_launch_reads_back_to_its_numbers(tmp_path, capsys):
     assert made["optimizer"] == made["weights"] // 2 * 12 // 4 == 2096726016
 
 
-def test_plan_says_it_plans_without_the_files_context_parallelism(tmp_path, capsys):
+def _plan(tmp_path, *args):
+    out = tmp_path / "p.json"
+    rc = main(["plan", *args, "--system", "configs/system/h100.yaml", "--json", str(out),
+               "--schedules", "1f1b", "-j", "1"])
+    return rc, (json.loads(out.read_text()) if rc == 0 else None)
+
+
+def test_plan_runs_its_candidates_at_the_files_context_parallelism(tmp_path, capsys):
     args = tmp_path / "a.txt"
     args.write_text(ARGS)
-    rc = main(["plan", "--megatron-args", str(args), "--gpus", "16", "--system",
-               "configs/system/h100.yaml", "--tp", "2", "--json", str(tmp_path / "p.json"),
-               "--schedules", "1f1b"])
-    err = capsys.readouterr()
-    assert rc == 0, err.err
-    d = json.loads((tmp_path / "p.json").read_text())
+    rc, d = _plan(tmp_path, "--megatron-args", str(args), "--gpus", "16", "--tp", "2")
+    assert rc == 0, capsys.readouterr().err
+    ran = [c for c in d["candidates"] if c["schedule"] == "1f1b" and c["reason"] is None]
+    # 16 GPUs over tp 2 x cp 2: pp 1, 2, 4 with dp 4, 2, 1 and M = 16 / dp microbatches
+    assert sorted((c["cp"], c["pp"], c["dp"], c["microbatches"]) for c in ran) == [
+        (2, 1, 4, 4), (2, 2, 2, 8), (2, 4, 1, 16)]
+    assert all(c["key"].endswith("-cp2") for c in d["candidates"])
     messages = [w["message"] if isinstance(w, dict) else w for w in d["warnings"]]
-    assert (f"--megatron-args {args}: plan's candidates run without the file's context "
-            "parallelism 2 (each holds whole sequences; tp x pp x dp is the GPU count)") \
-        in messages
+    assert not any("context parallelism 2 (each holds whole" in m for m in messages)
+    # the winner's command runs the generated file at cp 2 to the plan's own numbers
+    best = d["best"]
+    words = best["command"].split()
+    assert words[2] == str(tmp_path / "plan-llama-8l-tp2-cp2.txt")
+    assert (tmp_path / "plan-llama-8l-tp2-cp2.txt").read_text() == render(
+        ModelSpec(seq=16384, **{**LLAMA, "layers": 8}), ParallelSpec(tp=2, dp=4, cp=2),
+        gpu_preset("h100"), "model")
+    capsys.readouterr()
+    assert main(words[1:] + ["--json", str(tmp_path / "r.json")]) == 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert (r["makespan_ns"], r["peak_memory_bytes"]) == (best["makespan_ns"],
+                                                          best["peak_memory_bytes"])
+
+
+def test_plan_of_the_model_flags_takes_cp_and_shards_fsdp_over_dp_x_cp(tmp_path, capsys):
+    model = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32",
+             "--kv-heads", "8", "--ffn", "14336", "--vocab", "128256", "--seq", "16384",
+             "--micro-batch", "1", "--gpu", "h100", "--global-batch-size", "16"]
+    rc, d = _plan(tmp_path, *model, "--cp", "4", "--gpus", "32", "--tp", "2", "--param-dtype",
+                  "bf16", "--fsdp")
+    assert rc == 0, capsys.readouterr().err
+    best = d["best"]
+    assert (best["tp"], best["cp"]) == (2, 4)
+    assert best["dp"] == 32 // (2 * 4 * best["pp"])
+    # torchtitan's FSDP shards over dp_shard x cp: the run's --fsdp is dp x cp
+    assert f"--fsdp {best['dp'] * 4}" in best["command"]
+    messages = [w["message"] if isinstance(w, dict) else w for w in d["warnings"]]
+    assert any(m.startswith("--cp 4: each rank's linears, norms, loss and memory are its s/4 "
+                            "tokens'") for m in messages)
+
+
+@pytest.mark.parametrize("extra, line", [
+    (["--cp", "4", "--gpus", "12"], "--gpus 12: expected a multiple of --tp 2 x --cp 4"),
+    (["--cp", "0", "--gpus", "16"], "--cp: expected a positive integer, found 0"),
+    (["--cp", "3", "--gpus", "12"], "--tp 2: --seq 16384 is not a multiple of 2 x --cp 3 "
+                                    "(context parallelism splits each sequence into 2 x cp "
+                                    "chunks)"),
+    (["--cp", "2", "--gpus", "16", "--fsdp", "--use-distributed-optimizer", "--param-dtype",
+      "bf16"], "--fsdp and --use-distributed-optimizer: give one (FSDP shards the optimizer "
+               "state itself)"),
+])
+def test_plan_refuses_a_context_parallel_size_that_cannot_run(tmp_path, capsys, extra, line):
+    model = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32",
+             "--kv-heads", "8", "--seq", "16384", "--micro-batch", "1", "--gpu", "h100",
+             "--global-batch-size", "16", "--tp", "2"]
+    rc, _ = _plan(tmp_path, *model, *extra)
+    assert rc == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
+
+
+def test_plan_of_a_workload_file_refuses_cp(tmp_path, capsys):
+    wl = tmp_path / "w.txt"
+    wl.write_text(render(ModelSpec(seq=16384, **LLAMA), ParallelSpec(tp=2, dp=2, cp=2),
+                         gpu_preset("h100"), "model"))
+    rc, _ = _plan(tmp_path, str(wl), "--cp", "2", "--gpus", "8")
+    assert rc == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"pipesim: error: --cp 2: expected the model flags or a launch file (plan generates "
+        f"its candidates at that context parallelism); {wl}'s rows hold the sequence share "
+        "they were generated for")
+
+
+def test_run_of_the_model_flags_takes_cp_as_generate_does(tmp_path, capsys):
+    model = ["--model", "llama", "--layers", "2", "--hidden", "4096", "--heads", "32",
+             "--kv-heads", "8", "--ffn", "14336", "--vocab", "128256", "--seq", "16384",
+             "--micro-batch", "1", "--tp", "2"]
+    wl = tmp_path / "g.txt"
+    assert main(["generate", *model, "--cp", "2", "--dp", "2", "--gpu", "h100", "-o",
+                 str(wl)]) == 0
+    common = ["--gpus", "8", "--system", "configs/system/h100.yaml", "--engine", "evaluator"]
+    assert main(["run", str(wl), *common, "--json", str(tmp_path / "1.json")]) == 0
+    assert main(["run", *model, "--cp", "2", "--gpu", "h100", *common, "--json",
+                 str(tmp_path / "2.json")]) == 0
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in (1, 2))
+    assert (a["makespan_ns"], a["peak_memory_bytes"]) == (b["makespan_ns"],
+                                                          b["peak_memory_bytes"])
+    assert any(w["message"].startswith("--cp 2: each rank's linears") for w in b["warnings"])
+    capsys.readouterr()
+    args = tmp_path / "a.txt"
+    args.write_text(ARGS)
+    assert main(["run", "--megatron-args", str(args), "--cp", "4", *common]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "pipesim: error: --cp 4: the launch file says 2; give one")
 
 
 @pytest.mark.parametrize("edit, line", [

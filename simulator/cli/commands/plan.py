@@ -42,8 +42,9 @@ class PlanCandidateJson:
 
     key: str = field(metadata={"help": "the candidate's identity (its shape and options)"})
     tp: int = field(metadata={"help": "tensor-parallel size"})
+    cp: int = field(metadata={"help": "context-parallel size (each rank holds s/cp tokens)"})
     pp: int = field(metadata={"help": "pipeline degree"})
-    dp: int = field(metadata={"help": "data-parallel size, GPUs / (TP x PP)"})
+    dp: int = field(metadata={"help": "data-parallel size, GPUs / (TP x CP x PP)"})
     vpp: int = field(metadata={"help": "chunks per rank"})
     microbatches: int = field(metadata={"help": "microbatches per iteration per DP group"})
     schedule: str = field(metadata={"help": "registered schedule"})
@@ -107,7 +108,8 @@ def _recompute_options(fn):
 @click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
               help="Largest TP tried with the model flags (divisors of N up to it).")
 @click.option("--gpus", type=int, required=True, metavar="N",
-              help="World size; every pipeline degree dividing N / TP is tried, DP = N / (TP x PP).")
+              help="World size; every pipeline degree dividing N / (TP x CP) is tried, DP = N / (TP x "
+                   "CP x PP).")
 @click.option("--memory-limit", type=float, default=None, metavar="GIB",
               help="Per-GPU memory in GiB (2^30 bytes); default the system's memory capacity "
                    "(none on the built-in system).")
@@ -266,10 +268,6 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                 warnings.append(f"{launch.source}: plan's candidates run without the file's "
                                 f"{what}, and with full recompute of every layer where one is "
                                 "over the memory limit")
-            if launch.cp > 1:
-                warnings.append(f"{launch.source}: plan's candidates run without the file's "
-                                f"context parallelism {launch.cp} (each holds whole "
-                                "sequences; tp x pp x dp is the GPU count)")
             warnings.append(f"{launch.source}: plan searches pp, virtual stages, "
                             "microbatches and schedule (TP up to --tp-max, or --tp); the "
                             f"file's tp {launch.tp} / pp {launch.pp} / vpp {launch.vpp} are "
@@ -296,7 +294,8 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                             model, gpu, efficiency, tp_max, names, runtime,
                             tuple(split) if split.given else (), tp, batch_flag, grouping,
                             plan_state(param_dtype, distributed_optimizer, fsdp, launch_ddp),
-                            mi.launch.fp8 if mi is not None else "")
+                            mi.launch.fp8 if mi is not None else "",
+                            mi.launch.cp if mi is not None else model_values.get("cp") or 1)
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -385,7 +384,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                    gpus=result.settings.gpus, schedule_options=c.options or None,
                    memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
                    **recompute_options(result.settings.recompute_grouping, c.recompute),
-                   **c.split_options, **state_options(result.settings.state, c.dp))
+                   **c.split_options, **state_options(result.settings.state, c.dp * c.cp))
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
     extra = {}
@@ -395,7 +394,8 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
         fsdp = bool(state.get("fsdp"))
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
-            use_distributed_optimizer=distributed, fsdp=c.dp if fsdp and c.dp > 1 else 0,
+            use_distributed_optimizer=distributed,
+            fsdp=c.dp * c.cp if fsdp and c.dp * c.cp > 1 else 0,
             fp8=result.settings.fp8)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
@@ -412,6 +412,10 @@ def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp:
         state["use_distributed_optimizer"] = True
     if fsdp:
         state["fsdp"] = True
+    # refused here, before the search, as every candidate's run would refuse it
+    RunOptions.from_values({"fsdp": 2 if state.get("fsdp") else None,
+                            "use_distributed_optimizer": bool(
+                                state.get("use_distributed_optimizer"))}).check_sharding()
     return tuple(sorted((k, v) for k, v in state.items() if v not in (None, False)))
 
 
@@ -432,14 +436,17 @@ def _render(result) -> str:
              f"{len(result.outcomes)} candidates: {', '.join(counts)}; ranked by "
              + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time")
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
-    headers = ["#", "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
+    # the sizes the plan chose or was given beside pp and dp: TP where it searched the model
+    # flags' TP sizes, CP where it is above 1
+    sizes = (["tp"] if s.model is not None else []) + (["cp"] if s.cp > 1 else [])
+    headers = ["#", *sizes, "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
                "peak mem/GPU", "engine", "runs on"]
     cells = []
     feasible = [o for o in result.outcomes if o.feasible]
     for n, o in enumerate(feasible[:TOP], 1):
         c = o.candidate
-        cells.append([str(n), str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), _name(c),
-                      format_ns(o.makespan_ns),
+        cells.append([str(n), *(str(getattr(c, k)) for k in sizes), str(c.pp), str(c.dp),
+                      str(c.vpp), str(c.microbatches), _name(c), format_ns(o.makespan_ns),
                       format_ns(o.p95_ns) if o.p95_ns is not None else "-",
                       fmt_pct(o.bubble_ratio), fmt_bytes(o.peak_memory_bytes), o.engine,
                       _runs_on(o.runtimes)])
@@ -455,9 +462,10 @@ def _render(result) -> str:
             dropped[key] = dropped.get(key, 0) + 1
     lines = [title, ""]
     if cells:
-        lines.append(table(headers, cells, left=(5, 10, 11)))
+        schedule = headers.index("schedule")   # the left-aligned columns: schedule, engine, runs on
+        lines.append(table(headers, cells, left=(schedule, schedule + 5, schedule + 6)))
     if pruned:
-        lines += ["", _pruned_table(pruned), ""]
+        lines += ["", _pruned_table(pruned, sizes), ""]
     if dropped:
         lines.append(f"dropped {sum(dropped.values())}:")
         lines += [f"  {n} x {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
@@ -474,19 +482,20 @@ def _name(c) -> str:
 PRUNED = "not run: its lower bound"   # the search's reason for a pruned candidate
 
 
-def _pruned_table(pruned: list) -> str:
-    """The pruned candidates with the lowest bounds, each with the bound that pruned it."""
+def _pruned_table(pruned: list, sizes: list[str]) -> str:
+    """The pruned candidates with the lowest bounds, each with the bound that pruned it
+    (``sizes``: the TP / CP columns the ranking shows)."""
     rows = sorted(pruned, key=lambda o: (o.lower_bound_ns, o.candidate.index))
     cells = []
     for o in rows[:PRUNED_SHOWN]:
         c = o.candidate
-        cells.append([str(c.pp), str(c.dp), str(c.vpp), str(c.microbatches), _name(c),
-                      format_ns(o.lower_bound_ns)])
+        cells.append([*(str(getattr(c, k)) for k in sizes), str(c.pp), str(c.dp), str(c.vpp),
+                      str(c.microbatches), _name(c), format_ns(o.lower_bound_ns)])
     shown = f"the {len(cells)} lowest of {len(rows)}" if len(rows) > len(cells) else \
         f"{len(rows)}"
     return (f"not run, their lower bound above the best found ({shown}; every one in "
-            "--json):\n" + table(["pp", "dp", "vpp", "M", "schedule", "lower bound"], cells,
-                                  left=(4,)))
+            "--json):\n" + table([*sizes, "pp", "dp", "vpp", "M", "schedule", "lower bound"],
+                                  cells, left=(len(sizes) + 4,)))
 
 
 def _runs_on(runtimes: dict | None) -> str:
