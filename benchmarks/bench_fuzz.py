@@ -101,6 +101,14 @@ MEGATRON_SEEDS = (
     "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 2 --bf16 "
     "--transformer-impl transformer_engine --recompute-granularity full --recompute-method "
     "block --recompute-num-layers 2 --attention-dropout 0.0 --hidden-dropout 0.0",
+    # context parallelism: a long sequence split over cp 2 (TE's fused attention)
+    "--num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+    "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
+    "--untie-embeddings-and-output-weights --vocab-size 128256 --seq-length 16384 "
+    "--max-position-embeddings 16384 --micro-batch-size 1 --global-batch-size 16 "
+    "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+    "--context-parallel-size 2 --sequence-parallel --bf16 --use-mcore-models "
+    "--transformer-impl transformer_engine --use-distributed-optimizer",
 )
 TORCHTITAN_SEEDS = (
     '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'
@@ -116,6 +124,9 @@ TORCHTITAN_SEEDS = (
     'seq_len = 8192\nglobal_batch_size = 512\n[parallelism]\ntensor_parallel_degree = 8\n'
     'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "1F1B"\n'
     '[activation_checkpoint]\nmode = "full"\n',
+    '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\n'
+    'seq_len = 32768\n[parallelism]\ncontext_parallel_degree = 4\n'
+    'data_parallel_shard_degree = 2\ntensor_parallel_degree = 2\n',
 )
 
 
@@ -241,7 +252,8 @@ def mutate_megatron(text: str, rng: random.Random) -> bytes:
                                      "--tp-comm-overlap", "--kv-channels",
                                      "--clip-grad", "--num-layers-per-virtual-pipeline-stage",
                                      "--pipeline-model-parallel-layout", "--num-experts",
-                                     "--fp8-format", "--fp8-recipe", "--attention-backend")),
+                                     "--fp8-format", "--fp8-recipe", "--attention-backend",
+                                     "--context-parallel-size")),
                          rng.choice(MEGATRON_JUNK)]
     return " ".join(toks).encode("utf-8", errors="surrogateescape")
 
@@ -393,6 +405,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
                  "-o", out(".txt")]
         if args[2] == "moe":
             args += ["--experts", rng.choice(("2", "8")), "--ep", "1"]
+        if rng.random() < 0.2:
+            args += ["--cp", rng.choice(("1", "2", "3", "8", "0", str(2**40)))]
     elif command == "sweep":
         args += [yml("sweep"), "--out", out(""), "-j", "1", "-q"]
     elif command == "model":
@@ -432,6 +446,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["--strict"]
         if sub == "run" and rng.random() < 0.1:
             args += ["--fsdp", rng.choice(("1", "2", "8", "0"))]
+        if sub != "generate" and rng.random() < 0.1:
+            args += ["--cp", rng.choice(("1", "2", "3", "4", "0", str(2**40)))]
     elif command == "calibrate":
         folder = where / "traces"
         folder.mkdir()

@@ -5,6 +5,8 @@ exact one-line refusals, and a warning for everything the generator cannot expre
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from simulator.errors import ConfigError
@@ -104,6 +106,22 @@ def test_a_missing_or_bad_key_is_named(tmp_path):
         read_hf_config(str(path))
     assert str(err.value) == (f"--hf-config {path}: num_local_experts: expected a positive "
                               "integer (the mixtral family's num_local_experts), found nothing")
+
+
+@pytest.mark.parametrize("family, key, value", [("mistral", "max_position_embeddings", "{}"),
+                                                ("llama", "max_position_embeddings", "[]"),
+                                                ("gpt2", "n_positions", '"1024"')])
+def test_a_bad_longest_sequence_is_named(tmp_path, family, key, value):
+    # the longest sequence a config was built for, compared with --seq later, is a size too
+    path = tmp_path / "config.json"
+    shape = ('"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100' if family == "gpt2"
+             else '"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, '
+                  '"vocab_size": 100, "intermediate_size": 128')
+    path.write_text(f'{{"model_type": "{family}", {shape}, "{key}": {value}}}')
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(str(path))
+    assert str(err.value) == (f"--hf-config {path}: {key}: expected a positive integer (the "
+                              f"{family} family's {key}), found {json.loads(value)!r}")
 
 
 # -- Megatron-LM ----------------------------------------------------------------------------

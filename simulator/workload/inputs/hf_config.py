@@ -71,6 +71,11 @@ class _Reader:
         return positive(value, f"{OPTION} {self.path}: {key}",
                         f"a positive integer (the {self.family} family's {key})")
 
+    def positions(self, key: str) -> int | None:
+        """The longest sequence the model was built for (``key``), None where the config
+        states none; anything but a positive integer is refused like every other size."""
+        return None if self.cfg.get(key) is None else self.int_key(key)
+
     def warn(self, key: str, text: str) -> None:
         self.warnings.append(f"{OPTION} {self.path}: {key}: {text}")
 
@@ -93,7 +98,7 @@ class _Reader:
                                experts=experts, topk=topk,
                                tied_embeddings=bool(cfg.get("tie_word_embeddings",
                                                             TIED_DEFAULT.get(fam, False))),
-                               max_positions=cfg.get("max_position_embeddings"))
+                               max_positions=self.positions("max_position_embeddings"))
             if fam == "gpt_neox":
                 self._neox()
             else:
@@ -121,7 +126,7 @@ class _Reader:
         return ModelShape("gpt", self.int_key("n_layer"), hidden, self.int_key("n_head"),
                           ffn=ffn, vocab=self.int_key("vocab_size"),
                           tied_embeddings=bool(self.cfg.get("tie_word_embeddings", True)),
-                          max_positions=self.cfg.get("n_positions"))
+                          max_positions=self.positions("n_positions"))
 
     def _neox(self) -> None:
         cfg = self.cfg
