@@ -437,6 +437,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["-j", "1", "--tp-max", rng.choice(("1", "2", "8"))]
             if rng.random() < 0.3:
                 args += [rng.choice(("--fsdp", "--use-distributed-optimizer"))]
+            if rng.random() < 0.15:
+                args += ["--cp-max", rng.choice(("1", "2", "8", "0", str(2**40)))]
         if sub != "generate" and rng.random() < 0.4:
             args += ["--system", rng.choice([str(p) for p in sorted(
                 (REPO / "configs" / "system").glob("*.yaml"))])]

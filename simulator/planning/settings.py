@@ -11,6 +11,7 @@ from ..schedules.runtimes import RUNTIMES
 from ..system.config import load_system
 from ..system.overlay import apply_calibration
 from ..workload.generator import MAX_LAYERS
+from .candidates import divisors
 
 DEFAULT_CONFIRM = 3
 # The largest world size a plan searches (--gpus): beyond the largest clusters built, and its
@@ -60,8 +61,18 @@ class PlanSettings:
     # --fp8-format / --fp8-recipe); "": bf16
     fp8: str = ""
     # context parallelism of every generated candidate (--cp, a launch file's): each rank holds
-    # s/cp tokens of every sequence, DP = N / (TP x CP x PP)
-    cp: int = 1
+    # s/cp tokens of every sequence, DP = N / (TP x CP x PP); None: every divisor of N up to
+    # cp_max is searched (--cp-max)
+    cp: int | None = 1
+    cp_max: int = 1
+
+
+def plan_cps(settings: PlanSettings) -> list[int]:
+    """The context-parallel sizes a plan generates its candidates at: the one given, else
+    every divisor of N up to ``cp_max``."""
+    if settings.cp is not None:
+        return [settings.cp]
+    return [c for c in divisors(settings.gpus) if c <= settings.cp_max]
 
 
 def state_options(state: tuple, dp: int) -> dict:
@@ -99,14 +110,21 @@ def check_settings(settings: PlanSettings) -> None:
         raise ConfigError(f"--tp: expected a positive integer, got {settings.tp}")
     if settings.tp is not None and settings.gpus % settings.tp:
         raise ConfigError(f"--tp {settings.tp}: expected a divisor of --gpus {settings.gpus}")
-    if settings.cp < 1:
+    if settings.cp is not None and settings.cp < 1:
         raise ConfigError(f"--cp: expected a positive integer, got {settings.cp}")
-    if settings.cp > 1 and settings.model is None:
-        raise ConfigError(f"--cp {settings.cp}: expected the model flags or a launch file "
-                          f"(plan generates its candidates at that context parallelism); "
+    if settings.cp_max < 1:
+        raise ConfigError(f"--cp-max: expected a positive integer, got {settings.cp_max}")
+    if settings.cp is not None and settings.cp_max > 1:
+        raise ConfigError(f"--cp {settings.cp} and --cp-max {settings.cp_max}: give one (the "
+                          "context-parallel size, or the largest one searched)")
+    if plan_cps(settings) != [1] and settings.model is None:
+        given = (f"--cp {settings.cp}" if settings.cp is not None
+                 else f"--cp-max {settings.cp_max}")
+        raise ConfigError(f"{given}: expected the model flags or a launch file (plan "
+                          f"generates its candidates at a context parallelism); "
                           f"{settings.workload}'s rows hold the sequence share they were "
                           "generated for")
-    if settings.gpus % (settings.cp * (settings.tp or 1)):
+    if settings.cp is not None and settings.gpus % (settings.cp * (settings.tp or 1)):
         raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of "
                           + (f"--tp {settings.tp} x " if settings.tp else "")
                           + f"--cp {settings.cp}")

@@ -12,14 +12,16 @@ from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
 from ..workload.stage_layers import end_rows, n_model_layers
 from .candidates import Candidate, ScheduleChoice, divisors, enumerate_candidates
-from .settings import PlanSettings
+from .settings import PlanSettings, plan_cps
 
 
 class TpWorkload(NamedTuple):
-    """A workload generated from the model flags at one tensor-parallel size."""
+    """A workload generated from the model flags at one tensor-parallel (and context-parallel)
+    size."""
 
     tp: int | None   # None: the file given, its TP from its header
     path: str
+    cp: int = 1
 
 
 class Space(NamedTuple):
@@ -44,43 +46,49 @@ def cached_workload(path: str):
 
 def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
     """One workload file per TP (``--tp``, else the divisors of N / CP up to ``tp_max`` the
-    model allows), at the plan's context parallelism, written into ``where`` so that
-    ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt`` (``-cp<C>`` added at
-    CP > 1)."""
+    model allows) and context-parallel size (:func:`~.settings.plan_cps`), written into
+    ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``
+    (``-cp<C>`` added at CP > 1)."""
     fields = dict(settings.model or ())
     model = ModelSpec(**fields)
     gpu = gpu_preset(settings.gpu)
     out: list[TpWorkload] = []
     refused = []
-    cp = settings.cp
-    tps = [settings.tp] if settings.tp is not None else [
-        tp for tp in divisors(settings.gpus // cp) if tp <= settings.tp_max]
-    for tp in tps:
-        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
-                           fp8=settings.fp8)
-        try:
-            check(model, par, "model")
-            text = render(model, par, gpu, "model", settings.efficiency)
-        except ConfigError as err:
-            refused.append(f"TP {tp}: {err}")
-            continue
-        path = where / (f"plan-{model.arch}-{model.layers}l-tp{tp}"
-                        + (f"-cp{cp}" if cp > 1 else "") + ".txt")
-        try:
-            where.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        except OSError as err:
-            raise ConfigError(f"cannot write the generated workload {path}: "
-                              f"{err.strerror or err}") from None
-        out.append(TpWorkload(tp, str(path)))
-    if not out and settings.tp is not None:
+    cps = plan_cps(settings)
+    for cp in cps:
+        tps = [settings.tp] if settings.tp is not None else [
+            tp for tp in divisors(settings.gpus // cp) if tp <= settings.tp_max]
+        for tp in tps:
+            what = f"TP {tp}" + (f" CP {cp}" if len(cps) > 1 else "")
+            if settings.gpus % (tp * cp):
+                refused.append(f"{what}: --gpus {settings.gpus} is not a multiple of tp x cp")
+                continue
+            par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
+                               fp8=settings.fp8)
+            try:
+                check(model, par, "model")
+                text = render(model, par, gpu, "model", settings.efficiency)
+            except ConfigError as err:
+                refused.append(f"{what}: {err}")
+                continue
+            path = where / (f"plan-{model.arch}-{model.layers}l-tp{tp}"
+                            + (f"-cp{cp}" if cp > 1 else "") + ".txt")
+            try:
+                where.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            except OSError as err:
+                raise ConfigError(f"cannot write the generated workload {path}: "
+                                  f"{err.strerror or err}") from None
+            out.append(TpWorkload(tp, str(path), cp))
+    if not out and settings.tp is not None and len(cps) == 1:
         raise ConfigError(f"--tp {settings.tp}: {refused[0].split(': ', 1)[1]}")
+    if not out and settings.tp is not None:
+        raise ConfigError(f"--cp-max {settings.cp_max}: no context-parallel size fits the "
+                          f"model at --tp {settings.tp}; {refused[0]}")
     if not out:
         raise ConfigError(f"--tp-max {settings.tp_max}: no tensor-parallel size fits the "
                           f"model; {refused[0] if refused else ''}".rstrip("; "))
     return out
-
-
 
 
 def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
@@ -99,7 +107,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
     workloads: dict[str, Any] = {}
     layers: dict[str, int] = {}   # per workload (by the candidates' ``workload`` field)
     tried_dps: set[int] = set()
-    for tp, path in sources:
+    for tp, path, cp in sources:
         wl = workloads[path] = cached_workload(path)
         h = wl.header
         if tp is None:
@@ -113,7 +121,6 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                   f"workload's tensor-parallel size {tp} ({settings.workload})")
         global_batch = (settings.global_batch if settings.global_batch is not None
                         else h.ga * h.dp)
-        cp = settings.cp
         tried_dps.update(settings.gpus // (tp * cp * pp)
                          for pp in divisors(settings.gpus // (tp * cp)))
         n_layers = n_model_layers(wl)
@@ -123,7 +130,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                            len(candidates), path if settings.model else "",
                                            settings.split, layered,
                                            end_rows(wl) if settings.split else (False, False),
-                                           cp=settings.cp)
+                                           cp=cp)
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
                           "pipeline degree gives a whole number of microbatches per "

@@ -145,9 +145,9 @@ class ParallelSpec:
         return self.tp * self.pp * self.dp * self.cp
 
 
-def cp_exchange_warning(source: str, cp: int) -> str:
-    """What a generated file of context parallelism ``cp`` leaves out, as its input's warning
-    (one text for every input that sets it)."""
+def cp_exchange_warning(source: str, cp: int | str) -> str:
+    """What a generated file of context parallelism ``cp`` (a size, or "cp" for a searched
+    one) leaves out, as its input's warning (one text for every input that sets it)."""
     return (f"{source}: each rank's linears, norms, loss and memory "
             f"are its s/{cp} tokens' and its attention its queries' against all keys; the "
             "exchange of K and V between the context-parallel ranks (Transformer Engine's "

@@ -198,16 +198,68 @@ def test_plan_refuses_a_context_parallel_size_that_cannot_run(tmp_path, capsys, 
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
 
 
+LONG = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32", "--kv-heads",
+        "8", "--ffn", "14336", "--vocab", "128256", "--seq", "65536", "--micro-batch", "1",
+        "--gpu", "h100", "--global-batch-size", "4", "--param-dtype", "bf16",
+        "--use-distributed-optimizer"]
+
+
+def test_plan_searches_the_context_parallel_sizes_up_to_cp_max(tmp_path, capsys):
+    rc, d = _plan(tmp_path, *LONG, "--cp-max", "4", "--gpus", "16", "--tp", "2",
+                  "--launch", str(tmp_path / "launch"))
+    assert rc == 0, capsys.readouterr().err
+    # 16 GPUs at tp 2: cp 1, 2 and 4, each with every pp of 16 / (2 cp), dp the rest
+    shapes = {(c["cp"], c["pp"], c["dp"]) for c in d["candidates"] if c["schedule"] == "1f1b"}
+    assert shapes == {(cp, pp, 8 // (cp * pp)) for cp in (1, 2, 4) for pp in (1, 2, 4, 8)
+                      if cp * pp <= 8}
+    assert all(c["key"].endswith(f"-cp{c['cp']}") == (c["cp"] > 1) for c in d["candidates"])
+    # a 64k sequence, 4 sequences a batch: at pp 1, cp 1 leaves a batch of 4 to 8 DP ranks
+    # (refused) and its pipelined shapes bubble; cp 2 at pp 1 (M 1) wins, 0.4 % ahead of cp 4
+    # (M 2), whose attention runs in blocks of s/4, at a lower flash rate than s/2's
+    ran = {(c["cp"], c["pp"]): c for c in d["candidates"] if c["schedule"] == "1f1b"}
+    assert ran[(1, 1)]["reason"] == "global batch 4 is not a multiple of DP 8"
+    best = d["best"]
+    assert (best["cp"], best["pp"], best["schedule"]) == (2, 1, "1f1b"), best
+    assert best["makespan_ns"] < ran[(4, 1)]["makespan_ns"] < ran[(1, 2)]["makespan_ns"]
+    messages = [w["message"] if isinstance(w, dict) else w for w in d["warnings"]]
+    assert any(m.startswith("--cp-max 4: each rank's linears, norms, loss and memory are its "
+                            "s/cp tokens'") for m in messages)
+    words = best["command"].split()
+    assert words[2].endswith("-tp2-cp2.txt")
+    capsys.readouterr()
+    assert main(words[1:] + ["--json", str(tmp_path / "r.json")]) == 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert (r["makespan_ns"], r["peak_memory_bytes"]) == (best["makespan_ns"],
+                                                          best["peak_memory_bytes"])
+    # the launch the winner is written as runs at its own context parallelism
+    assert "--context-parallel-size 2" in (tmp_path / "launch" / "megatron_args.txt"
+                                           ).read_text().split("\n")
+
+
+@pytest.mark.parametrize("extra, line", [
+    (["--cp", "2", "--cp-max", "4"], "--cp 2 and --cp-max 4: give one (the context-parallel "
+                                     "size, or the largest one searched)"),
+    (["--cp-max", "4", "--tp", "16"], "--cp-max 4: no context-parallel size fits the model at "
+                                      "--tp 16; TP 16 CP 1: --kv-heads 8 must divide --heads "
+                                      "32 and be a multiple of --tp 16"),
+])
+def test_plan_refuses_a_context_parallel_search_that_cannot_run(tmp_path, capsys, extra, line):
+    rc, _ = _plan(tmp_path, *LONG, "--gpus", "16", *extra)
+    assert rc == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
+
+
 def test_plan_of_a_workload_file_refuses_cp(tmp_path, capsys):
     wl = tmp_path / "w.txt"
     wl.write_text(render(ModelSpec(seq=16384, **LLAMA), ParallelSpec(tp=2, dp=2, cp=2),
                          gpu_preset("h100"), "model"))
-    rc, _ = _plan(tmp_path, str(wl), "--cp", "2", "--gpus", "8")
-    assert rc == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"pipesim: error: --cp 2: expected the model flags or a launch file (plan generates "
-        f"its candidates at that context parallelism); {wl}'s rows hold the sequence share "
-        "they were generated for")
+    for flag in ("--cp", "--cp-max"):
+        rc, _ = _plan(tmp_path, str(wl), flag, "2", "--gpus", "8")
+        assert rc == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"pipesim: error: {flag} 2: expected the model flags or a launch file (plan "
+            f"generates its candidates at a context parallelism); {wl}'s rows hold the "
+            "sequence share they were generated for")
 
 
 def test_run_of_the_model_flags_takes_cp_as_generate_does(tmp_path, capsys):

@@ -18,7 +18,7 @@ from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
 from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
-from ...planning.settings import load_plan_system, recompute_options, state_options
+from ...planning.settings import load_plan_system, plan_cps, recompute_options, state_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -107,6 +107,9 @@ def _recompute_options(fn):
 @click.option("--efficiency", type=float, default=None, help="Fraction of peak (model flags).")
 @click.option("--tp-max", type=click.IntRange(min=1), default=8, show_default=True,
               help="Largest TP tried with the model flags (divisors of N up to it).")
+@click.option("--cp-max", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Largest context-parallel size tried with the model flags (divisors of N "
+                   "up to it; 1: the launch file's, or --cp's, alone).")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / (TP x CP) is tried, DP = N / (TP x "
                    "CP x PP).")
@@ -181,7 +184,7 @@ def _recompute_options(fn):
                    "(slower; every row gets its numbers).")
 @split_options
 @_recompute_options
-def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_size,
+def command(workload, gpu, efficiency, tp_max, cp_max, gpus, memory_limit, global_batch_size,
             global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
@@ -295,7 +298,12 @@ def command(workload, gpu, efficiency, tp_max, gpus, memory_limit, global_batch_
                             tuple(split) if split.given else (), tp, batch_flag, grouping,
                             plan_state(param_dtype, distributed_optimizer, fsdp, launch_ddp),
                             mi.launch.fp8 if mi is not None else "",
-                            mi.launch.cp if mi is not None else model_values.get("cp") or 1)
+                            _plan_cp(mi, model_values.get("cp"), cp_max), cp_max)
+    if settings.cp is None and settings.model is not None:
+        # what a searched context parallelism leaves out, as a launch file's CP says it
+        from ...workload.generator import cp_exchange_warning
+
+        warnings.append(cp_exchange_warning(f"--cp-max {cp_max}", "cp"))
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -394,13 +402,22 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
         fsdp = bool(state.get("fsdp"))
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
-            use_distributed_optimizer=distributed,
+            use_distributed_optimizer=distributed, cp=c.cp,
             fsdp=c.dp * c.cp if fsdp and c.dp * c.cp > 1 else 0,
             fp8=result.settings.fp8)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
                         recompute_grouping=tuple(grouping.values()) or ("uniform", 1),
                         options=c.options, command=best.command, numbers=numbers, **extra)
+
+
+def _plan_cp(mi, flag: int | None, cp_max: int) -> int | None:
+    """PlanSettings.cp: --cp's, else the launch file's unless --cp-max searches (None)."""
+    if flag is not None:
+        return flag
+    if cp_max > 1:
+        return None
+    return mi.launch.cp if mi is not None else 1
 
 
 def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp: dict) -> tuple:
@@ -438,7 +455,7 @@ def _render(result) -> str:
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
     # the sizes the plan chose or was given beside pp and dp: TP where it searched the model
     # flags' TP sizes, CP where it is above 1
-    sizes = (["tp"] if s.model is not None else []) + (["cp"] if s.cp > 1 else [])
+    sizes = (["tp"] if s.model is not None else []) + (["cp"] if plan_cps(s) != [1] else [])
     headers = ["#", *sizes, "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
                "peak mem/GPU", "engine", "runs on"]
     cells = []
