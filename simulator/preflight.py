@@ -671,9 +671,15 @@ def ddp_report(tail, system, options, header=None,
                 f"sharded over {options.fsdp} ranks; each transformer layer's weights gathered "
                 f"whole in {system.memory.gather_dtype} while it computes, the next layer's "
                 "beside it (FSDP2's prefetch), and in its backward its whole fp32 gradient "
-                "until the reduce-scatter; the reduce-scatters and all-gathers are priced as "
-                "the distributed optimizer's with both overlaps (the note on Megatron DDP), "
-                "the step as Adam on the fp32 shard")
+                "until the reduce-scatter; "
+                + ("without a pipeline every microbatch all-gathers each layer's weights "
+                   "before its forward and again before its backward (FSDP2 resharding after "
+                   "forward, torchtitan's default), the gathers back to back on their own "
+                   "stream, and reduce-scatters its gradients as its backward fills the "
+                   "buckets (the note on Megatron DDP)" if pp == 1 else
+                   "the reduce-scatters and all-gathers are priced as the distributed "
+                   "optimizer's with both overlaps (the note on Megatron DDP)")
+                + ", the step as Adam on the fp32 shard")
         if options.param_dtype is None:
             warnings.append(RunWarning("fsdp_gather_dtype_default", line + " (bf16, torchtitan's "
                                        "default mixed_precision_param)", "--param-dtype "
@@ -699,12 +705,14 @@ def ddp_report(tail, system, options, header=None,
         f"Megatron DDP: {buckets} gradient bucket(s) ({kind}, {s.grad_bytes:g} B a gradient; "
         + ("buckets of " + (f"{size:,} parameters" if size is not None
                             else "max(40M, 1M x DP) parameters")
-           + ", each reduced as the backward fills it" if s.overlap_grad_reduce
+           + (", each reduced as every microbatch's backward fills it" if s.reshards(pp)
+              else ", each reduced as the backward fills it") if s.overlap_grad_reduce
            else "one per chunk, after the rank's last backward, blocking")
         + f"); the slowest rank's step {slow.step_ns / 1e6:.3f} ms"
         + (f" and parameter all-gather {slow.gather_ns / 1e6:.3f} ms"
            + (" (behind the next forward, up to one microbatch's forward)"
-              if s.overlap_param_gather else "") if s.distributed_optimizer else "")
+              if s.overlap_param_gather else "")
+           if s.distributed_optimizer and not s.reshards(pp) else "")
         + " after the barrier")
     if ddp.embedding_ns > 0:
         notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "

@@ -330,10 +330,11 @@ class RunOptions(_RunOptionsFields):
         if self.fsdp is not None:
             # FSDP2's collectives as the distributed optimizer's with both overlaps: the fp32
             # gradients reduce-scattered as the backward produces them, the weights all-gathered
-            # in the compute dtype behind the forward; the step on the fp32 shard
+            # in the compute dtype behind the forward; the step on the fp32 shard; without a
+            # pipeline, every microbatch's (DDPSettings.reshards)
             return DDPSettings(True, True, True, 4.0,
                                4.0 if self.param_dtype == "fp32" else 2.0, None,
-                               FSDP_STEP_BYTES_PER_PARAM, zeroes_buffer=False)
+                               FSDP_STEP_BYTES_PER_PARAM, zeroes_buffer=False, fsdp=True)
         if self.overlap_param_gather and not self.use_distributed_optimizer:
             raise ConfigError("--overlap-param-gather: needs --use-distributed-optimizer (as "
                               "in Megatron-LM)")

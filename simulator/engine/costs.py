@@ -19,6 +19,13 @@ overlapped F/B pair of DualPipe(V) follows the same rule (``program.py``).
 Within a full backward (B) each layer runs Weight_Gradient then Input_Gradient (ASTRA-sim's
 order), last layer first; with split backward, I runs every Input_Gradient and W every
 Weight_Gradient, last layer first.
+
+With ``gathers`` (FSDP2 resharding after each forward, :meth:`~.options.DDPSettings.reshards`)
+every F, I and B action all-gathers each layer's weights before the layer's first state in it
+(``gathers``: the gather's time per layer): the gathers run back to back on their own stream
+from the action's start, in the order the action needs them (FSDP2 prefetches the next layer
+while one computes), and a layer waits for its gather (an ``FSDP_All_Gather`` segment of the
+wait, counted as blocking communication). A W needs no weights.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ FORWARD_PASS = "Forward_Pass"
 INPUT_GRADIENT = "Input_Gradient"
 WEIGHT_GRADIENT = "Weight_Gradient"
 FORWARD_IN_BACKPASS = "Forward_In_BackPass"
+FSDP_ALL_GATHER = "FSDP_All_Gather"     # a layer waiting for its weights' all-gather
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -98,9 +106,35 @@ def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
     return ActionCost(t, comm, tuple(segs), len(parts))
 
 
+def _gathered(parts: list[tuple[int, str, float, float]],
+              gathers: dict[int, float]) -> ActionCost:
+    """:func:`_build` with each layer's weights all-gathered first (module docstring): the
+    gathers back to back from the action's start, a layer's first state waiting for its own."""
+    segs = []
+    add, segment = segs.append, Segment
+    t = comm = stream = 0.0
+    ready: dict[int, float] = {}
+    for layer, state, compute, coll in parts:
+        at = ready.get(layer)
+        if at is None:
+            stream += gathers.get(layer, 0.0)
+            at = ready[layer] = stream
+        if at > t:
+            wait = at - t
+            add(segment(layer, FSDP_ALL_GATHER, t, wait))
+            comm += wait
+            t += wait
+        d = compute + coll
+        add(segment(layer, state, t, d))
+        t += d
+        comm += coll
+    return ActionCost(t, comm, tuple(segs), len(parts))
+
+
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
                 header: Header, system: SystemConfig, links: LinkModel | None = None,
-                tp_overlap: bool = False) -> ChunkCosts:
+                tp_overlap: bool = False, gathers: dict[int, float] | None = None
+                ) -> ChunkCosts:
     scale = system.gpu.compute_scale
     links = links if links is not None else LinkModel(header, system)
     # the runtime profile's per-layer factors (F, I, W) on the compute, not the collectives
@@ -142,7 +176,11 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
         i_parts.append(i)
         w_parts.append(w)
         b_parts.append(i)
-    F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
+    if gathers:
+        F, I, B = (_gathered(p, gathers) for p in (f_parts, i_parts, b_parts))
+        W = _build(w_parts)
+    else:
+        F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
 
     def dp_list(cost: ActionCost) -> tuple[DPCollective, ...]:
         by_index = {layer.index: layer for layer in layers}
@@ -162,7 +200,10 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
 
 
 def partition_costs(partition: Partition, header: Header, system: SystemConfig,
-                    links: LinkModel | None = None, tp_overlap: bool = False) -> list[ChunkCosts]:
+                    links: LinkModel | None = None, tp_overlap: bool = False,
+                    gathers: list[dict[int, float]] | None = None) -> list[ChunkCosts]:
+    """Every chunk's costs; ``gathers``: per chunk, FSDP2's all-gather time per layer."""
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
-    return [chunk_costs(c, recompute[i], header, system, links, tp_overlap)
+    return [chunk_costs(c, recompute[i], header, system, links, tp_overlap,
+                        gathers[i] if gathers else None)
             for i, c in enumerate(partition.chunks)]

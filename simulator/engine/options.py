@@ -63,6 +63,19 @@ class DDPSettings(NamedTuple):
     # Megatron zeroes its whole gradient buffer each iteration; FSDP2 frees its sharded
     # gradients instead (the optimizer's zero_grad sets them to None): nothing to write
     zeroes_buffer: bool = True
+    # torchtitan's FSDP2 (--fsdp): without a pipeline it reshards after every forward
+    # (:meth:`reshards`)
+    fsdp: bool = False
+
+    def reshards(self, pp: int) -> bool:
+        """Whether each microbatch gathers the weights again (FSDP2's reshard_after_forward as
+        torchtitan's default policy sets it: on without pipeline parallelism, off with it,
+        torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy): every forward
+        all-gathers each layer, every backward gathers it again and reduce-scatters its
+        gradient (torchtitan's gradient accumulation keeps the gradient sync on). With a
+        pipeline, torch's PipelineStage syncs on the last microbatch's backward only, the
+        distributed optimizer's timing."""
+        return self.fsdp and pp == 1
 
     def bucket_size(self, dp: int) -> int | None:
         """Parameters per bucket (None: one bucket per chunk, as Megatron does without

@@ -47,7 +47,7 @@ from .costs import (WEIGHT_GRADIENT, ActionCost, ChunkCosts, DPCollective, Segme
                     overlapped, partition_costs)
 from .memory import MemoryModel, build_memory_model
 from .records import TransferRecord
-from .tail import TailPlan, compile_tail
+from .tail import TailPlan, compile_tail, fsdp_gathers
 from ..schedules.action import Kind
 
 RECV, COMPUTE, SEND, BATCH, IRECV, WAIT, TSEND, WAITSENDS = 0, 1, 2, 3, 4, 5, 6, 7
@@ -133,7 +133,8 @@ class Program(NamedTuple):
         memory = build_memory_model(schedule, partition, header, system, compiled_mode, pp_comm)
         if links is None or links.system is not system:   # the plan's, unless the runtime's own
             links = LinkModel(header, system, schedule.pp)  # figures changed the system above
-        costs = partition_costs(partition, header, system, links, tp_comm_overlap)
+        costs = partition_costs(partition, header, system, links, tp_comm_overlap,
+                                fsdp_gathers(schedule, partition, header, system, links, ddp))
         tail = compile_tail(schedule, partition, header, system, links, ddp=ddp, costs=costs,
                             tp_overlap=tp_comm_overlap)
         if p2p_scatter_gather and header.tp > 1:
@@ -147,7 +148,7 @@ class Program(NamedTuple):
         labels = tuple(labels_of_kinds(rank_kinds(schedule, r))   # the letters every pass reads
                        for r in range(len(schedule.ranks)))
         builder = ProgramBuilder(schedule, costs, list(labels), compiled_mode, pp_comm,
-                                 profile)
+                                 profile, ddp is not None and ddp.reshards(schedule.pp))
         if compiled_mode in RULE_MODES and (compiled_mode == "async" or not schedule.lowered):
             # its transfers follow from each action
             compiled = tuple(builder.compile_async(r) for r in range(schedule.pp))
@@ -168,9 +169,12 @@ class ProgramBuilder:
 
     def __init__(self, schedule: Schedule, costs: list[ChunkCosts],
                  labels: list[Sequence[str]], p2p: str, pp_comm: int,
-                 runtime: RuntimeProfile | None = None) -> None:
+                 runtime: RuntimeProfile | None = None, every_backward: bool = False) -> None:
         self.schedule = schedule
         self.costs = costs
+        # every weight-carrying backward issues its DP collectives (FSDP2 resharding), not
+        # only each stage's last
+        self.every_backward = every_backward
         self.labels = labels      # phase of every action, per rank
         self.p2p = p2p            # async | blocking | batched | torch-single | torch-multi
         self.pp_comm = pp_comm
@@ -219,6 +223,8 @@ class ProgramBuilder:
         weight_bwd = [a.kind == Kind.W
                       or (a.kind == Kind.B and (a.stage, a.microbatch) not in split)
                       for a in actions]
+        if self.every_backward:
+            return weight_bwd, {i for i, w in enumerate(weight_bwd) if w}
         per_minibatch = self.schedule.meta.get("microbatches_per_iteration") or 0
         last_wb: dict[tuple[int, int], int] = {}
         for i, a in enumerate(actions):
@@ -330,7 +336,7 @@ class ProgramBuilder:
         actions = self.schedule.ranks[rank]
         labels = self.labels[rank]
         n = len(actions)
-        if (not isinstance(labels, PhaseLabels) or n == 0
+        if (not isinstance(labels, PhaseLabels) or n == 0 or self.every_backward
                 or self.schedule.meta.get("microbatches_per_iteration")
                 or not rank_unpaired(self.schedule, rank)):
             return None

@@ -45,6 +45,10 @@ over the GPU's HBM bandwidth) and the distributed optimizer's
 parameter all-gather (one per bucket, in the weights' dtype); the iteration ends when the
 slowest rank is done. With ``--overlap-param-gather`` the all-gather runs behind the next
 iteration's first forward: only what exceeds the rank's forward of one microbatch shows.
+With FSDP2 resharding after every forward (no pipeline: :meth:`~.options.DDPSettings.reshards`)
+every weight-carrying backward issues its buckets, not only the last, and no all-gather follows
+the step: each F, I and B gathers its layers' weights itself (costs.py ``gathers``, priced per
+layer by :func:`fsdp_gathers`).
 
 A new rule of the tail changes only this module: bucketed DP (Megatron's gradient buckets:
 :meth:`Tail.dp` holds layers until their bucket is full), a distributed optimizer
@@ -175,6 +179,8 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
     in_file = system.memory.grad_bytes(header.grad_bytes_per_param)
     dp = links.placement.dp
     size = ddp.bucket_size(dp)
+    # FSDP2 resharding: each forward gathers its own weights (fsdp_gathers), none after the step
+    reshards = ddp.reshards(schedule.pp)
     reduce = CommType.REDUCESCATTER if ddp.distributed_optimizer else CommType.ALLREDUCE
     rank_of = {schedule.stage_chunk[s]: r for r in range(schedule.pp)
                for s in schedule.stages_of(r)}
@@ -200,7 +206,7 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                 acc[1] += b.params * (ddp.step_bytes_per_param / shard
                                       + (ddp.grad_bytes if ddp.zeroes_buffer else 0.0)
                                       ) / bandwidth
-            if ddp.distributed_optimizer and n > 1:
+            if ddp.distributed_optimizer and n > 1 and not reshards:
                 acc[2] += _collective(CommType.ALLGATHER, b.group, b.params * ddp.param_bytes,
                                       header, links, r)
             acc[4] += b.params
@@ -219,6 +225,29 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
         emb_bytes = int(round(header.embedding_sync_params * ddp.grad_bytes))
         emb_ns = ring_time_ns(CommType.ALLREDUCE, emb_bytes, 2, links.p2p(0, last))
     return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth, emb_ns, emb_bytes)
+
+
+def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
+                 system: SystemConfig, links: LinkModel, ddp) -> list[dict[int, float]] | None:
+    """Per chunk, the all-gather time of each layer's weights that FSDP2 resharding after every
+    forward adds to each F, I and B (:meth:`~.options.DDPSettings.reshards`; costs.py's
+    ``gathers``): the layer's parameters (its gradient collective's bytes over the file's
+    bytes a parameter) in the gathered dtype, over the data-parallel group. None when the run
+    does not reshard."""
+    if ddp is None or not ddp.reshards(schedule.pp):
+        return None
+    in_file = system.memory.grad_bytes(header.grad_bytes_per_param)
+    out = []
+    for layers in partition.chunks:
+        times = {}
+        for layer in layers:
+            comm = layer.wg_comm
+            if comm.active and group_size(comm.group, header, links.placement.pp) > 1:
+                times[layer.index] = _collective(CommType.ALLGATHER, comm.group,
+                                                 comm.bytes / in_file * ddp.param_bytes,
+                                                 header, links, 0)
+        out.append(times)
+    return out
 
 
 def compile_tail(schedule: Schedule, partition: Partition, header: Header,

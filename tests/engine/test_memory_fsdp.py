@@ -86,7 +86,7 @@ def test_fsdp_is_priced_as_the_distributed_optimizer_with_both_overlaps(tiny):
     from simulator.run_options import RunOptions
 
     assert RunOptions(fsdp=2).ddp_settings() == DDPSettings(
-        True, True, True, 4.0, 2.0, None, 32.0, zeroes_buffer=False)
+        True, True, True, 4.0, 2.0, None, 32.0, zeroes_buffer=False, fsdp=True)
     assert RunOptions(fsdp=2, param_dtype="fp32").ddp_settings().param_bytes == 4.0
     h100 = str(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
     plain = simulate(tiny, "1f1b", h100, gpus=2, param_dtype="bf16")

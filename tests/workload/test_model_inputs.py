@@ -431,10 +431,12 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
     assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
                             "steps, each a pipeline step of its own; pipesim simulates one",
                             f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP (--fsdp "
-                            "2) is priced as the distributed optimizer's reduce-scatters behind "
-                            "the backward and all-gathers behind the forward, in Megatron's "
-                            "buckets; the all-gather of each layer again before its backward "
-                            "(reshard_after_forward) is not priced")[::-1]
+                            "2) reduce-scatters in Megatron's buckets, not per transformer "
+                            "block; without a pipeline each microbatch gathers every layer "
+                            "before its forward and its backward (torchtitan's default "
+                            "reshard_after_forward), with one the weights are gathered behind "
+                            "the first forward; the gathers and the reduce-scatters are priced "
+                            "as if each had the link alone")[::-1]
 
 
 def test_torchtitan_refusals_name_the_key(tmp_path):

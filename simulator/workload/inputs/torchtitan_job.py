@@ -172,15 +172,17 @@ class _Job:
         # context parallelism even at data_parallel_shard_degree 1
         fsdp = shard * cp
         if fsdp > 1:
-            # FSDP2's memory and collectives (--fsdp); its backward's second all-gather not
+            # FSDP2's memory and collectives (--fsdp), in Megatron's buckets
             self.warnings.append(f"{self.src}: [parallelism] data_parallel_shard_degree "
                                  f"{shard}" + (f" x context_parallel_degree {cp}" if cp > 1
                                                else "")
-                                 + f": FSDP (--fsdp {fsdp}) is priced as the distributed "
-                                 "optimizer's reduce-scatters behind the backward and "
-                                 "all-gathers behind the forward, in Megatron's buckets; the "
-                                 "all-gather of each layer again before its backward "
-                                 "(reshard_after_forward) is not priced")
+                                 + f": FSDP (--fsdp {fsdp}) reduce-scatters in Megatron's "
+                                 "buckets, not per transformer block; without a pipeline each "
+                                 "microbatch gathers every layer before its forward and its "
+                                 "backward (torchtitan's default reshard_after_forward), with "
+                                 "one the weights are gathered behind the first forward; the "
+                                 "gathers and the reduce-scatters are priced as if each had "
+                                 "the link alone")
         dp = replicate * shard
         if shape.heads % tp:
             self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)

@@ -1,0 +1,78 @@
+"""torchtitan's FSDP2 without a pipeline (engine/costs.py ``gathers``, engine/tail.py
+``fsdp_gathers``): every forward all-gathers each layer's weights, every backward gathers them
+again and reduce-scatters the gradients, microbatch after microbatch; with a pipeline the
+gradients are synced on the last microbatch only (the distributed optimizer's timing).
+
+The workload of tests/engine/test_megatron_ddp.py: four layers of F 1000 / I 700 / W 500 ns,
+5,000 parameters each (a DP row of 20,000 B at 4 B a gradient), DP = 4 on the built-in
+400 Gb/s, 2000 ns link. A layer's bf16 all-gather is 10,000 B: 3/4 x 10,000 x 8 / 400 +
+3 x 2000 = 6150 ns; the chunk's one bucket (Megatron's default size holds all 20,000
+parameters) reduce-scatters 80,000 B in fp32: 1200 + 6000 = 7200 ns; the step on the 5,000
+parameters of the rank's shard, 32 B each over 1000 B/ns of HBM: 160 ns."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.engine.costs import FSDP_ALL_GATHER
+from simulator.engine.evaluator import evaluate
+from simulator.engine.options import EngineOptions
+from simulator.engine.runtime import Runtime, _Run
+from simulator.run_options import RunOptions
+from simulator.schedules import generate
+from simulator.workload import uniform_workload
+from simulator.workload.partition import partition
+
+from .cases import assert_same
+from .test_megatron_ddp import DP_ROW, SYSTEM
+
+FSDP = RunOptions.from_values({"fsdp": 4, "param_dtype": "bf16"}).ddp_settings()
+GATHER, REDUCE, STEP = 6150.0, 7200.0, 160.0
+
+
+def _run(microbatches: int, pp: int = 1, f: float = 1000.0, schedule: str = "1f1b"):
+    sched = generate(schedule, pp, microbatches, 1)
+    wl = uniform_workload(4, f, 700, 500, pp=pp, ga=microbatches, all_gpus=4 * pp,
+                          wg_comm=DP_ROW)
+    rt = Runtime(sched, partition(wl, pp), wl.header, SYSTEM, iterations=1,
+                 options=EngineOptions(p2p="async", ddp=FSDP))
+    rec = _Run(rt, look_ahead=False).run()
+    assert_same(rec, rt.run())        # the lookahead walk
+    assert_same(rec, evaluate(rt))    # the evaluator
+    return rt, rec
+
+
+def test_each_microbatch_gathers_every_layer_and_reduce_scatters_its_gradient():
+    rt, rec = _run(2)
+    # F: the gathers back to back from the action's start (ready at 6150, 12300, 18450,
+    # 24600), each layer's 1000 ns after its own; B the same, last layer first, W then I
+    # (layer 0's gradient done 24600 + 500 into it)
+    f, b = 4 * GATHER + 1000, 4 * GATHER + 1200
+    assert [(a.kind, a.start, a.end) for a in rec.actions] == [
+        ("F", 0.0, f), ("B", f, f + b), ("F", f + b, 2 * f + b), ("B", 2 * f + b, 2 * (f + b))]
+    # every microbatch's backward reduce-scatters; no all-gather after the step
+    assert [(c.start, c.end, c.nbytes) for c in rec.collectives] == [
+        (f + 4 * GATHER + 500, f + 4 * GATHER + 500 + REDUCE, 80000),
+        (2 * f + b + 4 * GATHER + 500, 2 * f + b + 4 * GATHER + 500 + REDUCE, 80000)]
+    assert rec.iteration_bounds == [(0.0, 2 * f + b + 4 * GATHER + 500 + REDUCE + STEP)]
+    assert rec.iteration_bounds == [(0.0, 109460.0)]
+    waits = [s for s in rt.program.costs[0].F.segments if s.state == FSDP_ALL_GATHER]
+    assert [(s.layer, s.offset, s.duration) for s in waits] == [
+        (0, 0.0, GATHER), (1, 7150.0, GATHER - 1000), (2, 13300.0, GATHER - 1000),
+        (3, 19450.0, GATHER - 1000)]
+
+
+def test_gathers_hide_behind_longer_layers_but_the_first():
+    _, rec = _run(1, f=10000.0)
+    # each gather (6150 ns) ends before the layer ahead of it does: only the first shows
+    assert rec.actions[0].end == GATHER + 4 * 10000
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_with_a_pipeline_the_weights_stay_gathered_and_the_last_microbatch_syncs(schedule):
+    rt, rec = _run(2, pp=2, schedule=schedule)
+    costs = rt.program.costs
+    # no gathers inside the actions: two layers of 1000 a stage, B 2 x 1200
+    assert [(c.F.duration, c.B.duration) for c in costs] == [(2000.0, 2400.0)] * 2
+    # one reduce-scatter a stage, after its last backward (10,000 parameters, 40,000 B)
+    assert sorted((c.rank, c.nbytes) for c in rec.collectives) == [(0, 40000), (1, 40000)]
