@@ -173,6 +173,19 @@ def _collective(kind: CommType, group: CommGroup, nbytes: float, header: Header,
     return ring_time_ns(kind, nbytes, n, links.collective(group, kind, rank))
 
 
+def _fsdp_gather(nbytes: float, header: Header, system: SystemConfig, links: LinkModel,
+                 rank: int) -> float:
+    """FSDP's all-gather of ``nbytes`` over its shard group: ``memory.shard_ranks`` of the
+    data-parallel ranks (``--fsdp N``; all of them by default), the inner ones, so hybrid
+    sharding's gathers stay on the shard group's links."""
+    dp = group_size(CommGroup.DP, header, links.placement.pp)
+    n = system.memory.shard_ranks or dp
+    n = n if 0 < n < dp else dp
+    return ring_time_ns(CommType.ALLGATHER, nbytes, n,
+                        links.collective(CommGroup.DP, CommType.ALLGATHER, rank,
+                                         ranks=n if n < dp else None))
+
+
 def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                 system: SystemConfig, links: LinkModel, ddp, costs) -> MegatronDDP:
     """Megatron's buckets for every chunk and the step / all-gather of every rank."""
@@ -207,8 +220,9 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                                       + (ddp.grad_bytes if ddp.zeroes_buffer else 0.0)
                                       ) / bandwidth
             if ddp.distributed_optimizer and n > 1 and not reshards:
-                acc[2] += _collective(CommType.ALLGATHER, b.group, b.params * ddp.param_bytes,
-                                      header, links, r)
+                nbytes = b.params * ddp.param_bytes
+                acc[2] += (_fsdp_gather(nbytes, header, system, links, r) if ddp.fsdp else
+                           _collective(CommType.ALLGATHER, b.group, nbytes, header, links, r))
             acc[4] += b.params
         if ddp.overlap_grad_reduce:
             chunk_dp.append(tuple(out))
@@ -232,8 +246,8 @@ def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
     """Per chunk, the all-gather time of each layer's weights that FSDP2 resharding after every
     forward adds to each F, I and B (:meth:`~.options.DDPSettings.reshards`; costs.py's
     ``gathers``): the layer's parameters (its gradient collective's bytes over the file's
-    bytes a parameter) in the gathered dtype, over the data-parallel group. None when the run
-    does not reshard."""
+    bytes a parameter) in the gathered dtype, over FSDP's shard group (:func:`_fsdp_gather`).
+    None when the run does not reshard."""
     if ddp is None or not ddp.reshards(schedule.pp):
         return None
     in_file = system.memory.grad_bytes(header.grad_bytes_per_param)
@@ -243,9 +257,8 @@ def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
         for layer in layers:
             comm = layer.wg_comm
             if comm.active and group_size(comm.group, header, links.placement.pp) > 1:
-                times[layer.index] = _collective(CommType.ALLGATHER, comm.group,
-                                                 comm.bytes / in_file * ddp.param_bytes,
-                                                 header, links, 0)
+                times[layer.index] = _fsdp_gather(comm.bytes / in_file * ddp.param_bytes,
+                                                  header, system, links, 0)
         out.append(times)
     return out
 

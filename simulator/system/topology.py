@@ -128,13 +128,23 @@ class LinkModel:
         ranks, gather_ns = self.p2p_split
         return LinkConfig(link.bandwidth_gbps * ranks, link.latency_ns + gather_ns)
 
-    def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0) -> LinkConfig:
+    def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0,
+                   ranks: int | None = None) -> LinkConfig:
+        """The link figures of a collective of ``group`` on stage ``pp_rank``; ``ranks``: a DP
+        collective over only the first ``ranks`` of the data-parallel ranks (FSDP's shard
+        group under hybrid sharding: torchtitan's dp_shard, the inner mesh dimension)."""
         if self.topology.enabled:
             topo = self.topology
-            if not self.placement.group_spans_nodes(group, pp_rank):
+            pl = self.placement
+            if ranks is not None and group is CommGroup.DP and ranks < pl.dp:
+                spans = ranks > 1 and pl.node(pl.gpu(pp_rank)) != pl.node(
+                    pl.gpu(pp_rank, ranks - 1))
+            else:
+                spans = pl.group_spans_nodes(group, pp_rank)
+            if not spans:
                 link = topo.intra_node
             elif kind in _RINGS and topo.nics_per_node > 1:
-                nics = min(self.placement.members_per_node(group, pp_rank), topo.nics_per_node)
+                nics = min(pl.members_per_node(group, pp_rank), topo.nics_per_node)
                 link = topo.inter_node._replace(bandwidth_gbps=min(
                     nics * topo.inter_node.bandwidth_gbps, topo.intra_node.bandwidth_gbps))
             else:

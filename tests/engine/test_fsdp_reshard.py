@@ -76,3 +76,27 @@ def test_with_a_pipeline_the_weights_stay_gathered_and_the_last_microbatch_syncs
     assert [(c.F.duration, c.B.duration) for c in costs] == [(2000.0, 2400.0)] * 2
     # one reduce-scatter a stage, after its last backward (10,000 parameters, 40,000 B)
     assert sorted((c.rank, c.nbytes) for c in rec.collectives) == [(0, 40000), (1, 40000)]
+
+
+@pytest.mark.parametrize("shard, link, expect", [
+    # HSDP: 8 shards in a node, replicas across the 2 nodes: NVLink (3600 Gb/s, 1 us)
+    (8, "intra", 7 / 8 * 10000 * 8 / 3600 + 7 * 1000),
+    # FSDP over all 16: a ring across the nodes on 8 NICs (8 x 400 Gb/s, 5 us)
+    (16, "inter", 15 / 16 * 10000 * 8 / 3200 + 15 * 5000),
+])
+def test_a_gather_runs_over_the_shard_group(shard, link, expect):
+    """16 GPUs at TP 1, two nodes: FSDP's gathers go over its shard group's links."""
+    from pathlib import Path
+
+    from simulator.engine.tail import fsdp_gathers
+    from simulator.system.config import load_system, with_fsdp
+    from simulator.system.topology import LinkModel
+
+    h100 = load_system(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
+    fsdp = with_fsdp(h100, shard, "bf16")
+    # the file's 4 B a gradient: 20,000 B a row is 5,000 parameters, 10,000 B gathered
+    system = fsdp._replace(memory=fsdp.memory._replace(grad_bytes_per_param=4.0))
+    wl = uniform_workload(4, pp=1, ga=1, all_gpus=16, wg_comm=DP_ROW)
+    got = fsdp_gathers(generate("1f1b", 1, 1, 1), partition(wl, 1), wl.header, system,
+                       LinkModel(wl.header, system, 1), FSDP)
+    assert got == [{i: pytest.approx(expect) for i in range(4)}]
