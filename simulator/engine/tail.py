@@ -173,17 +173,37 @@ def _collective(kind: CommType, group: CommGroup, nbytes: float, header: Header,
     return ring_time_ns(kind, nbytes, n, links.collective(group, kind, rank))
 
 
-def _fsdp_gather(nbytes: float, header: Header, system: SystemConfig, links: LinkModel,
-                 rank: int) -> float:
-    """FSDP's all-gather of ``nbytes`` over its shard group: ``memory.shard_ranks`` of the
-    data-parallel ranks (``--fsdp N``; all of them by default), the inner ones, so hybrid
-    sharding's gathers stay on the shard group's links."""
+def _shards(header: Header, system: SystemConfig, links: LinkModel) -> tuple[int, int]:
+    """(shard ranks, replicas) of FSDP: ``memory.shard_ranks`` of the data-parallel ranks
+    (``--fsdp N``; all of them by default), hybrid sharding replicating over the rest."""
     dp = group_size(CommGroup.DP, header, links.placement.pp)
     n = system.memory.shard_ranks or dp
-    n = n if 0 < n < dp else dp
+    n = n if 0 < n < dp and dp % n == 0 else dp
+    return n, dp // n
+
+
+def _fsdp_gather(nbytes: float, header: Header, system: SystemConfig, links: LinkModel,
+                 rank: int) -> float:
+    """FSDP's all-gather of ``nbytes`` over its shard group (the innermost data-parallel
+    ranks), so hybrid sharding's gathers stay on the shard group's links."""
+    n, replicas = _shards(header, system, links)
     return ring_time_ns(CommType.ALLGATHER, nbytes, n,
                         links.collective(CommGroup.DP, CommType.ALLGATHER, rank,
-                                         ranks=n if n < dp else None))
+                                         ranks=n if replicas > 1 else None))
+
+
+def _fsdp_reduce(nbytes: float, header: Header, system: SystemConfig, links: LinkModel,
+                 rank: int) -> float:
+    """FSDP's gradient reduction of ``nbytes``: a reduce-scatter over the shard group, then
+    with hybrid sharding an all-reduce of the shard over the replicas (FSDP2's HSDP, one
+    after the other), each on its group's links."""
+    n, replicas = _shards(header, system, links)
+    if replicas == 1:
+        return _collective(CommType.REDUCESCATTER, CommGroup.DP, nbytes, header, links, rank)
+    return (ring_time_ns(CommType.REDUCESCATTER, nbytes, n, links.collective(
+                CommGroup.DP, CommType.REDUCESCATTER, rank, ranks=n))
+            + ring_time_ns(CommType.ALLREDUCE, nbytes / n, replicas, links.collective(
+                CommGroup.DP, CommType.ALLREDUCE, rank, ranks=replicas, stride=n)))
 
 
 def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
@@ -209,6 +229,8 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
             n = group_size(b.group, header, links.placement.pp)
             nbytes = b.params * ddp.grad_bytes
             d = DPCollective(b.layers[-1], 0.0,
+                             _fsdp_reduce(nbytes, header, system, links, r)
+                             if ddp.fsdp and b.group is CommGroup.DP else
                              _collective(reduce, b.group, nbytes, header, links, r),
                              b.update_ns, int(round(nbytes)))
             if n > 1:

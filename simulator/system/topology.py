@@ -129,22 +129,26 @@ class LinkModel:
         return LinkConfig(link.bandwidth_gbps * ranks, link.latency_ns + gather_ns)
 
     def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0,
-                   ranks: int | None = None) -> LinkConfig:
+                   ranks: int | None = None, stride: int = 1) -> LinkConfig:
         """The link figures of a collective of ``group`` on stage ``pp_rank``; ``ranks``: a DP
-        collective over only the first ``ranks`` of the data-parallel ranks (FSDP's shard
-        group under hybrid sharding: torchtitan's dp_shard, the inner mesh dimension)."""
+        collective over only ``ranks`` of the data-parallel ranks, ``stride`` apart (hybrid
+        sharding's groups, torchtitan's mesh: the shard group the innermost ranks, stride 1;
+        the replicate group every ``stride``-th, stride the shard count)."""
         if self.topology.enabled:
             topo = self.topology
             pl = self.placement
-            if ranks is not None and group is CommGroup.DP and ranks < pl.dp:
+            members = None
+            if ranks is not None and group is CommGroup.DP and ranks * stride <= pl.dp and (
+                    ranks < pl.dp):
                 spans = ranks > 1 and pl.node(pl.gpu(pp_rank)) != pl.node(
-                    pl.gpu(pp_rank, ranks - 1))
+                    pl.gpu(pp_rank, stride * (ranks - 1)))
+                members = max(1, topo.gpus_per_node // (pl.tp * stride))
             else:
                 spans = pl.group_spans_nodes(group, pp_rank)
             if not spans:
                 link = topo.intra_node
             elif kind in _RINGS and topo.nics_per_node > 1:
-                nics = min(pl.members_per_node(group, pp_rank), topo.nics_per_node)
+                nics = min(members or pl.members_per_node(group, pp_rank), topo.nics_per_node)
                 link = topo.inter_node._replace(bandwidth_gbps=min(
                     nics * topo.inter_node.bandwidth_gbps, topo.intra_node.bandwidth_gbps))
             else:

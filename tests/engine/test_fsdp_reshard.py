@@ -100,3 +100,26 @@ def test_a_gather_runs_over_the_shard_group(shard, link, expect):
     got = fsdp_gathers(generate("1f1b", 1, 1, 1), partition(wl, 1), wl.header, system,
                        LinkModel(wl.header, system, 1), FSDP)
     assert got == [{i: pytest.approx(expect) for i in range(4)}]
+
+
+@pytest.mark.parametrize("shard, expect", [
+    # HSDP: a reduce-scatter over the node's 8 shards (NVLink), then the 10,000 B shard
+    # all-reduced over the 2 replicas, one NIC each (400 Gb/s, 5 us)
+    (8, (7 / 8 * 80000 * 8 / 3600 + 7 * 1000) + (2 * 1 / 2 * 10000 * 8 / 400 + 2 * 5000)),
+    # FSDP over all 16: one reduce-scatter across the nodes on 8 NICs
+    (16, 15 / 16 * 80000 * 8 / 3200 + 15 * 5000),
+])
+def test_hybrid_sharding_reduces_over_the_shards_then_the_replicas(shard, expect):
+    """The chunk's one bucket (20,000 parameters, 80,000 B of fp32 gradients) on 16 GPUs."""
+    from pathlib import Path
+
+    from simulator.system.config import load_system, with_fsdp
+
+    h100 = load_system(Path(__file__).resolve().parents[2] / "configs" / "system" / "h100.yaml")
+    fsdp = with_fsdp(h100, shard, "bf16")
+    system = fsdp._replace(memory=fsdp.memory._replace(grad_bytes_per_param=4.0))
+    wl = uniform_workload(4, pp=1, ga=1, all_gpus=16, wg_comm=DP_ROW)
+    rt = Runtime(generate("1f1b", 1, 1, 1), partition(wl, 1), wl.header, system,
+                 iterations=1, options=EngineOptions(p2p="async", ddp=FSDP))
+    (c,) = evaluate(rt).collectives
+    assert (c.nbytes, c.end - c.start) == (80000, pytest.approx(expect))
