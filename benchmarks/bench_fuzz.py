@@ -439,6 +439,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
                 args += [rng.choice(("--fsdp", "--use-distributed-optimizer"))]
             if rng.random() < 0.15:
                 args += ["--cp-max", rng.choice(("1", "2", "8", "0", str(2**40)))]
+            if rng.random() < 0.15:
+                args += ["--ep-max", rng.choice(("1", "2", "8", "0", str(2**40)))]
         if sub != "generate" and rng.random() < 0.4:
             args += ["--system", rng.choice([str(p) for p in sorted(
                 (REPO / "configs" / "system").glob("*.yaml"))])]
@@ -450,6 +452,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["--fsdp", rng.choice(("1", "2", "8", "0"))]
         if sub != "generate" and rng.random() < 0.1:
             args += ["--cp", rng.choice(("1", "2", "3", "4", "0", str(2**40)))]
+        if sub != "generate" and rng.random() < 0.1:
+            args += ["--ep", rng.choice(("1", "2", "3", "8", "0", str(2**40)))]
     elif command == "calibrate":
         folder = where / "traces"
         folder.mkdir()

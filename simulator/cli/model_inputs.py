@@ -62,6 +62,8 @@ FLAGS: tuple[ModelFlag, ...] = (
               "its own)."),
     ModelFlag(("--cp",), "cp", "int", "Context parallelism: each rank holds s/cp tokens of "
               "every sequence, flash attention only (default 1; a launch file states its own)."),
+    ModelFlag(("--ep",), "ep", "int", "Expert parallelism (moe): the experts split over EP of "
+              "the data-parallel ranks (default 1; a launch file states its own)."),
     ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the kernel prices (a100, h100, h200; "
               "default: the system's gpu.preset, else a100 with a warning)."),
 )
@@ -69,8 +71,8 @@ BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
 SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
-RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "gpu")
-PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "gpu")
+RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "ep", "gpu")
+PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "ep", "gpu")
 GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
 
 
@@ -226,13 +228,13 @@ def _about_shape(warning: str) -> bool:
 
 
 def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> LaunchSettings:
-    """The launch with --seq / --micro-batch / --tp / --cp where no launch file states them; a
-    flag that contradicts the file is refused."""
-    seq, micro, tp, cp = (values.get(k) for k in ("seq", "micro_batch", "tp", "cp"))
+    """The launch with --seq / --micro-batch / --tp / --cp / --ep where no launch file states
+    them; a flag that contradicts the file is refused."""
+    seq, micro, tp, cp, ep = (values.get(k) for k in ("seq", "micro_batch", "tp", "cp", "ep"))
     if launch is not None:
         for flag, value, have in (("--seq", seq, launch.seq), ("--micro-batch", micro,
                                   launch.micro_batch), ("--tp", tp, launch.tp),
-                                  ("--cp", cp, launch.cp)):
+                                  ("--cp", cp, launch.cp), ("--ep", ep, launch.ep)):
             if value is not None and value != have:
                 raise ConfigError(f"{flag} {value}: the launch file says {have}; give one")
         return launch
@@ -241,11 +243,13 @@ def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> Lau
             raise ConfigError("--seq: needed with --model (the model's shape)")
         raise ConfigError(f"--seq: needed with {source} (the training sequence length; a "
                           "config states only the longest it was built for)")
-    for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp), ("--cp", cp)):
+    for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp), ("--cp", cp),
+                        ("--ep", ep)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag}: expected a positive integer, found {value}")
     return LaunchSettings(tp=tp or 1, seq=seq, micro_batch=micro or 1, precision="bf16",
-                          sequence_parallel=(tp or 1) > 1, flash_attention=True, cp=cp or 1)
+                          sequence_parallel=(tp or 1) > 1, flash_attention=True, cp=cp or 1,
+                          ep=ep or 1)
 
 
 # -- the launch's placement, and the launch onto the run's options: here only ------------------

@@ -41,6 +41,7 @@ class Candidate:
     workload: str = ""                 # the file it runs (one per TP with model flags)
     split: tuple = ()                  # a PipelineSplit's fields; empty: the default split
     cp: int = 1                        # context parallelism (its workload's rows hold s/cp)
+    ep: int = 1                        # expert parallelism (its workload's experts over ep)
 
     @property
     def key(self) -> str:
@@ -48,6 +49,7 @@ class Candidate:
         k += f"-k{self.max_in_flight}" if self.max_in_flight is not None else ""
         k += split_key(self.split)
         k += f"-cp{self.cp}" if self.cp > 1 else ""
+        k += f"-ep{self.ep}" if self.ep > 1 else ""
         return k + (f"-r{self.recompute}" if self.recompute != "file" else "")
 
     @property
@@ -144,9 +146,10 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                          workload: str = "", split: tuple = (),
                          layered: bool = False,
                          ends: tuple[bool, bool] = (False, False),
-                         cp: int = 1) -> list[Candidate]:
-    """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp`` and
-    context parallelism ``cp`` (DP = gpus / (tp x cp x pp)).
+                         cp: int = 1, ep: int = 1) -> list[Candidate]:
+    """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``, context
+    parallelism ``cp`` (DP = gpus / (tp x cp x pp)) and expert parallelism ``ep`` (which must
+    divide DP x CP, Megatron-LM's rule).
 
     ``schedules``: the hand-made schedules (``auto`` is added later by
     :func:`auto_candidates`). A shape the sizes alone rule out (DP not dividing the global batch, more chunks than
@@ -158,7 +161,7 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
     out: list[Candidate] = []
 
     def add(**kw: Any) -> None:
-        out.append(Candidate(first + len(out), workload=workload, cp=cp, **kw))
+        out.append(Candidate(first + len(out), workload=workload, cp=cp, ep=ep, **kw))
 
     for pp in divisors(gpus // (tp * cp)):
         dp = gpus // (tp * cp * pp)
@@ -169,6 +172,10 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
             m = 0
         elif m < 1:
             shape_reason = f"global batch {global_batch} < DP {dp}"
+        elif (dp * cp) % ep:
+            shape_reason = (f"DP {dp}" + (f" x CP {cp}" if cp > 1 else "")
+                            + f" is not a multiple of EP {ep} (the experts are split over the "
+                            "data-parallel ranks)")
         for choice in schedules:
             for v in (VARIABLE_VPPS if choice.variable_vpp else (choice.default_vpp,)):
                 reason = shape_reason
@@ -206,5 +213,5 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                 out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
                                      AUTO, k, AUTO_ITERATIONS, reason=reason,
                                      workload=c.workload, split=c.split if v == c.vpp else (),
-                                     cp=c.cp))
+                                     cp=c.cp, ep=c.ep))
     return out

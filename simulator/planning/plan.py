@@ -3,7 +3,9 @@ on N GPUs, within their memory.
 
 The search space, for a workload file (its tensor-parallel size fixed by the header; with the
 model flags, ``--tp`` or every divisor of N / CP up to ``--tp-max``, at the context parallelism
-CP of ``--cp`` or the launch file, 1 by default):
+CP of ``--cp`` or the launch file, 1 by default, or every divisor up to ``--cp-max``; a moe
+model's expert parallelism EP likewise, ``--ep`` or every divisor of its experts up to
+``--ep-max``, a DP x CP that is not a multiple of EP ruled out):
 
 - ``pp``: every divisor of N / (TP * CP); ``dp = N / (TP * CP * pp)``;
 - ``microbatches``: the global batch in microbatches (``--global-batch-size`` sequences over

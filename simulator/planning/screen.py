@@ -39,7 +39,8 @@ class Outcome:
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
-        out = {"key": c.key, "tp": c.tp, "cp": c.cp, "pp": c.pp, "dp": c.dp, "vpp": c.vpp,
+        out = {"key": c.key, "tp": c.tp, "cp": c.cp, "ep": c.ep, "pp": c.pp, "dp": c.dp,
+               "vpp": c.vpp,
                "microbatches": c.microbatches, "schedule": c.schedule,
                "max_in_flight": c.max_in_flight, "recompute": c.recompute,
                "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,

@@ -224,9 +224,9 @@ class Search:
                          key=lambda o: (o.makespan_ns, o.candidate.index))
         shapes: list[Candidate] = []
         for o in fitting:
-            if len(shapes) < AUTO_SHAPES and (o.candidate.tp, o.candidate.cp,
+            if len(shapes) < AUTO_SHAPES and (o.candidate.tp, o.candidate.cp, o.candidate.ep,
                                               o.candidate.pp) not in {
-                    (c.tp, c.cp, c.pp) for c in shapes}:
+                    (c.tp, c.cp, c.ep, c.pp) for c in shapes}:
                 shapes.append(o.candidate)
         autos = auto_candidates(len(self.candidates), shapes, n_layers)
         self.work -= floor_autos

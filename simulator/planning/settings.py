@@ -65,6 +65,11 @@ class PlanSettings:
     # cp_max is searched (--cp-max)
     cp: int | None = 1
     cp_max: int = 1
+    # expert parallelism of every generated candidate (moe; --ep, a launch file's): the
+    # experts split over EP of the data-parallel ranks; None: every divisor of the experts up
+    # to ep_max is searched (--ep-max)
+    ep: int | None = 1
+    ep_max: int = 1
 
 
 def plan_cps(settings: PlanSettings) -> list[int]:
@@ -73,6 +78,15 @@ def plan_cps(settings: PlanSettings) -> list[int]:
     if settings.cp is not None:
         return [settings.cp]
     return [c for c in divisors(settings.gpus) if c <= settings.cp_max]
+
+
+def plan_eps(settings: PlanSettings) -> list[int]:
+    """The expert-parallel sizes a plan generates its candidates at: the one given, else
+    every divisor of the model's experts (and of N) up to ``ep_max``."""
+    if settings.ep is not None:
+        return [settings.ep]
+    experts = int(dict(settings.model or ()).get("experts") or 1)
+    return [e for e in divisors(experts) if e <= settings.ep_max and settings.gpus % e == 0]
 
 
 def state_options(state: tuple, dp: int) -> dict:
@@ -117,6 +131,20 @@ def check_settings(settings: PlanSettings) -> None:
     if settings.cp is not None and settings.cp_max > 1:
         raise ConfigError(f"--cp {settings.cp} and --cp-max {settings.cp_max}: give one (the "
                           "context-parallel size, or the largest one searched)")
+    if settings.ep is not None and settings.ep < 1:
+        raise ConfigError(f"--ep: expected a positive integer, got {settings.ep}")
+    if settings.ep_max < 1:
+        raise ConfigError(f"--ep-max: expected a positive integer, got {settings.ep_max}")
+    if settings.ep is not None and settings.ep_max > 1:
+        raise ConfigError(f"--ep {settings.ep} and --ep-max {settings.ep_max}: give one (the "
+                          "expert-parallel size, or the largest one searched)")
+    arch = dict(settings.model or ()).get("arch")
+    if (settings.ep_max > 1 or (settings.ep or 1) > 1) and arch != "moe":
+        given = (f"--ep {settings.ep}" if settings.ep is not None
+                 else f"--ep-max {settings.ep_max}")
+        raise ConfigError(f"{given}: expected the moe model (experts to split), found "
+                          + (f"the {arch} model" if arch else f"the workload file "
+                             f"{settings.workload}"))
     if plan_cps(settings) != [1] and settings.model is None:
         given = (f"--cp {settings.cp}" if settings.cp is not None
                  else f"--cp-max {settings.cp_max}")

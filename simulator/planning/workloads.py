@@ -12,7 +12,7 @@ from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
 from ..workload.stage_layers import end_rows, n_model_layers
 from .candidates import Candidate, ScheduleChoice, divisors, enumerate_candidates
-from .settings import PlanSettings, plan_cps
+from .settings import PlanSettings, plan_cps, plan_eps
 
 
 class TpWorkload(NamedTuple):
@@ -22,6 +22,7 @@ class TpWorkload(NamedTuple):
     tp: int | None   # None: the file given, its TP from its header
     path: str
     cp: int = 1
+    ep: int = 1
 
 
 class Space(NamedTuple):
@@ -44,47 +45,60 @@ def cached_workload(path: str):
     return wl
 
 
+def _sizes(settings: PlanSettings, cps: list[int], eps: list[int]):
+    """The (CP, EP, TP) of every workload a plan generates: ``--tp``, else the divisors of
+    N / CP up to ``tp_max``."""
+    for cp in cps:
+        tps = [settings.tp] if settings.tp is not None else [
+            t for t in divisors(settings.gpus // cp) if t <= settings.tp_max]
+        for ep in eps:
+            for tp in tps:
+                yield cp, ep, tp
+
+
 def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
     """One workload file per TP (``--tp``, else the divisors of N / CP up to ``tp_max`` the
-    model allows) and context-parallel size (:func:`~.settings.plan_cps`), written into
-    ``where`` so that ``best.command`` can run it: ``plan-<arch>-<layers>l-tp<T>.txt``
-    (``-cp<C>`` added at CP > 1)."""
+    model allows), context-parallel size (:func:`~.settings.plan_cps`) and expert-parallel
+    size (:func:`~.settings.plan_eps`), written into ``where`` so that ``best.command`` can run
+    it: ``plan-<arch>-<layers>l-tp<T>.txt`` (``-cp<C>`` added at CP > 1, ``-ep<E>`` at
+    EP > 1)."""
     fields = dict(settings.model or ())
     model = ModelSpec(**fields)
     gpu = gpu_preset(settings.gpu)
     out: list[TpWorkload] = []
     refused = []
-    cps = plan_cps(settings)
-    for cp in cps:
-        tps = [settings.tp] if settings.tp is not None else [
-            tp for tp in divisors(settings.gpus // cp) if tp <= settings.tp_max]
-        for tp in tps:
-            what = f"TP {tp}" + (f" CP {cp}" if len(cps) > 1 else "")
-            if settings.gpus % (tp * cp):
-                refused.append(f"{what}: --gpus {settings.gpus} is not a multiple of tp x cp")
-                continue
-            par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
-                               fp8=settings.fp8)
-            try:
-                check(model, par, "model")
-                text = render(model, par, gpu, "model", settings.efficiency)
-            except ConfigError as err:
-                refused.append(f"{what}: {err}")
-                continue
-            path = where / (f"plan-{model.arch}-{model.layers}l-tp{tp}"
-                            + (f"-cp{cp}" if cp > 1 else "") + ".txt")
-            try:
-                where.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-            except OSError as err:
-                raise ConfigError(f"cannot write the generated workload {path}: "
-                                  f"{err.strerror or err}") from None
-            out.append(TpWorkload(tp, str(path), cp))
-    if not out and settings.tp is not None and len(cps) == 1:
+    cps, eps = plan_cps(settings), plan_eps(settings)
+    for cp, ep, tp in _sizes(settings, cps, eps):
+        what = (f"TP {tp}" + (f" CP {cp}" if len(cps) > 1 else "")
+                + (f" EP {ep}" if len(eps) > 1 else ""))
+        if settings.gpus % (tp * cp):
+            refused.append(f"{what}: --gpus {settings.gpus} is not a multiple of tp x cp")
+            continue
+        par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
+                           ep=ep, fp8=settings.fp8)
+        try:
+            check(model, par, "model")
+            text = render(model, par, gpu, "model", settings.efficiency)
+        except ConfigError as err:
+            refused.append(f"{what}: {err}")
+            continue
+        path = where / (f"plan-{model.arch}-{model.layers}l-tp{tp}"
+                        + (f"-cp{cp}" if cp > 1 else "") + (f"-ep{ep}" if ep > 1 else "")
+                        + ".txt")
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as err:
+            raise ConfigError(f"cannot write the generated workload {path}: "
+                              f"{err.strerror or err}") from None
+        out.append(TpWorkload(tp, str(path), cp, ep))
+    if not out and settings.tp is not None and len(cps) == 1 and len(eps) == 1:
         raise ConfigError(f"--tp {settings.tp}: {refused[0].split(': ', 1)[1]}")
     if not out and settings.tp is not None:
-        raise ConfigError(f"--cp-max {settings.cp_max}: no context-parallel size fits the "
-                          f"model at --tp {settings.tp}; {refused[0]}")
+        searched = (f"--cp-max {settings.cp_max}: no context-parallel" if len(cps) > 1 else
+                    f"--ep-max {settings.ep_max}: no expert-parallel")
+        raise ConfigError(f"{searched} size fits the model at --tp {settings.tp}; "
+                          f"{refused[0]}")
     if not out:
         raise ConfigError(f"--tp-max {settings.tp_max}: no tensor-parallel size fits the "
                           f"model; {refused[0] if refused else ''}".rstrip("; "))
@@ -107,7 +121,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
     workloads: dict[str, Any] = {}
     layers: dict[str, int] = {}   # per workload (by the candidates' ``workload`` field)
     tried_dps: set[int] = set()
-    for tp, path, cp in sources:
+    for tp, path, cp, ep in sources:
         wl = workloads[path] = cached_workload(path)
         h = wl.header
         if tp is None:
@@ -130,7 +144,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                            len(candidates), path if settings.model else "",
                                            settings.split, layered,
                                            end_rows(wl) if settings.split else (False, False),
-                                           cp=cp)
+                                           cp=cp, ep=ep)
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
                           "pipeline degree gives a whole number of microbatches per "

@@ -43,6 +43,8 @@ class PlanCandidateJson:
     key: str = field(metadata={"help": "the candidate's identity (its shape and options)"})
     tp: int = field(metadata={"help": "tensor-parallel size"})
     cp: int = field(metadata={"help": "context-parallel size (each rank holds s/cp tokens)"})
+    ep: int = field(metadata={"help": "expert-parallel size (moe: the experts over ep of the "
+                                      "data-parallel ranks)"})
     pp: int = field(metadata={"help": "pipeline degree"})
     dp: int = field(metadata={"help": "data-parallel size, GPUs / (TP x CP x PP)"})
     vpp: int = field(metadata={"help": "chunks per rank"})
@@ -110,6 +112,9 @@ def _recompute_options(fn):
 @click.option("--cp-max", type=click.IntRange(min=1), default=1, show_default=True,
               help="Largest context-parallel size tried with the model flags (divisors of N "
                    "up to it; 1: the launch file's, or --cp's, alone).")
+@click.option("--ep-max", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Largest expert-parallel size tried for the moe model (divisors of its "
+                   "experts up to it; 1: the launch file's, or --ep's, alone).")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / (TP x CP) is tried, DP = N / (TP x "
                    "CP x PP).")
@@ -184,7 +189,7 @@ def _recompute_options(fn):
                    "(slower; every row gets its numbers).")
 @split_options
 @_recompute_options
-def command(workload, gpu, efficiency, tp_max, cp_max, gpus, memory_limit, global_batch_size,
+def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limit, global_batch_size,
             global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
@@ -228,14 +233,11 @@ def command(workload, gpu, efficiency, tp_max, cp_max, gpus, memory_limit, globa
     if mi is not None:
         if workload is not None:
             raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
-        if mi.shape.arch == "moe":
-            raise ConfigError(f"{mi.source}: plan searches dense models (gpt, llama); the moe "
-                              "model runs with `pipesim run` / `compare`")
         launch = mi.launch
         micro_batch = launch.micro_batch
         fields = dict(seq=launch.seq, micro_batch=launch.micro_batch,
                       **{k: v for k, v in mi.shape.spec_fields().items()
-                         if k not in ("experts", "topk")})
+                         if mi.shape.arch == "moe" or k not in ("experts", "topk")})
         model = tuple(sorted(fields.items()))
         warnings += list(mi.warnings)
         from ...system.config import load_system
@@ -298,7 +300,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, gpus, memory_limit, globa
                             tuple(split) if split.given else (), tp, batch_flag, grouping,
                             plan_state(param_dtype, distributed_optimizer, fsdp, launch_ddp),
                             mi.launch.fp8 if mi is not None else "",
-                            _plan_cp(mi, model_values.get("cp"), cp_max), cp_max)
+                            _plan_cp(mi, model_values.get("cp"), cp_max), cp_max,
+                            _plan_ep(mi, model_values.get("ep"), ep_max), ep_max)
     if settings.cp is None and settings.model is not None:
         # what a searched context parallelism leaves out, as a launch file's CP says it
         from ...workload.generator import cp_exchange_warning
@@ -402,7 +405,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
         fsdp = bool(state.get("fsdp"))
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
-            use_distributed_optimizer=distributed, cp=c.cp,
+            use_distributed_optimizer=distributed, cp=c.cp, ep=c.ep,
             fsdp=c.dp * c.cp if fsdp and c.dp * c.cp > 1 else 0,
             fp8=result.settings.fp8)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
@@ -418,6 +421,15 @@ def _plan_cp(mi, flag: int | None, cp_max: int) -> int | None:
     if cp_max > 1:
         return None
     return mi.launch.cp if mi is not None else 1
+
+
+def _plan_ep(mi, flag: int | None, ep_max: int) -> int | None:
+    """PlanSettings.ep: --ep's, else the launch file's unless --ep-max searches (None)."""
+    if flag is not None:
+        return flag
+    if ep_max > 1:
+        return None
+    return mi.launch.ep if mi is not None else 1
 
 
 def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp: dict) -> tuple:
@@ -455,7 +467,8 @@ def _render(result) -> str:
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
     # the sizes the plan chose or was given beside pp and dp: TP where it searched the model
     # flags' TP sizes, CP where it is above 1
-    sizes = (["tp"] if s.model is not None else []) + (["cp"] if plan_cps(s) != [1] else [])
+    sizes = ((["tp"] if s.model is not None else []) + (["cp"] if plan_cps(s) != [1] else [])
+             + (["ep"] if dict(s.model or ()).get("arch") == "moe" else []))
     headers = ["#", *sizes, "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
                "peak mem/GPU", "engine", "runs on"]
     cells = []
