@@ -106,6 +106,18 @@ def recompute_options(grouping: tuple, recompute: str) -> dict:
     return {"recompute_method": grouping[0], "recompute_num_layers": grouping[1]}
 
 
+def _check_size(name: str, size: int | None, most: int, what: str) -> None:
+    """A size the plan is given (``--cp``, ``--ep``) or searches up to (``--cp-max``, ...):
+    positive, and one of the two."""
+    if size is not None and size < 1:
+        raise ConfigError(f"--{name}: expected a positive integer, got {size}")
+    if most < 1:
+        raise ConfigError(f"--{name}-max: expected a positive integer, got {most}")
+    if size is not None and most > 1:
+        raise ConfigError(f"--{name} {size} and --{name}-max {most}: give one (the {what} "
+                          "size, or the largest one searched)")
+
+
 def check_settings(settings: PlanSettings) -> None:
     if settings.gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
@@ -124,20 +136,8 @@ def check_settings(settings: PlanSettings) -> None:
         raise ConfigError(f"--tp: expected a positive integer, got {settings.tp}")
     if settings.tp is not None and settings.gpus % settings.tp:
         raise ConfigError(f"--tp {settings.tp}: expected a divisor of --gpus {settings.gpus}")
-    if settings.cp is not None and settings.cp < 1:
-        raise ConfigError(f"--cp: expected a positive integer, got {settings.cp}")
-    if settings.cp_max < 1:
-        raise ConfigError(f"--cp-max: expected a positive integer, got {settings.cp_max}")
-    if settings.cp is not None and settings.cp_max > 1:
-        raise ConfigError(f"--cp {settings.cp} and --cp-max {settings.cp_max}: give one (the "
-                          "context-parallel size, or the largest one searched)")
-    if settings.ep is not None and settings.ep < 1:
-        raise ConfigError(f"--ep: expected a positive integer, got {settings.ep}")
-    if settings.ep_max < 1:
-        raise ConfigError(f"--ep-max: expected a positive integer, got {settings.ep_max}")
-    if settings.ep is not None and settings.ep_max > 1:
-        raise ConfigError(f"--ep {settings.ep} and --ep-max {settings.ep_max}: give one (the "
-                          "expert-parallel size, or the largest one searched)")
+    for name, what in (("cp", "context-parallel"), ("ep", "expert-parallel")):
+        _check_size(name, getattr(settings, name), getattr(settings, f"{name}_max"), what)
     arch = dict(settings.model or ()).get("arch")
     if (settings.ep_max > 1 or (settings.ep or 1) > 1) and arch != "moe":
         given = (f"--ep {settings.ep}" if settings.ep is not None

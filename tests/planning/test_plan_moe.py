@@ -12,20 +12,15 @@ from simulator.cli.main import main
 from simulator.workload.generator import ModelSpec, ParallelSpec, render
 from simulator.workload.gpus import gpu_preset
 
+from model_flag_runs import generated_and_flags, plan_json
+
 MOE = ["--model", "moe", "--layers", "4", "--hidden", "2048", "--heads", "16", "--experts",
        "8", "--topk", "2", "--seq", "4096", "--micro-batch", "1", "--gpu", "h100",
        "--global-batch-size", "16", "--param-dtype", "bf16", "--use-distributed-optimizer"]
 
 
-def _plan(tmp_path, *args):
-    out = tmp_path / "p.json"
-    rc = main(["plan", *args, "--system", "configs/system/h100.yaml", "--json", str(out),
-               "--schedules", "1f1b", "-j", "1"])
-    return rc, (json.loads(out.read_text()) if rc == 0 else None)
-
-
 def test_plan_searches_the_expert_parallel_sizes_up_to_ep_max(tmp_path, capsys):
-    rc, d = _plan(tmp_path, *MOE, "--ep-max", "8", "--gpus", "8", "--tp", "1",
+    rc, d = plan_json(tmp_path, *MOE, "--ep-max", "8", "--gpus", "8", "--tp", "1",
                   "--launch", str(tmp_path / "launch"))
     assert rc == 0, capsys.readouterr().err
     ran = {(c["ep"], c["pp"], c["dp"]): c for c in d["candidates"] if c["schedule"] == "1f1b"}
@@ -60,7 +55,7 @@ def test_plan_searches_the_expert_parallel_sizes_up_to_ep_max(tmp_path, capsys):
 
 
 def test_a_larger_ep_holds_fewer_experts_a_gpu(tmp_path, capsys):
-    rc, d = _plan(tmp_path, *MOE, "--ep-max", "8", "--gpus", "8", "--tp", "1")
+    rc, d = plan_json(tmp_path, *MOE, "--ep-max", "8", "--gpus", "8", "--tp", "1")
     assert rc == 0, capsys.readouterr().err
     peaks = {c["ep"]: c["peak_memory_bytes"] for c in d["candidates"]
              if c["schedule"] == "1f1b" and c["pp"] == 1 and c["reason"] is None}
@@ -76,20 +71,12 @@ def test_a_larger_ep_holds_fewer_experts_a_gpu(tmp_path, capsys):
     ([*MOE, "--ep", "3"], "--tp 1: --ep 3 must divide --experts 8 and --dp 8"),
 ])
 def test_plan_refuses_an_expert_parallel_size_that_cannot_run(tmp_path, capsys, args, line):
-    rc, _ = _plan(tmp_path, *args, "--gpus", "8", "--tp", "1")
+    rc, _ = plan_json(tmp_path, *args, "--gpus", "8", "--tp", "1")
     assert rc == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
 
 
 def test_run_of_the_model_flags_takes_ep_as_generate_does(tmp_path, capsys):
-    shape = MOE[:MOE.index("--gpu")]
-    wl = tmp_path / "g.txt"
-    assert main(["generate", *shape, "--ep", "4", "--dp", "8", "--gpu", "h100", "-o",
-                 str(wl)]) == 0
-    common = ["--gpus", "8", "--system", "configs/system/h100.yaml", "--engine", "evaluator"]
-    assert main(["run", str(wl), *common, "--json", str(tmp_path / "1.json")]) == 0
-    assert main(["run", *shape, "--ep", "4", "--gpu", "h100", *common, "--json",
-                 str(tmp_path / "2.json")]) == 0
-    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in (1, 2))
+    a, b = generated_and_flags(tmp_path, MOE[:MOE.index("--gpu")], ["--ep", "4"], 8, 8)
     assert (a["makespan_ns"], a["peak_memory_bytes"]) == (b["makespan_ns"],
                                                           b["peak_memory_bytes"])

@@ -17,6 +17,8 @@ from simulator.workload.gpus import gpu_preset
 from simulator.workload.inputs.megatron_args import megatron_input
 from simulator.workload.inputs.torchtitan_job import read_torchtitan_job
 
+from model_flag_runs import H100, generated_and_flags, plan_json
+
 LLAMA = dict(arch="llama", layers=2, hidden=4096, heads=32, kv_heads=8, ffn=14336,
              vocab=128256, micro_batch=1)
 SRC = "--megatron-args a.txt"
@@ -129,17 +131,10 @@ def test_a_context_parallel_launch_reads_back_to_its_numbers(tmp_path, capsys):
     assert made["optimizer"] == made["weights"] // 2 * 12 // 4 == 2096726016
 
 
-def _plan(tmp_path, *args):
-    out = tmp_path / "p.json"
-    rc = main(["plan", *args, "--system", "configs/system/h100.yaml", "--json", str(out),
-               "--schedules", "1f1b", "-j", "1"])
-    return rc, (json.loads(out.read_text()) if rc == 0 else None)
-
-
 def test_plan_runs_its_candidates_at_the_files_context_parallelism(tmp_path, capsys):
     args = tmp_path / "a.txt"
     args.write_text(ARGS)
-    rc, d = _plan(tmp_path, "--megatron-args", str(args), "--gpus", "16", "--tp", "2")
+    rc, d = plan_json(tmp_path, "--megatron-args", str(args), "--gpus", "16", "--tp", "2")
     assert rc == 0, capsys.readouterr().err
     ran = [c for c in d["candidates"] if c["schedule"] == "1f1b" and c["reason"] is None]
     # 16 GPUs over tp 2 x cp 2: pp 1, 2, 4 with dp 4, 2, 1 and M = 16 / dp microbatches
@@ -166,7 +161,7 @@ def test_plan_of_the_model_flags_takes_cp_and_shards_fsdp_over_dp_x_cp(tmp_path,
     model = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32",
              "--kv-heads", "8", "--ffn", "14336", "--vocab", "128256", "--seq", "16384",
              "--micro-batch", "1", "--gpu", "h100", "--global-batch-size", "16"]
-    rc, d = _plan(tmp_path, *model, "--cp", "4", "--gpus", "32", "--tp", "2", "--param-dtype",
+    rc, d = plan_json(tmp_path, *model, "--cp", "4", "--gpus", "32", "--tp", "2", "--param-dtype",
                   "bf16", "--fsdp")
     assert rc == 0, capsys.readouterr().err
     best = d["best"]
@@ -193,7 +188,7 @@ def test_plan_refuses_a_context_parallel_size_that_cannot_run(tmp_path, capsys, 
     model = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32",
              "--kv-heads", "8", "--seq", "16384", "--micro-batch", "1", "--gpu", "h100",
              "--global-batch-size", "16", "--tp", "2"]
-    rc, _ = _plan(tmp_path, *model, *extra)
+    rc, _ = plan_json(tmp_path, *model, *extra)
     assert rc == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
 
@@ -205,7 +200,7 @@ LONG = ["--model", "llama", "--layers", "8", "--hidden", "4096", "--heads", "32"
 
 
 def test_plan_searches_the_context_parallel_sizes_up_to_cp_max(tmp_path, capsys):
-    rc, d = _plan(tmp_path, *LONG, "--cp-max", "4", "--gpus", "16", "--tp", "2",
+    rc, d = plan_json(tmp_path, *LONG, "--cp-max", "4", "--gpus", "16", "--tp", "2",
                   "--launch", str(tmp_path / "launch"))
     assert rc == 0, capsys.readouterr().err
     # 16 GPUs at tp 2: cp 1, 2 and 4, each with every pp of 16 / (2 cp), dp the rest
@@ -244,7 +239,7 @@ def test_plan_searches_the_context_parallel_sizes_up_to_cp_max(tmp_path, capsys)
                                       "32 and be a multiple of --tp 16"),
 ])
 def test_plan_refuses_a_context_parallel_search_that_cannot_run(tmp_path, capsys, extra, line):
-    rc, _ = _plan(tmp_path, *LONG, "--gpus", "16", *extra)
+    rc, _ = plan_json(tmp_path, *LONG, "--gpus", "16", *extra)
     assert rc == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"pipesim: error: {line}"
 
@@ -254,7 +249,7 @@ def test_plan_of_a_workload_file_refuses_cp(tmp_path, capsys):
     wl.write_text(render(ModelSpec(seq=16384, **LLAMA), ParallelSpec(tp=2, dp=2, cp=2),
                          gpu_preset("h100"), "model"))
     for flag in ("--cp", "--cp-max"):
-        rc, _ = _plan(tmp_path, str(wl), flag, "2", "--gpus", "8")
+        rc, _ = plan_json(tmp_path, str(wl), flag, "2", "--gpus", "8")
         assert rc == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == (
             f"pipesim: error: {flag} 2: expected the model flags or a launch file (plan "
@@ -266,21 +261,15 @@ def test_run_of_the_model_flags_takes_cp_as_generate_does(tmp_path, capsys):
     model = ["--model", "llama", "--layers", "2", "--hidden", "4096", "--heads", "32",
              "--kv-heads", "8", "--ffn", "14336", "--vocab", "128256", "--seq", "16384",
              "--micro-batch", "1", "--tp", "2"]
-    wl = tmp_path / "g.txt"
-    assert main(["generate", *model, "--cp", "2", "--dp", "2", "--gpu", "h100", "-o",
-                 str(wl)]) == 0
-    common = ["--gpus", "8", "--system", "configs/system/h100.yaml", "--engine", "evaluator"]
-    assert main(["run", str(wl), *common, "--json", str(tmp_path / "1.json")]) == 0
-    assert main(["run", *model, "--cp", "2", "--gpu", "h100", *common, "--json",
-                 str(tmp_path / "2.json")]) == 0
-    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in (1, 2))
+    a, b = generated_and_flags(tmp_path, model, ["--cp", "2"], 2, 8)
     assert (a["makespan_ns"], a["peak_memory_bytes"]) == (b["makespan_ns"],
                                                           b["peak_memory_bytes"])
     assert any(w["message"].startswith("--cp 2: each rank's linears") for w in b["warnings"])
     capsys.readouterr()
     args = tmp_path / "a.txt"
     args.write_text(ARGS)
-    assert main(["run", "--megatron-args", str(args), "--cp", "4", *common]) == 2
+    assert main(["run", "--megatron-args", str(args), "--cp", "4", "--gpus", "8", "--system",
+                 H100]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "pipesim: error: --cp 4: the launch file says 2; give one")
 

@@ -300,8 +300,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                             tuple(split) if split.given else (), tp, batch_flag, grouping,
                             plan_state(param_dtype, distributed_optimizer, fsdp, launch_ddp),
                             mi.launch.fp8 if mi is not None else "",
-                            _plan_cp(mi, model_values.get("cp"), cp_max), cp_max,
-                            _plan_ep(mi, model_values.get("ep"), ep_max), ep_max)
+                            _plan_size(mi, "cp", model_values.get("cp"), cp_max), cp_max,
+                            _plan_size(mi, "ep", model_values.get("ep"), ep_max), ep_max)
     if settings.cp is None and settings.model is not None:
         # what a searched context parallelism leaves out, as a launch file's CP says it
         from ...workload.generator import cp_exchange_warning
@@ -414,22 +414,14 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                         options=c.options, command=best.command, numbers=numbers, **extra)
 
 
-def _plan_cp(mi, flag: int | None, cp_max: int) -> int | None:
-    """PlanSettings.cp: --cp's, else the launch file's unless --cp-max searches (None)."""
+def _plan_size(mi, name: str, flag: int | None, most: int) -> int | None:
+    """PlanSettings.cp or .ep (``name``): the flag's, else the launch file's unless the
+    ``--<name>-max`` search is asked for (None)."""
     if flag is not None:
         return flag
-    if cp_max > 1:
+    if most > 1:
         return None
-    return mi.launch.cp if mi is not None else 1
-
-
-def _plan_ep(mi, flag: int | None, ep_max: int) -> int | None:
-    """PlanSettings.ep: --ep's, else the launch file's unless --ep-max searches (None)."""
-    if flag is not None:
-        return flag
-    if ep_max > 1:
-        return None
-    return mi.launch.ep if mi is not None else 1
+    return getattr(mi.launch, name) if mi is not None else 1
 
 
 def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp: dict) -> tuple:

@@ -1,0 +1,33 @@
+"""Helpers of the tests that run a model from its flags: a plan's JSON, and a generated file
+run beside the same model run from the flags (tests/ is on sys.path: pytest puts it there)."""
+
+from __future__ import annotations
+
+import json
+
+from simulator.cli.main import main
+
+H100 = "configs/system/h100.yaml"
+
+
+def plan_json(tmp_path, *args) -> tuple[int, dict | None]:
+    """``pipesim plan ARGS`` on the h100 system, 1F1B's family only, one worker: its exit code
+    and its JSON (None when it refused)."""
+    out = tmp_path / "p.json"
+    rc = main(["plan", *args, "--system", H100, "--json", str(out), "--schedules", "1f1b",
+               "-j", "1"])
+    return rc, (json.loads(out.read_text()) if rc == 0 else None)
+
+
+def generated_and_flags(tmp_path, shape: list[str], sizes: list[str], dp: int,
+                        gpus: int) -> tuple[dict, dict]:
+    """The run of ``pipesim generate SHAPE SIZES --dp DP``'s file and the run of the same
+    model from its flags (``SHAPE SIZES``), both on ``gpus`` H100s: their JSON summaries."""
+    wl = tmp_path / "g.txt"
+    assert main(["generate", *shape, *sizes, "--dp", str(dp), "--gpu", "h100", "-o",
+                 str(wl)]) == 0
+    common = ["--gpus", str(gpus), "--system", H100, "--engine", "evaluator"]
+    assert main(["run", str(wl), *common, "--json", str(tmp_path / "1.json")]) == 0
+    assert main(["run", *shape, *sizes, "--gpu", "h100", *common, "--json",
+                 str(tmp_path / "2.json")]) == 0
+    return tuple(json.loads((tmp_path / f"{n}.json").read_text()) for n in (1, 2))
