@@ -673,10 +673,13 @@ def ddp_report(tail, system, options, header=None,
                 "beside it (FSDP2's prefetch), and in its backward its whole fp32 gradient "
                 "until the reduce-scatter; "
                 + ("without a pipeline every microbatch all-gathers each layer's weights "
-                   "before its forward and again before its backward (FSDP2 resharding after "
-                   "forward, torchtitan's default), the gathers back to back on their own "
-                   "stream, and reduce-scatters its gradients as its backward fills the "
-                   "buckets (the note on Megatron DDP)" if pp == 1 else
+                   "before its forward"
+                   + (" and again before its backward (FSDP2 resharding after forward, "
+                      "torchtitan's default)" if options.fsdp_reshard_after_forward != "never"
+                      else " (not before its backward: --fsdp-reshard-after-forward never)")
+                   + ", the gathers back to back on their own stream, and reduce-scatters its "
+                   "gradients as its backward fills the buckets (the note on Megatron DDP)"
+                   if pp == 1 else
                    "the reduce-scatters and all-gathers are priced as the distributed "
                    "optimizer's with both overlaps (the note on Megatron DDP)")
                 + ", the step as Adam on the fp32 shard")

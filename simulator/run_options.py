@@ -151,10 +151,18 @@ FIELDS: tuple[OptionField, ...] = (
          "torchtitan's FSDP2 over N data-parallel ranks (data_parallel_shard_degree): the "
          "weights in fp32, their fp32 gradients and Adam's state sharded over N; each "
          "transformer layer's weights gathered whole in --param-dtype (default bf16) while it "
-         "computes, the next layer's beside it. Its collectives are priced as Megatron's "
-         "distributed optimizer's with both overlaps (the gradients reduce-scattered in fp32 "
-         "behind the backward, the weights all-gathered behind the forward), its step as "
-         "Adam on the fp32 shard. Set by --torchtitan.", kind="positive", metavar="N"),
+         "computes, the next layer's beside it. With a pipeline its collectives are priced as "
+         "Megatron's distributed optimizer's with both overlaps (the gradients "
+         "reduce-scattered in fp32 behind the last backward, the weights all-gathered behind "
+         "the forward); without one every microbatch gathers the layers before its forward "
+         "(and its backward, --fsdp-reshard-after-forward) and reduce-scatters after its "
+         "backward; its step is Adam on the fp32 shard. Set by --torchtitan.", kind="positive",
+         metavar="N"),
+    _opt("fsdp_reshard_after_forward", str, "default",
+         "torchtitan's fsdp_reshard_after_forward with --fsdp: default (on without a "
+         "pipeline, off with one), always or never; on, a microbatch's backward gathers its "
+         "layers again. always with a pipeline is refused (not modelled).", kind="choice",
+         choices=("default", "always", "never")),
     _opt("use_distributed_optimizer", bool, False,
          "Megatron-LM's distributed optimizer: gradients reduce-scattered over DP, the step on "
          "1/DP of the parameters, the parameters all-gathered after it.", kind="bool"),
@@ -334,7 +342,8 @@ class RunOptions(_RunOptionsFields):
             # pipeline, every microbatch's (DDPSettings.reshards)
             return DDPSettings(True, True, True, 4.0,
                                4.0 if self.param_dtype == "fp32" else 2.0, None,
-                               FSDP_STEP_BYTES_PER_PARAM, zeroes_buffer=False, fsdp=True)
+                               FSDP_STEP_BYTES_PER_PARAM, zeroes_buffer=False, fsdp=True,
+                               reshard=self.fsdp_reshard_after_forward)
         if self.overlap_param_gather and not self.use_distributed_optimizer:
             raise ConfigError("--overlap-param-gather: needs --use-distributed-optimizer (as "
                               "in Megatron-LM)")

@@ -299,7 +299,9 @@ def ddp_option_values(launch: LaunchSettings) -> dict:
     DDP (engine/tail.py) with the file's flags; a torchtitan job's FSDP2 (memory); none for
     another launcher's file."""
     if launch.fsdp:
-        return {"fsdp": launch.fsdp}
+        policy = launch.fsdp_reshard_after_forward
+        return {"fsdp": launch.fsdp,
+                **({"fsdp_reshard_after_forward": policy} if policy != "default" else {})}
     if launch.source is None or not launch.source.startswith("--megatron-args"):
         return {}
     return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
@@ -446,7 +448,7 @@ def launch_options(opts, mi: ModelInput, schedule: str | None):
             # dtype its layers are gathered in
             changes["param_dtype"] = values["param_dtype"]
         # a flag the command line left at its default
-        for key in ("megatron_ddp", "fsdp") + DDP_FLAGS:
+        for key in ("megatron_ddp", "fsdp", "fsdp_reshard_after_forward") + DDP_FLAGS:
             if key in values and getattr(opts, key) == DEFAULTS[key]:
                 changes[key] = values[key]
         if opts.p2p is None and launch.p2p is not None:

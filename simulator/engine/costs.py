@@ -20,12 +20,13 @@ Within a full backward (B) each layer runs Weight_Gradient then Input_Gradient (
 order), last layer first; with split backward, I runs every Input_Gradient and W every
 Weight_Gradient, last layer first.
 
-With ``gathers`` (FSDP2 resharding after each forward, :meth:`~.options.DDPSettings.reshards`)
-every F, I and B action all-gathers each layer's weights before the layer's first state in it
-(``gathers``: the gather's time per layer): the gathers run back to back on their own stream
-from the action's start, in the order the action needs them (FSDP2 prefetches the next layer
-while one computes), and a layer waits for its gather (an ``FSDP_All_Gather`` segment of the
-wait, counted as blocking communication). A W needs no weights.
+With ``gathers`` (FSDP2 without a pipeline, :meth:`~.options.DDPSettings.reshards`) every F
+action all-gathers each layer's weights before the layer's first state in it (``gathers``: the
+gather's time per layer), and every I and B too with ``backward_gathers`` (FSDP2's
+reshard_after_forward): the gathers run back to back on their own stream from the action's
+start, in the order the action needs them (FSDP2 prefetches the next layer while one
+computes), and a layer waits for its gather (an ``FSDP_All_Gather`` segment of the wait,
+counted as blocking communication). A W needs no weights.
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ def _gathered(parts: list[tuple[int, str, float, float]],
 
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
                 header: Header, system: SystemConfig, links: LinkModel | None = None,
-                tp_overlap: bool = False, gathers: dict[int, float] | None = None
-                ) -> ChunkCosts:
+                tp_overlap: bool = False, gathers: dict[int, float] | None = None,
+                backward_gathers: bool = True) -> ChunkCosts:
     scale = system.gpu.compute_scale
     links = links if links is not None else LinkModel(header, system)
     # the runtime profile's per-layer factors (F, I, W) on the compute, not the collectives
@@ -176,11 +177,11 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
         i_parts.append(i)
         w_parts.append(w)
         b_parts.append(i)
+    F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
     if gathers:
-        F, I, B = (_gathered(p, gathers) for p in (f_parts, i_parts, b_parts))
-        W = _build(w_parts)
-    else:
-        F, I, W, B = _build(f_parts), _build(i_parts), _build(w_parts), _build(b_parts)
+        F = _gathered(f_parts, gathers)
+        if backward_gathers:
+            I, B = _gathered(i_parts, gathers), _gathered(b_parts, gathers)
 
     def dp_list(cost: ActionCost) -> tuple[DPCollective, ...]:
         by_index = {layer.index: layer for layer in layers}
@@ -201,9 +202,11 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
 
 def partition_costs(partition: Partition, header: Header, system: SystemConfig,
                     links: LinkModel | None = None, tp_overlap: bool = False,
-                    gathers: list[dict[int, float]] | None = None) -> list[ChunkCosts]:
-    """Every chunk's costs; ``gathers``: per chunk, FSDP2's all-gather time per layer."""
+                    gathers: list[dict[int, float]] | None = None,
+                    backward_gathers: bool = True) -> list[ChunkCosts]:
+    """Every chunk's costs; ``gathers``: per chunk, FSDP2's all-gather time per layer (in the
+    backward too with ``backward_gathers``)."""
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
     return [chunk_costs(c, recompute[i], header, system, links, tp_overlap,
-                        gathers[i] if gathers else None)
+                        gathers[i] if gathers else None, backward_gathers)
             for i, c in enumerate(partition.chunks)]

@@ -63,19 +63,27 @@ class DDPSettings(NamedTuple):
     # Megatron zeroes its whole gradient buffer each iteration; FSDP2 frees its sharded
     # gradients instead (the optimizer's zero_grad sets them to None): nothing to write
     zeroes_buffer: bool = True
-    # torchtitan's FSDP2 (--fsdp): without a pipeline it reshards after every forward
-    # (:meth:`reshards`)
+    # torchtitan's FSDP2 (--fsdp) and its fsdp_reshard_after_forward policy (default,
+    # always, never): without a pipeline every microbatch gathers (:meth:`reshards`)
     fsdp: bool = False
+    reshard: str = "default"
 
     def reshards(self, pp: int) -> bool:
-        """Whether each microbatch gathers the weights again (FSDP2's reshard_after_forward as
-        torchtitan's default policy sets it: on without pipeline parallelism, off with it,
-        torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy): every forward
-        all-gathers each layer, every backward gathers it again and reduce-scatters its
-        gradient (torchtitan's gradient accumulation keeps the gradient sync on). With a
-        pipeline, torch's PipelineStage syncs on the last microbatch's backward only, the
-        distributed optimizer's timing."""
+        """Whether each microbatch gathers the weights (FSDP2 without a pipeline: its
+        backward reshards them, FSDP2's reshard_after_backward): every forward all-gathers
+        each layer, every backward reduce-scatters its gradients (torchtitan's gradient
+        accumulation keeps the gradient sync on), and the backward gathers them again where
+        :meth:`regathers_backward`. With a pipeline, torch's PipelineStage keeps them gathered
+        and syncs on the last microbatch's backward only: the distributed optimizer's timing.
+        """
         return self.fsdp and pp == 1
+
+    def regathers_backward(self, pp: int) -> bool:
+        """Whether each microbatch's backward gathers the layers again: FSDP2's
+        reshard_after_forward, as torchtitan's policy sets it (default: on without pipeline
+        parallelism, off with it; torchtitan/distributed/fsdp.py
+        get_fsdp_reshard_after_forward_policy)."""
+        return self.reshards(pp) and self.reshard != "never"
 
     def bucket_size(self, dp: int) -> int | None:
         """Parameters per bucket (None: one bucket per chunk, as Megatron does without

@@ -134,7 +134,8 @@ class Program(NamedTuple):
         if links is None or links.system is not system:   # the plan's, unless the runtime's own
             links = LinkModel(header, system, schedule.pp)  # figures changed the system above
         costs = partition_costs(partition, header, system, links, tp_comm_overlap,
-                                fsdp_gathers(schedule, partition, header, system, links, ddp))
+                                fsdp_gathers(schedule, partition, header, system, links, ddp),
+                                ddp is not None and ddp.regathers_backward(schedule.pp))
         tail = compile_tail(schedule, partition, header, system, links, ddp=ddp, costs=costs,
                             tp_overlap=tp_comm_overlap)
         if p2p_scatter_gather and header.tp > 1:

@@ -47,8 +47,8 @@ slowest rank is done. With ``--overlap-param-gather`` the all-gather runs behind
 iteration's first forward: only what exceeds the rank's forward of one microbatch shows.
 With FSDP2 resharding after every forward (no pipeline: :meth:`~.options.DDPSettings.reshards`)
 every weight-carrying backward issues its buckets, not only the last, and no all-gather follows
-the step: each F, I and B gathers its layers' weights itself (costs.py ``gathers``, priced per
-layer by :func:`fsdp_gathers`).
+the step: each F gathers its layers' weights itself, and each I and B too with
+reshard_after_forward (costs.py ``gathers``, priced per layer by :func:`fsdp_gathers`).
 
 A new rule of the tail changes only this module: bucketed DP (Megatron's gradient buckets:
 :meth:`Tail.dp` holds layers until their bucket is full), a distributed optimizer
@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..errors import ConfigError
 from ..schedules.schedule import Schedule
 from ..system.collectives import group_size, ring_time_ns
 from ..system.config import SystemConfig
@@ -270,6 +271,10 @@ def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
     ``gathers``): the layer's parameters (its gradient collective's bytes over the file's
     bytes a parameter) in the gathered dtype, over FSDP's shard group (:func:`_fsdp_gather`).
     None when the run does not reshard."""
+    if ddp is not None and ddp.fsdp and ddp.reshard == "always" and schedule.pp > 1:
+        raise ConfigError(f"--fsdp-reshard-after-forward always: expected default or never "
+                          f"with a pipeline (pp {schedule.pp}): FSDP2 resharding after every "
+                          "forward under torch's PipelineStage is not modelled")
     if ddp is None or not ddp.reshards(schedule.pp):
         return None
     in_file = system.memory.grad_bytes(header.grad_bytes_per_param)

@@ -194,6 +194,8 @@ def torchtitan_parallelism(lp: LaunchPlan, csv_name: str | None) -> dict | None:
                  "data_parallel_shard_degree": lp.dp if fsdp else 1}
     if lp.cp > 1:
         out["context_parallel_degree"] = lp.cp
+    if fsdp and lp.settings.fsdp_reshard_after_forward != "default":
+        out["fsdp_reshard_after_forward"] = lp.settings.fsdp_reshard_after_forward
     if v.how.startswith("csv"):
         # the name only places the stages (torchtitan's _get_pp_rank_to_stage_indices_mapping)
         out["pipeline_parallel_schedule"] = ("ZBVZeroBubble" if s.placement == "v" else

@@ -123,3 +123,38 @@ def test_hybrid_sharding_reduces_over_the_shards_then_the_replicas(shard, expect
                  iterations=1, options=EngineOptions(p2p="async", ddp=FSDP))
     (c,) = evaluate(rt).collectives
     assert (c.nbytes, c.end - c.start) == (80000, pytest.approx(expect))
+
+
+def _with_policy(policy: str):
+    return RunOptions.from_values({"fsdp": 4, "param_dtype": "bf16",
+                                   "fsdp_reshard_after_forward": policy}).ddp_settings()
+
+
+def test_never_resharding_after_forward_gathers_in_the_forward_only():
+    sched = generate("1f1b", 1, 2, 1)
+    wl = uniform_workload(4, 1000, 700, 500, pp=1, ga=2, all_gpus=4, wg_comm=DP_ROW)
+    rt = Runtime(sched, partition(wl, 1), wl.header, SYSTEM, iterations=1,
+                 options=EngineOptions(p2p="async", ddp=_with_policy("never")))
+    rec = _Run(rt, look_ahead=False).run()
+    assert_same(rec, evaluate(rt))
+    # F as before (25,600); B keeps the weights its forward gathered: 4 x 1200; each
+    # backward still reduce-scatters, 4100 into it (layer 0's gradient)
+    f, b = 4 * GATHER + 1000, 4800.0
+    assert [(a.start, a.end) for a in rec.actions] == [
+        (0.0, f), (f, f + b), (f + b, 2 * f + b), (2 * f + b, 2 * (f + b))]
+    assert [c.start for c in rec.collectives] == [f + 4100, 2 * f + b + 4100]
+    assert rec.iteration_bounds == [(0.0, 2 * f + b + 4100 + REDUCE + STEP)]
+
+
+def test_always_resharding_with_a_pipeline_is_refused():
+    from simulator.errors import ConfigError
+
+    sched = generate("1f1b", 2, 2, 1)
+    wl = uniform_workload(4, pp=2, ga=2, all_gpus=8, wg_comm=DP_ROW)
+    with pytest.raises(ConfigError) as err:
+        Runtime(sched, partition(wl, 2), wl.header, SYSTEM, iterations=1,
+                options=EngineOptions(p2p="async", ddp=_with_policy("always")))
+    assert str(err.value) == (
+        "--fsdp-reshard-after-forward always: expected default or never with a pipeline "
+        "(pp 2): FSDP2 resharding after every forward under torch's PipelineStage is not "
+        "modelled")

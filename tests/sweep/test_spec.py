@@ -37,7 +37,7 @@ def error(data, base) -> str:
      "pipeline_parallel_first_stage_less_layers, pipeline_parallel_last_stage_less_layers, "
      "iterations, layout, p2p, memory_limit, jitter, seed, "
      "slow_rank, recompute, recompute_method, recompute_num_layers, pp_comm, gpus, dp, "
-     "max_actions, engine, param_dtype, megatron_ddp, fsdp, "
+     "max_actions, engine, param_dtype, megatron_ddp, fsdp, fsdp_reshard_after_forward, "
      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, ddp_bucket_size, "
      "grad_reduce_dtype, fp16_loss_scale, tp_comm_overlap, p2p_scatter_gather, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "

@@ -433,10 +433,10 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
                             f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP (--fsdp "
                             "2) reduce-scatters in Megatron's buckets, not per transformer "
                             "block; without a pipeline each microbatch gathers every layer "
-                            "before its forward and its backward (torchtitan's default "
-                            "reshard_after_forward), with one the weights are gathered behind "
-                            "the first forward; the gathers and the reduce-scatters are priced "
-                            "as if each had the link alone")[::-1]
+                            "before its forward, and before its backward with "
+                            "reshard_after_forward (torchtitan's default there), with one the "
+                            "weights are gathered behind the first forward; the gathers and "
+                            "the reduce-scatters are priced as if each had the link alone")[::-1]
 
 
 def test_torchtitan_refusals_name_the_key(tmp_path):
@@ -684,3 +684,50 @@ def test_fp8_format_turns_on_transformer_engines_fp8_linears():
                        r"--bf16 with it \(Transformer Engine's FP8 runs beside bf16 weights "
                        r"and activations\), found fp16$"):
         megatron_input(BASE.replace("--bf16", "--fp16") + "--fp8-format e4m3", "a.txt", 8)
+
+
+FSDP_JOB = ('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 2\n'
+            'seq_len = 2048\nglobal_batch_size = 8\n[parallelism]\n'
+            'data_parallel_shard_degree = 2\n')
+
+
+def test_torchtitan_fsdp_reshard_policy_is_read_and_written_back(tmp_path, capsys):
+    from simulator.cli.main import main
+    from simulator.cli.model_inputs import ddp_option_values
+
+    path = tmp_path / "job.toml"
+    path.write_text(FSDP_JOB + 'fsdp_reshard_after_forward = "never"\n')
+    got = read_torchtitan_job(str(path), gpus=2)
+    assert got.launch.fsdp_reshard_after_forward == "never"
+    assert ddp_option_values(got.launch) == {"fsdp": 2, "fsdp_reshard_after_forward": "never"}
+    # the policy changes the run (its backward gathers nothing) and survives --launch
+    common = ["--gpus", "2", "--system", "configs/system/h100.yaml", "--engine", "evaluator"]
+    out = {}
+    for name, job in (("never", path), ("default", tmp_path / "d.toml")):
+        if name == "default":
+            job.write_text(FSDP_JOB)
+        assert main(["run", "--torchtitan", str(job), *common, "--json",
+                     str(tmp_path / f"{name}.json"), "--launch", str(tmp_path / name)]) == 0
+        out[name] = json.loads((tmp_path / f"{name}.json").read_text())["makespan_ns"]
+    assert out["never"] < out["default"]
+    written = (tmp_path / "never" / "torchtitan.toml").read_text()
+    assert 'fsdp_reshard_after_forward = "never"' in written.split("\n")
+    assert "fsdp_reshard_after_forward" not in (tmp_path / "default" / "torchtitan.toml"
+                                                ).read_text()
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("gpus, edit, line", [
+    (2, 'fsdp_reshard_after_forward = "sometimes"\n',
+     "fsdp_reshard_after_forward: expected default, always or never, found 'sometimes'"),
+    (4, 'fsdp_reshard_after_forward = "always"\npipeline_parallel_degree = 2\n',
+     "fsdp_reshard_after_forward: expected default or never with pipeline_parallel_degree 2 "
+     "(resharding after every forward under torch's PipelineStage is not modelled), found "
+     "'always'"),
+])
+def test_torchtitan_fsdp_reshard_policy_refusals(tmp_path, gpus, edit, line):
+    path = tmp_path / "job.toml"
+    path.write_text(FSDP_JOB + edit)
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=gpus)
+    assert str(err.value) == f"--torchtitan {path}: [parallelism] {line}"

@@ -83,6 +83,7 @@ class LaunchSettings(NamedTuple):
     fp16_loss_scale: bool = False        # --fp16: the step unscales and checks the gradients
     p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
     fsdp: int = 0                        # torchtitan's FSDP2 shard degree (0: no FSDP)
+    fsdp_reshard_after_forward: str = "default"   # its policy: default, always, never
     fp8: str = ""                        # --fp8-recipe with --fp8-format ("": no FP8)
 
 

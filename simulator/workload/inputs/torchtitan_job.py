@@ -76,7 +76,8 @@ READ = {
                     "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                     "pipeline_parallel_first_stage_less_layers",
-                    "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part"),
+                    "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
+                    "fsdp_reshard_after_forward"),
     "training": ("local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
                  "steps", "dataset", "dataset_path", "max_norm"),
     "activation_checkpoint": ("mode", "selective_ac_option"),
@@ -178,11 +179,19 @@ class _Job:
                                                else "")
                                  + f": FSDP (--fsdp {fsdp}) reduce-scatters in Megatron's "
                                  "buckets, not per transformer block; without a pipeline each "
-                                 "microbatch gathers every layer before its forward and its "
-                                 "backward (torchtitan's default reshard_after_forward), with "
-                                 "one the weights are gathered behind the first forward; the "
-                                 "gathers and the reduce-scatters are priced as if each had "
-                                 "the link alone")
+                                 "microbatch gathers every layer before its forward, and "
+                                 "before its backward with reshard_after_forward (torchtitan's "
+                                 "default there), with one the weights are gathered behind "
+                                 "the first forward; the gathers and the reduce-scatters are "
+                                 "priced as if each had the link alone")
+        reshard = self.get(P, "fsdp_reshard_after_forward", "default", str)
+        if reshard not in ("default", "always", "never"):
+            self.refuse(P, "fsdp_reshard_after_forward", "default, always or never",
+                        repr(reshard))
+        if reshard == "always" and pp > 1 and fsdp > 1:
+            self.refuse(P, "fsdp_reshard_after_forward", "default or never with "
+                        f"pipeline_parallel_degree {pp} (resharding after every forward under "
+                        "torch's PipelineStage is not modelled)", repr(reshard))
         dp = replicate * shard
         if shape.heads % tp:
             self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)
@@ -255,7 +264,7 @@ class _Job:
             schedule=schedule, schedule_csv=csv, stage_layers=stage_layers,
             layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
                                       None),
-            fsdp=fsdp if fsdp > 1 else 0)
+            fsdp=fsdp if fsdp > 1 else 0, fsdp_reshard_after_forward=reshard)
         self.notes.append(f"{self.src}: torchtitan's tensor parallelism shards the sequence "
                           "between its norms (sequence parallel) and its attention is SDPA "
                           "(flash: no scores kept)")
