@@ -116,8 +116,8 @@ def _recompute_options(fn):
               help="Largest expert-parallel size tried for the moe model (divisors of its "
                    "experts up to it; 1: the launch file's, or --ep's, alone).")
 @click.option("--gpus", type=int, required=True, metavar="N",
-              help="World size; every pipeline degree dividing N / (TP x CP) is tried, DP = N / (TP x "
-                   "CP x PP).")
+              help="World size; every pipeline degree dividing N / (TP x CP) is tried, "
+                   "DP = N / (TP x CP x PP).")
 @click.option("--memory-limit", type=float, default=None, metavar="GIB",
               help="Per-GPU memory in GiB (2^30 bytes); default the system's memory capacity "
                    "(none on the built-in system).")
@@ -189,8 +189,8 @@ def _recompute_options(fn):
                    "(slower; every row gets its numbers).")
 @split_options
 @_recompute_options
-def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limit, global_batch_size,
-            global_batch, system,
+def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limit,
+            global_batch_size, global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
             launch_dir, param_dtype, distributed_optimizer, fsdp, no_prune, **values):
