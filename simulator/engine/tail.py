@@ -236,7 +236,11 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                              b.update_ns, int(round(nbytes)))
             if n > 1:
                 out.append(d)
-            shard = n if ddp.distributed_optimizer else 1
+            # the step on the rank's shard: FSDP's over its shard group (hybrid sharding
+            # replicates the optimizer state over the replicas), the distributed optimizer's
+            # over the whole DP
+            shard = (_shards(header, system, links)[0] if ddp.fsdp and b.group is CommGroup.DP
+                     else n if ddp.distributed_optimizer else 1)
             if bandwidth > 0:
                 # the step on the rank's shard, and the zeroing of its whole gradient buffer
                 acc[1] += b.params * (ddp.step_bytes_per_param / shard

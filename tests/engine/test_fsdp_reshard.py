@@ -158,3 +158,18 @@ def test_always_resharding_with_a_pipeline_is_refused():
         "--fsdp-reshard-after-forward always: expected default or never with a pipeline "
         "(pp 2): FSDP2 resharding after every forward under torch's PipelineStage is not "
         "modelled")
+
+
+@pytest.mark.parametrize("shard, step", [(2, 20000 / 2 * 32 / 1000), (4, STEP)])
+def test_the_step_runs_on_the_shard_groups_share(shard, step):
+    """Hybrid sharding over 2 of the 4 DP ranks steps half the 20,000 parameters, 32 B each
+    over 1000 B/ns of HBM; FSDP over all 4 a quarter."""
+    from simulator.system.config import with_fsdp
+
+    fsdp = with_fsdp(SYSTEM, shard, "bf16")
+    system = fsdp._replace(memory=fsdp.memory._replace(grad_bytes_per_param=4.0,
+                                                        bandwidth_gbs=1000.0))
+    wl = uniform_workload(4, 1000, 700, 500, pp=1, ga=1, all_gpus=4, wg_comm=DP_ROW)
+    rt = Runtime(generate("1f1b", 1, 1, 1), partition(wl, 1), wl.header, system,
+                 iterations=1, options=EngineOptions(p2p="async", ddp=FSDP))
+    assert rt.program.tail.ddp.ranks[0].step_ns == pytest.approx(step)
