@@ -64,9 +64,10 @@ def workload_text(run: dict, compute: str) -> str:
 
     # Megatron-LM ties the LM head to the embedding unless the launch says otherwise
     tied = "--untie-embeddings-and-output-weights" not in run.get("megatron_args", "")
+    # grouped-query attention where the run states its K/V heads (Llama 3's 8 groups)
     model = ModelSpec(run["model"], run["layers"], run["hidden"], run["heads"], run["seq"],
                       run["micro_batch"], ffn=run["ffn"], vocab=run["vocab"],
-                      tied_embeddings=tied)
+                      kv_heads=run.get("kv_heads"), tied_embeddings=tied)
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
     # an FP8 run: bf16 with Transformer Engine's FP8 linears, in its recipe
     fp8 = run.get("fp8_recipe", "delayed") if run["precision"] == "fp8" else ""
