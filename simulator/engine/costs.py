@@ -36,6 +36,7 @@ from typing import NamedTuple
 from ..system.collectives import collective_time_ns
 from ..system.config import SystemConfig
 from ..system.topology import LinkModel
+from ..workload.layer_ops import ATTENTION_CORE_ROW
 from ..workload.model import CommGroup, Header, Layer, Partition
 from ..schedules.action import Kind
 
@@ -132,6 +133,28 @@ def _gathered(parts: list[tuple[int, str, float, float]],
     return ActionCost(t, comm, tuple(segs), len(parts))
 
 
+def cp_ring_exposed(header: Header, links: LinkModel) -> tuple[float, float] | None:
+    """What context parallelism's K/V ring adds to an attention row's forward and input
+    gradient (Transformer Engine's AttnFuncWithCPAndKVP2P): cp steps, each one block's
+    attention with the next block's transfer to the ring neighbour behind it, waited for at the
+    step's end, so each step lasts the longer of the two. The forward sends K and V in all steps
+    but the last; the backward sends K and V in the first, K, V and their gradients in the
+    middle ones, the gradients in the last (back to their owner). None at cp 1."""
+    cp = header.cp
+    if cp < 2 or header.cp_kv_bytes <= 0:
+        return None
+    link = links.ring_neighbour(cp)
+
+    def shows(nbytes: float, step: float) -> float:
+        t = nbytes * 8.0 / link.bandwidth_gbps + link.latency_ns
+        return t - step if t > step else 0.0
+
+    kv, f, b = header.cp_kv_bytes, header.cp_fwd_step_ns, header.cp_bwd_step_ns
+    fwd = (cp - 1) * shows(kv, f)
+    bwd = 2 * shows(kv, b) + (cp - 2) * shows(2 * kv, b)
+    return fwd, bwd
+
+
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
                 header: Header, system: SystemConfig, links: LinkModel | None = None,
                 tp_overlap: bool = False, gathers: dict[int, float] | None = None,
@@ -145,10 +168,14 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
         f = layer_scale(layer.index) if layer_scale is not None else None
         return scale if f is None else scale * f[kind]
 
+    ring = cp_ring_exposed(header, links)
+
     def part(layer: Layer, state: str, compute: float, comm, forward: bool):
         t = collective_time_ns(comm, header, system, forward=forward, links=links)
         if tp_overlap and t > 0 and comm.group is CommGroup.TP:
             t = overlapped(compute, t) - compute   # what shows beyond the GEMMs
+        if ring and layer.name == ATTENTION_CORE_ROW:
+            t += ring[0] if forward else ring[1]
         return (layer.index, state, compute, t)
 
     def fwd(layer: Layer, state: str = FORWARD_PASS) -> tuple[int, str, float, float]:

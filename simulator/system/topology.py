@@ -128,6 +128,16 @@ class LinkModel:
         ranks, gather_ns = self.p2p_split
         return LinkConfig(link.bandwidth_gbps * ranks, link.latency_ns + gather_ns)
 
+    def ring_neighbour(self, ranks: int, pp_rank: int = 0) -> LinkConfig:
+        """The link each of the first ``ranks`` data-parallel ranks sends its neighbour on,
+        all at once (a context-parallel ring: Megatron-LM's CP ranks come right after TP):
+        NVLink inside a node, else one NIC each; the DP figures without a topology."""
+        if not self.topology.enabled:
+            return self.system.collectives.dp
+        pl = self.placement
+        spans = ranks > 1 and pl.node(pl.gpu(pp_rank)) != pl.node(pl.gpu(pp_rank, ranks - 1))
+        return self.topology.inter_node if spans else self.topology.intra_node
+
     def collective(self, group: CommGroup, kind: CommType, pp_rank: int = 0,
                    ranks: int | None = None, stride: int = 1) -> LinkConfig:
         """The link figures of a collective of ``group`` on stage ``pp_rank``; ``ranks``: a DP

@@ -149,10 +149,11 @@ def cp_exchange_warning(source: str, cp: int | str) -> str:
     """What a generated file of context parallelism ``cp`` (a size, or "cp" for a searched
     one) leaves out, as its input's warning (one text for every input that sets it)."""
     return (f"{source}: each rank's linears, norms, loss and memory "
-            f"are its s/{cp} tokens' and its attention its queries' against all keys; the "
-            "exchange of K and V between the context-parallel ranks (Transformer Engine's "
-            "ring of p2p, torchtitan's all-gather) is not priced, taken as hidden behind the "
-            "attention")
+            f"are its s/{cp} tokens' and its attention its queries' against all keys, in "
+            f"{cp} ring steps of equal work (the load-balanced split), each step's K/V "
+            "transfer to the next rank hidden behind the step's attention up to its length "
+            "(Transformer Engine's ring of p2p; torchtitan's exchange is priced as the same "
+            "ring)")
 
 
 @dataclass(frozen=True)
@@ -480,9 +481,29 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
     return f, b, i, w
 
 
+def cp_ring(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset,
+            efficiency: float | None = None) -> tuple[int, int, int] | None:
+    """Context parallelism's ring as the header states it (``cp_kv_bytes``, ``cp_fwd_step_ns``,
+    ``cp_bwd_step_ns``): the K and V bytes a rank sends each step and one step's attention
+    forward and backward on ``gpu`` (the flash kernels' time over cp steps); None at cp 1."""
+    if par.cp < 2 or not par.flash_attention:
+        return None
+    steps = []
+    for ops in layer_ops.cp_step_ops(model, par):
+        if efficiency is not None:
+            ns = sum(gpu.time_ns(o.flops, efficiency) for o in ops)
+        else:
+            ns = row_times(ops, kernel_preset(gpu.key))[0]
+            ns = sum(ns) - len(ops) * kernel_preset(gpu.key).kernel_gap_ns
+        steps.append(ns // par.cp)
+    return layer_ops.cp_kv_bytes(model, par), steps[0], steps[1]
+
+
 def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
-                defaulted: tuple[str, ...] = ()) -> str:
-    """Line 1; ``defaulted``: the ``option=value`` pairs generate filled in (a run warns)."""
+                defaulted: tuple[str, ...] = (),
+                ring: tuple[int, int, int] | None = None) -> str:
+    """Line 1; ``defaulted``: the ``option=value`` pairs generate filled in (a run warns);
+    ``ring``: context parallelism's (:func:`cp_ring`)."""
     vpp = par.vpp if layout == "model" else model.layers // par.pp
     filled = f" generated_defaults: {','.join(defaulted)}" if defaulted else ""
     return (f"{POLICY}\tmodel_parallel_NPU_group: {par.tp} ep: {par.ep} pp: {par.pp} "
@@ -496,6 +517,8 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
             + f"grad_bytes_per_param: {FP32} "
             + (f"embedding_sync_params: {embedding_sync_params(model, par)} "
                if model.tied_embeddings else "")
+            + (f"cp: {par.cp} cp_kv_bytes: {ring[0]} cp_fwd_step_ns: {ring[1]} "
+               f"cp_bwd_step_ns: {ring[2]} " if ring else "")
             + f"layout: {layout}{filled}")
 
 
@@ -520,7 +543,8 @@ def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "m
         if not kernel_preset(gpu.key).fp8_tflops:
             raise ConfigError(f"--fp8-format: the {gpu.key} preset has no FP8 tensor cores "
                               "(expected h100 or h200)")
-    return render_rows(header_line(model, par, layout, defaulted),
+    ring = cp_ring(model, par, gpu, efficiency) if layout == "model" else None
+    return render_rows(header_line(model, par, layout, defaulted, ring),
                        generate_rows(model, par, layout), gpu, efficiency)
 
 

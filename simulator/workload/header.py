@@ -50,6 +50,12 @@ _INT_KEYS = {
     # and the tied word embedding's parameters on one TP rank, whose gradient Megatron-LM
     # all-reduces between the first and the last pipeline stage once an iteration
     "embedding_sync_params:": ("embedding_sync_params", 0),
+    # and context parallelism's ring: its ranks, the K and V bytes a rank sends each step, and
+    # the attention's forward and backward ns a step (the K/V exchange hides behind them)
+    "cp:": ("cp", 1),
+    "cp_kv_bytes:": ("cp_kv_bytes", 0),
+    "cp_fwd_step_ns:": ("cp_fwd_step_ns", 0),
+    "cp_bwd_step_ns:": ("cp_bwd_step_ns", 0),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -71,7 +77,7 @@ _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, 
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, "
           "activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, "
           "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:, "
-          "embedding_sync_params:")
+          "embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:")
 
 
 class ParsedHeader:
@@ -272,6 +278,9 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     w_transient_bytes=values.get("w_transient_bytes", 0),
                     grad_bytes_per_param=values.get("grad_bytes_per_param", 0),
                     embedding_sync_params=values.get("embedding_sync_params", 0),
+                    cp=values.get("cp", 1), cp_kv_bytes=values.get("cp_kv_bytes", 0),
+                    cp_fwd_step_ns=values.get("cp_fwd_step_ns", 0),
+                    cp_bwd_step_ns=values.get("cp_bwd_step_ns", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

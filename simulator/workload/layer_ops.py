@@ -138,6 +138,26 @@ def _attention_core(model, par) -> list:
     return ops
 
 
+# the row whose kernels hold the attention core (the context-parallel ring runs in it)
+ATTENTION_CORE_ROW = "attention_column"
+
+
+def cp_kv_bytes(model, par) -> int:
+    """What a context-parallel rank sends its ring neighbour each step: the K and V of its
+    s/cp tokens, for its query groups over TP (Transformer Engine's AttnFuncWithCPAndKVP2P
+    passes K and V concatenated)."""
+    hd = model.hidden // model.heads
+    return 2 * tokens(model, par) * (model.kv // par.tp) * hd * par.dtype_bytes
+
+
+def cp_step_ops(model, par) -> tuple:
+    """The attention core's flash kernels (forward, backward) of a context-parallel rank: the
+    ring runs them in cp equal steps (the load-balanced split), one step a received block."""
+    ops = [o for o in _attention_core(model, par) if o.kind == "flash"
+           and not o.name.endswith("_recompute")]
+    return tuple(o for o in ops if o.phase == "fwd"), tuple(o for o in ops if o.phase != "fwd")
+
+
 def attention_column_ops(model, par) -> list:
     """Input norm, fused QKV projection (h -> q/T), attention core. Under torchtitan's op-level
     selective checkpointing the backward first runs the norm and the K projection again (its

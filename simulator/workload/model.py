@@ -121,6 +121,13 @@ class Header(NamedTuple):
     w_transient_bytes: int = 0
     grad_bytes_per_param: int = 0         # bytes a gradient collective moves per parameter
     embedding_sync_params: int = 0        # tied word embedding on a TP rank (0: none)
+    # context parallelism's ring (pipesim generate writes it; engine/costs.py prices it): the
+    # ring's ranks, the K and V bytes a rank sends a step, and one step's attention forward and
+    # backward ns on its rows named ATTENTION_CORE_ROW (0: no ring)
+    cp: int = 1
+    cp_kv_bytes: int = 0
+    cp_fwd_step_ns: int = 0
+    cp_bwd_step_ns: int = 0
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer

@@ -23,10 +23,10 @@ LLAMA = dict(arch="llama", layers=2, hidden=4096, heads=32, kv_heads=8, ffn=1433
              vocab=128256, micro_batch=1)
 SRC = "--megatron-args a.txt"
 CP_WARNING = (f"{SRC}: --context-parallel-size 2: each rank's linears, norms, loss and memory "
-              "are its s/2 tokens' and its attention its queries' against all keys; the "
-              "exchange of K and V between the context-parallel ranks (Transformer Engine's "
-              "ring of p2p, torchtitan's all-gather) is not priced, taken as hidden behind the "
-              "attention")
+              "are its s/2 tokens' and its attention its queries' against all keys, in 2 ring "
+              "steps of equal work (the load-balanced split), each step's K/V transfer to the "
+              "next rank hidden behind the step's attention up to its length (Transformer "
+              "Engine's ring of p2p; torchtitan's exchange is priced as the same ring)")
 ARGS = ("--num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
         "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
         "--disable-bias-linear --position-embedding-type rope "
@@ -297,3 +297,63 @@ def test_a_torchtitan_sequence_cp_cannot_split_is_refused(tmp_path):
         read_torchtitan_job(str(path), gpus=2)
     assert str(err.value) == (f"--torchtitan {path}: [training] seq_len: expected a multiple of "
                               "2 x context_parallel_degree 2, found 8190")
+
+
+def test_the_header_states_the_ring_its_kv_bytes_and_steps():
+    model = ModelSpec(seq=16384, **LLAMA)
+    par = ParallelSpec(tp=2, dp=2, cp=2)
+    head = render(model, par, gpu_preset("h100"), "model").split("\n", 1)[0]
+    # K and V of the rank's 8192 tokens for its 4 of the 8 query groups, 128 wide, bf16; one
+    # step is the flash kernel's time over the 2 steps (ns, as the rows price it)
+    from simulator.workload.generator import cp_ring
+
+    kv, f, b = cp_ring(model, par, gpu_preset("h100"))
+    assert kv == 2 * 8192 * 4 * 128 * 2 == 16777216
+    assert f"cp: 2 cp_kv_bytes: {kv} cp_fwd_step_ns: {f} cp_bwd_step_ns: {b} " in head
+    assert "cp:" not in render(model, ParallelSpec(tp=2, dp=4), gpu_preset("h100"),
+                               "model").split("\n", 1)[0]
+
+
+@pytest.mark.parametrize("cp, fwd, bwd", [
+    # 4 ranks at TP 2 share a node: NVLink, 3600 Gb/s and 1 us. A block (1 MB) crosses in
+    # 2222.2 + 1000 ns: 2222.2 shows beyond each 1000 ns forward step (3 of them), nothing
+    # beyond the 5000 ns backward steps that send one block, 444.4 beyond the 2 that send two
+    (4, 3 * 2222.2222, 2 * 444.4444),
+    # 8 ranks at TP 2 span two nodes: one NIC each, 400 Gb/s and 5 us: a block in 25,000 ns
+    (8, 7 * 24000.0, 2 * 20000.0 + 6 * 40000.0),
+])
+def test_the_ring_adds_what_each_step_s_transfer_shows_beyond_its_attention(cp, fwd, bwd):
+    """A ring of cp ranks sending 1 MB a step behind 1000 ns forward and 5000 ns backward
+    steps: the forward's cp - 1 transfers of K and V, the backward's two of one block and
+    cp - 2 of two (K, V and their gradients)."""
+    from simulator.engine.costs import cp_ring_exposed
+    from simulator.system.config import load_system
+    from simulator.system.topology import LinkModel
+    from simulator.workload.model import Header
+
+    header = Header("HYBRID_TRANSFORMER_FWD_IN_BCKWD", tp=2, all_gpus=2 * cp, cp=cp,
+                    cp_kv_bytes=1_000_000, cp_fwd_step_ns=1000, cp_bwd_step_ns=5000)
+    links = LinkModel(header, load_system("configs/system/h100.yaml"), 1)
+    assert cp_ring_exposed(header, links) == (pytest.approx(fwd), pytest.approx(bwd))
+
+
+def test_a_run_adds_the_ring_to_each_attention_row(tmp_path):
+    """The same file with its ring's bytes set to 0: every attention row's forward and input
+    gradient differ by what cp_ring_exposed gives, nothing else does."""
+    from simulator import simulate
+    from simulator.engine.costs import cp_ring_exposed
+    from simulator.system.topology import LinkModel
+
+    model = ModelSpec(seq=131072, **{**LLAMA, "kv_heads": 32})
+    text = render(model, ParallelSpec(tp=2, dp=1, cp=8), gpu_preset("h100"), "model")
+    ring, free = tmp_path / "ring.txt", tmp_path / "free.txt"
+    ring.write_text(text)
+    head, rest = text.split("\n", 1)
+    kv = next(t for t in head.split("cp_kv_bytes: ")[1].split())
+    free.write_text(head.replace(f"cp_kv_bytes: {kv}", "cp_kv_bytes: 0") + "\n" + rest)
+    a, b = (simulate(str(p), "1f1b", "configs/system/h100.yaml", gpus=16) for p in (ring, free))
+    f, i = cp_ring_exposed(a.workload.header, LinkModel(a.workload.header, a.system, 1))
+    assert f > 0
+    attention = sum(1 for layer in a.workload.layers if layer.name == "attention_column")
+    assert a.to_dict()["makespan_ns"] - b.to_dict()["makespan_ns"] == pytest.approx(
+        attention * (f + i))
