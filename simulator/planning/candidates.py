@@ -53,6 +53,11 @@ class Candidate:
         return k + (f"-r{self.recompute}" if self.recompute != "file" else "")
 
     @property
+    def shard_ranks(self) -> int:
+        """The ranks FSDP shards over: DP x CP (torchtitan's ``dp_shard_cp`` mesh)."""
+        return self.dp * self.cp
+
+    @property
     def split_options(self) -> dict[str, Any]:
         """The split as :func:`simulator.api.simulate` keywords (none: the default split)."""
         if not self.split:

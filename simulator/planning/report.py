@@ -67,7 +67,7 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--recompute", c.recompute]
     for key, value in recompute_options(settings.recompute_grouping, c.recompute).items():
         words += ["--" + key.replace("_", "-"), str(value)]
-    state = state_options(settings.state, c.dp * c.cp)
+    state = state_options(settings.state, c.shard_ranks)
     if settings.runtime == "megatron":
         state["megatron_ddp"] = True
     for key, value in sorted(state.items(), key=lambda kv: kv[0] != "megatron_ddp"):

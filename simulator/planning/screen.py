@@ -112,7 +112,8 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
                           else ctx.max_actions, recompute=c.recompute,
                           **recompute_options(ctx.recompute_grouping, c.recompute),
                           **c.split_options,
-                          **{**megatron_options(ctx.runtime), **state_options(ctx.state, c.dp * c.cp)})
+                          **{**megatron_options(ctx.runtime),
+                             **state_options(ctx.state, c.shard_ranks)})
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

@@ -118,6 +118,13 @@ def _check_size(name: str, size: int | None, most: int, what: str) -> None:
                           "size, or the largest one searched)")
 
 
+def _given(settings: PlanSettings, name: str) -> str:
+    """The option that set size ``name`` (cp, ep): ``--cp C``, else ``--cp-max C``."""
+    size = getattr(settings, name)
+    return f"--{name} {size}" if size is not None else \
+        f"--{name}-max {getattr(settings, f'{name}_max')}"
+
+
 def check_settings(settings: PlanSettings) -> None:
     if settings.gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {settings.gpus}")
@@ -140,16 +147,12 @@ def check_settings(settings: PlanSettings) -> None:
         _check_size(name, getattr(settings, name), getattr(settings, f"{name}_max"), what)
     arch = dict(settings.model or ()).get("arch")
     if (settings.ep_max > 1 or (settings.ep or 1) > 1) and arch != "moe":
-        given = (f"--ep {settings.ep}" if settings.ep is not None
-                 else f"--ep-max {settings.ep_max}")
-        raise ConfigError(f"{given}: expected the moe model (experts to split), found "
-                          + (f"the {arch} model" if arch else f"the workload file "
-                             f"{settings.workload}"))
+        raise ConfigError(f"{_given(settings, 'ep')}: expected the moe model (experts to "
+                          "split), found " + (f"the {arch} model" if arch else
+                                              f"the workload file {settings.workload}"))
     if plan_cps(settings) != [1] and settings.model is None:
-        given = (f"--cp {settings.cp}" if settings.cp is not None
-                 else f"--cp-max {settings.cp_max}")
-        raise ConfigError(f"{given}: expected the model flags or a launch file (plan "
-                          f"generates its candidates at a context parallelism); "
+        raise ConfigError(f"{_given(settings, 'cp')}: expected the model flags or a launch "
+                          "file (plan generates its candidates at a context parallelism); "
                           f"{settings.workload}'s rows hold the sequence share they were "
                           "generated for")
     if settings.cp is not None and settings.gpus % (settings.cp * (settings.tp or 1)):

@@ -54,7 +54,7 @@ from . import layer_ops
 from .layer_ops import local_seq
 from .gpus import GPUPreset
 from .kernel_presets import kernel_preset
-from .kernels import row_times
+from .kernels import price, row_times
 from .stage_layers import empty_chunk
 
 MODELS = ("gpt", "llama", "moe")
@@ -493,8 +493,7 @@ def cp_ring(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset,
         if efficiency is not None:
             ns = sum(gpu.time_ns(o.flops, efficiency) for o in ops)
         else:
-            ns = row_times(ops, kernel_preset(gpu.key))[0]
-            ns = sum(ns) - len(ops) * kernel_preset(gpu.key).kernel_gap_ns
+            ns = sum(price(o, kernel_preset(gpu.key)).ns for o in ops)
         steps.append(ns // par.cp)
     return layer_ops.cp_kv_bytes(model, par), steps[0], steps[1]
 

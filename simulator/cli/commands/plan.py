@@ -395,7 +395,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
                    gpus=result.settings.gpus, schedule_options=c.options or None,
                    memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
                    **recompute_options(result.settings.recompute_grouping, c.recompute),
-                   **c.split_options, **state_options(result.settings.state, c.dp * c.cp))
+                   **c.split_options, **state_options(result.settings.state, c.shard_ranks))
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
     extra = {}
@@ -406,7 +406,7 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
         extra = {"model": mi.shape, "settings": mi.launch._replace(
             precision="bf16", flash_attention=True, sequence_parallel=res.workload.header.tp > 1,
             use_distributed_optimizer=distributed, cp=c.cp, ep=c.ep,
-            fsdp=c.dp * c.cp if fsdp and c.dp * c.cp > 1 else 0,
+            fsdp=c.shard_ranks if fsdp and c.shard_ranks > 1 else 0,
             fp8=result.settings.fp8)}
     grouping = recompute_options(result.settings.recompute_grouping, c.recompute)
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
@@ -458,7 +458,7 @@ def _render(result) -> str:
              + ("p95 iteration time" if result.objective == "p95_ns" else "iteration time")
              + (f"; only what {s.runtime} runs" if s.runtime else ""))
     # the sizes the plan chose or was given beside pp and dp: TP where it searched the model
-    # flags' TP sizes, CP where it is above 1
+    # flags' TP sizes, CP where it is above 1 or searched, EP for the moe model
     sizes = ((["tp"] if s.model is not None else []) + (["cp"] if plan_cps(s) != [1] else [])
              + (["ep"] if dict(s.model or ()).get("arch") == "moe" else []))
     headers = ["#", *sizes, "pp", "dp", "vpp", "M", "schedule", "iteration", "p95", "bubble",
@@ -506,7 +506,7 @@ PRUNED = "not run: its lower bound"   # the search's reason for a pruned candida
 
 def _pruned_table(pruned: list, sizes: list[str]) -> str:
     """The pruned candidates with the lowest bounds, each with the bound that pruned it
-    (``sizes``: the TP / CP columns the ranking shows)."""
+    (``sizes``: the TP / CP / EP columns the ranking shows)."""
     rows = sorted(pruned, key=lambda o: (o.lower_bound_ns, o.candidate.index))
     cells = []
     for o in rows[:PRUNED_SHOWN]:
