@@ -716,11 +716,23 @@ def ddp_report(tail, system, options, header=None,
            + (" (behind the next forward, up to one microbatch's forward)"
               if s.overlap_param_gather else "")
            if s.distributed_optimizer and not s.reshards(pp) else "")
-        + " after the barrier")
+        + (", each rank's own after its pre-step state (no barrier)" if s.post_validation
+           else " after the barrier"))
+    if s.post_validation:
+        notes.append(
+            "--optimizer-post-validation (the zero-bubble fork's): no barrier before the "
+            "step; each rank steps once its collectives are done and the partial global "
+            "state has come from the rank before it, then starts the next iteration; the "
+            "validation that comes back during the next iteration's first forwards is not "
+            "waited for; an iteration's time runs from the previous one's end to its own "
+            "(the first holds the pipeline's fill)")
     if ddp.embedding_ns > 0:
         notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "
                      f"all-reduced between the first and the last stage before the step: "
-                     f"{ddp.embedding_ns / 1e6:.3f} ms (Megatron-LM's finalize_model_grads)")
+                     f"{ddp.embedding_ns / 1e6:.3f} ms (Megatron-LM's finalize_model_grads"
+                     + ("; with post-validation each of the two ranks waits for it after its "
+                        "own end, not for the other rank, as the zero-bubble fork issues it "
+                        "early)" if s.post_validation else ")"))
     if not any(r.params for r in ddp.ranks):
         warnings.append(RunWarning(
             "ddp_without_gradients",

@@ -172,6 +172,12 @@ FIELDS: tuple[OptionField, ...] = (
     _opt("overlap_param_gather", bool, False,
          "With --use-distributed-optimizer: the parameter all-gather behind the next "
          "iteration's forward.", kind="bool"),
+    _opt("optimizer_post_validation", bool, False,
+         "The zero-bubble fork's --enable-optimizer-post-validation (Megatron-LM's DDP): no "
+         "barrier before the optimizer step; each pipeline rank steps once its own gradients "
+         "are reduced and the partial global state has come from the rank before it, then "
+         "starts the next iteration, so iterations overlap (the steady state shows from the "
+         "second: --iterations 2 or more).", kind="bool"),
     _opt("ddp_bucket_size", int | None, None,
          "Parameters per gradient bucket with --overlap-grad-reduce (default Megatron-LM's "
          "max(40M, 1M x DP)).", kind="positive", metavar="PARAMS"),
@@ -328,7 +334,8 @@ class RunOptions(_RunOptionsFields):
     def uses_megatron_ddp(self) -> bool:
         return (self.megatron_ddp or self.use_distributed_optimizer or self.overlap_grad_reduce
                 or self.overlap_param_gather or self.ddp_bucket_size is not None
-                or self.fp16_loss_scale or self.fsdp is not None)
+                or self.fp16_loss_scale or self.optimizer_post_validation
+                or self.fsdp is not None)
 
     def ddp_settings(self) -> DDPSettings | None:
         """Megatron-LM's data parallelism as asked (None: each row's DP collective as the file
@@ -336,6 +343,9 @@ class RunOptions(_RunOptionsFields):
         if not self.uses_megatron_ddp:
             return None
         if self.fsdp is not None:
+            if self.optimizer_post_validation:
+                raise ConfigError("--optimizer-post-validation: expected Megatron-LM's "
+                                  "optimizer, got --fsdp (torchtitan's FSDP2)")
             # FSDP2's collectives as the distributed optimizer's with both overlaps: the fp32
             # gradients reduce-scattered as the backward produces them, the weights all-gathered
             # in the compute dtype behind the forward; the step on the fp32 shard; without a
@@ -355,7 +365,8 @@ class RunOptions(_RunOptionsFields):
         return DDPSettings(self.overlap_grad_reduce, self.use_distributed_optimizer,
                            self.overlap_param_gather,
                            4.0 if self.grad_reduce_dtype == "fp32" else 2.0, 2.0,
-                           self.ddp_bucket_size, step)
+                           self.ddp_bucket_size, step,
+                           post_validation=self.optimizer_post_validation)
 
 
 class OptionError(ConfigError):

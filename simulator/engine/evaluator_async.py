@@ -165,7 +165,11 @@ class _Walk:
         self.clock = [0.0] * P
         self.blocked: list = [None] * P   # a rank's Wait at the barrier
         # a row per microbatch, a slot per (data, destination stage): module docstring
-        self.box = self._mailbox()
+        # one per iteration: without a barrier (post-validation) a rank may send into the
+        # next iteration while its peer is still in this one
+        self.boxes: dict[int, list[list]] = {}
+        self.alone = self.tail.alone
+        self.gone = 0                      # ranks past the last iteration (post-validation)
         self.ready = list(range(P - 1, -1, -1))
         self.done = False
         # each rank's walk; none returns (the last barrier leaves them suspended)
@@ -208,7 +212,6 @@ class _Walk:
         layers = self._layers if self.options.trace_layers else None
         plan = _plan(prog, var is None and layers is None)
         clock = self.clock
-        box = self.box
         me = -1 - r                       # this rank's mark in a mailbox slot
         ready_append = self.ready.append
         tcols = rec.transfers
@@ -221,7 +224,9 @@ class _Walk:
         nbytes = program.pp_comm
         tail = self.tail
         for it in range(self.iterations):
-            box = self.box                # a fresh one every iteration
+            box = self.boxes.get(it)      # a fresh one every iteration
+            if box is None:
+                box = self.boxes[it] = self._mailbox()
             now = clock[r]
             if prologue:
                 now = now + prologue
@@ -377,6 +382,9 @@ class _Walk:
         arrival)."""
         P = self.P
         self.clock[r] = now
+        if self.alone:
+            self._step_alone(r, it, now)
+            return
         self.blocked[r] = Wait(r, "the iteration barrier", None, now)
         released = self.tail.arrive(r, it, now)
         if released is None:
@@ -387,11 +395,31 @@ class _Walk:
         for q in range(P):
             blocked[q] = None
             clock[q] = t_barrier
+        # sends nobody received (an unchecked list) are dropped with the old mailbox
+        del self.boxes[it]
         if it + 1 < self.iterations:
-            # sends nobody received (an unchecked list) are dropped with the old mailbox
-            self.box = self._mailbox()
             self.ready.extend(range(P - 1, -1, -1))
         else:
+            self.done = True
+
+    def _step_alone(self, r: int, it: int, now: float) -> None:
+        """Post-validation: rank ``r`` ends iteration ``it`` at ``now`` and goes on when its
+        own step is done (:meth:`~.tail.Tail.arrive_alone`), with every rank after it that
+        waited for its pre-step state."""
+        self.blocked[r] = Wait(r, "the optimizer's pre-step state from the rank before it",
+                               r - 1 if r else None, now)
+        clock, blocked = self.clock, self.blocked
+        last = it + 1 == self.iterations
+        for q, t in self.tail.arrive_alone(r, it, now):
+            blocked[q] = None
+            clock[q] = now + (t - now)      # the engine's timeout from now, to the bit
+            if last:
+                self.gone += 1
+            else:
+                self.ready.append(q)
+        if it not in self.tail.pending:       # every rank has gone on
+            del self.boxes[it]
+        if self.gone == self.P:
             self.done = True
 
     def _count_free_sends(self) -> None:
@@ -419,7 +447,8 @@ class _Walk:
         waiting on a receive is found by its mark in the mailbox, its row and slot naming the
         tensor: microbatch, 2 x destination stage + (data is a gradient)."""
         waits = [b for b in self.blocked if b is not None]    # at the barrier
-        for mb, row in enumerate(self.box):
+        for mb, row in ((mb, row) for box in self.boxes.values()
+                        for mb, row in enumerate(box)):
             for base, mark in enumerate(row):
                 if mark is None or mark >= 0:
                     continue

@@ -50,7 +50,9 @@ class DDPSettings(NamedTuple):
     (that all-gather behind the next iteration's forward), ``grad_bytes`` (the reduction's dtype:
     4 fp32, 2 bf16/fp16), ``param_bytes`` (the all-gathered weights' dtype), ``bucket_params``
     (None: Megatron's default), ``step_bytes_per_param`` (the optimizer step's HBM traffic on
-    the parameters it updates). Each iteration also zeroes the whole gradient buffer
+    the parameters it updates), ``post_validation`` (each rank steps as soon as its own
+    gradients are reduced and the partial global state has come from the rank before it, and
+    goes on with the next iteration: no barrier). Each iteration also zeroes the whole gradient buffer
     (``zero_grad_buffer()`` before the first forward), ``grad_bytes`` a parameter, unsharded."""
 
     overlap_grad_reduce: bool = False
@@ -67,6 +69,9 @@ class DDPSettings(NamedTuple):
     # always, never): without a pipeline every microbatch gathers (:meth:`reshards`)
     fsdp: bool = False
     reshard: str = "default"
+    # the zero-bubble fork's --enable-optimizer-post-validation: no barrier before the step
+    # (tail.py's Tail.arrive_alone)
+    post_validation: bool = False
 
     def reshards(self, pp: int) -> bool:
         """Whether each microbatch gathers the weights (FSDP2 without a pipeline: its

@@ -192,6 +192,7 @@ class _Run:
         self.rec.rank_finish = [[0.0] * P for _ in range(self.iterations)]
         # DP collectives, rows after the last action, barrier: the evaluator's walk's too
         self.tail: Tail = self.runtime.program.tail.start(self.rec)
+        self.go: list = [None] * P         # post-validation: each rank's own release
         self.zero_sends: list = [None] * P
         procs = [env.process(self._rank(r)) for r in range(P)]
         env.run()
@@ -479,6 +480,16 @@ class _Run:
         self.rec.collectives.extend(records)
         if self.debug:
             log_complete(rank, env.now)
+        if self.tail.alone:
+            # post-validation: no barrier, the rank goes on once its own step is done
+            go = self.go[rank] = env.event()
+            for q, t in self.tail.arrive_alone(rank, it, env.now):
+                fire_at(env, self.go[q], t - env.now)
+            self.waiting[rank] = Wait(rank, "the optimizer's pre-step state from the rank "
+                                      "before it", rank - 1 if rank else None, env.now)
+            yield go
+            self.waiting[rank] = None
+            return
         barrier = self.barrier
         released = self.tail.arrive(rank, it, env.now)
         if released is not None:    # the last one in: env.now is the latest arrival

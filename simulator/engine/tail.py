@@ -76,6 +76,10 @@ from .records import CollectiveRecord, RunRecords
 
 _INF = float("inf")
 
+# the zero-bubble fork's pre-step message: the partially reduced found-inf flag and squared
+# gradient norm, one fp32 each (megatron/core/optimizer/optimizer.py, send_pre_step)
+PRESTEP_BYTES = 8
+
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class RankTail(NamedTuple):
@@ -166,6 +170,9 @@ class MegatronDDP(NamedTuple):
     bandwidth_gbs: float                               # HBM, bytes per ns; 0: step not priced
     embedding_ns: float = 0.0       # the tied embedding's all-reduce, first and last rank
     embedding_bytes: int = 0
+    # with post-validation, per rank the arrival of the partial global state (found-inf flag
+    # and gradient norm, 8 bytes) sent by the rank before it (0.0 for the first)
+    prestep_ns: tuple[float, ...] = ()
 
 
 def _collective(kind: CommType, group: CommGroup, nbytes: float, header: Header,
@@ -265,7 +272,16 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
         # all-reduced over the embedding group, those two ranks, on the link between them
         emb_bytes = int(round(header.embedding_sync_params * ddp.grad_bytes))
         emb_ns = ring_time_ns(CommType.ALLREDUCE, emb_bytes, 2, links.p2p(0, last))
-    return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth, emb_ns, emb_bytes)
+    prestep: tuple[float, ...] = ()
+    if ddp.post_validation and not schedule.flush:
+        raise ConfigError(f"--optimizer-post-validation: expected a schedule with a flush, got "
+                          f"{schedule.name} (its minibatches already run as one continuous "
+                          "schedule)")
+    if ddp.post_validation:
+        prestep = (0.0,) + tuple(links.p2p(r - 1, r).transfer_ns(PRESTEP_BYTES)
+                                 for r in range(1, schedule.pp))
+    return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth, emb_ns, emb_bytes, prestep)
+
 
 
 def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
@@ -375,7 +391,8 @@ class TailPlan(NamedTuple):
 class Tail:
     """One run's iteration tail (see the module docstring)."""
 
-    __slots__ = ("ranks", "rec", "free", "cand", "finished", "_append", "ddp", "after")
+    __slots__ = ("ranks", "rec", "free", "cand", "finished", "_append", "ddp", "after",
+                 "alone", "own", "pending")
 
     def __init__(self, ranks: tuple[RankTail, ...], rec: RunRecords,
                  ddp: MegatronDDP | None = None) -> None:
@@ -391,6 +408,11 @@ class Tail:
         self.cand = -_INF              # the latest end of the iteration so far
         self.finished = 0              # ranks at the barrier
         self._append = rec.collectives.append
+        # post-validation: no barrier; each rank's latest collective end (its own step waits
+        # for it), and per iteration not yet ended [ready, pre-step start, went on] per rank
+        self.alone = ddp is not None and ddp.settings.post_validation
+        self.own = [-_INF] * P
+        self.pending: dict[int, list] = {}
 
     def dp(self, r: int, it: int, start: float, items, stretch: float) -> None:
         """Rank ``r``'s action that started at ``start`` issues ``items`` ((chunk, ready
@@ -398,6 +420,8 @@ class Tail:
         self.free[r], done = issue_dp(r, it, self.free[r], start, items, stretch, self._append)
         if done > self.cand:
             self.cand = done
+        if done > self.own[r]:
+            self.own[r] = done
 
     def finish(self, r: int, it: int, now: float) -> tuple[float, list | tuple]:
         """Rank ``r`` ran its last action of iteration ``it`` by ``now``: its rows' compute,
@@ -415,6 +439,8 @@ class Tail:
                                       records.append)
         if done > self.cand:
             self.cand = done
+        if done > self.own[r]:
+            self.own[r] = done
         busy = compute if compute > 0 else 0.0
         if blocking:
             # Megatron without --overlap-grad-reduce: every bucket after the rank's last
@@ -424,9 +450,57 @@ class Tail:
                                           records.append)
             if done > self.cand:
                 self.cand = done
+            if done > self.own[r]:
+                self.own[r] = done
             if done - now > busy:
                 busy = done - now
         return busy, records
+
+    def arrive_alone(self, r: int, it: int, end: float) -> list[tuple[int, float]]:
+        """Rank ``r`` ends iteration ``it`` at ``end``, under the zero-bubble fork's optimizer
+        post-validation (``--enable-optimizer-post-validation``): no barrier. A rank steps
+        once its own collectives are done and the partially reduced global state (found-inf
+        flag, gradient norm) has come from the rank before it (``pre_step``'s
+        ``recv_pre_step``: the first rank needs none), then goes on with the next iteration;
+        the validation sent back through the ranks during the next iteration's first forwards
+        is not waited for. The tied embedding's all-reduce holds each of its two ranks for its
+        own time after the rank's end (the fork issues it at the start of the last weight-
+        gradient flush, ``WeightGradStore.clear``, "so that the rank 0 won't be blocked").
+        Returns ``(rank, when it goes on)`` for every rank that goes on now: ``r``, and the
+        ranks after it that were waiting for it. The iteration ends when its last rank goes
+        on."""
+        rec = self.rec
+        rec.rank_finish[it][r] = end
+        ddp = self.ddp
+        P = len(self.ranks)
+        ready = end if end > self.own[r] else self.own[r]
+        self.own[r] = -_INF
+        if ddp.embedding_ns > 0 and r in (0, P - 1) and P > 1:
+            s = ready if ready > self.free[r] else self.free[r]
+            ready = self.free[r] = s + ddp.embedding_ns
+        state = self.pending.get(it)
+        if state is None:
+            state = self.pending[it] = [[None] * P, [None] * P, []]
+        readies, pres, went = state
+        readies[r] = ready
+        out: list[tuple[int, float]] = []
+        q = r
+        while q < P and readies[q] is not None and (q == 0 or pres[q - 1] is not None):
+            p = readies[q]
+            if q:
+                x = pres[q - 1] + ddp.prestep_ns[q]
+                if x > p:
+                    p = x
+            pres[q] = p
+            go = p + ddp.ranks[q].after_barrier(ddp.settings.overlap_param_gather)
+            out.append((q, go))
+            went.append(go)
+            q += 1
+        if len(went) == P:
+            del self.pending[it]
+            bounds = rec.iteration_bounds
+            bounds.append((bounds[-1][1] if bounds else 0.0, max(went)))
+        return out
 
     def arrive(self, r: int, it: int, end: float) -> tuple[float, float] | None:
         """Rank ``r`` is at the barrier of iteration ``it`` at ``end``. None until the last

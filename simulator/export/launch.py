@@ -168,7 +168,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--use-distributed-optimizer", st.use_distributed_optimizer),
             ("--overlap-grad-reduce", st.overlap_grad_reduce),
             ("--overlap-param-gather", st.overlap_param_gather),
-            ("--tp-comm-overlap", st.tp_comm_overlap)) if on]
+            ("--tp-comm-overlap", st.tp_comm_overlap),
+            ("--enable-optimizer-post-validation", st.optimizer_post_validation)) if on]
     return out
 
 

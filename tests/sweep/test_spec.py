@@ -38,7 +38,8 @@ def error(data, base) -> str:
      "iterations, layout, p2p, memory_limit, jitter, seed, "
      "slow_rank, recompute, recompute_method, recompute_num_layers, pp_comm, gpus, dp, "
      "max_actions, engine, param_dtype, megatron_ddp, fsdp, fsdp_reshard_after_forward, "
-     "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, ddp_bucket_size, "
+     "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, "
+     "optimizer_post_validation, ddp_bucket_size, "
      "grad_reduce_dtype, fp16_loss_scale, tp_comm_overlap, p2p_scatter_gather, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),

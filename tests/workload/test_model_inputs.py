@@ -260,6 +260,9 @@ def test_megatron_ddp_flags_map_onto_the_run_options():
     assert (run_opts("--fp16").fp16_loss_scale, run_opts("--bf16").fp16_loss_scale) == (
         True, False)
     assert run_opts("--fp16").ddp_settings().step_bytes_per_param == 38 + 8
+    # the zero-bubble fork's post-validation: no barrier before the step
+    assert run_opts("--fp16 --enable-optimizer-post-validation").ddp_settings().post_validation
+    assert not run_opts("--fp16").ddp_settings().post_validation
     assert run_opts("--bf16").ddp_settings().step_bytes_per_param == 38
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --overlap-param-gather: "
                                           r"expected --use-distributed-optimizer with it"):
@@ -731,3 +734,15 @@ def test_torchtitan_fsdp_reshard_policy_refusals(tmp_path, gpus, edit, line):
     with pytest.raises(ConfigError) as err:
         read_torchtitan_job(str(path), gpus=gpus)
     assert str(err.value) == f"--torchtitan {path}: [parallelism] {line}"
+
+
+def test_the_launch_writes_back_the_ddp_flags_it_read():
+    from simulator.export.launch import megatron_model_args
+
+    flags = ("--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+             "--enable-optimizer-post-validation")
+    got = megatron_input(BASE + " ".join(flags), "a.txt", 8)
+    out = megatron_model_args(got.shape, got.launch, 1)
+    assert [f for f in flags if f in out] == list(flags)
+    plain = megatron_input(BASE, "a.txt", 8)
+    assert not [f for f in flags if f in megatron_model_args(plain.shape, plain.launch, 1)]

@@ -65,6 +65,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
+    # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
+    "--enable-optimizer-post-validation": (FLAG, ()),
 }
 
 
@@ -573,7 +575,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_grad_reduce=bool(a.get("--overlap-grad-reduce")),
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
-        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8)
+        ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
+        optimizer_post_validation=bool(a.get("--enable-optimizer-post-validation")))
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 
