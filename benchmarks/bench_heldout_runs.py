@@ -84,7 +84,7 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         row["error_text"] = ("out of memory" if res["exit"] == 4
                              else f"exit {res['exit']}: {' '.join(res['error'])}")
         return row
-    t = data["makespan_ns"] / 1e9
+    t = published.iteration_ns(data) / 1e9
     row["predicted_time_s"] = t
     row["bubble_ratio"] = data.get("bubble_ratio")
     row["predicted_samples_per_gpu_s"] = run["global_batch"] / (t * run["gpus"])
@@ -110,12 +110,12 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         row.update(stage_times(run, data))
     if shares:
         for what, share in published.made_free_shares(text, path, run, tmp,
-                                                      data["makespan_ns"]).items():
+                                                      published.iteration_ns(data)).items():
             row[f"{what}_share"] = share
         # the pipeline's point-to-point transfers made free: links without cost
         other = published.run_pipesim(path, run, P2P_FREE)
         if other["exit"] == 0:
-            row["p2p_share"] = (t - other["json"]["makespan_ns"] / 1e9) / t
+            row["p2p_share"] = (t - published.iteration_ns(other["json"]) / 1e9) / t
     return row
 
 

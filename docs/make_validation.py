@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from statistics import mean
+from statistics import mean, median
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -530,6 +530,11 @@ def heldout_runs_section() -> list[str]:
              if x["schedule"] == "ZB-2p" and any(r["id"].startswith("zb-tab12-")
                                                  and r["group"] == x["group"] for r in rows)]
     small_m = (f"{min(tab12):+.1f} to {max(tab12):+.1f}" if tab12 else "-")
+    tab4 = [x["difference_points"] for x in a["speedups"]
+            if x["schedule"] == "ZB-2p" and any(r["id"].startswith("zb-tab4-")
+                                                and r["group"] == x["group"] for r in rows)]
+    zb2p_t4 = f"{median(tab4):+.1f} points" if tab4 else "-"
+    zb2p_t4_worst = f"{max(tab4, key=abs):+.1f}" if tab4 else "-"
     mc = [r for r in rows if r["id"].startswith("mcore-h100-")]
     zb_rows = [r for r in rows if not r["id"].startswith(("mcore-h100-", "nemo-"))]
     by_src = s.get("throughput_by_source", {})
@@ -612,13 +617,23 @@ def heldout_runs_section() -> list[str]:
            f"alone): its speed-up over 1F1B is predicted {i_low} where the source measured "
            f"{i_meas}; its throughput is too high by as much as the layers' compute is too "
            f"fast, now that its bubble is small.",
-           "- **ZB-2p is not pipesim's ZB-H2.** The source's ZB-2p is searched for near-zero "
-           "bubble under a 2p memory limit (its Table 5: 0.1-4.3 %); `zb-h2` is the "
-           f"handcrafted schedule ({zbh2_bub} there, counted the same way; `auto` under a 2p "
-           "cap, tried on four of these runs, returns the same makespan: it meets the search's "
-           "lower bound). That accounts for the ZB-2p speed-ups "
-           f"predicted low in Table 4's settings. With m <= p (Table 12) they come out "
-           f"{small_m} points high instead: there the gain is the W kept off the critical "
+           "- **Zero bubble steps without a barrier.** The source's launch script runs every "
+           "zero-bubble schedule with `--enable-optimizer-post-validation` (its README: about "
+           "8 % slower without it): each rank steps once its own gradients are done and the "
+           "partial global state has come from the rank before it, so the iterations overlap "
+           "and ZB-2p's parallelogram (each rank busy from its first F to its last W) tiles: "
+           "an iteration is a rank's own span and its step, without the p - 1 forwards the "
+           "pipeline takes to fill. The ZB runs are run so (`--optimizer-post-validation`, "
+           "the last of three iterations: the steady state); 1F1B and 1F1B-I, Megatron-LM's "
+           "own schedules, keep the barrier. With the barrier Table 4's ZB-2p speed-ups came "
+           "out -6.2 points low (median; the record at d8aeea1); now "
+           f"{zb2p_t4} (median, worst {zb2p_t4_worst}), and ZB-2p's throughput shows the "
+           "forward's shortfall as the other schedules do. The source's ZB-2p is also searched "
+           "for near-zero bubble under a 2p memory limit (its Table 5: 0.1-4.3 %); `zb-h2` is "
+           f"the handcrafted schedule ({zbh2_bub} there, counted the same way; `auto` under a "
+           "2p cap, tried on four of these runs, returns the same makespan: it meets the "
+           "search's lower bound). With m <= p (Table 12) the ZB-2p speed-ups come out "
+           f"{small_m} points high: there the gain is the W kept off the critical "
            "path, and the kernel model's forward is further off than its backward, so W is a "
            "larger share of a predicted microbatch than of a measured one.",
            f"- **Memory** (|error| by schedule): {mem_by}. "
