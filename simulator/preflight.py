@@ -726,6 +726,13 @@ def ddp_report(tail, system, options, header=None,
             "validation that comes back during the next iteration's first forwards is not "
             "waited for; an iteration's time runs from the previous one's end to its own "
             "(the first holds the pipeline's fill)")
+        if options.iterations == 1:
+            warnings.append(RunWarning(
+                "post_validation_one_iteration",
+                "--optimizer-post-validation with one iteration: its time holds the "
+                "pipeline's fill, which the overlap of iterations hides from the second on",
+                "--iterations 2 or more (the later ones' iteration_times_ns are the steady "
+                "state)"))
     if ddp.embedding_ns > 0:
         notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "
                      f"all-reduced between the first and the last stage before the step: "

@@ -143,3 +143,16 @@ def test_the_option_turns_on_megatron_ddp_and_the_report_says_so():
     assert list(res.summary["iteration_times_ns"]) == [10000.0 + STEP, 9000.0 + STEP]
     assert any(n.startswith("--optimizer-post-validation (the zero-bubble fork's): no barrier")
                for n in res.summary["notes"])
+
+
+def test_one_iteration_is_warned_its_time_holds_the_fill():
+    sched = generate("zb-h2", 2, 3, 1)
+    wl = uniform_workload(2, 1000, 1000, 1000, pp=2, ga=3, pp_comm=0, all_gpus=2,
+                          wg_comm=DP_ROW)
+    one = simulate(wl, sched, SYSTEM, RunOptions(optimizer_post_validation=True))
+    said = [w for w in one.warnings if w.code == "post_validation_one_iteration"]
+    assert [w.message for w in said] == [
+        "--optimizer-post-validation with one iteration: its time holds the pipeline's fill, "
+        "which the overlap of iterations hides from the second on"]
+    two = simulate(wl, sched, SYSTEM, RunOptions(optimizer_post_validation=True, iterations=2))
+    assert "post_validation_one_iteration" not in [w.code for w in two.warnings]
