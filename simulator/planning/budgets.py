@@ -39,6 +39,7 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
     work = spec.work_of(c.pp, c.microbatches, c.vpp, actions)
     if max_actions and work > max_actions:
         return 0
+    work *= c.runs     # the iterations a screen runs (two where they overlap)
     if spec.needs_costs:   # auto: its synthesis, counted in engine actions
 
         evaluations = synthesis_work(c.pp, c.microbatches, c.vpp,

@@ -15,6 +15,9 @@ AUTO_VPPS = (1, 2)
 AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
 AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
 AUTO_MAX_ACTIONS = 3_000   # larger shapes are not synthesized (listed with the reason)
+# iterations a candidate runs when its iterations overlap (--optimizer-post-validation): the
+# first holds the pipeline's fill, the second is the steady state
+OVERLAPPED_RUNS = 2
 
 
 class ScheduleChoice(NamedTuple):
@@ -42,6 +45,9 @@ class Candidate:
     split: tuple = ()                  # a PipelineSplit's fields; empty: the default split
     cp: int = 1                        # context parallelism (its workload's rows hold s/cp)
     ep: int = 1                        # expert parallelism (its workload's experts over ep)
+    # iterations one screen runs: OVERLAPPED_RUNS where the iterations overlap (the
+    # optimizer's post-validation), ranked by the last, the steady state
+    runs: int = 1
 
     @property
     def key(self) -> str:
@@ -151,7 +157,7 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
                          workload: str = "", split: tuple = (),
                          layered: bool = False,
                          ends: tuple[bool, bool] = (False, False),
-                         cp: int = 1, ep: int = 1) -> list[Candidate]:
+                         cp: int = 1, ep: int = 1, runs: int = 1) -> list[Candidate]:
     """Every (pp, vpp, schedule, K) for ``gpus`` GPUs at tensor-parallel size ``tp``, context
     parallelism ``cp`` (DP = gpus / (tp x cp x pp)) and expert parallelism ``ep`` (which must
     divide DP x CP, Megatron-LM's rule).
@@ -161,12 +167,14 @@ def enumerate_candidates(tp: int, gpus: int, global_batch: int, n_layers: int,
     layers, a split Megatron-LM refuses) is a candidate with its ``reason``. ``split``: the
     split every candidate runs; else, where the file has layers of several rows (``layered``),
     the Megatron-LM schedules also run at each of :func:`end_stage_splits`. ``ends``: the file
-    has rows before its first layer and after its last (:func:`ends_only`).
+    has rows before its first layer and after its last (:func:`ends_only`). ``runs``: the
+    iterations each screen runs (:data:`OVERLAPPED_RUNS` where they overlap).
     """
     out: list[Candidate] = []
 
     def add(**kw: Any) -> None:
-        out.append(Candidate(first + len(out), workload=workload, cp=cp, ep=ep, **kw))
+        out.append(Candidate(first + len(out), workload=workload, cp=cp, ep=ep, runs=runs,
+                             **kw))
 
     for pp in divisors(gpus // (tp * cp)):
         dp = gpus // (tp * cp * pp)
@@ -218,5 +226,5 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                 out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, v, c.microbatches,
                                      AUTO, k, AUTO_ITERATIONS, reason=reason,
                                      workload=c.workload, split=c.split if v == c.vpp else (),
-                                     cp=c.cp, ep=c.ep))
+                                     cp=c.cp, ep=c.ep, runs=c.runs))
     return out

@@ -51,7 +51,8 @@ class Plan:
 
 
 def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = None) -> str:
-    """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns``."""
+    """The ``pipesim run`` command that reproduces ``o``'s ``makespan_ns`` (where the
+    iterations overlap, the mean of its ``iteration_times_ns`` after the first)."""
     c = o.candidate
     words = ["pipesim", "run", c.workload or settings.workload, "--gpus", str(settings.gpus),
              "--pp", str(c.pp), "-m", str(c.microbatches), "--vpp", str(c.vpp)]
@@ -81,8 +82,10 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
     if settings.memory_limit_gib is not None:
         words += ["--memory-limit", f"{settings.memory_limit_gib:g}"]
     if settings.jitter > 0:
-        words += ["--jitter", f"{settings.jitter:g}", "--iterations", str(settings.iterations),
-                  "--seed", str(settings.seed)]
+        words += ["--jitter", f"{settings.jitter:g}", "--iterations",
+                  str(max(settings.iterations, c.runs)), "--seed", str(settings.seed)]
+    elif c.runs > 1:
+        words += ["--iterations", str(c.runs)]
     if settings.max_actions is not None:
         words += ["--max-actions", str(settings.max_actions)]
     return shlex.join(words)

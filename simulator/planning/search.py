@@ -293,6 +293,11 @@ class Search:
         if faster and not first(best):
             notes.append(f"{faster} faster candidate(s) run on neither Megatron-LM nor "
                          "torchtitan (listed after the winner); --runtime torch lets one win")
+        if best.candidate.runs > 1:
+            notes.append(f"the launch's optimizer steps without a barrier "
+                         f"(--enable-optimizer-post-validation): each candidate ran "
+                         f"{best.candidate.runs} iterations and is timed by those after the "
+                         "first, whose fill the overlap of iterations hides")
         best.command = command_for(settings, best)
         return Plan(settings, ranked + dropped, limit, objective, notes, self.screened,
                     self.resumed_count, self.pruned_count, self.ruled_out, self.work,

@@ -11,7 +11,7 @@ from ..schedules.runtimes import RUNTIMES
 from ..system.config import load_system
 from ..system.overlay import apply_calibration
 from ..workload.generator import MAX_LAYERS
-from .candidates import divisors
+from .candidates import OVERLAPPED_RUNS, divisors
 
 DEFAULT_CONFIRM = 3
 # The largest world size a plan searches (--gpus): beyond the largest clusters built, and its
@@ -87,6 +87,13 @@ def plan_eps(settings: PlanSettings) -> list[int]:
         return [settings.ep]
     experts = int(dict(settings.model or ()).get("experts") or 1)
     return [e for e in divisors(experts) if e <= settings.ep_max and settings.gpus % e == 0]
+
+
+def screen_runs(settings: PlanSettings) -> int:
+    """The iterations each candidate's screen runs: two where the launch's optimizer steps
+    without a barrier (``--enable-optimizer-post-validation``), so that the iterations overlap
+    and the second, the steady state, ranks it; else one."""
+    return OVERLAPPED_RUNS if dict(settings.state).get("optimizer_post_validation") else 1
 
 
 def state_options(state: tuple, dp: int) -> dict:

@@ -12,7 +12,7 @@ from ..workload.gpus import gpu_preset
 from ..workload.parser import load_workload
 from ..workload.stage_layers import end_rows, n_model_layers
 from .candidates import Candidate, ScheduleChoice, divisors, enumerate_candidates
-from .settings import PlanSettings, plan_cps, plan_eps
+from .settings import PlanSettings, plan_cps, plan_eps, screen_runs
 
 
 class TpWorkload(NamedTuple):
@@ -144,7 +144,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
                                            len(candidates), path if settings.model else "",
                                            settings.split, layered,
                                            end_rows(wl) if settings.split else (False, False),
-                                           cp=cp, ep=ep)
+                                           cp=cp, ep=ep, runs=screen_runs(settings))
     if not any(global_batch % dp == 0 for dp in tried_dps):
         raise ConfigError(f"{settings.batch_flag} {batch_shown(settings, global_batch)}: no "
                           "pipeline degree gives a whole number of microbatches per "

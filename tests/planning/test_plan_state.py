@@ -9,6 +9,8 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
 from simulator.cli.main import main
 
 MODEL = ["--model", "llama", "--layers", "8", "--hidden", "1024", "--heads", "8", "--kv-heads",
@@ -143,3 +145,50 @@ def test_an_fp8_launch_with_megatrons_overlaps_plans_and_reads_back_to_the_same_
     got = _read_back(capsys, tmp_path, out, "--system", h100)
     assert (got["makespan_ns"], got["peak_memory_bytes"]) == (
         best["makespan_ns"], best["peak_memory_bytes"])
+
+
+ZB_LAUNCH = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 512 "
+             "--micro-batch-size 1 --global-batch-size 32 --fp16 --vocab-size 8192")
+
+
+def _plan_zb(capsys, tmp_path, name: str, text: str) -> dict:
+    args = tmp_path / f"{name}.txt"
+    args.write_text(text)
+    out = tmp_path / name
+    out.mkdir()
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "8", "--tp", "1", "-s",
+                 "zb-h2,1f1b", "--gpu", "a100", "-j", "1", "--no-prune", "--out",
+                 str(out), "--json", str(out / "p.json")]) == 0
+    capsys.readouterr()
+    return json.loads((out / "p.json").read_text())
+
+
+def test_a_launch_without_the_steps_barrier_is_ranked_by_its_steady_state(capsys, tmp_path):
+    """The zero-bubble fork's --enable-optimizer-post-validation: every candidate runs two
+    iterations and is timed by the second; zb-h2's parallelogram gains, 1F1B does not; the
+    winner's command (with --iterations 2) reads back to the plan's time."""
+    post = _plan_zb(capsys, tmp_path, "post", ZB_LAUNCH + " --enable-optimizer-post-validation")
+    flush = _plan_zb(capsys, tmp_path, "flush", ZB_LAUNCH)
+    best = post["best"]
+    assert "--optimizer-post-validation" in best["command"]
+    assert best["command"].endswith(" --iterations 2")
+    assert any(n.startswith("the launch's optimizer steps without a barrier")
+               for n in post["notes"])
+    got = _run(capsys, tmp_path, best["command"])
+    assert got["iteration_times_ns"][1] == best["makespan_ns"]
+    a, b = _by_key(post), _by_key(flush)
+    compared = {"zb-h2": 0, "1f1b": 0}
+    for key in a:
+        if "-pp1-" in key or key not in b:
+            continue
+        if key.endswith("zb-h2"):      # never slower: the overlap hides what fill it can
+            assert a[key]["makespan_ns"] <= b[key]["makespan_ns"] * (1 + 1e-12)
+            compared["zb-h2"] += 1
+        elif key.endswith("1f1b"):     # its first rank spans the iteration: the same
+            assert a[key]["makespan_ns"] == pytest.approx(b[key]["makespan_ns"], rel=1e-12)
+            compared["1f1b"] += 1
+    assert compared == {"zb-h2": 3, "1f1b": 3}      # pp 2, 4, 8
+    # at pp 8 the parallelogram's fill shows with the barrier; at pp 2 and 4 the last stage's
+    # LM head sets the pace (the cycle through its last I and the first rank's next F binds)
+    assert a["tp1-pp8-v1-m32-zb-h2"]["makespan_ns"] < 0.995 * b["tp1-pp8-v1-m32-zb-h2"][
+        "makespan_ns"]
