@@ -362,6 +362,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
         if rng.random() < 0.1:
             args += [rng.choice(("--json", "--gantt", "--trace")), out(rng.choice((".json",
                                                                                    ".png")))]
+        if rng.random() < 0.1:   # the zero-bubble fork's step without a barrier
+            args += ["--optimizer-post-validation"]
     elif command == "inspect":
         args.append(wl())
         if rng.random() < 0.5:
@@ -450,6 +452,10 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["--strict"]
         if sub == "run" and rng.random() < 0.1:
             args += ["--fsdp", rng.choice(("1", "2", "8", "0"))]
+        if sub != "generate" and rng.random() < 0.1:
+            args += ["--optimizer-post-validation"]
+            if sub == "run" and rng.random() < 0.5:
+                args += ["--iterations", rng.choice(("1", "2", "3"))]
         if sub != "generate" and rng.random() < 0.1:
             args += ["--cp", rng.choice(("1", "2", "3", "4", "0", str(2**40)))]
         if sub != "generate" and rng.random() < 0.1:
