@@ -109,6 +109,17 @@ MEGATRON_SEEDS = (
     "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
     "--context-parallel-size 2 --sequence-parallel --bf16 --use-mcore-models "
     "--transformer-impl transformer_engine --use-distributed-optimizer",
+    # the zero-bubble fork's schedules: ZB-2p with post-validation, a V schedule
+    "--num-layers 22 --hidden-size 2304 --num-attention-heads 24 --ffn-hidden-size 9216 "
+    "--seq-length 1024 --micro-batch-size 6 --global-batch-size 144 "
+    "--pipeline-model-parallel-size 8 --fp16 --vocab-size 32000 "
+    "--decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2 "
+    "--enable-zero-bubble --zero-bubble-max-pending-backward 16 "
+    "--enable-optimizer-post-validation",
+    "--num-layers 16 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+    "--micro-batch-size 1 --global-batch-size 32 --pipeline-model-parallel-size 4 --fp16 "
+    "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half "
+    "--enable-optimizer-post-validation",
 )
 TORCHTITAN_SEEDS = (
     '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'

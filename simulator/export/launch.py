@@ -168,9 +168,26 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--use-distributed-optimizer", st.use_distributed_optimizer),
             ("--overlap-grad-reduce", st.overlap_grad_reduce),
             ("--overlap-param-gather", st.overlap_param_gather),
-            ("--tp-comm-overlap", st.tp_comm_overlap),
-            ("--enable-optimizer-post-validation", st.optimizer_post_validation)) if on]
+            ("--tp-comm-overlap", st.tp_comm_overlap)) if on]
+        if st.optimizer_post_validation:
+            # the zero-bubble fork's: read only with its zero-bubble schedule, which it names
+            out += zero_bubble_args(st) + ["--enable-optimizer-post-validation"]
     return out
+
+
+def zero_bubble_args(st: LaunchSettings) -> list[str]:
+    """The zero-bubble fork's flags of the launch's schedule (its megatron/arguments.py): the
+    V schedules by their memory setup, ZB-1p and ZB-2p by their pending backwards."""
+    from ..workload.inputs.megatron_args import ZB_V_SCHEDULES
+
+    setups = {name: setup for setup, name in ZB_V_SCHEDULES.items()}
+    if st.schedule in setups:
+        return ["--zero-bubble-v-schedule",
+                f"--zero-bubble-v-schedule-mem-setup {setups[st.schedule]}"]
+    if st.schedule in ("zb-h1", "zb-h2"):
+        pending = st.pp if st.schedule == "zb-h1" else 2 * st.pp
+        return ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {pending}"]
+    return []
 
 
 def _spec(m: ModelShape):

@@ -167,7 +167,9 @@ def test_a_launch_without_the_steps_barrier_is_ranked_by_its_steady_state(capsys
     """The zero-bubble fork's --enable-optimizer-post-validation: every candidate runs two
     iterations and is timed by the second; zb-h2's parallelogram gains, 1F1B does not; the
     winner's command (with --iterations 2) reads back to the plan's time."""
-    post = _plan_zb(capsys, tmp_path, "post", ZB_LAUNCH + " --enable-optimizer-post-validation")
+    post = _plan_zb(capsys, tmp_path, "post", ZB_LAUNCH + " --pipeline-model-parallel-size 2 "
+                    "--enable-zero-bubble --zero-bubble-max-pending-backward 2 "
+                    "--enable-optimizer-post-validation")
     flush = _plan_zb(capsys, tmp_path, "flush", ZB_LAUNCH)
     best = post["best"]
     assert "--optimizer-post-validation" in best["command"]

@@ -260,9 +260,11 @@ def test_megatron_ddp_flags_map_onto_the_run_options():
     assert (run_opts("--fp16").fp16_loss_scale, run_opts("--bf16").fp16_loss_scale) == (
         True, False)
     assert run_opts("--fp16").ddp_settings().step_bytes_per_param == 38 + 8
-    # the zero-bubble fork's post-validation: no barrier before the step
-    assert run_opts("--fp16 --enable-optimizer-post-validation").ddp_settings().post_validation
-    assert not run_opts("--fp16").ddp_settings().post_validation
+    # the zero-bubble fork's post-validation: no barrier before the step (with zero bubble)
+    zb = ("--fp16 --pipeline-model-parallel-size 2 --enable-zero-bubble "
+          "--zero-bubble-max-pending-backward 2 ")
+    assert run_opts(zb + "--enable-optimizer-post-validation").ddp_settings().post_validation
+    assert not run_opts(zb).ddp_settings().post_validation
     assert run_opts("--bf16").ddp_settings().step_bytes_per_param == 38
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --overlap-param-gather: "
                                           r"expected --use-distributed-optimizer with it"):
@@ -739,10 +741,86 @@ def test_torchtitan_fsdp_reshard_policy_refusals(tmp_path, gpus, edit, line):
 def test_the_launch_writes_back_the_ddp_flags_it_read():
     from simulator.export.launch import megatron_model_args
 
-    flags = ("--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-             "--enable-optimizer-post-validation")
+    flags = ("--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather")
     got = megatron_input(BASE + " ".join(flags), "a.txt", 8)
     out = megatron_model_args(got.shape, got.launch, 1)
     assert [f for f in flags if f in out] == list(flags)
     plain = megatron_input(BASE, "a.txt", 8)
     assert not [f for f in flags if f in megatron_model_args(plain.shape, plain.launch, 1)]
+    # the zero-bubble fork's post-validation, with the schedule flags it is read with
+    for schedule_flags in (["--enable-zero-bubble", "--zero-bubble-max-pending-backward 4"],
+                           ["--zero-bubble-v-schedule",
+                            "--zero-bubble-v-schedule-mem-setup half"]):
+        zb = megatron_input(ZB_BASE + " ".join(schedule_flags)
+                            + " --enable-optimizer-post-validation", "zb.txt", 8)
+        out = megatron_model_args(zb.shape, zb.launch, 1)
+        assert out[-3:] == schedule_flags + ["--enable-optimizer-post-validation"]
+        again = megatron_input(ZB_BASE + " ".join(out[-3:]), "again.txt", 8).launch
+        assert (again.schedule, again.optimizer_post_validation) == (zb.launch.schedule, True)
+
+
+ZB_BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+           "--micro-batch-size 1 --global-batch-size 32 --fp16 "
+           "--pipeline-model-parallel-size 4 ")
+
+
+@pytest.mark.parametrize("flags, schedule, vpp, post", [
+    ("", "1f1b", 1, False),
+    ("--enable-zero-bubble --zero-bubble-max-pending-backward 4 "
+     "--enable-optimizer-post-validation", "zb-h1", 1, True),
+    ("--enable-zero-bubble --zero-bubble-max-pending-backward 8", "zb-h2", 1, False),
+    ("--zero-bubble-v-schedule --enable-optimizer-post-validation", "zb-v", 2, True),
+    ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half", "v-half", 2, False),
+    ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup min", "v-min", 2, False),
+    # the fork turns post-validation off without zero bubble
+    ("--enable-optimizer-post-validation", "1f1b", 1, False),
+])
+def test_the_zero_bubble_forks_flags_choose_the_schedule(flags, schedule, vpp, post):
+    la = megatron_input(ZB_BASE + flags, "zb.txt", 8).launch
+    assert (la.schedule, la.vpp, la.optimizer_post_validation) == (schedule, vpp, post)
+
+
+def test_the_zero_bubble_forks_memory_limits_that_pipesim_has_not_are_warned():
+    src = "--megatron-args zb.txt"
+    def zb_warnings(got):
+        return tuple(w for w in got.warnings if "zero-bubble" in w)
+
+    got = megatron_input(ZB_BASE + "--enable-zero-bubble", "zb.txt", 8)
+    assert got.launch.schedule == "zb-h1"
+    assert zb_warnings(got) == (f"{src}: --zero-bubble-max-pending-backward auto (the fork's "
+                            "default, a memory limit set from the GPU's free memory as it "
+                            "runs): run as zb-h1, 1F1B's memory (ZB-1p)",)
+    got = megatron_input(ZB_BASE + "--enable-zero-bubble --zero-bubble-max-pending-backward 6",
+                         "zb.txt", 8)
+    assert zb_warnings(got) == (f"{src}: --zero-bubble-max-pending-backward 6: run as zb-h1 (p = "
+                            "4 pending backwards); pipesim has the zero-bubble schedules of p "
+                            "and 2p",)
+    got = megatron_input(ZB_BASE + "--enable-optimizer-post-validation", "zb.txt", 8)
+    assert f"{src}: --enable-optimizer-post-validation: no effect without " \
+           "--enable-zero-bubble (the zero-bubble fork turns it off)" in got.notes
+
+
+@pytest.mark.parametrize("flags, message", [
+    ("--enable-zero-bubble --zero-bubble-max-pending-backward x",
+     "--zero-bubble-max-pending-backward: expected a whole number or auto, found x"),
+    ("--enable-zero-bubble --zero-bubble-max-pending-backward 0",
+     "--zero-bubble-max-pending-backward: expected a positive whole number or auto, found 0"),
+    ("--enable-zero-bubble --num-layers-per-virtual-pipeline-stage 2",
+     "--enable-zero-bubble: expected no virtual stages with it (the fork runs its own "
+     "schedule; --zero-bubble-v-schedule places two chunks a rank), found 3 virtual stages"),
+    ("--enable-zero-bubble --use-distributed-optimizer --overlap-grad-reduce",
+     "--enable-zero-bubble: expected no --overlap-grad-reduce or --overlap-param-gather with "
+     "the distributed optimizer (the zero-bubble fork's rule), found an overlap"),
+    ("--zero-bubble-v-schedule --num-layers 28",
+     "--zero-bubble-v-schedule: expected an even number of layers on each of the 4 stages "
+     "(the fork's rule), found 28"),
+    ("--zero-bubble-v-schedule-mem-setup full --enable-zero-bubble",
+     "--zero-bubble-v-schedule-mem-setup: expected one of zb, half, min, found 'full'"),
+])
+def test_what_the_zero_bubble_fork_refuses_is_refused_in_one_line(flags, message):
+    text = ZB_BASE + flags
+    if "--num-layers 28" in flags:
+        text = text.replace("--num-layers 24 ", "")
+    with pytest.raises(ConfigError) as err:
+        megatron_input(text, "zb.txt", 8)
+    assert str(err.value) == f"--megatron-args zb.txt: {message}"

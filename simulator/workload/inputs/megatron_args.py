@@ -66,8 +66,15 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
+    "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
+    "--zero-bubble-v-schedule-mem-setup": (STR, ("zb", "half", "min")),
+    "--zero-bubble-max-pending-backward": (STR, ()),
     "--enable-optimizer-post-validation": (FLAG, ()),
 }
+
+# the zero-bubble fork's V schedules by --zero-bubble-v-schedule-mem-setup (its README: ZBV,
+# V-Half, V-Min)
+ZB_V_SCHEDULES = {"zb": "zb-v", "half": "v-half", "min": "v-min"}
 
 
 # flags that change nothing of one iteration's time or memory, by what they do: the learning
@@ -88,6 +95,8 @@ NO_EFFECT = frozenset((
     "--wandb-exp-name", "--wandb-save-dir", "--no-load-optim", "--no-load-rng",
     "--log-throughput", "--timing-log-level", "--distributed-timeout-minutes",
     "--rotary-base", "--rotary-percent", "--apply-layernorm-1p",
+    # the zero-bubble fork's profiling window for its scheduler (pipesim is given the times)
+    "--zero-bubble-pipeline-timers-start-iter", "--zero-bubble-pipeline-timers-end-iter",
 ))
 
 
@@ -377,6 +386,9 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                    f"({middle_layers}) divisible over the {middle} middle stage(s)"
                    + (f" x {vpp} virtual stages" if vpp > 1 else ""), layers)
 
+    schedule, vpp, post_validation = _zero_bubble(a, src, pp, vpp, layers, first, last,
+                                                  refuse, warnings, notes)
+
     # -- what runs ------------------------------------------------------------------------------
     if a.get("--fp16") and a.get("--bf16"):
         refuse("--bf16", "not together with --fp16 (one precision)", "both")
@@ -567,7 +579,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
         flash_attention=flash, recompute=recompute, recompute_granularity=gran,
         recompute_method=method, recompute_num_layers=nrec,
-        schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
+        schedule=schedule,
         decoder_first_pipeline_num_layers=first, decoder_last_pipeline_num_layers=last,
         stage_layers=None if counts is None else tuple(counts),
         account_for_embedding_in_pipeline_split=emb, account_for_loss_in_pipeline_split=loss,
@@ -576,8 +588,77 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
-        optimizer_post_validation=bool(a.get("--enable-optimizer-post-validation")))
+        optimizer_post_validation=post_validation)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
+
+
+def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last, refuse,
+                 warnings: list[str], notes: list[str]) -> tuple[str, int, bool]:
+    """(schedule, virtual stages, post-validation) of the launch, with the zero-bubble fork's
+    flags read as its megatron/arguments.py reads them (tag zero-bubble-v0.1.0):
+    ``--zero-bubble-v-schedule`` (which turns ``--enable-zero-bubble`` on) runs its V schedule
+    in the memory setup asked, two chunks a rank; ``--enable-zero-bubble`` alone its searched
+    schedule under ``--zero-bubble-max-pending-backward`` (p: ZB-1p, 2p: ZB-2p, the fork's own
+    help), run as pipesim's zb-h1 or zb-h2; ``--enable-optimizer-post-validation`` is turned
+    off without zero bubble."""
+    schedule = "interleaved-1f1b" if vpp > 1 else "1f1b"
+    zb_v = bool(a.get("--zero-bubble-v-schedule"))
+    zb = zb_v or bool(a.get("--enable-zero-bubble"))
+    post = bool(a.get("--enable-optimizer-post-validation"))
+    if not zb:
+        unused = [f for f in ("--enable-optimizer-post-validation",
+                              "--zero-bubble-max-pending-backward",
+                              "--zero-bubble-v-schedule-mem-setup") if a.get(f) is not None]
+        if unused:
+            notes.append(f"{src}: {', '.join(unused)}: no effect without --enable-zero-bubble "
+                         f"(the zero-bubble fork turns {'it' if len(unused) == 1 else 'them'} "
+                         "off)")
+        return schedule, vpp, False
+    flag = "--zero-bubble-v-schedule" if zb_v else "--enable-zero-bubble"
+    if pp < 2:
+        refuse(flag, "--pipeline-model-parallel-size above 1 (the zero-bubble fork's rule)", pp)
+    if vpp > 1:
+        refuse(flag, "no virtual stages with it (the fork runs its own schedule; "
+               "--zero-bubble-v-schedule places two chunks a rank)", f"{vpp} virtual stages")
+    if a.get("--use-distributed-optimizer") and (a.get("--overlap-grad-reduce")
+                                                 or a.get("--overlap-param-gather")):
+        refuse(flag, "no --overlap-grad-reduce or --overlap-param-gather with the distributed "
+               "optimizer (the zero-bubble fork's rule)", "an overlap")
+    if zb_v:
+        if first is not None or last is not None:
+            refuse("--zero-bubble-v-schedule", "the layers evenly over the stages (the fork's "
+                   "rule), not --decoder-first/last-pipeline-num-layers",
+                   first if first is not None else last)
+        if layers % pp or (layers // pp) % 2:
+            refuse("--zero-bubble-v-schedule", f"an even number of layers on each of the {pp} "
+                   "stages (the fork's rule)", layers)
+        setup = a.get("--zero-bubble-v-schedule-mem-setup") or "zb"
+        schedule = ZB_V_SCHEDULES[setup]
+        notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, two "
+                     "chunks a rank in a V")
+        return schedule, 2, post
+    pending = a.get("--zero-bubble-max-pending-backward") or "auto"
+    if pending == "auto":
+        warnings.append(f"{src}: --zero-bubble-max-pending-backward auto (the fork's default, "
+                        "a memory limit set from the GPU's free memory as it runs): run as "
+                        "zb-h1, 1F1B's memory (ZB-1p)")
+        return "zb-h1", vpp, post
+    try:
+        n = int(pending)
+    except ValueError:
+        refuse("--zero-bubble-max-pending-backward", "a whole number or auto", pending)
+    if n < 1:
+        refuse("--zero-bubble-max-pending-backward", "a positive whole number or auto", n)
+    schedule = "zb-h1" if n < 2 * pp else "zb-h2"
+    if n not in (pp, 2 * pp):
+        warnings.append(f"{src}: --zero-bubble-max-pending-backward {n}: run as {schedule} "
+                        f"({'p' if schedule == 'zb-h1' else '2p'} = "
+                        f"{pp if schedule == 'zb-h1' else 2 * pp} pending backwards); pipesim "
+                        "has the zero-bubble schedules of p and 2p")
+    else:
+        notes.append(f"{src}: --enable-zero-bubble --zero-bubble-max-pending-backward {n}: "
+                     f"{'ZB-1p' if n == pp else 'ZB-2p'}, run as {schedule}")
+    return schedule, vpp, post
 
 
 def _layout_counts(layout: str, src: str) -> list[int]:
