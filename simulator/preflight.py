@@ -731,8 +731,8 @@ def ddp_report(tail, system, options, header=None,
                 "post_validation_one_iteration",
                 "--optimizer-post-validation with one iteration: its time holds the "
                 "pipeline's fill, which the overlap of iterations hides from the second on",
-                "--iterations 2 or more (the later ones' iteration_times_ns are the steady "
-                "state)"))
+                "--iterations 2 or more (steady_iteration_ns: the mean of those after the "
+                "first)"))
     if ddp.embedding_ns > 0:
         notes.append(f"the tied word embedding's gradient, {ddp.embedding_bytes:,} B, "
                      f"all-reduced between the first and the last stage before the step: "

@@ -48,7 +48,9 @@ class SimulationResult:
         return RunInputs(self.workload, self.schedule, self.spec, self.system, self.partition,
                          self.iterations, self.phase_labels,
                          self.options.p2p if self.options else "async", self.engine_used,
-                         tuple(self.warnings), tuple(self.notes))
+                         tuple(self.warnings), tuple(self.notes),
+                         bool(self.options and self.options.ddp
+                              and self.options.ddp.post_validation))
 
     @property
     def summary(self) -> RunSummary:

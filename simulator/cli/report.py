@@ -63,6 +63,9 @@ def render_run(d: RunSummary) -> str:
         st = d.iteration_time_stats_ns
         lines.append(f"    spread            p50 {fmt_time(st.p50)}, p99 {fmt_time(st.p99)}, "
                      f"min {fmt_time(st.min)}, max {fmt_time(st.max)}")
+    if d.steady_iteration_ns is not None:
+        lines.append(f"    steady state      {fmt_time(d.steady_iteration_ns)} (the iterations "
+                     "after the first, whose fill the next ones overlap)")
     theory = d.theoretical_bubble_ratio
     formula = d.theoretical_formula or "closed form"
     if d.theoretical_bubble_basis == "own":

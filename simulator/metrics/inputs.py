@@ -27,3 +27,5 @@ class RunInputs(NamedTuple):
     engine_used: str                 # simpy, or evaluator where it applies
     warnings: tuple[RunWarning, ...] = ()
     notes: tuple[str, ...] = ()
+    # the iterations overlap (no barrier before the optimizer's step: post-validation)
+    iterations_overlap: bool = False

@@ -274,6 +274,8 @@ def summarize(rec: RunRecords, inputs: RunInputs) -> RunSummary:
         out["iteration_time_stats_ns"] = IterationStats(
             makespan, median(makespans), _percentile(makespans, 0.99), min(makespans),
             max(makespans))
+        if inputs.iterations_overlap:
+            out["steady_iteration_ns"] = mean(makespans[1:])
     if n_it:
         pb = pipeline_bubble(rec, sched, busy=first_busy)
         out["pipeline_bubble_ns"] = PipelineBubble(pb["span_ns"], tuple(pb["per_rank_ns"]),

@@ -148,6 +148,9 @@ class _RunSummaryFields(NamedTuple):
     time_per_minibatch_ns: Annotated[float | None, "2BW"] = None
     schedule_meta: Annotated[
         dict[str, Any] | None, "the generator's parameters (e.g. group_size)"] = None
+    steady_iteration_ns: Annotated[
+        float | None, "the mean iteration after the first, where iterations overlap "
+        "(--optimizer-post-validation): the first holds the pipeline's fill"] = None
 
 
 # a NamedTuple subclass without __slots__: its cached JSON form lives in the instance __dict__ (a

@@ -141,6 +141,9 @@ def test_the_option_turns_on_megatron_ddp_and_the_report_says_so():
     res = simulate(wl, sched, SYSTEM, RunOptions(optimizer_post_validation=True,
                                                  iterations=2))
     assert list(res.summary["iteration_times_ns"]) == [10000.0 + STEP, 9000.0 + STEP]
+    assert res.summary["steady_iteration_ns"] == 9000.0 + STEP
+    barrier = simulate(wl, sched, SYSTEM, RunOptions(megatron_ddp=True, iterations=2))
+    assert "steady_iteration_ns" not in barrier.summary.to_dict()
     assert any(n.startswith("--optimizer-post-validation (the zero-bubble fork's): no barrier")
                for n in res.summary["notes"])
 
