@@ -420,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = evaluate(runs, shares=not args.no_shares)
     print(report(rows))
+    if published.internal_errors(rows):
+        return 1
     excess = source_model_excess(runs)
     for name, e in excess.items():
         print(f"the source's measured iteration less its own model of it ({name}): median "

@@ -247,6 +247,17 @@ def assumptions(run: dict) -> list[str]:
 STEP_FREE = ("--set", "memory.bandwidth_gbs=0")   # HBM unpriced: Megatron's optimizer step free
 
 
+def internal_errors(rows: list[dict]) -> list[dict]:
+    """The runs pipesim failed on with an internal error (exit 70: a bug or a broken install,
+    never a prediction), each said on stderr: a benchmark with any records nothing."""
+    bad = [r for r in rows if r.get("exit") == 70]
+    for r in bad:
+        print(f"{r['id']}: {r.get('error_text', 'internal error')}", file=sys.stderr)
+    if bad:
+        print(f"{len(bad)} run(s) ended in an internal error: nothing recorded", file=sys.stderr)
+    return bad
+
+
 def iteration_ns(data: dict) -> float:
     """A run's predicted iteration time (ns) from its JSON: the steady state where the
     iterations overlap (run_pipesim runs them OVERLAPPED_ITERATIONS), else the makespan."""
@@ -496,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     for compute in models:
         rows = evaluate(args.runs, compute, corrections)
         print(report(rows, compute))
+        if internal_errors(rows):
+            return 1
         print()
         doc["models"][compute] = {"rows": rows, "summary": summarize(rows)}
     if args.record:
