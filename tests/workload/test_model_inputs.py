@@ -824,3 +824,33 @@ def test_what_the_zero_bubble_fork_refuses_is_refused_in_one_line(flags, message
     with pytest.raises(ConfigError) as err:
         megatron_input(text, "zb.txt", 8)
     assert str(err.value) == f"--megatron-args zb.txt: {message}"
+
+
+@pytest.mark.parametrize("layers, pp, vpp, counts", [
+    (22, 8, 1, [2, 3, 3, 3, 3, 3, 3, 2]),       # the zero-bubble paper's 1.5B: one off each end
+    (30, 8, 1, [3, 4, 4, 4, 4, 4, 4, 3]),
+    (21, 8, 1, [2, 2, 3, 3, 3, 3, 3, 2]),       # three padding layers: the last, then the first two
+    (22, 4, 2, [2, 3, 3, 3, 3, 3, 3, 2]),       # chunks in pipeline order
+])
+def test_the_zero_bubble_forks_padding_takes_layers_off_the_ends(layers, pp, vpp, counts):
+    from simulator.workload.inputs.megatron_args import padded_counts
+
+    assert padded_counts(layers, pp, vpp) == counts
+    assert sum(counts) == layers
+
+
+def test_a_padded_launch_places_its_layers_as_the_fork_does():
+    text = ZB_BASE.replace("--num-layers 24", "--num-layers 22").replace(
+        "--pipeline-model-parallel-size 4", "--pipeline-model-parallel-size 8")
+    got = megatron_input(text + "--allow-padding-num-layers --enable-zero-bubble "
+                         "--zero-bubble-max-pending-backward 16", "zb.txt", 8)
+    assert (got.launch.schedule, got.launch.stage_layers) == ("zb-h2", (2, 3, 3, 3, 3, 3, 3, 2))
+    assert ("--megatron-args zb.txt: --allow-padding-num-layers: 22 layers padded to 24, the "
+            "padding taken one a chunk off the last and the first: 2 3 3 3 3 3 3 2 (the "
+            "zero-bubble fork's get_offset)") in got.notes
+    with pytest.raises(ConfigError) as err:
+        megatron_input(text + "--allow-padding-num-layers --decoder-first-pipeline-num-layers 2",
+                       "zb.txt", 8)
+    assert str(err.value) == ("--megatron-args zb.txt: --allow-padding-num-layers: expected no "
+                              "other layer-placement flag with it (the zero-bubble fork places "
+                              "the layers itself), found 22")

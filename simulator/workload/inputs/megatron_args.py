@@ -69,7 +69,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
     "--zero-bubble-v-schedule-mem-setup": (STR, ("zb", "half", "min")),
     "--zero-bubble-max-pending-backward": (STR, ()),
-    "--enable-optimizer-post-validation": (FLAG, ()),
+    "--enable-optimizer-post-validation": (FLAG, ()), "--allow-padding-num-layers": (FLAG, ()),
 }
 
 # the zero-bubble fork's V schedules by --zero-bubble-v-schedule-mem-setup (its README: ZBV,
@@ -363,7 +363,12 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         vpp = vstages
     if vpp > 1 and pp < 2:
         refuse("--pipeline-model-parallel-size", "more than 1 with virtual stages", pp)
-    if counts is not None:
+    padding = bool(a.get("--allow-padding-num-layers")) and layers % pp > 0
+    if padding and (layout is not None or per_vstage is not None or vstages is not None
+                    or first is not None or last is not None or emb or loss):
+        refuse("--allow-padding-num-layers", "no other layer-placement flag with it (the "
+               "zero-bubble fork places the layers itself)", layers)
+    if counts is not None or padding:
         pass
     elif first is None and last is None:
         if counted % (pp * vpp):
@@ -386,8 +391,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                    f"({middle_layers}) divisible over the {middle} middle stage(s)"
                    + (f" x {vpp} virtual stages" if vpp > 1 else ""), layers)
 
-    schedule, vpp, post_validation = _zero_bubble(a, src, pp, vpp, layers, first, last,
+    padded = layers + (pp - layers % pp if padding else 0)
+    schedule, vpp, post_validation = _zero_bubble(a, src, pp, vpp, padded, first, last,
                                                   refuse, warnings, notes)
+    if padding:
+        counts = padded_counts(layers, pp, vpp)
+        n = padded - layers
+        notes.append(f"{src}: --allow-padding-num-layers: {layers} layers padded to {padded}, "
+                     "the padding taken one a chunk off the last"
+                     + (" and the first" if n == 2 else f" and the first {n - 1}" if n > 2
+                        else "")
+                     + f": {' '.join(map(str, counts))} (the zero-bubble fork's get_offset)")
 
     # -- what runs ------------------------------------------------------------------------------
     if a.get("--fp16") and a.get("--bf16"):
@@ -659,6 +673,20 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
         notes.append(f"{src}: --enable-zero-bubble --zero-bubble-max-pending-backward {n}: "
                      f"{'ZB-1p' if n == pp else 'ZB-2p'}, run as {schedule}")
     return schedule, vpp, post
+
+
+def padded_counts(layers: int, pp: int, vpp: int) -> list[int]:
+    """Transformer layers per chunk, in pipeline order, under the zero-bubble fork's
+    ``--allow-padding-num-layers`` (megatron/arguments.py and ParallelTransformer.get_offset at
+    tag zero-bubble-v0.1.0): the layers padded up to a multiple of the stages, every chunk
+    holding an equal share, and the ``n`` padding layers taken one each off the last chunk and
+    the first ``n - 1``."""
+    padding = -layers % pp
+    per_chunk = (layers + padding) // (pp * vpp)
+    counts = [per_chunk] * (pp * vpp)
+    for i in range(-1, padding - 1):
+        counts[i] -= 1
+    return counts
 
 
 def _layout_counts(layout: str, src: str) -> list[int]:
