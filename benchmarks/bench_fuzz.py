@@ -112,8 +112,7 @@ MEGATRON_SEEDS = (
     # the zero-bubble fork's schedules: ZB-2p with post-validation, a V schedule
     "--num-layers 22 --hidden-size 2304 --num-attention-heads 24 --ffn-hidden-size 9216 "
     "--seq-length 1024 --micro-batch-size 6 --global-batch-size 144 "
-    "--pipeline-model-parallel-size 8 --fp16 --vocab-size 32000 "
-    "--decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2 "
+    "--pipeline-model-parallel-size 8 --fp16 --vocab-size 32000 --allow-padding-num-layers "
     "--enable-zero-bubble --zero-bubble-max-pending-backward 16 "
     "--enable-optimizer-post-validation",
     "--num-layers 16 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
