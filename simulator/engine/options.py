@@ -52,8 +52,9 @@ class DDPSettings(NamedTuple):
     (None: Megatron's default), ``step_bytes_per_param`` (the optimizer step's HBM traffic on
     the parameters it updates), ``post_validation`` (each rank steps as soon as its own
     gradients are reduced and the partial global state has come from the rank before it, and
-    goes on with the next iteration: no barrier). Each iteration also zeroes the whole gradient buffer
-    (``zero_grad_buffer()`` before the first forward), ``grad_bytes`` a parameter, unsharded."""
+    goes on with the next iteration: no barrier). Each iteration also zeroes the whole gradient
+    buffer (``zero_grad_buffer()`` before the first forward), ``grad_bytes`` a parameter,
+    unsharded."""
 
     overlap_grad_reduce: bool = False
     distributed_optimizer: bool = False

@@ -273,11 +273,11 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
         emb_bytes = int(round(header.embedding_sync_params * ddp.grad_bytes))
         emb_ns = ring_time_ns(CommType.ALLREDUCE, emb_bytes, 2, links.p2p(0, last))
     prestep: tuple[float, ...] = ()
-    if ddp.post_validation and not schedule.flush:
-        raise ConfigError(f"--optimizer-post-validation: expected a schedule with a flush, got "
-                          f"{schedule.name} (its minibatches already run as one continuous "
-                          "schedule)")
     if ddp.post_validation:
+        if not schedule.flush:
+            raise ConfigError(f"--optimizer-post-validation: expected a schedule with a flush, "
+                              f"got {schedule.name} (its minibatches already run as one "
+                              "continuous schedule)")
         prestep = (0.0,) + tuple(links.p2p(r - 1, r).transfer_ns(PRESTEP_BYTES)
                                  for r in range(1, schedule.pp))
     return MegatronDDP(ddp, tuple(chunk_dp), ranks, bandwidth, emb_ns, emb_bytes, prestep)
