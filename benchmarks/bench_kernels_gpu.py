@@ -8,8 +8,9 @@ The ops are those pipesim generate prices (simulator/workload/layer_ops.py) for 
 layer shapes; each is timed with CUDA events (median of --repeats after a warm-up) and compared
 with :func:`simulator.workload.kernels.price` on the preset of the GPU (a100, h100, h200: read
 from torch.cuda.get_device_name, or --gpu). Needs torch with CUDA on the device; the predictions
-alone need neither. Runs in well under 10 minutes on an A100 or H100.
-"""
+alone need neither. Runs in well under 10 minutes on an A100 or H100. The zero-bubble shapes'
+rows (:data:`ZB_SHAPES`) run on the CPU too, as a dry run of the code (``python -m pytest -m
+gpu_script``)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,17 @@ ATTENTION = (
 )
 # one GPT layer on one GPU (tp 1): b, s, h, heads
 LAYER = (1, 2048, 4096, 32)
+# Megatron-LM's GPT layer as the zero-bubble runs ran it (fp16, attention without flash,
+# dropout 0.1, tp 1): label, b, s, h, heads. The source's profile of these shapes (its Table 9,
+# benchmarks/data/published-runs-extra.json) has a layer's forward as long as its input-gradient
+# backward (T_F = T_B within 3 %), where the model prices the forward 14-18 % shorter; the rows
+# below separate what can make the difference: each kernel of the attention core alone (the
+# forward's dropout draws random numbers, its backward reads the mask), the three layouts of one
+# linear's GEMMs, and the host time a synchronized timer adds to a forward.
+ZB_SHAPES = (
+    ("zb 1.5B", 6, 1024, 2304, 24),
+    ("zb 14.6B", 1, 1024, 5120, 40),
+)
 
 
 def _bytes(kind: str, n: int) -> int:
@@ -98,16 +110,65 @@ def predictions(gpu_key: str) -> list[dict]:
     out.append({"op": f"gpt layer b{b} s{s} h{h} forward", "kind": "layer", "predicted_ns": f})
     out.append({"op": f"gpt layer b{b} s{s} h{h} backward (input + weight grads)",
                 "kind": "layer", "predicted_ns": ig + wg})
+    for label, b, s, h, heads in ZB_SHAPES:
+        out += zb_predictions(gpu, label, b, s, h, heads)
     return out
 
 
-def _time(fn, repeats: int) -> float:
+def zb_predictions(gpu, label: str, b: int, s: int, h: int, heads: int) -> list[dict]:
+    """The unfused fp16 layer of :data:`ZB_SHAPES`: its forward, input-gradient and weight-
+    gradient time (the zero-bubble runtime's F, B and W), the attention core's kernels one by
+    one, one linear's three GEMMs as layer_ops prices them (fc1: forward x Wᵀ, input gradient
+    dy W, weight gradient xᵀ dy; Megatron computes the last as dyᵀ x, the same product
+    transposed, which is what is measured), a plain copy of the scores (the bandwidth the dropout is compared with) and the
+    host's part of a synchronized forward (predicted 0: the model has the host ahead)."""
+    from simulator.workload import layer_ops
+    from simulator.workload.generator import ModelSpec, ParallelSpec
+    from simulator.workload.kernels import gemm, memory, price, row_times
+
+    model = ModelSpec("gpt", 1, h, heads, s, b)
+    par = ParallelSpec(tp=1, sequence_parallel=False, flash_attention=False, precision="fp16")
+    t = [0, 0, 0]
+    for ops in (layer_ops.attention_column_ops(model, par), layer_ops.attention_row_ops(model, par),
+                layer_ops.mlp_column_ops(model, par), layer_ops.mlp_row_ops(model, par)):
+        row, _ = row_times(ops, gpu)
+        t = [a + r for a, r in zip(t, row)]
+    rows = [{"op": f"{label} layer {what}", "kind": "zb_layer", "shape": [b, s, h, heads],
+             "predicted_ns": ns}
+            for what, ns in (("F", t[0]), ("B (input grads)", t[1]), ("W (weight grads)", t[2]))]
+    for op in layer_ops._attention_core(model, par):
+        rows.append({"op": f"{label} core {op.name}", "kind": "zb_core",
+                     "shape": [b, s, h, heads], "predicted_ns": price(op, gpu).ns})
+    tokens, f = b * s, 4 * h
+    for what, m, n, k in (("x Wt (forward)", tokens, f, h), ("dy W (input grad)", tokens, h, f),
+                          ("dyt x (weight grad)", h, f, tokens)):
+        rows.append({"op": f"{label} fc1 {what}", "kind": "zb_gemm", "shape": [m, n, k, 1],
+                     "predicted_ns": price(gemm(what, "fwd", m, n, k), gpu).ns})
+    scores = b * heads * s * s
+    rows.append({"op": f"{label} copy of the scores", "kind": "zb_copy", "elements": scores,
+                 "predicted_ns": price(memory("copy", "fwd", 4 * scores), gpu).ns})
+    rows.append({"op": f"{label} host time a synchronized F adds", "kind": "zb_host",
+                 "predicted_ns": 0})
+    return rows
+
+
+def _time(fn, repeats: int, dev: str = "cuda") -> float:
+    """Median ns of ``fn`` after a warm-up: CUDA events on a GPU; on the CPU (``dev`` "cpu",
+    a dry run of the script's code, whose times say nothing of a GPU) the host's clock."""
+    import time
+
     import torch
 
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
     times = []
+    if dev != "cuda":
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e9)
+        return statistics.median(times)
+    torch.cuda.synchronize()
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -171,6 +232,109 @@ def measure(rows: list[dict], repeats: int) -> None:
     both = _time(lambda: layer(x).backward(gy), repeats)
     by_op[f"{name} forward"]["measured_ns"] = fwd
     by_op[f"{name} backward (input + weight grads)"]["measured_ns"] = both - fwd
+    for label, b, s, h, heads in ZB_SHAPES:
+        zb_measure(by_op, label, b, s, h, heads, repeats)
+
+
+def zb_measure(by_op: dict, label: str, b: int, s: int, h: int, heads: int,
+               repeats: int, dev: str = "cuda") -> None:
+    """Times the rows of :func:`zb_predictions` (fp16, as the zero-bubble runs; fp32 in a dry
+    run on the CPU, ``dev`` "cpu", which checks the code, not the times)."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    dt = torch.float16 if dev == "cuda" else torch.float32
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    layer = _megatron_gpt_layer(h, heads, dev, dt)
+    x = torch.randn(s, b, h, device=dev, dtype=dt, requires_grad=True)
+    gy = torch.randn(s, b, h, device=dev, dtype=dt)
+    fwd = _time(lambda: layer(x), repeats, dev)
+    ig = _time(lambda: torch.autograd.grad(layer(x), x, gy), repeats, dev) - fwd
+    both = _time(lambda: layer(x).backward(gy), repeats, dev) - fwd
+    for what, ns in (("F", fwd), ("B (input grads)", ig), ("W (weight grads)", both - ig)):
+        by_op[f"{label} layer {what}"]["measured_ns"] = ns
+    # the host's part: a forward timed on the host between two synchronizations (the zero-
+    # bubble source's ScheduleTimers) less the same forward's GPU time
+    walls = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        layer(x)
+        sync()
+        walls.append((time.perf_counter() - t0) * 1e9)
+    by_op[f"{label} host time a synchronized F adds"]["measured_ns"] = \
+        statistics.median(walls) - fwd
+    # the attention core's kernels one by one, in Megatron's layout ([b * heads, s, d])
+    bh, d = b * heads, h // heads
+    q, k, v = (torch.randn(bh, s, d, device=dev, dtype=dt) for _ in range(3))
+    buf = torch.empty(bh, s, s, device=dev, dtype=dt)
+    scores = torch.baddbmm(buf, q, k.transpose(1, 2), beta=0.0, alpha=d ** -0.5)
+    probs = torch.softmax(scores, dim=-1)
+    mask = torch.rand_like(probs) > 0.1
+    dropped = probs * mask / 0.9
+    g = torch.randn(bh, s, d, device=dev, dtype=dt)
+    gp = torch.randn_like(probs)
+    core = {
+        "attention_scores": lambda: torch.baddbmm(buf, q, k.transpose(1, 2), beta=0.0,
+                                                  alpha=d ** -0.5),
+        # Megatron's fused kernel applies the causal mask in the same pass
+        "scale_mask_softmax": lambda: torch.softmax(scores, dim=-1),
+        "attention_dropout": lambda: F.dropout(probs, 0.1, True),
+        "attention_context": lambda: torch.bmm(dropped, v),
+        "attention_context_dgrad_probs": lambda: torch.bmm(g, v.transpose(1, 2)),
+        "attention_context_dgrad_v": lambda: torch.bmm(dropped.transpose(1, 2), g),
+        "attention_dropout_bwd": lambda: gp * mask / 0.9,
+        "scale_mask_softmax_bwd": lambda: torch._softmax_backward_data(gp, probs, -1, dt),
+        "attention_scores_dgrad_q": lambda: torch.bmm(gp, k),
+        "attention_scores_dgrad_k": lambda: torch.bmm(gp.transpose(1, 2), q),
+    }
+    for name, fn in core.items():
+        by_op[f"{label} core {name}"]["measured_ns"] = _time(fn, repeats, dev)
+    copy = torch.empty_like(probs)
+    by_op[f"{label} copy of the scores"]["measured_ns"] = _time(lambda: copy.copy_(probs),
+                                                                 repeats, dev)
+    tokens, f = b * s, 4 * h
+    xs = torch.randn(tokens, h, device=dev, dtype=dt)
+    w = torch.randn(f, h, device=dev, dtype=dt)
+    dy = torch.randn(tokens, f, device=dev, dtype=dt)
+    for what, fn in (("x Wt (forward)", lambda: xs @ w.t()), ("dy W (input grad)", lambda: dy @ w),
+                     ("dyt x (weight grad)", lambda: dy.t() @ xs)):
+        by_op[f"{label} fc1 {what}"]["measured_ns"] = _time(fn, repeats, dev)
+
+
+def _megatron_gpt_layer(h: int, heads: int, dev, dt):
+    """Megatron-LM's GPT layer without flash attention, in its [s, b, h] layout: the scores by
+    baddbmm into a buffer, softmax, dropout 0.1 on the probabilities, bmm with V, and dropout
+    0.1 before each residual add (eager torch: Megatron fuses the bias, dropout and add)."""
+    import torch
+    import torch.nn.functional as F
+
+    d = h // heads
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = torch.nn.LayerNorm(h)
+            self.qkv = torch.nn.Linear(h, 3 * h)
+            self.proj = torch.nn.Linear(h, h)
+            self.ln2 = torch.nn.LayerNorm(h)
+            self.fc1 = torch.nn.Linear(h, 4 * h)
+            self.fc2 = torch.nn.Linear(4 * h, h)
+
+        def forward(self, x):
+            s, b, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(s, b * heads, 3 * d).split(d, dim=-1)
+            q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+            buf = torch.empty(b * heads, s, s, device=x.device, dtype=x.dtype)
+            p = torch.softmax(torch.baddbmm(buf, q, k.transpose(1, 2), beta=0.0,
+                                            alpha=d ** -0.5), dim=-1)
+            c = torch.bmm(F.dropout(p, 0.1, True), v).transpose(0, 1).reshape(s, b, h)
+            x = x + F.dropout(self.proj(c), 0.1, True)
+            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, True)
+
+    return Layer().to(device=dev, dtype=dt)
 
 
 def _gpt_layer(h: int, heads: int, dev, dt):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import bench_kernels_gpu, bench_published_runs
+from simulator.workload.kernel_presets import kernel_preset
 
 
 def test_kernel_benchmark_predicts_every_op_without_torch(capsys):
@@ -11,10 +14,37 @@ def test_kernel_benchmark_predicts_every_op_without_torch(capsys):
     # the 22B QKV GEMM: 11 waves of 128x128 tiles on 108 SMs (tests/workload/test_kernels.py)
     assert "22B tp8 qkv" in out and "1037.3" in out
     rows = bench_kernels_gpu.predictions("a100")
-    assert len(rows) == 25 and all(r["predicted_ns"] > 0 for r in rows)
+    assert len(rows) == 25 + 18 * len(bench_kernels_gpu.ZB_SHAPES)
+    assert all(r["predicted_ns"] > 0 for r in rows if r["kind"] != "zb_host")
     # the elementwise rate's own shape: 4M FP32 read and written, 8 B each, at 79.3 % of HBM
     scale = next(r for r in rows if r["op"].startswith("a * 1.2, 4M"))
     assert scale["predicted_ns"] == round(8 * 4 * 2 ** 20 / (2.039e3 * 0.793)) == 20_752
+
+
+def test_zero_bubble_shape_rows_price_the_layer_as_generate_does():
+    rows = {r["op"]: r["predicted_ns"] for r in bench_kernels_gpu.predictions("a100")}
+    # the 1.5B layer (b 6, s 1024, h 2304, fp16, no flash) as `pipesim inspect --ops` prices a
+    # generated file's four rows: F 2,176,776 + 347,192 + 1,311,232 + 1,195,920 ns, and so on
+    assert rows["zb 1.5B layer F"] == 5_031_120
+    assert rows["zb 1.5B layer B (input grads)"] == 5_842_555
+    assert rows["zb 1.5B layer W (weight grads)"] == 3_400_911
+    # 6 x 24 x 1024^2 scores: the softmax reads and writes 2 B each, as a copy does, at the
+    # elementwise rate (79.3 % of 2,039 GB/s); the dropout adds its 1-byte mask
+    assert rows["zb 1.5B copy of the scores"] == rows["zb 1.5B core scale_mask_softmax"] \
+        == round(4 * 6 * 24 * 1024 ** 2 / (2.039e3 * 0.793)) == 373_536
+    assert rows["zb 1.5B core attention_dropout"] == round(5 * 6 * 24 * 1024 ** 2
+                                                          / (2.039e3 * 0.793))
+    assert rows["zb 1.5B host time a synchronized F adds"] == 0
+
+
+@pytest.mark.gpu_script
+def test_zero_bubble_rows_measure_on_the_cpu_as_a_dry_run():
+    pytest.importorskip("torch")
+    rows = bench_kernels_gpu.zb_predictions(kernel_preset("a100"), "tiny", 2, 64, 128, 4)
+    by_op = {r["op"]: r for r in rows}
+    bench_kernels_gpu.zb_measure(by_op, "tiny", 2, 64, 128, 4, repeats=2, dev="cpu")
+    assert [r["op"] for r in rows if "measured_ns" not in r] == []
+    assert all(r["measured_ns"] > 0 for r in rows if r["kind"] not in ("zb_host", "zb_layer"))
 
 
 def test_stage_split_and_comm_free_rows():
