@@ -405,6 +405,8 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
             args += ["--memory-limit", rng.choice(("0", "1", "4", "80"))]
         if rng.random() < 0.2:
             args += ["--out", out("")]
+        if rng.random() < 0.1:
+            args += ["--strict"]
     elif command == "generate":
         args += ["--model", rng.choice(("gpt", "llama", "moe")),
                  "--layers", rng.choice(("1", "24", "96", "100000", "1000000000")),
@@ -458,7 +460,7 @@ def build_args(k: int, seed: int, seeds: dict, where: Path) -> list[str]:
                 (REPO / "configs" / "system").glob("*.yaml"))])]
         if rng.random() < 0.2:
             args += ["--gpu", rng.choice(("a100", "h100", "h200", "v100"))]
-        if sub in ("run", "compare") and rng.random() < 0.1:
+        if sub in ("run", "compare", "plan") and rng.random() < 0.1:
             args += ["--strict"]
         if sub == "run" and rng.random() < 0.1:
             args += ["--fsdp", rng.choice(("1", "2", "8", "0"))]

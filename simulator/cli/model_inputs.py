@@ -308,31 +308,56 @@ def ddp_option_values(launch: LaunchSettings) -> dict:
     return {"megatron_ddp": True, **{k: getattr(launch, k) for k in DDP_FLAGS}}
 
 
-def model_gpu(flag: str | None, system_preset: str) -> tuple[str, list[str]]:
-    """The GPU preset whose kernel prices a generated workload takes, and the warning of a
-    default: ``--gpu``, else the system's ``gpu.preset`` (the system a run is priced on names
+def model_gpu(flag: str | None, system_preset: str,
+              builtin_system: bool = False) -> tuple[str, list[str]]:
+    """The GPU preset whose kernel prices a generated workload takes, and the warnings of its
+    defaults: ``--gpu``, else the system's ``gpu.preset`` (the system a run is priced on names
     its GPU); the two disagreeing is refused, neither given is a100 with a warning (a default
-    that changes every compute time)."""
+    that changes every compute time). ``builtin_system``: no --system was given, so the
+    model's transfers, collectives and memory meet pipesim's built-in system, not the GPU's
+    cluster (:func:`builtin_system_warning`)."""
+    warnings = []
     if flag is not None:
-        flag = flag.lower()
-        if system_preset and flag != system_preset:
-            raise ConfigError(f"--gpu {flag}: the system's GPU is {system_preset} (gpu.preset in "
+        gpu = flag.lower()
+        if system_preset and gpu != system_preset:
+            raise ConfigError(f"--gpu {gpu}: the system's GPU is {system_preset} (gpu.preset in "
                               "--system); give one of them, or the same")
-        return flag, []
-    if system_preset:
-        return system_preset, []
-    return "a100", ["no --gpu, and the system names no GPU (gpu.preset in --system): the "
-                    "generated workload's kernels are priced on the a100 preset"]
+    elif system_preset:
+        gpu = system_preset
+    else:
+        gpu = "a100"
+        warnings.append("no --gpu, and the system names no GPU (gpu.preset in --system): the "
+                        "generated workload's kernels are priced on the a100 preset")
+    if builtin_system:
+        warnings.append(builtin_system_warning(gpu))
+    return gpu, warnings
 
 
-def model_run(workload, model_values: dict, opts, schedule, system_preset: str = ""):
+def builtin_system_warning(gpu: str) -> str:
+    """What a model generated for ``gpu`` meets without --system: the built-in system's links
+    (simulator/system/config.py, read here so the numbers are its own) and no memory
+    capacity, where the GPU's cluster file has nodes, NICs and the card's memory."""
+    from ..system.config import SystemConfig
+
+    built = SystemConfig()
+    return (f"no --system: the {gpu} model's transfers and collectives are priced on pipesim's "
+            f"built-in system ({built.links.bandwidth_gbps:g} Gb/s between stages, "
+            f"{built.collectives.dp.bandwidth_gbps:g} Gb/s over DP, "
+            f"{built.collectives.tp.bandwidth_gbps:g} Gb/s over TP, no nodes) and no memory "
+            f"capacity is checked; --system configs/system/{gpu}.yaml describes the {gpu} "
+            "cluster (its nodes, NICs and the card's memory)")
+
+
+def model_run(workload, model_values: dict, opts, schedule, system_preset: str = "",
+              builtin_system: bool = False):
     """``(workload, opts, schedule, model)`` of a run (``run``, ``compare``) given model flags
     or files: the generated workload and the options and schedule its launch sets, refused in
     one line beside a WORKLOAD file, and with ``--strict``, on any warning of the input.
-    ``system_preset``: the run's system's ``gpu.preset`` (:func:`model_gpu`)."""
+    ``system_preset``: the run's system's ``gpu.preset``; ``builtin_system``: no --system
+    (:func:`model_gpu`)."""
     if workload is not None:
         raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
-    gpu, gpu_warnings = model_gpu(model_values["gpu"], system_preset)
+    gpu, gpu_warnings = model_gpu(model_values["gpu"], system_preset, builtin_system)
     model = resolve(model_values, gpus=opts.gpus)
     opts, schedule, added = launch_options(opts, model, schedule)
     model = model._replace(warnings=model.warnings + tuple(added) + tuple(gpu_warnings))

@@ -252,11 +252,12 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
         from .model_inputs import model_run
 
         # the system names the GPU the model is priced on; read once, used for the run too
+        builtin = system is None and not system_sets
         system = load_system(system)
         named = (system.with_overrides(parse_assignments(system_sets, "--set"), "--set")
                  if system_sets else system)
         workload, opts, schedule, model = model_run(workload, model_values, opts, schedule,
-                                                    named.gpu.preset)
+                                                    named.gpu.preset, builtin)
         if model.launch.schedule_csv and schedule is None and schedule_file is None:
             schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
     configure_logging(log_level)

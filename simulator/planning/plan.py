@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..schedules import registry
+from ..units import fmt_bytes
 from .budgets import PLAN_MAX_ACTIONS, PLAN_MAX_WORK, auto_floor, candidate_work, check_work
 from .bounds import ShapeBounds
 from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_MAX_ACTIONS, AUTO_SHAPES, AUTO_VPPS,
@@ -112,5 +113,24 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         search.synthesize_autos(space.auto_layers, floor_autos)
     finally:
         search.close()
-    return search.rank()
+    answer = search.rank()
+    if unlimited_memory(settings, system):
+        answer.warnings.insert(0, no_memory_limit_warning(
+            [o.peak_memory_bytes for o in answer.outcomes
+             if o.feasible and o.peak_memory_bytes is not None]))
+    return answer
+
+
+def unlimited_memory(settings: PlanSettings, system) -> bool:
+    """No memory limit by default: the system states no capacity and --memory-limit is not
+    given (an explicit --memory-limit 0 asks for none and is not a default)."""
+    return settings.memory_limit_gib is None and system.memory.capacity_bytes <= 0
+
+
+def no_memory_limit_warning(peaks: "list[int] | tuple[int, ...]" = ()) -> str:
+    """The warning of :func:`unlimited_memory`; ``peaks``: the ranked candidates' peaks."""
+    largest = f" (the ranked candidates' peaks reach {fmt_bytes(max(peaks))})" if peaks else ""
+    return ("no memory limit: the system states no memory capacity (memory.capacity_gib) and "
+            f"--memory-limit is not given, so no candidate is refused for its peak{largest}; "
+            "give --memory-limit GIB, or a --system with the GPU's memory")
 

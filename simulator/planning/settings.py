@@ -166,6 +166,9 @@ def check_settings(settings: PlanSettings) -> None:
         raise ConfigError(f"--gpus {settings.gpus}: expected a multiple of "
                           + (f"--tp {settings.tp} x " if settings.tp else "")
                           + f"--cp {settings.cp}")
+    if settings.model is not None and settings.global_batch is None:
+        raise ConfigError("--global-batch-size: needed with the model flags (sequences "
+                          "per iteration across DP, as in Megatron-LM)")
     if settings.memory_limit_gib is not None and not settings.memory_limit_gib >= 0:
         raise ConfigError(f"--memory-limit: expected a non-negative number of GiB, got "
                           f"{settings.memory_limit_gib:g}")

@@ -110,10 +110,7 @@ def enumerate_space(settings: PlanSettings, table: list[ScheduleChoice],
     """Every hand-made candidate of every workload (one per TP with model flags), the workloads
     by path, their layer counts and the number of layers ``auto`` is given (the last
     workload's); refuses a global batch no pipeline degree divides."""
-    if settings.model is not None:
-        if settings.global_batch is None:
-            raise ConfigError("--global-batch-size: needed with the model flags (sequences "
-                              "per iteration across DP, as in Megatron-LM)")
+    if settings.model is not None:     # with a global batch: check_settings
         sources = generate_workloads(settings, Path(workload_dir or "."))
     else:
         sources = [TpWorkload(None, settings.workload)]

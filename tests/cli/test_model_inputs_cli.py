@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from simulator.cli.main import main
+from simulator.units import fmt_bytes
 from simulator.workload.inputs.megatron_args import read_megatron_args
 
 # uneven first/last ranks with 2 virtual stages: Megatron writes it back as a layout
@@ -21,6 +22,18 @@ UNEVEN = ("--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-len
           "--disable-bias-linear --group-query-attention --num-query-groups 4 "
           "--untie-embeddings-and-output-weights --vocab-size 32000 --sequence-parallel "
           "--use-flash-attn --use-distributed-optimizer --overlap-grad-reduce")
+
+
+# the defaults of a model run or planned without --system
+BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
+                "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
+                "over TP, no nodes) and no memory capacity is checked; --system "
+                "configs/system/a100.yaml describes the a100 cluster (its nodes, NICs and the "
+                "card's memory)")
+NO_MEMORY_LIMIT = ("no memory limit: the system states no memory capacity (memory.capacity_gib) "
+                   "and --memory-limit is not given, so no candidate is refused for its peak (the "
+                   "ranked candidates' peaks reach {}); give --memory-limit GIB, or a --system "
+                   "with the GPU's memory")
 
 
 def _run(args, capsys) -> tuple[int, str, str]:
@@ -47,7 +60,7 @@ def test_run_from_a_config_json_warns_what_it_cannot_express(hf_configs_dir, tmp
         f"--hf-config {cfg}: sliding_window: 4096: attention is priced over the whole causal "
         "sequence; with sequences longer than 4096 tokens the model attends to fewer",
         "no --gpu, and the system names no GPU (gpu.preset in --system): the generated "
-        "workload's kernels are priced on the a100 preset"]
+        "workload's kernels are priced on the a100 preset", BUILTIN_A100]
     assert "sliding_window: 4096" in text
     # 32 layers over 4 stages: whole layers, so Megatron-LM and torchtitan run it
     assert d["runtimes"]["megatron"]["accepts"] and d["runtimes"]["torchtitan"]["accepts"]
@@ -67,7 +80,7 @@ def test_run_of_the_shape_alone_warns_its_one_stage_and_one_microbatch(hf_config
                  str(out)], capsys)[0] == 0
     assert [w["message"] for w in _json(out)["warnings"] if w["code"] == "model_input"] == [
         f"--hf-config {cfg}: no --pp and no launch file: 1 pipeline stage",
-        f"--hf-config {cfg}: no -m and no launch file: 1 microbatch per iteration"]
+        f"--hf-config {cfg}: no -m and no launch file: 1 microbatch per iteration", BUILTIN_A100]
 
 
 REFUSED = [
@@ -138,7 +151,8 @@ def test_a_published_run_runs_from_its_megatron_args(published_runs, tmp_path, c
     assert p["makespan_ns"] < d["makespan_ns"] and p["peak_memory_bytes"] > d["peak_memory_bytes"]
     assert [w["message"].split(": ")[1] for w in d["warnings"]
             if w["code"] == "model_input"] == ["--untie-embeddings-and-output-weights absent",
-                                               "neither --use-flash-attn nor --attention-backend"]
+                                               "neither --use-flash-attn nor --attention-backend",
+                                               BUILTIN_A100.split(": ")[1]]
 
 
 def test_run_launch_read_back_gives_the_same_makespan(tmp_path, capsys):
@@ -188,10 +202,12 @@ def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path
                  "--gpu", "a100"],
                 capsys)[0] == 0
     plan = _json(out)
+    peak = max(c["peak_memory_bytes"] for c in plan["candidates"] if c["feasible"])
     assert plan["warnings"] == [f"--hf-config {cfg}: tie_word_embeddings: the LM head's weights "
                                 "are counted apart from the embedding's (as Megatron-LM keeps a "
                                 "copy on the last stage; at pp 1 they are one tensor, V x h "
-                                "fewer parameters)"]
+                                "fewer parameters)", BUILTIN_A100,
+                                NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
     best = plan["best"]
     back = tmp_path / "back.json"
     assert _run(["run", "--megatron-args", str(launch / "megatron_args.txt"), "--gpus", "8",
@@ -297,3 +313,28 @@ def test_a_megatron_launch_states_its_memory(tmp_path, capsys):
                  "--param-dtype", "fp32", "--json", str(fp32)], capsys)[0] == 0
     parts = _json(fp32)["ranks"][1]["peak_memory_breakdown"]
     assert parts["weights"] == 4 * params and parts["gradients"] == 4 * params
+
+
+def test_a_model_run_without_a_system_says_which_links_and_memory_it_met(hf_configs_dir,
+                                                                        tmp_path, capsys):
+    """--gpu h100 prices the kernels as an H100's; without --system the transfers, collectives
+    and memory meet the built-in system, which the run says (--strict refuses it); the H100
+    cluster's file removes the warning and checks the card's memory."""
+    cfg = str(hf_configs_dir / "llama-3.1-8b.json")
+    args = ["run", "--hf-config", cfg, "--seq", "4096", "--tp", "4", "--pp", "2", "-m", "8",
+            "--gpus", "64", "--gpu", "h100", "--engine", "evaluator"]
+    out = tmp_path / "r.json"
+    assert _run(args + ["--json", str(out)], capsys)[0] == 0
+    mine = [w["message"] for w in _json(out)["warnings"] if w["code"] == "model_input"]
+    assert mine == [BUILTIN_A100.replace("a100", "h100")]
+    rc, _, err = _run(args + ["--strict"], capsys)
+    assert rc == 2 and err == (f"pipesim: error: --strict: {BUILTIN_A100.replace('a100', 'h100')}"
+                               " [model_input]\n")
+    cluster = tmp_path / "c.json"
+    assert _run(args + ["--system", "configs/system/h100.yaml", "--json", str(cluster)],
+                capsys)[0] == 0
+    c = _json(cluster)
+    assert [w for w in c["warnings"] if w["code"] == "model_input"] == []
+    # the cluster's NVLink and NICs, not the built-in 400 Gb/s links: the same compute, another
+    # time
+    assert c["makespan_ns"] != _json(out)["makespan_ns"]

@@ -10,11 +10,22 @@ from pathlib import Path
 import pytest
 
 from simulator.cli.main import main
+from simulator.units import fmt_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 WL = str(ROOT / "workloads" / "gpt-24l.txt")
 MODEL = ["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8",
          "--seq-length", "64"]
+# the defaults of a model planned without --system: the built-in system's links, no memory limit
+BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
+                "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
+                "over TP, no nodes) and no memory capacity is checked; --system "
+                "configs/system/a100.yaml describes the a100 cluster (its nodes, NICs and the "
+                "card's memory)")
+NO_MEMORY_LIMIT = ("no memory limit: the system states no memory capacity (memory.capacity_gib) "
+                   "and --memory-limit is not given, so no candidate is refused for its peak (the "
+                   "ranked candidates' peaks reach {}); give --memory-limit GIB, or a --system "
+                   "with the GPU's memory")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -37,7 +48,8 @@ def test_tp_fixes_tensor_parallelism_and_the_batch_counts_sequences(capsys, tmp_
     assert sorted({(c["tp"], c["pp"], c["dp"], c["microbatches"])
                    for c in data["candidates"]}) == [(2, 1, 4, 4), (2, 2, 2, 8), (2, 4, 1, 16)]
     assert [p.name for p in tmp_path.glob("plan-*.txt")] == ["plan-gpt-4l-tp2.txt"]
-    assert data["warnings"] == []
+    peak = max(c["peak_memory_bytes"] for c in data["candidates"] if c["feasible"])
+    assert data["warnings"] == [BUILTIN_A100, NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
 
 
 def test_global_batch_still_counts_microbatches_with_its_deprecation(capsys, tmp_path):
@@ -45,9 +57,10 @@ def test_global_batch_still_counts_microbatches_with_its_deprecation(capsys, tmp
                      "--global-batch", "16", "--gpu", "a100")
     assert sorted({(c["pp"], c["microbatches"]) for c in data["candidates"]}) == [
         (1, 4), (2, 8), (4, 16)]
-    assert data["warnings"] == [
+    assert data["warnings"][0] == (
         "--global-batch is deprecated and removed in pipesim 0.2.0: it counts microbatches; "
-        "give --global-batch-size (sequences, as in Megatron-LM)"]
+        "give --global-batch-size (sequences, as in Megatron-LM)")
+    assert data["warnings"][1] == BUILTIN_A100
 
 
 def test_a_workload_file_takes_one_sequence_per_microbatch_with_a_warning(capsys):
@@ -118,3 +131,37 @@ def test_a_pruned_row_carries_the_bound_that_pruned_it(capsys):
         assert c["makespan_ns"] is None
         assert c["reason"].startswith(f"not run: its lower bound {c['lower_bound_ns'] / 1e6:.3f} "
                                       "ms is above the best found, ")
+
+
+def test_no_memory_limit_is_a_warning_and_strict_refuses_it_before_the_search(capsys, tmp_path):
+    """The built-in system states no capacity: without --memory-limit nothing is refused for its
+    peak, which the plan says; --strict refuses that before any candidate runs; --memory-limit 0
+    asks for no limit and is not warned; a system with the card's memory is not either."""
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b", "-j", "1", "--strict",
+                         "--out", str(tmp_path / "strict"))
+    assert (code, out) == (2, "")
+    assert err == ("pipesim: error: --strict: " + NO_MEMORY_LIMIT.replace(" (the ranked "
+                   "candidates' peaks reach {})", "") + "\n")
+    assert not (tmp_path / "strict" / "candidates.jsonl").exists()     # nothing ran
+    data = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b")
+    peak = max(c["peak_memory_bytes"] for c in data["candidates"] if c["feasible"])
+    assert data["warnings"] == [NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
+    assert plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--memory-limit", "0",
+                     "--strict")["warnings"] == []
+    data = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--system",
+                     str(ROOT / "configs" / "system" / "a100.yaml"), "--strict")
+    assert data["warnings"] == [] and data["memory_limit_bytes"] == 80 * 2**30
+
+
+def test_a_model_planned_without_a_system_says_so_and_strict_refuses_it(capsys, tmp_path):
+    code, out, err = run(capsys, "plan", *MODEL, "--gpus", "8", "--gpu", "a100", "-j", "1",
+                         "--strict")      # a missing setting first
+    assert (code, err) == (2, "pipesim: error: --global-batch-size: needed with the model "
+                              "flags (sequences per iteration across DP, as in Megatron-LM)\n")
+    code, out, err = run(capsys, "plan", *MODEL, "--gpus", "8", "--gpu", "a100", "-j", "1",
+                         "--global-batch-size", "16", "--strict")
+    assert (code, out) == (2, "")
+    assert err == f"pipesim: error: --strict: {BUILTIN_A100}\n"
+    data = plan_json(capsys, tmp_path, *MODEL, "--gpus", "8", "-s", "1f1b", "--system",
+                     str(ROOT / "configs" / "system" / "a100.yaml"), "--global-batch-size", "16")
+    assert data["warnings"] == []

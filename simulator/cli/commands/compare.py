@@ -75,9 +75,10 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
 
         from ...system.config import load_system
 
+        builtin = system is None
         system = load_system(system)   # it names the model's GPU; read once, run on it too
         workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0],
-                                             system.gpu.preset)
+                                             system.gpu.preset, builtin)
     elif workload is None:
         raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
                           "--megatron-args, --torchtitan, --model)")

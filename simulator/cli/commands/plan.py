@@ -187,13 +187,16 @@ def _recompute_options(fn):
 @click.option("--no-prune", is_flag=True,
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
+@click.option("--strict", is_flag=True,
+              help="Treat every warning as an error (exit 2): those of the inputs before the "
+                   "search, candidates left unscreened after it.")
 @split_options
 @_recompute_options
 def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limit,
             global_batch_size, global_batch, system,
             calibration, p2p, jitter, iterations, seed, confirm, out_dir, resume, json_dest, plot,
             csv_path, executor, jobs, address, max_actions, max_work, schedule_list, runtime,
-            launch_dir, param_dtype, distributed_optimizer, fsdp, no_prune, **values):
+            launch_dir, param_dtype, distributed_optimizer, fsdp, no_prune, strict, **values):
     """Search pipeline degree, virtual stages, microbatches and schedule (auto included) for
     WORKLOAD on --gpus N GPUs, screen with the exact evaluator, confirm the best on the SimPy
     engine, and print the ranking and the `pipesim run` command of the winner."""
@@ -242,7 +245,7 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
         warnings += list(mi.warnings)
         from ...system.config import load_system
 
-        gpu, gpu_warnings = model_gpu(gpu, load_system(system).gpu.preset)
+        gpu, gpu_warnings = model_gpu(gpu, load_system(system).gpu.preset, system is None)
         warnings += gpu_warnings
         if launch.source is not None:
             if global_batch is None and global_batch_size is None:
@@ -307,6 +310,15 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
         from ...workload.generator import cp_exchange_warning
 
         warnings.append(cp_exchange_warning(f"--cp-max {cp_max}", "cp"))
+    if strict:
+        from ...planning.plan import no_memory_limit_warning, unlimited_memory
+        from ...planning.settings import check_settings, load_plan_system
+
+        check_settings(settings)      # a bad or missing setting is refused before a warning
+        if unlimited_memory(settings, load_plan_system(settings)):
+            warnings.append(no_memory_limit_warning())
+        if warnings:
+            raise ConfigError(f"--strict: {warnings[0]}")
     where = out_dir or (str(Path(json_dest).parent) if json_dest and json_dest != "-" else ".")
     quiet = json_dest == "-" or not sys.stderr.isatty()
     lock = out_dir_lock(out_dir, "--out") if out_dir is not None else contextlib.nullcontext()
@@ -316,6 +328,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                       max_work=max_work)
     best = result.best
     warnings += result.warnings
+    if strict and warnings:
+        raise ConfigError(f"--strict: {warnings[0]}")
     written_csv = _write_csv(result, csv_path, json_dest)
 
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "warnings": warnings}
