@@ -114,6 +114,11 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     finally:
         search.close()
     answer = search.rank()
+    best = answer.best
+    if best.feasible and best.warnings is None:        # resumed: run it once for them
+        best.warnings = run_candidate(ctx, best.candidate, "evaluator").warnings
+    # what the winner's numbers rest on, as `pipesim run` of its command states it
+    answer.warnings[:0] = [w for w in (best.warnings or ()) if w not in answer.warnings]
     if unlimited_memory(settings, system):
         answer.warnings.insert(0, no_memory_limit_warning(
             [o.peak_memory_bytes for o in answer.outcomes

@@ -33,6 +33,9 @@ class Outcome:
     command: str | None = None
     lower_bound_ns: float | None = None
     runtimes: dict[str, dict] | None = None   # per runtime: accepts, how, rule (once it ran)
+    # its run's warnings, as `pipesim run` states them (None: not known here, e.g. resumed);
+    # the plan states the winner's (not part of the row: every candidate's are alike)
+    warnings: tuple[str, ...] | None = field(default=None, compare=False)
     # the schedule a cost-aware candidate (auto) was synthesized into: the confirming run and
     # the written CSV take it instead of synthesizing it again (not part of the row)
     schedule: Any = field(default=None, repr=False, compare=False)
@@ -144,6 +147,7 @@ def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float =
     out.bubble_ratio = s["bubble_ratio"]
     out.engine = s["engine_used"]
     out.feasible = True
+    out.warnings = tuple(str(w) for w in result.warnings)
     return out
 
 

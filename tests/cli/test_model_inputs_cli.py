@@ -207,7 +207,10 @@ def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path
                                 "are counted apart from the embedding's (as Megatron-LM keeps a "
                                 "copy on the last stage; at pp 1 they are one tensor, V x h "
                                 "fewer parameters)", BUILTIN_A100,
-                                NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
+                                NO_MEMORY_LIMIT.format(fmt_bytes(peak))] + plan["warnings"][3:]
+    # the winner's run's own defaults, as `pipesim run` of its command states them
+    assert [w.split(":")[0] for w in plan["warnings"][3:]] == [
+        "weights, gradients and optimizer state", "the system (default) states no HBM bandwidth"]
     best = plan["best"]
     back = tmp_path / "back.json"
     assert _run(["run", "--megatron-args", str(launch / "megatron_args.txt"), "--gpus", "8",

@@ -17,6 +17,12 @@ WL = str(ROOT / "workloads" / "gpt-24l.txt")
 MODEL = ["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8",
          "--seq-length", "64"]
 # the defaults of a model planned without --system: the built-in system's links, no memory limit
+# and, from the winner's run, the training state's bytes a parameter
+STATE_DEFAULT = ("weights, gradients and optimizer state: 16 B a parameter on every DP rank "
+                 "(mixed-precision Adam, no distributed optimizer: the default when nothing "
+                 "says); Megatron-LM with --bf16 --use-distributed-optimizer holds 6 + 12/DP B, "
+                 "plain fp32 16 B (set --param-dtype bf16|fp32 (and --use-distributed-optimizer)"
+                 ", or memory.bytes_per_param or memory.precision in --system)")
 BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
                 "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
                 "over TP, no nodes) and no memory capacity is checked; --system "
@@ -49,7 +55,9 @@ def test_tp_fixes_tensor_parallelism_and_the_batch_counts_sequences(capsys, tmp_
                    for c in data["candidates"]}) == [(2, 1, 4, 4), (2, 2, 2, 8), (2, 4, 1, 16)]
     assert [p.name for p in tmp_path.glob("plan-*.txt")] == ["plan-gpt-4l-tp2.txt"]
     peak = max(c["peak_memory_bytes"] for c in data["candidates"] if c["feasible"])
-    assert data["warnings"] == [BUILTIN_A100, NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
+    # the defaults behind the numbers: the system's, then the winner's run's (16 B a parameter)
+    assert data["warnings"] == [BUILTIN_A100, NO_MEMORY_LIMIT.format(fmt_bytes(peak)),
+                                STATE_DEFAULT]
 
 
 def test_global_batch_still_counts_microbatches_with_its_deprecation(capsys, tmp_path):
@@ -136,7 +144,9 @@ def test_a_pruned_row_carries_the_bound_that_pruned_it(capsys):
 def test_no_memory_limit_is_a_warning_and_strict_refuses_it_before_the_search(capsys, tmp_path):
     """The built-in system states no capacity: without --memory-limit nothing is refused for its
     peak, which the plan says; --strict refuses that before any candidate runs; --memory-limit 0
-    asks for no limit and is not warned; a system with the card's memory is not either."""
+    asks for no limit and is not warned; a system with the card's memory is not either. The
+    winner's run states its own defaults, which --strict refuses after the search, as `pipesim
+    run --strict` of the winner's command does."""
     code, out, err = run(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b", "-j", "1", "--strict",
                          "--out", str(tmp_path / "strict"))
     assert (code, out) == (2, "")
@@ -145,12 +155,20 @@ def test_no_memory_limit_is_a_warning_and_strict_refuses_it_before_the_search(ca
     assert not (tmp_path / "strict" / "candidates.jsonl").exists()     # nothing ran
     data = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b")
     peak = max(c["peak_memory_bytes"] for c in data["candidates"] if c["feasible"])
-    assert data["warnings"] == [NO_MEMORY_LIMIT.format(fmt_bytes(peak))]
-    assert plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--memory-limit", "0",
-                     "--strict")["warnings"] == []
+    assert data["warnings"][0] == NO_MEMORY_LIMIT.format(fmt_bytes(peak))
+    run_says = data["warnings"][1:]
+    assert [w.split(":")[0] for w in run_says] == [
+        "activation memory assumed", "parameters per layer",
+        "weights, gradients and optimizer state"]
+    assert plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--memory-limit",
+                     "0")["warnings"] == run_says
+    code, out, err = run(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b", "-j", "1",
+                         "--memory-limit", "0", "--strict")
+    assert (code, out) == (2, "") and err == f"pipesim: error: --strict: {run_says[0]}\n"
     data = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--system",
-                     str(ROOT / "configs" / "system" / "a100.yaml"), "--strict")
-    assert data["warnings"] == [] and data["memory_limit_bytes"] == 80 * 2**30
+                     str(ROOT / "configs" / "system" / "a100.yaml"))
+    assert data["memory_limit_bytes"] == 80 * 2**30
+    assert not any(w.startswith("no memory limit") for w in data["warnings"])
 
 
 def test_a_model_planned_without_a_system_says_so_and_strict_refuses_it(capsys, tmp_path):
@@ -164,4 +182,6 @@ def test_a_model_planned_without_a_system_says_so_and_strict_refuses_it(capsys, 
     assert err == f"pipesim: error: --strict: {BUILTIN_A100}\n"
     data = plan_json(capsys, tmp_path, *MODEL, "--gpus", "8", "-s", "1f1b", "--system",
                      str(ROOT / "configs" / "system" / "a100.yaml"), "--global-batch-size", "16")
-    assert data["warnings"] == []
+    # the cluster's file states its own estimates (the host time before each action)
+    assert [w.split(" (")[0] for w in data["warnings"]] == [
+        "runtime overheads of the system"]

@@ -84,8 +84,9 @@ class PlanJson:
     notes: tuple[str, ...] = field(metadata={"help": "what the plan assumed or skipped"})
     warnings: tuple[str, ...] = field(default=(), metadata={
         "help": "what the model input could not express or assumed (--hf-config, "
-                "--megatron-args, --torchtitan), deprecated options, and candidates "
-                "--max-work left unscreened"})
+                "--megatron-args, --torchtitan), deprecated options, the system's defaults "
+                "(no --system for a model, no memory limit), the winner's run's warnings, and "
+                "candidates --max-work left unscreened"})
 
 
 def _schema() -> dict:
@@ -188,8 +189,9 @@ def _recompute_options(fn):
               help="Run every candidate, also those whose lower bound shows they cannot win "
                    "(slower; every row gets its numbers).")
 @click.option("--strict", is_flag=True,
-              help="Treat every warning as an error (exit 2): those of the inputs before the "
-                   "search, candidates left unscreened after it.")
+              help="Treat every warning as an error (exit 2): those of the inputs and the "
+                   "memory limit before the search; the winner's run's and candidates left "
+                   "unscreened after it.")
 @split_options
 @_recompute_options
 def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limit,
