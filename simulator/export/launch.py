@@ -404,6 +404,9 @@ def readme(lp: LaunchPlan, result, csv_note: str | None, command: str | None,
               f"{fmt_time(n['makespan_ns'])}, bubble {n['bubble_ratio']:.1%}"
               + (f", peak memory {fmt_bytes(n['peak_memory_bytes'])} per GPU"
                  if n.get("peak_memory_bytes") else "") + "."]
+    if result.warnings:    # what those numbers rest on, as the run states it
+        lines += ["", "They rest on these assumptions (pipesim's warnings for the run):", ""]
+        lines += [f"- {w}" for w in result.warnings]
     if command:
         lines += ["", "Reproduce them:", "", f"    {command}"]
     lines += ["", "| runtime | runs it | how, or the rule it breaks |", "|---|---|---|"]

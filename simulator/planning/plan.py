@@ -52,7 +52,8 @@ from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_MAX_ACTIONS, AUTO_SHAPES, A
                          Candidate, ScheduleChoice, auto_candidates, divisors, end_stage_splits,
                          enumerate_candidates, split_key)
 from .report import Plan, command_for
-from .screen import Outcome, ScreenContext, refused_before_running, run_candidate
+from .screen import (Outcome, ScreenContext, refused_before_running, run_candidate,
+                     simulate_candidate)
 from .search import Search
 from .settings import (DEFAULT_CONFIRM, MAX_PLAN_GPUS, PlanSettings, check_settings,
                        load_plan_system)
@@ -64,7 +65,7 @@ __all__ = ["AUTO", "AUTO_ITERATIONS", "AUTO_MAX_ACTIONS", "AUTO_SHAPES", "AUTO_V
            "Outcome", "Plan", "PlanSettings", "ScheduleChoice", "auto_candidates", "auto_floor",
            "cached_workload", "candidate_work", "check_work", "command_for", "divisors",
            "end_stage_splits", "enumerate_candidates", "generate_workloads", "plan",
-           "run_candidate", "split_key"]
+           "run_candidate", "screen_context", "simulate_candidate", "split_key"]
 
 
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,
@@ -92,10 +93,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         limit = settings.memory_limit_gib * 2**30
     else:
         limit = system.memory.capacity_bytes
-    ctx = ScreenContext(settings.workload, system, settings.gpus, settings.p2p,
-                        PLAN_MAX_ACTIONS if settings.max_actions is None
-                        else settings.max_actions, settings.runtime,
-                        settings.recompute_grouping, settings.state)
+    ctx = screen_context(settings, system)
     floor_autos = auto_floor(candidates, space.layers, ctx.max_actions)
     shape_bound = ShapeBounds(space.workloads, settings.workload, system, settings.gpus)
     # the bounds order the screens and prune them (not under --jitter: p95 is not bounded)
@@ -124,6 +122,17 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
             [o.peak_memory_bytes for o in answer.outcomes
              if o.feasible and o.peak_memory_bytes is not None]))
     return answer
+
+
+def screen_context(settings: PlanSettings, system=None) -> ScreenContext:
+    """What every simulation of the plan's candidates shares; ``system``: the plan's, laid
+    over with its calibration (read from ``settings`` when None)."""
+    return ScreenContext(settings.workload,
+                         load_plan_system(settings) if system is None else system,
+                         settings.gpus, settings.p2p,
+                         PLAN_MAX_ACTIONS if settings.max_actions is None
+                         else settings.max_actions, settings.runtime,
+                         settings.recompute_grouping, settings.state)
 
 
 def unlimited_memory(settings: PlanSettings, system) -> bool:

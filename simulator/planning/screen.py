@@ -96,29 +96,36 @@ def p95(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+def simulate_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float = 0.0,
+                       iterations: int = 1, seed: int = 0, schedule: Any = None):
+    """The one simulation of a candidate, as the plan screens and confirms it and as its
+    written CSV and launch folder are built from it (no memory limit: the plan judges memory
+    itself); ``schedule``: the candidate's schedule already built (a synthesized ``auto``), else
+    it is built here. Raises what :func:`simulate` raises."""
+    # iterations that overlap (c.runs > 1) are timed by the steady state, after the first
+    iterations = max(iterations, c.runs)
+    return simulate(cached_workload(c.workload or ctx.workload),
+                    c.schedule if schedule is None else schedule, ctx.system, pp=c.pp,
+                    microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
+                    schedule_options=c.options or None, memory_limit_gb=math.inf,
+                    engine=engine, jitter=jitter, iterations=iterations, seed=seed,
+                    # the per-candidate budget is per iteration (confirming runs under
+                    # --jitter run several)
+                    max_actions=ctx.max_actions * iterations if ctx.max_actions
+                    else ctx.max_actions, recompute=c.recompute,
+                    **recompute_options(ctx.recompute_grouping, c.recompute),
+                    **c.split_options,
+                    **{**megatron_options(ctx.runtime), **state_options(ctx.state, c.shard_ranks)})
+
+
 def run_candidate(ctx: ScreenContext, c: Candidate, engine: str, jitter: float = 0.0,
                   iterations: int = 1, seed: int = 0, schedule: Any = None) -> Outcome:
-    """Simulate one candidate (no memory limit: the plan judges memory itself); ``schedule``:
-    the candidate's schedule already built (a synthesized ``auto``), else it is built here."""
+    """One candidate's :func:`simulate_candidate`, as the plan's numbers for it."""
     out = Outcome(c, reason=c.reason)
     if c.reason is not None:
         return out
-    # iterations that overlap (c.runs > 1) are timed by the steady state, after the first
-    iterations = max(iterations, c.runs)
     try:
-        result = simulate(cached_workload(c.workload or ctx.workload),
-                          c.schedule if schedule is None else schedule, ctx.system, pp=c.pp,
-                          microbatches=c.microbatches, vpp=c.vpp, gpus=ctx.gpus, p2p=ctx.p2p,
-                          schedule_options=c.options or None, memory_limit_gb=math.inf,
-                          engine=engine, jitter=jitter, iterations=iterations, seed=seed,
-                          # the per-candidate budget is per iteration (confirming runs under
-                          # --jitter run several)
-                          max_actions=ctx.max_actions * iterations if ctx.max_actions
-                          else ctx.max_actions, recompute=c.recompute,
-                          **recompute_options(ctx.recompute_grouping, c.recompute),
-                          **c.split_options,
-                          **{**megatron_options(ctx.runtime),
-                             **state_options(ctx.state, c.shard_ranks)})
+        result = simulate_candidate(ctx, c, engine, jitter, iterations, seed, schedule)
     except PipesimError as err:
         out.reason = str(err).splitlines()[0]
         return out

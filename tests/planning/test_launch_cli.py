@@ -41,9 +41,15 @@ def test_plan_for_megatron_writes_its_launch(capsys, tmp_path):
     assert f"--global-batch-size {best['microbatches'] * best['dp']}" in args
     readme = (launch / "README.md").read_text()
     assert best["command"] in readme
-    # the README's command gives back the plan's number
+    # the README's command gives back the plan's number, and the README lists what that run's
+    # numbers assume, as the run states it
     code, out, _ = run(capsys, *shlex.split(best["command"])[1:], "--json", "-")
-    assert json.loads(out)["makespan_ns"] == best["makespan_ns"]
+    again = json.loads(out)
+    assert again["makespan_ns"] == best["makespan_ns"]
+    said = [f"- {w['message']} (set {w['option']})" if w["option"] else f"- {w['message']}"
+            for w in again["warnings"]]
+    assert len(said) == 4 and readme.split("pipesim's warnings for the run):\n\n")[1].split(
+        "\n\n")[0] == "\n".join(said)
 
 
 def test_run_launch_and_its_runtime_lines(capsys, tmp_path):

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import click
 
-from ...api import simulate
 from ...errors import ConfigError, PipesimError
 from ...export.compare import parse_schedules
 from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
-from ...planning.plan import SPLIT_OPTIONS, PlanSettings, cached_workload, command_for, plan
-from ...planning.settings import load_plan_system, plan_cps, recompute_options, state_options
+from ...planning.plan import (SPLIT_OPTIONS, PlanSettings, command_for, no_memory_limit_warning,
+                              plan, screen_context, simulate_candidate, unlimited_memory)
+from ...planning.settings import check_settings, load_plan_system, plan_cps, recompute_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
@@ -313,9 +313,6 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
 
         warnings.append(cp_exchange_warning(f"--cp-max {cp_max}", "cp"))
     if strict:
-        from ...planning.plan import no_memory_limit_warning, unlimited_memory
-        from ...planning.settings import check_settings, load_plan_system
-
         check_settings(settings)      # a bad or missing setting is refused before a warning
         if unlimited_memory(settings, load_plan_system(settings)):
             warnings.append(no_memory_limit_warning())
@@ -374,11 +371,7 @@ def _write_csv(result, csv_path: str | None, json_dest: str | None) -> str | Non
     if best.schedule is not None:   # the schedule the plan synthesized and ran
         sched = best.schedule
     elif spec.needs_costs:   # the same schedule the run builds: from the run's own costs
-        res = simulate(cached_workload(c.workload or result.settings.workload), c.schedule,
-                       _system_of(result.settings), pp=c.pp, microbatches=c.microbatches,
-                       vpp=c.vpp, gpus=result.settings.gpus, schedule_options=c.options,
-                       memory_limit_gb=float("inf"), engine="evaluator", **c.split_options)
-        sched = res.schedule
+        sched = simulate_candidate(screen_context(result.settings), c, "evaluator").schedule
     else:
         sched = registry.generate(c.schedule, c.pp, c.microbatches, c.vpp, **c.options)
     why = torch_cannot_run(sched)
@@ -405,13 +398,9 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
 
     best = result.best
     c = best.candidate
-    res = simulate(cached_workload(c.workload or result.settings.workload),
-                   c.schedule if best.schedule is None else best.schedule,
-                   _system_of(result.settings), pp=c.pp, microbatches=c.microbatches, vpp=c.vpp,
-                   gpus=result.settings.gpus, schedule_options=c.options or None,
-                   memory_limit_gb=float("inf"), engine="evaluator", recompute=c.recompute,
-                   **recompute_options(result.settings.recompute_grouping, c.recompute),
-                   **c.split_options, **state_options(result.settings.state, c.shard_ranks))
+    # the winner's own simulation, as the plan ran it (its DDP, state, recompute and split)
+    res = simulate_candidate(screen_context(result.settings), c, "evaluator",
+                             schedule=best.schedule)
     numbers = {"makespan_ns": best.makespan_ns, "bubble_ratio": best.bubble_ratio,
                "peak_memory_bytes": best.peak_memory_bytes}
     extra = {}
@@ -454,10 +443,6 @@ def plan_state(param_dtype, distributed_optimizer: bool, fsdp: bool, launch_ddp:
                             "use_distributed_optimizer": bool(
                                 state.get("use_distributed_optimizer"))}).check_sharding()
     return tuple(sorted((k, v) for k, v in state.items() if v not in (None, False)))
-
-
-def _system_of(settings):
-    return load_plan_system(settings)
 
 
 def _render(result) -> str:
