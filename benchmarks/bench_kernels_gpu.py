@@ -247,7 +247,7 @@ def zb_measure(by_op: dict, label: str, b: int, s: int, h: int, heads: int,
 
     dt = torch.float16 if dev == "cuda" else torch.float32
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    layer = _megatron_gpt_layer(h, heads, dev, dt)
+    layer = _gpt_layer(h, heads, dev, dt, flash=False)
     x = torch.randn(s, b, h, device=dev, dtype=dt, requires_grad=True)
     gy = torch.randn(s, b, h, device=dev, dtype=dt)
     fwd = _time(lambda: layer(x), repeats, dev)
@@ -304,15 +304,25 @@ def zb_measure(by_op: dict, label: str, b: int, s: int, h: int, heads: int,
         by_op[f"{label} fc1 {what}"]["measured_ns"] = _time(fn, repeats, dev)
 
 
-def _megatron_gpt_layer(h: int, heads: int, dev, dt):
-    """Megatron-LM's GPT layer without flash attention, in its [s, b, h] layout: the scores by
-    baddbmm into a buffer, softmax, dropout 0.1 on the probabilities, bmm with V, and dropout
-    0.1 before each residual add (eager torch: Megatron fuses the bias, dropout and add)."""
+def _gpt_layer(h: int, heads: int, dev, dt, flash: bool = True):
+    """A GPT layer on one GPU (LayerNorm, QKV, attention, projection, GELU MLP, dropout 0.1
+    before each residual add). ``flash``: causal SDPA on [b, s, h]; else Megatron-LM's core
+    without flash attention in its [s, b, h] layout: the scores by baddbmm into a buffer,
+    softmax, dropout 0.1 on the probabilities, bmm with V (eager torch: Megatron fuses the
+    bias, dropout and add, and masks inside its softmax kernel)."""
     import torch
     import torch.nn.functional as F
 
     d = h // heads
 
+    def core(q, k, v):         # [..., s, d] each: [b, heads] flash, [b * heads] not
+        if flash:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        buf = torch.empty(q.shape[0], q.shape[1], k.shape[1], device=q.device, dtype=q.dtype)
+        p = torch.softmax(torch.baddbmm(buf, q, k.transpose(1, 2), beta=0.0, alpha=d ** -0.5),
+                          dim=-1)
+        return torch.bmm(F.dropout(p, 0.1, True), v)
+
     class Layer(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -324,39 +334,16 @@ def _megatron_gpt_layer(h: int, heads: int, dev, dt):
             self.fc2 = torch.nn.Linear(4 * h, h)
 
         def forward(self, x):
-            s, b, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(s, b * heads, 3 * d).split(d, dim=-1)
-            q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
-            buf = torch.empty(b * heads, s, s, device=x.device, dtype=x.dtype)
-            p = torch.softmax(torch.baddbmm(buf, q, k.transpose(1, 2), beta=0.0,
-                                            alpha=d ** -0.5), dim=-1)
-            c = torch.bmm(F.dropout(p, 0.1, True), v).transpose(0, 1).reshape(s, b, h)
+            if flash:     # [b, s, h]
+                b, s, _ = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, d).permute(2, 0, 3, 1, 4)
+                c = core(q, k, v).transpose(1, 2).reshape(b, s, h)
+            else:         # [s, b, h]
+                s, b, _ = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(s, b * heads, 3 * d).split(d, dim=-1)
+                c = core(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1))
+                c = c.transpose(0, 1).reshape(s, b, h)
             x = x + F.dropout(self.proj(c), 0.1, True)
-            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, True)
-
-    return Layer().to(device=dev, dtype=dt)
-
-
-def _gpt_layer(h: int, heads: int, dev, dt):
-    import torch
-    import torch.nn.functional as F
-
-    class Layer(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1 = torch.nn.LayerNorm(h)
-            self.qkv = torch.nn.Linear(h, 3 * h)
-            self.proj = torch.nn.Linear(h, h)
-            self.ln2 = torch.nn.LayerNorm(h)
-            self.fc1 = torch.nn.Linear(h, 4 * h)
-            self.fc2 = torch.nn.Linear(4 * h, h)
-
-        def forward(self, x):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, h // heads).permute(
-                2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(b, s, h)), 0.1, True)
             return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, True)
 
     return Layer().to(device=dev, dtype=dt)

@@ -8,6 +8,17 @@ import json
 from simulator.cli.main import main
 
 H100 = "configs/system/h100.yaml"
+# the defaults of a model run or planned without --system (simulator/cli/model_inputs.py
+# builtin_system_warning), and of a plan with no memory limit (planning/plan.py)
+BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
+                "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
+                "over TP, no nodes) and no memory capacity is checked; --system "
+                "configs/system/a100.yaml describes the a100 cluster (its nodes, NICs and the "
+                "card's memory)")
+NO_MEMORY_LIMIT = ("no memory limit: the system states no memory capacity (memory.capacity_gib) "
+                   "and --memory-limit is not given, so no candidate is refused for its peak (the "
+                   "ranked candidates' peaks reach {}); give --memory-limit GIB, or a --system "
+                   "with the GPU's memory")
 
 
 def plan_json(tmp_path, *args) -> tuple[int, dict | None]:

@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 
+from model_flag_runs import BUILTIN_A100, NO_MEMORY_LIMIT
 from simulator.cli.main import main
 from simulator.units import fmt_bytes
 from simulator.workload.inputs.megatron_args import read_megatron_args
@@ -24,16 +25,6 @@ UNEVEN = ("--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-len
           "--use-flash-attn --use-distributed-optimizer --overlap-grad-reduce")
 
 
-# the defaults of a model run or planned without --system
-BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
-                "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
-                "over TP, no nodes) and no memory capacity is checked; --system "
-                "configs/system/a100.yaml describes the a100 cluster (its nodes, NICs and the "
-                "card's memory)")
-NO_MEMORY_LIMIT = ("no memory limit: the system states no memory capacity (memory.capacity_gib) "
-                   "and --memory-limit is not given, so no candidate is refused for its peak (the "
-                   "ranked candidates' peaks reach {}); give --memory-limit GIB, or a --system "
-                   "with the GPU's memory")
 
 
 def _run(args, capsys) -> tuple[int, str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from model_flag_runs import BUILTIN_A100, NO_MEMORY_LIMIT
 from simulator.cli.main import main
 from simulator.units import fmt_bytes
 
@@ -16,22 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 WL = str(ROOT / "workloads" / "gpt-24l.txt")
 MODEL = ["--model", "gpt", "--layers", "4", "--hidden", "512", "--heads", "8",
          "--seq-length", "64"]
-# the defaults of a model planned without --system: the built-in system's links, no memory limit
-# and, from the winner's run, the training state's bytes a parameter
+# from the winner's run: the training state's bytes a parameter
 STATE_DEFAULT = ("weights, gradients and optimizer state: 16 B a parameter on every DP rank "
                  "(mixed-precision Adam, no distributed optimizer: the default when nothing "
                  "says); Megatron-LM with --bf16 --use-distributed-optimizer holds 6 + 12/DP B, "
                  "plain fp32 16 B (set --param-dtype bf16|fp32 (and --use-distributed-optimizer)"
                  ", or memory.bytes_per_param or memory.precision in --system)")
-BUILTIN_A100 = ("no --system: the a100 model's transfers and collectives are priced on "
-                "pipesim's built-in system (400 Gb/s between stages, 400 Gb/s over DP, 2400 Gb/s "
-                "over TP, no nodes) and no memory capacity is checked; --system "
-                "configs/system/a100.yaml describes the a100 cluster (its nodes, NICs and the "
-                "card's memory)")
-NO_MEMORY_LIMIT = ("no memory limit: the system states no memory capacity (memory.capacity_gib) "
-                   "and --memory-limit is not given, so no candidate is refused for its peak (the "
-                   "ranked candidates' peaks reach {}); give --memory-limit GIB, or a --system "
-                   "with the GPU's memory")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
