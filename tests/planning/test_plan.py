@@ -163,6 +163,9 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     assert again["candidates"] == [{k: v for k, v in c.items()
                                     if k not in ("csv", "command_schedule_file")}
                                    for c in data["candidates"]]
+    # the resumed winner runs once more for the assumptions behind its numbers: the same ones
+    assert again["warnings"] == data["warnings"] and any(
+        w.startswith("activation memory assumed") for w in again["warnings"])
 
 
 @pytest.mark.parametrize("argv, message", [
