@@ -238,7 +238,7 @@ def build() -> str:
     astra = astrasim_section()
     published = published_runs_section()
     heldout = heldout_runs_section()
-    lines += published + heldout + fidelity + memory + astra
+    lines += published + heldout + torchtitan_memory_section() + fidelity + memory + astra
     lines += [
         "## Reading the table",
         "",
@@ -753,6 +753,35 @@ def heldout_runs_section() -> list[str]:
         out.append(f"| {g['group']} | {' > '.join(g['measured'])} | "
                    f"{' > '.join(g['predicted'])}"
                    + ("" if g["as_measured"] else " (not as measured)") + " |")
+    return out + [""]
+
+
+def torchtitan_memory_section() -> list[str]:
+    """torchtitan's own Llama 3.1 8B FSDP runs' peak memory against pipesim's: the newest
+    committed benchmarks/bench_torchtitan_memory.py record."""
+    recs = sorted((REPO / "benchmarks" / "results").glob("*-torchtitan-memory.json"))
+    if not recs:
+        return []
+    import json
+
+    rec = json.loads(recs[-1].read_text())
+    out = ["## Peak memory of torchtitan's own runs", "",
+           f"`python benchmarks/bench_torchtitan_memory.py` (record "
+           f"`benchmarks/results/{recs[-1].name}`, commit {rec['commit']}): torchtitan's "
+           "published Llama 3.1 8B runs with FSDP "
+           "(`pytorch/torchtitan/benchmarks/llama3_h100_202412_torchtitan.md`, Tables 1 and 3, the rows without torch.compile and Float8: "
+           "local batch 2, sequence 8,192, op-level selective checkpointing), each predicted "
+           "from its job with `pipesim run --torchtitan`. The source reads torch's reserved "
+           "peak (`max_reserved_gib`: the caching allocator's, at or above the allocated peak "
+           "pipesim models). Its GPUs are H100 96GB HBM2e at 500 W, which no preset describes, "
+           "so their throughput is not compared. The loss's memory (the fp32 copies of the "
+           "logits, docs/model.md) was added after these rows were seen 45 % low (45.6 and "
+           "35.1 GiB): they are not unseen data for that rule, and nothing was fitted to them.",
+           "", "| run | GPUs | measured (max reserved) | predicted peak | error |",
+           "|---|---:|---:|---:|---:|"]
+    for r in rec["rows"]:
+        out.append(f"| {r['id']} | {r['gpus']} | {r['measured']['max_reserved_gib']:.1f} GiB "
+                   f"| {r['predicted_peak_gib']:.2f} GiB | {100 * r['memory_error']:+.1f} % |")
     return out + [""]
 
 

@@ -489,6 +489,11 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
                               f"{split} B per layer until its W" if split else
                               "; a split backward's I keeps nothing until its W (the header has "
                               "no split_backward_bytes:)")
+        if h.loss_keeps_bytes and not cfg.actions and not cfg.loss_keeps_bytes:
+            transient += (f"; the last stage's loss keeps the header's loss_keeps_bytes "
+                          f"{h.loss_keeps_bytes} B a microbatch until its backward and holds "
+                          f"{h.loss_f_transient_bytes} / {h.loss_b_transient_bytes} B more in "
+                          "its F / B (the logits' fp32 copies of the cross-entropy)")
         if not cfg.params_per_layer:
             transient += "; parameters: the rows' weight-gradient bytes / " + _grad_bytes_rule(
                 cfg, workload.header.grad_bytes_per_param)

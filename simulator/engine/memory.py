@@ -253,24 +253,35 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         # torch's first stage computes no input gradient: its I does nothing and its W is
         # the whole backward (stage.py: ``if not self.is_first``)
         torch_first = prev is None and p2p.startswith("torch")
-        # the loss's saved tensors live as long as the last stage's stash; torch's stage drops
+        # the loss's saved tensors live as long as the last stage's stash (the system's or a
+        # calibration's figure, else the header's from the model's shape); torch's stage drops
         # the last stage's output from its cache at the microbatch's first backward, so where
         # nothing keeps the outputs an I frees it (measured: benchmarks/memory)
         loss = cfg.loss_keeps_bytes if nxt is None else 0.0
         output_at_i = pp_comm if nxt is None and p2p.startswith("torch") \
             and kept_outputs != "step_end" else 0.0
+        # by the model's shape (where neither memory.actions nor a loss figure of the system
+        # says): the header's; the loss runs in the last stage's forward and its gradient
+        # starts that stage's backward (the I of a split one), one after the other with the
+        # layers, so the action holds the larger working memory of the two
+        loss_f = loss_b = 0.0
+        if nxt is None and not cfg.actions and not cfg.loss_keeps_bytes:
+            loss = float(header.loss_keeps_bytes)
+            loss_f, loss_b = header.loss_f_transient_bytes, header.loss_b_transient_bytes
         stages.append(StageMemory(
-            stash=given("F", "keeps", acts[chunk]) + loss, f_transient=given("F", "transient"),
+            stash=given("F", "keeps", acts[chunk]) + loss,
+            f_transient=max(given("F", "transient"), loss_f),
+            # a graph-freeing I runs the loss's backward, which releases what the loss kept
             i_frees=0.0 if torch_first else given(
-                "I", "frees", acts[chunk] if graph_freed else 0.0) + output_at_i,
+                "I", "frees", acts[chunk] + loss if graph_freed else 0.0) + output_at_i,
             # by the shape: the I's own input gradient (among what it allocates) is counted as
             # held by its send, the gradient it received is the last row's output gradient
             # (a graph-freeing I's kept gradients are its linears' own, none of them received)
             i_keeps=0.0 if torch_first else given(
                 "I", "keeps", split_keeps[chunk] if graph_freed else max(
                     0.0, split_keeps[chunk] - (pp_comm if prev is not None else 0.0))),
-            i_transient=0.0 if torch_first else given("I", "transient"),
-            b_transient=given("B", "transient"),
+            i_transient=0.0 if torch_first else max(given("I", "transient"), loss_b),
+            b_transient=max(given("B", "transient"), loss_b),
             w_transient=given("B" if torch_first else "W", "transient"), gradients=grads,
             # until_sent: a forward's output leaves with the stash, its transfer long done
             send_forward=pp_comm if held_next and sends_held == "step_end" else 0.0,

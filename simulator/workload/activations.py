@@ -211,3 +211,36 @@ def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: 
     widest = max(3 * h, ffn) if widest is None else widest
     return (scores + 2 * e, e + s * b * ffn * d // tp + (h * ffn // tp + h) * d - mask,
             max(2 * scores, 2 * e), (h * widest // tp + h) * d)
+
+
+# what the loss's implementation keeps and holds per logit (bytes; ``d`` the logits' dtype), by
+# the runtime whose cross-entropy runs it (:func:`loss_memory_bytes`)
+LOSS_RUNTIMES = ("megatron", "torchtitan")
+
+
+def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
+                      runtime: str = "megatron") -> tuple[int, int, int]:
+    """What the last stage's loss adds per microbatch over its ``logits`` (this rank's tokens x
+    its share of the padded vocabulary): (kept until the backward, working memory in the
+    forward above what it keeps, working memory in the backward), as each runtime's code
+    allocates them in 16-bit training:
+
+    - ``megatron`` (Megatron-LM's vocab-parallel cross-entropy,
+      core/tensor_parallel/cross_entropy.py): the logits cast to fp32, the max subtracted and
+      exponentiated in place, and the softmax kept for the backward (4 B a logit); the 16-bit
+      logits are held beside the fp32 copy while the loss runs (d); the backward works in
+      place on the kept softmax and casts its gradient back to 16 bits (d);
+    - ``torchtitan`` (``cross_entropy_loss``: ``F.cross_entropy(pred.float(), labels)``):
+      log_softmax keeps its fp32 output (4 B); the forward holds the 16-bit logits and their
+      fp32 copy beside it (d + 4); the backward holds nll_loss's fp32 gradient and
+      log_softmax's beside the kept output (8 B).
+
+    fp32 logits need no copy: the cast returns the same tensor (Megatron then works on the
+    logits themselves; torchtitan's forward still holds them beside log_softmax's output)."""
+    if runtime not in LOSS_RUNTIMES:
+        raise ValueError(f"loss runtime {runtime!r}")
+    d = dtype_bytes
+    cast = d if d < 4 else 0          # the 16-bit logits beside their fp32 copy
+    if runtime == "megatron":
+        return 4 * logits, cast * logits, cast * logits
+    return 4 * logits, (d + (4 if d < 4 else 0)) * logits, 8 * logits

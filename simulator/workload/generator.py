@@ -47,7 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigError
-from .activations import (op_sac_activation_bytes, transformer_activation_bytes,
+from .activations import (loss_memory_bytes, op_sac_activation_bytes,
+                          transformer_activation_bytes,
                           transformer_deferred_wgrad_bytes,
                           transformer_split_backward_bytes, transformer_transient_bytes)
 from . import layer_ops
@@ -135,6 +136,9 @@ class ParallelSpec:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
     stage_layers: tuple[int, ...] = ()
+    # whose cross-entropy the last stage runs, and so what its loss keeps and holds
+    # (activations.loss_memory_bytes: Megatron-LM's vocab-parallel one, or torchtitan's)
+    loss: str = "megatron"
 
     @property
     def dtype_bytes(self) -> int:
@@ -481,6 +485,15 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
     return f, b, i, w
 
 
+def loss_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int]:
+    """What the last stage's loss keeps per microbatch until its backward and holds above that
+    in its forward and backward, over this rank's logits (its b·s/cp tokens x the padded
+    vocabulary over TP: Megatron's vocab-parallel loss, torchtitan's loss parallel)
+    (:func:`.activations.loss_memory_bytes`)."""
+    logits = layer_ops.tokens(model, par) * (padded_vocab(model, par.tp) // par.tp)
+    return loss_memory_bytes(logits, par.dtype_bytes, par.loss)
+
+
 def cp_ring(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset,
             efficiency: float | None = None) -> tuple[int, int, int] | None:
     """Context parallelism's ring as the header states it (``cp_kv_bytes``, ``cp_fwd_step_ns``,
@@ -513,6 +526,9 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
             f"deferred_wgrad_bytes: {deferred_wgrad_bytes(model, par)} "
             + "".join(f"{kind}_transient_bytes: {n} "
                       for kind, n in zip("fbiw", transient_bytes(model, par)))
+            + "".join(f"loss_{what}_bytes: {n} "
+                      for what, n in zip(("keeps", "f_transient", "b_transient"),
+                                         loss_bytes(model, par)))
             + f"grad_bytes_per_param: {FP32} "
             + (f"embedding_sync_params: {embedding_sync_params(model, par)} "
                if model.tied_embeddings else "")

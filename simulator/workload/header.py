@@ -44,6 +44,11 @@ _INT_KEYS = {
     "b_transient_bytes:": ("b_transient_bytes", 0),
     "i_transient_bytes:": ("i_transient_bytes", 0),
     "w_transient_bytes:": ("w_transient_bytes", 0),
+    # and what the last stage's loss keeps per microbatch until its backward, and holds above
+    # that in its forward and backward (the logits' fp32 copies; pipesim generate writes them)
+    "loss_keeps_bytes:": ("loss_keeps_bytes", 0),
+    "loss_f_transient_bytes:": ("loss_f_transient_bytes", 0),
+    "loss_b_transient_bytes:": ("loss_b_transient_bytes", 0),
     # and the bytes per parameter its weight-gradient collectives move (parameters are counted
     # from them; pipesim generate writes fp32 gradients, 4)
     "grad_bytes_per_param:": ("grad_bytes_per_param", 1),
@@ -76,7 +81,8 @@ _DEFAULTED = ("tp", "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
 _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, checkpoints:, "
           "checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, "
           "activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, "
-          "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, grad_bytes_per_param:, "
+          "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, "
+          "loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, "
           "embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:")
 
 
@@ -276,6 +282,9 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     b_transient_bytes=values.get("b_transient_bytes", 0),
                     i_transient_bytes=values.get("i_transient_bytes", 0),
                     w_transient_bytes=values.get("w_transient_bytes", 0),
+                    loss_keeps_bytes=values.get("loss_keeps_bytes", 0),
+                    loss_f_transient_bytes=values.get("loss_f_transient_bytes", 0),
+                    loss_b_transient_bytes=values.get("loss_b_transient_bytes", 0),
                     grad_bytes_per_param=values.get("grad_bytes_per_param", 0),
                     embedding_sync_params=values.get("embedding_sync_params", 0),
                     cp=values.get("cp", 1), cp_kv_bytes=values.get("cp_kv_bytes", 0),

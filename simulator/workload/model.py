@@ -119,6 +119,9 @@ class Header(NamedTuple):
     b_transient_bytes: int = 0
     i_transient_bytes: int = 0
     w_transient_bytes: int = 0
+    loss_keeps_bytes: int = 0             # the last stage's loss: kept until its backward,
+    loss_f_transient_bytes: int = 0       # and held above that in its forward and backward
+    loss_b_transient_bytes: int = 0
     grad_bytes_per_param: int = 0         # bytes a gradient collective moves per parameter
     embedding_sync_params: int = 0        # tied word embedding on a TP rank (0: none)
     # context parallelism's ring (pipesim generate writes it; engine/costs.py prices it): the

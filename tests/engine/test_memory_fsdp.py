@@ -36,16 +36,19 @@ def test_fsdp_shards_the_state_and_gathers_two_layers(tiny):
     plain = simulate(tiny, "1f1b", gpus=2, param_dtype="bf16").to_dict()["ranks"][0]
     fsdp = simulate(tiny, "1f1b", gpus=2, fsdp=2, param_dtype="bf16").to_dict()["ranks"][0]
     # without FSDP: bf16 weights, fp32 main gradients, fp32 master copy + Adam's m and v (12 B)
+    # one stage, the last: its microbatch's stash also holds what Megatron's loss keeps, the
+    # fp32 softmax of its 128 tokens x 1,024 logits (4 B each)
+    assert wl.header.loss_keeps_bytes == 4 * 128 * 1024 == 524_288
     assert plain["peak_memory_breakdown"] == {
         "weights": 2 * params, "gradients": 4 * params, "optimizer": 12 * params,
-        "activations": 4 * wl.header.activation_bytes, "transient": wl.header.b_transient_bytes,
-        "runtime_buffers": 0}
+        "activations": 4 * wl.header.activation_bytes + wl.header.loss_keeps_bytes,
+        "transient": wl.header.b_transient_bytes, "runtime_buffers": 0}
     # FSDP over 2: fp32 weights, fp32 gradients, Adam's m and v (8 B), each halved; the peak
     # backward also holds two layers' bf16 weights and one layer's fp32 gradient
     assert fsdp["peak_memory_action"] == plain["peak_memory_action"] == "0B1"
     assert fsdp["peak_memory_breakdown"] == {
         "weights": 4 * params // 2, "gradients": 4 * params // 2, "optimizer": 8 * params // 2,
-        "activations": 4 * wl.header.activation_bytes,
+        "activations": 4 * wl.header.activation_bytes + wl.header.loss_keeps_bytes,
         "transient": wl.header.b_transient_bytes + 2 * 2 * layer + 4 * layer,
         "runtime_buffers": 0}
 

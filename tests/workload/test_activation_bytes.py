@@ -48,11 +48,13 @@ def test_generate_writes_it_and_the_memory_model_stashes_it(tmp_path, capsys):
     no_flash = load_workload(tmp_path / "n.txt", "model").header.activation_bytes
     assert no_flash == 1024 * 2 * 1024 * (10 + 24 // 2) + 5 * 16 * 1024 * 1024 * 2 // 2
     # the model layout splits whole layers: the last stage gets 4 of the 8 layers (16 of the 32
-    # attention/MLP rows, 4 rows each) and the head and loss rows, which keep nothing; 1F1B's
-    # last rank holds one microbatch
+    # attention/MLP rows, 4 rows each) and the head and loss rows; 1F1B's last rank holds one
+    # microbatch, and its loss keeps the fp32 softmax of the microbatch's 2 x 1,024 tokens over
+    # its half of the vocabulary (50,257 padded to a multiple of 128 x 2: 50,432 / 2 = 25,216)
+    assert header.loss_keeps_bytes == 4 * 2 * 1024 * 25_216
     r = simulate(str(out), "1f1b")
     last = r.to_dict()["ranks"][-1]
-    assert last["peak_memory_breakdown"]["activations"] == 4 * per_layer
+    assert last["peak_memory_breakdown"]["activations"] == 4 * per_layer + 4 * 2048 * 25_216
 
 
 @pytest.mark.parametrize("sp, flash, closed_form", [
@@ -87,7 +89,14 @@ def test_generate_precision_fp32_doubles_the_activation_bytes_but_not_the_masks(
             "graph, as Megatron-LM's zero-bubble runtime: the linears' inputs and output "
             "gradients); working "
             "memory inside F / B / I / W: 524288 / 1672192 / 524288 / 1049600 B (PyTorch eager "
-            "autograd, no fused kernels, gradients added to .grad)\n") in out
+            "autograd, no fused kernels, gradients added to .grad); the last stage's loss keeps "
+            "25755648 B until its backward and holds 0 / 0 B more in its F / B (Megatron-LM's "
+            "cross-entropy over the fp32 logits)\n") in out
+    # 128 tokens x 50,257 padded to 50,304, 4 B each: fp32 logits need no 16-bit copy
+    assert (fp32.loss_keeps_bytes, fp32.loss_f_transient_bytes) == (4 * 128 * 50_304, 0)
+    assert (bf16.loss_keeps_bytes, bf16.loss_f_transient_bytes,
+            bf16.loss_b_transient_bytes) == (4 * 128 * 50_304, 2 * 128 * 50_304,
+                                             2 * 128 * 50_304)
     assert (fp32.f_transient_bytes, fp32.b_transient_bytes, fp32.i_transient_bytes,
             fp32.w_transient_bytes) == (524288, 1672192, 524288, 1049600)
     # per token: the norms', the projection's and fc2's outputs (4h), QKV's (3h), fc1's (4h)
@@ -115,7 +124,9 @@ def test_a_run_on_the_shape_names_where_its_stash_comes_from(tmp_path, capsys):
         "kernels, each new weight gradient added to .grad); a split backward's I frees the "
         "layer's stash and keeps the header's deferred_wgrad_bytes 2097152 B per layer until its "
         "W (the linears' inputs and output gradients: Megatron-LM's zero-bubble runtime; --p2p "
-        "torch keeps the whole graph); parameters: the rows' "
+        "torch keeps the whole graph); the last stage's loss keeps the header's "
+        "loss_keeps_bytes 25755648 B a microbatch until its backward and holds 0 / 0 B more in "
+        "its F / B (the logits' fp32 copies of the cross-entropy); parameters: the rows' "
         "weight-gradient bytes / the header's grad_bytes_per_param 4 (memory.grad_bytes_per_param "
         "in --system would win) (memory.actions in --system replaces it; pipesim calibrate "
         "--memory fits them from a profiler trace with memory events)"]

@@ -432,7 +432,8 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
         source=src, tp=8, pp=4, vpp=2, dp=2, seq=8192, micro_batch=2, global_batch=64,
         microbatches=8, gpus=64, sequence_parallel=True, precision="bf16",
         flash_attention=True, recompute="full", recompute_granularity="full",
-        schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3), fsdp=2)
+        schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3), fsdp=2,
+        loss="torchtitan")
     assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
                             "steps, each a pipeline step of its own; pipesim simulates one",
                             f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP (--fsdp "

@@ -15,7 +15,7 @@ import click
 
 from ...errors import ConfigError
 from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, \
-    activation_bytes, cp_exchange_warning, deferred_wgrad_bytes, render, \
+    activation_bytes, cp_exchange_warning, deferred_wgrad_bytes, loss_bytes, render, \
     split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
 from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve, \
@@ -144,7 +144,7 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
                            not ours and launch.recompute_granularity == "selective"),
                        op_recompute=not ours and launch.recompute_granularity == "op",
                        fp8="" if ours else launch.fp8,
-                       stage_layers=counts)
+                       stage_layers=counts, loss=launch.loss)
     selective = par.selective_recompute
 
     check_writable(output, "--output")
@@ -204,7 +204,11 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
                "graph, as Megatron-LM's zero-bubble runtime: the linears' inputs and output "
                "gradients); working memory inside F / B / I / W: "
                + " / ".join(str(n) for n in transient_bytes(model, par))
-               + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad)")
+               + " B (PyTorch eager autograd, no fused kernels, gradients added to .grad); "
+               "the last stage's loss keeps {} B until its backward and holds {} / {} B more "
+               "in its F / B ({}'s cross-entropy over the fp32 logits)".format(
+                   *loss_bytes(model, par),
+                   "torchtitan" if par.loss == "torchtitan" else "Megatron-LM"))
 
 
 def _write_ops(path: str, model, par, layout: str, gpu: str) -> None:
