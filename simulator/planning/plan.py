@@ -121,7 +121,27 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
         answer.warnings.insert(0, no_memory_limit_warning(
             [o.peak_memory_bytes for o in answer.outcomes
              if o.feasible and o.peak_memory_bytes is not None]))
+    elif settings.memory_limit_gib is None and best.feasible and best.peak_memory_bytes \
+            and best.peak_memory_bytes > NO_HEADROOM * limit:
+        answer.warnings.insert(0, no_headroom_warning(best.peak_memory_bytes, limit))
     return answer
+
+
+# a winner's peak above this share of the card's whole memory is said (no_headroom_warning):
+# a judgment, not a measurement (what the runtime takes beyond pipesim's peak is the job's)
+NO_HEADROOM = 0.9
+
+
+def no_headroom_warning(peak: float, capacity: float) -> str:
+    """The default of a plan held against the card's whole memory (no --memory-limit): its
+    winner near it leaves the CUDA context, NCCL's buffers and the allocator's reserve no
+    room."""
+    return (f"no headroom: the winner's peak, {fmt_bytes(peak)}, is {peak / capacity:.0%} of "
+            f"the system's {fmt_bytes(capacity)} a GPU, which the plan holds candidates "
+            "against without --memory-limit; pipesim's peak leaves out the CUDA context, "
+            "NCCL's buffers and the caching allocator's reserve (torchtitan's own runs' "
+            "reserved peaks beside pipesim's: docs/validation.md); give --memory-limit GIB with "
+            "room for them")
 
 
 def screen_context(settings: PlanSettings, system=None) -> ScreenContext:

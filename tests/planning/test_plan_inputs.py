@@ -176,3 +176,24 @@ def test_a_model_planned_without_a_system_says_so_and_strict_refuses_it(capsys, 
     # the cluster's file states its own estimates (the host time before each action)
     assert [w.split(" (")[0] for w in data["warnings"]] == [
         "runtime overheads of the system"]
+
+
+def test_a_winner_near_the_cards_memory_is_said_to_leave_no_headroom(capsys, tmp_path):
+    """Held against the system's whole capacity (no --memory-limit), a winner whose peak is
+    above 90 % of it is a warning: pipesim's peak leaves out what the runtime itself holds."""
+    data = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--memory-limit", "0")
+    peak = data["best"]["peak_memory_bytes"]
+    system = tmp_path / "card.yaml"
+    system.write_text(f"memory:\n  capacity_gib: {peak / 0.95 / 2**30!r}\n")
+    near = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--system", str(system))
+    assert near["best"]["key"] == data["best"]["key"]
+    assert near["warnings"][0] == (
+        f"no headroom: the winner's peak, {fmt_bytes(peak)}, is 95% of the system's "
+        f"{fmt_bytes(peak / 0.95)} a GPU, which the plan holds candidates against without "
+        "--memory-limit; pipesim's peak leaves out the CUDA context, NCCL's buffers and the "
+        "caching allocator's reserve (torchtitan's own runs' reserved peaks beside pipesim's: "
+        "docs/validation.md); give --memory-limit GIB with room for them")
+    # a limit the user gives is theirs: no warning
+    given = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--system", str(system),
+                      "--memory-limit", f"{peak / 0.95 / 2**30!r}")
+    assert not any(w.startswith("no headroom") for w in given["warnings"])
