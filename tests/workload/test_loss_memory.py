@@ -90,3 +90,25 @@ def test_a_graph_freeing_split_backward_frees_what_the_loss_kept():
     assert freeing.i_keeps == h.deferred_wgrad_bytes
     # torch's stage drops only the last stage's output from its cache at the first backward
     assert keeping.i_frees == h.pp_comm
+
+
+def test_a_torchtitan_job_runs_and_plans_with_torchtitans_loss(tmp_path, capsys):
+    """A torchtitan job's generated workload (run or plan) carries its loss's figures: 8 B a
+    logit in the backward, where a Megatron-LM launch's carries 2."""
+    from simulator.cli.main import main
+
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\n'
+                   'local_batch_size = 2\nseq_len = 512\n')
+    # debugmodel: vocabulary 2,048 (a multiple of 128: no padding), 2 x 512 tokens
+    logits = 2 * 512 * 2048
+    assert main(["generate", "--torchtitan", str(job), "-o", str(tmp_path / "g.txt")]) == 0
+    h = parse_workload_text((tmp_path / "g.txt").read_text(), "g.txt").header
+    assert (h.loss_keeps_bytes, h.loss_f_transient_bytes, h.loss_b_transient_bytes) == (
+        4 * logits, 6 * logits, 8 * logits)
+    assert main(["plan", "--torchtitan", str(job), "--gpus", "2", "-s", "1f1b", "-j", "1",
+                 "--out", str(tmp_path / "p"), "--json", str(tmp_path / "p.json")]) == 0
+    planned = parse_workload_text((tmp_path / "p" / "plan-llama-6l-tp1.txt").read_text(),
+                                  "p.txt")
+    assert planned.header.loss_b_transient_bytes == 8 * logits
+    capsys.readouterr()
