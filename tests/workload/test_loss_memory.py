@@ -112,3 +112,31 @@ def test_a_torchtitan_job_runs_and_plans_with_torchtitans_loss(tmp_path, capsys)
                                   "p.txt")
     assert planned.header.loss_b_transient_bytes == 8 * logits
     capsys.readouterr()
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("dtype", (2, 4))
+def test_torchtitans_loss_as_torchs_allocator_gives_it(dtype):
+    """benchmarks/memory/loss_transients.py: torchtitan's loss on torch 2.13's CPU allocator,
+    per logit, within the few bytes a token its labels take."""
+    pytest.importorskip("torch")
+    from benchmarks.memory.loss_transients import TOKENS, VOCAB, measure
+
+    got = measure("torchtitan", dtype)
+    rule = loss_memory_bytes(TOKENS * VOCAB, dtype, "torchtitan")
+    assert [round(got[k], 1) for k in ("keeps", "f_transient", "b_transient")] == [
+        b / (TOKENS * VOCAB) for b in rule]
+
+
+@pytest.mark.launch
+@pytest.mark.parametrize("dtype", (2, 4))
+def test_megatrons_loss_as_torchs_allocator_gives_it(dtype):
+    """megatron-core's own vocab-parallel cross-entropy (one TP rank, gloo) on torch's CPU
+    allocator, per logit: its per-token masks aside (0.01-0.03 B a logit here)."""
+    pytest.importorskip("megatron.core")
+    from benchmarks.memory.loss_transients import TOKENS, VOCAB, measure
+
+    got = measure("megatron", dtype)
+    rule = loss_memory_bytes(TOKENS * VOCAB, dtype, "megatron")
+    assert [round(got[k], 1) for k in ("keeps", "f_transient", "b_transient")] == [
+        b / (TOKENS * VOCAB) for b in rule]
