@@ -489,7 +489,7 @@ def memory_warnings(memory, records, system, limit_bytes: float | None,
                               f"{split} B per layer until its W" if split else
                               "; a split backward's I keeps nothing until its W (the header has "
                               "no split_backward_bytes:)")
-        if h.loss_keeps_bytes and not cfg.actions and not cfg.loss_keeps_bytes:
+        if h.loss_keeps_bytes and cfg.loss_by_shape:
             transient += (f"; the last stage's loss keeps the header's loss_keeps_bytes "
                           f"{h.loss_keeps_bytes} B a microbatch until its backward and holds "
                           f"{h.loss_f_transient_bytes} / {h.loss_b_transient_bytes} B more in "

@@ -253,21 +253,20 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         # torch's first stage computes no input gradient: its I does nothing and its W is
         # the whole backward (stage.py: ``if not self.is_first``)
         torch_first = prev is None and p2p.startswith("torch")
-        # the loss's saved tensors live as long as the last stage's stash (the system's or a
-        # calibration's figure, else the header's from the model's shape); torch's stage drops
-        # the last stage's output from its cache at the microbatch's first backward, so where
-        # nothing keeps the outputs an I frees it (measured: benchmarks/memory)
-        loss = cfg.loss_keeps_bytes if nxt is None else 0.0
+        # torch's stage drops the last stage's output from its cache at the microbatch's first
+        # backward, so where nothing keeps the outputs an I frees it (measured:
+        # benchmarks/memory)
         output_at_i = pp_comm if nxt is None and p2p.startswith("torch") \
             and kept_outputs != "step_end" else 0.0
-        # by the model's shape (where neither memory.actions nor a loss figure of the system
-        # says): the header's; the loss runs in the last stage's forward and its gradient
-        # starts that stage's backward (the I of a split one), one after the other with the
-        # layers, so the action holds the larger working memory of the two
-        loss_f = loss_b = 0.0
-        if nxt is None and not cfg.actions and not cfg.loss_keeps_bytes:
-            loss = float(header.loss_keeps_bytes)
-            loss_f, loss_b = header.loss_f_transient_bytes, header.loss_b_transient_bytes
+        # the loss's saved tensors live as long as the last stage's stash: the system's or a
+        # calibration's figure, else the header's (the model's shape), whose working memory the
+        # last stage's forward and backward (the I of a split one) hold one after the layers'
+        loss = loss_f = loss_b = 0.0
+        if nxt is None:
+            loss = cfg.loss_keeps_bytes
+            if cfg.loss_by_shape:
+                loss = float(header.loss_keeps_bytes)
+                loss_f, loss_b = header.loss_f_transient_bytes, header.loss_b_transient_bytes
         stages.append(StageMemory(
             stash=given("F", "keeps", acts[chunk]) + loss,
             f_transient=max(given("F", "transient"), loss_f),

@@ -161,6 +161,12 @@ class MemoryConfig(_MemoryFields):
             return self.capacity_gib * 2**30
         return self.capacity_gb * 1e9
 
+    @property
+    def loss_by_shape(self) -> bool:
+        """The last stage's loss is the header's (the model's shape: ``loss_keeps_bytes:`` and
+        its working figures) where neither ``loss_keeps_bytes`` nor ``actions`` says."""
+        return not self.actions and not self.loss_keeps_bytes
+
     def grad_bytes(self, header_value: float = 0.0) -> float:
         """Bytes per parameter of the gradient collectives: the system's when set (it wins),
         else the workload header's ``grad_bytes_per_param:``, else ``DEFAULT_GRAD_BYTES``."""

@@ -197,3 +197,13 @@ def test_a_winner_near_the_cards_memory_is_said_to_leave_no_headroom(capsys, tmp
     given = plan_json(capsys, tmp_path, WL, "--gpus", "8", "-s", "1f1b", "--system", str(system),
                       "--memory-limit", f"{peak / 0.95 / 2**30!r}")
     assert not any(w.startswith("no headroom") for w in given["warnings"])
+
+
+def test_strict_refuses_a_bad_file_for_the_file_not_for_a_warning(capsys, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 2 "
+                   "loss_keeps_bytes: abc\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 0\n")
+    code, out, err = run(capsys, "plan", str(bad), "--gpus", "2", "--strict")
+    assert (code, out) == (2, "")
+    assert err == (f"pipesim: error: {bad}:1:85: loss_keeps_bytes: expected an integer >= 0 "
+                   "and < 2^63 after 'loss_keeps_bytes:', found 'abc'\n")

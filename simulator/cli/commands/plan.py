@@ -16,8 +16,9 @@ from ...export.gantt import gantt_format
 from ...export.launch import write_launch
 from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
-from ...planning.plan import (SPLIT_OPTIONS, PlanSettings, command_for, no_memory_limit_warning,
-                              plan, screen_context, simulate_candidate, unlimited_memory)
+from ...planning.plan import (SPLIT_OPTIONS, PlanSettings, cached_workload, command_for,
+                              no_memory_limit_warning, plan, screen_context,
+                              simulate_candidate, unlimited_memory)
 from ...planning.settings import check_settings, load_plan_system, plan_cps, recompute_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
@@ -314,7 +315,10 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
 
         warnings.append(cp_exchange_warning(f"--cp-max {cp_max}", "cp"))
     if strict:
-        check_settings(settings)      # a bad or missing setting is refused before a warning
+        # a bad or missing setting, or a bad file, is refused before a warning
+        check_settings(settings)
+        if settings.model is None:
+            cached_workload(settings.workload)
         if unlimited_memory(settings, load_plan_system(settings)):
             warnings.append(no_memory_limit_warning())
         if warnings:
