@@ -233,7 +233,8 @@ def random_case(draw, drawn: Drawn):
 def test_random_workloads_equal_simpy():
     drawn = Drawn()
 
-    @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=50, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
     @given(random_case(drawn))
     def run(case):
         sched, wl, system, iterations = case

@@ -51,7 +51,7 @@ def cases(draw, drawn: Drawn):
 
 def test_no_action_starts_before_its_dependencies_end_and_ranks_run_one_at_a_time():
     drawn = Drawn()
-    run = settings(max_examples=120, deadline=None, suppress_health_check=[
+    run = settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[
         HealthCheck.too_slow])(given(cases(drawn))(_starts_after_needs_and_one_at_a_time))
     run()
     drawn.check(0.5)
@@ -91,7 +91,8 @@ def test_uniform_costs_give_the_closed_form_where_it_is_exact():
     drawn = Drawn()
     compared = []
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=80, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
     @given(name=st.sampled_from(WITH_CLOSED_FORM), P=st.integers(1, 5), M=st.integers(1, 12),
            v=st.integers(1, 3), unit=st.sampled_from([1, 7, 1000]))
     def run(name, P, M, v, unit):
