@@ -49,7 +49,7 @@ CORRECTIONS = REPO / "benchmarks" / "data" / "published-runs-corrections.json"
 # parameters: Megatron-LM 2021's --DDP-impl torch wraps the fp16 model in it
 TORCH_DDP_BUCKET_PARAMS = 25 * 2**20 // 2
 SCHEDULES = {"1f1b": "1f1b", "interleaved-1f1b": "interleaved-1f1b", "zb-h1": "zb-h1",
-             "zb-h2": "zb-h2", "zb-v": "zb-v"}
+             "zb-h2": "zb-h2", "zb-v": "zb-v", "zb-greedy": "zb-greedy"}
 FLAT_EFFICIENCY = 0.50     # gpus.py's A100 constant: the model before kernels
 
 
@@ -126,6 +126,40 @@ _DDP_FLAG = {"megatron_ddp": "--megatron-ddp", "use_distributed_optimizer":
 OVERLAPPED_ITERATIONS = 3
 
 
+def megatron_launch(run: dict):
+    """The run's ``megatron_args`` as pipesim's ``--megatron-args`` reads them (a
+    LaunchSettings), or None for a run without them or a pipesim without the reader."""
+    if not run.get("megatron_args"):
+        return None
+    try:
+        from simulator.workload.inputs.megatron_args import megatron_input
+    except ImportError:
+        return None
+    from simulator.errors import ConfigError
+
+    gpus = run.get("gpus") or run["tp"] * run["pp"] * run["dp"]
+    text = run["megatron_args"]
+    try:
+        return megatron_input(text, run["id"], gpus).launch
+    except ConfigError:
+        # the DDP flags do not depend on the pipeline split: a list whose split pipesim
+        # refuses for its layer count (the run states its own stage_layers) is read for them
+        # without its pipeline flags (one stage)
+        for flag in ("--num-layers-per-virtual-pipeline-stage", "--pipeline-model-parallel-size"):
+            text = _without_flag(text, flag)
+        return megatron_input(text, run["id"], gpus // run["pp"]).launch
+
+
+def schedule_option_args(run: dict) -> tuple[str, ...]:
+    """The schedule's options the run's launch sets: the zero-bubble fork's pending backwards
+    (``--zero-bubble-max-pending-backward``) as zb-greedy's ``max_pending``."""
+    if run["schedule"] != "zb-greedy":
+        return ()
+    launch = megatron_launch(run)
+    pending = launch.zero_bubble_max_pending if launch is not None else None
+    return ("-O", f"max_pending={pending}") if pending else ()
+
+
 def megatron_ddp_args(run: dict) -> tuple[str, ...]:
     """The DDP flags a launch of the run's ``megatron_args`` runs with, as pipesim's
     ``--megatron-args`` reads them (Megatron-LM's DDP; the overlaps, the distributed optimizer
@@ -133,26 +167,11 @@ def megatron_ddp_args(run: dict) -> tuple[str, ...]:
     ``--accumulate-allreduce-grads-in-fp32`` reduces in fp16): the one place the benchmarks
     take a run's DDP from. None for a run without ``megatron_args`` or a pipesim without
     Megatron's DDP."""
-    if not run.get("megatron_args"):
+    launch = megatron_launch(run)
+    if launch is None:
         return ()
-    try:
-        from simulator.cli.model_inputs import ddp_option_values
-        from simulator.workload.inputs.megatron_args import megatron_input
-    except ImportError:
-        return ()
-    from simulator.errors import ConfigError
+    from simulator.cli.model_inputs import ddp_option_values
 
-    gpus = run.get("gpus") or run["tp"] * run["pp"] * run["dp"]
-    text = run["megatron_args"]
-    try:
-        launch = megatron_input(text, run["id"], gpus).launch
-    except ConfigError:
-        # the DDP flags do not depend on the pipeline split: a list whose split pipesim
-        # refuses for its layer count (the run states its own stage_layers) is read for them
-        # without its pipeline flags (one stage)
-        for flag in ("--num-layers-per-virtual-pipeline-stage", "--pipeline-model-parallel-size"):
-            text = _without_flag(text, flag)
-        launch = megatron_input(text, run["id"], gpus // run["pp"]).launch
     values = ddp_option_values(launch)
     # the distributed optimizer shards a state counted by the weights' dtype, which the launch
     # states (--bf16 / --fp16: bf16 weights with fp32 main gradients; else fp32); the other
@@ -221,7 +240,7 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
             "--recompute", recompute, "--system", str(REPO / "configs" / "system" /
                                                       f"{run['gpu']}.yaml"),
             "--engine", "evaluator", *megatron_p2p_args(run), "--max-actions", "0",
-            "--json", "-", *ddp, *extra]
+            "--json", "-", *schedule_option_args(run), *ddp, *extra]
     if "--optimizer-post-validation" in ddp:
         args += ["--iterations", str(OVERLAPPED_ITERATIONS)]
     out, err = io.StringIO(), io.StringIO()

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 from simulator import simulate  # noqa: E402
 from simulator.errors import PipesimError  # noqa: E402
 from simulator.schedules import get, names  # noqa: E402
+from simulator.schedules.registry import cost_aware_names  # noqa: E402
 from simulator.workload import uniform_workload  # noqa: E402
 
 P, M = 4, 8
@@ -58,6 +59,12 @@ def render() -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [row(n) for n in sorted(names())]
+    lines += ["", "Laid out for the run's own per-stage costs (the run hands them over; their "
+              "orders depend on them, so they have no row above): "
+              + "; ".join(f"`{n}`, {get(n).summary}" for n in sorted(cost_aware_names()))
+              + ". `zb-greedy` is what the zero-bubble fork's runtime lays out under "
+              "`--enable-zero-bubble` (docs/model.md), checked order for order against the "
+              "fork's own scheduler (`tests/schedules/test_zb_greedy.py`)."]
     lines += [
         "",
         "See any schedule's per-rank order with `pipesim schedule NAME --pp P --microbatches M`,",

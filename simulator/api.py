@@ -180,7 +180,7 @@ def plan_run(workload: Workload, schedule: Schedule | str | None, system: System
 
 def build_schedule(plan: RunPlan, schedule: Schedule | str | None, system: SystemConfig,
                    options: RunOptions) -> Schedule:
-    """The schedule the plan asks for (a cost-aware one, auto, built for this run's own
+    """The schedule the plan asks for (a cost-aware one, auto or zb-greedy, built for this run's own
     per-stage costs), checked unless ``options.validate`` is off."""
     if isinstance(schedule, Schedule):
         sched = schedule
@@ -190,11 +190,14 @@ def build_schedule(plan: RunPlan, schedule: Schedule | str | None, system: Syste
             # only a cost-aware schedule (auto) needs it: a plain run's start-up does without
             from .engine.stage_costs import run_stage_costs
 
-            # the costs the run will charge: its recompute re-runs forwards in the backwards
+            # the costs the run will charge: its recompute re-runs forwards in the backwards;
+            # the memory its point-to-point mode keeps (a zero-bubble runtime's I frees the
+            # stash, torch's keeps the graph to the W)
             part = with_recompute(plan.partition, plan.workload, options.recompute,
                                   *options.recompute_grouping())
             opts["stage_costs"] = run_stage_costs(part, plan.workload.header, system, plan.pp,
-                                                  links=plan.links)
+                                                  links=plan.links,
+                                                  p2p=options.p2p or system.runtime.p2p)
         sched = registry.generate(plan.spec.name, plan.pp, plan.microbatches, plan.vpp, **opts)
     if options.validate:
         check_schedule(sched)

@@ -68,14 +68,16 @@ def render_run(d: RunSummary) -> str:
                      "after the first, whose fill the next ones overlap)")
     theory = d.theoretical_bubble_ratio
     formula = d.theoretical_formula or "closed form"
+    # a schedule laid out for its run's costs (auto, zb-greedy) has no formula to set beside it
+    theory_text = ("no closed form" if theory is None
+                   else f"closed form at uniform costs, {formula}: {fmt_pct(theory)}")
     if d.theoretical_bubble_basis == "own":
         bubble_lines = [
             f"  bubble ratio        {fmt_pct(d.bubble_ratio)} of the iteration time",
             f"  per-stage bubble    {fmt_pct(d.bubble_ratio_own)} of each stage's own span   "
-            f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
+            f"({theory_text})"]
     else:
-        bubble_lines = [f"  bubble ratio        {fmt_pct(d.bubble_ratio)}   "
-                        f"(closed form at uniform costs, {formula}: {fmt_pct(theory)})"]
+        bubble_lines = [f"  bubble ratio        {fmt_pct(d.bubble_ratio)}   ({theory_text})"]
     lines += bubble_lines + _tail_lines(d) + [
         *_simai_lines(d),
         f"  utilisation         {fmt_pct(d.utilization)}",

@@ -304,6 +304,9 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
 
         sched = load_schedule_csv(schedule_file)
     options = parse_assignments(schedule_options, "--option")
+    if model is not None and sched == "zb-greedy" and model.launch.zero_bubble_max_pending:
+        # the zero-bubble fork's --zero-bubble-max-pending-backward, unless -O gives its own
+        options = {"max_pending": model.launch.zero_bubble_max_pending, **(options or {})}
     if calibration is not None or system_sets or link_sets:
         if not isinstance(system, SystemConfig):
             system = load_system(system)

@@ -177,15 +177,17 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
 
 def zero_bubble_args(st: LaunchSettings) -> list[str]:
     """The zero-bubble fork's flags of the launch's schedule (its megatron/arguments.py): the
-    V schedules by their memory setup, ZB-1p and ZB-2p by their pending backwards."""
+    V schedules by their memory setup, its own layout (zb-greedy), ZB-1p and ZB-2p by their
+    pending backwards."""
     from ..workload.inputs.megatron_args import ZB_V_SCHEDULES
 
     setups = {name: setup for setup, name in ZB_V_SCHEDULES.items()}
     if st.schedule in setups:
         return ["--zero-bubble-v-schedule",
                 f"--zero-bubble-v-schedule-mem-setup {setups[st.schedule]}"]
-    if st.schedule in ("zb-h1", "zb-h2"):
-        pending = st.pp if st.schedule == "zb-h1" else 2 * st.pp
+    if st.schedule in ("zb-greedy", "zb-h1", "zb-h2"):
+        pending = {"zb-h1": st.pp, "zb-h2": 2 * st.pp}.get(
+            st.schedule, st.zero_bubble_max_pending or st.pp)
         return ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {pending}"]
     return []
 

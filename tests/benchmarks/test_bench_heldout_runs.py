@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_heldout_runs as heldout
+from benchmarks import bench_published_runs
 
 RUNS = heldout.load_runs(heldout.DEFAULT_RUNS)
 
 
 def test_every_run_has_the_schema_and_a_registered_schedule():
-    from simulator.schedules.registry import names as registered
+    from simulator.schedules.registry import cost_aware_names, names as registered
 
-    names = set(registered())
+    names = set(registered()) | set(cost_aware_names())   # zb-greedy: the fork's own layout
     ids = [r["id"] for r in RUNS]
     assert len(ids) == len(set(ids)) == 77
     for r in RUNS:
@@ -95,6 +96,11 @@ def test_megatron_args_say_what_the_fields_say():
                 r["stage_layers"][0], r["stage_layers"][-1]), r["id"]
         if r["id"].startswith("zb-"):   # the source's schedule from its launch
             assert la.schedule == r["schedule"], r["id"]
+            if r["schedule"] == "zb-greedy":   # ZB-1p / ZB-2p: p or 2p pending backwards
+                factor = {"ZB-1p": 1, "ZB-2p": 2}[r["published_schedule"]]
+                assert la.zero_bubble_max_pending == factor * r["pp"], r["id"]
+                assert bench_published_runs.schedule_option_args(r) == (
+                    "-O", f"max_pending={factor * r['pp']}")
 
 
 def test_the_zero_bubble_models_names_are_their_parameters_with_a_32000_vocabulary():

@@ -87,7 +87,7 @@ def test_the_stages_exchange_as_the_sources_megatron_code_does():
     # later code: the non-interleaved 1F1B batches, the rest overlaps
     assert p2p({"id": "zb-x", "schedule": "1f1b", "sequence_parallel": False}) == (
         "--p2p", "batched")
-    for schedule in ("interleaved-1f1b", "zb-h1", "zb-h2"):
+    for schedule in ("interleaved-1f1b", "zb-h1", "zb-h2", "zb-greedy"):
         assert p2p({"id": "zb-x", "schedule": schedule, "sequence_parallel": False}) == (
             "--p2p", "async")
     assert bench_published_runs.assumptions(_run("--fp16"))[-1] == (

@@ -64,7 +64,8 @@ def test_list_names_every_schedule_with_its_formula(capsys):
     assert (code, err) == (0, "")
     lines = out.splitlines()
     listed = [line.split()[0] for line in lines if not line.startswith(" ")]
-    assert listed == sorted(names() + ["auto"])       # auto: the cost-aware one
+    # auto and zb-greedy: the cost-aware ones
+    assert listed == sorted(names() + ["auto", "zb-greedy"])
     zb = lines.index(next(line for line in lines if line.startswith("zb-h1 ")))
     assert lines[zb + 1].split() == ["formula:", "(P-1)/(3vM+P-1)"]
 

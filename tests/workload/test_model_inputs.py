@@ -768,8 +768,8 @@ ZB_BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-le
 @pytest.mark.parametrize("flags, schedule, vpp, post", [
     ("", "1f1b", 1, False),
     ("--enable-zero-bubble --zero-bubble-max-pending-backward 4 "
-     "--enable-optimizer-post-validation", "zb-h1", 1, True),
-    ("--enable-zero-bubble --zero-bubble-max-pending-backward 8", "zb-h2", 1, False),
+     "--enable-optimizer-post-validation", "zb-greedy", 1, True),
+    ("--enable-zero-bubble --zero-bubble-max-pending-backward 8", "zb-greedy", 1, False),
     ("--zero-bubble-v-schedule --enable-optimizer-post-validation", "zb-v", 2, True),
     ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half", "v-half", 2, False),
     ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup min", "v-min", 2, False),
@@ -781,21 +781,28 @@ def test_the_zero_bubble_forks_flags_choose_the_schedule(flags, schedule, vpp, p
     assert (la.schedule, la.vpp, la.optimizer_post_validation) == (schedule, vpp, post)
 
 
-def test_the_zero_bubble_forks_memory_limits_that_pipesim_has_not_are_warned():
+def test_the_zero_bubble_forks_memory_limit_is_the_greedys_and_auto_is_warned():
     src = "--megatron-args zb.txt"
     def zb_warnings(got):
         return tuple(w for w in got.warnings if "zero-bubble" in w)
 
     got = megatron_input(ZB_BASE + "--enable-zero-bubble", "zb.txt", 8)
-    assert got.launch.schedule == "zb-h1"
+    assert (got.launch.schedule, got.launch.zero_bubble_max_pending) == ("zb-greedy", 4)
     assert zb_warnings(got) == (f"{src}: --zero-bubble-max-pending-backward auto (the fork's "
                             "default, a memory limit set from the GPU's free memory as it "
-                            "runs): run as zb-h1, 1F1B's memory (ZB-1p)",)
+                            "runs): run as zb-greedy under 4 forwards' memory, ZB-1p's limit",)
+    # any limit is the fork's greedy's, not only p and 2p: no warning, a note
     got = megatron_input(ZB_BASE + "--enable-zero-bubble --zero-bubble-max-pending-backward 6",
                          "zb.txt", 8)
-    assert zb_warnings(got) == (f"{src}: --zero-bubble-max-pending-backward 6: run as zb-h1 (p = "
-                            "4 pending backwards); pipesim has the zero-bubble schedules of p "
-                            "and 2p",)
+    assert (got.launch.schedule, got.launch.zero_bubble_max_pending) == ("zb-greedy", 6)
+    assert zb_warnings(got) == ()
+    assert f"{src}: --enable-zero-bubble --zero-bubble-max-pending-backward 6: zb-greedy, the " \
+           "fork's own layout for the run's F / I / W costs and memory under 6 forwards' " \
+           "activations" in got.notes
+    got = megatron_input(ZB_BASE + "--enable-zero-bubble --zero-bubble-max-pending-backward 8",
+                         "zb.txt", 8)
+    assert any("--zero-bubble-max-pending-backward 8 (ZB-2p): zb-greedy" in n
+               for n in got.notes)
     got = megatron_input(ZB_BASE + "--enable-optimizer-post-validation", "zb.txt", 8)
     assert f"{src}: --enable-optimizer-post-validation: no effect without " \
            "--enable-zero-bubble (the zero-bubble fork turns it off)" in got.notes
@@ -845,7 +852,8 @@ def test_a_padded_launch_places_its_layers_as_the_fork_does():
         "--pipeline-model-parallel-size 4", "--pipeline-model-parallel-size 8")
     got = megatron_input(text + "--allow-padding-num-layers --enable-zero-bubble "
                          "--zero-bubble-max-pending-backward 16", "zb.txt", 8)
-    assert (got.launch.schedule, got.launch.stage_layers) == ("zb-h2", (2, 3, 3, 3, 3, 3, 3, 2))
+    assert (got.launch.schedule, got.launch.zero_bubble_max_pending,
+            got.launch.stage_layers) == ("zb-greedy", 16, (2, 3, 3, 3, 3, 3, 3, 2))
     assert ("--megatron-args zb.txt: --allow-padding-num-layers: 22 layers padded to 24, the "
             "padding taken one a chunk off the last and the first: 2 3 3 3 3 3 3 2 (the "
             "zero-bubble fork's get_offset)") in got.notes

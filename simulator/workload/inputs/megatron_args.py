@@ -392,8 +392,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                    + (f" x {vpp} virtual stages" if vpp > 1 else ""), layers)
 
     padded = layers + (pp - layers % pp if padding else 0)
-    schedule, vpp, post_validation = _zero_bubble(a, src, pp, vpp, padded, first, last,
-                                                  refuse, warnings, notes)
+    schedule, vpp, post_validation, pending = _zero_bubble(a, src, pp, vpp, padded, first, last,
+                                                           refuse, warnings, notes)
     if padding:
         counts = padded_counts(layers, pp, vpp)
         n = padded - layers
@@ -602,19 +602,20 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
-        optimizer_post_validation=post_validation)
+        optimizer_post_validation=post_validation, zero_bubble_max_pending=pending)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 
 def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last, refuse,
-                 warnings: list[str], notes: list[str]) -> tuple[str, int, bool]:
-    """(schedule, virtual stages, post-validation) of the launch, with the zero-bubble fork's
-    flags read as its megatron/arguments.py reads them (tag zero-bubble-v0.1.0):
-    ``--zero-bubble-v-schedule`` (which turns ``--enable-zero-bubble`` on) runs its V schedule
-    in the memory setup asked, two chunks a rank; ``--enable-zero-bubble`` alone its searched
-    schedule under ``--zero-bubble-max-pending-backward`` (p: ZB-1p, 2p: ZB-2p, the fork's own
-    help), run as pipesim's zb-h1 or zb-h2; ``--enable-optimizer-post-validation`` is turned
-    off without zero bubble."""
+                 warnings: list[str], notes: list[str]) -> tuple[str, int, bool, int | None]:
+    """(schedule, virtual stages, post-validation, pending backwards) of the launch, with the
+    zero-bubble fork's flags read as its megatron/arguments.py reads them (tag
+    zero-bubble-v0.1.0): ``--zero-bubble-v-schedule`` (which turns ``--enable-zero-bubble`` on)
+    runs its V schedule in the memory setup asked, two chunks a rank; ``--enable-zero-bubble``
+    alone the schedule its runtime lays out for the profiled costs under
+    ``--zero-bubble-max-pending-backward`` forwards' memory (p: ZB-1p, 2p: ZB-2p, the fork's
+    own help), pipesim's zb-greedy; ``--enable-optimizer-post-validation`` is turned off
+    without zero bubble."""
     schedule = "interleaved-1f1b" if vpp > 1 else "1f1b"
     zb_v = bool(a.get("--zero-bubble-v-schedule"))
     zb = zb_v or bool(a.get("--enable-zero-bubble"))
@@ -627,7 +628,7 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
             notes.append(f"{src}: {', '.join(unused)}: no effect without --enable-zero-bubble "
                          f"(the zero-bubble fork turns {'it' if len(unused) == 1 else 'them'} "
                          "off)")
-        return schedule, vpp, False
+        return schedule, vpp, False, None
     flag = "--zero-bubble-v-schedule" if zb_v else "--enable-zero-bubble"
     if pp < 2:
         refuse(flag, "--pipeline-model-parallel-size above 1 (the zero-bubble fork's rule)", pp)
@@ -650,29 +651,24 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
         schedule = ZB_V_SCHEDULES[setup]
         notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, two "
                      "chunks a rank in a V")
-        return schedule, 2, post
+        return schedule, 2, post, None
     pending = a.get("--zero-bubble-max-pending-backward") or "auto"
     if pending == "auto":
         warnings.append(f"{src}: --zero-bubble-max-pending-backward auto (the fork's default, "
                         "a memory limit set from the GPU's free memory as it runs): run as "
-                        "zb-h1, 1F1B's memory (ZB-1p)")
-        return "zb-h1", vpp, post
+                        f"zb-greedy under {pp} forwards' memory, ZB-1p's limit")
+        return "zb-greedy", vpp, post, pp
     try:
         n = int(pending)
     except ValueError:
         refuse("--zero-bubble-max-pending-backward", "a whole number or auto", pending)
     if n < 1:
         refuse("--zero-bubble-max-pending-backward", "a positive whole number or auto", n)
-    schedule = "zb-h1" if n < 2 * pp else "zb-h2"
-    if n not in (pp, 2 * pp):
-        warnings.append(f"{src}: --zero-bubble-max-pending-backward {n}: run as {schedule} "
-                        f"({'p' if schedule == 'zb-h1' else '2p'} = "
-                        f"{pp if schedule == 'zb-h1' else 2 * pp} pending backwards); pipesim "
-                        "has the zero-bubble schedules of p and 2p")
-    else:
-        notes.append(f"{src}: --enable-zero-bubble --zero-bubble-max-pending-backward {n}: "
-                     f"{'ZB-1p' if n == pp else 'ZB-2p'}, run as {schedule}")
-    return schedule, vpp, post
+    name = {pp: " (ZB-1p)", 2 * pp: " (ZB-2p)"}.get(n, "")
+    notes.append(f"{src}: --enable-zero-bubble --zero-bubble-max-pending-backward {n}{name}: "
+                 "zb-greedy, the fork's own layout for the run's F / I / W costs and memory "
+                 f"under {n} forwards' activations")
+    return "zb-greedy", vpp, post, n
 
 
 def padded_counts(layers: int, pp: int, vpp: int) -> list[int]:

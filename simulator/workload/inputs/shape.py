@@ -82,6 +82,8 @@ class LaunchSettings(NamedTuple):
     ddp_bucket_size: int | None = None   # parameters per bucket; None: Megatron's default
     fp16_loss_scale: bool = False        # --fp16: the step unscales and checks the gradients
     optimizer_post_validation: bool = False   # the zero-bubble fork's: no barrier before the step
+    # the zero-bubble fork's --zero-bubble-max-pending-backward: zb-greedy's max_pending
+    zero_bubble_max_pending: int | None = None
     p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
     fsdp: int = 0                        # torchtitan's FSDP2 shard degree (0: no FSDP)
     fsdp_reshard_after_forward: str = "default"   # its policy: default, always, never
