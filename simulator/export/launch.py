@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, PipesimError
 from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
-from ..schedules.registry import torch_class_of
+from ..schedules.registry import megatron_of, torch_class_of
 from ..schedules.runtimes import Shape, Verdict, check_runtimes, shape_of
 from ..units import fmt_bytes, fmt_time
 from ..workload.chunks import chunk_bounds
@@ -115,6 +115,11 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
         out.append(f"--pipeline-model-parallel-layout {layout}")
     if s.vpp > 1 and s.group_size is not None and s.group_size != s.pp:
         out.append(f"--microbatch-group-size-per-virtual-pipeline-stage {s.group_size}")
+    if megatron_of(s.schedule) == "zero-bubble":
+        out += zero_bubble_args(s)
+        if lp.settings is not None and lp.settings.optimizer_post_validation:
+            # the fork's: read only with its zero-bubble schedule
+            out.append("--enable-optimizer-post-validation")
     out += [f"--micro-batch-size {lp.micro_batch_size}", f"--global-batch-size {lp.global_batch}"]
     if lp.recompute == "full":
         method, n = lp.recompute_grouping
@@ -169,27 +174,14 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--overlap-grad-reduce", st.overlap_grad_reduce),
             ("--overlap-param-gather", st.overlap_param_gather),
             ("--tp-comm-overlap", st.tp_comm_overlap)) if on]
-        if st.optimizer_post_validation:
-            # the zero-bubble fork's: read only with its zero-bubble schedule, which it names
-            out += zero_bubble_args(st) + ["--enable-optimizer-post-validation"]
     return out
 
 
-def zero_bubble_args(st: LaunchSettings) -> list[str]:
-    """The zero-bubble fork's flags of the launch's schedule (its megatron/arguments.py): the
-    V schedules by their memory setup, its own layout (zb-greedy), ZB-1p and ZB-2p by their
-    pending backwards."""
-    from ..workload.inputs.megatron_args import ZB_V_SCHEDULES
-
-    setups = {name: setup for setup, name in ZB_V_SCHEDULES.items()}
-    if st.schedule in setups:
-        return ["--zero-bubble-v-schedule",
-                f"--zero-bubble-v-schedule-mem-setup {setups[st.schedule]}"]
-    if st.schedule in ("zb-greedy", "zb-h1", "zb-h2"):
-        pending = {"zb-h1": st.pp, "zb-h2": 2 * st.pp}.get(
-            st.schedule, st.zero_bubble_max_pending or st.pp)
-        return ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {pending}"]
-    return []
+def zero_bubble_args(s: Shape) -> list[str]:
+    """The zero-bubble fork's flags of its own layout (its megatron/arguments.py): zb-greedy
+    under its limit of pending backwards (p: ZB-1p, 2p: ZB-2p)."""
+    pending = s.max_pending if s.max_pending is not None else s.pp
+    return ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {int(pending)}"]
 
 
 def _spec(m: ModelShape):

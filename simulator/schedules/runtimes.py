@@ -8,7 +8,9 @@ how it would run the configuration (``how``) or, in plain words, the rule it bre
 - ``torch``: ``torch.distributed.pipelining`` 2.13, by its schedule class when one exists, else
   from the CSV (``_PipelineScheduleRuntime._load_csv``);
 - ``megatron``: Megatron-LM (``megatron/training/arguments.py`` and megatron-core's
-  ``pipeline_parallel/schedules.py``): 1F1B, and interleaved 1F1B with virtual stages;
+  ``pipeline_parallel/schedules.py``): 1F1B, and interleaved 1F1B with virtual stages; and
+  zb-greedy on the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism,
+  ``--enable-zero-bubble``), which lays out that schedule itself;
 - ``torchtitan``: torchtitan 0.3 (``torchtitan/distributed/pipeline_parallel.py``), which runs
   torch's classes or a CSV and places the stages itself.
 """
@@ -86,6 +88,7 @@ class Shape(NamedTuple):
     group_size: int | None = None     # interleaved 1F1B's microbatch group N
     ends: tuple[bool, bool] = (False, False)   # the first stage holds the embedding rows, the
                                                # last the LM head / loss rows
+    max_pending: float | None = None  # zb-greedy's memory limit, in forwards
 
 
 def torch_class_rule(cls: str, pp: int, vpp: int, m: int) -> str | None:
@@ -146,12 +149,25 @@ def megatron_verdict(s: Shape) -> Verdict:
         if 0 < s.microbatches % n < s.pp:
             return no(f"Megatron-LM's interleaved schedule needs M mod N to be 0 or at least "
                       f"P (M {s.microbatches}, N {n}, P {s.pp})")
+    elif megatron == "zero-bubble":
+        pending = s.max_pending if s.max_pending is not None else s.pp
+        how = ("the zero-bubble fork's own layout (sail-sg/zero-bubble-pipeline-parallelism: "
+               f"--enable-zero-bubble --zero-bubble-max-pending-backward {pending:g})")
+        if s.pp < 2:
+            # megatron/arguments.py (tag zero-bubble-v0.1.0): "zero bubble must be enabled
+            # with pipeline parallelism"
+            return no(f"the zero-bubble fork runs --enable-zero-bubble only with 2 or more "
+                      f"pipeline ranks (pp {s.pp})")
+        if pending != int(pending):
+            # arguments.py: int(args.zero_bubble_max_pending_backward)
+            return no(f"the zero-bubble fork's --zero-bubble-max-pending-backward is a whole "
+                      f"number of forwards (max_pending {pending:g})")
     elif megatron == "interleaved":
         return no("Megatron-LM runs interleaved 1F1B only with 2 or more virtual stages; at "
                   "vpp 1 it runs 1F1B (-s 1f1b)")
     else:
-        return no(f"Megatron-LM has no {s.schedule} schedule (it runs 1F1B, and interleaved "
-                  f"1F1B with virtual stages)")
+        return no(f"Megatron-LM has no {s.schedule} schedule (it runs 1F1B, interleaved "
+                  f"1F1B with virtual stages, and zb-greedy on the zero-bubble fork)")
     if s.layer_cut is not None:
         return no(f"Megatron-LM places whole transformer layers; {s.layer_cut}")
     if s.layers and empty_chunk(s.layers, *s.ends) is not None:
@@ -229,5 +245,8 @@ def shape_of(schedule, workload=None, partition=None, options: dict | None = Non
                                        (options or {}).get("group_size"), schedule.name)
         except ConfigError:
             group = None
+    pending = (schedule.meta or {}).get("max_pending") \
+        if megatron_of(schedule.name) == "zero-bubble" else None
     return Shape(schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
-                 placement_kind(schedule), layers, cut, torch_cannot_run(schedule), group, ends)
+                 placement_kind(schedule), layers, cut, torch_cannot_run(schedule), group, ends,
+                 pending)

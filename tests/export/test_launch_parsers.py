@@ -40,6 +40,8 @@ CASES = [
     ("v-min", 2, 2, 8, "6 6 6 6"),
     ("hanayo", 2, 2, 8, "6 6 6 6"),
     ("auto", 2, 1, 8, None),
+    ("zb-greedy", 2, 1, 8, None),        # Megatron-LM's on the zero-bubble fork
+    ("zb-greedy", 4, 1, 8, "5 6 6 7"),
     # refused: torchtitan cannot place two waves; torch's CSV cannot hold these two
     ("hanayo", 2, 4, 8, "3 3 3 3 3 3 3 3"),
     ("dualpipe", 2, 2, 8, None),

@@ -31,8 +31,14 @@ def test_plan_for_megatron_writes_its_launch(capsys, tmp_path):
     refused = [c for c in data["candidates"] if c["reason"] and
                c["reason"].startswith("megatron does not run it: ")]
     assert any("has no zb-h1 schedule" in c["reason"] for c in refused)
-    assert all(c["schedule"] in ("1f1b", "interleaved-1f1b") for c in data["candidates"]
-               if c["feasible"])
+    feasible = [c for c in data["candidates"] if c["feasible"]]
+    assert {c["schedule"] for c in feasible} == {"1f1b", "interleaved-1f1b", "zb-greedy"}
+    # the zero-bubble fork's own layout, at ZB-1p's and ZB-2p's limits
+    assert {(c["pp"], c["max_pending"]) for c in feasible if c["schedule"] == "zb-greedy"} \
+        == {(c["pp"], k * c["pp"]) for c in feasible if c["schedule"] == "zb-greedy"
+            for k in (1, 2)}
+    assert all(c["runtimes"]["megatron"]["how"].startswith("the zero-bubble fork's own layout")
+               for c in feasible if c["schedule"] == "zb-greedy")
     assert sorted(p.name for p in launch.iterdir()) == [
         "README.md", "megatron_args.txt", "schedule.csv", "stage_ranks.json", "torchtitan.toml"]
     args = (launch / "megatron_args.txt").read_text().splitlines()
@@ -75,8 +81,8 @@ def test_run_json_says_why_a_runtime_refuses(capsys):
     rt = json.loads(out)["runtimes"]
     assert rt["torch"] == {"accepts": True, "how": "ScheduleZBVZeroBubble", "rule": None}
     assert rt["megatron"] == {"accepts": False, "how": "", "rule": (
-        "Megatron-LM has no zb-v schedule (it runs 1F1B, and interleaved 1F1B with virtual "
-        "stages)")}
+        "Megatron-LM has no zb-v schedule (it runs 1F1B, interleaved 1F1B with virtual "
+        "stages, and zb-greedy on the zero-bubble fork)")}
     # 8 chunks of 3 whole layers, placed in a V: torchtitan's ZBVZeroBubble
     assert rt["torchtitan"] == {"accepts": True, "how": "ZBVZeroBubble", "rule": None}
 
@@ -86,7 +92,8 @@ def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
     assert code == 0
     text = (tmp_path / "megatron_args.txt").read_text()
     assert text == ("# Megatron-LM cannot run this configuration: Megatron-LM has no zb-v "
-                    "schedule (it runs 1F1B, and interleaved 1F1B with virtual stages).\n"
+                    "schedule (it runs 1F1B, interleaved 1F1B with virtual stages, and "
+                    "zb-greedy on the zero-bubble fork).\n"
                     "# No arguments are written: none would reproduce what pipesim "
                     "simulated.\n")
     toml = (tmp_path / "torchtitan.toml").read_text()

@@ -67,8 +67,26 @@ def test_torch_refuses_what_its_csv_cannot_hold():
 
 def test_megatron_has_no_zero_bubble_schedule():
     v = verdicts("zb-h1", 4, 8, 1)["megatron"]
-    assert v.rule == ("Megatron-LM has no zb-h1 schedule (it runs 1F1B, and interleaved 1F1B "
-                      "with virtual stages)")
+    assert v.rule == ("Megatron-LM has no zb-h1 schedule (it runs 1F1B, interleaved 1F1B "
+                      "with virtual stages, and zb-greedy on the zero-bubble fork)")
+
+
+def test_the_zero_bubble_fork_runs_its_own_layout_on_two_or_more_ranks():
+    # the zero-bubble fork of Megatron-LM, megatron/arguments.py (tag zero-bubble-v0.1.0):
+    #   if args.enable_zero_bubble: assert args.pipeline_model_parallel_size > 1;
+    #   args.zero_bubble_max_pending_backward = int(...)
+    v = verdicts("zb-greedy", 4, 8, 1, max_pending=8)["megatron"]
+    assert (v.accepts, v.how) == (True, "the zero-bubble fork's own layout "
+                                        "(sail-sg/zero-bubble-pipeline-parallelism: "
+                                        "--enable-zero-bubble --zero-bubble-max-pending-backward 8)")
+    assert verdicts("zb-greedy", 1, 8, 1)["megatron"].rule == (
+        "the zero-bubble fork runs --enable-zero-bubble only with 2 or more pipeline ranks (pp 1)")
+    assert verdicts("zb-greedy", 4, 8, 1, max_pending=6.5)["megatron"].rule == (
+        "the zero-bubble fork's --zero-bubble-max-pending-backward is a whole number of "
+        "forwards (max_pending 6.5)")
+    # a built layout states its limit (the default: p, ZB-1p's)
+    shape = shape_of(registry.generate("zb-greedy", 4, 8, 1))
+    assert shape.max_pending == 4 and "backward 4)" in check_runtimes(shape)["megatron"].how
 
 
 def test_megatron_interleaved_needs_two_ranks():

@@ -39,6 +39,7 @@ def test_lookups_by_a_built_schedules_name():
     assert registry.torch_class_of("custom") is None
     assert registry.torch_class_of("zbv") is None     # an alias names no built schedule
     assert registry.megatron_of("interleaved-1f1b") == "interleaved"
+    assert registry.megatron_of("zb-greedy") == "zero-bubble"   # on the zero-bubble fork
     assert registry.spec_of("nonesuch") is None
 
 
@@ -49,7 +50,7 @@ def test_the_default_schedule_by_chunks():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"megatron": "zb"}, "schedule 'x-test': megatron='zb', expected one of 1f1b, interleaved"),
+    ({"megatron": "zb"}, "schedule 'x-test': megatron='zb', expected one of 1f1b, interleaved, zero-bubble"),
     ({"default_for": "always"},
      "schedule 'x-test': default_for='always', expected one of vpp=1, vpp>1"),
 ])

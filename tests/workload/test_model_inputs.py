@@ -748,16 +748,32 @@ def test_the_launch_writes_back_the_ddp_flags_it_read():
     assert [f for f in flags if f in out] == list(flags)
     plain = megatron_input(BASE, "a.txt", 8)
     assert not [f for f in flags if f in megatron_model_args(plain.shape, plain.launch, 1)]
-    # the zero-bubble fork's post-validation, with the schedule flags it is read with
-    for schedule_flags in (["--enable-zero-bubble", "--zero-bubble-max-pending-backward 4"],
-                           ["--zero-bubble-v-schedule",
-                            "--zero-bubble-v-schedule-mem-setup half"]):
-        zb = megatron_input(ZB_BASE + " ".join(schedule_flags)
-                            + " --enable-optimizer-post-validation", "zb.txt", 8)
-        out = megatron_model_args(zb.shape, zb.launch, 1)
-        assert out[-3:] == schedule_flags + ["--enable-optimizer-post-validation"]
-        again = megatron_input(ZB_BASE + " ".join(out[-3:]), "again.txt", 8).launch
-        assert (again.schedule, again.optimizer_post_validation) == (zb.launch.schedule, True)
+
+
+def test_the_launch_writes_back_the_zero_bubble_forks_flags(tmp_path, capsys):
+    """A launch of the fork's own layout reads back to the same schedule, limit and
+    post-validation, and the same time."""
+    from simulator.cli.main import main
+
+    src = tmp_path / "zb.txt"
+    src.write_text(ZB_BASE + "--enable-zero-bubble --zero-bubble-max-pending-backward 6 "
+                   "--enable-optimizer-post-validation")
+    launch = tmp_path / "launch"
+    first, again = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["run", "--megatron-args", str(src), "--gpus", "4", "--iterations", "2",
+                 "--launch", str(launch), "--json", str(first)]) == 0
+    args = (launch / "megatron_args.txt").read_text().splitlines()
+    assert args[3:6] == ["--enable-zero-bubble", "--zero-bubble-max-pending-backward 6",
+                         "--enable-optimizer-post-validation"]
+    written = megatron_input(" ".join(a for a in args if not a.startswith("#")), "again.txt",
+                             4).launch
+    assert (written.schedule, written.zero_bubble_max_pending,
+            written.optimizer_post_validation) == ("zb-greedy", 6, True)
+    assert main(["run", "--megatron-args", str(launch / "megatron_args.txt"), "--gpus", "4",
+                 "--iterations", "2", "--json", str(again)]) == 0
+    capsys.readouterr()
+    steady = json.loads(first.read_text())["steady_iteration_ns"]
+    assert steady > 0 and json.loads(again.read_text())["steady_iteration_ns"] == steady
 
 
 ZB_BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "

@@ -262,7 +262,7 @@ def _pending(value: object, pp: int) -> float:
     return n
 
 
-@register("zb-greedy", needs_costs=True, default_vpp=1,
+@register("zb-greedy", needs_costs=True, default_vpp=1, megatron="zero-bubble",
           summary="the zero-bubble fork's own schedule (--enable-zero-bubble): its greedy over "
                   "the run's F/I/W costs and memory under a limit of max_pending forwards "
                   "(-O max_pending=N; default P: ZB-1p, 2P: ZB-2p)")
