@@ -1,5 +1,6 @@
 """The search space: every (TP, pp, vpp, microbatches, schedule, split) a plan screens, as
-:class:`Candidate` records, and the ``auto`` candidates added on the shapes that win."""
+:class:`Candidate` records, and the cost-aware candidates (``auto``, ``zb-greedy``) added on
+the shapes that win."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from ..errors import ConfigError
 from ..workload.stage_layers import PipelineSplit, default_chunk_layers, empty_chunk
 
 AUTO = "auto"
+# the zero-bubble fork's own layout (--enable-zero-bubble), laid out on the winning shapes as
+# auto is, under its two documented limits of pending backwards: p (ZB-1p) and 2p (ZB-2p)
+ZB_GREEDY = "zb-greedy"
+ZB_PENDING = (1, 2)
 VARIABLE_VPPS = (1, 2, 4)   # chunks per rank tried for a schedule that takes any number
 AUTO_VPPS = (1, 2)
 AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
@@ -39,6 +44,7 @@ class Candidate:
     schedule: str
     max_in_flight: int | None = None   # auto's cap K
     search_iterations: int | None = None   # auto's local-search moves per start
+    max_pending: int | None = None     # zb-greedy's memory limit, in forwards
     recompute: str = "file"
     reason: str | None = None          # set: infeasible before it runs
     workload: str = ""                 # the file it runs (one per TP with model flags)
@@ -53,6 +59,7 @@ class Candidate:
     def key(self) -> str:
         k = f"tp{self.tp}-pp{self.pp}-v{self.vpp}-m{self.microbatches}-{self.schedule}"
         k += f"-k{self.max_in_flight}" if self.max_in_flight is not None else ""
+        k += f"-pending{self.max_pending}" if self.max_pending is not None else ""
         k += split_key(self.split)
         k += f"-cp{self.cp}" if self.cp > 1 else ""
         k += f"-ep{self.ep}" if self.ep > 1 else ""
@@ -78,6 +85,8 @@ class Candidate:
             out["max_in_flight"] = self.max_in_flight
         if self.search_iterations is not None:
             out["iterations"] = self.search_iterations
+        if self.max_pending is not None:
+            out["max_pending"] = self.max_pending
         return out
 
 
@@ -227,4 +236,17 @@ def auto_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[
                                      AUTO, k, AUTO_ITERATIONS, reason=reason,
                                      workload=c.workload, split=c.split if v == c.vpp else (),
                                      cp=c.cp, ep=c.ep, runs=c.runs))
+    return out
+
+
+def zb_greedy_candidates(first: int, shapes: list[Candidate]) -> list[Candidate]:
+    """``zb-greedy`` at v = 1 under p and 2p pending backwards on each shape's (tp, pp, dp,
+    microbatches); ``shapes`` have two or more pipeline ranks (the fork's rule)."""
+    out = []
+    for c in shapes:
+        for k in ZB_PENDING:
+            out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, 1, c.microbatches,
+                                 ZB_GREEDY, max_pending=k * c.pp, workload=c.workload,
+                                 split=c.split if c.vpp == 1 else (), cp=c.cp, ep=c.ep,
+                                 runs=c.runs))
     return out

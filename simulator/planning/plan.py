@@ -83,11 +83,15 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     check_settings(settings)
 
     system = load_plan_system(settings)
-    specs = [registry.get(n) for n in (settings.schedules or registry.names())]
+    # the cost-aware schedules (auto, zb-greedy) are laid out on the winning shapes, not
+    # enumerated (their layout needs each shape's costs)
+    names = [n for n in settings.schedules or () if not registry.get(n).needs_costs]
+    specs = [registry.get(n) for n in (names or registry.names())]
     table = [ScheduleChoice(sp.name, sp.variable_vpp, sp.default_vpp) for sp in specs]
     space = enumerate_space(settings, table, workload_dir)
     # what --runtime megatron refuses by its sizes alone is ruled out before any screen
-    candidates = [c if (why := refused_before_running(settings.runtime, c)) is None
+    candidates = [c if (why := refused_before_running(settings.runtime, c, settings.state))
+                  is None
                   else replace(c, reason=why) for c in space.candidates]
     if settings.memory_limit_gib is not None:
         limit = settings.memory_limit_gib * 2**30

@@ -10,6 +10,7 @@ from typing import Any
 from ..api import simulate
 from ..errors import ConfigError, PipesimError
 from ..schedules import registry
+from ..schedules.registry import megatron_of
 from ..schedules.library.interleaved_1f1b import resolve_group_size
 from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
 from .candidates import Candidate
@@ -45,7 +46,8 @@ class Outcome:
         out = {"key": c.key, "tp": c.tp, "cp": c.cp, "ep": c.ep, "pp": c.pp, "dp": c.dp,
                "vpp": c.vpp,
                "microbatches": c.microbatches, "schedule": c.schedule,
-               "max_in_flight": c.max_in_flight, "recompute": c.recompute,
+               "max_in_flight": c.max_in_flight, "max_pending": c.max_pending,
+               "recompute": c.recompute,
                "makespan_ns": self.makespan_ns, "p95_ns": self.p95_ns,
                "peak_memory_bytes": self.peak_memory_bytes, "bubble_ratio": self.bubble_ratio,
                "lower_bound_ns": self.lower_bound_ns, "engine": self.engine,
@@ -163,12 +165,21 @@ def screen_one(task: tuple[ScreenContext, Candidate]) -> Outcome:
     return run_candidate(ctx, c, "evaluator")
 
 
-def refused_before_running(runtime: str | None, c: Candidate) -> str | None:
-    """Why ``--runtime megatron`` refuses ``c`` by its schedule and sizes alone (Megatron-LM's
-    rules on the schedule, pp, vpp and microbatch groups; its layer rules need the run), so
-    that it is ruled out unscreened; None: it runs, or it needs the run to tell."""
+def refused_before_running(runtime: str | None, c: Candidate, state: tuple = ()) -> str | None:
+    """Why ``--runtime megatron`` refuses ``c`` by its schedule, sizes and the plan's training
+    state alone (Megatron-LM's rules on the schedule, pp, vpp and microbatch groups, the
+    zero-bubble fork's on the distributed optimizer's overlaps; its layer rules need the run),
+    so that it is ruled out unscreened; None: it runs, or it needs the run to tell."""
     if runtime != "megatron" or c.reason is not None:
         return None
+    ddp = dict(state)
+    if megatron_of(c.schedule) == "zero-bubble" and ddp.get("use_distributed_optimizer") and (
+            ddp.get("overlap_grad_reduce") or ddp.get("overlap_param_gather")):
+        # megatron/arguments.py (tag zero-bubble-v0.1.0): with --enable-zero-bubble and the
+        # distributed optimizer, neither overlap
+        return ("megatron does not run it: the zero-bubble fork runs --enable-zero-bubble "
+                "with the distributed optimizer only without --overlap-grad-reduce and "
+                "--overlap-param-gather")
     group = None
     if c.schedule == "interleaved-1f1b":
         try:
@@ -177,5 +188,5 @@ def refused_before_running(runtime: str | None, c: Candidate) -> str | None:
         except ConfigError:
             return None   # the run gives its own reason
     verdict = megatron_verdict(Shape(c.schedule, c.pp, c.vpp, c.microbatches,
-                                     group_size=group))
+                                     group_size=group, max_pending=c.max_pending))
     return None if verdict.accepts else f"megatron does not run it: {verdict.rule}"

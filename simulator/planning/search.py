@@ -14,10 +14,12 @@ from ..errors import ConfigError
 from ..sweep.executors import make_executor
 from .bounds import ShapeBounds
 from .budgets import ROUND, WorkEstimate, candidate_work
-from .candidates import AUTO_SHAPES, AUTO_VPPS, Candidate, auto_candidates
+from .candidates import (AUTO, AUTO_SHAPES, AUTO_VPPS, ZB_GREEDY, ZB_PENDING, Candidate,
+                         auto_candidates, zb_greedy_candidates)
 from .report import Plan, command_for, judge_memory, no_fit, objective_of
 from .resume import CANDIDATES_FILE, outcome_from_row, read_resumed
-from .screen import Outcome, ScreenContext, fits, not_launchable, run_candidate, screen_one
+from .screen import (Outcome, ScreenContext, fits, not_launchable, refused_before_running,
+                     run_candidate, screen_one)
 from .settings import PlanSettings
 
 
@@ -52,7 +54,7 @@ class Search:
         self.sink = None
         self.workers = contextlib.ExitStack()   # the executor, open until close()
         self._pool = None
-        self.total = len(candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+        self.total = len(candidates) + AUTO_SHAPES * (2 * len(AUTO_VPPS) + len(ZB_PENDING))
         self.screened = self.resumed_count = self.pruned_count = self.ruled_out = 0
 
     def open(self, out_dir: str | Path | None, resume: bool) -> None:
@@ -210,25 +212,35 @@ class Search:
         self.floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
         self.counted.update(r.index for r in redo)   # counted above
         self.candidates = self.candidates + redo
-        self.total = len(self.candidates) + AUTO_SHAPES * 2 * len(AUTO_VPPS)
+        self.total = len(self.candidates) + AUTO_SHAPES * (2 * len(AUTO_VPPS) + len(ZB_PENDING))
         self.screen(redo)
 
     def synthesize_autos(self, n_layers: int, floor_autos: int) -> None:
         """``auto`` on the pipeline degrees whose best hand-made schedule fits and is fastest,
-        synthesized while the plan stays within --max-work (those left out say so); the floor
-        held for them until now is counted again, on the shapes chosen."""
+        and ``zb-greedy`` on those of two or more ranks, synthesized while the plan stays
+        within --max-work (those left out say so); the floor held for auto until now is
+        counted again, on the shapes chosen."""
         outcomes, limit = self.outcomes, self.limit
         fitting = sorted((outcomes[c.index] for c in self.candidates
                           if outcomes[c.index].feasible and (
                               limit <= 0 or outcomes[c.index].peak_memory_bytes <= limit)),
                          key=lambda o: (o.makespan_ns, o.candidate.index))
-        shapes: list[Candidate] = []
-        for o in fitting:
-            if len(shapes) < AUTO_SHAPES and (o.candidate.tp, o.candidate.cp, o.candidate.ep,
-                                              o.candidate.pp) not in {
-                    (c.tp, c.cp, c.ep, c.pp) for c in shapes}:
-                shapes.append(o.candidate)
-        autos = auto_candidates(len(self.candidates), shapes, n_layers)
+
+        def best_shapes(least_pp: int) -> list[Candidate]:
+            shapes: list[Candidate] = []
+            for o in fitting:
+                c = o.candidate
+                if len(shapes) < AUTO_SHAPES and c.pp >= least_pp and (
+                        c.tp, c.cp, c.ep, c.pp) not in {(s.tp, s.cp, s.ep, s.pp) for s in shapes}:
+                    shapes.append(c)
+            return shapes
+
+        autos = auto_candidates(len(self.candidates), best_shapes(1), n_layers)
+        autos += zb_greedy_candidates(len(self.candidates) + len(autos), best_shapes(2))
+        # what --runtime megatron refuses by its schedule and sizes is not laid out
+        autos = [a if (why := refused_before_running(self.settings.runtime, a,
+                                                     self.settings.state)) is None
+                 else replace(a, reason=why) for a in autos]
         self.work -= floor_autos
         skipped, extra = 0, 0
         best_yet = self._best_fitting()
@@ -240,14 +252,17 @@ class Search:
             if self.work_bound > 0 and self.work + w > self.work_bound:
                 skipped += 1
                 extra += w
-                autos[n] = replace(a, reason=f"auto not synthesized: the plan would pass "
-                                             f"--max-work {self.work_bound}")
+                autos[n] = replace(a, reason=f"{a.schedule} not synthesized: the plan would "
+                                             f"pass --max-work {self.work_bound}")
                 continue
             self.work += w
             self.counted.add(a.index)
         if skipped:
-            self.notes.append(f"{skipped} auto candidate(s) not synthesized: the plan would pass "
-                              f"--max-work {self.work_bound} (pass --max-work "
+            kinds = [f"{n} {name}" for name in (AUTO, ZB_GREEDY)
+                     if (n := sum(1 for a in autos if a.schedule == name and a.reason
+                                  and a.reason.startswith(f"{name} not synthesized")))]
+            self.notes.append(f"{' and '.join(kinds)} candidate(s) not synthesized: the plan "
+                              f"would pass --max-work {self.work_bound} (pass --max-work "
                               f"{self.work + extra} to synthesize them)")
         self.candidates = self.candidates + autos
         self.total = len(self.candidates)

@@ -48,18 +48,20 @@ def test_plan_table_and_units(files, capsys):
         "",
     ]
     # the pruned candidates, each with the bound that pruned it
+    # (and the zero-bubble fork's layout at 1p and 2p on the one degree of two ranks)
     assert lines[10:18] == [
-        "not run, their lower bound above the best found (5; every one in --json):",
-        "pp  dp  vpp  M  schedule               lower bound",
-        "─" * 50,
-        " 2   1    2  8  auto K=4                 97.000 us",
-        " 2   1    2  8  auto K=8                 97.000 us",
-        " 2   1    1  8  auto K=2                 98.000 us",
-        " 2   1    1  8  auto K=4                 98.000 us",
-        " 2   1    1  8  gpipe, full recompute   108.000 us",
+        "not run, their lower bound above the best found (the 5 lowest of 7; every one in "
+        "--json):",
+        "pp  dp  vpp  M  schedule      lower bound",
+        "─" * 41,
+        " 2   1    2  8  auto K=4        97.000 us",
+        " 2   1    2  8  auto K=8        97.000 us",
+        " 2   1    1  8  auto K=2        98.000 us",
+        " 2   1    1  8  auto K=4        98.000 us",
+        " 2   1    1  8  zb-greedy 1p    98.000 us",
     ]
-    assert lines[19:22] == ["dropped 9:",
-                            "  5 x not run: lower bound above the best found (listed above)",
+    assert lines[19:22] == ["dropped 11:",
+                            "  7 x not run: lower bound above the best found (listed above)",
                             "  4 x over the memory limit"]
     # the winner's run: the same peak, the same unit
     assert main(["run", str(wl), "--gpus", "2", "--pp", "1", "-m", "4", "-s", "1f1b",

@@ -44,7 +44,8 @@ def planned(tmp_path_factory):
 def test_plan_json_lists_every_candidate_ranked(planned):
     _, data = planned
     cands = data["candidates"]
-    assert len(cands) == 71   # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto
+    # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto + 4 zb-greedy
+    assert len(cands) == 75
     assert all(FIELDS <= set(c) for c in cands)
     best = data["best"]
     # the fastest that Megatron-LM or torchtitan runs; 2 faster ones (DualPipe at pp 2, ...)
@@ -78,6 +79,10 @@ def test_plan_json_lists_every_candidate_ranked(planned):
     autos = [c for c in cands if c["schedule"] == "auto"]
     assert sorted((c["pp"], c["vpp"], c["max_in_flight"]) for c in autos) == \
         [(1, 1, 1), (1, 1, 2), (1, 2, 2), (1, 2, 4), (2, 1, 2), (2, 1, 4), (2, 2, 4), (2, 2, 8)]
+    # the zero-bubble fork's layout at 1p and 2p on the two best degrees of 2 or more ranks
+    zbs = [c for c in cands if c["schedule"] == "zb-greedy"]
+    assert sorted((c["pp"], c["vpp"], c["max_pending"]) for c in zbs) == \
+        [(2, 1, 2), (2, 1, 4), (4, 1, 4), (4, 1, 8)]
 
 
 def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
@@ -85,7 +90,7 @@ def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
     # the bound is below every makespan it was computed for (DualPipe(V) have none)
     ran = [c for c in full["candidates"] if c["lower_bound_ns"] is not None
            and c["makespan_ns"] is not None]
-    assert len(ran) == 59
+    assert len(ran) == 63
     assert all(c["lower_bound_ns"] <= c["makespan_ns"] for c in ran)
     assert {c["schedule"] for c in full["candidates"] if c["lower_bound_ns"] is None
             and c["reason"] is None} == {"dualpipe", "dualpipe-v"}
@@ -95,7 +100,7 @@ def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
     skipped = [c for c in pruned["candidates"] if c["reason"] and c["reason"].startswith(
         "not run: its lower bound")]
     # pruned against the best that Megatron-LM or torchtitan runs (the winner is one of them)
-    assert len(skipped) == 35
+    assert len(skipped) == 39
     best = full["best"]["makespan_ns"]
     assert all(c["lower_bound_ns"] > best and c["makespan_ns"] is None for c in skipped)
     # the a100 preset's DGX A100 cluster: TP on NVLink, DP on a 200 Gb/s HDR NIC per GPU
@@ -156,9 +161,11 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     code, text, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
                           A100, "-j", "1", "--no-prune", "--out", str(out / "dir"), "--resume")
     assert (code, err) == (0, "")
-    assert "71 candidates: 0 screened, 71 taken from --out (--resume); ranked" in text
-    assert again_counts(out) == {"candidates": 71, "screened": 0, "resumed": 71, "pruned": 0,
-                                 "ruled_out": 0, "work_estimate": 43648, "work_done": 24}
+    assert "75 candidates: 0 screened, 75 taken from --out (--resume); ranked" in text
+    # the estimate counts each zb-greedy layout as its actions once more: at pp 2 (M 8) and
+    # pp 4 (M 16), 2 x (48 + 48) + 2 x (192 + 192) of the 44,608
+    assert again_counts(out) == {"candidates": 75, "screened": 0, "resumed": 75, "pruned": 0,
+                                 "ruled_out": 0, "work_estimate": 44608, "work_done": 24}
     again = json.loads((out / "dir" / "plan.json").read_text())
     assert again["candidates"] == [{k: v for k, v in c.items()
                                     if k not in ("csv", "command_schedule_file")}
@@ -255,12 +262,17 @@ def test_model_flag_errors(capsys, argv, message):
     assert (code, out, err) == (2, "", message + "\n")
 
 
-def test_schedules_limits_the_hand_made_ones_and_auto_is_always_added(capsys):
+def test_schedules_limits_the_hand_made_ones_and_auto_and_zb_greedy_are_always_added(capsys):
     data = run_json(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b,zb-h1", "-j", "1",
                     "--no-prune")
-    # 3 pipeline degrees x (1f1b + zb-h1 at v = 1, 2, 4) + auto on 2 degrees x 4
-    assert len(data["candidates"]) == 20
-    assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto"}
+    # 3 pipeline degrees x (1f1b + zb-h1 at v = 1, 2, 4) + auto on 2 degrees x 4 + zb-greedy
+    # on 2 degrees x 2
+    assert len(data["candidates"]) == 24
+    assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto", "zb-greedy"}
+    # named in --schedules, zb-greedy is laid out on the winning shapes all the same
+    named = run_json(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b,zb-h1,zb-greedy", "-j", "1",
+                     "--no-prune")
+    assert [c["key"] for c in named["candidates"]] == [c["key"] for c in data["candidates"]]
 
 
 def test_jitter_ranks_the_confirmed_by_p95_and_the_command_reproduces_it(capsys, tmp_path):
@@ -396,8 +408,9 @@ def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, t
     data = run_json(capsys, "plan", str(wl), "--gpus", "8", "--global-batch", "16", "-s",
                     "1f1b", "--memory-limit", "8", "-j", "1", "--confirm", "1",
                     "--max-work", "20000")
+    # the zb-greedy layouts at pp 2 and 4 (M 4 and 8) fit within it: 2 x (48 + 192) actions
     assert data["notes"] == ["2 auto candidate(s) not synthesized: the plan would pass "
-                             "--max-work 20000 (pass --max-work 30208 to synthesize them)"]
+                             "--max-work 20000 (pass --max-work 30688 to synthesize them)"]
     left = {c["key"]: c["reason"] for c in data["candidates"]
             if c["reason"] and c["reason"].startswith("auto not")}
     assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],

@@ -140,6 +140,12 @@ def test_an_fp8_launch_with_megatrons_overlaps_plans_and_reads_back_to_the_same_
     for flag in ("--grad-reduce-dtype bf16", "--overlap-grad-reduce", "--overlap-param-gather",
                  "--use-distributed-optimizer"):
         assert flag in best["command"]
+    # the zero-bubble fork's layout: its runtime refuses the distributed optimizer's overlaps
+    plan = json.loads((out / "p.json").read_text())
+    zbs = [c for c in plan["candidates"] if c["schedule"] == "zb-greedy"]
+    assert len(zbs) == 4 and {c["reason"] for c in zbs} == {
+        "megatron does not run it: the zero-bubble fork runs --enable-zero-bubble with the "
+        "distributed optimizer only without --overlap-grad-reduce and --overlap-param-gather"}
     written = (out / "launch" / "megatron_args.txt").read_text().split()
     assert "--grad-reduce-in-bf16" in written and "tensorwise" in written
     got = _read_back(capsys, tmp_path, out, "--system", h100)

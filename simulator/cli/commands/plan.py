@@ -52,6 +52,8 @@ class PlanCandidateJson:
     microbatches: int = field(metadata={"help": "microbatches per iteration per DP group"})
     schedule: str = field(metadata={"help": "registered schedule"})
     max_in_flight: int | None = field(metadata={"help": "auto's cap on held activations"})
+    max_pending: int | None = field(metadata={"help": "zb-greedy's memory limit, in forwards' "
+                                                      "activations (p: ZB-1p, 2p: ZB-2p)"})
     recompute: str = field(metadata={"help": "file, none or full"})
     makespan_ns: float | None = field(metadata={"help": "iteration time (ns); null when not run"})
     p95_ns: float | None = field(metadata={"help": "95th percentile iteration time under "
@@ -168,8 +170,8 @@ def _recompute_options(fn):
                    "passes it; later rounds, retries and auto run while within it (default "
                    "700000: about 8 s; 0 = no limit).")
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
-              help="Hand-made schedules to search (default: every registered one); auto is "
-                   "always added.")
+              help="Hand-made schedules to search (default: every registered one); auto, "
+                   "and zb-greedy at 1p and 2p, are always added on the winning shapes.")
 @click.option("--runtime", type=click.Choice(["torch", "megatron", "torchtitan"]), default=None,
               help="Keep only configurations this runtime runs (the others are listed with "
                    "the rule they break).")
@@ -502,9 +504,12 @@ def _render(result) -> str:
 
 
 def _name(c) -> str:
-    """The schedule column: the name, auto's cap and full recompute."""
+    """The schedule column: the name, auto's cap, zb-greedy's limit and full recompute."""
+    pending = ""
+    if c.max_pending is not None:
+        pending = {c.pp: " 1p", 2 * c.pp: " 2p"}.get(c.max_pending, f" pending={c.max_pending}")
     return c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
-        + (", full recompute" if c.recompute == "full" else "")
+        + pending + (", full recompute" if c.recompute == "full" else "")
 
 
 PRUNED = "not run: its lower bound"   # the search's reason for a pruned candidate
