@@ -166,9 +166,9 @@ def _ms(ns: float) -> str:
 
 
 def test_the_plan_for_megatron_and_its_best_line(capsys, monkeypatch):
-    """"the plan for Megatron-LM is `interleaved-1f1b` at pp 2 with 4 stages per rank (TP 2 x
-    DP 16, 196.515 ms)", and the launch's step 2 runs the plan's `best:` command."""
-    m = re.search(r"plan for Megatron-LM is `([\w-]+)` at pp (\d+) with (\d+) stages per rank"
+    """"the plan for Megatron-LM is `zb-greedy` at pp 4 with 1 stage per rank (TP 2 x DP 8,
+    194.056 ms)", and the launch's step 2 runs the plan's `best:` command."""
+    m = re.search(r"plan for Megatron-LM is `([\w-]+)` at pp (\d+) with (\d+) stages? per rank"
                   r"\s+\(TP (\d+) x DP (\d+), ([\d.]+) ms\)", README)
     assert m, "the README states Megatron-LM's plan"
     args = _without(_plan_line(), "--launch")       # the launch files are not the figures
