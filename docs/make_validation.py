@@ -760,18 +760,24 @@ def heldout_runs_section() -> list[str]:
     return out + [""]
 
 
+def newest_record(kind: str) -> tuple[Path | None, dict | None]:
+    """The newest committed ``benchmarks/results/<date>-<kind>.json`` and its contents, or
+    (None, None) when there is none."""
+    import json
+
+    recs = sorted((REPO / "benchmarks" / "results").glob(f"*-{kind}.json"))
+    return (recs[-1], json.loads(recs[-1].read_text())) if recs else (None, None)
+
+
 def gemm_kernels_section() -> list[str]:
     """The h100 preset's GEMM prices against the kernel times of XLA's measured matmul table:
     the newest committed benchmarks/bench_gemm_xla_table.py record."""
-    recs = sorted((REPO / "benchmarks" / "results").glob("*-gemm-xla-h100.json"))
-    if not recs:
+    path, rec = newest_record("gemm-xla-h100")
+    if rec is None:
         return []
-    import json
-
-    rec = json.loads(recs[-1].read_text())
     out = ["## GEMM kernels against measured H100 kernel times", "",
            f"`python benchmarks/bench_gemm_xla_table.py --xla-table PATH` (record "
-           f"`benchmarks/results/{recs[-1].name}`): the {len(rec['products'])} BF16 products "
+           f"`benchmarks/results/{path.name}`): the {len(rec['products'])} BF16 products "
            "of OpenXLA's default matmul performance table for sm_90 "
            "(`xla/service/gpu/model/matmul_interpolator_data.h`: each dot's median kernel time "
            "over five runs, CUPTI-traced by XLA's `matmul_perf_table_gen`, 256 to 4096 a side, "
@@ -803,15 +809,12 @@ def gemm_kernels_section() -> list[str]:
 def torchtitan_memory_section() -> list[str]:
     """torchtitan's own Llama 3.1 8B FSDP runs' peak memory against pipesim's: the newest
     committed benchmarks/bench_torchtitan_memory.py record."""
-    recs = sorted((REPO / "benchmarks" / "results").glob("*-torchtitan-memory.json"))
-    if not recs:
+    path, rec = newest_record("torchtitan-memory")
+    if rec is None:
         return []
-    import json
-
-    rec = json.loads(recs[-1].read_text())
     out = ["## Peak memory of torchtitan's own runs", "",
            f"`python benchmarks/bench_torchtitan_memory.py` (record "
-           f"`benchmarks/results/{recs[-1].name}`, commit {rec['commit']}): torchtitan's "
+           f"`benchmarks/results/{path.name}`, commit {rec['commit']}): torchtitan's "
            "published Llama 3.1 8B runs with FSDP "
            "(`pytorch/torchtitan/benchmarks/llama3_h100_202412_torchtitan.md`, Tables 1 and 3, the rows without torch.compile and Float8: "
            "local batch 2, sequence 8,192, op-level selective checkpointing), each predicted "
