@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from simulator import simulate
@@ -151,6 +154,26 @@ def test_controllable_memory_orders_are_valid_for_any_m(name, pp):
         s = generate(name, pp, m)
         assert s.placement == v_placement(pp) and s.split_backward
         validate(s)
+
+
+V_GREEDY = json.loads((Path(__file__).parent / "golden" / "v_greedy.json").read_text())
+
+
+@pytest.mark.parametrize("case", V_GREEDY["cases"], ids=lambda c: (
+    f"{c['schedule']}-pp{c['pp']}-m{c['microbatches']}"))
+def test_controllable_memory_orders_equal_the_zero_bubble_forks(case):
+    # the fork's runtime (tag zero-bubble-v0.1.0) runs exactly these orders under
+    # --zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half / min
+    sched = generate(case["schedule"], case["pp"], case["microbatches"], 2)
+    assert sched.as_strings() == case["ranks"]
+
+
+def test_v_greedy_golden_says_where_it_comes_from():
+    assert V_GREEDY["command"] == ("python3 tests/schedules/golden/make_v_greedy_golden.py "
+                                   "--zb-repo ZB")
+    assert V_GREEDY["tag"] == "zero-bubble-v0.1.0" and len(V_GREEDY["commit"]) == 40
+    assert {(c["schedule"], c["pp"]) for c in V_GREEDY["cases"]} == {
+        (n, pp) for n in ("v-half", "v-min") for pp in range(2, 9)}
 
 
 @pytest.mark.parametrize("name", ["v-half", "v-min"])
