@@ -23,6 +23,7 @@ from ..schedules.runtimes import Shape, Verdict, check_runtimes, shape_of
 from ..units import fmt_bytes, fmt_time
 from ..workload.chunks import chunk_bounds
 from ..workload.inputs.shape import LaunchSettings, ModelShape
+from ..workload.inputs.zero_bubble_fork import fork_layer_flags, zb_v_setup
 from ..workload.stage_layers import chunk_layers_of, megatron_split_of, n_model_layers
 
 FILES = ("megatron_args.txt", "torchtitan.toml", "schedule.csv", "stage_ranks.json", "README.md")
@@ -106,7 +107,13 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     split = (megatron_split_of(counts, s.pp, s.vpp)
              if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
              else None)
-    if split is not None:
+    if megatron_of(s.schedule) in ("zero-bubble", "zero-bubble-v"):
+        # the fork's own layer flags (its verdict accepted the split) and schedule flags
+        out += zero_bubble_args(s)
+        if lp.settings is not None and lp.settings.optimizer_post_validation:
+            # the fork's: read only with its zero-bubble schedule
+            out.append("--enable-optimizer-post-validation")
+    elif split is not None:
         if s.vpp > 1:
             out.append(f"--num-virtual-stages-per-pipeline-rank {s.vpp}")
         out += split.flags()
@@ -115,11 +122,6 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
         out.append(f"--pipeline-model-parallel-layout {layout}")
     if s.vpp > 1 and s.group_size is not None and s.group_size != s.pp:
         out.append(f"--microbatch-group-size-per-virtual-pipeline-stage {s.group_size}")
-    if megatron_of(s.schedule) == "zero-bubble":
-        out += zero_bubble_args(s)
-        if lp.settings is not None and lp.settings.optimizer_post_validation:
-            # the fork's: read only with its zero-bubble schedule
-            out.append("--enable-optimizer-post-validation")
     out += [f"--micro-batch-size {lp.micro_batch_size}", f"--global-batch-size {lp.global_batch}"]
     if lp.recompute == "full":
         method, n = lp.recompute_grouping
@@ -178,10 +180,17 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
 
 
 def zero_bubble_args(s: Shape) -> list[str]:
-    """The zero-bubble fork's flags of its own layout (its megatron/arguments.py): zb-greedy
-    under its limit of pending backwards (p: ZB-1p, 2p: ZB-2p)."""
+    """The zero-bubble fork's flags (its megatron/arguments.py, tag zero-bubble-v0.1.0): the
+    layers' placement (:func:`fork_layer_flags`), then zb-greedy under its limit of pending
+    backwards (p: ZB-1p, 2p: ZB-2p), or the V schedule in its memory setup (two chunks a rank,
+    set by the flag itself: no virtual-stage flag)."""
+    v = megatron_of(s.schedule) == "zero-bubble-v"
+    out = list(fork_layer_flags(s.layers, s.pp, s.vpp, v) or ())
+    if v:
+        return out + ["--zero-bubble-v-schedule",
+                      f"--zero-bubble-v-schedule-mem-setup {zb_v_setup(s.schedule)}"]
     pending = s.max_pending if s.max_pending is not None else s.pp
-    return ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {int(pending)}"]
+    return out + ["--enable-zero-bubble", f"--zero-bubble-max-pending-backward {int(pending)}"]
 
 
 def _spec(m: ModelShape):

@@ -173,11 +173,13 @@ def refused_before_running(runtime: str | None, c: Candidate, state: tuple = ())
     if runtime != "megatron" or c.reason is not None:
         return None
     ddp = dict(state)
-    if megatron_of(c.schedule) == "zero-bubble" and ddp.get("use_distributed_optimizer") and (
+    fork = megatron_of(c.schedule)
+    if fork in ("zero-bubble", "zero-bubble-v") and ddp.get("use_distributed_optimizer") and (
             ddp.get("overlap_grad_reduce") or ddp.get("overlap_param_gather")):
-        # megatron/arguments.py (tag zero-bubble-v0.1.0): with --enable-zero-bubble and the
-        # distributed optimizer, neither overlap
-        return ("megatron does not run it: the zero-bubble fork runs --enable-zero-bubble "
+        # megatron/arguments.py (tag zero-bubble-v0.1.0): with --enable-zero-bubble (which
+        # --zero-bubble-v-schedule turns on) and the distributed optimizer, neither overlap
+        flag = "--enable-zero-bubble" if fork == "zero-bubble" else "--zero-bubble-v-schedule"
+        return (f"megatron does not run it: the zero-bubble fork runs {flag} "
                 "with the distributed optimizer only without --overlap-grad-reduce and "
                 "--overlap-param-gather")
     group = None

@@ -58,8 +58,9 @@ class ScheduleSpec(NamedTuple):
                                      # e.g. "1F1B"); None: torch runs it from a CSV
     torch_runtime: str = "torch-multi"   # "torch-single": its class is PipelineScheduleSingle
                                          # (TORCH_SINGLE_STAGE; register() sets it)
-    # Megatron-LM's schedule that runs it: "1f1b", "interleaved", or "zero-bubble" (the
-    # zero-bubble fork's own layout, --enable-zero-bubble)
+    # Megatron-LM's schedule that runs it: "1f1b", "interleaved", "zero-bubble" (the
+    # zero-bubble fork's own layout, --enable-zero-bubble) or "zero-bubble-v" (the fork's V
+    # schedule, --zero-bubble-v-schedule, in the memory setup megatron_args.ZB_V_SCHEDULES names)
     megatron: str | None = None
     # the planner's lower bound holds (every rank's compute share, the forward's reach):
     # False where overlapped F/B pairs hide collectives and microbatches enter at both ends
@@ -71,7 +72,7 @@ class ScheduleSpec(NamedTuple):
 # (torch/distributed/pipelining/schedules.py 2.13: ScheduleGPipe, Schedule1F1B); every other
 # class, and any schedule torch runs from a CSV, runs on _PipelineScheduleRuntime
 TORCH_SINGLE_STAGE = ("GPipe", "1F1B")
-MEGATRON_SCHEDULES = ("1f1b", "interleaved", "zero-bubble")
+MEGATRON_SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "zero-bubble-v")
 DEFAULT_FOR = ("vpp=1", "vpp>1")
 
 

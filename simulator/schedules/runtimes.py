@@ -10,7 +10,8 @@ how it would run the configuration (``how``) or, in plain words, the rule it bre
 - ``megatron``: Megatron-LM (``megatron/training/arguments.py`` and megatron-core's
   ``pipeline_parallel/schedules.py``): 1F1B, and interleaved 1F1B with virtual stages; and
   zb-greedy on the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism,
-  ``--enable-zero-bubble``), which lays out that schedule itself;
+  ``--enable-zero-bubble``), which lays out that schedule itself, and the fork's V-Half and V-Min
+  (``--zero-bubble-v-schedule`` in the half and min memory setups);
 - ``torchtitan``: torchtitan 0.3 (``torchtitan/distributed/pipeline_parallel.py``), which runs
   torch's classes or a CSV and places the stages itself.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import ConfigError
+from ..workload.inputs.zero_bubble_fork import fork_layer_flags, zb_v_setup
 from ..workload.stage_layers import chunk_layers_of, empty_chunk
 from .library.interleaved_1f1b import resolve_group_size
 from .registration import TORCH_SINGLE_STAGE as SINGLE_STAGE   # one stage per rank
@@ -162,12 +164,33 @@ def megatron_verdict(s: Shape) -> Verdict:
             # arguments.py: int(args.zero_bubble_max_pending_backward)
             return no(f"the zero-bubble fork's --zero-bubble-max-pending-backward is a whole "
                       f"number of forwards (max_pending {pending:g})")
+        if s.layers and fork_layer_flags(s.layers, s.pp, s.vpp, False) is None:
+            return no("the zero-bubble fork places the layers evenly over the stages, or "
+                      "padded to a multiple of them (--allow-padding-num-layers: a padding "
+                      "layer off the last stage, then off the first ones); got "
+                      f"{' '.join(map(str, s.layers))}")
+    elif megatron == "zero-bubble-v":
+        setup = zb_v_setup(s.schedule)
+        how = ("the zero-bubble fork's V schedule (sail-sg/zero-bubble-pipeline-parallelism: "
+               f"--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup {setup})")
+        if s.pp < 2:
+            # megatron/arguments.py (tag zero-bubble-v0.1.0): the V schedule turns zero bubble
+            # on, "zero bubble must be enabled with pipeline parallelism"
+            return no(f"the zero-bubble fork runs --zero-bubble-v-schedule only with 2 or more "
+                      f"pipeline ranks (pp {s.pp})")
+        if s.layers and fork_layer_flags(s.layers, s.pp, s.vpp, True) is None:
+            # arguments.py: num_layers divisible by pp, an even count per stage; the V's two
+            # chunks a rank take half each (ParallelTransformer's offsets)
+            return no(f"the zero-bubble fork's V schedule places the layers evenly, the same "
+                      f"number on each of the {len(s.layers)} chunks (got "
+                      f"{' '.join(map(str, s.layers))})")
     elif megatron == "interleaved":
         return no("Megatron-LM runs interleaved 1F1B only with 2 or more virtual stages; at "
                   "vpp 1 it runs 1F1B (-s 1f1b)")
     else:
         return no(f"Megatron-LM has no {s.schedule} schedule (it runs 1F1B, interleaved "
-                  f"1F1B with virtual stages, and zb-greedy on the zero-bubble fork)")
+                  f"1F1B with virtual stages, and zb-greedy, v-half and v-min on the "
+                  f"zero-bubble fork)")
     if s.layer_cut is not None:
         return no(f"Megatron-LM places whole transformer layers; {s.layer_cut}")
     if s.layers and empty_chunk(s.layers, *s.ends) is not None:

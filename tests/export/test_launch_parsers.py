@@ -41,7 +41,8 @@ CASES = [
     ("hanayo", 2, 2, 8, "6 6 6 6"),
     ("auto", 2, 1, 8, None),
     ("zb-greedy", 2, 1, 8, None),        # Megatron-LM's on the zero-bubble fork
-    ("zb-greedy", 4, 1, 8, "5 6 6 7"),
+    ("zb-greedy", 5, 1, 10, "5 5 5 5 4"),   # the fork's --allow-padding-num-layers
+    ("zb-greedy", 4, 1, 8, "5 6 6 7"),   # refused: the fork has no uneven split
     # refused: torchtitan cannot place two waves; torch's CSV cannot hold these two
     ("hanayo", 2, 4, 8, "3 3 3 3 3 3 3 3"),
     ("dualpipe", 2, 2, 8, None),
@@ -118,6 +119,32 @@ def read_args(folder) -> dict:
     return out
 
 
+def fork_layers(args: dict) -> tuple[int, ...]:
+    """Layers per chunk (model order) as the zero-bubble fork places them from its arguments
+    (tag zero-bubble-v0.1.0; its flags are its own, so megatron-core's parser does not read
+    them): megatron/arguments.py pads --num-layers up to a multiple of the stages under
+    --allow-padding-num-layers, otherwise requires one; ParallelTransformer gives every stage
+    num_layers / P, less one padding layer on the last stage and then on the first ones
+    (get_offset); --zero-bubble-v-schedule needs an even count per stage and gives each of the
+    rank's two chunks half, chunk 0 of rank r stage r and chunk 1 stage 2P-1-r."""
+    for flag in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                 "--pipeline-model-parallel-layout", "--num-virtual-stages-per-pipeline-rank",
+                 "--num-layers-per-virtual-pipeline-stage"):
+        assert flag not in args      # megatron-core's, or refused with the V schedule
+    n, pp = int(args["--num-layers"]), int(args["--pipeline-model-parallel-size"])
+    padding = -n % pp if "--allow-padding-num-layers" in args else 0
+    assert (n + padding) % pp == 0
+    per_stage = [(n + padding) // pp] * pp
+    for i in range(-1, padding - 1):
+        per_stage[i] -= 1
+    if "--zero-bubble-v-schedule" in args:
+        assert padding == 0 and per_stage[0] % 2 == 0
+        assert args["--zero-bubble-v-schedule-mem-setup"] in ("half", "min")
+        return tuple([per_stage[0] // 2] * 2 * pp)
+    assert "--enable-zero-bubble" in args
+    return tuple(per_stage)
+
+
 @pytest.mark.parametrize("name", IDS)
 def test_megatron_reads_the_plans_layers(launches, name):
     pytest.importorskip("megatron.core")
@@ -135,6 +162,9 @@ def test_megatron_reads_the_plans_layers(launches, name):
         assert schedule not in ("1f1b",) and not (schedule == "interleaved-1f1b" and vpp > 1)
         return
     args = read_args(folder)
+    if lp.verdicts["megatron"].how.startswith("the zero-bubble fork"):
+        assert fork_layers(args) == expected_layers(case, result)
+        return
     config = megatron_config(args, vpp)   # megatron-core's own validation runs here
     got = []
     if config.pipeline_model_parallel_layout is not None:

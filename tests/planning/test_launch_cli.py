@@ -32,7 +32,14 @@ def test_plan_for_megatron_writes_its_launch(capsys, tmp_path):
                c["reason"].startswith("megatron does not run it: ")]
     assert any("has no zb-h1 schedule" in c["reason"] for c in refused)
     feasible = [c for c in data["candidates"] if c["feasible"]]
-    assert {c["schedule"] for c in feasible} == {"1f1b", "interleaved-1f1b", "zb-greedy"}
+    assert {c["schedule"] for c in feasible} == {"1f1b", "interleaved-1f1b", "zb-greedy",
+                                                 "v-half", "v-min"}
+    # the fork's V schedule in its half and min memory setups
+    fork_v = "the zero-bubble fork's V schedule (sail-sg/zero-bubble-pipeline-parallelism: " \
+             "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup "
+    assert {(c["schedule"], c["runtimes"]["megatron"]["how"]) for c in feasible
+            if c["schedule"] in ("v-half", "v-min")} == {
+        ("v-half", fork_v + "half)"), ("v-min", fork_v + "min)")}
     # the zero-bubble fork's own layout, at ZB-1p's and ZB-2p's limits
     assert {(c["pp"], c["max_pending"]) for c in feasible if c["schedule"] == "zb-greedy"} \
         == {(c["pp"], k * c["pp"]) for c in feasible if c["schedule"] == "zb-greedy"
@@ -82,7 +89,7 @@ def test_run_json_says_why_a_runtime_refuses(capsys):
     assert rt["torch"] == {"accepts": True, "how": "ScheduleZBVZeroBubble", "rule": None}
     assert rt["megatron"] == {"accepts": False, "how": "", "rule": (
         "Megatron-LM has no zb-v schedule (it runs 1F1B, interleaved 1F1B with virtual "
-        "stages, and zb-greedy on the zero-bubble fork)")}
+        "stages, and zb-greedy, v-half and v-min on the zero-bubble fork)")}
     # 8 chunks of 3 whole layers, placed in a V: torchtitan's ZBVZeroBubble
     assert rt["torchtitan"] == {"accepts": True, "how": "ZBVZeroBubble", "rule": None}
 
@@ -93,7 +100,7 @@ def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
     text = (tmp_path / "megatron_args.txt").read_text()
     assert text == ("# Megatron-LM cannot run this configuration: Megatron-LM has no zb-v "
                     "schedule (it runs 1F1B, interleaved 1F1B with virtual stages, and "
-                    "zb-greedy on the zero-bubble fork).\n"
+                    "zb-greedy, v-half and v-min on the zero-bubble fork).\n"
                     "# No arguments are written: none would reproduce what pipesim "
                     "simulated.\n")
     toml = (tmp_path / "torchtitan.toml").read_text()

@@ -68,7 +68,8 @@ def test_torch_refuses_what_its_csv_cannot_hold():
 def test_megatron_has_no_zero_bubble_schedule():
     v = verdicts("zb-h1", 4, 8, 1)["megatron"]
     assert v.rule == ("Megatron-LM has no zb-h1 schedule (it runs 1F1B, interleaved 1F1B "
-                      "with virtual stages, and zb-greedy on the zero-bubble fork)")
+                      "with virtual stages, and zb-greedy, v-half and v-min on the zero-bubble "
+                      "fork)")
 
 
 def test_the_zero_bubble_fork_runs_its_own_layout_on_two_or_more_ranks():
@@ -87,6 +88,41 @@ def test_the_zero_bubble_fork_runs_its_own_layout_on_two_or_more_ranks():
     # a built layout states its limit (the default: p, ZB-1p's)
     shape = shape_of(registry.generate("zb-greedy", 4, 8, 1))
     assert shape.max_pending == 4 and "backward 4)" in check_runtimes(shape)["megatron"].how
+
+
+def test_the_zero_bubble_fork_places_layers_evenly_or_padded():
+    # megatron/arguments.py (tag zero-bubble-v0.1.0): --num-layers a multiple of the stages, or
+    # padded up to one under --allow-padding-num-layers (ParallelTransformer.get_offset takes a
+    # padding layer off the last stage, then off the first ones); none of megatron-core's
+    # uneven-split options
+    def fork(layers):
+        return verdicts("zb-greedy", len(layers), 8, 1, layers=layers)["megatron"]
+    assert fork((6, 6, 6, 6)).accepts and fork((2, 3, 3, 3, 3, 3, 3, 2)).accepts
+    assert fork((3, 3, 3, 2)).accepts                     # one padding layer: the last stage
+    assert fork((5, 6, 6, 7)).rule == (
+        "the zero-bubble fork places the layers evenly over the stages, or padded to a "
+        "multiple of them (--allow-padding-num-layers: a padding layer off the last stage, then "
+        "off the first ones); got 5 6 6 7")
+
+
+def test_the_zero_bubble_fork_runs_v_half_and_v_min_as_its_v_schedule():
+    # megatron/arguments.py (tag zero-bubble-v0.1.0): --zero-bubble-v-schedule turns zero bubble
+    # on (pp > 1), needs num_layers % pp == 0 and an even count per stage; zb_schedules.py
+    # builds the half / min setups with v_schedule_greedy (tests/schedules/golden/v_greedy.json)
+    for name, setup in (("v-half", "half"), ("v-min", "min")):
+        v = verdicts(name, 4, 8, 2, placement="v", layers=(3,) * 8)["megatron"]
+        assert (v.accepts, v.how) == (True, "the zero-bubble fork's V schedule "
+                                            "(sail-sg/zero-bubble-pipeline-parallelism: "
+                                            "--zero-bubble-v-schedule "
+                                            f"--zero-bubble-v-schedule-mem-setup {setup})")
+    assert verdicts("v-half", 1, 8, 2)["megatron"].rule == (
+        "the zero-bubble fork runs --zero-bubble-v-schedule only with 2 or more pipeline ranks "
+        "(pp 1)")
+    assert verdicts("v-min", 2, 8, 2, layers=(2, 3, 3, 2))["megatron"].rule == (
+        "the zero-bubble fork's V schedule places the layers evenly, the same number on each "
+        "of the 4 chunks (got 2 3 3 2)")
+    # the fork's own ZB-V (its v_schedule.py over the profiled costs) is not torch's order
+    assert verdicts("zb-v", 4, 8, 2)["megatron"].rule.startswith("Megatron-LM has no zb-v")
 
 
 def test_megatron_interleaved_needs_two_ranks():

@@ -24,8 +24,8 @@ def test_the_library_specs():
         "looped-bfs": ("LoopedBFS", "torch-multi", None, True, ""),
         "1f1b": ("1F1B", "torch-single", "1f1b", True, "vpp=1"),
         "2bw": (None, "torch-multi", None, True, ""),
-        "v-half": (None, "torch-multi", None, True, ""),
-        "v-min": (None, "torch-multi", None, True, ""),
+        "v-half": (None, "torch-multi", "zero-bubble-v", True, ""),
+        "v-min": (None, "torch-multi", "zero-bubble-v", True, ""),
         "zb-v": ("ZBVZeroBubble", "torch-multi", None, True, ""),
         "zb-h1": ("InterleavedZeroBubble", "torch-multi", None, True, ""),
         "zb-h2": (None, "torch-multi", None, True, ""),
@@ -50,7 +50,8 @@ def test_the_default_schedule_by_chunks():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"megatron": "zb"}, "schedule 'x-test': megatron='zb', expected one of 1f1b, interleaved, zero-bubble"),
+    ({"megatron": "zb"}, "schedule 'x-test': megatron='zb', expected one of 1f1b, interleaved, "
+                         "zero-bubble, zero-bubble-v"),
     ({"default_for": "always"},
      "schedule 'x-test': default_for='always', expected one of vpp=1, vpp>1"),
 ])

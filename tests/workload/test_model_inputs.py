@@ -776,6 +776,46 @@ def test_the_launch_writes_back_the_zero_bubble_forks_flags(tmp_path, capsys):
     assert steady > 0 and json.loads(again.read_text())["steady_iteration_ns"] == steady
 
 
+@pytest.mark.parametrize("setup, schedule", [("half", "v-half"), ("min", "v-min")])
+def test_the_launch_writes_back_the_forks_v_schedule(tmp_path, capsys, setup, schedule):
+    """A launch of the fork's V-Half / V-Min: its own flags (no virtual-stage flag: the V
+    schedule sets two chunks a rank), read back to the same schedule and time."""
+    from simulator.cli.main import main
+
+    src = tmp_path / "zbv.txt"
+    src.write_text(ZB_BASE + "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup "
+                   f"{setup} --enable-optimizer-post-validation")
+    launch = tmp_path / "launch"
+    first, again = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["run", "--megatron-args", str(src), "--gpus", "4", "--iterations", "2",
+                 "--launch", str(launch), "--json", str(first)]) == 0
+    args = (launch / "megatron_args.txt").read_text().splitlines()
+    assert args[:6] == ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 4",
+                        "--num-layers 24", "--zero-bubble-v-schedule",
+                        f"--zero-bubble-v-schedule-mem-setup {setup}",
+                        "--enable-optimizer-post-validation"]
+    assert main(["run", "--megatron-args", str(launch / "megatron_args.txt"), "--gpus", "4",
+                 "--iterations", "2", "--json", str(again)]) == 0
+    capsys.readouterr()
+    a, b = json.loads(first.read_text()), json.loads(again.read_text())
+    assert a["schedule"] == b["schedule"] == schedule and a["vpp"] == b["vpp"] == 2
+    assert a["steady_iteration_ns"] > 0 and b["steady_iteration_ns"] == a["steady_iteration_ns"]
+
+
+def test_the_forks_own_zb_v_layout_is_run_as_torchs_and_warned():
+    got = megatron_input(ZB_BASE + "--zero-bubble-v-schedule", "zb.txt", 8)
+    assert got.launch.schedule == "zb-v"
+    src = "--megatron-args zb.txt: --zero-bubble-v-schedule"
+    assert (f"{src} (memory setup zb): the fork lays out its ZB-V over the profiled costs "
+            "(v_schedule.py), which pipesim does not build; run as zb-v, torch's ZBVZeroBubble "
+            "order, two chunks a rank in a V") in got.warnings
+    half = megatron_input(ZB_BASE + "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup "
+                          "half", "zb.txt", 8)
+    assert not [w for w in half.warnings if "zero-bubble-v" in w]
+    assert (f"{src} (memory setup half): v-half, the fork's own order, two chunks a rank in "
+            "a V") in half.notes
+
+
 ZB_BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
            "--micro-batch-size 1 --global-batch-size 32 --fp16 "
            "--pipeline-model-parallel-size 4 ")

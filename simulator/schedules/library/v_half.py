@@ -1,7 +1,10 @@
 """V-Half: V-shape schedule with half of 1F1B's activation memory (Qi et al. 2024, "Pipeline
 Parallelism with Controllable Memory"), built the way the zero-bubble repository builds it
 (sail-sg/zero-bubble-pipeline-parallelism, scheduler/zbv_greedy.py). The machinery here is
-shared with V-Min (``v_min.py``).
+shared with V-Min (``v_min.py``). The fork's runtime runs this order under
+``--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half`` (``min``: V-Min), built by
+its ``v_schedule_greedy.py`` at tag zero-bubble-v0.1.0: ``tests/schedules/test_v_schedules.py``
+checks both, action for action, against that module's orders.
 
 V placement: rank r runs stage r ("F" going down) and stage 2P-1-r ("f" coming back up).
 Every rank repeats one building block per microbatch, six unit slots long: F, f, B and b (input
@@ -271,9 +274,10 @@ def check(name: str, vpp: int) -> None:
                           f"got --vpp {vpp}")
 
 
-@register("v-half", summary="V-Half (controllable-memory V schedule): about half of 1F1B's "
-          "activation memory, zero-bubble repository's construction", default_vpp=2,
-          aliases=("vhalf",), work=build_work)
+@register("v-half", megatron="zero-bubble-v",
+          summary="V-Half (controllable-memory V schedule): about half of 1F1B's "
+          "activation memory; the zero-bubble fork's own order (--zero-bubble-v-schedule)",
+          default_vpp=2, aliases=("vhalf",), work=build_work)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check("v-half", vpp)
     return Schedule("v-half", pp, 2, microbatches, v_placement(pp),

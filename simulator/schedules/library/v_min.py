@@ -8,9 +8,10 @@ from ..schedule import Schedule, v_placement
 from .v_half import build_work, check, controllable_memory_ranks, v_min_pattern
 
 
-@register("v-min", summary="V-Min (controllable-memory V schedule): about a third of 1F1B's "
-          "activation memory, zero-bubble repository's construction", default_vpp=2,
-          aliases=("vmin",), work=build_work)
+@register("v-min", megatron="zero-bubble-v",
+          summary="V-Min (controllable-memory V schedule): about a third of 1F1B's "
+          "activation memory; the zero-bubble fork's own order (--zero-bubble-v-schedule)",
+          default_vpp=2, aliases=("vmin",), work=build_work)
 def generate(pp: int, microbatches: int, vpp: int = 2, **_: object) -> Schedule:
     check("v-min", vpp)
     return Schedule("v-min", pp, 2, microbatches, v_placement(pp),

@@ -21,6 +21,7 @@ from ...errors import ConfigError
 from ._files import read_text
 from ..generator import cp_exchange_warning
 from .shape import LaunchSettings, ModelInput, ModelShape
+from .zero_bubble_fork import ZB_V_BUILT, ZB_V_SCHEDULES, padded_counts
 
 OPTION = "--megatron-args"
 
@@ -67,14 +68,10 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
-    "--zero-bubble-v-schedule-mem-setup": (STR, ("zb", "half", "min")),
+    "--zero-bubble-v-schedule-mem-setup": (STR, tuple(ZB_V_SCHEDULES)),
     "--zero-bubble-max-pending-backward": (STR, ()),
     "--enable-optimizer-post-validation": (FLAG, ()), "--allow-padding-num-layers": (FLAG, ()),
 }
-
-# the zero-bubble fork's V schedules by --zero-bubble-v-schedule-mem-setup (its README: ZBV,
-# V-Half, V-Min)
-ZB_V_SCHEDULES = {"zb": "zb-v", "half": "v-half", "min": "v-min"}
 
 
 # flags that change nothing of one iteration's time or memory, by what they do: the learning
@@ -649,8 +646,14 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
                    "stages (the fork's rule)", layers)
         setup = a.get("--zero-bubble-v-schedule-mem-setup") or "zb"
         schedule = ZB_V_SCHEDULES[setup]
-        notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, two "
-                     "chunks a rank in a V")
+        if setup in ZB_V_BUILT:
+            notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, "
+                         "the fork's own order, two chunks a rank in a V")
+        else:
+            warnings.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): the "
+                            "fork lays out its ZB-V over the profiled costs (v_schedule.py), "
+                            f"which pipesim does not build; run as {schedule}, torch's "
+                            "ZBVZeroBubble order, two chunks a rank in a V")
         return schedule, 2, post, None
     pending = a.get("--zero-bubble-max-pending-backward") or "auto"
     if pending == "auto":
@@ -669,20 +672,6 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
                  "zb-greedy, the fork's own layout for the run's F / I / W costs and memory "
                  f"under {n} forwards' activations")
     return "zb-greedy", vpp, post, n
-
-
-def padded_counts(layers: int, pp: int, vpp: int) -> list[int]:
-    """Transformer layers per chunk, in pipeline order, under the zero-bubble fork's
-    ``--allow-padding-num-layers`` (megatron/arguments.py and ParallelTransformer.get_offset at
-    tag zero-bubble-v0.1.0): the layers padded up to a multiple of the stages, every chunk
-    holding an equal share, and the ``n`` padding layers taken one each off the last chunk and
-    the first ``n - 1``."""
-    padding = -layers % pp
-    per_chunk = (layers + padding) // (pp * vpp)
-    counts = [per_chunk] * (pp * vpp)
-    for i in range(-1, padding - 1):
-        counts[i] -= 1
-    return counts
 
 
 def _layout_counts(layout: str, src: str) -> list[int]:
