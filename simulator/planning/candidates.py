@@ -110,6 +110,23 @@ def split_key(split: tuple) -> str:
             + (f"-ll{sp.last_less}" if sp.last_less is not None else ""))
 
 
+def split_label(split: tuple) -> str:
+    """The split in words for a table (empty for the default): Megatron-LM's options by what
+    they set, e.g. ``first 5, last 7`` or ``embedding and loss as layers``."""
+    if not split:
+        return ""
+    sp = PipelineSplit(*split)
+    ends = [name for name, on in (("embedding", sp.account_for_embedding),
+                                  ("loss", sp.account_for_loss)) if on]
+    parts = [f"{what} {n}" for what, n in (("first", sp.first), ("last", sp.last),
+                                           ("layers a stage", sp.layers_per_stage),
+                                           ("first less", sp.first_less),
+                                           ("last less", sp.last_less)) if n is not None]
+    if ends:
+        parts.append(" and ".join(ends) + " as layers")
+    return ", ".join(parts)
+
+
 # Megatron-LM's own rebalancing of the end stages, searched where it gives another split
 END_STAGE_SPLITS = (PipelineSplit(account_for_loss=True),
                     PipelineSplit(account_for_embedding=True),

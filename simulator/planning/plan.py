@@ -50,7 +50,7 @@ from .bounds import ShapeBounds
 from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_MAX_ACTIONS, AUTO_SHAPES, AUTO_VPPS,
                          END_STAGE_SCHEDULES, END_STAGE_SPLITS, SPLIT_OPTIONS, VARIABLE_VPPS,
                          Candidate, ScheduleChoice, auto_candidates, divisors, end_stage_splits,
-                         enumerate_candidates, split_key)
+                         enumerate_candidates, split_key, split_label)
 from .report import Plan, command_for
 from .screen import (Outcome, ScreenContext, refused_before_running, run_candidate,
                      simulate_candidate)
@@ -65,7 +65,8 @@ __all__ = ["AUTO", "AUTO_ITERATIONS", "AUTO_MAX_ACTIONS", "AUTO_SHAPES", "AUTO_V
            "Outcome", "Plan", "PlanSettings", "ScheduleChoice", "auto_candidates", "auto_floor",
            "cached_workload", "candidate_work", "check_work", "command_for", "divisors",
            "end_stage_splits", "enumerate_candidates", "generate_workloads", "plan",
-           "run_candidate", "screen_context", "simulate_candidate", "split_key"]
+           "run_candidate", "screen_context", "simulate_candidate", "split_key",
+           "split_label"]
 
 
 def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = None,

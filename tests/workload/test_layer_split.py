@@ -262,6 +262,23 @@ def test_plan_takes_a_fixed_split_and_its_command_reproduces_it(capsys, tmp_path
     assert main([*argv[1:], "--json", str(tmp_path / "r.json")]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "r.json").read_text())["makespan_ns"] == best["makespan_ns"]
+    # the table names the split beside the schedule
+    assert main(["plan", GPT, "--gpus", "8", "--global-batch", "16", "-s", "1f1b", "-j", "1",
+                 "--decoder-first-pipeline-num-layers", "7",
+                 "--decoder-last-pipeline-num-layers", "5"]) == 0
+    first_row = capsys.readouterr().out.splitlines()[4]
+    assert " auto K=8 (first 7, last 5) " in first_row
+
+
+def test_a_split_in_words_for_the_plan_table():
+    from simulator.planning.plan import split_label
+
+    assert split_label(()) == ""
+    assert split_label(tuple(PipelineSplit(7, 5))) == "first 7, last 5"
+    assert split_label(tuple(PipelineSplit(account_for_embedding=True,
+                                           account_for_loss=True))) == \
+        "embedding and loss as layers"
+    assert split_label(tuple(PipelineSplit(None, 3, False, True))) == "last 3, loss as layers"
 
 
 def test_plan_searches_megatrons_end_stage_flags_where_they_give_another_split():

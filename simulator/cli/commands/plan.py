@@ -18,7 +18,7 @@ from ...metrics.types import SCHEMA_VERSION
 from ...run_options import OPTION_FIELDS, RunOptions, click_option_of
 from ...planning.plan import (SPLIT_OPTIONS, PlanSettings, cached_workload, command_for,
                               no_memory_limit_warning, plan, screen_context,
-                              simulate_candidate, unlimited_memory)
+                              simulate_candidate, split_label, unlimited_memory)
 from ...planning.settings import check_settings, load_plan_system, plan_cps, recompute_options
 from ...schedules import registry
 from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
@@ -504,12 +504,15 @@ def _render(result) -> str:
 
 
 def _name(c) -> str:
-    """The schedule column: the name, auto's cap, zb-greedy's limit and full recompute."""
+    """The schedule column: the name, auto's cap, zb-greedy's limit, a split other than the
+    default one, and full recompute."""
     pending = ""
     if c.max_pending is not None:
         pending = {c.pp: " 1p", 2 * c.pp: " 2p"}.get(c.max_pending, f" pending={c.max_pending}")
+    split = split_label(c.split)
     return c.schedule + (f" K={c.max_in_flight}" if c.max_in_flight is not None else "") \
-        + pending + (", full recompute" if c.recompute == "full" else "")
+        + pending + (f" ({split})" if split else "") \
+        + (", full recompute" if c.recompute == "full" else "")
 
 
 PRUNED = "not run: its lower bound"   # the search's reason for a pruned candidate
