@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, PipesimError
 from ..schedules.csv_io import load_schedule_csv, write_schedule_csv
+from ..schedules.registration import ZERO_BUBBLE_FORK
 from ..schedules.registry import megatron_of, torch_class_of
 from ..schedules.runtimes import Shape, Verdict, check_runtimes, shape_of
 from ..units import fmt_bytes, fmt_time
@@ -107,7 +108,7 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
     split = (megatron_split_of(counts, s.pp, s.vpp)
              if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
              else None)
-    if megatron_of(s.schedule) in ("zero-bubble", "zero-bubble-v"):
+    if megatron_of(s.schedule) in ZERO_BUBBLE_FORK:
         # the fork's own layer flags (its verdict accepted the split) and schedule flags
         out += zero_bubble_args(s)
         if lp.settings is not None and lp.settings.optimizer_post_validation:

@@ -10,6 +10,7 @@ from typing import Any
 from ..api import simulate
 from ..errors import ConfigError, PipesimError
 from ..schedules import registry
+from ..schedules.registration import ZERO_BUBBLE_FORK
 from ..schedules.registry import megatron_of
 from ..schedules.library.interleaved_1f1b import resolve_group_size
 from ..schedules.runtimes import Shape, check_runtimes, megatron_verdict, shape_of
@@ -174,7 +175,7 @@ def refused_before_running(runtime: str | None, c: Candidate, state: tuple = ())
         return None
     ddp = dict(state)
     fork = megatron_of(c.schedule)
-    if fork in ("zero-bubble", "zero-bubble-v") and ddp.get("use_distributed_optimizer") and (
+    if fork in ZERO_BUBBLE_FORK and ddp.get("use_distributed_optimizer") and (
             ddp.get("overlap_grad_reduce") or ddp.get("overlap_param_gather")):
         # megatron/arguments.py (tag zero-bubble-v0.1.0): with --enable-zero-bubble (which
         # --zero-bubble-v-schedule turns on) and the distributed optimizer, neither overlap

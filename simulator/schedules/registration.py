@@ -73,6 +73,7 @@ class ScheduleSpec(NamedTuple):
 # class, and any schedule torch runs from a CSV, runs on _PipelineScheduleRuntime
 TORCH_SINGLE_STAGE = ("GPipe", "1F1B")
 MEGATRON_SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "zero-bubble-v")
+ZERO_BUBBLE_FORK = ("zero-bubble", "zero-bubble-v")   # the ones only the zero-bubble fork runs
 DEFAULT_FOR = ("vpp=1", "vpp>1")
 
 
