@@ -63,8 +63,10 @@ def render() -> str:
               "orders depend on them, so they have no row above): "
               + "; ".join(f"`{n}`, {get(n).summary}" for n in sorted(cost_aware_names()))
               + ". `zb-greedy` is what the zero-bubble fork's runtime lays out under "
-              "`--enable-zero-bubble` (docs/model.md), checked order for order against the "
-              "fork's own scheduler (`tests/schedules/test_zb_greedy.py`)."]
+              "`--enable-zero-bubble` and `v-zb` what it lays out under "
+              "`--zero-bubble-v-schedule` (docs/model.md), each checked order for order "
+              "against the fork's own scheduler (`tests/schedules/test_zb_greedy.py`, "
+              "`tests/schedules/test_v_zb.py`)."]
     lines += [
         "",
         "See any schedule's per-rank order with `pipesim schedule NAME --pp P --microbatches M`,",

@@ -189,7 +189,7 @@ def megatron_verdict(s: Shape) -> Verdict:
                   "vpp 1 it runs 1F1B (-s 1f1b)")
     else:
         return no(f"Megatron-LM has no {s.schedule} schedule (it runs 1F1B, interleaved "
-                  f"1F1B with virtual stages, and zb-greedy, v-half and v-min on the "
+                  f"1F1B with virtual stages, and zb-greedy, v-zb, v-half and v-min on the "
                   f"zero-bubble fork)")
     if s.layer_cut is not None:
         return no(f"Megatron-LM places whole transformer layers; {s.layer_cut}")

@@ -64,8 +64,8 @@ def test_list_names_every_schedule_with_its_formula(capsys):
     assert (code, err) == (0, "")
     lines = out.splitlines()
     listed = [line.split()[0] for line in lines if not line.startswith(" ")]
-    # auto and zb-greedy: the cost-aware ones
-    assert listed == sorted(names() + ["auto", "zb-greedy"])
+    # auto, zb-greedy and v-zb: the cost-aware ones
+    assert listed == sorted(names() + ["auto", "v-zb", "zb-greedy"])
     zb = lines.index(next(line for line in lines if line.startswith("zb-h1 ")))
     assert lines[zb + 1].split() == ["formula:", "(P-1)/(3vM+P-1)"]
 

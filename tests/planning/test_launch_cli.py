@@ -89,7 +89,7 @@ def test_run_json_says_why_a_runtime_refuses(capsys):
     assert rt["torch"] == {"accepts": True, "how": "ScheduleZBVZeroBubble", "rule": None}
     assert rt["megatron"] == {"accepts": False, "how": "", "rule": (
         "Megatron-LM has no zb-v schedule (it runs 1F1B, interleaved 1F1B with virtual "
-        "stages, and zb-greedy, v-half and v-min on the zero-bubble fork)")}
+        "stages, and zb-greedy, v-zb, v-half and v-min on the zero-bubble fork)")}
     # 8 chunks of 3 whole layers, placed in a V: torchtitan's ZBVZeroBubble
     assert rt["torchtitan"] == {"accepts": True, "how": "ZBVZeroBubble", "rule": None}
 
@@ -100,7 +100,7 @@ def test_a_refused_runtime_says_so_in_its_file(capsys, tmp_path):
     text = (tmp_path / "megatron_args.txt").read_text()
     assert text == ("# Megatron-LM cannot run this configuration: Megatron-LM has no zb-v "
                     "schedule (it runs 1F1B, interleaved 1F1B with virtual stages, and "
-                    "zb-greedy, v-half and v-min on the zero-bubble fork).\n"
+                    "zb-greedy, v-zb, v-half and v-min on the zero-bubble fork).\n"
                     "# No arguments are written: none would reproduce what pipesim "
                     "simulated.\n")
     toml = (tmp_path / "torchtitan.toml").read_text()

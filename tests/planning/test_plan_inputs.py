@@ -116,7 +116,7 @@ def test_megatron_rules_out_what_it_refuses_by_its_sizes_before_any_screen(capsy
     gpipe = rows["tp2-pp4-v1-m64-gpipe"]
     assert (gpipe["makespan_ns"], gpipe["runtimes"], gpipe["reason"]) == (
         None, None, "megatron does not run it: Megatron-LM has no gpipe schedule (it runs 1F1B, "
-        "interleaved 1F1B with virtual stages, and zb-greedy, v-half and v-min on the zero-bubble "
+        "interleaved 1F1B with virtual stages, and zb-greedy, v-zb, v-half and v-min on the zero-bubble "
         "fork)")
     assert rows["tp2-pp4-v1-m64-1f1b"]["runtimes"]["megatron"]["accepts"]
 

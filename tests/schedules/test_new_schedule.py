@@ -99,7 +99,7 @@ def test_the_cli_runs_it_and_the_runtimes_read_its_spec(tree):
     assert toy["runtimes"]["megatron"] == {
         "accepts": False, "how": "",
         "rule": "Megatron-LM has no toy-pipe schedule (it runs 1F1B, interleaved 1F1B with "
-                "virtual stages, and zb-greedy, v-half and v-min on the zero-bubble fork)"}
+                "virtual stages, and zb-greedy, v-zb, v-half and v-min on the zero-bubble fork)"}
     # torch's single-stage runtime with GPipe's rules, as its spec's class says: gpipe's run
     for key in ("makespan_ns", "iteration_times_ns", "peak_memory_bytes", "ranks", "links",
                 "p2p_bytes", "bubble_ratio"):

@@ -68,7 +68,7 @@ def test_torch_refuses_what_its_csv_cannot_hold():
 def test_megatron_has_no_zero_bubble_schedule():
     v = verdicts("zb-h1", 4, 8, 1)["megatron"]
     assert v.rule == ("Megatron-LM has no zb-h1 schedule (it runs 1F1B, interleaved 1F1B "
-                      "with virtual stages, and zb-greedy, v-half and v-min on the zero-bubble "
+                      "with virtual stages, and zb-greedy, v-zb, v-half and v-min on the zero-bubble "
                       "fork)")
 
 

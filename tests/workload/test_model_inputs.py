@@ -776,9 +776,10 @@ def test_the_launch_writes_back_the_zero_bubble_forks_flags(tmp_path, capsys):
     assert steady > 0 and json.loads(again.read_text())["steady_iteration_ns"] == steady
 
 
-@pytest.mark.parametrize("setup, schedule", [("half", "v-half"), ("min", "v-min")])
+@pytest.mark.parametrize("setup, schedule", [("half", "v-half"), ("min", "v-min"),
+                                             ("zb", "v-zb")])
 def test_the_launch_writes_back_the_forks_v_schedule(tmp_path, capsys, setup, schedule):
-    """A launch of the fork's V-Half / V-Min: its own flags (no virtual-stage flag: the V
+    """A launch of the fork's V-Half / V-Min / V-ZB: its own flags (no virtual-stage flag: the V
     schedule sets two chunks a rank), read back to the same schedule and time."""
     from simulator.cli.main import main
 
@@ -802,13 +803,13 @@ def test_the_launch_writes_back_the_forks_v_schedule(tmp_path, capsys, setup, sc
     assert a["steady_iteration_ns"] > 0 and b["steady_iteration_ns"] == a["steady_iteration_ns"]
 
 
-def test_the_forks_own_zb_v_layout_is_run_as_torchs_and_warned():
+def test_the_forks_own_zb_v_layout_is_laid_out_for_the_run_and_noted():
     got = megatron_input(ZB_BASE + "--zero-bubble-v-schedule", "zb.txt", 8)
-    assert got.launch.schedule == "zb-v"
+    assert got.launch.schedule == "v-zb"
     src = "--megatron-args zb.txt: --zero-bubble-v-schedule"
-    assert (f"{src} (memory setup zb): the fork lays out its ZB-V over the profiled costs "
-            "(v_schedule.py), which pipesim does not build; run as zb-v, torch's ZBVZeroBubble "
-            "order, two chunks a rank in a V") in got.warnings
+    assert not [w for w in got.warnings if "zero-bubble-v" in w]
+    assert (f"{src} (memory setup zb): v-zb, laid out over the run's own costs, as the fork "
+            "lays it out over its profiled ones, two chunks a rank in a V") in got.notes
     half = megatron_input(ZB_BASE + "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup "
                           "half", "zb.txt", 8)
     assert not [w for w in half.warnings if "zero-bubble-v" in w]
@@ -826,7 +827,7 @@ ZB_BASE = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-le
     ("--enable-zero-bubble --zero-bubble-max-pending-backward 4 "
      "--enable-optimizer-post-validation", "zb-greedy", 1, True),
     ("--enable-zero-bubble --zero-bubble-max-pending-backward 8", "zb-greedy", 1, False),
-    ("--zero-bubble-v-schedule --enable-optimizer-post-validation", "zb-v", 2, True),
+    ("--zero-bubble-v-schedule --enable-optimizer-post-validation", "v-zb", 2, True),
     ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half", "v-half", 2, False),
     ("--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup min", "v-min", 2, False),
     # the fork turns post-validation off without zero bubble

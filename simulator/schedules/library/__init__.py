@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     two_bw,
     v_half,
     v_min,
+    v_zb,
     zb_greedy,
     zb_v,
     zero_bubble,

@@ -21,7 +21,7 @@ from ...errors import ConfigError
 from ._files import read_text
 from ..generator import cp_exchange_warning
 from .shape import LaunchSettings, ModelInput, ModelShape
-from .zero_bubble_fork import ZB_V_BUILT, ZB_V_SCHEDULES, padded_counts
+from .zero_bubble_fork import ZB_V_SCHEDULES, padded_counts
 
 OPTION = "--megatron-args"
 
@@ -646,14 +646,10 @@ def _zero_bubble(a: dict, src: str, pp: int, vpp: int, layers: int, first, last,
                    "stages (the fork's rule)", layers)
         setup = a.get("--zero-bubble-v-schedule-mem-setup") or "zb"
         schedule = ZB_V_SCHEDULES[setup]
-        if setup in ZB_V_BUILT:
-            notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, "
-                         "the fork's own order, two chunks a rank in a V")
-        else:
-            warnings.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): the "
-                            "fork lays out its ZB-V over the profiled costs (v_schedule.py), "
-                            f"which pipesim does not build; run as {schedule}, torch's "
-                            "ZBVZeroBubble order, two chunks a rank in a V")
+        built = ("laid out over the run's own costs, as the fork lays it out over its "
+                 "profiled ones" if setup == "zb" else "the fork's own order")
+        notes.append(f"{src}: --zero-bubble-v-schedule (memory setup {setup}): {schedule}, "
+                     f"{built}, two chunks a rank in a V")
         return schedule, 2, post, None
     pending = a.get("--zero-bubble-max-pending-backward") or "auto"
     if pending == "auto":

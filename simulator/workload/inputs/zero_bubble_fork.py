@@ -10,17 +10,15 @@ from __future__ import annotations
 # the zero-bubble fork's V schedules by --zero-bubble-v-schedule-mem-setup (its README: ZBV,
 # V-Half, V-Min). Its runtime (zb_schedules.py, tag zero-bubble-v0.1.0) builds half and min
 # with v_schedule_greedy at unit costs: pipesim's v-half and v-min, order for order
-# (tests/schedules/golden/v_greedy.json). zb is its v_schedule.py over the profiled costs, a
-# layout pipesim does not build: it runs torch's ZB-V order in its place, and says so.
-ZB_V_SCHEDULES = {"zb": "zb-v", "half": "v-half", "min": "v-min"}
-ZB_V_BUILT = ("half", "min")   # the setups whose layout pipesim's schedule is
+# (tests/schedules/golden/v_greedy.json); zb with v_schedule.py over the profiled costs:
+# pipesim's v-zb over the run's own costs, order for order (golden/v_zb.json).
+ZB_V_SCHEDULES = {"zb": "v-zb", "half": "v-half", "min": "v-min"}
 
 
 def zb_v_setup(schedule: str) -> str | None:
     """The fork's ``--zero-bubble-v-schedule-mem-setup`` that runs ``schedule`` (None: none
     does)."""
-    return next((k for k, v in ZB_V_SCHEDULES.items() if v == schedule and k in ZB_V_BUILT),
-                None)
+    return next((k for k, v in ZB_V_SCHEDULES.items() if v == schedule), None)
 
 
 def padded_counts(layers: int, pp: int, vpp: int) -> list[int]:

@@ -92,7 +92,7 @@ def test_same_inputs_same_schedule():
 
 def test_registered_apart_from_the_library():
     assert "auto" not in registry.names()
-    assert sorted(registry.cost_aware_names()) == ["auto", "zb-greedy"]
+    assert sorted(registry.cost_aware_names()) == ["auto", "v-zb", "zb-greedy"]
     assert registry.get("AUTO").needs_costs
     assert registry.options_of(registry.get("auto")) == [
         "max_in_flight", "stage_costs", "seed", "iterations", "max_evaluations"]
