@@ -1,6 +1,6 @@
 """The search space: every (TP, pp, vpp, microbatches, schedule, split) a plan screens, as
-:class:`Candidate` records, and the cost-aware candidates (``auto``, ``zb-greedy``) added on
-the shapes that win."""
+:class:`Candidate` records, and the cost-aware candidates (``auto``, ``zb-greedy``, ``v-zb``)
+added on the shapes that win."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ AUTO = "auto"
 # auto is, under its two documented limits of pending backwards: p (ZB-1p) and 2p (ZB-2p)
 ZB_GREEDY = "zb-greedy"
 ZB_PENDING = (1, 2)
+# the fork's own V layout (--zero-bubble-v-schedule), laid out on the same shapes at v = 2
+V_ZB = "v-zb"
 VARIABLE_VPPS = (1, 2, 4)   # chunks per rank tried for a schedule that takes any number
 AUTO_VPPS = (1, 2)
 AUTO_SHAPES = 2            # pipeline degrees auto is synthesized on
 AUTO_ITERATIONS = 200      # auto's local-search moves per start (-O iterations=...)
 AUTO_MAX_ACTIONS = 3_000   # larger shapes are not synthesized (listed with the reason)
+# the cost-aware candidates a winning shape gets: auto at each v and two caps, zb-greedy at
+# each limit, v-zb once
+COST_AWARE_PER_SHAPE = 2 * len(AUTO_VPPS) + len(ZB_PENDING) + 1
 # iterations a candidate runs when its iterations overlap (--optimizer-post-validation): the
 # first holds the pipeline's fill, the second is the steady state
 OVERLAPPED_RUNS = 2
@@ -266,4 +271,17 @@ def zb_greedy_candidates(first: int, shapes: list[Candidate]) -> list[Candidate]
                                  ZB_GREEDY, max_pending=k * c.pp, workload=c.workload,
                                  split=c.split if c.vpp == 1 else (), cp=c.cp, ep=c.ep,
                                  runs=c.runs))
+    return out
+
+
+def v_zb_candidates(first: int, shapes: list[Candidate], n_layers: int) -> list[Candidate]:
+    """``v-zb`` (two chunks a rank in a V) on each shape's (tp, pp, dp, microbatches);
+    ``shapes`` have two or more pipeline ranks (the fork's rule)."""
+    out = []
+    for c in shapes:
+        reason = f"{2 * c.pp} chunks for {n_layers} layers" if 2 * c.pp > n_layers else None
+        out.append(Candidate(first + len(out), c.tp, c.pp, c.dp, 2, c.microbatches, V_ZB,
+                             reason=reason, workload=c.workload,
+                             split=c.split if c.vpp == 2 else (), cp=c.cp, ep=c.ep,
+                             runs=c.runs))
     return out

@@ -84,7 +84,7 @@ def plan(settings: PlanSettings, *, executor: str = "local", jobs: int | None = 
     check_settings(settings)
 
     system = load_plan_system(settings)
-    # the cost-aware schedules (auto, zb-greedy) are laid out on the winning shapes, not
+    # the cost-aware schedules (auto, zb-greedy, v-zb) are laid out on the winning shapes, not
     # enumerated (their layout needs each shape's costs)
     names = [n for n in settings.schedules or () if not registry.get(n).needs_costs]
     specs = [registry.get(n) for n in (names or registry.names())]

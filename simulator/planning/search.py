@@ -14,8 +14,8 @@ from ..errors import ConfigError
 from ..sweep.executors import make_executor
 from .bounds import ShapeBounds
 from .budgets import ROUND, WorkEstimate, candidate_work
-from .candidates import (AUTO, AUTO_SHAPES, AUTO_VPPS, ZB_GREEDY, ZB_PENDING, Candidate,
-                         auto_candidates, zb_greedy_candidates)
+from .candidates import (AUTO, AUTO_SHAPES, COST_AWARE_PER_SHAPE, V_ZB, ZB_GREEDY, Candidate,
+                         auto_candidates, v_zb_candidates, zb_greedy_candidates)
 from .report import Plan, command_for, judge_memory, no_fit, objective_of
 from .resume import CANDIDATES_FILE, outcome_from_row, read_resumed
 from .screen import (Outcome, ScreenContext, fits, not_launchable, refused_before_running,
@@ -54,7 +54,7 @@ class Search:
         self.sink = None
         self.workers = contextlib.ExitStack()   # the executor, open until close()
         self._pool = None
-        self.total = len(candidates) + AUTO_SHAPES * (2 * len(AUTO_VPPS) + len(ZB_PENDING))
+        self.total = len(candidates) + AUTO_SHAPES * COST_AWARE_PER_SHAPE
         self.screened = self.resumed_count = self.pruned_count = self.ruled_out = 0
 
     def open(self, out_dir: str | Path | None, resume: bool) -> None:
@@ -212,7 +212,7 @@ class Search:
         self.floor.update((r.index, outcomes[c.index].makespan_ns) for r, c in zip(redo, over))
         self.counted.update(r.index for r in redo)   # counted above
         self.candidates = self.candidates + redo
-        self.total = len(self.candidates) + AUTO_SHAPES * (2 * len(AUTO_VPPS) + len(ZB_PENDING))
+        self.total = len(self.candidates) + AUTO_SHAPES * COST_AWARE_PER_SHAPE
         self.screen(redo)
 
     def synthesize_autos(self, n_layers: int, floor_autos: int) -> None:
@@ -237,6 +237,7 @@ class Search:
 
         autos = auto_candidates(len(self.candidates), best_shapes(1), n_layers)
         autos += zb_greedy_candidates(len(self.candidates) + len(autos), best_shapes(2))
+        autos += v_zb_candidates(len(self.candidates) + len(autos), best_shapes(2), n_layers)
         # what --runtime megatron refuses by its schedule and sizes is not laid out
         autos = [a if (why := refused_before_running(self.settings.runtime, a,
                                                      self.settings.state)) is None
@@ -258,7 +259,7 @@ class Search:
             self.work += w
             self.counted.add(a.index)
         if skipped:
-            kinds = [f"{n} {name}" for name in (AUTO, ZB_GREEDY)
+            kinds = [f"{n} {name}" for name in (AUTO, ZB_GREEDY, V_ZB)
                      if (n := sum(1 for a in autos if a.schedule == name and a.reason
                                   and a.reason.startswith(f"{name} not synthesized")))]
             self.notes.append(f"{' and '.join(kinds)} candidate(s) not synthesized: the plan "

@@ -48,20 +48,21 @@ def test_plan_table_and_units(files, capsys):
         "",
     ]
     # the pruned candidates, each with the bound that pruned it
-    # (and the zero-bubble fork's layout at 1p and 2p on the one degree of two ranks)
+    # (and the zero-bubble fork's layouts, at 1p and 2p and its V, on the one degree of two
+    # ranks)
     assert lines[10:18] == [
-        "not run, their lower bound above the best found (the 5 lowest of 7; every one in "
+        "not run, their lower bound above the best found (the 5 lowest of 8; every one in "
         "--json):",
-        "pp  dp  vpp  M  schedule      lower bound",
-        "─" * 41,
-        " 2   1    2  8  auto K=4        97.000 us",
-        " 2   1    2  8  auto K=8        97.000 us",
-        " 2   1    1  8  auto K=2        98.000 us",
-        " 2   1    1  8  auto K=4        98.000 us",
-        " 2   1    1  8  zb-greedy 1p    98.000 us",
+        "pp  dp  vpp  M  schedule  lower bound",
+        "─" * 37,
+        " 2   1    2  8  auto K=4    97.000 us",
+        " 2   1    2  8  auto K=8    97.000 us",
+        " 2   1    2  8  v-zb        97.000 us",
+        " 2   1    1  8  auto K=2    98.000 us",
+        " 2   1    1  8  auto K=4    98.000 us",
     ]
-    assert lines[19:22] == ["dropped 11:",
-                            "  7 x not run: lower bound above the best found (listed above)",
+    assert lines[19:22] == ["dropped 12:",
+                            "  8 x not run: lower bound above the best found (listed above)",
                             "  4 x over the memory limit"]
     # the winner's run: the same peak, the same unit
     assert main(["run", str(wl), "--gpus", "2", "--pp", "1", "-m", "4", "-s", "1f1b",

@@ -33,13 +33,13 @@ def test_plan_for_megatron_writes_its_launch(capsys, tmp_path):
     assert any("has no zb-h1 schedule" in c["reason"] for c in refused)
     feasible = [c for c in data["candidates"] if c["feasible"]]
     assert {c["schedule"] for c in feasible} == {"1f1b", "interleaved-1f1b", "zb-greedy",
-                                                 "v-half", "v-min"}
-    # the fork's V schedule in its half and min memory setups
+                                                 "v-zb", "v-half", "v-min"}
+    # the fork's V schedule in its three memory setups
     fork_v = "the zero-bubble fork's V schedule (sail-sg/zero-bubble-pipeline-parallelism: " \
              "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup "
     assert {(c["schedule"], c["runtimes"]["megatron"]["how"]) for c in feasible
-            if c["schedule"] in ("v-half", "v-min")} == {
-        ("v-half", fork_v + "half)"), ("v-min", fork_v + "min)")}
+            if c["schedule"] in ("v-zb", "v-half", "v-min")} == {
+        ("v-zb", fork_v + "zb)"), ("v-half", fork_v + "half)"), ("v-min", fork_v + "min)")}
     # the zero-bubble fork's own layout, at ZB-1p's and ZB-2p's limits
     assert {(c["pp"], c["max_pending"]) for c in feasible if c["schedule"] == "zb-greedy"} \
         == {(c["pp"], k * c["pp"]) for c in feasible if c["schedule"] == "zb-greedy"

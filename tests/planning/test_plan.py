@@ -44,8 +44,8 @@ def planned(tmp_path_factory):
 def test_plan_json_lists_every_candidate_ranked(planned):
     _, data = planned
     cands = data["candidates"]
-    # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto + 4 zb-greedy
-    assert len(cands) == 75
+    # 3 pipeline degrees x 21 hand-made (schedule, vpp) + 8 auto + 4 zb-greedy + 2 v-zb
+    assert len(cands) == 77
     assert all(FIELDS <= set(c) for c in cands)
     best = data["best"]
     # the fastest that Megatron-LM or torchtitan runs; 2 faster ones (DualPipe at pp 2, ...)
@@ -83,6 +83,9 @@ def test_plan_json_lists_every_candidate_ranked(planned):
     zbs = [c for c in cands if c["schedule"] == "zb-greedy"]
     assert sorted((c["pp"], c["vpp"], c["max_pending"]) for c in zbs) == \
         [(2, 1, 2), (2, 1, 4), (4, 1, 4), (4, 1, 8)]
+    # and its V layout on the same two degrees, two chunks a rank
+    assert sorted((c["pp"], c["vpp"]) for c in cands if c["schedule"] == "v-zb") == \
+        [(2, 2), (4, 2)]
 
 
 def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
@@ -90,7 +93,7 @@ def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
     # the bound is below every makespan it was computed for (DualPipe(V) have none)
     ran = [c for c in full["candidates"] if c["lower_bound_ns"] is not None
            and c["makespan_ns"] is not None]
-    assert len(ran) == 63
+    assert len(ran) == 65
     assert all(c["lower_bound_ns"] <= c["makespan_ns"] for c in ran)
     assert {c["schedule"] for c in full["candidates"] if c["lower_bound_ns"] is None
             and c["reason"] is None} == {"dualpipe", "dualpipe-v"}
@@ -100,7 +103,7 @@ def test_the_lower_bound_holds_and_pruning_keeps_the_winner(planned, capsys):
     skipped = [c for c in pruned["candidates"] if c["reason"] and c["reason"].startswith(
         "not run: its lower bound")]
     # pruned against the best that Megatron-LM or torchtitan runs (the winner is one of them)
-    assert len(skipped) == 39
+    assert len(skipped) == 41
     best = full["best"]["makespan_ns"]
     assert all(c["lower_bound_ns"] > best and c["makespan_ns"] is None for c in skipped)
     # the a100 preset's DGX A100 cluster: TP on NVLink, DP on a 200 Gb/s HDR NIC per GPU
@@ -161,11 +164,11 @@ def test_resume_screens_nothing_twice_and_gives_the_same_plan(planned, capsys):
     code, text, err = run(capsys, "plan", WL, "--gpus", "8", "--global-batch", "16", "--system",
                           A100, "-j", "1", "--no-prune", "--out", str(out / "dir"), "--resume")
     assert (code, err) == (0, "")
-    assert "75 candidates: 0 screened, 75 taken from --out (--resume); ranked" in text
+    assert "77 candidates: 0 screened, 77 taken from --out (--resume); ranked" in text
     # the estimate counts each zb-greedy layout as its actions once more: at pp 2 (M 8) and
     # pp 4 (M 16), 2 x (48 + 48) + 2 x (192 + 192) of the 44,608
-    assert again_counts(out) == {"candidates": 75, "screened": 0, "resumed": 75, "pruned": 0,
-                                 "ruled_out": 0, "work_estimate": 44608, "work_done": 24}
+    assert again_counts(out) == {"candidates": 77, "screened": 0, "resumed": 77, "pruned": 0,
+                                 "ruled_out": 0, "work_estimate": 45568, "work_done": 24}
     again = json.loads((out / "dir" / "plan.json").read_text())
     assert again["candidates"] == [{k: v for k, v in c.items()
                                     if k not in ("csv", "command_schedule_file")}
@@ -262,13 +265,14 @@ def test_model_flag_errors(capsys, argv, message):
     assert (code, out, err) == (2, "", message + "\n")
 
 
-def test_schedules_limits_the_hand_made_ones_and_auto_and_zb_greedy_are_always_added(capsys):
+def test_schedules_limits_the_hand_made_ones_and_the_cost_aware_are_always_added(capsys):
     data = run_json(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b,zb-h1", "-j", "1",
                     "--no-prune")
     # 3 pipeline degrees x (1f1b + zb-h1 at v = 1, 2, 4) + auto on 2 degrees x 4 + zb-greedy
-    # on 2 degrees x 2
-    assert len(data["candidates"]) == 24
-    assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto", "zb-greedy"}
+    # on 2 degrees x 2 + v-zb on 2 degrees
+    assert len(data["candidates"]) == 26
+    assert {c["schedule"] for c in data["candidates"]} == {"1f1b", "zb-h1", "auto", "zb-greedy",
+                                                           "v-zb"}
     # named in --schedules, zb-greedy is laid out on the winning shapes all the same
     named = run_json(capsys, "plan", WL, "--gpus", "8", "-s", "1f1b,zb-h1,zb-greedy", "-j", "1",
                      "--no-prune")
@@ -369,9 +373,9 @@ def test_the_title_names_each_count_by_what_happened_to_it(capsys):
 
 
 def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
-    """The confirming run and the written CSV take the schedule the screen synthesized: 4 auto
-    candidates, 4 syntheses (there were 6: the winner twice more), and the CSV still gives the
-    winner's number."""
+    """The confirming run takes the schedule the screen synthesized: 4 auto candidates, 4
+    syntheses (there were 6: the confirmed one twice more), and the written CSV of the winner,
+    the fork's v-zb laid out for the run, gives its number."""
     import simulator.schedules.synthesis.search as synthesis
 
     calls = []
@@ -382,16 +386,20 @@ def test_auto_is_synthesized_once_per_candidate(capsys, tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(synthesis, "synthesize", counted)
-    wl = tmp_path / "tp1.txt"   # gpt-24l with TP 1: auto wins at pp 3 (at v 1: torchtitan
-    # needs M >= the 6 stages of v 2)
+    wl = tmp_path / "tp1.txt"   # gpt-24l with TP 1: v-zb wins at pp 3, auto second (at v 1:
+    # torchtitan needs M >= the 6 stages of v 2)
     wl.write_text(Path(WL).read_text().replace("model_parallel_NPU_group: 2",
                                                "model_parallel_NPU_group: 1", 1))
     dest = tmp_path / "p.json"
     code, out, err = run(capsys, "plan", str(wl), "--gpus", "3", "--global-batch", "4", "-s",
-                         "1f1b", "-j", "1", "--confirm", "2", "--json", str(dest))
+                         "1f1b", "-j", "1", "--confirm", "2", "--json", str(dest), "--csv",
+                         str(tmp_path / "plan-best.csv"))
     assert (code, err) == (0, "")
-    best = json.loads(dest.read_text())["best"]
-    assert best["key"] == "tp1-pp3-v1-m4-auto-k3"
+    data = json.loads(dest.read_text())
+    best = data["best"]
+    assert best["key"] == "tp1-pp3-v2-m4-v-zb"
+    second = data["candidates"][1]
+    assert (second["key"], second["engine"]) == ("tp1-pp3-v1-m4-auto-k3", "simpy")
     assert sorted(calls) == [(3, 4, 1), (3, 4, 1), (3, 4, 2), (3, 4, 2)]
     assert best["csv"] == str(tmp_path / "plan-best.csv")
     monkeypatch.setattr(synthesis, "synthesize", real)
@@ -408,9 +416,10 @@ def test_auto_is_synthesized_only_while_the_plan_stays_within_max_work(capsys, t
     data = run_json(capsys, "plan", str(wl), "--gpus", "8", "--global-batch", "16", "-s",
                     "1f1b", "--memory-limit", "8", "-j", "1", "--confirm", "1",
                     "--max-work", "20000")
-    # the zb-greedy layouts at pp 2 and 4 (M 4 and 8) fit within it: 2 x (48 + 192) actions
+    # the zb-greedy and v-zb layouts at pp 2 and 4 (M 4 and 8) fit within it: 2 x (48 + 192)
+    # actions each
     assert data["notes"] == ["2 auto candidate(s) not synthesized: the plan would pass "
-                             "--max-work 20000 (pass --max-work 30688 to synthesize them)"]
+                             "--max-work 20000 (pass --max-work 31168 to synthesize them)"]
     left = {c["key"]: c["reason"] for c in data["candidates"]
             if c["reason"] and c["reason"].startswith("auto not")}
     assert left == dict.fromkeys(["tp1-pp4-v2-m8-auto-k8", "tp1-pp4-v2-m8-auto-k16"],

@@ -58,7 +58,7 @@ def test_the_70b_plan_fits_the_default_budget_and_its_torchtitan_launch_reads_ba
 def test_the_70b_plan_for_megatron_reads_back_from_its_arguments(capsys, tmp_path, config_70b):
     data, launch = _plan(capsys, tmp_path, config_70b, "--runtime", "megatron")
     best = data["best"]
-    assert best["schedule"] in ("1f1b", "interleaved-1f1b")
+    assert best["schedule"] in ("1f1b", "interleaved-1f1b", "v-zb")
     assert best["peak_memory_bytes"] <= 80 * 2**30
     again = _read_back(capsys, "--megatron-args", str(launch / "megatron_args.txt"))
     assert again["makespan_ns"] == pytest.approx(best["makespan_ns"], rel=0.005)

@@ -171,7 +171,7 @@ def _recompute_options(fn):
                    "700000: about 8 s; 0 = no limit).")
 @click.option("--schedules", "-s", "schedule_list", default=None, metavar="A,B,C",
               help="Hand-made schedules to search (default: every registered one); auto, "
-                   "and zb-greedy at 1p and 2p, are always added on the winning shapes.")
+                   "zb-greedy at 1p and 2p, and v-zb are always added on the winning shapes.")
 @click.option("--runtime", type=click.Choice(["torch", "megatron", "torchtitan"]), default=None,
               help="Keep only configurations this runtime runs (the others are listed with "
                    "the rule they break).")
