@@ -38,6 +38,7 @@ CASES = [
     ("dualpipe-v", 2, 2, 8, "6 6 6 6"),
     ("v-half", 2, 2, 8, "6 6 6 6"),
     ("v-min", 2, 2, 8, "6 6 6 6"),
+    ("v-zb", 2, 2, 8, "6 6 6 6"),
     ("hanayo", 2, 2, 8, "6 6 6 6"),
     ("auto", 2, 1, 8, None),
     ("zb-greedy", 2, 1, 8, None),        # Megatron-LM's on the zero-bubble fork
@@ -139,7 +140,7 @@ def fork_layers(args: dict) -> tuple[int, ...]:
         per_stage[i] -= 1
     if "--zero-bubble-v-schedule" in args:
         assert padding == 0 and per_stage[0] % 2 == 0
-        assert args["--zero-bubble-v-schedule-mem-setup"] in ("half", "min")
+        assert args["--zero-bubble-v-schedule-mem-setup"] in ("zb", "half", "min")
         return tuple([per_stage[0] // 2] * 2 * pp)
     assert "--enable-zero-bubble" in args
     return tuple(per_stage)
