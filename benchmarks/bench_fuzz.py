@@ -46,7 +46,7 @@ RSS_LIMIT = 2 << 30          # a child above this is counted (the target: none)
 AS_CAP = 4 << 30             # address-space cap of a child, so one case cannot take the machine
 HEAD_ROWS = 60
 SCHEDULES = ("1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe-v", "v-half",
-             "hanayo", "looped-bfs", "2bw", "dualpipe", "zb-h2", "v-min", "auto")
+             "hanayo", "looped-bfs", "2bw", "dualpipe", "zb-h2", "v-min", "v-zb", "auto")
 HUGE = ("8388608", "8388608.0", "1000000", "99999999999", "4000", "1e9", "-1", "0", "nan")
 SIZES = (None, 1, 2, 4, 8, 24, 1000, 100_000, 8_388_608, 2**40)
 YAML_JUNK = ("1e308", "1.0e308", "1" + "0" * 400, "1.0e+400", "-1", "0", "nan", ".inf", "x",
@@ -119,6 +119,10 @@ MEGATRON_SEEDS = (
     "--micro-batch-size 1 --global-batch-size 32 --pipeline-model-parallel-size 4 --fp16 "
     "--zero-bubble-v-schedule --zero-bubble-v-schedule-mem-setup half "
     "--enable-optimizer-post-validation",
+    # the fork's V-ZB (the default memory setup), laid out for the run's costs
+    "--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+    "--micro-batch-size 2 --global-batch-size 48 --pipeline-model-parallel-size 6 --bf16 "
+    "--zero-bubble-v-schedule",
 )
 TORCHTITAN_SEEDS = (
     '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'
