@@ -18,23 +18,20 @@ in that order: F as F, B as pipesim's I, W as W, chunk 0 on stage r and chunk 1 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
-import subprocess
 import sys
-import types
 from pathlib import Path
+
+from zb_fork import TAG, load, repo_argument, tag_commit, v_orders
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 COMMAND = "python3 tests/schedules/golden/make_v_greedy_golden.py --zb-repo ZB"
 OUT = HERE / "v_greedy.json"
-TAG = "zero-bubble-v0.1.0"
 MODULE = "megatron/core/pipeline_parallel/v_schedule_greedy.py"
 SETUPS = {"half": "v-half", "min": "v-min"}
-KINDS = {"F": "F", "B": "I", "W": "W"}
 
 
 def cases() -> list[tuple[int, int]]:
@@ -43,33 +40,16 @@ def cases() -> list[tuple[int, int]]:
     return [(pp, m) for pp in range(2, 9) for m in sorted({1, 2, pp, pp + 1, 2 * pp, 3 * pp + 1})]
 
 
-def load(repo: Path) -> types.ModuleType:
-    text = subprocess.run(["git", "-C", str(repo), "show", f"{TAG}:{MODULE}"], check=True,
-                          capture_output=True, text=True).stdout
-    mod = types.ModuleType("v_schedule_greedy")
-    sys.modules[mod.__name__] = mod   # its dataclass looks its module up
-    exec(compile(text, f"{TAG}:{MODULE}", "exec"), mod.__dict__)
-    return mod
-
-
 def fork_order(mod, pp: int, m: int, setup: str) -> list[list[str]]:
     with contextlib.redirect_stdout(io.StringIO()):   # it prints every node
         nodes = mod.PipelineGraph(pp, m, setup, 1000, 1000, 1000, 1).get_schedule()
-    ranks = []
-    for r, rank_nodes in enumerate(nodes):
-        ranks.append([f"{r if n.chunk == 0 else 2 * pp - 1 - r}{KINDS[n.type]}{n.minibatch}"
-                      for n in rank_nodes if n.type in KINDS])
-    return ranks
+    return v_orders(pp, nodes)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zb-repo", type=Path, required=True,
-                    help="checkout or bare git dir of sail-sg/zero-bubble-pipeline-parallelism")
-    args = ap.parse_args()
-    mod = load(args.zb_repo)
-    commit = subprocess.run(["git", "-C", str(args.zb_repo), "rev-parse", f"{TAG}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    repo = repo_argument(__doc__)
+    mod = load(repo, MODULE, "v_schedule_greedy")
+    commit = tag_commit(repo)
     rows = [{"schedule": name, "setup": setup, "pp": pp, "microbatches": m,
              "ranks": fork_order(mod, pp, m, setup)}
             for setup, name in SETUPS.items() for pp, m in cases()]

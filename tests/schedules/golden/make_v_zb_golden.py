@@ -18,23 +18,20 @@ or that the scheduler stops (an assertion) for the case.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import random
-import subprocess
 import sys
-import types
 from pathlib import Path
+
+from zb_fork import TAG, load, repo_argument, tag_commit, v_orders
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 COMMAND = "python3 tests/schedules/golden/make_v_zb_golden.py --zb-repo ZB"
 OUT = HERE / "v_zb.json"
-TAG = "zero-bubble-v0.1.0"
 MODULE = "megatron/core/pipeline_parallel/v_schedule.py"
-KINDS = {"F": "F", "B": "I", "W": "W"}
 
 
 def fork_memory(h: int, a: int, s: int) -> list[int]:
@@ -76,15 +73,6 @@ def cases() -> list[dict]:
     return out
 
 
-def load(repo: Path) -> types.ModuleType:
-    text = subprocess.run(["git", "-C", str(repo), "show", f"{TAG}:{MODULE}"], check=True,
-                          capture_output=True, text=True).stdout
-    mod = types.ModuleType("v_schedule")
-    sys.modules[mod.__name__] = mod   # its dataclass looks its module up
-    exec(compile(text, f"{TAG}:{MODULE}", "exec"), mod.__dict__)
-    return mod
-
-
 def fork_order(mod, case: dict) -> list[list[str]] | None:
     pp = case["pp"]
     f_mem, b_mem, w_mem = case["memory"]
@@ -95,18 +83,13 @@ def fork_order(mod, case: dict) -> list[list[str]] | None:
             nodes = graph.get_v_schedule()
     except (AssertionError, IndexError):
         return None
-    return [[f"{r if n.chunk == 0 else 2 * pp - 1 - r}{KINDS[n.type]}{n.minibatch}"
-             for n in rank_nodes if n.type in KINDS] for r, rank_nodes in enumerate(nodes)]
+    return v_orders(pp, nodes)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zb-repo", type=Path, required=True,
-                    help="checkout or bare git dir of sail-sg/zero-bubble-pipeline-parallelism")
-    args = ap.parse_args()
-    mod = load(args.zb_repo)
-    commit = subprocess.run(["git", "-C", str(args.zb_repo), "rev-parse", f"{TAG}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    repo = repo_argument(__doc__)
+    mod = load(repo, MODULE, "v_schedule")
+    commit = tag_commit(repo)
     rows = []
     for case in cases():
         ranks = fork_order(mod, case)
