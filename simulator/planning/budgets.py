@@ -8,7 +8,7 @@ from typing import NamedTuple
 from ..errors import ConfigError, PipesimError
 from ..schedules import registry
 from ..schedules.synthesis.search import EVALUATIONS_PER_ACTION, synthesis_work
-from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_SHAPES, V_ZB, ZB_GREEDY, Candidate,
+from .candidates import (AUTO, AUTO_ITERATIONS, AUTO_SHAPES, Candidate,
                          auto_candidates)
 from .settings import PlanSettings
 
@@ -27,7 +27,7 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
     """What running ``c`` once costs, in engine actions, from its sizes alone: its actions, or
     what building its schedule costs when that grows faster (as ``run``'s budget counts them),
     plus for ``auto`` its synthesis (:func:`~simulator.schedules.synthesis.search.synthesis_work`, ~40 evaluations per
-    action) and for ``zb-greedy`` and ``v-zb`` its layout; 0 when nothing runs (its sizes rule it out, or it is above the per-candidate
+    action) (for ``zb-greedy`` and ``v-zb`` their layout, in their registration's work); 0 when nothing runs (its sizes rule it out, or it is above the per-candidate
     ``max_actions`` and refused at once)."""
     if c.reason is not None:
         return 0
@@ -45,11 +45,6 @@ def candidate_work(c: Candidate, max_actions: int | None) -> int:
         evaluations = synthesis_work(c.pp, c.microbatches, c.vpp,
                                      c.search_iterations or AUTO_ITERATIONS)
         work += -(-evaluations // EVALUATIONS_PER_ACTION)
-    elif c.schedule in (ZB_GREEDY, V_ZB):
-        # its layout: eight greedy passes (v-zb: four variants, each run two or three times),
-        # about 9 us an action in all (P 4-32, measured; v-zb within 15 % of zb-greedy's at the
-        # same actions) against US_PER_ACTION's 12 a screen: counted as its actions once more
-        work += actions
     return work
 
 

@@ -78,3 +78,16 @@ def test_a_run_lays_it_out_for_its_own_costs_and_memory(tmp_path):
     assert res.schedule.ranks == ranks
     # rank 0 runs the first chunk and the last (the loss), as in every V
     assert {a.stage for a in res.schedule.ranks[0]} == {0, 7}
+
+
+def test_the_size_budget_counts_the_layout(capsys):
+    # P 4, M 8: 192 actions; laying them out costs as much as two runs more (registration's work)
+    assert main(["run", "workloads/gpt-24l.txt", "-s", "v-zb", "--pp", "4", "-m", "8",
+                 "--max-actions", "500"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "pipesim: error: --max-actions: v-zb with pp 4, vpp 2, 8 microbatches runs up to 192 "
+        "actions, and building it costs as much as 576 (its generator grows faster than its "
+        "actions), above the limit of 500 (about 10 s of simulation); pass --max-actions 576 (or "
+        "0 for no limit) to run it anyway")
+    assert main(["run", "workloads/gpt-24l.txt", "-s", "v-zb", "--pp", "4", "-m", "8",
+                 "--max-actions", "576"]) == 0

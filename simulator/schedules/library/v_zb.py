@@ -33,6 +33,7 @@ from ...errors import ConfigError
 from ..action import Action, Kind
 from ..registration import register
 from ..schedule import Schedule, v_placement
+from .zb_greedy import layout_work
 
 if TYPE_CHECKING:   # a dataclass module: imported when a layout is made, not at start-up
     from ..stage_costs import StageCosts
@@ -265,6 +266,7 @@ def v_zb_layout(pp: int, microbatches: int, costs: StageCosts
 
 
 @register("v-zb", needs_costs=True, default_vpp=2, megatron="zero-bubble-v", aliases=("vzb",),
+          work=layout_work,
           summary="V-ZB: the zero-bubble fork's own V schedule (--zero-bubble-v-schedule, "
                   "memory setup zb): its greedy over the run's F/I/W costs and memory, two "
                   "chunks per rank in a V")
