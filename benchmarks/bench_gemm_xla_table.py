@@ -9,7 +9,8 @@ kernels.py`) at every size, set by nothing here. The file belongs to another pro
 it in an XLA checkout (openxla/xla, or a fork that keeps the file), it is not copied here.
 
     python benchmarks/bench_gemm_xla_table.py --xla-table PATH/matmul_interpolator_data.h
-    python benchmarks/bench_gemm_xla_table.py --xla-table PATH --json benchmarks/results/DATE-gemm-xla-h100.json
+    python benchmarks/bench_gemm_xla_table.py --xla-table PATH --table-source "openxla/xla COMMIT" \
+        --json benchmarks/results/DATE-gemm-xla-h100.json
 
 Prints, for BF16 GEMMs, the h100 preset's predicted time over the measured one (above 1: the
 model is slower than the GPU was) by the size of the product (its FLOPs), median and range, and
@@ -20,6 +21,7 @@ what split-K or stream-K kernels spread over more SMs).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import statistics
@@ -36,7 +38,10 @@ CLASSES = ((1e9, "under 1 GFLOP"), (1e10, "1-10 GFLOP"), (1e11, "10-100 GFLOP"),
 _ENTRY = re.compile(r"entries\s*\{\s*b:\s*(\d+)\s*m:\s*(\d+)\s*n:\s*(\d+)\s*k:\s*(\d+)\s*"
                     r"((?:flops\s*\{[^}]*\}\s*)+)\}")
 _FLOPS = re.compile(r'flops\s*\{\s*key:\s*"([^"]+)"\s*value:\s*(\d+)\s*\}')
-_DEVICE = re.compile(r'key:\s*"(sm_[^"]+)"')
+# a device's section opens with its key and a message value ("sm_90", "sm_100_B200", "gfx942"
+# of AMD's GPUs...); a flops entry's key takes a number. A section ends where the next device's
+# begins, whatever the device: the table holds AMD GPUs after the H100 since mid-2026
+_DEVICE = re.compile(r'key:\s*"([^"]+)"\s*value\s*\{')
 
 
 def read_table(text: str, device: str = "sm_90", dtype: str = DTYPE) -> list[dict]:
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--xla-table", type=Path, required=True,
                     help="xla/service/gpu/model/matmul_interpolator_data.h of an XLA checkout")
     ap.add_argument("--json", type=Path, default=None, help="write the comparison here")
+    ap.add_argument("--table-source", default="",
+                    help="where the table comes from (repository and commit), for the record")
     args = ap.parse_args(argv)
     try:
         text = args.xla_table.read_text()
@@ -117,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps({
             "source": "OpenXLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90, "
-                      + DTYPE, "gpu_preset": "h100", "summary": s,
+                      + DTYPE, "table_source": args.table_source,
+            "table_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "gpu_preset": "h100", "summary": s,
             "products": [{k: r[k] for k in ("b", "m", "n", "k", "predicted_ns", "ratio",
                                            "bound", "tiles", "waves")} for r in rows]},
             indent=1) + "\n")

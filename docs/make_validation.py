@@ -775,27 +775,39 @@ def gemm_kernels_section() -> list[str]:
     path, rec = newest_record("gemm-xla-h100")
     if rec is None:
         return []
+    source = f" at {rec['table_source']}" if rec.get("table_source") else ""
     out = ["## GEMM kernels against measured H100 kernel times", "",
            f"`python benchmarks/bench_gemm_xla_table.py --xla-table PATH` (record "
            f"`benchmarks/results/{path.name}`): the {len(rec['products'])} BF16 products "
            "of OpenXLA's default matmul performance table for sm_90 "
-           "(`xla/service/gpu/model/matmul_interpolator_data.h`: each dot's median kernel time "
-           "over five runs, CUPTI-traced by XLA's `matmul_perf_table_gen`, 256 to 4096 a side, "
-           "batch 1 to 4), each priced by the h100 preset's tile and wave model. Predicted over "
-           "measured time (above 1: the model is slower than the GPU was); nothing was fitted "
-           "to it:", "", "| products | count | median | range | measured median |",
+           f"(`xla/service/gpu/model/matmul_interpolator_data.h`{source}: each dot's median "
+           "kernel time over five runs, CUPTI-traced by XLA's `matmul_perf_table_gen`, 256 to "
+           "4096 a side, batch 1 to 4), each priced by the h100 preset's tile and wave model. "
+           "Predicted over measured time (above 1: the model is slower than the GPU was); "
+           "nothing was fitted to it:", "", "| products | count | median | range | measured median |",
            "|---|---:|---:|---:|---:|"]
     for name, st in rec["summary"].items():
         if st is not None:
             out.append(f"| {name} | {st['products']} | {st['median']:.2f} | "
                        f"{st['min']:.2f} to {st['max']:.2f} | "
                        f"{st['median_measured_ns'] / 1e3:.1f} us |")
-    return out + ["", "- The large products (100 GFLOP and more, the layers' GEMMs of the "
-                  "pipelined H100 runs) land on the measured times at the median: the preset's "
-                  "sustained fraction, derived from the A100's ([SUST] in "
-                  "`simulator/workload/kernel_presets.py`), is what an H100 kernel ran at.",
-                  "- Below them the model is fast, the more the smaller (no measured time is under 4.4 us, "
-                  "the smallest products' median is 7.4 us): what the tile model leaves out, most likely a "
+    big = [p for p in rec["products"] if 2 * p["b"] * p["m"] * p["n"] * p["k"] >= 1e11]
+    rates = sorted(2 * p["b"] * p["m"] * p["n"] * p["k"] / (p["predicted_ns"] / p["ratio"]) / 1e3
+                   for p in big)
+    shortest = min(p["predicted_ns"] / p["ratio"] for p in rec["products"]) / 1e3
+    return out + ["", f"- The large products (100 GFLOP and more) ran at {rates[0]:.0f}-"
+                  f"{rates[-1]:.0f} TFLOP/s, {rates[0] / 9.89:.0f}-{rates[-1] / 9.89:.0f} % of "
+                  "the 989 peak: the rates S. Bekman's search found as the H100's maximum (792-795, "
+                  "[MAMF] in `simulator/workload/kernel_presets.py`), from which the preset's "
+                  "sustained fraction is derived by the A100's sustained-to-maximum ratio (0.860, "
+                  "[SUST]). XLA times each kernel alone, five times for a few hundred "
+                  "microseconds, where a GPU holds its boost clock; the preset prices what a "
+                  "training step sustains. So the table confirms the maximum the fraction "
+                  "starts from and says nothing of the 0.860, which stays an assumption "
+                  "(`benchmarks/bench_kernels_gpu.py` times an 8192^3 GEMM for a while on a "
+                  "lent GPU).",
+                  f"- Below them the model is fast, the more the smaller (no measured time is "
+                  f"under {shortest:.1f} us): what the tile model leaves out, most likely a "
                   "kernel's fixed cost (its first loads and its epilogue, which the 1.5 us gap "
                   "between kernels does not hold) and tiles that do not fill a wave. Products "
                   "with fewer output tiles than SMs spread both ways: the library kernels split "

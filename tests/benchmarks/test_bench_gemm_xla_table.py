@@ -42,11 +42,25 @@ constexpr char kDefaultMatmulPTable[] = R"pb(
       }
     }
   }
+  entries {
+    key: "gfx942"
+    value {
+      entries {
+        b: 1
+        m: 2048
+        n: 2048
+        k: 2048
+        flops { key: "bf16xbf16->bf16" value: 3 }
+      }
+    }
+  }
 )pb";
 """
 
 
 def test_it_reads_the_sm90_bf16_entries_only():
+    # the section ends at the next device's key, an AMD GPU's too (the file holds gfx942 and
+    # gfx950 after sm_90)
     rows = bench.read_table(TABLE)
     assert rows == [{"b": 1, "m": 4096, "n": 4096, "k": 4096, "flops_per_s": 687194767360000}]
 
@@ -67,4 +81,4 @@ def test_a_file_without_the_section_says_what_it_found(tmp_path, capsys):
     path.write_text(TABLE.replace('"sm_90"', '"sm_89"'))
     assert bench.main(["--xla-table", str(path)]) == 2
     assert capsys.readouterr().err == (f"bench_gemm_xla_table: {path}: no 'sm_90' section "
-                                       "(found: sm_100_B200, sm_89)\n")
+                                       "(found: gfx942, sm_100_B200, sm_89)\n")
