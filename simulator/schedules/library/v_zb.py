@@ -33,7 +33,7 @@ from ...errors import ConfigError
 from ..action import Action, Kind
 from ..registration import register
 from ..schedule import Schedule, v_placement
-from .zb_greedy import layout_work
+from .zb_greedy import layout_work, upper_median
 
 if TYPE_CHECKING:   # a dataclass module: imported when a layout is made, not at start-up
     from ..stage_costs import StageCosts
@@ -226,8 +226,7 @@ def _best_pass(pp: int, m: int, cost, comm, mem, limit, fill_f: bool, fill_b: bo
 
 
 def _upper_median_of_rank_means(values: tuple[float, ...], pp: int) -> float:
-    means = [(values[r] + values[2 * pp - 1 - r]) / 2 for r in range(pp)]
-    return sorted(means)[pp // 2]
+    return upper_median([(values[r] + values[2 * pp - 1 - r]) / 2 for r in range(pp)])
 
 
 def v_zb_layout(pp: int, microbatches: int, costs: StageCosts

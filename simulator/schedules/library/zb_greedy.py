@@ -218,7 +218,7 @@ class _Layout:
         return tuple(out)
 
 
-def _median(xs) -> float:
+def upper_median(xs) -> float:
     # the fork's: sorted(x)[len(x) // 2], the upper median
     return sorted(xs)[len(xs) // 2]
 
@@ -226,7 +226,7 @@ def _median(xs) -> float:
 def greedy_layout(pp: int, microbatches: int, costs: StageCosts,
                   max_pending: float) -> tuple[tuple[tuple[Action, ...], ...], float]:
     """The fork's layout: per rank its actions, and the longest stage span it kept."""
-    f, i, w = _median(costs.f), _median(costs.i), _median(costs.w)
+    f, i, w = upper_median(costs.f), upper_median(costs.i), upper_median(costs.w)
     memory = costs.memory or tuple((1.0, 0.0, -1.0) for _ in range(pp))
     limit = max_pending * max(m[F] for m in memory[:2])
     best = None
