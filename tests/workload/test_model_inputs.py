@@ -573,6 +573,19 @@ def test_recompute_activations_is_selective_and_checkpoint_activations_refused()
         megatron_input(BASE + "--checkpoint-activations", "a.txt", 8)
 
 
+def test_the_2020_name_of_the_virtual_stages_is_refused_with_the_two_of_today():
+    """--virtual-pipeline-model-parallel-size lived in Megatron-LM from dd88906264 to
+    dcef906978 (Dec 2020 - Feb 2021); read as an unknown flag it would run an interleaved
+    launch as 1F1B."""
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: "
+                       r"--virtual-pipeline-model-parallel-size: not a flag of Megatron-LM "
+                       r"since February 2021 \(it refuses it\); expected "
+                       r"--num-layers-per-virtual-pipeline-stage N or, since 2025, "
+                       r"--num-virtual-stages-per-pipeline-rank N$"):
+        megatron_input(BASE + "--pipeline-model-parallel-size 2 "
+                       "--virtual-pipeline-model-parallel-size 2", "a.txt", 8)
+
+
 def _job(tmp_path, ac: str, parallelism: str = "") -> object:
     path = tmp_path / "job.toml"
     path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 8\n'

@@ -316,6 +316,14 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     loss = bool(a.get("--account-for-loss-in-pipeline-split"))
     per_vstage = a.get("--num-layers-per-virtual-pipeline-stage")
     vstages = a.get("--num-virtual-stages-per-pipeline-rank")
+    if "--virtual-pipeline-model-parallel-size" in other:
+        # the interleaved schedule's first flag (dd88906264, 2020), renamed two months later
+        # (dcef906978); Megatron-LM's argparse refuses it, and read as unknown it would run
+        # the launch as 1F1B with a warning
+        raise ConfigError(f"{src}: --virtual-pipeline-model-parallel-size: not a flag of "
+                          "Megatron-LM since February 2021 (it refuses it); expected "
+                          "--num-layers-per-virtual-pipeline-stage N or, since 2025, "
+                          "--num-virtual-stages-per-pipeline-rank N")
     if per_vstage is not None and vstages is not None:
         refuse("--num-virtual-stages-per-pipeline-rank", "not together with "
                "--num-layers-per-virtual-pipeline-stage (Megatron-LM takes one)", vstages)
