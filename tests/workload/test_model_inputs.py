@@ -220,6 +220,24 @@ def test_unmodelled_flags_are_warned_never_dropped():
                              "--weight-decay, --tokenizer-type, --clip-grad")
 
 
+def test_the_llama3_examples_bookkeeping_flags_are_a_note_and_a_batch_ramp_names_its_batch():
+    """Flags of Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh that change nothing
+    of an iteration (the tokenizer, the profiler's window, the checkpoint format, FP8's scaling
+    history) do not make --strict refuse it; a batch ramp says which batch the run times."""
+    got = megatron_input(BASE + "--tiktoken-pattern v2 --no-mmap-bin-files --profile "
+                         "--profile-step-start 4 --profile-step-end 6 --ckpt-format torch_dist "
+                         "--logging-level 20 --global-batch-size 64 --rampup-batch-size 16 16 5859375",
+                         "a.txt", 8)
+    src = "--megatron-args a.txt"
+    assert got.warnings == (f"{src}: --rampup-batch-size: the global batch changes over the "
+                            "run; pipesim times an iteration at --global-batch-size 64 (4 "
+                            "microbatches)",)
+    assert got.notes[-1] == (f"{src}: read, no effect on an iteration's time or memory: "
+                             "--tiktoken-pattern, --no-mmap-bin-files, --profile, "
+                             "--profile-step-start, --profile-step-end, --ckpt-format, "
+                             "--logging-level")
+
+
 @pytest.mark.parametrize("flags, warning", [
     ("--clip-grad 0", "--clip-grad 0: Megatron-LM skips the gradients' norm; pipesim's "
      "optimizer step still prices its pass over them"),

@@ -94,7 +94,20 @@ NO_EFFECT = frozenset((
     "--rotary-base", "--rotary-percent", "--apply-layernorm-1p",
     # the zero-bubble fork's profiling window for its scheduler (pipesim is given the times)
     "--zero-bubble-pipeline-timers-start-iter", "--zero-bubble-pipeline-timers-end-iter",
+    # the tokenizer and how the data files are read (by the loader's workers), the profilers'
+    # windows (the steps outside them run unprofiled), the logger, the checkpoint format,
+    # Transformer Engine's FP8 scaling history (the same GEMMs and casts): flags of
+    # Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh among them
+    "--tiktoken-pattern", "--no-mmap-bin-files", "--profile", "--profile-step-start",
+    "--profile-step-end", "--profile-ranks", "--use-pytorch-profiler", "--logging-level",
+    "--tensorboard-log-interval", "--log-timers-to-tensorboard", "--moe-per-layer-logging",
+    "--ckpt-format", "--fp8-amax-history-len", "--fp8-amax-compute-algo",
 ))
+
+
+# the global batch's ramp or schedule over the run (megatron/core/num_microbatches_calculator.py):
+# the iteration pipesim times is one at --global-batch-size
+BATCH_RAMPS = frozenset(("--rampup-batch-size", "--step-batch-size-schedule"))
 
 
 def _tokens(text: str, path: str) -> list[str]:
@@ -563,7 +576,11 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         notes.append(f"{src}: read, no effect on an iteration's time or memory: "
                      + ", ".join(no_effect))
     for flag in dict.fromkeys(other):
-        if flag not in NO_EFFECT:
+        if flag in BATCH_RAMPS:
+            warnings.append(f"{src}: {flag}: the global batch changes over the run; "
+                            f"pipesim times an iteration at --global-batch-size {gbs} "
+                            f"({microbatches} microbatch{'es' if microbatches > 1 else ''})")
+        elif flag not in NO_EFFECT:
             warnings.append(f"{src}: {flag}: not modelled by pipesim (ignored)")
     # Transformer Engine's FP8 (e4m3 everywhere, or hybrid: e5m2 gradients): the same
     # GEMMs and casts either way
