@@ -57,7 +57,8 @@ def test_it_runs_two_chunks_a_rank_and_one_cost_per_virtual_stage():
     assert str(err.value) == "--vpp: v-zb runs exactly 2 chunks per rank (V placement), got --vpp 1"
     with pytest.raises(ConfigError) as err:
         generate("v-zb", 4, 8, 2, stage_costs=StageCosts.unit(4))
-    assert str(err.value) == "v-zb: expected 8 stage costs, two per rank, found 4"
+    assert str(err.value) == ("v-zb: expected 8 stage costs, one per stage (--pp 4 x --vpp 2), "
+                              "found 4")
 
 
 def test_a_run_lays_it_out_for_its_own_costs_and_memory(tmp_path):

@@ -275,11 +275,10 @@ def generate(pp: int, microbatches: int, vpp: int = 2, stage_costs: StageCosts |
         raise ConfigError(f"--vpp: v-zb runs exactly 2 chunks per rank (V placement), "
                           f"got --vpp {vpp}")
     from ..stage_costs import StageCosts
+    from ..synthesis.costs import costs_option
 
-    costs = stage_costs if stage_costs is not None else StageCosts.unit(2 * pp)
-    if costs.n_stages != 2 * pp:
-        raise ConfigError(f"v-zb: expected {2 * pp} stage costs, two per rank, found "
-                          f"{costs.n_stages}")
+    costs = (costs_option(stage_costs, 2 * pp, "v-zb", f"--pp {pp} x --vpp 2")
+             or StageCosts.unit(2 * pp))
     ranks, idle = v_zb_layout(pp, microbatches, costs)
     return Schedule("v-zb", pp, 2, microbatches, v_placement(pp), ranks=ranks,
                     meta={"idle": idle})

@@ -279,12 +279,10 @@ def generate(pp: int, microbatches: int, vpp: int = 1, max_pending: object = Non
         raise ConfigError(f"zb-greedy: --vpp {vpp}: the zero-bubble fork's greedy lays out one "
                           "stage a rank (expected --vpp 1)")
     from ..stage_costs import StageCosts
+    from ..synthesis.costs import costs_option
 
     n = _pending(max_pending, pp)
-    costs = stage_costs if stage_costs is not None else StageCosts.unit(pp)
-    if costs.n_stages != pp:
-        raise ConfigError(f"zb-greedy: expected {pp} stage costs, one per stage, found "
-                          f"{costs.n_stages}")
+    costs = costs_option(stage_costs, pp, "zb-greedy", f"--pp {pp}") or StageCosts.unit(pp)
     ranks, span = greedy_layout(pp, microbatches, costs, n)
     return Schedule("zb-greedy", pp, 1, microbatches, loop_placement(pp, 1), ranks=ranks,
                     meta={"max_pending": n, "span": span})

@@ -18,7 +18,7 @@ from ..stage_costs import StageCosts
 from ...yaml_file import read_yaml
 
 KEYS = ("f", "i", "w")
-__all__ = ["KEYS", "StageCosts", "load_stage_costs", "stage_costs_from"]
+__all__ = ["KEYS", "StageCosts", "load_stage_costs", "stage_costs_from", "costs_option"]
 
 
 def _number(value: object, where: str) -> float:
@@ -64,3 +64,21 @@ def load_stage_costs(path: str | Path, n_stages: int, option: str = "--stage-cos
     """Read ``costs.yaml``; every problem is one ConfigError naming the file."""
     data = read_yaml(path, f"{option}: cannot read {path}")
     return stage_costs_from(data, n_stages, str(path), how)
+
+
+def costs_option(stage_costs: object, n_stages: int, who: str, how: str) -> StageCosts | None:
+    """A cost-driven schedule's ``stage_costs`` option as every caller gives it: None (unit
+    costs), the run's :class:`StageCosts` (``api``), or a costs.yaml path (``pipesim schedule
+    --stage-costs``, ``-O stage_costs=PATH``); ``who`` is the schedule, ``how`` where
+    ``n_stages`` comes from (``--pp 4 x --vpp 2``)."""
+    if stage_costs is None:
+        return None
+    if isinstance(stage_costs, (str, Path)):
+        return load_stage_costs(stage_costs, n_stages, how=how)
+    if not isinstance(stage_costs, StageCosts):
+        raise ConfigError(f"{who}: stage_costs: expected a costs.yaml path, found "
+                          f"{stage_costs!r}")
+    if stage_costs.n_stages != n_stages:
+        raise ConfigError(f"{who}: expected {n_stages} stage costs, one per stage ({how}), "
+                          f"found {stage_costs.n_stages}")
+    return stage_costs

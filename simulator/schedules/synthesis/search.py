@@ -33,7 +33,7 @@ from ..deps import B, F, I, W
 from ..registration import LIBRARY, ScheduleSpec
 from ..schedule import Schedule, loop_placement, v_placement
 from .bounds import heads_tails, lower_bound
-from .costs import StageCosts, load_stage_costs
+from .costs import StageCosts, costs_option
 from .evaluate import Problem
 
 DEFAULT_ITERATIONS = 2000   # moves per starting point (three starts)
@@ -835,13 +835,8 @@ def generate_auto(pp: int, microbatches: int, vpp: int = 1, max_in_flight: int |
                                None if max_evaluations is None
                                else _int_option(max_evaluations, "max_evaluations"),
                                unit_costs=stage_costs is None)
-    n_stages = pp * vpp
-    if isinstance(stage_costs, str):
-        stage_costs = load_stage_costs(stage_costs, n_stages,
-                                       how=f"--pp {pp}" + (f" x --vpp {vpp}" if vpp > 1 else ""))
-    elif stage_costs is not None and stage_costs.n_stages != n_stages:
-        raise ConfigError(f"--stage-costs: expected {n_stages} costs per list, one per stage, "
-                          f"found {stage_costs.n_stages}")
+    stage_costs = costs_option(stage_costs, pp * vpp, "auto",
+                               f"--pp {pp}" + (f" x --vpp {vpp}" if vpp > 1 else ""))
     if max_in_flight is not None:
         max_in_flight = _int_option(max_in_flight, "--max-in-flight")
     return synthesize(pp, microbatches, vpp, stage_costs, max_in_flight,
