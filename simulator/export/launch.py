@@ -152,8 +152,11 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
     if not m.tied_embeddings:
         out.append("--untie-embeddings-and-output-weights")
     if m.arch == "moe":
+        # the dispatcher and the experts' GEMMs the moe rows priced (not Megatron-LM's
+        # defaults, allgather and SequentialMLP)
         out += [f"--num-experts {m.experts}", f"--moe-router-topk {m.topk}",
-                f"--moe-ffn-hidden-size {spec.ffn_size}"]
+                f"--moe-ffn-hidden-size {spec.ffn_size}", "--moe-token-dispatcher-type alltoall",
+                "--moe-grouped-gemm"]
         if st is not None and st.ep > 1:
             out.append(f"--expert-model-parallel-size {st.ep}")
     if st is not None and st.seq is not None:

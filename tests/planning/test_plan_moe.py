@@ -11,6 +11,7 @@ import pytest
 from simulator.cli.main import main
 from simulator.workload.generator import ModelSpec, ParallelSpec, render
 from simulator.workload.gpus import gpu_preset
+from simulator.workload.inputs.megatron_args import megatron_input
 
 from model_flag_runs import generated_and_flags, plan_json
 
@@ -50,8 +51,15 @@ def test_plan_searches_the_expert_parallel_sizes_up_to_ep_max(tmp_path, capsys):
     r = json.loads((tmp_path / "r.json").read_text())
     assert (r["makespan_ns"], r["peak_memory_bytes"]) == (best["makespan_ns"],
                                                           best["peak_memory_bytes"])
-    args = (tmp_path / "launch" / "megatron_args.txt").read_text().split("\n")
+    launch = (tmp_path / "launch" / "megatron_args.txt").read_text()
+    args = launch.split("\n")
     assert "--expert-model-parallel-size 8" in args
+    # the dispatcher and the experts' GEMMs the moe rows priced, not Megatron-LM's defaults:
+    # the file reads back with a note for each, no warning
+    assert {"--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"} <= set(args)
+    back = megatron_input(launch, "megatron_args.txt", 8)
+    assert not [w for w in back.warnings if "--moe" in w]
+    assert sum("as priced" in n for n in back.notes) == 2
 
 
 def test_a_larger_ep_holds_fewer_experts_a_gpu(tmp_path, capsys):

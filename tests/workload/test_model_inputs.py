@@ -238,6 +238,51 @@ def test_the_llama3_examples_bookkeeping_flags_are_a_note_and_a_batch_ramp_names
                              "--logging-level")
 
 
+def test_a_moe_launch_says_which_dispatcher_and_expert_gemms_it_is_priced_with():
+    """The moe rows price the alltoall dispatcher and one batched GEMM per projection of a
+    rank's experts; Megatron-LM's defaults are allgather and SequentialMLP, so a launch
+    without the flags is warned (examples/mixtral/train_mixtral_8x7b_distributed.sh gives
+    both), and on a dense model they are ignored as Megatron-LM ignores them."""
+    moe = BASE + "--num-experts 8 --moe-router-topk 2 --swiglu "
+    src = "--megatron-args a.txt"
+    bare = megatron_input(moe, "a.txt", 8)
+    assert [w for w in bare.warnings if "--moe" in w] == [
+        f"{src}: --moe-token-dispatcher-type absent: Megatron-LM's default allgather; pipesim "
+        "prices the alltoall dispatcher's all-to-all over the expert-parallel group",
+        f"{src}: --moe-grouped-gemm absent: Megatron-LM runs the rank's experts one after "
+        "another (SequentialMLP); pipesim prices each projection of them as one batched GEMM"]
+    given = megatron_input(moe + "--moe-token-dispatcher-type alltoall --moe-grouped-gemm",
+                           "a.txt", 8)
+    assert not [w for w in given.warnings if "--moe" in w]
+    assert [n for n in given.notes if "as priced" in n] == [
+        f"{src}: --moe-token-dispatcher-type alltoall: the tokens dispatched and combined by "
+        "all-to-all over the expert-parallel group, as priced",
+        f"{src}: --moe-grouped-gemm: each projection of the rank's experts one grouped GEMM, "
+        "as priced"]
+    flex = megatron_input(moe + "--moe-token-dispatcher-type flex --moe-grouped-gemm",
+                          "a.txt", 8)
+    assert f"{src}: --moe-token-dispatcher-type flex; pipesim prices the alltoall " \
+           "dispatcher's all-to-all over the expert-parallel group" in flex.warnings
+    dense = megatron_input(BASE + "--moe-grouped-gemm", "a.txt", 8)
+    assert dense.warnings == (f"{src}: --moe-grouped-gemm: ignored without --num-experts (a "
+                              "dense model)",)
+
+
+def test_no_position_embedding_is_nothing_with_rope_and_refused_without_it():
+    """Megatron-LM's validate_args: --no-position-embedding (deprecated) only with RoPE, as
+    examples/mixtral/train_mixtral_8x7b_distributed.sh gives it."""
+    got = megatron_input(BASE + "--position-embedding-type rope --no-position-embedding",
+                         "a.txt", 8)
+    assert "--no-position-embedding" in got.notes[-1] and not any(
+        "--no-position-embedding" in w for w in got.warnings)
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + "--no-position-embedding", "a.txt", 8)
+    assert str(err.value) == (
+        "--megatron-args a.txt: --no-position-embedding: expected --position-embedding-type "
+        "rope with it (Megatron-LM refuses it otherwise: deprecated, use "
+        "--position-embedding-type), found learned_absolute (the default)")
+
+
 @pytest.mark.parametrize("flags, warning", [
     ("--clip-grad 0", "--clip-grad 0: Megatron-LM skips the gradients' norm; pipesim's "
      "optimizer step still prices its pass over them"),

@@ -36,7 +36,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--normalization": (STR, ("LayerNorm", "RMSNorm")),
     "--untie-embeddings-and-output-weights": (FLAG, ()), "--vocab-size": (INT, ()),
     "--num-experts": (INT, ()), "--moe-router-topk": (INT, ()),
-    "--moe-ffn-hidden-size": (INT, ()),
+    "--moe-ffn-hidden-size": (INT, ()), "--moe-grouped-gemm": (FLAG, ()),
+    "--moe-token-dispatcher-type": (STR, ("allgather", "alltoall", "flex")),
     "--expert-model-parallel-size": (INT, ()), "--seq-length": (INT, ()),
     "--max-position-embeddings": (INT, ()), "--micro-batch-size": (INT, ()),
     "--global-batch-size": (INT, ()), "--tensor-model-parallel-size": (INT, ()),
@@ -66,6 +67,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
+    "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
     "--zero-bubble-v-schedule-mem-setup": (STR, tuple(ZB_V_SCHEDULES)),
@@ -238,13 +240,35 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     arch = "moe" if experts else "llama" if swiglu else "gpt"
     topk = a.get("--moe-router-topk", 2)
     if not experts:
-        for flag in ("--moe-router-topk", "--moe-ffn-hidden-size"):
+        for flag in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
+                     "--moe-token-dispatcher-type"):
             if flag in a:
-                warnings.append(f"{src}: {flag} {a[flag]}: ignored without --num-experts (a "
+                value = "" if a[flag] is True else f" {a[flag]}"
+                warnings.append(f"{src}: {flag}{value}: ignored without --num-experts (a "
                                 "dense model)")
     if experts:
         if topk > experts:
             refuse("--moe-router-topk", f"at most --num-experts {experts}", topk)
+        # the moe rows price what these two flags choose (workload/generator.py, layer_ops):
+        # tokens sent to their experts' ranks and back by all-to-all over EP, and each
+        # projection of the rank's experts as one batched GEMM; Megatron-LM's defaults are
+        # the allgather dispatcher and SequentialMLP (one expert's GEMMs after another)
+        dispatcher = a.get("--moe-token-dispatcher-type")
+        if dispatcher == "alltoall":
+            notes.append(f"{src}: --moe-token-dispatcher-type alltoall: the tokens dispatched "
+                         "and combined by all-to-all over the expert-parallel group, as priced")
+        else:
+            given = (f" {dispatcher}" if dispatcher is not None
+                     else " absent: Megatron-LM's default allgather")
+            warnings.append(f"{src}: --moe-token-dispatcher-type{given}; pipesim prices the "
+                            "alltoall dispatcher's all-to-all over the expert-parallel group")
+        if a.get("--moe-grouped-gemm"):
+            notes.append(f"{src}: --moe-grouped-gemm: each projection of the rank's experts "
+                         "one grouped GEMM, as priced")
+        else:
+            warnings.append(f"{src}: --moe-grouped-gemm absent: Megatron-LM runs the rank's "
+                            "experts one after another (SequentialMLP); pipesim prices each "
+                            "projection of them as one batched GEMM")
         if "--moe-ffn-hidden-size" in a:
             ffn = a["--moe-ffn-hidden-size"]
         if not swiglu:
@@ -544,6 +568,15 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                         "the gpt model counts a learned position table of seq x hidden "
                         "parameters")
     no_effect = [f for f in dict.fromkeys(other) if f in NO_EFFECT]
+    if a.get("--no-position-embedding"):
+        # deprecated; Megatron-LM's validate_args refuses it but with RoPE, which has no
+        # learned positions to drop (examples/mixtral/train_mixtral_8x7b_distributed.sh)
+        if a.get("--position-embedding-type") != "rope":
+            refuse("--no-position-embedding", "--position-embedding-type rope with it "
+                   "(Megatron-LM refuses it otherwise: deprecated, use "
+                   "--position-embedding-type)", a.get("--position-embedding-type",
+                                                       "learned_absolute (the default)"))
+        no_effect.append("--no-position-embedding")
     kv_channels = a.get("--kv-channels")
     if kv_channels is not None:
         if kv_channels * heads == hidden:
