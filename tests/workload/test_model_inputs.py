@@ -508,6 +508,30 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
                             "the reduce-scatters are priced as if each had the link alone")[::-1]
 
 
+def test_torchtitans_compile_and_float8_sections_are_inert_until_turned_on(tmp_path):
+    """torchtitan's own llama3 presets carry [compile] enable = false and a [float8] section
+    with no float8 converter: nothing to warn of (--strict runs them); a converter, or compile
+    turned on, is named."""
+    path = tmp_path / "job.toml"
+    inert = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 8\n'
+             'seq_len = 2048\n[compile]\nenable = false\ncomponents = ["model", "loss"]\n'
+             '[float8]\nenable_fsdp_float8_all_gather = false\nfilter_fqns = ["output"]\n')
+    path.write_text(inert)
+
+    def warned(job):   # less the FSDP pricing's warning, which every sharded job has
+        return tuple(w for w in job.warnings if "FSDP" not in w)
+    assert warned(read_torchtitan_job(str(path), gpus=8)) == ()
+    path.write_text(inert.replace('flavor = "8B"', 'flavor = "8B"\nconverters = ["float8"]')
+                    .replace("enable = false", "enable = true"))
+    src = f"--torchtitan {path}"
+    assert warned(read_torchtitan_job(str(path), gpus=8)) == (
+        f"{src}: [model] converters ['float8']: not modelled by pipesim (the linears priced "
+        "in bf16)",
+        f"{src}: [compile] enable: torch.compile's fused kernels are not modelled by pipesim "
+        "(priced as eager ones)",
+        f"{src}: [float8]: not modelled by pipesim (ignored)")
+
+
 def test_torchtitan_refusals_name_the_key(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(TOML.replace('"Interleaved1F1B"', '"1F1B"').replace(

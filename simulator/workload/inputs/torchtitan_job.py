@@ -125,8 +125,25 @@ class _Job:
         raise ConfigError(f"{self.src}: [{section}] {key}: expected {expected}, found {found}")
 
     def read(self, shape: ModelShape | None) -> ModelInput:
+        converters = self.doc.get("model", {}).get("converters", [])
+        if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
+            self.refuse("model", "converters", "a list of names", repr(converters))
+        if converters:
+            # torchao's float8 and MX linears: pipesim prices the job's linears in bf16
+            self.warnings.append(f"{self.src}: [model] converters {converters}: not modelled "
+                                 "by pipesim (the linears priced in bf16)")
         for section, table in self.doc.items():
             if section in QUIET:
+                continue
+            # what only a converter or torch.compile turns on is inert without it (as in
+            # torchtitan's own llama3 presets): eager kernels and bf16 linears, as priced
+            if section == "compile" and isinstance(table, dict):
+                if table.get("enable"):
+                    self.warnings.append(f"{self.src}: [compile] enable: torch.compile's "
+                                         "fused kernels are not modelled by pipesim (priced "
+                                         "as eager ones)")
+                continue
+            if section == "float8" and not any("float8" in c for c in converters):
                 continue
             if section not in READ:
                 self.warnings.append(f"{self.src}: [{section}]: not modelled by pipesim "
