@@ -62,6 +62,20 @@ def test_plan_searches_the_expert_parallel_sizes_up_to_ep_max(tmp_path, capsys):
     assert sum("as priced" in n for n in back.notes) == 2
 
 
+def test_a_moe_model_without_an_ep_is_planned_over_ep_up_to_a_node(tmp_path, capsys):
+    """Nothing states the expert parallelism: the plan searches it as it searches TP (divisors
+    of the experts up to 8, one node's GPUs) and says so; --ep fixes it."""
+    rc, d = plan_json(tmp_path, *MOE, "--gpus", "16", "--tp", "1")
+    assert rc == 0, capsys.readouterr().err
+    assert {c["ep"] for c in d["candidates"]} == {1, 2, 4, 8}
+    assert d["notes"][0] == ("expert parallelism searched over the divisors of the 8 experts "
+                             "up to 8 (--ep-max's default for a moe model; --ep N fixes one)")
+    rc, d = plan_json(tmp_path, *MOE, "--gpus", "16", "--tp", "1", "--ep", "2")
+    assert rc == 0, capsys.readouterr().err
+    assert {c["ep"] for c in d["candidates"]} == {2}
+    assert not any("expert parallelism searched" in n for n in d["notes"])
+
+
 def test_a_larger_ep_holds_fewer_experts_a_gpu(tmp_path, capsys):
     rc, d = plan_json(tmp_path, *MOE, "--ep-max", "8", "--gpus", "8", "--tp", "1")
     assert rc == 0, capsys.readouterr().err

@@ -35,6 +35,9 @@ from .run import write_json
 TOP = 10
 PRUNED_SHOWN = 5           # pruned candidates listed with their bound (all in --json)
 GLOBAL_BATCH_REMOVED = "0.2.0"   # the release that removes --global-batch
+# the largest expert-parallel size a plan of a moe model tries when nothing states one: a DGX
+# node's 8 GPUs, whose NVSwitch the dispatcher's all-to-all then stays on (--tp-max's default)
+MOE_EP_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -116,9 +119,11 @@ def _recompute_options(fn):
 @click.option("--cp-max", type=click.IntRange(min=1), default=1, show_default=True,
               help="Largest context-parallel size tried with the model flags (divisors of N "
                    "up to it; 1: the launch file's, or --cp's, alone).")
-@click.option("--ep-max", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--ep-max", type=click.IntRange(min=1), default=None,
               help="Largest expert-parallel size tried for the moe model (divisors of its "
-                   "experts up to it; 1: the launch file's, or --ep's, alone).")
+                   "experts up to it; 1: the launch file's, or --ep's, alone). Default: "
+                   f"{MOE_EP_MAX} for a moe model from its flags or --hf-config (one node's "
+                   "GPUs, as --tp-max), else 1.")
 @click.option("--gpus", type=int, required=True, metavar="N",
               help="World size; every pipeline degree dividing N / (TP x CP) is tried, "
                    "DP = N / (TP x CP x PP).")
@@ -301,6 +306,17 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
             raise ConfigError(f"--global-batch-size {global_batch_size}: expected a multiple of "
                               f"--micro-batch {micro_batch} (sequences per microbatch)")
         global_batch = global_batch_size // micro_batch
+    ep_note = None
+    if ep_max is None:
+        # a moe model whose expert parallelism nothing states: search it as TP is searched,
+        # within a node's GPUs (a launch file's EP, or --ep, is the job's own)
+        searched = (mi is not None and mi.shape.arch == "moe" and mi.launch.source is None
+                    and model_values.get("ep") is None)
+        ep_max = MOE_EP_MAX if searched else 1
+        if searched:
+            ep_note = (f"expert parallelism searched over the divisors of the "
+                       f"{mi.shape.experts} experts up to {MOE_EP_MAX} (--ep-max's default "
+                       "for a moe model; --ep N fixes one)")
     split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,
@@ -333,6 +349,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                       resume=resume, progress=bar.update, workload_dir=where,
                       max_work=max_work)
     best = result.best
+    if ep_note is not None:
+        result.notes.insert(0, ep_note)
     warnings += result.warnings
     if strict and warnings:
         raise ConfigError(f"--strict: {warnings[0]}")
