@@ -532,6 +532,32 @@ def test_torchtitans_compile_and_float8_sections_are_inert_until_turned_on(tmp_p
         f"{src}: [float8]: not modelled by pipesim (ignored)")
 
 
+def test_a_torchtitan_job_of_early_2025_reads_its_batch_and_converters(tmp_path):
+    """torchtitan's llama3_405b.toml before the rename: [training] batch_size (now
+    local_batch_size) and compile, converters as a comma-separated string. The batch was
+    dropped (the job ran at the default local batch of 8, four times the job's 2)."""
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\ntokenizer_path = "t.model"\n'
+                    'converters = "float8"\n[training]\nbatch_size = 2\nseq_len = 2048\n'
+                    "compile = true\n")
+    got = read_torchtitan_job(str(path), gpus=8)
+    src = f"--torchtitan {path}"
+    assert (got.launch.micro_batch, got.launch.global_batch) == (2, 2 * 8)
+    assert tuple(w for w in got.warnings if "FSDP" not in w) == (
+        f"{src}: [model] converters ['float8']: not modelled by pipesim (the linears priced "
+        "in bf16)",
+        f"{src}: [training] compile: torch.compile's fused kernels are not modelled by "
+        "pipesim (priced as eager ones)")
+    assert f"{src}: [training] batch_size 2: the local batch (local_batch_size, as torchtitan " \
+           "has named it since 2025)" in got.notes
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 2\n'
+                    "local_batch_size = 4\n")
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=8)
+    assert str(err.value) == (f"{src}: [training] batch_size: expected not together with "
+                              "local_batch_size (its name since torchtitan renamed it), found 2")
+
+
 def test_torchtitan_refusals_name_the_key(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(TOML.replace('"Interleaved1F1B"', '"1F1B"').replace(

@@ -69,7 +69,7 @@ SINGLE = ("1f1b", "gpipe")
 CSV_CLASSES = ("pipelinesschedulesingle", "pipelineschedulesingle", "pipelineschedulemulti",
                "_pipelinescheduleruntime")
 READ = {
-    "model": ("name", "flavor", "hf_assets_path", "converters"),
+    "model": ("name", "flavor", "hf_assets_path", "tokenizer_path", "converters"),
     "parallelism": ("data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
                     "context_parallel_degree", "expert_parallel_degree",
@@ -78,8 +78,11 @@ READ = {
                     "pipeline_parallel_first_stage_less_layers",
                     "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
                     "fsdp_reshard_after_forward"),
-    "training": ("local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
-                 "steps", "dataset", "dataset_path", "max_norm"),
+    # batch_size: local_batch_size's name before torchtitan renamed it (2025); compile: the
+    # [compile] section's enable before it had one
+    "training": ("local_batch_size", "batch_size", "global_batch_size", "seq_len",
+                 "mixed_precision_param", "steps", "dataset", "dataset_path", "max_norm",
+                 "compile"),
     "activation_checkpoint": ("mode", "selective_ac_option"),
 }
 # sections that change no number pipesim computes
@@ -126,6 +129,8 @@ class _Job:
 
     def read(self, shape: ModelShape | None) -> ModelInput:
         converters = self.doc.get("model", {}).get("converters", [])
+        if isinstance(converters, str):   # torchtitan before 2025's list: "float8,mx"
+            converters = [c.strip() for c in converters.split(",") if c.strip()]
         if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
             self.refuse("model", "converters", "a list of names", repr(converters))
         if converters:
@@ -213,7 +218,19 @@ class _Job:
         if shape.heads % tp:
             self.refuse(P, "tensor_parallel_degree", f"a divisor of the {shape.heads} heads", tp)
         T = "training"
-        local = self.get(T, "local_batch_size", 8)
+        table = self.doc.get(T, {})
+        if isinstance(table, dict) and "batch_size" in table:
+            if "local_batch_size" in table:
+                self.refuse(T, "batch_size", "not together with local_batch_size (its name "
+                            "since torchtitan renamed it)", table["batch_size"])
+            local = self.get(T, "batch_size", 8)
+            self.notes.append(f"{self.src}: [training] batch_size {local}: the local batch "
+                              "(local_batch_size, as torchtitan has named it since 2025)")
+        else:
+            local = self.get(T, "local_batch_size", 8)
+        if isinstance(table, dict) and table.get("compile"):
+            self.warnings.append(f"{self.src}: [training] compile: torch.compile's fused "
+                                 "kernels are not modelled by pipesim (priced as eager ones)")
         gbs = self.get(T, "global_batch_size", -1)
         seq = self.get(T, "seq_len", 2048)
         micro = self.get(P, "pipeline_parallel_microbatch_size", 1)
