@@ -72,14 +72,21 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
                 "schedule": run.get("published_schedule", run["schedule"]),
                 "measured": run["measured"], "exit": None,
                 "error_text": "not expressible: " + run["not_expressible"]}
-    text = published.workload_text(run, "kernel")
-    path = tmp / f"{run['id']}.txt"
-    path.write_text(text)
-    res = published.run_pipesim(path, run)
+    if run.get("torchtitan_job"):
+        res, text = run_torchtitan(run, tmp), None
+    else:
+        text = published.workload_text(run, "kernel")
+        path = tmp / f"{run['id']}.txt"
+        path.write_text(text)
+        res = published.run_pipesim(path, run)
     row = {"id": run["id"], "group": run["group"],
            "schedule": run.get("published_schedule", run["schedule"]),
            "measured": run["measured"], "exit": res["exit"]}
     data = res["json"]
+    if "out_of_memory" in run["measured"]:
+        # the source's run ran out of memory: the check is that the prediction does too
+        row["oom_as_measured"] = res["exit"] == 4
+        return row
     if res["exit"] != 0 or not data:
         row["error_text"] = ("out of memory" if res["exit"] == 4
                              else f"exit {res['exit']}: {' '.join(res['error'])}")
@@ -108,7 +115,7 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         row["source_bubble_rate"] = run["derived"]["bubble_rate"]
     if "stage_ms" in m:
         row.update(stage_times(run, data))
-    if shares:
+    if shares and text is not None:
         for what, share in published.made_free_shares(text, path, run, tmp,
                                                       published.iteration_ns(data)).items():
             row[f"{what}_share"] = share
@@ -117,6 +124,17 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
         if other["exit"] == 0:
             row["p2p_share"] = (t - published.iteration_ns(other["json"]) / 1e9) / t
     return row
+
+
+def run_torchtitan(run: dict, tmp: Path) -> dict:
+    """A run given as a torchtitan job: ``pipesim run --torchtitan JOB --gpus N`` on the run's
+    GPU preset (the shape from the job's llama3 flavor, or the run's ``shape_flags``)."""
+    job = tmp / f"{run['id']}.toml"
+    job.write_text(run["torchtitan_job"])
+    return published.invoke(["run", "--torchtitan", str(job), "--gpus", str(run["gpus"]),
+                             *run.get("shape_flags", ()), "--system",
+                             str(REPO / "configs" / "system" / f"{run['gpu']}.yaml"),
+                             "--engine", "evaluator", "--max-actions", "0", "--json", "-"])
 
 
 def bubble_as_source(data: dict, mid: dict) -> float:
@@ -165,6 +183,7 @@ def megatron_flops(run: dict) -> float:
 
 
 WEAK_SCALING = "mcore-h100-"   # Megatron-Core's H100 weak-scaling series (TFLOP/s per GPU)
+TORCHTITAN = "titan-"           # torchtitan's FSDP2 table (docs/performance.md, 64 A100s)
 
 
 def size_trend(rows: list[dict], prefix: str = WEAK_SCALING) -> dict:
@@ -174,6 +193,23 @@ def size_trend(rows: list[dict], prefix: str = WEAK_SCALING) -> dict:
     ok, pairs, wrong = published.ordered_pairs(
         series, lambda r: r["measured"]["model_tflops_per_gpu"],
         lambda r: r["predicted_tflops_per_gpu"])
+    return {"pairs": pairs, "ordered": ok, "misordered": wrong}
+
+
+def checkpointing_order(rows: list[dict]) -> dict:
+    """torchtitan's table: within a setting (model, batch), the pairs of activation
+    checkpointing modes more than 3 % apart in measured tokens per GPU per second, and how
+    many the prediction orders as measured."""
+    ok = pairs = 0
+    wrong: list[str] = []
+    by_group: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["id"].startswith(TORCHTITAN) and "predicted_tokens_per_gpu_s" in r:
+            by_group.setdefault(r["group"], []).append(r)
+    for members in by_group.values():
+        o, n, w = published.ordered_pairs(members, lambda r: r["measured"]["tokens_per_gpu_s"],
+                                          lambda r: r["predicted_tokens_per_gpu_s"])
+        ok, pairs, wrong = ok + o, pairs + n, wrong + w
     return {"pairs": pairs, "ordered": ok, "misordered": wrong}
 
 
@@ -289,8 +325,15 @@ def summarize(rows: list[dict]) -> dict:
                                               and "throughput_error" in r]),
             "Megatron-Core weak scaling (H100)": _abs_stats(
                 [r["throughput_error"] for r in rows
-                 if r["id"].startswith(WEAK_SCALING) and "throughput_error" in r])},
+                 if r["id"].startswith(WEAK_SCALING) and "throughput_error" in r]),
+            "torchtitan FSDP2 (A100)": _abs_stats([r["throughput_error"] for r in rows
+                                                   if r["id"].startswith(TORCHTITAN)
+                                                   and "throughput_error" in r])},
+        "out_of_memory_as_measured": {
+            "runs": sum(1 for r in rows if "oom_as_measured" in r),
+            "as_measured": sum(1 for r in rows if r.get("oom_as_measured"))},
         "weak_scaling_trend": size_trend(rows),
+        "checkpointing_order": checkpointing_order(rows),
         "peak_memory": _abs_stats(mem),
         "bubble_as_source_minus_source": _abs_stats(bub) | {
             "signed_median": statistics.median(bub) if bub else None},
@@ -321,6 +364,11 @@ def report(rows: list[dict]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         m = r["measured"]
+        if "oom_as_measured" in r:
+            lines.append(f"| {r['id']} | out of memory (measured) | "
+                         + ("out of memory" if r["oom_as_measured"] else "fits")
+                         + " | - | - | - | - | - | - | - |")
+            continue
         if "error_text" in r:
             lines.append(f"| {r['id']} | {m.get('samples_per_gpu_s', '-')} | {r['error_text']} "
                          "| - | - | - | - | - | - | - |")
@@ -367,8 +415,18 @@ def summary_text(s: dict) -> str:
                    f"{tr['ordered']} of {tr['pairs']} ordered as measured"
                    + (f"; misordered: {', '.join(tr['misordered'])}" if tr["misordered"]
                       else ""))
+    ck = s["checkpointing_order"]
+    if ck["pairs"]:
+        out.append(f"  torchtitan's activation checkpointing modes (pairs > 3 % apart in "
+                   f"measured tokens/GPU/s): {ck['ordered']} of {ck['pairs']} ordered as "
+                   "measured" + (f"; misordered: {', '.join(ck['misordered'])}"
+                                 if ck["misordered"] else ""))
     out.append(f"peak memory: median |error| {_pct(m['median'])}, worst {_pct(m['worst'])} "
                f"over {m['runs']} runs")
+    oom = s["out_of_memory_as_measured"]
+    if oom["runs"]:
+        out.append(f"runs the source reports out of memory, predicted out of memory: "
+                   f"{oom['as_measured']} of {oom['runs']}")
     for key, what in (("stage_forward", "forward"), ("stage_backward", "backward (B + W)")):
         st = s[key]
         if st["runs"]:

@@ -230,8 +230,6 @@ def megatron_p2p_args(run: dict) -> tuple[str, ...]:
 
 
 def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
-    from simulator.cli.main import main
-
     ga = run["global_batch"] // (run["micro_batch"] * run["dp"])
     recompute = "full" if run["recompute"] == "full" else "none"
     ddp = megatron_ddp_args(run)
@@ -243,6 +241,14 @@ def run_pipesim(path: Path, run: dict, extra: tuple[str, ...] = ()) -> dict:
             "--json", "-", *schedule_option_args(run), *ddp, *extra]
     if "--optimizer-post-validation" in ddp:
         args += ["--iterations", str(OVERLAPPED_ITERATIONS)]
+    return invoke(args)
+
+
+def invoke(args: list[str]) -> dict:
+    """``pipesim ARGS`` in this process: its exit code, its ``--json -`` output, its last
+    error line and the arguments."""
+    from simulator.cli.main import main
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

@@ -22,9 +22,16 @@ def test_every_run_has_the_schema_and_a_registered_schedule():
 
     names = set(registered()) | set(cost_aware_names())   # zb-greedy: the fork's own layout
     ids = [r["id"] for r in RUNS]
-    assert len(ids) == len(set(ids)) == 77
+    assert len(ids) == len(set(ids)) == 87
     for r in RUNS:
         assert r["schedule"] in names, r["id"]
+        if r["id"].startswith(heldout.TORCHTITAN):
+            # torchtitan's FSDP2 table: a job TOML (checked below), tokens per GPU or OOM
+            assert r["source"].startswith("pytorch/torchtitan docs/performance.md"), r["id"]
+            assert r["torchtitan_job"] and not r["megatron_args"]
+            assert (r["measured"].get("tokens_per_gpu_s", 0) > 0
+                    or r["measured"] == {"out_of_memory": True}), r["id"]
+            continue
         assert (r["source"].startswith("Qi et al.") and "2401.10241" in r["source"]
                 or r["source"].startswith("NVIDIA Megatron-Bridge")
                 or r["source"].startswith("NVIDIA Megatron-LM README")), r["id"]
@@ -53,8 +60,32 @@ def test_every_run_has_the_schema_and_a_registered_schedule():
     assert sum(r["id"].startswith("zb-tab4-") for r in RUNS) == 48
     assert sum(r["id"].startswith("zb-tab12-") for r in RUNS) == 18
     assert sum(r["id"].startswith("mcore-h100-") for r in RUNS) == 9
+    assert sum(r["id"].startswith(heldout.TORCHTITAN) for r in RUNS) == 10
     assert [r["id"] for r in RUNS if r.get("cp", 1) > 1] == ["nemo-h100-llama31-405b-fp8"]
     assert sum(bool(r.get("not_expressible")) for r in RUNS) == 0
+
+
+def test_the_torchtitan_jobs_say_what_the_fields_say(tmp_path):
+    """Each torchtitan run's job (with its shape flags) reads to the run's shape, batch and
+    activation checkpointing, as `pipesim run --torchtitan` reads it."""
+    from simulator.cli.model_inputs import resolve
+
+    flags = {"--model": "arch", "--layers": "layers", "--hidden": "hidden", "--heads": "heads",
+             "--kv-heads": "kv_heads", "--ffn": "ffn", "--vocab": "vocab"}
+    ac = {"none": "none", "full": "full", "selective": "full"}
+    for r in (r for r in RUNS if r["id"].startswith(heldout.TORCHTITAN)):
+        job = tmp_path / f"{r['id']}.toml"
+        job.write_text(r["torchtitan_job"])
+        sf = r["shape_flags"]
+        values = {flags[k]: (v if k == "--model" else int(v)) for k, v in zip(sf[::2], sf[1::2])}
+        mi = resolve({"torchtitan": str(job), **values}, gpus=r["gpus"])
+        s, la = mi.shape, mi.launch
+        assert (s.layers, s.hidden, s.heads, s.kv_heads or s.heads, s.ffn, s.vocab) == (
+            r["layers"], r["hidden"], r["heads"], r["kv_heads"], r["ffn"], r["vocab"]), r["id"]
+        assert (la.seq, la.micro_batch, la.global_batch, la.dp, la.fsdp) == (
+            r["seq"], r["micro_batch"], r["global_batch"], 64, 64), r["id"]
+        # selective layer AC is full recompute of every second block; op AC its own kind
+        assert la.recompute == ac[r["recompute"]] or r["variant"] == "selective op", r["id"]
 
 
 def test_megatron_args_say_what_the_fields_say():
@@ -63,8 +94,8 @@ def test_megatron_args_say_what_the_fields_say():
     from simulator.workload.stage_layers import megatron_chunk_layers
 
     for r in RUNS:
-        if r["precision"] == "fp8":
-            continue    # not run; its arguments name FP8, which the reader does not model
+        if r["precision"] == "fp8" or not r["megatron_args"]:
+            continue    # FP8: not run; a torchtitan job: its own test below
         mi = megatron_input(r["megatron_args"], r["id"], r["gpus"])
         if r["schedule"] == "interleaved-1f1b" and r["id"].startswith("zb-"):
             # one layer a virtual stage, as the source ran it, the embedding and the loss
