@@ -556,6 +556,13 @@ def test_a_torchtitan_job_of_early_2025_reads_its_batch_and_converters(tmp_path)
         read_torchtitan_job(str(path), gpus=8)
     assert str(err.value) == (f"{src}: [training] batch_size: expected not together with "
                               "local_batch_size (its name since torchtitan renamed it), found 2")
+    # a refusal of the batch names the key the job gives it
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 4\n'
+                    "global_batch_size = 6\n")
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=8)
+    assert str(err.value) == (f"{src}: [training] global_batch_size: expected a multiple of "
+                              "batch_size 4 x the data-parallel degree 8, found 6")
 
 
 def test_torchtitan_refusals_name_the_key(tmp_path):

@@ -110,6 +110,8 @@ class _Job:
         self.src = f"{OPTION} {path}"
         self.warnings: list[str] = []
         self.notes: list[str] = []
+        # the local batch's key as the job names it: batch_size before torchtitan renamed it
+        self.batch_key = "local_batch_size"
 
     def get(self, section: str, key: str, default, kind=int):
         table = self.doc.get(section, {})
@@ -223,7 +225,7 @@ class _Job:
             if "local_batch_size" in table:
                 self.refuse(T, "batch_size", "not together with local_batch_size (its name "
                             "since torchtitan renamed it)", table["batch_size"])
-            local = self.get(T, "batch_size", 8)
+            local, self.batch_key = self.get(T, "batch_size", 8), "batch_size"
             self.notes.append(f"{self.src}: [training] batch_size {local}: the local batch "
                               "(local_batch_size, as torchtitan has named it since 2025)")
         else:
@@ -234,7 +236,7 @@ class _Job:
         gbs = self.get(T, "global_batch_size", -1)
         seq = self.get(T, "seq_len", 2048)
         micro = self.get(P, "pipeline_parallel_microbatch_size", 1)
-        for section, key, value in ((T, "local_batch_size", local), (T, "seq_len", seq),
+        for section, key, value in ((T, self.batch_key, local), (T, "seq_len", seq),
                                     (P, "pipeline_parallel_microbatch_size", micro)):
             if value < 1:
                 self.refuse(section, key, "a positive integer", value)
@@ -242,12 +244,12 @@ class _Job:
             # its context parallelism splits each sequence into 2 x cp load-balanced chunks
             self.refuse(T, "seq_len", f"a multiple of 2 x context_parallel_degree {cp}", seq)
         if pp > 1 and local % micro:
-            self.refuse(T, "local_batch_size", f"a multiple of pipeline_parallel_microbatch_size "
+            self.refuse(T, self.batch_key, f"a multiple of pipeline_parallel_microbatch_size "
                         f"{micro}", local)
         if gbs == -1:
             gbs = local * dp
         if gbs < 1 or gbs % (local * dp):
-            self.refuse(T, "global_batch_size", f"a multiple of local_batch_size {local} x the "
+            self.refuse(T, "global_batch_size", f"a multiple of {self.batch_key} {local} x the "
                         f"data-parallel degree {dp}", gbs)
         accumulation = gbs // (local * dp)
         if accumulation > 1:
@@ -395,7 +397,7 @@ class _Job:
             self.refuse(P, "pipeline_parallel_schedule", "a single-stage schedule (1F1B, GPipe) "
                         "for 1 stage per rank", repr(name))
         if microbatches < stages and csv is None:
-            self.refuse("training", "local_batch_size", f"at least {stages} microbatches (one "
+            self.refuse("training", self.batch_key, f"at least {stages} microbatches (one "
                         "per stage, torchtitan's rule)", f"{microbatches} microbatches")
         return schedule, csv, vpp, tuple(counts)
 
