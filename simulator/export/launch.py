@@ -145,8 +145,10 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
            f"--num-attention-heads {m.heads}", f"--ffn-hidden-size {spec.ffn_size}",
            f"--vocab-size {spec.vocab_size}"]
     if m.arch != "gpt":
+        # the llama and moe rows have no dropout (Megatron-LM's default is 0.1 for both)
         out += ["--swiglu", "--normalization RMSNorm", "--disable-bias-linear",
-                "--position-embedding-type rope"]
+                "--position-embedding-type rope", "--attention-dropout 0.0",
+                "--hidden-dropout 0.0"]
         if spec.kv != m.heads:
             out += ["--group-query-attention", f"--num-query-groups {spec.kv}"]
     if not m.tied_embeddings:
