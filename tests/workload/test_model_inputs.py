@@ -268,6 +268,33 @@ def test_a_moe_launch_says_which_dispatcher_and_expert_gemms_it_is_priced_with()
                               "dense model)",)
 
 
+@pytest.mark.parametrize("flags, warning", [
+    ("--recompute-granularity selective --recompute-modules mlp",
+     "--recompute-modules mlp: not modelled; pipesim's selective recompute re-runs the attention "
+     "core alone (core_attn, Megatron-LM's default)"),
+    ("--recompute-granularity selective --recompute-modules core_attn mlp --bf16",
+     "--recompute-modules core_attn mlp: not modelled; pipesim's selective recompute re-runs "
+     "the attention core alone (core_attn, Megatron-LM's default)"),
+    ("--recompute-modules mlp", "--recompute-modules: ignored without --recompute-granularity "
+     "selective (as Megatron-LM does)"),
+])
+def test_recompute_modules_other_than_the_attention_core_are_named(flags, warning):
+    """examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh recomputes the MLP
+    (--recompute-modules mlp); pipesim's selective recompute is Megatron-LM's default, the
+    attention core."""
+    got = megatron_input(BASE + flags, "a.txt", 8)
+    assert f"--megatron-args a.txt: {warning}" in got.warnings
+    default = megatron_input(BASE + "--recompute-granularity selective --recompute-modules "
+                             "core_attn", "a.txt", 8)
+    assert not [w for w in default.warnings if "recompute" in w]
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + "--recompute-granularity selective --recompute-modules attn",
+                       "a.txt", 8)
+    assert str(err.value).startswith("--megatron-args a.txt: --recompute-modules: expected "
+                                     "modules of core_attn, gdn_norm_out, ")
+    assert str(err.value).endswith(" (Megatron-LM's TransformerConfig refuses others), found attn")
+
+
 def test_no_position_embedding_is_nothing_with_rope_and_refused_without_it():
     """Megatron-LM's validate_args: --no-position-embedding (deprecated) only with RoPE, as
     examples/mixtral/train_mixtral_8x7b_distributed.sh gives it."""

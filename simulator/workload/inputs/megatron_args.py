@@ -25,7 +25,7 @@ from .zero_bubble_fork import ZB_V_SCHEDULES, padded_counts
 
 OPTION = "--megatron-args"
 
-INT, FLOAT, STR, FLAG = "int", "float", "str", "flag"
+INT, FLOAT, STR, FLAG, LIST = "int", "float", "str", "flag", "list"
 # the flags pipesim reads: name -> kind (choices for STR)
 READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--num-layers": (INT, ()), "--hidden-size": (INT, ()), "--ffn-hidden-size": (INT, ()),
@@ -50,6 +50,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--account-for-loss-in-pipeline-split": (FLAG, ()),
     "--sequence-parallel": (FLAG, ()),
     "--recompute-granularity": (STR, ("full", "selective")),
+    "--recompute-modules": (LIST, ()),
     "--recompute-activations": (FLAG, ()), "--checkpoint-activations": (FLAG, ()),
     "--recompute-method": (STR, ("uniform", "block")), "--recompute-num-layers": (INT, ()),
     "--fp16": (FLAG, ()), "--bf16": (FLAG, ()), "--use-distributed-optimizer": (FLAG, ()),
@@ -107,6 +108,11 @@ NO_EFFECT = frozenset((
 ))
 
 
+# what selective recompute may re-run (megatron/core/transformer/transformer_config.py's
+# recompute_modules; ["core_attn"] when not given)
+RECOMPUTE_MODULES = frozenset(("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                               "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"))
+
 # the global batch's ramp or schedule over the run (megatron/core/num_microbatches_calculator.py):
 # the iteration pipesim times is one at --global-batch-size
 BATCH_RAMPS = frozenset(("--rampup-batch-size", "--step-batch-size-schedule"))
@@ -152,7 +158,13 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                 i += 1
             continue
         kind, choices = READ[name]
-        if kind == FLAG:
+        if kind == LIST:     # argparse's nargs="*": the words up to the next flag
+            words = [inline] if eq else []
+            while not eq and i < len(toks) and _looks_like_value(toks[i]):
+                words.append(toks[i])
+                i += 1
+            value = tuple(words)
+        elif kind == FLAG:
             if eq:
                 raise ConfigError(f"{OPTION} {path}: {name}: expected no value (a switch), "
                                   f"found {inline!r}")
@@ -527,6 +539,9 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     method = a.get("--recompute-method")
     nrec = a.get("--recompute-num-layers")
     recompute = "none"
+    if gran != "selective" and a.get("--recompute-modules") is not None:
+        warnings.append(f"{src}: --recompute-modules: ignored without --recompute-granularity "
+                        "selective (as Megatron-LM does)")
     if gran is None:
         for flag, val in (("--recompute-method", method), ("--recompute-num-layers", nrec)):
             if val is not None:
@@ -539,7 +554,21 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         if nrec is not None:
             refuse("--recompute-num-layers", "none with --recompute-granularity selective "
                    "(Megatron-LM's rule)", nrec)
-        # the generator re-runs the attention core in the backward and keeps no scores
+        # the generator re-runs the attention core in the backward and keeps no scores:
+        # Megatron-LM's default module list (transformer_config.py: ["core_attn"])
+        modules = a.get("--recompute-modules")
+        unknown = sorted(set(modules or ()) - RECOMPUTE_MODULES)
+        if unknown:
+            refuse("--recompute-modules", "modules of " + ", ".join(sorted(RECOMPUTE_MODULES))
+                   + " (Megatron-LM's TransformerConfig refuses others)", unknown[0])
+        if modules is not None and modules != ("core_attn",):
+            listed = " ".join(modules) if modules else "(none: nothing recomputed)"
+            warnings.append(f"{src}: --recompute-modules {listed}: not modelled; "
+                            "pipesim's selective recompute re-runs the attention core alone "
+                            "(core_attn, Megatron-LM's default)")
+        elif modules is not None:
+            notes.append(f"{src}: --recompute-modules core_attn: the attention core re-run "
+                         "in the backward, as priced (Megatron-LM's default)")
     else:
         if method is None:
             refuse("--recompute-method", "uniform or block with --recompute-granularity full "
