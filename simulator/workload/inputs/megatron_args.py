@@ -195,8 +195,10 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                                       f"{', '.join(choices)}, found {word!r}")
                 value = word
         if name in values and values[name] != value:
-            raise ConfigError(f"{OPTION} {path}: {name}: given twice ({values[name]} and "
-                              f"{value}); expected one value")
+            def shown(v: object) -> object:
+                return " ".join(v) if isinstance(v, tuple) else v
+            raise ConfigError(f"{OPTION} {path}: {name}: given twice ({shown(values[name])} "
+                              f"and {shown(value)}); expected one value")
         values[name] = value
     return values, other
 
