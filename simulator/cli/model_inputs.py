@@ -58,6 +58,10 @@ FLAGS: tuple[ModelFlag, ...] = (
               "Sequence length s (Megatron-LM's --seq-length; a launch file states its own)."),
     ModelFlag(("--micro-batch",), "micro_batch", "int",
               "Sequences per microbatch b (a launch file states its own)."),
+    ModelFlag(("--global-batch-size",), "global_batch_size", "int",
+              "Sequences per iteration over every DP rank, as Megatron-LM's: -m = B / "
+              "(--micro-batch x DP), DP = --gpus / (TP x CP x PP) (a launch file states its "
+              "own)."),
     ModelFlag(("--tp",), "tp", "int", "Tensor parallelism T (default 1; a launch file states "
               "its own)."),
     ModelFlag(("--cp",), "cp", "int", "Context parallelism: each rank holds s/cp tokens of "
@@ -71,7 +75,7 @@ BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
 SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
-RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "ep", "gpu")
+RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "global_batch_size", "tp", "cp", "ep", "gpu")
 PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "ep", "gpu")
 GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
 
@@ -355,10 +359,17 @@ def model_run(workload, model_values: dict, opts, schedule, system_preset: str =
     one line beside a WORKLOAD file, and with ``--strict``, on any warning of the input.
     ``system_preset``: the run's system's ``gpu.preset``; ``builtin_system``: no --system
     (:func:`model_gpu`)."""
+    batch = model_values.get("global_batch_size")
     if workload is not None:
+        if batch is not None and not given(model_values):
+            raise ConfigError(f"--global-batch-size: for a model input (the model flags, "
+                              f"--hf-config, a launch file); WORKLOAD {workload} states its "
+                              "microbatches (ga:), -m overrides them")
         raise ConfigError(f"WORKLOAD {workload} and the model flags / files: give one")
     gpu, gpu_warnings = model_gpu(model_values["gpu"], system_preset, builtin_system)
     model = resolve(model_values, gpus=opts.gpus)
+    if batch is not None:
+        opts = opts._replace(microbatches=_microbatches_of(batch, model, opts))
     opts, schedule, added = launch_options(opts, model, schedule)
     model = model._replace(warnings=model.warnings + tuple(added) + tuple(gpu_warnings))
     workload = workload_of(model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
@@ -368,6 +379,35 @@ def model_run(workload, model_values: dict, opts, schedule, system_preset: str =
 
         enforce_strict(run_warnings(model))
     return workload, opts, schedule, model
+
+
+def _microbatches_of(batch: int, mi: ModelInput, opts) -> int:
+    """-m of ``--global-batch-size`` as Megatron-LM derives it: B / (micro-batch x DP), DP =
+    world / (TP x CP x PP); refused in one line where -m is given too, where a launch file
+    states another batch, or where B does not divide."""
+    launch = mi.launch
+    if opts.microbatches is not None:
+        raise ConfigError(f"--global-batch-size {batch} and -m {opts.microbatches}: give one "
+                          "(-m counts one pipeline's microbatches)")
+    if batch < 1:
+        raise ConfigError(f"--global-batch-size: expected a positive number of sequences, "
+                          f"found {batch}")
+    if launch.source is not None and launch.global_batch not in (None, batch):
+        raise ConfigError(f"--global-batch-size {batch}: the launch file says "
+                          f"{launch.global_batch}; give one")
+    world = opts.gpus or launch.gpus
+    if world is None:
+        raise ConfigError(f"--global-batch-size {batch}: needs --gpus (DP = N / (TP x CP x PP))")
+    pp = opts.pp or (launch.pp if launch.source is not None else 1)
+    shard = launch.tp * launch.cp * pp
+    if world % shard:
+        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {pp}"
+                          + (f" x cp {launch.cp}" if launch.cp > 1 else ""))
+    per = launch.micro_batch * (world // shard)
+    if batch % per:
+        raise ConfigError(f"--global-batch-size {batch}: expected a multiple of --micro-batch "
+                          f"{launch.micro_batch} x DP {world // shard} = {per}")
+    return batch // per
 
 
 # -- the workload of a model input ---------------------------------------------------------------

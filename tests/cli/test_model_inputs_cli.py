@@ -74,6 +74,28 @@ def test_run_of_the_shape_alone_warns_its_one_stage_and_one_microbatch(hf_config
         f"--hf-config {cfg}: no -m and no launch file: 1 microbatch per iteration", BUILTIN_A100]
 
 
+def test_run_and_compare_take_the_global_batch_as_megatron_counts_it(hf_configs_dir,
+                                                                       tmp_path, capsys):
+    """--global-batch-size B (sequences, as plan takes it): -m = B / (micro-batch x DP), the
+    run the same as its -m, and no 'no -m' warning."""
+    cfg = str(hf_configs_dir / "qwen2-1.5b.json")
+    base = ["--hf-config", cfg, "--seq", "1024", "--micro-batch", "2", "--tp", "2", "--pp",
+            "2", "--gpus", "16", "--gpu", "a100"]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    # DP = 16 / (2 x 2) = 4: 64 sequences are 64 / (2 x 4) = 8 microbatches
+    assert _run(["run", *base, "--global-batch-size", "64", "--json", str(a)], capsys)[0] == 0
+    assert _run(["run", *base, "-m", "8", "--json", str(b)], capsys)[0] == 0
+    ra, rb = _json(a), _json(b)
+    assert ra["microbatches"] == 8 and ra["makespan_ns"] == rb["makespan_ns"]
+    assert not [w for w in ra["warnings"] if "no -m" in w["message"]]
+    c = tmp_path / "c.json"
+    assert _run(["compare", "-s", "1f1b,zb-h1", *base, "--global-batch-size", "64", "--json",
+                 str(c)], capsys)[0] == 0
+    rows = _json(c)
+    assert (rows[0]["schedule"], rows[0]["microbatches"], rows[0]["makespan_ns"]) == (
+        "1f1b", 8, rb["makespan_ns"])
+
+
 REFUSED = [
     (["run", "workloads/gpt-24l.txt", "--hf-config", "{cfg}", "--seq", "8"],
      "WORKLOAD workloads/gpt-24l.txt and the model flags / files: give one"),
@@ -94,6 +116,18 @@ REFUSED = [
       "--micro-batch", "1", "-o", "-"],
      "--layers: needs --model (gpt, llama or moe) with the other shape flags, or a file that "
      "states the shape (--hf-config)"),
+    (["run", "--hf-config", "{cfg}", "--seq", "8", "--gpus", "8", "--global-batch-size", "12"],
+     "--global-batch-size 12: expected a multiple of --micro-batch 1 x DP 8 = 8"),
+    (["run", "--hf-config", "{cfg}", "--seq", "8", "--global-batch-size", "8"],
+     "--global-batch-size 8: needs --gpus (DP = N / (TP x CP x PP))"),
+    (["run", "--hf-config", "{cfg}", "--seq", "8", "--gpus", "8", "--global-batch-size", "8",
+      "-m", "2"],
+     "--global-batch-size 8 and -m 2: give one (-m counts one pipeline's microbatches)"),
+    (["run", "--megatron-args", "{args}", "--gpus", "16", "--global-batch-size", "32"],
+     "--global-batch-size 32: the launch file says 64; give one"),
+    (["run", "workloads/gpt-24l.txt", "--global-batch-size", "32"],
+     "--global-batch-size: for a model input (the model flags, --hf-config, a launch file); "
+     "WORKLOAD workloads/gpt-24l.txt states its microbatches (ga:), -m overrides them"),
     (["plan", "--megatron-args", "{args}", "--gpus", "12"],
      "--megatron-args {args}: --gpus 12: expected a multiple of --tensor-model-parallel-size 2 "
      "x --pipeline-model-parallel-size 4"),
