@@ -383,7 +383,7 @@ def model_run(workload, model_values: dict, opts, schedule, system_preset: str =
 
 def _microbatches_of(batch: int, mi: ModelInput, opts) -> int:
     """-m of ``--global-batch-size`` as Megatron-LM derives it: B / (micro-batch x DP), DP =
-    world / (TP x CP x PP); refused in one line where -m is given too, where a launch file
+    world / (TP x CP x PP), or --dp; refused in one line where -m is given too, where a launch file
     states another batch, or where B does not divide."""
     launch = mi.launch
     if opts.microbatches is not None:
@@ -396,17 +396,22 @@ def _microbatches_of(batch: int, mi: ModelInput, opts) -> int:
         raise ConfigError(f"--global-batch-size {batch}: the launch file says "
                           f"{launch.global_batch}; give one")
     world = opts.gpus or launch.gpus
-    if world is None:
-        raise ConfigError(f"--global-batch-size {batch}: needs --gpus (DP = N / (TP x CP x PP))")
-    pp = opts.pp or (launch.pp if launch.source is not None else 1)
-    shard = launch.tp * launch.cp * pp
-    if world % shard:
-        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {pp}"
-                          + (f" x cp {launch.cp}" if launch.cp > 1 else ""))
-    per = launch.micro_batch * (world // shard)
+    if opts.dp is not None and opts.gpus is None:
+        dp = opts.dp
+    elif world is None:
+        raise ConfigError(f"--global-batch-size {batch}: needs --gpus (DP = N / (TP x CP x "
+                          "PP)) or --dp")
+    else:
+        pp = opts.pp or (launch.pp if launch.source is not None else 1)
+        shard = launch.tp * launch.cp * pp
+        if world % shard:
+            raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {pp}"
+                              + (f" x cp {launch.cp}" if launch.cp > 1 else ""))
+        dp = world // shard
+    per = launch.micro_batch * dp
     if batch % per:
         raise ConfigError(f"--global-batch-size {batch}: expected a multiple of --micro-batch "
-                          f"{launch.micro_batch} x DP {world // shard} = {per}")
+                          f"{launch.micro_batch} x DP {dp} = {per}")
     return batch // per
 
 

@@ -88,6 +88,11 @@ def test_run_and_compare_take_the_global_batch_as_megatron_counts_it(hf_configs_
     ra, rb = _json(a), _json(b)
     assert ra["microbatches"] == 8 and ra["makespan_ns"] == rb["makespan_ns"]
     assert not [w for w in ra["warnings"] if "no -m" in w["message"]]
+    d = tmp_path / "d.json"    # DP given as --dp 4 instead of the GPUs
+    dp_base = [x if x != "--gpus" else "--dp" for x in base]
+    dp_base[dp_base.index("--dp") + 1] = "4"
+    assert _run(["run", *dp_base, "--global-batch-size", "64", "--json", str(d)], capsys)[0] == 0
+    assert _json(d)["microbatches"] == 8
     c = tmp_path / "c.json"
     assert _run(["compare", "-s", "1f1b,zb-h1", *base, "--global-batch-size", "64", "--json",
                  str(c)], capsys)[0] == 0
@@ -119,7 +124,7 @@ REFUSED = [
     (["run", "--hf-config", "{cfg}", "--seq", "8", "--gpus", "8", "--global-batch-size", "12"],
      "--global-batch-size 12: expected a multiple of --micro-batch 1 x DP 8 = 8"),
     (["run", "--hf-config", "{cfg}", "--seq", "8", "--global-batch-size", "8"],
-     "--global-batch-size 8: needs --gpus (DP = N / (TP x CP x PP))"),
+     "--global-batch-size 8: needs --gpus (DP = N / (TP x CP x PP)) or --dp"),
     (["run", "--hf-config", "{cfg}", "--seq", "8", "--gpus", "8", "--global-batch-size", "8",
       "-m", "2"],
      "--global-batch-size 8 and -m 2: give one (-m counts one pipeline's microbatches)"),
