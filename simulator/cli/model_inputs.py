@@ -381,6 +381,14 @@ def model_run(workload, model_values: dict, opts, schedule, system_preset: str =
     return workload, opts, schedule, model
 
 
+def _dp_of(launch: LaunchSettings, world: int, pp: int) -> int:
+    """The data-parallel size of ``world`` GPUs at the launch's TP and CP and ``pp`` stages."""
+    if world % (launch.tp * pp * launch.cp):
+        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {pp}"
+                          + (f" x cp {launch.cp}" if launch.cp > 1 else ""))
+    return world // (launch.tp * pp * launch.cp)
+
+
 def _microbatches_of(batch: int, mi: ModelInput, opts) -> int:
     """-m of ``--global-batch-size`` as Megatron-LM derives it: B / (micro-batch x DP), DP =
     world / (TP x CP x PP), or --dp; refused in one line where -m is given too, where a launch file
@@ -402,12 +410,7 @@ def _microbatches_of(batch: int, mi: ModelInput, opts) -> int:
         raise ConfigError(f"--global-batch-size {batch}: needs --gpus (DP = N / (TP x CP x "
                           "PP)) or --dp")
     else:
-        pp = opts.pp or (launch.pp if launch.source is not None else 1)
-        shard = launch.tp * launch.cp * pp
-        if world % shard:
-            raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {pp}"
-                              + (f" x cp {launch.cp}" if launch.cp > 1 else ""))
-        dp = world // shard
+        dp = _dp_of(launch, world, opts.pp or (launch.pp if launch.source is not None else 1))
     per = launch.micro_batch * dp
     if batch % per:
         raise ConfigError(f"--global-batch-size {batch}: expected a multiple of --micro-batch "
@@ -432,11 +435,7 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
     V = vpp or launch.vpp
     M = microbatches or launch.microbatches
     cp = launch.cp
-    world = gpus or launch.gpus or launch.tp * P * cp * launch.dp
-    if world % (launch.tp * P * cp):
-        raise ConfigError(f"--gpus {world}: expected a multiple of tp {launch.tp} x pp {P}"
-                          + (f" x cp {cp}" if cp > 1 else ""))
-    dp = world // (launch.tp * P * cp)
+    dp = _dp_of(launch, gpus or launch.gpus or launch.tp * P * cp * launch.dp, P)
     spec = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
     par = ParallelSpec(tp=launch.tp, pp=P, vpp=V if layout == "model" else 1, ga=M, dp=dp,
                        ep=launch.ep, cp=cp, sequence_parallel=launch.sequence_parallel,

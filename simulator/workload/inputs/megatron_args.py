@@ -135,6 +135,11 @@ def _looks_like_value(tok: str) -> bool:
         return False
 
 
+def _shown(value: object) -> object:
+    """A flag's value as the line gives it (a list flag's words joined)."""
+    return " ".join(value) if isinstance(value, tuple) else value
+
+
 def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
     """{flag: value} of the flags pipesim reads (flags True), and the other flags in order."""
     values: dict[str, object] = {}
@@ -195,10 +200,8 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                                       f"{', '.join(choices)}, found {word!r}")
                 value = word
         if name in values and values[name] != value:
-            def shown(v: object) -> object:
-                return " ".join(v) if isinstance(v, tuple) else v
-            raise ConfigError(f"{OPTION} {path}: {name}: given twice ({shown(values[name])} "
-                              f"and {shown(value)}); expected one value")
+            raise ConfigError(f"{OPTION} {path}: {name}: given twice ({_shown(values[name])} "
+                              f"and {_shown(value)}); expected one value")
         values[name] = value
     return values, other
 
