@@ -70,9 +70,9 @@ class PlanSettings:
     # to ep_max is searched (--ep-max)
     ep: int | None = 1
     ep_max: int = 1
-    # whose cross-entropy the generated candidates' last stage runs (a launch file's runtime:
-    # activations.LOSS_RUNTIMES), which decides what its loss keeps and holds
-    loss: str = "megatron"
+    # whose model code the generated candidates run (a launch file's runtime:
+    # activations.MODEL_RUNTIMES): their kernels (layer_ops) and what their loss keeps and holds
+    model_runtime: str = "megatron"
 
 
 def plan_cps(settings: PlanSettings) -> list[int]:

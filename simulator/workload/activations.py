@@ -213,9 +213,9 @@ def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: 
             max(2 * scores, 2 * e), (h * widest // tp + h) * d)
 
 
-# what the loss's implementation keeps and holds per logit (bytes; ``d`` the logits' dtype), by
-# the runtime whose cross-entropy runs it (:func:`loss_memory_bytes`)
-LOSS_RUNTIMES = ("megatron", "torchtitan")
+# whose model code a generated workload runs: its kernels (layer_ops) and what its loss keeps and
+# holds per logit (:func:`loss_memory_bytes`)
+MODEL_RUNTIMES = ("megatron", "torchtitan")
 
 
 def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
@@ -237,7 +237,7 @@ def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
 
     fp32 logits need no copy: the cast returns the same tensor (Megatron then works on the
     logits themselves; torchtitan's forward still holds them beside log_softmax's output)."""
-    if runtime not in LOSS_RUNTIMES:
+    if runtime not in MODEL_RUNTIMES:
         raise ValueError(f"loss runtime {runtime!r}")
     d = dtype_bytes
     cast = d if d < 4 else 0          # the 16-bit logits beside their fp32 copy

@@ -136,9 +136,10 @@ class ParallelSpec:
     # pipesim's default split); a first or last chunk of none holds the embedding or the LM
     # head and loss, the rows the model layout writes before and after the layers
     stage_layers: tuple[int, ...] = ()
-    # whose cross-entropy the last stage runs, and so what its loss keeps and holds
-    # (activations.loss_memory_bytes: Megatron-LM's vocab-parallel one, or torchtitan's)
-    loss: str = "megatron"
+    # whose model code runs (activations.MODEL_RUNTIMES): Megatron-LM's fused kernels and
+    # vocab-parallel loss, or torchtitan's eager modules (layer_ops) and its loss (what the
+    # last stage keeps and holds: activations.loss_memory_bytes)
+    runtime: str = "megatron"
 
     @property
     def dtype_bytes(self) -> int:
@@ -491,7 +492,7 @@ def loss_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int]:
     vocabulary over TP: Megatron's vocab-parallel loss, torchtitan's loss parallel)
     (:func:`.activations.loss_memory_bytes`)."""
     logits = layer_ops.tokens(model, par) * (padded_vocab(model, par.tp) // par.tp)
-    return loss_memory_bytes(logits, par.dtype_bytes, par.loss)
+    return loss_memory_bytes(logits, par.dtype_bytes, par.runtime)
 
 
 def cp_ring(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset,

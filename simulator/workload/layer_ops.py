@@ -29,6 +29,27 @@ attention the core is one kernel each way (:mod:`.kernels`, causal: half the squ
 
 Weight gradients are GEMMs accumulating into fp32 main gradients (Megatron's
 ``--gradient-accumulation-fusion``): the output is read and written in fp32, 8 bytes.
+
+A LLaMA-style layer (llama, moe) rotates its queries and keys (RoPE) after the QKV projection:
+Megatron-LM's fused kernel (``apply_rope_fusion``, on unless ``--no-rope-fusion``), one for Q
+and one for K each way, reads and writes each element once (2d).
+
+torchtitan's model code (``runtime`` torchtitan, a llama shape; its llama3 model, torchtitan/models/llama at
+395a52627 and models/common today) runs eager PyTorch modules, so the kernels differ where
+Megatron fuses:
+
+- wq, wk and wv are three linears (three GEMMs each way, not one fused QKV), and w1 and w3 two;
+  autograd adds the input gradients of linears that read the same tensor (two adds after the
+  attention's three, one after the MLP's two; in place: read two, write one, 3d);
+- RoPE in complex fp32 (``apply_rotary_emb``): for Q and for K, a cast to fp32 (read d, write
+  4), the complex product with the frequencies (read 4, write 4) and a cast back (read 4,
+  write d); the backward runs the three in reverse, the same bytes;
+- SwiGLU as ``F.silu(w1(x)) * w3(x)``: silu (read d, write d per element of the f-wide
+  output) and the product (read 2d, write d); backward: the product's two gradients (each read
+  2d, write d) and silu's (read 2d, write d);
+- the norms are its fused RMSNorm (its train_configs' ``fused_rmsnorm``), priced as Megatron's;
+  GQA's K and V go to SDPA unrepeated (``enable_gqa``), and the cross-entropy is priced as
+  Megatron-LM's passes.
 """
 
 from __future__ import annotations
@@ -70,6 +91,47 @@ def _dropout_add(model, par) -> tuple[list, list]:
         return ([memory("bias_dropout_add", "fwd", (3 * d + MASK) * e)],
                 [memory("bias_dropout_add_bwd", "ig", (2 * d + MASK) * e)])
     return [memory("residual_add", "fwd", 3 * d * e)], []
+
+
+def eager(model, par) -> bool:
+    """Whether the layer is torchtitan's llama3 model (eager modules) rather than
+    Megatron-LM's fused kernels; a GPT or MoE shape under torchtitan is priced as
+    Megatron-LM's layer (torchtitan's llama3 model code holds neither)."""
+    return par.runtime == "torchtitan" and model.arch == "llama"
+
+
+def _rope(model, par) -> list:
+    """RoPE on this rank's queries and keys (module docstring); none in a GPT layer, whose
+    positions are a learned table."""
+    if model.arch == "gpt":
+        return []
+    hd = model.hidden // model.heads
+    d, bs = par.dtype_bytes, tokens(model, par)
+    ops = []
+    for name, heads in (("q", model.heads), ("k", model.kv)):
+        e = bs * heads // par.tp * hd
+        if not eager(model, par):
+            ops += [memory(f"rope_{name}", "fwd", 2 * d * e),
+                    memory(f"rope_{name}_bwd", "ig", 2 * d * e)]
+            continue
+        rotate = [memory(f"rope_{name}_rotate", "fwd", 8 * e),
+                  memory(f"rope_{name}_rotate_bwd", "ig", 8 * e)]
+        if d == 4:      # fp32 activations: both casts return the tensor itself
+            ops += rotate
+            continue
+        ops += [memory(f"rope_{name}_to_fp32", "fwd", (d + 4) * e), rotate[0],
+                memory(f"rope_{name}_to_{8 * d}bit", "fwd", (4 + d) * e),
+                memory(f"rope_{name}_to_fp32_bwd", "ig", (d + 4) * e), rotate[1],
+                memory(f"rope_{name}_to_{8 * d}bit_bwd", "ig", (4 + d) * e)]
+    return ops
+
+
+def _grad_adds(name: str, model, par, linears: int) -> list:
+    """Autograd's in-place adds of the input gradients of ``linears`` eager linears that read
+    one tensor (this rank's b·s x h, the whole sequence inside a tensor-parallel region)."""
+    e = tokens(model, par) * model.hidden
+    return [memory(f"{name}_dgrad_add", "ig", 3 * par.dtype_bytes * e)
+            for _ in range(linears - 1)]
 
 
 def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: str = "") -> list:
@@ -166,10 +228,17 @@ def attention_column_ops(model, par) -> list:
     kv = model.kv * (h // model.heads)
     q = h + 2 * kv
     f, b = _norm("input_norm", model, par)
+    rope = _rope(model, par)
+    if eager(model, par):
+        proj = (_linear("wq", bs, h, h // T, d, par.fp8) + _linear("wk", bs, h, kv // T, d, par.fp8)
+                + _linear("wv", bs, h, kv // T, d, par.fp8) + _grad_adds("qkv", model, par, 3))
+    else:
+        proj = _linear("qkv", bs, h, q // T, d, par.fp8)
+    # the rotation's input and output are not kept: it runs again before the attention's
+    # backward
     again = _again(f) + [gemm("k_proj_recompute", "ig", bs, kv // T, h, dtype_bytes=d)] \
-        if par.op_recompute else []
-    return (f + _linear("qkv", bs, h, q // T, d, par.fp8) + _attention_core(model, par)
-            + again + b)
+        + _again([o for o in rope if o.phase == "fwd"]) if par.op_recompute else []
+    return f + proj + rope + _attention_core(model, par) + again + b
 
 
 def attention_row_ops(model, par) -> list:
@@ -191,15 +260,25 @@ def mlp_column_ops(model, par) -> list:
         e = bs * f // T
         act = [memory("bias_gelu", "fwd", 2 * d * e), memory("bias_gelu_bwd", "ig", 3 * d * e)]
         width = f // T
+    elif eager(model, par):
+        e = bs * f // T
+        act = [memory("silu", "fwd", 2 * d * e), memory("swiglu_mul", "fwd", 3 * d * e),
+               memory("swiglu_mul_bwd", "ig", 6 * d * e), memory("silu_bwd", "ig", 3 * d * e)]
+        width = 2 * f // T
     else:
         e = 2 * bs * f // T
         act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
         width = 2 * f // T
+    if eager(model, par):
+        up = (_linear("w1", bs, h, f // T, d, par.fp8) + _linear("w3", bs, h, f // T, d, par.fp8)
+              + _grad_adds("mlp_up", model, par, 2))
+    else:
+        up = _linear("mlp_up", bs, h, width, d, par.fp8)
     again = []
     if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
         again = _again(nf) + [gemm("mlp_up_w3_recompute", "ig", bs, f // T, h, dtype_bytes=d)] \
-            + _again(act[:1])
-    return nf + _linear("mlp_up", bs, h, width, d, par.fp8) + act + again + nb
+            + _again([o for o in act if o.phase == "fwd"])
+    return nf + up + act + again + nb
 
 
 def mlp_row_ops(model, par) -> list:

@@ -217,10 +217,10 @@ def test_run_launch_read_back_gives_the_same_makespan(tmp_path, capsys):
     t = _json(titan)
     assert (t["pp"], t["vpp"], t["microbatches"], t["schedule"]) == (
         a["pp"], a["vpp"], a["microbatches"], a["schedule"]) == (4, 2, 16, "interleaved-1f1b")
-    # one layout, one compute; the Megatron launch's data parallelism is Megatron's (its
-    # gradients reduced after the backward, blocking, then the step: engine/tail.py), where
-    # torchtitan's file keeps each row's DP collective as the generated file states it
-    assert t["makespan_ns"] < a["makespan_ns"]
+    # one layout, two model codes: torchtitan's eager modules (complex fp32 RoPE, unfused
+    # SwiGLU, separate projections: workload/layer_ops.py) take longer than Megatron-LM's
+    # fused kernels
+    assert t["makespan_ns"] > a["makespan_ns"]
 
 
 def test_plan_launch_read_back_gives_the_plans_makespan(hf_configs_dir, tmp_path, capsys):

@@ -51,6 +51,15 @@ def test_the_70b_plan_fits_the_default_budget_and_its_torchtitan_launch_reads_ba
     assert best["runtimes"]["torchtitan"]["accepts"]
     assert best["peak_memory_bytes"] <= 80 * 2**30
     assert data["counts"]["pruned"] > data["counts"]["screened"]
+    # priced as Megatron-LM's kernels, which the plan says of its torchtitan launch
+    assert any("--runtime torchtitan prices them" in n for n in data["notes"])
+
+
+def test_the_70b_plan_for_torchtitan_reads_back_from_its_job(capsys, tmp_path, config_70b):
+    data, launch = _plan(capsys, tmp_path, config_70b, "--runtime", "torchtitan")
+    best = data["best"]
+    assert best["peak_memory_bytes"] <= 80 * 2**30
+    assert not any("--runtime torchtitan prices them" in n for n in data["notes"])
     again = _read_back(capsys, "--torchtitan", str(launch / "torchtitan.toml"))
     assert again["makespan_ns"] == pytest.approx(best["makespan_ns"], rel=0.005)
 

@@ -335,3 +335,69 @@ def test_an_fp8_linear_quantizes_its_input_and_its_output_gradient():
                                         r"cores \(expected h100 or h200\)"):
         from simulator.workload.generator import render
         render(model, ParallelSpec(fp8="delayed"), GPUS["a100"])
+
+
+# a Llama 3 8B layer on one GPU: b 1, s 4096, h 4096, 32 heads of 128, 8 KV groups, f 14336,
+# bf16, flash attention (Megatron's defaults: no dropout in a llama layer)
+LLAMA8 = ModelSpec("llama", 32, 4096, 32, 4096, 1, ffn=14336, vocab=128256, kv_heads=8)
+
+
+def _memory_bytes(model, par):
+    ops = [o for f in (layer_ops.attention_column_ops, layer_ops.attention_row_ops,
+                       layer_ops.mlp_column_ops, layer_ops.mlp_row_ops)
+           for o in f(model, par) if o.kind == "memory"]
+    return ({p: sum(o.nbytes for o in ops if o.phase == p) for p in ("fwd", "ig", "wg")},
+            [o.name for o in ops])
+
+
+def test_a_llama_layers_memory_bound_bytes_megatron():
+    # E = s*h = 16_777_216 hidden elements, Q 4096 and K 1024 wide (16_777_216 and 4_194_304
+    # elements), the SwiGLU's F = s*f = 58_720_256; bf16 (2 B).
+    # forward: 2 norms 2·4E, 2 residual adds 2·6E, RoPE read + write 4 B of Q and of K, SwiGLU
+    # 6 B per f (reads the 2f input, writes f); backward: 2 norms and 2 residual gradient adds
+    # 4·6E, RoPE 4 B of Q and K, SwiGLU 10 B per f
+    E, Q, K, F = 16_777_216, 16_777_216, 4_194_304, 58_720_256
+    got, names = _memory_bytes(LLAMA8, ParallelSpec())
+    assert got == {"fwd": 20 * E + 4 * (Q + K) + 6 * F, "ig": 24 * E + 4 * (Q + K) + 10 * F,
+                   "wg": 0}
+    assert [n for n in names if n.startswith("rope")] == [
+        "rope_q", "rope_q_bwd", "rope_k", "rope_k_bwd"]
+
+
+def test_a_llama_layers_memory_bound_bytes_torchtitan():
+    # torchtitan's eager modules (layer_ops): RoPE in complex fp32, for Q and for K a cast up
+    # (2 + 4 B), the rotation (4 + 4) and a cast back (4 + 2), 20 B each way; SwiGLU as silu
+    # (2 + 2 B per f) and the product (4 + 2), backward the product's two gradients (2 x 6) and
+    # silu's (4 + 2); the input gradients of wq, wk, wv added twice and of w1, w3 once, in
+    # place (read 4, write 2 B per element of E)
+    E, Q, K, F = 16_777_216, 16_777_216, 4_194_304, 58_720_256
+    got, names = _memory_bytes(LLAMA8, ParallelSpec(runtime="torchtitan"))
+    assert got == {"fwd": 20 * E + 20 * (Q + K) + 10 * F,
+                   "ig": 24 * E + 20 * (Q + K) + 18 * F + 3 * 6 * E, "wg": 0}
+    assert [n for n in names if n.startswith("rope_q")] == [
+        "rope_q_to_fp32", "rope_q_rotate", "rope_q_to_16bit", "rope_q_to_fp32_bwd",
+        "rope_q_rotate_bwd", "rope_q_to_16bit_bwd"]
+
+
+def test_torchtitans_llama_layer_runs_each_projection_as_its_own_gemm():
+    par = ParallelSpec(runtime="torchtitan")
+    gemms = [(o.name, o.m, o.n, o.k) for f in (layer_ops.attention_column_ops,
+                                               layer_ops.mlp_column_ops)
+             for o in f(LLAMA8, par) if o.kind == "gemm" and o.phase == "fwd"]
+    assert gemms == [("wq", 4096, 4096, 4096), ("wk", 4096, 1024, 4096),
+                     ("wv", 4096, 1024, 4096), ("w1", 4096, 14336, 4096),
+                     ("w3", 4096, 14336, 4096)]
+    # Megatron-LM fuses them: one QKV (4096 + 2 x 1024 wide) and one up projection (2f)
+    fused = [(o.name, o.n) for f in (layer_ops.attention_column_ops, layer_ops.mlp_column_ops)
+             for o in f(LLAMA8, ParallelSpec()) if o.kind == "gemm" and o.phase == "fwd"]
+    assert fused == [("qkv", 6144), ("mlp_up", 28672)]
+
+
+def test_a_gpt_layer_has_no_rope_and_an_fp32_llama_layer_no_casts():
+    assert not [o for o in layer_ops.attention_column_ops(KORT22, KORT22_PAR)
+                if o.name.startswith("rope")]
+    ops = layer_ops.attention_column_ops(LLAMA8, ParallelSpec(runtime="torchtitan",
+                                                              precision="fp32"))
+    assert [(o.name, o.nbytes) for o in ops if o.name.startswith("rope")] == [
+        ("rope_q_rotate", 8 * 16_777_216), ("rope_q_rotate_bwd", 8 * 16_777_216),
+        ("rope_k_rotate", 8 * 4_194_304), ("rope_k_rotate_bwd", 8 * 4_194_304)]

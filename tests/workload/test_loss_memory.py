@@ -33,7 +33,7 @@ def test_each_runtimes_loss_per_logit(runtime, dtype, per_logit):
 def _header(tp: int = 1, pp: int = 1, loss: str = "megatron", vocab: int = 50000):
     # a 2-layer LLaMA-style model, 256 tokens a microbatch
     model = ModelSpec("llama", 2, 512, 8, 128, 2, vocab=vocab)
-    text = render(model, ParallelSpec(tp=tp, pp=pp, loss=loss), GPUS["h100"])
+    text = render(model, ParallelSpec(tp=tp, pp=pp, runtime=loss), GPUS["h100"])
     return parse_workload_text(text, "m.txt")
 
 

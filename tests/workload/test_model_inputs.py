@@ -523,7 +523,7 @@ def test_a_torchtitan_job_reads_to_its_launch(tmp_path):
         microbatches=8, gpus=64, sequence_parallel=True, precision="bf16",
         flash_attention=True, recompute="full", recompute_granularity="full",
         schedule="interleaved-1f1b", stage_layers=(4, 5, 4, 4, 4, 4, 4, 3), fsdp=2,
-        loss="torchtitan")
+        runtime="torchtitan")
     assert got.warnings == (f"{src}: [training] global_batch_size 64: 2 gradient-accumulation "
                             "steps, each a pipeline step of its own; pipesim simulates one",
                             f"{src}: [parallelism] data_parallel_shard_degree 2: FSDP (--fsdp "
@@ -784,7 +784,7 @@ def test_torchtitans_op_sac_beyond_llama_and_uneven_stages_are_warned(tmp_path):
 
 def test_torchtitans_op_sac_generates_its_recomputed_ops(tmp_path):
     """selective_ac_option "op": the layer keeps what the policy saves, and each row's input
-    gradient first runs again what it recomputes: the norms, wk, wo, w3, SwiGLU and the
+    gradient first runs again what it recomputes: the norms, wk, RoPE, wo, w3, SwiGLU and the
     residual adds, each priced as its forward kernel."""
     from simulator.cli.model_inputs import workload_text
     from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes
@@ -811,10 +811,16 @@ def test_torchtitans_op_sac_generates_its_recomputed_ops(tmp_path):
     def ns(op_):
         return price(op_, gpu).ns + gap
 
-    norm = ns(gemm("x", "fwd", 1, 1, 1)._replace(kind="memory", nbytes=2 * 2 * tokens * 4096))
-    # attention_column: the input norm and wk (h -> 1024) again
+    def mem(nbytes):
+        return ns(gemm("x", "fwd", 1, 1, 1)._replace(kind="memory", nbytes=nbytes))
+
+    norm = mem(2 * 2 * tokens * 4096)
+    # the complex fp32 RoPE of Q (4096 wide) and K (1024): cast up (2 + 4 B an element), rotate
+    # (4 + 4), cast back (4 + 2)
+    rope = sum(mem(6 * e) + mem(8 * e) + mem(6 * e) for e in (tokens * 4096, tokens * 1024))
+    # attention_column: the input norm, wk (h -> 1024) and the rotation again
     assert rows["attention_column"].ig_compute - base["attention_column"].ig_compute == \
-        norm + ns(gemm("k", "ig", tokens, 1024, 4096))
+        norm + ns(gemm("k", "ig", tokens, 1024, 4096)) + rope
     # attention_row: wo (h -> h) and the residual add (read two, write one)
     add = ns(gemm("x", "fwd", 1, 1, 1)._replace(kind="memory", nbytes=3 * 2 * tokens * 4096))
     assert rows["attention_row"].ig_compute - base["attention_row"].ig_compute == \

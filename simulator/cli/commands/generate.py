@@ -144,7 +144,7 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
                            not ours and launch.recompute_granularity == "selective"),
                        op_recompute=not ours and launch.recompute_granularity == "op",
                        fp8="" if ours else launch.fp8,
-                       stage_layers=counts, loss=launch.loss)
+                       stage_layers=counts, runtime=launch.runtime)
     selective = par.selective_recompute
 
     check_writable(output, "--output")
@@ -208,7 +208,7 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
                "the last stage's loss keeps {} B until its backward and holds {} / {} B more "
                "in its F / B ({}'s cross-entropy over the fp32 logits)".format(
                    *loss_bytes(model, par),
-                   "torchtitan" if par.loss == "torchtitan" else "Megatron-LM"))
+                   "torchtitan" if par.runtime == "torchtitan" else "Megatron-LM"))
 
 
 def _write_ops(path: str, model, par, layout: str, gpu: str) -> None:

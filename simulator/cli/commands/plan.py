@@ -25,6 +25,7 @@ from ...schedules.csv_io import load_schedule_csv, write_schedule_csv
 from ...schedules.runtimes import torch_cannot_run
 from ...schema import schema_of
 from ...units import fmt_bytes, fmt_pct, table
+from ...workload.activations import MODEL_RUNTIMES
 from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
@@ -326,7 +327,7 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                             mi.launch.fp8 if mi is not None else "",
                             _plan_size(mi, "cp", model_values.get("cp"), cp_max), cp_max,
                             _plan_size(mi, "ep", model_values.get("ep"), ep_max), ep_max,
-                            mi.launch.loss if mi is not None else "megatron")
+                            _model_runtime(runtime, mi))
     if settings.cp is None and settings.model is not None:
         # what a searched context parallelism leaves out, as a launch file's CP says it
         from ...workload.generator import cp_exchange_warning
@@ -351,6 +352,11 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
     best = result.best
     if ep_note is not None:
         result.notes.insert(0, ep_note)
+    if launch_dir is not None and runtime is None and settings.model_runtime != "torchtitan":
+        result.notes.append("the written torchtitan.toml runs torchtitan's eager modules "
+                            "(unfused RoPE and SwiGLU, separate projections, FSDP2's copies), "
+                            "priced here as Megatron-LM's fused kernels: --runtime torchtitan "
+                            "prices them")
     warnings += result.warnings
     if strict and warnings:
         raise ConfigError(f"--strict: {warnings[0]}")
@@ -442,6 +448,15 @@ def _write_launch(result, launch_dir: str, micro_batch: int, mi=None) -> list[st
     return write_launch(launch_dir, res, micro_batch_size=micro_batch, recompute=c.recompute,
                         recompute_grouping=tuple(grouping.values()) or ("uniform", 1),
                         options=c.options, command=best.command, numbers=numbers, **extra)
+
+
+def _model_runtime(runtime: str | None, mi) -> str:
+    """Whose model code a generated candidate runs (its kernels, what its loss keeps): the
+    --runtime's where it has its own (Megatron-LM's, torchtitan's), else the launch file's,
+    else Megatron-LM's."""
+    if runtime in MODEL_RUNTIMES:
+        return runtime
+    return mi.launch.runtime if mi is not None else "megatron"
 
 
 def _plan_size(mi, name: str, flag: int | None, most: int) -> int | None:

@@ -88,7 +88,7 @@ class LaunchSettings(NamedTuple):
     fsdp: int = 0                        # torchtitan's FSDP2 shard degree (0: no FSDP)
     fsdp_reshard_after_forward: str = "default"   # its policy: default, always, never
     fp8: str = ""                        # --fp8-recipe with --fp8-format ("": no FP8)
-    loss: str = "megatron"               # whose cross-entropy runs (activations.LOSS_RUNTIMES)
+    runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
 
 
 class ModelInput(NamedTuple):

@@ -301,7 +301,7 @@ class _Job:
             layers_per_stage=self.get(P, "pipeline_parallel_layers_per_stage", None,
                                       None),
             fsdp=fsdp if fsdp > 1 else 0, fsdp_reshard_after_forward=reshard,
-            loss="torchtitan")
+            runtime="torchtitan")
         self.notes.append(f"{self.src}: torchtitan's tensor parallelism shards the sequence "
                           "between its norms (sequence parallel) and its attention is SDPA "
                           "(flash: no scores kept)")
