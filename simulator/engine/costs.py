@@ -26,7 +26,11 @@ gather's time per layer), and every I and B too with ``backward_gathers`` (FSDP2
 reshard_after_forward): the gathers run back to back on their own stream from the action's
 start, in the order the action needs them (FSDP2 prefetches the next layer while one
 computes), and a layer waits for its gather (an ``FSDP_All_Gather`` segment of the wait,
-counted as blocking communication). A W needs no weights.
+counted as blocking communication), then copies them out of the gather on the compute stream
+(an ``FSDP_Copy_Out`` segment); each layer's weight gradient then also copies its gradients
+into the reduce-scatter's input (FSDP2's copy-in, on the compute stream before the
+reduce-scatter: part of its ``Weight_Gradient`` segment, so the collective is ready at its
+end). A W needs no weights.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ INPUT_GRADIENT = "Input_Gradient"
 WEIGHT_GRADIENT = "Weight_Gradient"
 FORWARD_IN_BACKPASS = "Forward_In_BackPass"
 FSDP_ALL_GATHER = "FSDP_All_Gather"     # a layer waiting for its weights' all-gather
+FSDP_COPY_OUT = "FSDP_Copy_Out"         # its gathered weights copied into its parameters
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -109,23 +114,29 @@ def _build(parts: list[tuple[int, str, float, float]]) -> ActionCost:
 
 
 def _gathered(parts: list[tuple[int, str, float, float]],
-              gathers: dict[int, float]) -> ActionCost:
+              gathers: dict[int, tuple[float, float, float]]) -> ActionCost:
     """:func:`_build` with each layer's weights all-gathered first (module docstring): the
-    gathers back to back from the action's start, a layer's first state waiting for its own."""
+    gathers back to back from the action's start, a layer's first state waiting for its own,
+    then its copy-out."""
     segs = []
     add, segment = segs.append, Segment
     t = comm = stream = 0.0
     ready: dict[int, float] = {}
     for layer, state, compute, coll in parts:
         at = ready.get(layer)
+        copy = 0.0
         if at is None:
-            stream += gathers.get(layer, 0.0)
+            gather, copy, _ = gathers.get(layer, (0.0, 0.0, 0.0))
+            stream += gather
             at = ready[layer] = stream
         if at > t:
             wait = at - t
             add(segment(layer, FSDP_ALL_GATHER, t, wait))
             comm += wait
             t += wait
+        if copy > 0:
+            add(segment(layer, FSDP_COPY_OUT, t, copy))
+            t += copy
         d = compute + coll
         add(segment(layer, state, t, d))
         t += d
@@ -157,7 +168,8 @@ def cp_ring_exposed(header: Header, links: LinkModel) -> tuple[float, float] | N
 
 def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]],
                 header: Header, system: SystemConfig, links: LinkModel | None = None,
-                tp_overlap: bool = False, gathers: dict[int, float] | None = None,
+                tp_overlap: bool = False,
+                gathers: dict[int, tuple[float, float, float]] | None = None,
                 backward_gathers: bool = True) -> ChunkCosts:
     scale = system.gpu.compute_scale
     links = links if links is not None else LinkModel(header, system)
@@ -185,8 +197,12 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
         return part(layer, INPUT_GRADIENT, layer.ig_compute * factor(layer, 1), layer.ig_comm,
                     False)
 
+    # FSDP2's copy-in of each layer's gradients before its reduce-scatter (module docstring)
+    copy_in = {i: v[2] for i, v in gathers.items()} if gathers else {}
+
     def wg(layer: Layer) -> tuple[int, str, float, float]:
-        return (layer.index, WEIGHT_GRADIENT, layer.wg_compute * factor(layer, 2), 0.0)
+        return (layer.index, WEIGHT_GRADIENT,
+                layer.wg_compute * factor(layer, 2) + copy_in.get(layer.index, 0.0), 0.0)
 
     f_parts = [fwd(layer) for layer in layers]
     i_parts: list[tuple[int, str, float, float]] = []
@@ -229,10 +245,11 @@ def chunk_costs(layers: tuple[Layer, ...], recompute: dict[int, tuple[int, ...]]
 
 def partition_costs(partition: Partition, header: Header, system: SystemConfig,
                     links: LinkModel | None = None, tp_overlap: bool = False,
-                    gathers: list[dict[int, float]] | None = None,
+                    gathers: list[dict[int, tuple[float, float, float]]] | None = None,
                     backward_gathers: bool = True) -> list[ChunkCosts]:
-    """Every chunk's costs; ``gathers``: per chunk, FSDP2's all-gather time per layer (in the
-    backward too with ``backward_gathers``)."""
+    """Every chunk's costs; ``gathers``: per chunk, FSDP2's all-gather, copy-out and copy-in
+    times per layer (:func:`.tail.fsdp_gathers`; gathered in the backward too with
+    ``backward_gathers``)."""
     recompute = partition.recompute or tuple({} for _ in partition.chunks)
     return [chunk_costs(c, recompute[i], header, system, links, tp_overlap,
                         gathers[i] if gathers else None, backward_gathers)

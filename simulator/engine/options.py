@@ -74,6 +74,22 @@ class DDPSettings(NamedTuple):
     # (tail.py's Tail.arrive_alone)
     post_validation: bool = False
 
+    @property
+    def fsdp_copy_out_bytes_per_param(self) -> float:
+        """FSDP2's all-gather copy-out: after each gather, on the compute stream, its flat
+        output is split into the layer's parameters (``foreach_all_gather_copy_out``:
+        ``split_with_sizes_copy``; torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py),
+        each read and written in the gathered dtype."""
+        return 2.0 * self.param_bytes
+
+    @property
+    def fsdp_copy_in_bytes_per_param(self) -> float:
+        """FSDP2's reduce-scatter copy-in: before each reduce-scatter, on the compute stream,
+        the layer's unsharded gradients (the gathered dtype) are chunk-concatenated into its
+        input in the reduction's dtype (``foreach_reduce``: ``foreach_reduce_scatter_copy_in``,
+        ``chunk_cat``, before the reduce-scatter stream waits for the compute stream)."""
+        return self.param_bytes + self.grad_bytes
+
     def reshards(self, pp: int) -> bool:
         """Whether each microbatch gathers the weights (FSDP2 without a pipeline: its
         backward reshards them, FSDP2's reshard_after_backward): every forward all-gathers

@@ -249,10 +249,15 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
             shard = (_shards(header, system, links)[0] if ddp.fsdp and b.group is CommGroup.DP
                      else n if ddp.distributed_optimizer else 1)
             if bandwidth > 0:
-                # the step on the rank's shard, and the zeroing of its whole gradient buffer
+                # the step on the rank's shard, and the zeroing of its whole gradient buffer;
+                # FSDP2 gathering once an iteration (with a pipeline) copies its weights out of
+                # the gather and its gradients into the reduce-scatter once, counted here
+                copies = (ddp.fsdp_copy_out_bytes_per_param + ddp.fsdp_copy_in_bytes_per_param
+                          if ddp.fsdp and not reshards and b.group is CommGroup.DP and n > 1
+                          else 0.0)
                 acc[1] += b.params * (ddp.step_bytes_per_param / shard
                                       + (ddp.grad_bytes if ddp.zeroes_buffer else 0.0)
-                                      ) / bandwidth
+                                      + copies) / bandwidth
             if ddp.distributed_optimizer and n > 1 and not reshards:
                 nbytes = b.params * ddp.param_bytes
                 acc[2] += (_fsdp_gather(nbytes, header, system, links, r) if ddp.fsdp else
@@ -285,12 +290,15 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
 
 
 def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
-                 system: SystemConfig, links: LinkModel, ddp) -> list[dict[int, float]] | None:
-    """Per chunk, the all-gather time of each layer's weights that FSDP2 resharding after every
-    forward adds to each F, I and B (:meth:`~.options.DDPSettings.reshards`; costs.py's
-    ``gathers``): the layer's parameters (its gradient collective's bytes over the file's
-    bytes a parameter) in the gathered dtype, over FSDP's shard group (:func:`_fsdp_gather`).
-    None when the run does not reshard."""
+                 system: SystemConfig, links: LinkModel, ddp
+                 ) -> list[dict[int, tuple[float, float, float]]] | None:
+    """Per chunk, for each layer FSDP2 resharding after every forward gathers in each F (and I
+    and B; :meth:`~.options.DDPSettings.reshards`; costs.py's ``gathers``): the all-gather's
+    time, the layer's parameters (its gradient collective's bytes over the file's bytes a
+    parameter) in the gathered dtype over FSDP's shard group (:func:`_fsdp_gather`); its
+    copy-out's and the reduce-scatter's copy-in's time on the compute stream, their bytes a
+    parameter (:class:`~.options.DDPSettings`) over the GPU's elementwise HBM rate. None when
+    the run does not reshard."""
     if ddp is not None and ddp.fsdp and ddp.reshard == "always" and schedule.pp > 1:
         raise ConfigError(f"--fsdp-reshard-after-forward always: expected default or never "
                           f"with a pipeline (pp {schedule.pp}): FSDP2 resharding after every "
@@ -298,14 +306,18 @@ def fsdp_gathers(schedule: Schedule, partition: Partition, header: Header,
     if ddp is None or not ddp.reshards(schedule.pp):
         return None
     in_file = system.memory.grad_bytes(header.grad_bytes_per_param)
+    bandwidth = system.memory.bandwidth_gbs
     out = []
     for layers in partition.chunks:
         times = {}
         for layer in layers:
             comm = layer.wg_comm
             if comm.active and group_size(comm.group, header, links.placement.pp) > 1:
-                times[layer.index] = _fsdp_gather(comm.bytes / in_file * ddp.param_bytes,
-                                                  header, system, links, 0)
+                params = comm.bytes / in_file
+                times[layer.index] = (
+                    _fsdp_gather(params * ddp.param_bytes, header, system, links, 0),
+                    params * ddp.fsdp_copy_out_bytes_per_param / bandwidth if bandwidth else 0.0,
+                    params * ddp.fsdp_copy_in_bytes_per_param / bandwidth if bandwidth else 0.0)
         out.append(times)
     return out
 

@@ -8,13 +8,16 @@ The workload of tests/engine/test_megatron_ddp.py: four layers of F 1000 / I 700
 400 Gb/s, 2000 ns link. A layer's bf16 all-gather is 10,000 B: 3/4 x 10,000 x 8 / 400 +
 3 x 2000 = 6150 ns; the chunk's one bucket (Megatron's default size holds all 20,000
 parameters) reduce-scatters 80,000 B in fp32: 1200 + 6000 = 7200 ns; the step on the 5,000
-parameters of the rank's shard, 32 B each over 1000 B/ns of HBM: 160 ns."""
+parameters of the rank's shard, 32 B each over 1000 B/ns of HBM: 160 ns. After
+each gather the layer's 5,000 bf16 weights are copied out of it on the compute stream (read and written, 4 B each: 20 ns), and
+before each reduce-scatter its gradients are copied into the fp32 input (read 2 B, write 4 B:
+30 ns, inside the layer's weight-gradient state)."""
 
 from __future__ import annotations
 
 import pytest
 
-from simulator.engine.costs import FSDP_ALL_GATHER
+from simulator.engine.costs import FSDP_ALL_GATHER, FSDP_COPY_OUT
 from simulator.engine.evaluator import evaluate
 from simulator.engine.options import EngineOptions
 from simulator.engine.runtime import Runtime, _Run
@@ -28,6 +31,7 @@ from .test_megatron_ddp import DP_ROW, SYSTEM
 
 FSDP = RunOptions.from_values({"fsdp": 4, "param_dtype": "bf16"}).ddp_settings()
 GATHER, REDUCE, STEP = 6150.0, 7200.0, 160.0
+COPY_OUT, COPY_IN = 20.0, 30.0
 
 
 def _run(microbatches: int, pp: int = 1, f: float = 1000.0, schedule: str = "1f1b"):
@@ -45,27 +49,35 @@ def _run(microbatches: int, pp: int = 1, f: float = 1000.0, schedule: str = "1f1
 def test_each_microbatch_gathers_every_layer_and_reduce_scatters_its_gradient():
     rt, rec = _run(2)
     # F: the gathers back to back from the action's start (ready at 6150, 12300, 18450,
-    # 24600), each layer's 1000 ns after its own; B the same, last layer first, W then I
-    # (layer 0's gradient done 24600 + 500 into it)
-    f, b = 4 * GATHER + 1000, 4 * GATHER + 1200
+    # 24600), each layer's copy-out and 1000 ns after its own; B the same, last layer first,
+    # W (with the copy-in) then I (layer 0's gradient done 24600 + 20 + 530 into it)
+    f, b = 4 * GATHER + COPY_OUT + 1000, 4 * GATHER + COPY_OUT + COPY_IN + 1200
     assert [(a.kind, a.start, a.end) for a in rec.actions] == [
         ("F", 0.0, f), ("B", f, f + b), ("F", f + b, 2 * f + b), ("B", 2 * f + b, 2 * (f + b))]
-    # every microbatch's backward reduce-scatters; no all-gather after the step
+    # every microbatch's backward reduce-scatters once its copy-in is done; no all-gather
+    # after the step
+    ready = 4 * GATHER + COPY_OUT + 500 + COPY_IN
     assert [(c.start, c.end, c.nbytes) for c in rec.collectives] == [
-        (f + 4 * GATHER + 500, f + 4 * GATHER + 500 + REDUCE, 80000),
-        (2 * f + b + 4 * GATHER + 500, 2 * f + b + 4 * GATHER + 500 + REDUCE, 80000)]
-    assert rec.iteration_bounds == [(0.0, 2 * f + b + 4 * GATHER + 500 + REDUCE + STEP)]
-    assert rec.iteration_bounds == [(0.0, 109460.0)]
-    waits = [s for s in rt.program.costs[0].F.segments if s.state == FSDP_ALL_GATHER]
+        (f + ready, f + ready + REDUCE, 80000),
+        (2 * f + b + ready, 2 * f + b + ready + REDUCE, 80000)]
+    assert rec.iteration_bounds == [(0.0, 2 * f + b + ready + REDUCE + STEP)]
+    assert rec.iteration_bounds == [(0.0, 109600.0)]
+    costs = rt.program.costs[0].F.segments
+    waits = [s for s in costs if s.state == FSDP_ALL_GATHER]
     assert [(s.layer, s.offset, s.duration) for s in waits] == [
-        (0, 0.0, GATHER), (1, 7150.0, GATHER - 1000), (2, 13300.0, GATHER - 1000),
-        (3, 19450.0, GATHER - 1000)]
+        (0, 0.0, GATHER), (1, 7170.0, GATHER - 1020), (2, 13320.0, GATHER - 1020),
+        (3, 19470.0, GATHER - 1020)]
+    copies = [s for s in costs if s.state == FSDP_COPY_OUT]
+    assert [(s.layer, s.offset, s.duration) for s in copies] == [
+        (0, 6150.0, COPY_OUT), (1, 12300.0, COPY_OUT), (2, 18450.0, COPY_OUT),
+        (3, 24600.0, COPY_OUT)]
 
 
 def test_gathers_hide_behind_longer_layers_but_the_first():
     _, rec = _run(1, f=10000.0)
-    # each gather (6150 ns) ends before the layer ahead of it does: only the first shows
-    assert rec.actions[0].end == GATHER + 4 * 10000
+    # each gather (6150 ns) ends before the layer ahead of it does: only the first shows; each
+    # layer copies its weights out of its gather first
+    assert rec.actions[0].end == GATHER + 4 * (COPY_OUT + 10000)
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
@@ -99,7 +111,9 @@ def test_a_gather_runs_over_the_shard_group(shard, link, expect):
     wl = uniform_workload(4, pp=1, ga=1, all_gpus=16, wg_comm=DP_ROW)
     got = fsdp_gathers(generate("1f1b", 1, 1, 1), partition(wl, 1), wl.header, system,
                        LinkModel(wl.header, system, 1), FSDP)
-    assert got == [{i: pytest.approx(expect) for i in range(4)}]
+    # the copies at the preset's elementwise rate: 5,000 weights x 4 B out, x 6 B in
+    bw = system.memory.bandwidth_gbs
+    assert got == [{i: pytest.approx((expect, 20000 / bw, 30000 / bw)) for i in range(4)}]
 
 
 @pytest.mark.parametrize("shard, expect", [
@@ -137,13 +151,13 @@ def test_never_resharding_after_forward_gathers_in_the_forward_only():
                  options=EngineOptions(p2p="async", ddp=_with_policy("never")))
     rec = _Run(rt, look_ahead=False).run()
     assert_same(rec, evaluate(rt))
-    # F as before (25,600); B keeps the weights its forward gathered: 4 x 1200; each
-    # backward still reduce-scatters, 4100 into it (layer 0's gradient)
-    f, b = 4 * GATHER + 1000, 4800.0
+    # F as before (25,620); B keeps the weights its forward gathered: 4 x (1200 + the copy-in);
+    # each backward still reduce-scatters, 4220 into it (layer 0's gradient and its copy-in)
+    f, b = 4 * GATHER + COPY_OUT + 1000, 4 * (1200 + COPY_IN)
     assert [(a.start, a.end) for a in rec.actions] == [
         (0.0, f), (f, f + b), (f + b, 2 * f + b), (2 * f + b, 2 * (f + b))]
-    assert [c.start for c in rec.collectives] == [f + 4100, 2 * f + b + 4100]
-    assert rec.iteration_bounds == [(0.0, 2 * f + b + 4100 + REDUCE + STEP)]
+    assert [c.start for c in rec.collectives] == [f + 4220, 2 * f + b + 4220]
+    assert rec.iteration_bounds == [(0.0, 2 * f + b + 4220 + REDUCE + STEP)]
 
 
 def test_always_resharding_with_a_pipeline_is_refused():
