@@ -753,15 +753,20 @@ def heldout_runs_section() -> list[str]:
            + (f"; the checkpointing modes more than 3 % apart ordered as measured "
               f"{ck['ordered']} of {ck['pairs']}" if ck["pairs"] else "")
            + ". Their FSDP collectives hide behind the compute (made free, the Llama 3 8B "
-           "iteration is 1 % shorter), so the gap is the compute itself, as with the "
-           "Megatron-Core small models and the zero-bubble runs: a cost of real runtimes the "
-           "kernel model lacks. The first candidate here is contention: Lee et al. "
-           "(arXiv 2507.03114, 2025) measured compute that overlaps a collective 18.9 % slower "
-           "on average (up to 40 %) across A100, H100, MI250 and MI210, and 1D FSDP overlaps "
-           "nearly all of its compute; pipesim's walks run overlapped compute at full speed. "
-           "The others: FSDP2's casts and copies, host time. A lent GPU is to measure them "
-           "before a rule is written. The op-selective Llama 2 70B at batch 1 is the worst (+30 %): it measured "
-           "as fast as full checkpointing at batch 2, where pipesim prices it 18 % faster.", "",
+           "iteration is 1 % shorter), so the gap is on the compute stream. Session 28 priced "
+           "two of its causes from the code that ran, not from this table: torchtitan's llama "
+           "model is eager PyTorch (separate projections and their gradient adds, RoPE in "
+           "complex fp32, an unfused SwiGLU: docs/model.md), and FSDP2 copies each gathered "
+           "layer out of the gather's buffer and each layer's gradients into the "
+           "reduce-scatter's fp32 input on the compute stream (torch's _fsdp_collectives.py). "
+           "Before them the median was 21.0 % and the worst 29.7 %, the worst the op-selective "
+           "Llama 2 70B at batch 1, whose per-parameter copies weigh twice what they weigh at "
+           "batch 2: the trend the copies explain. What is left is still too fast. The first "
+           "candidate is contention: Lee et al. (arXiv 2507.03114, 2025) measured compute that "
+           "overlaps a collective 18.9 % slower on average (up to 40 %) across A100, H100, MI250 "
+           "and MI210, and 1D FSDP overlaps nearly all of its compute; pipesim's walks run "
+           "overlapped compute at full speed. Host time is the other. A lent GPU is to measure "
+           "them before a rule is written.", "",
            "| run | AC | measured tokens/s/GPU | predicted | error |", "|---|---|---:|---:|---:|"]
         for r in titan:
             if "oom_as_measured" in r:
