@@ -104,7 +104,8 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
                                  ffn: int, tp: int = 1, sequence_parallel: bool = True,
                                  flash_attention: bool = True, dtype_bytes: int = 2,
                                  gated: bool = False, kv_width: int | None = None,
-                                 dropout: bool = True, fp8: bool = False) -> int:
+                                 dropout: bool = True, fp8: bool = False,
+                                 eager: bool = False) -> int:
     """Bytes one transformer layer keeps for its backward per microbatch (Korthikanti et al.,
     "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.1), with
     the MLP's width ``ffn`` in place of their 4h and activations of ``dtype_bytes`` bytes (their
@@ -129,7 +130,9 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
     attention, the K and V widths together) is what a flash kernel keeps of K and V (unfused,
     each K/V head is repeated for its group before the products, which keep the copies: 2·h);
     without ``dropout`` there are no masks and the unfused scores keep the softmax's output
-    alone (a·s²·b elements).
+    alone (a·s²·b elements). ``eager`` (torchtitan's ``F.silu(w1(x)) * w3(x)``, a gated layer):
+    silu keeps its input (w1's output), the product both of its inputs (silu's output and w3's),
+    and the last linear its input: 4·s·b·ffn elements.
 
     With ``fp8`` (Transformer Engine's FP8 linears) a linear keeps its input for the weight
     gradient as its quantized column-wise copy, 1 B an element: the two norms' outputs the QKV
@@ -142,7 +145,8 @@ def transformer_activation_bytes(seq: int, micro_batch: int, hidden: int, heads:
     q8 = 1 if fp8 else d                     # bytes of a linear's kept input
     outside = (2 * d + 2 * q8 + masks) * s * b * h
     proj = (d + 1 if flash_attention else 1) if fp8 else d
-    up = ((2 * d if gated else d) + q8) * ffn      # the activation's input, the last linear's
+    # the activation's inputs (and, eager, silu's output), the last linear's input
+    up = ((3 * d if gated and eager else 2 * d if gated else d) + q8) * ffn
     inside = s * b * (d * (h + kv) + proj * h + up)
     per_score = (2 * d + 1) if dropout else d
     scores = 0 if flash_attention else per_score * heads * s * s * b

@@ -52,7 +52,7 @@ from .activations import (loss_memory_bytes, op_sac_activation_bytes,
                           transformer_deferred_wgrad_bytes,
                           transformer_split_backward_bytes, transformer_transient_bytes)
 from . import layer_ops
-from .layer_ops import local_seq
+from .layer_ops import eager, local_seq
 from .gpus import GPUPreset
 from .kernel_presets import kernel_preset
 from .kernels import price, row_times
@@ -439,7 +439,8 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
                                         par.flash_attention or par.selective_recompute,
                                         par.dtype_bytes, gated=not gpt,
                                         kv_width=2 * model.kv * (model.hidden // model.heads),
-                                        dropout=gpt, fp8=bool(par.fp8))
+                                        dropout=gpt, fp8=bool(par.fp8),
+                                        eager=eager(model, par))
 
 
 def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:

@@ -297,6 +297,23 @@ def test_a_llama_layer_keeps_swiglus_input_gqa_kv_and_no_masks(tmp_path, capsys)
     assert load_workload(out, "model").header.activation_bytes == llama
 
 
+def test_torchtitans_eager_swiglu_keeps_silus_output_too():
+    """torchtitan's F.silu(w1(x)) * w3(x): silu keeps w1's output, the product silu's output and
+    w3's, the last linear its input: 4 x ffn where Megatron's fused SwiGLU keeps 3 x ffn (its
+    2 x ffn input and the output). The Llama 3 8B layer above: 34h + 7h = 41h a token."""
+    from simulator.workload.generator import ModelSpec, ParallelSpec, activation_bytes
+
+    s, h, f = 8192, 4096, 14336
+    eager = transformer_activation_bytes(s, 1, h, 32, f, 1, False, True, gated=True,
+                                         kv_width=2 * 8 * 128, dropout=False, eager=True)
+    assert eager == 34 * s * h + 2 * s * f == 41 * s * h
+    spec = ModelSpec("llama", 32, h, 32, s, 1, ffn=f, kv_heads=8)
+    par = ParallelSpec(sequence_parallel=False)
+    assert activation_bytes(spec, ParallelSpec(sequence_parallel=False,
+                                               runtime="torchtitan")) == eager
+    assert activation_bytes(spec, par) == 34 * s * h
+
+
 def test_unfused_gqa_keeps_the_repeated_kv_and_the_softmax_output():
     """Without a fused kernel each K/V head is repeated for its group before the products,
     which keep the copies (full-width K and V), and without dropout the scores keep the

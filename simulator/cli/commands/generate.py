@@ -18,6 +18,7 @@ from ...workload.generator import LAYOUTS, PRECISIONS, ModelSpec, ParallelSpec, 
     activation_bytes, cp_exchange_warning, deferred_wgrad_bytes, loss_bytes, render, \
     split_backward_bytes, transient_bytes
 from ...workload.gpus import GPUS, gpu_preset
+from ...workload.layer_ops import eager
 from ..model_inputs import GENERATE_FLAGS, click_options, placed, placed_counts, resolve, \
     split_of, split_options, with_stage_layers
 from ..outputs import check_writable
@@ -195,8 +196,9 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
     click.echo(f"activation_bytes: {activation_bytes(model, par)} B per layer and microbatch "
                f"(Korthikanti et al.: {par.precision} activations, "
                + ("1-byte dropout masks, " if model.arch == "gpt" else
-                  "SwiGLU's 2f-wide input kept, K and V of the query groups' width with a "
-                  "fused kernel, no dropout, ")
+                  ("SwiGLU's w1, w3 and silu outputs kept (torchtitan's eager SwiGLU), "
+                   if eager(model, par) else "SwiGLU's 2f-wide input kept, ")
+                  + "K and V of the query groups' width with a fused kernel, no dropout, ")
                + f"{attention}{split if T > 1 else ''}); split_backward_bytes: "
                f"{split_backward_bytes(model, par)} B (the weights' output gradients a split "
                "backward's I keeps until its W on torch's runtime); deferred_wgrad_bytes: "
