@@ -592,6 +592,48 @@ def test_a_torchtitan_job_of_early_2025_reads_its_batch_and_converters(tmp_path)
                               "batch_size 4 x the data-parallel degree 8, found 6")
 
 
+def test_a_torchtitan_job_of_2024_reads_its_parallelism_from_training_and_experimental(
+        tmp_path):
+    """Before its [parallelism] section (pytorch/torchtitan 785c34c99, March 2025) torchtitan
+    read the degrees from [training] and the pipeline from [experimental], its microbatches as
+    a count. pipesim took [experimental] as a section of no effect: a PP 4, TP 2 job ran at
+    PP 1, TP 1 (the FSDP degree from the GPUs)."""
+    path = tmp_path / "job.toml"
+    old = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 8\n'
+           "seq_len = 2048\ntensor_parallel_degree = 2\ndata_parallel_shard_degree = 1\n"
+           '[experimental]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = "1F1B"\n')
+    path.write_text(old + "pipeline_parallel_microbatches = 4\n")
+    got = read_torchtitan_job(str(path), gpus=8)
+    src = f"--torchtitan {path}"
+    launch = got.launch
+    assert (launch.tp, launch.pp, launch.dp, launch.micro_batch, launch.microbatches,
+            launch.schedule) == (2, 4, 1, 2, 4, "1f1b")
+    assert (f"{src}: [training] data_parallel_shard_degree, [training] tensor_parallel_degree, "
+            "[experimental] pipeline_parallel_degree, [experimental] pipeline_parallel_schedule, "
+            "[experimental] pipeline_parallel_microbatches: read as [parallelism] keys, their "
+            "section since torchtitan moved them (March 2025)") in got.notes
+    assert not [w for w in got.warnings if "not modelled" in w]
+    for extra, line in (
+            ("pipeline_parallel_microbatches = 3\n",
+             "[experimental] pipeline_parallel_microbatches: expected a divisor of batch_size "
+             "8, found 3"),
+            ("", "[experimental] pipeline_parallel_degree: expected "
+             "pipeline_parallel_microbatches beside it (the torchtitan of [experimental] then "
+             "ran as many microbatches as stages, which pipesim does not derive), found 4"),
+            ('pipeline_parallel_microbatches = 4\npipeline_parallel_split_points = ["layers.8"]\n',
+             "[experimental] pipeline_parallel_split_points: expected module_fqns_per_model_part "
+             "or pipeline_parallel_layers_per_stage (today's names for the split, which pipesim "
+             "reads), found ['layers.8']"),
+            ("pipeline_parallel_microbatches = 4\n[parallelism]\ntensor_parallel_degree = 2\n",
+             "[training] tensor_parallel_degree: expected not together with [parallelism] "
+             "tensor_parallel_degree (its section since torchtitan moved it, March 2025), "
+             "found 2")):
+        path.write_text(old + extra)
+        with pytest.raises(ConfigError) as err:
+            read_torchtitan_job(str(path), gpus=8)
+        assert str(err.value) == f"{src}: {line}"
+
+
 def test_torchtitan_refusals_name_the_key(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(TOML.replace('"Interleaved1F1B"', '"1F1B"').replace(

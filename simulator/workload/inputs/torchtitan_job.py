@@ -77,7 +77,8 @@ READ = {
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                     "pipeline_parallel_first_stage_less_layers",
                     "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
-                    "fsdp_reshard_after_forward"),
+                    "fsdp_reshard_after_forward", "pipeline_parallel_microbatches",
+                    "pipeline_parallel_split_points"),
     # batch_size: local_batch_size's name before torchtitan renamed it (2025); compile: the
     # [compile] section's enable before it had one
     "training": ("local_batch_size", "batch_size", "global_batch_size", "seq_len",
@@ -85,6 +86,18 @@ READ = {
                  "compile"),
     "activation_checkpoint": ("mode", "selective_ac_option"),
 }
+# where torchtitan kept these [parallelism] keys before that section (pytorch/torchtitan
+# 785c34c99, 2025-03-18): the data-parallel and tensor-parallel degrees and FSDP's policy in
+# [training], the pipeline (its microbatches as a count) and context parallelism in
+# [experimental]
+MOVED = {"data_parallel_replicate_degree": "training", "data_parallel_shard_degree": "training",
+         "tensor_parallel_degree": "training", "fsdp_reshard_after_forward": "training",
+         "pipeline_parallel_degree": "experimental",
+         "pipeline_parallel_schedule": "experimental",
+         "pipeline_parallel_schedule_csv": "experimental",
+         "pipeline_parallel_microbatches": "experimental",
+         "pipeline_parallel_split_points": "experimental",
+         "context_parallel_degree": "experimental"}
 # sections that change no number pipesim computes
 QUIET = ("job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint", "validation",
          "comm", "debug", "fault_tolerance", "experimental", "memory_estimation")
@@ -112,24 +125,56 @@ class _Job:
         self.notes: list[str] = []
         # the local batch's key as the job names it: batch_size before torchtitan renamed it
         self.batch_key = "local_batch_size"
+        # [parallelism] keys the job gives in their older sections (MOVED): key -> section
+        self.moved: dict[str, str] = {}
+
+    def _where(self, section: str, key: str) -> str:
+        """The section the job gives ``key`` in (a MOVED key's older one)."""
+        return self.moved.get(key, section) if section == "parallelism" else section
+
+    def _move_old_keys(self) -> None:
+        """Read MOVED keys from their older sections as [parallelism] keys; the same key in
+        both places is refused."""
+        parallelism = self.doc.get("parallelism", {})
+        if not isinstance(parallelism, dict):
+            raise ConfigError(f"{self.src}: [parallelism]: expected a table")
+        parallelism = dict(parallelism)
+        for key, old in MOVED.items():
+            table = self.doc.get(old)
+            if not isinstance(table, dict) or key not in table:
+                continue
+            if key in parallelism:
+                self.refuse(old, key, f"not together with [parallelism] {key} (its section "
+                            "since torchtitan moved it, March 2025)", repr(table[key]))
+            parallelism[key] = table[key]
+            self.doc[old] = {k: v for k, v in table.items() if k != key}
+            self.moved[key] = old
+        if self.moved:
+            self.doc["parallelism"] = parallelism
+            self.notes.append(f"{self.src}: " + ", ".join(
+                f"[{s}] {k}" for k, s in self.moved.items()) + ": read as [parallelism] "
+                "keys, their section since torchtitan moved them (March 2025)")
 
     def get(self, section: str, key: str, default, kind=int):
         table = self.doc.get(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"{self.src}: [{section}]: expected a table")
         value = table.get(key, default)
+        where = self._where(section, key)
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigError(f"{self.src}: [{section}] {key}: expected an integer, found "
+            raise ConfigError(f"{self.src}: [{where}] {key}: expected an integer, found "
                               f"{value!r}")
         if kind is str and value is not None and not isinstance(value, str):
-            raise ConfigError(f"{self.src}: [{section}] {key}: expected a string, found "
+            raise ConfigError(f"{self.src}: [{where}] {key}: expected a string, found "
                               f"{value!r}")
         return value
 
     def refuse(self, section: str, key: str, expected: str, found) -> NoReturn:
-        raise ConfigError(f"{self.src}: [{section}] {key}: expected {expected}, found {found}")
+        raise ConfigError(f"{self.src}: [{self._where(section, key)}] {key}: expected "
+                          f"{expected}, found {found}")
 
     def read(self, shape: ModelShape | None) -> ModelInput:
+        self._move_old_keys()
         converters = self.doc.get("model", {}).get("converters", [])
         if isinstance(converters, str):   # torchtitan before 2025's list: "float8,mx"
             converters = [c.strip() for c in converters.split(",") if c.strip()]
@@ -256,6 +301,29 @@ class _Job:
             self.warnings.append(f"{self.src}: [training] global_batch_size {gbs}: "
                                  f"{accumulation} gradient-accumulation steps, each a pipeline "
                                  "step of its own; pipesim simulates one")
+        count = self.get(P, "pipeline_parallel_microbatches", None, kind=None)
+        if count is not None and pp > 1:
+            # torchtitan before 2025's microbatch count (local batch / count sequences each)
+            if "pipeline_parallel_microbatch_size" in self.doc.get(P, {}):
+                self.refuse(P, "pipeline_parallel_microbatches", "not together with "
+                            "pipeline_parallel_microbatch_size", count)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                self.refuse(P, "pipeline_parallel_microbatches", "a positive integer",
+                            repr(count))
+            if local % count:
+                self.refuse(P, "pipeline_parallel_microbatches", f"a divisor of "
+                            f"{self.batch_key} {local}", count)
+            micro = local // count
+        elif pp > 1 and self.moved.get("pipeline_parallel_degree"):
+            # torchtitan of then took the number of stages, which depends on the schedule
+            self.refuse(P, "pipeline_parallel_degree", "pipeline_parallel_microbatches beside "
+                        "it (the torchtitan of [experimental] then ran as many microbatches as "
+                        "stages, which pipesim does not derive)", pp)
+        split = self.get(P, "pipeline_parallel_split_points", [], kind=None)
+        if split and pp > 1:
+            self.refuse(P, "pipeline_parallel_split_points", "module_fqns_per_model_part or "
+                        "pipeline_parallel_layers_per_stage (today's names for the split, "
+                        "which pipesim reads)", repr(split))
         if pp == 1:
             micro = local
         microbatches = local // micro
@@ -284,7 +352,7 @@ class _Job:
                 f"{self.src}: [activation_checkpoint] mode selective{default}, "
                 "selective_ac_option 'op': each layer keeps its input, the attention's output "
                 "and every other GEMM's (wq, wv, w1, w2); its backward first runs the norms, "
-                "wk, wo, w3, SwiGLU and the residual adds again (their all-gathers' time is "
+                "wk, RoPE, wo, w3, SwiGLU and the residual adds again (their all-gathers' time is "
                 "not counted)")
         elif mode in ("selective", "memory_budget"):
             self.warnings.append(f"{self.src}: [activation_checkpoint] mode {mode}{default}"
