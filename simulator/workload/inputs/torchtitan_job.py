@@ -92,6 +92,8 @@ READ = {
 # [experimental]
 MOVED = {"data_parallel_replicate_degree": "training", "data_parallel_shard_degree": "training",
          "tensor_parallel_degree": "training", "fsdp_reshard_after_forward": "training",
+         "disable_loss_parallel": "training",
+         "enable_async_tensor_parallel": "experimental",
          "pipeline_parallel_degree": "experimental",
          "pipeline_parallel_schedule": "experimental",
          "pipeline_parallel_schedule_csv": "experimental",
