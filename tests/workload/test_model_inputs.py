@@ -638,6 +638,26 @@ def test_a_torchtitan_job_of_2024_reads_its_parallelism_from_training_and_experi
         assert str(err.value) == f"{src}: {line}"
 
 
+def test_torchtitans_norm_type_fused_is_what_is_priced_others_are_warned(tmp_path):
+    """[model] norm_type (torchtitan until 2025): its fused_rmsnorm is the kernel a llama
+    layer's norms are priced as, so it says nothing (its train_configs of April 2024 set it,
+    and --strict refused them); rmsnorm, its eager one, and the layer norms are warned."""
+    path = tmp_path / "job.toml"
+    src = f"--torchtitan {path}"
+    for norm, line in (("fused_rmsnorm", None),
+                       ("rmsnorm", "its eager RMSNorm (several kernels) priced as a fused "
+                        "RMSNorm kernel"),
+                       ("layernorm", "its layernorm priced as a fused RMSNorm kernel")):
+        path.write_text(f'[model]\nname = "llama3"\nflavor = "8B"\nnorm_type = "{norm}"\n')
+        got = [w for w in read_torchtitan_job(str(path), gpus=8).warnings if "[model] norm_type" in w]
+        assert got == ([] if line is None else [f"{src}: [model] norm_type {norm!r}: {line}"])
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\nnorm_type = "batchnorm"\n')
+    with pytest.raises(ConfigError) as err:
+        read_torchtitan_job(str(path), gpus=8)
+    assert str(err.value) == (f"{src}: [model] norm_type: expected layernorm, np_layernorm, "
+                              "rmsnorm or fused_rmsnorm, found 'batchnorm'")
+
+
 def test_torchtitan_refusals_name_the_key(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(TOML.replace('"Interleaved1F1B"', '"1F1B"').replace(

@@ -69,7 +69,9 @@ SINGLE = ("1f1b", "gpipe")
 CSV_CLASSES = ("pipelinesschedulesingle", "pipelineschedulesingle", "pipelineschedulemulti",
                "_pipelinescheduleruntime")
 READ = {
-    "model": ("name", "flavor", "hf_assets_path", "tokenizer_path", "converters"),
+    # norm_type: torchtitan's choice of norm until 2025 (layernorm, np_layernorm, rmsnorm,
+    # fused_rmsnorm), read by _norm_type
+    "model": ("name", "flavor", "hf_assets_path", "tokenizer_path", "converters", "norm_type"),
     "parallelism": ("data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
                     "context_parallel_degree", "expert_parallel_degree",
@@ -175,8 +177,23 @@ class _Job:
         raise ConfigError(f"{self.src}: [{self._where(section, key)}] {key}: expected "
                           f"{expected}, found {found}")
 
+    def _norm_type(self) -> None:
+        """[model] norm_type: its fused RMSNorm (the Triton kernel of fused_rmsnorm) is what a
+        llama layer's norms are priced as (layer_ops); any other norm is named in a warning."""
+        norm = self.get("model", "norm_type", "fused_rmsnorm", str)
+        if norm == "fused_rmsnorm":
+            return
+        if norm not in ("rmsnorm", "layernorm", "np_layernorm"):
+            self.refuse("model", "norm_type", "layernorm, np_layernorm, rmsnorm or "
+                        "fused_rmsnorm", repr(norm))
+        self.warnings.append(f"{self.src}: [model] norm_type {norm!r}: "
+                             + ("its eager RMSNorm (several kernels) "
+                                if norm == "rmsnorm" else f"its {norm} ")
+                             + "priced as a fused RMSNorm kernel")
+
     def read(self, shape: ModelShape | None) -> ModelInput:
         self._move_old_keys()
+        self._norm_type()
         converters = self.doc.get("model", {}).get("converters", [])
         if isinstance(converters, str):   # torchtitan before 2025's list: "float8,mx"
             converters = [c.strip() for c in converters.split(",") if c.strip()]
