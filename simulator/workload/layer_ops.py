@@ -221,9 +221,10 @@ def cp_step_ops(model, par) -> tuple:
 
 
 def attention_column_ops(model, par) -> list:
-    """Input norm, fused QKV projection (h -> q/T), attention core. Under torchtitan's op-level
-    selective checkpointing the backward first runs the norm and the K projection again (its
-    policy keeps wq's and wv's outputs and the attention's, and recomputes wk's)."""
+    """Input norm, QKV projection (h -> q/T: one fused GEMM, torchtitan's three), RoPE (a llama
+    layer), attention core. Under torchtitan's op-level selective checkpointing the backward
+    first runs the norm, the K projection and RoPE again (its policy keeps wq's and wv's
+    outputs and the attention's, recomputes wk's, and keeps no rotation's input or output)."""
     bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     kv = model.kv * (h // model.heads)
     q = h + 2 * kv
@@ -234,8 +235,6 @@ def attention_column_ops(model, par) -> list:
                 + _linear("wv", bs, h, kv // T, d, par.fp8) + _grad_adds("qkv", model, par, 3))
     else:
         proj = _linear("qkv", bs, h, q // T, d, par.fp8)
-    # the rotation's input and output are not kept: it runs again before the attention's
-    # backward
     again = _again(f) + [gemm("k_proj_recompute", "ig", bs, kv // T, h, dtype_bytes=d)] \
         + _again([o for o in rope if o.phase == "fwd"]) if par.op_recompute else []
     return f + proj + rope + _attention_core(model, par) + again + b
@@ -259,21 +258,17 @@ def mlp_column_ops(model, par) -> list:
     if model.arch == "gpt":
         e = bs * f // T
         act = [memory("bias_gelu", "fwd", 2 * d * e), memory("bias_gelu_bwd", "ig", 3 * d * e)]
-        width = f // T
+        up = _linear("mlp_up", bs, h, f // T, d, par.fp8)
     elif eager(model, par):
         e = bs * f // T
         act = [memory("silu", "fwd", 2 * d * e), memory("swiglu_mul", "fwd", 3 * d * e),
                memory("swiglu_mul_bwd", "ig", 6 * d * e), memory("silu_bwd", "ig", 3 * d * e)]
-        width = 2 * f // T
-    else:
-        e = 2 * bs * f // T
-        act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
-        width = 2 * f // T
-    if eager(model, par):
         up = (_linear("w1", bs, h, f // T, d, par.fp8) + _linear("w3", bs, h, f // T, d, par.fp8)
               + _grad_adds("mlp_up", model, par, 2))
     else:
-        up = _linear("mlp_up", bs, h, width, d, par.fp8)
+        e = 2 * bs * f // T
+        act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
+        up = _linear("mlp_up", bs, h, 2 * f // T, d, par.fp8)
     again = []
     if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
         again = _again(nf) + [gemm("mlp_up_w3_recompute", "ig", bs, f // T, h, dtype_bytes=d)] \
