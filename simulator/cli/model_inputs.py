@@ -444,7 +444,8 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        selective_recompute=launch.recompute_granularity == "selective",
                        op_recompute=launch.recompute_granularity == "op", fp8=launch.fp8,
                        stage_layers=placed_counts(mi, P, V) if placement and layout == "model"
-                       else (), runtime=launch.runtime)
+                       else (), runtime=launch.runtime,
+                       grad_accumulation_fusion=launch.grad_accumulation_fusion)
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
     if not placement or layout != "model":
         return text

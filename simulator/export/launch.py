@@ -181,7 +181,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--use-distributed-optimizer", st.use_distributed_optimizer),
             ("--overlap-grad-reduce", st.overlap_grad_reduce),
             ("--overlap-param-gather", st.overlap_param_gather),
-            ("--tp-comm-overlap", st.tp_comm_overlap)) if on]
+            ("--tp-comm-overlap", st.tp_comm_overlap),
+            ("--no-gradient-accumulation-fusion", not st.grad_accumulation_fusion)) if on]
     return out
 
 

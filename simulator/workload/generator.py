@@ -140,6 +140,11 @@ class ParallelSpec:
     # vocab-parallel loss, or torchtitan's eager modules (layer_ops) and its loss (what the
     # last stage keeps and holds: activations.loss_memory_bytes)
     runtime: str = "megatron"
+    # Megatron-LM's gradient accumulation fusion (off with --no-gradient-accumulation-fusion):
+    # the weight-gradient GEMMs accumulate into the fp32 main gradient themselves; without it
+    # each weight's 16-bit gradient is added into main_grad by an elementwise kernel
+    # (layer_ops._weight_grad)
+    grad_accumulation_fusion: bool = True
 
     @property
     def dtype_bytes(self) -> int:

@@ -27,8 +27,10 @@ h/A, the full square even when causal: the mask is applied in the softmax), the 
 dropout on the probabilities and a batched probs·V; its backward four batched GEMMs. With flash
 attention the core is one kernel each way (:mod:`.kernels`, causal: half the square).
 
-Weight gradients are GEMMs accumulating into fp32 main gradients (Megatron's
-``--gradient-accumulation-fusion``): the output is read and written in fp32, 8 bytes.
+Weight gradients are GEMMs accumulating into fp32 main gradients (Megatron's gradient
+accumulation fusion): the output is read and written in fp32, 8 bytes; with
+``--no-gradient-accumulation-fusion`` the GEMM writes a 16-bit gradient and an elementwise add
+puts it into main_grad (``_weight_grad``).
 
 A LLaMA-style layer (llama, moe) rotates its queries and keys (RoPE) after the QKV projection:
 Megatron-LM's fused kernel (``apply_rope_fusion``, on unless ``--no-rope-fusion``), one for Q
@@ -134,31 +136,52 @@ def _grad_adds(name: str, model, par, linears: int) -> list:
             for _ in range(linears - 1)]
 
 
-def _linear(name: str, tokens: int, n_in: int, n_out: int, d: int, fp8: str = "") -> list:
+def _linear(name: str, tokens: int, n_in: int, n_out: int, par, fp8: bool = True) -> list:
     """A linear layer's three GEMMs: y = x W (tokens x n_out), dx = dy Wᵀ, dW = xᵀ dy.
 
-    ``fp8`` (Transformer Engine's FP8 recipe, a layer of the transformer block): the three GEMMs
-    take 1-byte operands at the FP8 peak and write 16-bit outputs (the weight gradient still
-    into the fp32 main gradient), and the operands are quantized first: the input in the
-    forward and the output gradient in the backward, each read in 16 bits and written twice in
-    FP8 (the row-wise copy its GEMM reads, the column-wise one the other GEMM of the backward
-    reads: TE's quantizers' rowwise and columnwise usage), 4 B an element. ``fp8`` names the
-    recipe: with ``tensorwise`` (current scaling) each quantization first reads its tensor once
-    more for its amax, which delayed scaling takes from the history instead. The weights' FP8
-    copies, made once an iteration, are not counted (what the linears keep:
-    :func:`.activations.transformer_activation_bytes`)."""
-    if not fp8:
+    ``fp8`` (a linear of the transformer block under Transformer Engine's FP8 recipe,
+    ``par.fp8``): the three GEMMs take 1-byte operands at the FP8 peak and write 16-bit outputs
+    (the weight gradient still into the fp32 main gradient), and the operands are quantized
+    first: the input in the forward and the output gradient in the backward, each read in 16
+    bits and written twice in FP8 (the row-wise copy its GEMM reads, the column-wise one the
+    other GEMM of the backward reads: TE's quantizers' rowwise and columnwise usage), 4 B an
+    element. With ``tensorwise`` (current scaling) each quantization first reads its tensor
+    once more for its amax, which delayed scaling takes from the history instead. The weights'
+    FP8 copies, made once an iteration, are not counted (what the linears keep:
+    :func:`.activations.transformer_activation_bytes`). The weight gradient reaches the main
+    gradient as :func:`_weight_grad` says."""
+    d = par.dtype_bytes
+    recipe = par.fp8 if fp8 else ""
+    if not recipe:
         return [gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=d),
                 gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=d),
-                gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=d,
-                     out_bytes=MAIN_GRAD if d <= 2 else 2 * d)]
-    cast = 2 * d + 2 if fp8 == "tensorwise" else d + 2     # bytes an element quantized
+                *_weight_grad(name, n_in, n_out, tokens, par)]
+    cast = 2 * d + 2 if recipe == "tensorwise" else d + 2     # bytes an element quantized
     return [memory(f"{name}_input_fp8", "fwd", cast * tokens * n_in),
             gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes=1, out_bytes=d),
             memory(f"{name}_grad_fp8", "ig", cast * tokens * n_out),
             gemm(f"{name}_dgrad", "ig", tokens, n_in, n_out, dtype_bytes=1, out_bytes=d),
-            gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, dtype_bytes=1,
-                 out_bytes=MAIN_GRAD)]
+            *_weight_grad(name, n_in, n_out, tokens, par, operand_bytes=1)]
+
+
+def _weight_grad(name: str, n_in: int, n_out: int, tokens: int, par, batch: int = 1,
+                 operand_bytes: int | None = None) -> list:
+    """dW = xᵀ dy (``batch`` such products: grouped experts) into the fp32 main gradient.
+
+    Megatron-LM's gradient accumulation fusion (``--gradient-accumulation-fusion``, on unless
+    ``--no-gradient-accumulation-fusion``; ``par.grad_accumulation_fusion``) accumulates in the
+    GEMM itself (``wgrad_gemm_accum_fp32``: the output read and written in fp32, 8 B). Without
+    it the GEMM writes a 16-bit gradient and the DDP's backward hook adds it into main_grad
+    (``param.main_grad.add_(param.grad)``: read both, write main_grad, d + 8 B a weight):
+    megatron/core/tensor_parallel/layers.py and distributed/distributed_data_parallel.py."""
+    d = par.dtype_bytes
+    fused = par.grad_accumulation_fusion
+    grad = gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, batch=batch,
+                dtype_bytes=operand_bytes or d,
+                out_bytes=(MAIN_GRAD if d <= 2 else 2 * d) if fused else d)
+    if fused:
+        return [grad]
+    return [grad, memory(f"{name}_main_grad_add", "wg", (d + MAIN_GRAD) * batch * n_in * n_out)]
 
 
 def _again(ops) -> list:
@@ -231,10 +254,10 @@ def attention_column_ops(model, par) -> list:
     f, b = _norm("input_norm", model, par)
     rope = _rope(model, par)
     if eager(model, par):
-        proj = (_linear("wq", bs, h, h // T, d, par.fp8) + _linear("wk", bs, h, kv // T, d, par.fp8)
-                + _linear("wv", bs, h, kv // T, d, par.fp8) + _grad_adds("qkv", model, par, 3))
+        proj = (_linear("wq", bs, h, h // T, par) + _linear("wk", bs, h, kv // T, par)
+                + _linear("wv", bs, h, kv // T, par) + _grad_adds("qkv", model, par, 3))
     else:
-        proj = _linear("qkv", bs, h, q // T, d, par.fp8)
+        proj = _linear("qkv", bs, h, q // T, par)
     again = _again(f) + [gemm("k_proj_recompute", "ig", bs, kv // T, h, dtype_bytes=d)] \
         + _again([o for o in rope if o.phase == "fwd"]) if par.op_recompute else []
     return f + proj + rope + _attention_core(model, par) + again + b
@@ -244,7 +267,7 @@ def attention_row_ops(model, par) -> list:
     """Output projection (h/T -> h), bias + dropout + residual add."""
     bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     f, b = _dropout_add(model, par)
-    linear = _linear("attention_proj", bs, h // T, h, d, par.fp8)
+    linear = _linear("attention_proj", bs, h // T, h, par)
     # op-level selective checkpointing recomputes wo (the fourth GEMM) and the residual add
     again = _again([o for o in linear if o.phase == "fwd"] + f) if par.op_recompute else []
     return linear + f + again + b
@@ -258,17 +281,17 @@ def mlp_column_ops(model, par) -> list:
     if model.arch == "gpt":
         e = bs * f // T
         act = [memory("bias_gelu", "fwd", 2 * d * e), memory("bias_gelu_bwd", "ig", 3 * d * e)]
-        up = _linear("mlp_up", bs, h, f // T, d, par.fp8)
+        up = _linear("mlp_up", bs, h, f // T, par)
     elif eager(model, par):
         e = bs * f // T
         act = [memory("silu", "fwd", 2 * d * e), memory("swiglu_mul", "fwd", 3 * d * e),
                memory("swiglu_mul_bwd", "ig", 6 * d * e), memory("silu_bwd", "ig", 3 * d * e)]
-        up = (_linear("w1", bs, h, f // T, d, par.fp8) + _linear("w3", bs, h, f // T, d, par.fp8)
+        up = (_linear("w1", bs, h, f // T, par) + _linear("w3", bs, h, f // T, par)
               + _grad_adds("mlp_up", model, par, 2))
     else:
         e = 2 * bs * f // T
         act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
-        up = _linear("mlp_up", bs, h, 2 * f // T, d, par.fp8)
+        up = _linear("mlp_up", bs, h, 2 * f // T, par)
     again = []
     if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
         again = _again(nf) + [gemm("mlp_up_w3_recompute", "ig", bs, f // T, h, dtype_bytes=d)] \
@@ -282,14 +305,14 @@ def mlp_row_ops(model, par) -> list:
                       par.dtype_bytes)
     fa, ba = _dropout_add(model, par)
     again = _again(fa) if par.op_recompute else []   # the residual add (w2's output is kept)
-    return _linear("mlp_down", bs, f // T, h, d, par.fp8) + fa + again + ba
+    return _linear("mlp_down", bs, f // T, h, par) + fa + again + ba
 
 
 def moe_router_ops(model, par) -> list:
     """Pre-MLP norm and the router (h -> E) on this GPU's share of the tokens."""
     bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     nf, nb = _norm("mlp_norm", model, par)
-    return nf + _linear("router", bs // T, h, model.experts, d) + nb
+    return nf + _linear("router", bs // T, h, model.experts, par, fp8=False) + nb
 
 
 def moe_expert_ops(model, par) -> list:
@@ -299,13 +322,11 @@ def moe_expert_ops(model, par) -> list:
                       par.dtype_bytes)
     local = model.experts // par.ep
     routed = bs * model.topk * par.ep // model.experts
-    out = MAIN_GRAD if d <= 2 else 2 * d
     ops = []
     for name, n_in, n_out in (("expert_up", h, 2 * f // T), ("expert_down", f // T, h)):
         ops += [gemm(name, "fwd", routed, n_out, n_in, batch=local, dtype_bytes=d),
                 gemm(f"{name}_dgrad", "ig", routed, n_in, n_out, batch=local, dtype_bytes=d),
-                gemm(f"{name}_wgrad", "wg", n_in, n_out, routed, batch=local, dtype_bytes=d,
-                     out_bytes=out)]
+                *_weight_grad(name, n_in, n_out, routed, par, batch=local)]
     e = 2 * local * routed * f // T
     ops += [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
     return ops
@@ -340,7 +361,7 @@ def head_ops(model, par, vocab: int) -> list:
     """Final norm and the column-parallel LM head (h -> V/T)."""
     bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
     f, b = _norm("final_norm", model, par, residual=False)
-    return f + _linear("lm_head", bs, h, vocab // T, d) + b
+    return f + _linear("lm_head", bs, h, vocab // T, par, fp8=False) + b
 
 
 def cross_entropy_ops(model, par, vocab: int) -> list:

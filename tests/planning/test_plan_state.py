@@ -200,3 +200,25 @@ def test_a_launch_without_the_steps_barrier_is_ranked_by_its_steady_state(capsys
     # LM head sets the pace (the cycle through its last I and the first rank's next F binds)
     assert a["tp1-pp8-v1-m32-zb-h2"]["makespan_ns"] < 0.995 * b["tp1-pp8-v1-m32-zb-h2"][
         "makespan_ns"]
+
+
+def test_a_megatron_launch_without_gradient_accumulation_fusion_is_planned_and_written_so(
+        capsys, tmp_path):
+    text = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 "
+            "--vocab-size 8192 --untie-embeddings-and-output-weights --seq-length 512 "
+            "--micro-batch-size 1 --global-batch-size 32 --bf16 --use-flash-attn "
+            "--attention-dropout 0 --hidden-dropout 0 ")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    fused, _, _ = _plan_launch(capsys, tmp_path / "a", text, "--runtime", "megatron",
+                               "--gpu", "a100")
+    best, _, out = _plan_launch(
+        capsys, tmp_path / "b", text + "--no-gradient-accumulation-fusion", "--runtime",
+        "megatron", "--gpu", "a100", "--launch", str(tmp_path / "b" / "plan" / "launch"))
+    # the candidates add each weight gradient into main_grad: slower, the same memory
+    assert best["makespan_ns"] > fused["makespan_ns"]
+    assert best["peak_memory_bytes"] == fused["peak_memory_bytes"]
+    written = (out / "launch" / "megatron_args.txt").read_text().splitlines()
+    assert "--no-gradient-accumulation-fusion" in written
+    got = _read_back(capsys, tmp_path, out, "--gpu", "a100")
+    assert got["makespan_ns"] == pytest.approx(best["makespan_ns"], rel=0.005)

@@ -401,3 +401,27 @@ def test_a_gpt_layer_has_no_rope_and_an_fp32_llama_layer_no_casts():
     assert [(o.name, o.nbytes) for o in ops if o.name.startswith("rope")] == [
         ("rope_q_rotate", 8 * 16_777_216), ("rope_q_rotate_bwd", 8 * 16_777_216),
         ("rope_k_rotate", 8 * 4_194_304), ("rope_k_rotate_bwd", 8 * 4_194_304)]
+
+
+def test_without_gradient_accumulation_fusion_each_weight_gradient_is_added_into_main_grad():
+    """Megatron's --no-gradient-accumulation-fusion: the weight-gradient GEMM writes its bf16
+    gradient (2 B an element, not the fused fp32 accumulation's 8), and the DDP hook's
+    main_grad.add_ reads it and the fp32 main gradient and writes the latter: 2 + 8 = 10 B a
+    weight. Llama 3 8B's attention projection (4096 x 4096 weights) on an H100."""
+    model = ModelSpec("llama", 2, 4096, 32, 8192, 1, ffn=14336, kv_heads=8)
+    fused = layer_ops.attention_row_ops(model, ParallelSpec())
+    plain = layer_ops.attention_row_ops(model, ParallelSpec(grad_accumulation_fusion=False))
+    assert [(o.name, o.phase) for o in plain if o.phase == "wg"] == [
+        ("attention_proj_wgrad", "wg"), ("attention_proj_main_grad_add", "wg")]
+    assert [o.out_bytes for o in fused if o.name == "attention_proj_wgrad"] == [8]
+    assert [o.out_bytes for o in plain if o.name == "attention_proj_wgrad"] == [2]
+    add = next(o for o in plain if o.name == "attention_proj_main_grad_add")
+    assert add.nbytes == 10 * 4096 * 4096
+    # 167,772,160 B at the H100's 3.35 TB/s x 0.793 elementwise rate
+    assert price(add, kernel_preset("h100")).ns == round(10 * 4096 * 4096 / (3.35e3 * 0.793))
+    # the grouped experts' gradients likewise: each of the rank's experts' weights
+    moe = ModelSpec("moe", 2, 4096, 32, 8192, 1, ffn=14336, kv_heads=8, experts=8, topk=2)
+    ops = layer_ops.moe_expert_ops(moe, ParallelSpec(ep=2, grad_accumulation_fusion=False))
+    adds = {o.name: o.nbytes for o in ops if o.name.endswith("_main_grad_add")}
+    assert adds == {"expert_up_main_grad_add": 10 * 4 * 4096 * 2 * 14336,
+                    "expert_down_main_grad_add": 10 * 4 * 14336 * 4096}

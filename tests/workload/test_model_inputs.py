@@ -1152,3 +1152,13 @@ def test_a_padded_launch_places_its_layers_as_the_fork_does():
     assert str(err.value) == ("--megatron-args zb.txt: --allow-padding-num-layers: expected no "
                               "other layer-placement flag with it (the zero-bubble fork places "
                               "the layers itself), found 22")
+
+
+def test_no_gradient_accumulation_fusion_is_read_and_said():
+    got = megatron_input(BASE + "--no-gradient-accumulation-fusion", "a.txt", 8)
+    assert got.launch.grad_accumulation_fusion is False and got.warnings == ()
+    assert ("--megatron-args a.txt: --no-gradient-accumulation-fusion: each weight-gradient GEMM "
+            "writes a 16-bit gradient that the DDP's hook adds into main_grad (an elementwise "
+            "kernel: the gradient and main_grad read, main_grad written), priced per "
+            "microbatch") in got.notes
+    assert megatron_input(BASE, "a.txt", 8).launch.grad_accumulation_fusion is True

@@ -62,7 +62,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--fp8-recipe": (STR, ("delayed", "tensorwise", "blockwise", "mxfp8", "custom")),
     "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
-    "--ddp-bucket-size": (INT, ()),
+    "--ddp-bucket-size": (INT, ()), "--no-gradient-accumulation-fusion": (FLAG, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
@@ -639,6 +639,11 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         else:
             warnings.append(f"{src}: --clip-grad 0: Megatron-LM skips the gradients' norm; "
                             "pipesim's optimizer step still prices its pass over them")
+    if a.get("--no-gradient-accumulation-fusion"):
+        notes.append(f"{src}: --no-gradient-accumulation-fusion: each weight-gradient GEMM "
+                     "writes a 16-bit gradient that the DDP's hook adds into main_grad (an "
+                     "elementwise kernel: the gradient and main_grad read, main_grad written), "
+                     "priced per microbatch")
     if no_effect:
         notes.append(f"{src}: read, no effect on an iteration's time or memory: "
                      + ", ".join(no_effect))
@@ -691,7 +696,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         overlap_param_gather=bool(a.get("--overlap-param-gather")),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
-        optimizer_post_validation=post_validation, zero_bubble_max_pending=pending)
+        optimizer_post_validation=post_validation, zero_bubble_max_pending=pending,
+        grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"))
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

@@ -88,6 +88,7 @@ class LaunchSettings(NamedTuple):
     fsdp: int = 0                        # torchtitan's FSDP2 shard degree (0: no FSDP)
     fsdp_reshard_after_forward: str = "default"   # its policy: default, always, never
     fp8: str = ""                        # --fp8-recipe with --fp8-format ("": no FP8)
+    grad_accumulation_fusion: bool = True   # off: --no-gradient-accumulation-fusion
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
 
 
