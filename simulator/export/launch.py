@@ -166,6 +166,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
                 f"--max-position-embeddings {max(st.seq, m.max_positions or 0)}"]
         if st.precision in ("bf16", "fp16"):
             out.append(f"--{st.precision}")
+        if st.vocab_divisor != 128:    # Megatron-LM's default padding unit
+            out.append(f"--make-vocab-size-divisible-by {st.vocab_divisor}")
         if st.fp8:   # Transformer Engine's FP8 linears, in the recipe the run priced
             out += ["--fp8-format hybrid", f"--fp8-recipe {st.fp8}"]
         # the gradients' reduction (and buffer) dtype where it is not Megatron's default

@@ -76,6 +76,8 @@ class PlanSettings:
     # Megatron-LM's gradient accumulation fusion of the generated candidates (a launch file's
     # --no-gradient-accumulation-fusion turns it off: generator.ParallelSpec)
     grad_accumulation_fusion: bool = True
+    # a launch file's --make-vocab-size-divisible-by (generator.padded_vocab)
+    vocab_divisor: int = 128
 
 
 def plan_cps(settings: PlanSettings) -> list[int]:

@@ -145,6 +145,9 @@ class ParallelSpec:
     # each weight's 16-bit gradient is added into main_grad by an elementwise kernel
     # (layer_ops._weight_grad)
     grad_accumulation_fusion: bool = True
+    # Megatron-LM's --make-vocab-size-divisible-by: the vocabulary padded to a multiple of it
+    # x tp (padded_vocab)
+    vocab_divisor: int = 128
 
     @property
     def dtype_bytes(self) -> int:
@@ -182,9 +185,12 @@ class RowSpec:
     ops: tuple = field(default=(), compare=False)   # its kernels (:mod:`.layer_ops`)
 
 
-def padded_vocab(model: ModelSpec, tp: int) -> int:
-    """Megatron pads the vocabulary to a multiple of 128 x tp."""
-    unit = 128 * tp
+def padded_vocab(model: ModelSpec, par: ParallelSpec) -> int:
+    """The vocabulary the embedding and the LM head hold over the TP ranks. Megatron-LM pads it
+    to a multiple of --make-vocab-size-divisible-by (128) x tp (training/tokenizer's
+    _vocab_size_with_padding); torchtitan keeps the tokenizer's size, its TP shards uneven
+    (DTensor's Shard(0): the largest ceil(V / tp), what a rank holds here)."""
+    unit = (1 if par.runtime == "torchtitan" else par.vocab_divisor) * par.tp
     return -(-model.vocab_size // unit) * unit
 
 
@@ -355,15 +361,15 @@ def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     h, T = model.hidden, par.tp
     act = par.dtype_bytes * model.micro_batch * local_seq(model, par) * h
     fwd = ("REDUCESCATTER", act) if par.sequence_parallel else ("ALLREDUCE", act)
-    params = padded_vocab(model, T) * h // T + (model.seq * h if model.arch == "gpt" else 0)
+    params = padded_vocab(model, par) * h // T + (model.seq * h if model.arch == "gpt" else 0)
     return RowSpec("embedding_layer", 0, 0, 0, fwd, ("NONE", 0), _dp(params), params,
-                   ops=tuple(layer_ops.embedding_ops(model, par, padded_vocab(model, T))))
+                   ops=tuple(layer_ops.embedding_ops(model, par, padded_vocab(model, par))))
 
 
 def head_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
     """The LM head (column-parallel h x V) with the final norm."""
     b, s, h, T = model.micro_batch, local_seq(model, par), model.hidden, par.tp
-    V = padded_vocab(model, T)
+    V = padded_vocab(model, par)
     gemm = 2 * b * s * h * V // T
     fc, ic = _tp_pair(par.sequence_parallel, True, par.dtype_bytes * b * s * h)
     params = h * V // T + (2 * h if model.arch == "gpt" else h)
@@ -497,7 +503,7 @@ def loss_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int]:
     in its forward and backward, over this rank's logits (its b·s/cp tokens x the padded
     vocabulary over TP: Megatron's vocab-parallel loss, torchtitan's loss parallel)
     (:func:`.activations.loss_memory_bytes`)."""
-    logits = layer_ops.tokens(model, par) * (padded_vocab(model, par.tp) // par.tp)
+    logits = layer_ops.tokens(model, par) * (padded_vocab(model, par) // par.tp)
     return loss_memory_bytes(logits, par.dtype_bytes, par.runtime)
 
 
@@ -549,7 +555,7 @@ def embedding_sync_params(model: ModelSpec, par: ParallelSpec) -> int:
     the embedding row holds): the first stage's table and the last stage's LM head copy, whose
     gradients Megatron-LM all-reduces over the embedding group (``finalize_model_grads``) when
     the pipeline has more than one stage."""
-    return layer_ops.embedding_table_params(model, par, padded_vocab(model, par.tp))
+    return layer_ops.embedding_table_params(model, par, padded_vocab(model, par))
 
 
 def render(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset, layout: str = "model",

@@ -38,14 +38,17 @@ def _header(tp: int = 1, pp: int = 1, loss: str = "megatron", vocab: int = 50000
 
 
 def test_generate_writes_the_logits_of_this_rank():
-    # 50,000 padded to a multiple of 128 x TP: 50,048 at TP 1, 50,176 at TP 4 (12,544 a rank)
+    # Megatron-LM pads 50,000 to a multiple of 128 x TP: 50,048 at TP 1, 50,176 at TP 4
+    # (12,544 a rank); torchtitan keeps 50,000 (at TP 8 its largest shard 6,250 rows, where
+    # Megatron's 50,176 / 8 is 6,272)
     h = _header().header
     assert (h.loss_keeps_bytes, h.loss_f_transient_bytes, h.loss_b_transient_bytes) == (
         4 * 256 * 50_048, 2 * 256 * 50_048, 2 * 256 * 50_048)
     assert _header(tp=4).header.loss_keeps_bytes == 4 * 256 * 12_544
     t = _header(loss="torchtitan").header
-    assert (t.loss_f_transient_bytes, t.loss_b_transient_bytes) == (6 * 256 * 50_048,
-                                                                    8 * 256 * 50_048)
+    assert (t.loss_f_transient_bytes, t.loss_b_transient_bytes) == (6 * 256 * 50_000,
+                                                                    8 * 256 * 50_000)
+    assert _header(tp=8, loss="torchtitan").header.loss_keeps_bytes == 4 * 256 * 6_250
 
 
 def test_the_last_stage_holds_it_and_no_other():

@@ -1162,3 +1162,51 @@ def test_no_gradient_accumulation_fusion_is_read_and_said():
             "kernel: the gradient and main_grad read, main_grad written), priced per "
             "microbatch") in got.notes
     assert megatron_input(BASE, "a.txt", 8).launch.grad_accumulation_fusion is True
+
+
+def test_checkpoint_logging_and_constant_flags_of_megatrons_test_launches_change_nothing():
+    """Flags every launch of Megatron-LM's functional tests carries (checkpointing, the
+    logger's interval writes, the NCCL backend, the fused softmax's dtype) are read as changing
+    nothing, so --strict does not refuse such a launch for them; what does change an
+    iteration (the parameters' norm each iteration) stays a warning."""
+    flags = ("--distributed-backend nccl --async-save --use-persistent-ckpt-worker "
+             "--dist-ckpt-strictness log_all --log-memory-to-tensorboard "
+             "--log-validation-ppl-to-tensorboard --attention-softmax-in-fp32 "
+             "--norm-epsilon 1e-5 --log-params-norm")
+    got = megatron_input(BASE + flags, "a.txt", 8)
+    assert got.warnings == ("--megatron-args a.txt: --log-params-norm: not modelled by pipesim "
+                            "(ignored)",)
+    said = next(n for n in got.notes if "no effect on an iteration" in n)
+    for flag in ("--distributed-backend", "--async-save", "--use-persistent-ckpt-worker",
+                 "--dist-ckpt-strictness", "--log-memory-to-tensorboard",
+                 "--log-validation-ppl-to-tensorboard", "--attention-softmax-in-fp32",
+                 "--norm-epsilon"):
+        assert flag in said
+    assert megatron_input(BASE + "--distributed-backend gloo", "a.txt", 8).warnings == (
+        "--megatron-args a.txt: --distributed-backend gloo: pipesim prices the collectives and "
+        "transfers on the system's links, as NCCL runs them",)
+    # without flash attention and without the fused softmax kernel, the fp32 softmax is a cast
+    unfused = BASE.replace("--use-flash-attn ", "--attention-backend unfused ")
+    got = megatron_input(unfused + "--no-masked-softmax-fusion --attention-softmax-in-fp32",
+                         "a.txt", 8)
+    assert got.warnings == (
+        "--megatron-args a.txt: --no-masked-softmax-fusion: the unfused attention's softmax is "
+        "priced as Megatron's fused scale-mask-softmax kernel (and "
+        "--attention-softmax-in-fp32's fp32 copy is not counted)",)
+
+
+def test_make_vocab_size_divisible_by_sets_megatrons_padding():
+    from simulator.workload.generator import ModelSpec, ParallelSpec, padded_vocab
+
+    got = megatron_input(BASE + "--make-vocab-size-divisible-by 64", "a.txt", 8)
+    assert got.launch.vocab_divisor == 64 and got.warnings == ()
+    assert megatron_input(BASE, "a.txt", 8).launch.vocab_divisor == 128
+    # GPT-2's 50,257 at TP 2: a multiple of 128 x 2 = 256 is 50,432, of 64 x 2 50,304, of 1 x 2
+    # 50,258; torchtitan pads nothing (its TP shards are uneven)
+    gpt2 = ModelSpec("gpt", 2, 1024, 16, 1024, 1, vocab=50257)
+    assert [padded_vocab(gpt2, ParallelSpec(tp=2, vocab_divisor=n)) for n in (128, 64, 1)] == [
+        50432, 50304, 50258]
+    assert padded_vocab(gpt2, ParallelSpec(tp=1, runtime="torchtitan")) == 50257
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: "
+                       r"--make-vocab-size-divisible-by: expected a positive integer, found 0$"):
+        megatron_input(BASE + "--make-vocab-size-divisible-by 0", "a.txt", 8)

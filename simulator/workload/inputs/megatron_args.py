@@ -63,6 +63,9 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--no-overlap-p2p-communication": (FLAG, ()),
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()), "--no-gradient-accumulation-fusion": (FLAG, ()),
+    "--distributed-backend": (STR, ("nccl", "gloo")),
+    "--make-vocab-size-divisible-by": (INT, ()),
+    "--attention-softmax-in-fp32": (FLAG, ()), "--no-masked-softmax-fusion": (FLAG, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
@@ -105,6 +108,21 @@ NO_EFFECT = frozenset((
     "--profile-step-end", "--profile-ranks", "--use-pytorch-profiler", "--logging-level",
     "--tensorboard-log-interval", "--log-timers-to-tensorboard", "--moe-per-layer-logging",
     "--ckpt-format", "--fp8-amax-history-len", "--fp8-amax-compute-algo",
+    # checkpoints (written every --save-interval, read at start: megatron/training/checkpointing.py),
+    # what the logger writes at its intervals (training_log's tensorboard block: memory stats,
+    # validation perplexity) and the progress file, evaluation's batch, the data loader's
+    # workers (fill-in-the-middle, the attention mask it builds), the weights' hash check every
+    # N iterations, RoPE's frequency scaling constants and the norms' epsilon: flags of
+    # Megatron-LM's own functional-test launches (tests/functional_tests/test_cases)
+    "--dist-ckpt-strictness", "--async-save", "--use-persistent-ckpt-worker",
+    "--dist-ckpt-optim-fully-reshardable", "--use-checkpoint-args", "--auto-detect-ckpt-format",
+    "--ckpt-fully-parallel-load", "--ckpt-fully-parallel-save", "--no-ckpt-fully-parallel-save",
+    "--ckpt-assume-constant-structure", "--async-ckpt-use-cpu-shm", "--finetune",
+    "--no-use-tokenizer-model-from-checkpoint-args", "--log-memory-to-tensorboard",
+    "--log-validation-ppl-to-tensorboard", "--log-progress", "--eval-global-batch-size",
+    "--fim-rate", "--fim-spm-rate", "--fim-data", "--no-create-attention-mask-in-dataloader",
+    "--check-weight-hash-across-dp-replicas-interval", "--rotary-scaling-factor", "--mscale",
+    "--mscale-all-dim", "--norm-epsilon", "--moe-aux-loss-coeff",
 ))
 
 
@@ -309,6 +327,9 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
             warnings.append(f"{src}: --disable-bias-linear absent: Megatron-LM adds linear "
                             f"biases by default; the {arch} model writes none")
     vocab = a.get("--vocab-size")
+    divisor = a.get("--make-vocab-size-divisible-by", 128)
+    if divisor < 1:
+        refuse("--make-vocab-size-divisible-by", "a positive integer", divisor)
     if vocab is None:
         warnings.append(f"{src}: --vocab-size absent: Megatron-LM takes it from the tokenizer; "
                         "pipesim uses " + ("50257 (GPT-2's)" if arch == "gpt" else "32000"))
@@ -644,6 +665,27 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "writes a 16-bit gradient that the DDP's hook adds into main_grad (an "
                      "elementwise kernel: the gradient and main_grad read, main_grad written), "
                      "priced per microbatch")
+    backend_name = a.get("--distributed-backend")
+    if backend_name == "nccl":      # Megatron-LM's default
+        no_effect.append("--distributed-backend")
+    elif backend_name is not None:
+        warnings.append(f"{src}: --distributed-backend {backend_name}: pipesim prices the "
+                        "collectives and transfers on the system's links, as NCCL runs them")
+    # the softmax's dtype: Megatron's fused scale-mask-softmax kernel (on unless
+    # --no-masked-softmax-fusion) computes in fp32 inside either way, and a fused attention
+    # kernel has no separate softmax (core/fusions/fused_softmax.py: the flag only casts the
+    # unfused path's input)
+    unfused_softmax = not flash and a.get("--no-masked-softmax-fusion")
+    if a.get("--attention-softmax-in-fp32") and not unfused_softmax:
+        no_effect.append("--attention-softmax-in-fp32")
+    if a.get("--no-masked-softmax-fusion"):
+        if flash:
+            no_effect.append("--no-masked-softmax-fusion")
+        else:
+            warnings.append(f"{src}: --no-masked-softmax-fusion: the unfused attention's "
+                            "softmax is priced as Megatron's fused scale-mask-softmax kernel"
+                            + (" (and --attention-softmax-in-fp32's fp32 copy is not counted)"
+                               if a.get("--attention-softmax-in-fp32") else ""))
     if no_effect:
         notes.append(f"{src}: read, no effect on an iteration's time or memory: "
                      + ", ".join(no_effect))
@@ -697,7 +739,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")), grad_reduce_dtype=grad_dtype,
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
         optimizer_post_validation=post_validation, zero_bubble_max_pending=pending,
-        grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"))
+        grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"),
+        vocab_divisor=divisor)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

@@ -89,6 +89,7 @@ class LaunchSettings(NamedTuple):
     fsdp_reshard_after_forward: str = "default"   # its policy: default, always, never
     fp8: str = ""                        # --fp8-recipe with --fp8-format ("": no FP8)
     grad_accumulation_fusion: bool = True   # off: --no-gradient-accumulation-fusion
+    vocab_divisor: int = 128             # --make-vocab-size-divisible-by
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
 
 
