@@ -445,8 +445,7 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
                        op_recompute=launch.recompute_granularity == "op", fp8=launch.fp8,
                        stage_layers=placed_counts(mi, P, V) if placement and layout == "model"
                        else (), runtime=launch.runtime,
-                       grad_accumulation_fusion=launch.grad_accumulation_fusion,
-                       vocab_divisor=launch.vocab_divisor)
+                       **launch.code_fields())
     text = render(spec, par, gpu_preset(gpu or "a100"), layout, efficiency)
     if not placement or layout != "model":
         return text

@@ -168,6 +168,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             out.append(f"--{st.precision}")
         if st.vocab_divisor != 128:    # Megatron-LM's default padding unit
             out.append(f"--make-vocab-size-divisible-by {st.vocab_divisor}")
+        if st.rotary_percent != 1.0:
+            out.append(f"--rotary-percent {st.rotary_percent:g}")
         if st.fp8:   # Transformer Engine's FP8 linears, in the recipe the run priced
             out += ["--fp8-format hybrid", f"--fp8-recipe {st.fp8}"]
         # the gradients' reduction (and buffer) dtype where it is not Megatron's default
@@ -184,7 +186,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--overlap-grad-reduce", st.overlap_grad_reduce),
             ("--overlap-param-gather", st.overlap_param_gather),
             ("--tp-comm-overlap", st.tp_comm_overlap),
-            ("--no-gradient-accumulation-fusion", not st.grad_accumulation_fusion)) if on]
+            ("--no-gradient-accumulation-fusion", not st.grad_accumulation_fusion),
+            ("--no-rope-fusion", not st.rope_fusion)) if on]
     return out
 
 

@@ -73,11 +73,9 @@ class PlanSettings:
     # whose model code the generated candidates run (a launch file's runtime:
     # activations.MODEL_RUNTIMES): their kernels (layer_ops) and what their loss keeps and holds
     model_runtime: str = "megatron"
-    # Megatron-LM's gradient accumulation fusion of the generated candidates (a launch file's
-    # --no-gradient-accumulation-fusion turns it off: generator.ParallelSpec)
-    grad_accumulation_fusion: bool = True
-    # a launch file's --make-vocab-size-divisible-by (generator.padded_vocab)
-    vocab_divisor: int = 128
+    # a launch file's choices among Megatron-LM's kernels for the generated candidates
+    # (LaunchSettings.code_fields: generator.ParallelSpec's keywords); (): Megatron's defaults
+    code: tuple = ()
 
 
 def plan_cps(settings: PlanSettings) -> list[int]:

@@ -76,8 +76,7 @@ def generate_workloads(settings: PlanSettings, where: Path) -> list[TpWorkload]:
             continue
         par = ParallelSpec(tp=tp, pp=1, vpp=1, ga=1, dp=settings.gpus // (tp * cp), cp=cp,
                            ep=ep, fp8=settings.fp8, runtime=settings.model_runtime,
-                           grad_accumulation_fusion=settings.grad_accumulation_fusion,
-                           vocab_divisor=settings.vocab_divisor)
+                           **dict(settings.code))
         try:
             check(model, par, "model")
             text = render(model, par, gpu, "model", settings.efficiency)

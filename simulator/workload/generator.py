@@ -148,6 +148,10 @@ class ParallelSpec:
     # Megatron-LM's --make-vocab-size-divisible-by: the vocabulary padded to a multiple of it
     # x tp (padded_vocab)
     vocab_divisor: int = 128
+    # Megatron-LM's fused RoPE kernel (off with --no-rope-fusion: PyTorch ops,
+    # layer_ops._rope) and --rotary-percent, the fraction of each head's channels rotated
+    rope_fusion: bool = True
+    rotary_percent: float = 1.0
 
     @property
     def dtype_bytes(self) -> int:

@@ -102,6 +102,27 @@ def eager(model, par) -> bool:
     return par.runtime == "torchtitan" and model.arch == "llama"
 
 
+def _unfused_rope(name: str, e: int, r: int, d: int) -> list:
+    """Megatron-LM's RoPE without its fused kernel (``--no-rope-fusion``:
+    core/models/common/embeddings/rope_utils.py, ``_apply_rotary_pos_emb_bshd``) on ``e``
+    elements of Q or K, ``r`` of them rotated (``--rotary-percent``): ``t·cos + rotate_half(t)·sin``
+    on the rotated channels, ``rotate_half`` a negation of one half and a concatenation, then the
+    concatenation with the channels passed through. Each PyTorch op a kernel reading its inputs
+    and writing its output (the cos and sin tables, s x channels, left out); the backward as
+    torch 2.13's autograd runs it (its ops logged with a TorchDispatchMode): the two products'
+    gradients, the negation's, the halves' concatenation (split's backward), the two branches'
+    sum, and the slices' backward (a zero-filled full tensor each, the part copied in; with
+    every channel rotated only the empty pass-through's zeros) summed."""
+    full = r == e
+    fwd = [("cos_mul", 2 * r), ("neg", r), ("rotate_cat", 2 * r), ("sin_mul", 2 * r),
+           ("add", 3 * r), ("pass_cat", 2 * e)]
+    bwd = [("cos_mul_bwd", 2 * r), ("sin_mul_bwd", 2 * r), ("neg_bwd", r),
+           ("split_bwd", 2 * r), ("branches_add", 3 * r),
+           ("slice_bwd", e if full else 4 * e), ("slices_add", 3 * e)]
+    return ([memory(f"rope_{name}_{k}", "fwd", d * n) for k, n in fwd]
+            + [memory(f"rope_{name}_{k}", "ig", d * n) for k, n in bwd])
+
+
 def _rope(model, par) -> list:
     """RoPE on this rank's queries and keys (module docstring); none in a GPT layer, whose
     positions are a learned table."""
@@ -113,8 +134,10 @@ def _rope(model, par) -> list:
     for name, heads in (("q", model.heads), ("k", model.kv)):
         e = bs * heads // par.tp * hd
         if not eager(model, par):
-            ops += [memory(f"rope_{name}", "fwd", 2 * d * e),
-                    memory(f"rope_{name}_bwd", "ig", 2 * d * e)]
+            ops += (_unfused_rope(name, e, int(hd * par.rotary_percent) * e // hd, d)
+                    if not par.rope_fusion else
+                    [memory(f"rope_{name}", "fwd", 2 * d * e),
+                     memory(f"rope_{name}_bwd", "ig", 2 * d * e)])
             continue
         rotate = [memory(f"rope_{name}_rotate", "fwd", 8 * e),
                   memory(f"rope_{name}_rotate_bwd", "ig", 8 * e)]

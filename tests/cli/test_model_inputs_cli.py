@@ -378,14 +378,16 @@ def test_a_model_run_without_a_system_says_which_links_and_memory_it_met(hf_conf
 def test_a_launchs_vocab_padding_and_wgrad_accumulation_are_written_back(tmp_path, capsys):
     args = tmp_path / "args.txt"
     args.write_text(UNEVEN + " --make-vocab-size-divisible-by 64 "
-                    "--no-gradient-accumulation-fusion")
+                    "--no-gradient-accumulation-fusion --no-rope-fusion --rotary-percent 0.5")
     launch = tmp_path / "launch"
     assert _run(["run", "--megatron-args", str(args), "--gpus", "16", "--engine", "evaluator",
                  "--launch", str(launch), "--json", str(tmp_path / "a.json")], capsys)[0] == 0
     written = (launch / "megatron_args.txt").read_text().splitlines()
     assert "--make-vocab-size-divisible-by 64" in written
     assert "--no-gradient-accumulation-fusion" in written
+    assert "--no-rope-fusion" in written and "--rotary-percent 0.5" in written
     back = read_megatron_args(str(launch / "megatron_args.txt"), 16)
     orig = read_megatron_args(str(args), 16)
-    assert (back.launch.vocab_divisor, back.launch.grad_accumulation_fusion) == (64, False)
+    assert back.launch.code_fields() == dict(grad_accumulation_fusion=False, vocab_divisor=64,
+                                             rope_fusion=False, rotary_percent=0.5)
     assert back.launch._replace(source=None) == orig.launch._replace(source=None)

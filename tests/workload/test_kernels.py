@@ -425,3 +425,68 @@ def test_without_gradient_accumulation_fusion_each_weight_gradient_is_added_into
     adds = {o.name: o.nbytes for o in ops if o.name.endswith("_main_grad_add")}
     assert adds == {"expert_up_main_grad_add": 10 * 4 * 4096 * 2 * 14336,
                     "expert_down_main_grad_add": 10 * 4 * 14336 * 4096}
+
+
+@pytest.mark.parametrize("percent, fwd, bwd", ((1.0, 12, 14), (0.5, 7, 12)))
+def test_unfused_rope_bytes(percent, fwd, bwd):
+    """--no-rope-fusion on a Llama 3 8B layer (4096 tokens, 32 query heads and 8 KV heads of
+    128): per element of Q or K, in units of d = 2 B, forward t·cos (2r), the negated half (r),
+    rotate_half's concatenation (2r), ·sin (2r), the sum (3r), the pass-through's
+    concatenation (2); backward the products' gradients (2r each), the negation's (r), split's
+    concatenation (2r), the branches' sum (3r), the slices' backward (1 with every channel
+    rotated: the empty pass-through's zeros; else 4) and their sum (3)."""
+    par = ParallelSpec(rope_fusion=False, rotary_percent=percent)
+    ops = layer_ops._rope(LLAMA8, par)
+    q, k = 4096 * 32 * 128, 4096 * 8 * 128
+    assert sum(o.nbytes for o in ops if o.phase == "fwd") == 2 * fwd * (q + k)
+    assert sum(o.nbytes for o in ops if o.phase == "ig") == 2 * bwd * (q + k)
+    fused = layer_ops._rope(LLAMA8, ParallelSpec(rotary_percent=percent))
+    assert [o.nbytes for o in fused] == [4 * q, 4 * q, 4 * k, 4 * k]
+
+
+@pytest.mark.launch
+@pytest.mark.parametrize("percent", (1.0, 0.5))
+def test_unfused_rope_bytes_are_megatrons_ops_as_torch_runs_them(percent):
+    """megatron-core's own _apply_rotary_pos_emb_bshd forward and backward under a
+    TorchDispatchMode: each op's tensors of Q's size read and written (a slice's backward also
+    zero-fills its whole output before the copy), against layer_ops' count."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("megatron.core")
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    from megatron.core.models.common.embeddings.rope_utils import _apply_rotary_pos_emb_bshd
+
+    views = {"aten.alias.default", "aten.slice.Tensor", "aten.split.Tensor",
+             "aten.detach.default", "aten.view.default", "aten.ones_like.default"}
+
+    class Bytes(TorchDispatchMode):
+        def __init__(self, big: int):
+            super().__init__()
+            self.big, self.total = big, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if str(func) not in views:
+                def size(xs):
+                    return sum(x.numel() * x.element_size() for x in tree_flatten(xs)[0]
+                               if isinstance(x, torch.Tensor) and x.numel() > self.big)
+                read, written = size((args, kwargs)), size(out)
+                if str(func) == "aten.slice_backward.default":
+                    written += read      # the zero-filled output, then the copy into it
+                self.total += read + written
+            return out
+
+    s, heads, hd = 64, 4, 32
+    t = torch.randn(s, 1, heads, hd, dtype=torch.bfloat16, requires_grad=True)
+    freqs = torch.randn(s, 1, 1, int(hd * percent))
+    grad = torch.ones(s, 1, heads, hd, dtype=torch.bfloat16)
+    with Bytes(freqs.numel()) as f:
+        y = _apply_rotary_pos_emb_bshd(t, freqs)
+    with Bytes(freqs.numel()) as b:
+        y.backward(grad)
+    model = ModelSpec("llama", 1, heads * hd, heads, s, 1, ffn=256, kv_heads=heads)
+    ops = layer_ops._rope(model, ParallelSpec(rope_fusion=False, rotary_percent=percent))
+    q = [o for o in ops if o.name.startswith("rope_q_")]
+    assert (f.total, b.total) == (sum(o.nbytes for o in q if o.phase == "fwd"),
+                                  sum(o.nbytes for o in q if o.phase == "ig"))

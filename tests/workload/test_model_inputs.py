@@ -1210,3 +1210,23 @@ def test_make_vocab_size_divisible_by_sets_megatrons_padding():
     with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: "
                        r"--make-vocab-size-divisible-by: expected a positive integer, found 0$"):
         megatron_input(BASE + "--make-vocab-size-divisible-by 0", "a.txt", 8)
+
+
+def test_no_rope_fusion_and_rotary_percent_are_read():
+    llama = (BASE + "--swiglu --normalization RMSNorm --disable-bias-linear "
+             "--position-embedding-type rope ")
+    got = megatron_input(llama + "--no-rope-fusion --rotary-percent 0.5", "a.txt", 8)
+    assert (got.launch.rope_fusion, got.launch.rotary_percent) == (False, 0.5)
+    assert ("--megatron-args a.txt: --no-rope-fusion: RoPE as PyTorch ops on 0.5 of each head's "
+            "channels of Q and K (t·cos + rotate_half(t)·sin, the pass-through concatenated; the "
+            "backward as autograd runs it), not Megatron-LM's fused kernel") in got.notes
+    # the fused kernel reads and writes all of Q and K whatever the fraction
+    fused = megatron_input(llama + "--rotary-percent 0.5", "a.txt", 8)
+    assert fused.launch.rope_fusion and "--rotary-percent" in next(
+        n for n in fused.notes if "no effect on an iteration" in n)
+    with pytest.raises(ConfigError, match=r"^--megatron-args a.txt: --rotary-percent: expected "
+                                          r"a fraction in \(0, 1\], found 1.5$"):
+        megatron_input(llama + "--rotary-percent 1.5", "a.txt", 8)
+    # a gpt model has learned positions: nothing of RoPE is priced
+    gpt = megatron_input(BASE + "--no-rope-fusion", "a.txt", 8)
+    assert "--no-rope-fusion" in next(n for n in gpt.notes if "no effect on an iteration" in n)

@@ -146,8 +146,7 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
                        op_recompute=not ours and launch.recompute_granularity == "op",
                        fp8="" if ours else launch.fp8,
                        stage_layers=counts, runtime=launch.runtime,
-                       grad_accumulation_fusion=ours or launch.grad_accumulation_fusion,
-                       vocab_divisor=launch.vocab_divisor)
+                       **launch.code_fields())
     selective = par.selective_recompute
 
     check_writable(output, "--output")

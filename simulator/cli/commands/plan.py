@@ -328,8 +328,7 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                             _plan_size(mi, "cp", model_values.get("cp"), cp_max), cp_max,
                             _plan_size(mi, "ep", model_values.get("ep"), ep_max), ep_max,
                             _model_runtime(runtime, mi),
-                            mi is None or mi.launch.grad_accumulation_fusion,
-                            128 if mi is None else mi.launch.vocab_divisor)
+                            () if mi is None else tuple(mi.launch.code_fields().items()))
     if settings.cp is None and settings.model is not None:
         # what a searched context parallelism leaves out, as a launch file's CP says it
         from ...workload.generator import cp_exchange_warning

@@ -64,7 +64,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--grad-reduce-in-bf16": (FLAG, ()), "--accumulate-allreduce-grads-in-fp32": (FLAG, ()),
     "--ddp-bucket-size": (INT, ()), "--no-gradient-accumulation-fusion": (FLAG, ()),
     "--distributed-backend": (STR, ("nccl", "gloo")),
-    "--make-vocab-size-divisible-by": (INT, ()),
+    "--make-vocab-size-divisible-by": (INT, ()), "--no-rope-fusion": (FLAG, ()),
+    "--rotary-percent": (FLOAT, ()),
     "--attention-softmax-in-fp32": (FLAG, ()), "--no-masked-softmax-fusion": (FLAG, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
@@ -83,7 +84,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
 # flags that change nothing of one iteration's time or memory, by what they do: the learning
 # rate and its schedule, the optimizer's coefficients, the run's length, the data and the
 # tokenizer (read by the data loader's workers), logging, evaluation and checkpoints, the
-# initialisation; RoPE's base and fraction (its kernel is the same). Named in a note, not a warning: --strict does not refuse a real launch file
+# initialisation; RoPE's base (its kernels are the same). Named in a note, not a warning: --strict does not refuse a real launch file
 # for its --lr
 NO_EFFECT = frozenset((
     "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples",
@@ -97,7 +98,7 @@ NO_EFFECT = frozenset((
     "--eval-interval", "--eval-iters", "--tensorboard-dir", "--wandb-project",
     "--wandb-exp-name", "--wandb-save-dir", "--no-load-optim", "--no-load-rng",
     "--log-throughput", "--timing-log-level", "--distributed-timeout-minutes",
-    "--rotary-base", "--rotary-percent", "--apply-layernorm-1p",
+    "--rotary-base", "--apply-layernorm-1p",
     # the zero-bubble fork's profiling window for its scheduler (pipesim is given the times)
     "--zero-bubble-pipeline-timers-start-iter", "--zero-bubble-pipeline-timers-end-iter",
     # the tokenizer and how the data files are read (by the loader's workers), the profilers'
@@ -665,6 +666,21 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "writes a 16-bit gradient that the DDP's hook adds into main_grad (an "
                      "elementwise kernel: the gradient and main_grad read, main_grad written), "
                      "priced per microbatch")
+    rope_fusion = not a.get("--no-rope-fusion")
+    rotary = a.get("--rotary-percent", 1.0)
+    if not 0 < rotary <= 1:
+        refuse("--rotary-percent", "a fraction in (0, 1]", f"{rotary:g}")
+    if arch == "gpt":
+        # no RoPE in the gpt model (learned positions; a rope position type is warned above)
+        if a.get("--position-embedding-type") in (None, "learned_absolute"):
+            no_effect += [f for f in ("--no-rope-fusion", "--rotary-percent") if f in a]
+    elif not rope_fusion:
+        notes.append(f"{src}: --no-rope-fusion: RoPE as PyTorch ops on "
+                     + (f"{rotary:g} of each head's channels" if rotary < 1 else "every channel")
+                     + " of Q and K (t·cos + rotate_half(t)·sin, the pass-through concatenated; "
+                     "the backward as autograd runs it), not Megatron-LM's fused kernel")
+    elif "--rotary-percent" in a:
+        no_effect.append("--rotary-percent")    # the fused kernel reads and writes all of Q, K
     backend_name = a.get("--distributed-backend")
     if backend_name == "nccl":      # Megatron-LM's default
         no_effect.append("--distributed-backend")
@@ -740,7 +756,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
         optimizer_post_validation=post_validation, zero_bubble_max_pending=pending,
         grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"),
-        vocab_divisor=divisor)
+        vocab_divisor=divisor, rope_fusion=rope_fusion, rotary_percent=rotary)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

@@ -90,7 +90,16 @@ class LaunchSettings(NamedTuple):
     fp8: str = ""                        # --fp8-recipe with --fp8-format ("": no FP8)
     grad_accumulation_fusion: bool = True   # off: --no-gradient-accumulation-fusion
     vocab_divisor: int = 128             # --make-vocab-size-divisible-by
+    rope_fusion: bool = True             # off: --no-rope-fusion
+    rotary_percent: float = 1.0          # --rotary-percent
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
+
+    def code_fields(self) -> dict:
+        """The generator's ParallelSpec keywords for the launch's choices among Megatron-LM's
+        kernels: its weight-gradient accumulation, vocabulary padding and RoPE."""
+        return dict(grad_accumulation_fusion=self.grad_accumulation_fusion,
+                    vocab_divisor=self.vocab_divisor, rope_fusion=self.rope_fusion,
+                    rotary_percent=self.rotary_percent)
 
 
 class ModelInput(NamedTuple):
