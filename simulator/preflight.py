@@ -14,7 +14,7 @@ from .errors import ConfigError
 from .schedules.registry import ScheduleSpec, torch_class_of
 from .schedules.schedule import Schedule
 from .system.per_runtime import for_runtime
-from .system.topology import LinkModel
+from .system.topology import LinkModel, expert_grid
 from .units import fmt_bytes
 from .workload.header import FILE_KEY, defaults_note
 from .workload.model import CommGroup, Layer, Partition, Workload
@@ -210,6 +210,7 @@ def header_for_run(workload: Workload, pp: int, *, pp_comm: int | None = None,
     used = _groups_used(workload.layers)
     warnings += _world_size(workload, pp, gpus, dp, used, changes)
     warnings += _unmodelled(workload, used)
+    warnings += _expert_grid(workload.header._replace(**changes), pp, used, workload.path)
     warnings += _generated_defaults(workload, decided | set(changes))
     if workload.layout_detected:
         warnings.append(RunWarning("layout_detected", workload.layout_detected,
@@ -324,6 +325,23 @@ def _unmodelled(workload: Workload, used: dict[CommGroup, int]) -> list[RunWarni
             "pipesim prices each collective by its group suffix instead (TP for forward and "
             "input-gradient rows, DP for weight-gradient rows)", ""))
     return warnings
+
+
+def _expert_grid(h, pp: int, used: dict[CommGroup, int], path: str) -> list[RunWarning]:
+    """Where the rows have expert collectives but the header's etp x ep does not divide a
+    stage's GPUs (Megatron-LM refuses such a launch), the experts run as the dense layers."""
+    if not used.keys() & {CommGroup.EP, CommGroup.ETP, CommGroup.DP_EP}:
+        return []
+    etp, ep, _ = expert_grid(h, pp)
+    if (etp, ep) == (h.expert_tp, max(1, h.ep)):
+        return []
+    stage = h.all_gpus // max(1, pp)
+    return [RunWarning(
+        "expert_grid_folded",
+        f"{path}: etp {h.expert_tp} x ep {h.ep} does not divide a stage's {stage} GPUs "
+        f"(all_gpus {h.all_gpus} / pp {pp}); the experts' collectives run as the dense "
+        f"layers' (ETP {etp}, EP 1, expert-DP the stage's data-parallel ranks)",
+        "ep: (and etp:) dividing all_gpus / pp")]
 
 
 # the warning each key's absence already gets elsewhere: no second warning for it

@@ -48,7 +48,7 @@ from ..system.memory_actions import (DTYPE_BYTES, MASTER_COPY_BYTES, OPTIMIZER_S
                                      action_bytes)
 from ..system.topology import Placement
 from ..workload.iteration_rows import rank_iteration_rows
-from ..workload.model import CommType, Header, Layer, Partition
+from ..workload.model import CommGroup, CommType, Header, Layer, Partition
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "transient",
               "runtime_buffers")
@@ -155,9 +155,9 @@ def _chunk_split_keeps(partition: Partition, per_layer: int) -> list[float]:
             for rows in partition.chunks]
 
 
-def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[dict, float]:
+def _static(params: float, cfg: MemoryConfig, versions: int, shard: int) -> tuple[dict, float]:
     """({category: bytes} held from the start, gradient bytes allocated at the first backward)
-    for ``params`` parameters."""
+    for ``params`` parameters whose sharded state is split over ``shard`` ranks."""
     per_param = cfg.grad_bytes()
     extra = (versions - 1) * params * per_param
     if not cfg.precision:
@@ -169,12 +169,32 @@ def _static(params: float, cfg: MemoryConfig, versions: int, dp: int) -> tuple[d
     dtype = DTYPE_BYTES[cfg.precision]
     state = OPTIMIZER_STATE_BYTES[cfg.optimizer or "adam"]
     state += MASTER_COPY_BYTES if cfg.precision != "fp32" else 0
-    shard = cfg.shard_ranks or dp
     optimizer = params * state / (shard if cfg.zero >= 1 else 1)
     grads = params * DTYPE_BYTES[cfg.grad_dtype or cfg.precision] / (shard if cfg.zero >= 2
                                                                      else 1)
     weights = params * dtype / (shard if cfg.zero >= 3 else 1)
     return {"weights": weights + extra, "gradients": 0.0, "optimizer": optimizer}, grads
+
+
+def _state(rows, cfg: MemoryConfig, versions: int, place: Placement) -> tuple[dict, float]:
+    """:func:`_static` of ``rows``' parameters, each on its data-parallel group: an expert's
+    (rows reduced over DP_EP) sharded over the expert-DP ranks of the stage's expert grid, as
+    Megatron-LM's distributed optimizer shards them over the expert data-parallel group, the
+    others over the data-parallel ranks (or ``memory.shard_ranks`` of them)."""
+    dense = experts = 0.0
+    for row in rows:
+        if row.wg_comm.group is CommGroup.DP_EP:
+            experts += layer_params(row, cfg)
+        else:
+            dense += layer_params(row, cfg)
+    shard = cfg.shard_ranks or place.dp
+    part, grads = _static(dense, cfg, versions, shard)
+    if experts:
+        more, more_grads = _static(experts, cfg, versions,
+                                   min(shard, place.edp) if cfg.shard_ranks else place.edp)
+        part = {c: part[c] + more[c] for c in part}
+        grads += more_grads
+    return part, grads
 
 
 def _gathered(cfg: MemoryConfig, layer_params: float) -> tuple[float, float]:
@@ -209,10 +229,9 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     layer_transient = {"F": header.f_transient_bytes, "B": header.b_transient_bytes,
                        "I": header.i_transient_bytes, "W": header.w_transient_bytes}
     versions = int(schedule.meta.get("weight_versions", 1) or 1)
-    dp = Placement.of(header, system, schedule.pp).dp
+    place = Placement.of(header, system, schedule.pp)
     sends_held, recv_buffers, kept_outputs, gradients = system.runtime.retention(
         p2p, torch_class_of(schedule.name))
-    chunk_params = [sum(layer_params(layer, cfg) for layer in rows) for rows in partition.chunks]
     # a transformer layer's weights per chunk, what FSDP gathers whole for one layer
     per_layer = _sub_layer_rows(partition)
     gathered = []
@@ -249,7 +268,7 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
         held_next = nxt is not None and (placement[nxt] != placement[s]
                                           or sends_held == "step_end")
         held_prev = prev is not None and placement[prev] != placement[s]
-        _, grads = _static(chunk_params[chunk], cfg, versions, dp)
+        _, grads = _state(partition.chunks[chunk], cfg, versions, place)
         # torch's first stage computes no input gradient: its I does nothing and its W is
         # the whole backward (stage.py: ``if not self.is_first``)
         torch_first = prev is None and p2p.startswith("torch")
@@ -290,10 +309,9 @@ def build_memory_model(schedule: Schedule, partition: Partition, header: Header,
     for r in range(schedule.pp):
         own = schedule.stages_of(r)
         chunks = sorted({schedule.stage_chunk[s] for s in own})
-        params = sum(chunk_params[c] for c in chunks)
-        params += sum(layer_params(layer, cfg)
-                      for layer in rank_iteration_rows(partition, chunks, schedule.pp))
-        part, _ = _static(params, cfg, versions, dp)
+        rows = [row for c in chunks for row in partition.chunks[c]]
+        part, _ = _state(rows + list(rank_iteration_rows(partition, chunks, schedule.pp)), cfg,
+                         versions, place)
         if recv_buffers == "per_microbatch":
             part["runtime_buffers"] = sum(_buffers(schedule, s) for s in own) \
                 * schedule.microbatches * pp_comm

@@ -211,6 +211,12 @@ class _Groups:
         self.comm_type = {layer.index: COMM_TYPES[layer.wg_comm.type.value] for layer in active}
         # replicas d and d' share a group when d = d' mod classes
         self.classes = place.ep if CommGroup.DP_EP in kinds and place.ep > 1 else 1
+        if CommGroup.DP_EP in kinds and place.etp != place.tp:
+            raise ConfigError(f"--chakra-collectives nodes: the experts' tensor parallelism "
+                              f"(etp {place.etp}) differs from the layers' (tp {place.tp}); "
+                              "pipesim writes an expert's data-parallel groups only where they "
+                              "match (a rank's TP group is one NPU); use --chakra-collectives "
+                              "durations")
         if len(kinds) > 1:
             raise ConfigError("--chakra-collectives nodes: the workload's weight-gradient "
                               "collectives run on both DP and DP_EP groups; pipesim writes "

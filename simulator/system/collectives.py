@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..workload.model import Comm, CommGroup, CommType, Header
 from .config import LinkConfig, SystemConfig
-from .topology import LinkModel
+from .topology import LinkModel, expert_grid
 
 SIMAI_MIN_FWD_BYTES = 4096
 
@@ -31,19 +31,18 @@ def ring_time_ns(kind: CommType, nbytes: float, n: int, link: LinkConfig) -> flo
 def group_size(group: CommGroup, header: Header, pp: int | None = None) -> int:
     """Ranks in a collective's group, from the header's parallel sizes.
 
-    TP = model_parallel_NPU_group; EP = ep; DP = all_gpus / (tp * pp) (with the simulated pp);
-    DP_EP (the data-parallel group of an expert) = DP / EP.
+    TP = model_parallel_NPU_group; DP = all_gpus / (tp * pp) (with the simulated pp); EP, ETP
+    and DP_EP (an expert's data-parallel group) from the stage's expert grid
+    (:func:`~.topology.expert_grid`: with etp = tp, DP / EP).
     """
     P = max(1, header.pp if pp is None else pp)
     tp = max(1, header.tp)
     if group is CommGroup.TP:
         return tp
-    if group is CommGroup.EP:
-        return max(1, header.ep)
-    dp = max(1, header.all_gpus // (tp * P))
     if group is CommGroup.DP:
-        return dp
-    return max(1, dp // max(1, header.ep))
+        return max(1, header.all_gpus // (tp * P))
+    etp, ep, edp = expert_grid(header, P)
+    return {CommGroup.EP: ep, CommGroup.ETP: etp}.get(group, edp)
 
 
 def collective_time_ns(comm: Comm, header: Header, system: SystemConfig,

@@ -6,7 +6,14 @@ stage); the other replicas behave the same. GPU ids follow Megatron's mixed radi
 - ``tp-dp-pp`` (default): ``gpu = tp_rank + TP * (dp_rank + DP * pp_rank)``
 - ``tp-pp-dp``:           ``gpu = tp_rank + TP * (pp_rank + PP * dp_rank)``
 
-with expert parallelism inside data parallelism (``dp_rank = ep_rank + EP * dp_ep_rank``). A node
+and an expert's ranks on Megatron-LM's expert grid (parallel_state.initialize_model_parallel's
+expert RankGenerator, order tp-ep-dp-pp or, with ``tp-pp-dp``, tp-ep-pp-dp): each stage's
+TP x DP GPUs folded into ETP x EP x expert-DP, ETP fastest (:func:`expert_grid`):
+
+- ``tp-dp-pp``: ``gpu = etp_rank + ETP * (ep_rank + EP * (edp_rank + EDP * pp_rank))``
+- ``tp-pp-dp``: ``gpu = etp_rank + ETP * (ep_rank + EP * (pp_rank + PP * edp_rank))``
+
+With ETP = TP (Megatron-LM's default) the EP ranks are consecutive DP ranks. A node
 holds ``gpus_per_node`` consecutive GPU ids. A point-to-point transfer uses the intra-node link
 when both GPUs share a node, else the inter-node link; a collective is priced by the slowest link
 on its ring: inter-node as soon as its group spans two nodes. A ring (all-reduce, all-gather,
@@ -26,6 +33,20 @@ from ..workload.model import CommGroup, CommType, Header
 from .config import LinkConfig, SystemConfig
 
 
+def expert_grid(header: Header, pp: int | None = None) -> tuple[int, int, int]:
+    """(ETP, EP, expert DP) of a stage's GPUs: the header's ``etp`` (else ``tp``) and ``ep``,
+    the expert data-parallel size what is left of the stage's TP x DP GPUs. Where ETP x EP
+    does not divide them, the experts run as the dense layers (ETP = TP, EP 1): the preflight
+    warns (``expert_grid_folded``)."""
+    P = max(1, pp if pp is not None else header.pp)
+    tp = max(1, header.tp)
+    stage = tp * (max(1, header.all_gpus // (tp * P)) if header.all_gpus else 1)
+    etp, ep = header.expert_tp, max(1, header.ep)
+    if stage % (etp * ep):
+        etp, ep = tp, 1
+    return etp, ep, stage // (etp * ep)
+
+
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
 class Placement(NamedTuple):
     """How the run's ranks map onto nodes (its parallel sizes, their order, GPUs per node)."""
@@ -36,33 +57,53 @@ class Placement(NamedTuple):
     pp: int
     order: str
     gpus_per_node: int
+    etp: int = 1
+    edp: int = 1
 
     @classmethod
     def of(cls, header: Header, system: SystemConfig, pp: int | None = None) -> "Placement":
         P = max(1, pp if pp is not None else header.pp)
         tp = max(1, header.tp)
         dp = max(1, header.all_gpus // (tp * P)) if header.all_gpus else 1
-        ep = max(1, header.ep) if dp % max(1, header.ep) == 0 else 1
+        etp, ep, edp = expert_grid(header, P)
         topo = system.topology
-        return cls(tp, dp, ep, P, topo.order, topo.gpus_per_node)
+        return cls(tp, dp, ep, P, topo.order, topo.gpus_per_node, etp, edp)
 
     def gpu(self, pp_rank: int, dp_rank: int = 0, tp_rank: int = 0) -> int:
         if self.order == "tp-pp-dp":
             return tp_rank + self.tp * (pp_rank + self.pp * dp_rank)
         return tp_rank + self.tp * (dp_rank + self.dp * pp_rank)
 
+    def expert_gpu(self, pp_rank: int, ep_rank: int = 0, edp_rank: int = 0,
+                   etp_rank: int = 0) -> int:
+        """The GPU of an expert's rank on the expert grid (module docstring)."""
+        if self.order == "tp-pp-dp":
+            return etp_rank + self.etp * (ep_rank + self.ep * (pp_rank + self.pp * edp_rank))
+        return etp_rank + self.etp * (ep_rank + self.ep * (edp_rank + self.edp * pp_rank))
+
+    def _member(self, group: CommGroup, pp_rank: int, i: int) -> int:
+        """The GPU of member ``i`` of replica 0's group ``group`` on stage ``pp_rank``."""
+        if group is CommGroup.TP:
+            return self.gpu(pp_rank, 0, i)
+        if group is CommGroup.DP:
+            return self.gpu(pp_rank, i)
+        if group is CommGroup.EP:
+            return self.expert_gpu(pp_rank, i)
+        if group is CommGroup.ETP:
+            return self.expert_gpu(pp_rank, 0, 0, i)
+        return self.expert_gpu(pp_rank, 0, i)
+
+    def group_count(self, group: CommGroup) -> int:
+        """Members of a group of kind ``group``."""
+        return {CommGroup.TP: self.tp, CommGroup.DP: self.dp, CommGroup.EP: self.ep,
+                CommGroup.ETP: self.etp}.get(group, self.edp)
+
     def node(self, gpu: int) -> int:
         return gpu // self.gpus_per_node if self.gpus_per_node > 0 else 0
 
     def group_gpus(self, group: CommGroup, pp_rank: int = 0) -> list[int]:
         """GPU ids of replica 0's group of kind ``group`` on stage ``pp_rank``."""
-        if group is CommGroup.TP:
-            return [self.gpu(pp_rank, 0, t) for t in range(self.tp)]
-        if group is CommGroup.DP:
-            return [self.gpu(pp_rank, d) for d in range(self.dp)]
-        if group is CommGroup.EP:
-            return [self.gpu(pp_rank, e) for e in range(self.ep)]
-        return [self.gpu(pp_rank, self.ep * k) for k in range(self.dp // self.ep)]
+        return [self._member(group, pp_rank, i) for i in range(self.group_count(group))]
 
     def spans_nodes(self, gpus: list[int]) -> bool:
         return len({self.node(g) for g in gpus}) > 1
@@ -71,28 +112,24 @@ class Placement(NamedTuple):
         """:meth:`spans_nodes` of :meth:`group_gpus` without listing them: a group's ids rise
         in even steps, so it spans nodes when its first and last do (a DP group of 2^37 GPUs
         was listed, 24 GB, for every collective row)."""
-        count = {CommGroup.TP: self.tp, CommGroup.DP: self.dp, CommGroup.EP: self.ep}.get(
-            group, self.dp // self.ep)
+        count = self.group_count(group)
         if count <= 1:
             return False
-        if group is CommGroup.TP:
-            last = self.gpu(pp_rank, 0, count - 1)
-        else:
-            last = self.gpu(pp_rank, (self.ep if group is CommGroup.DP_EP else 1) * (count - 1))
-        return self.node(self.gpu(pp_rank)) != self.node(last)
+        return self.node(self._member(group, pp_rank, 0)) != self.node(
+            self._member(group, pp_rank, count - 1))
 
     def members_per_node(self, group: CommGroup, pp_rank: int = 0) -> int:
         """GPUs of replica 0's group ``group`` on stage ``pp_rank`` inside each node it spans
         (the fewest, where the group's even step does not divide the node): the ids rise in
         even steps, the step being the distance between its first two members."""
-        if group is CommGroup.TP:
-            step = 1
-        else:
-            step = self.gpu(pp_rank, self.ep if group is CommGroup.DP_EP else 1) - self.gpu(pp_rank)
+        if self.group_count(group) <= 1:
+            return 1
+        step = self._member(group, pp_rank, 1) - self._member(group, pp_rank, 0)
         return max(1, self.gpus_per_node // step) if step > 0 else 1
 
 
 _RINGS = (CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER)
+_FLAT_GROUP = {CommGroup.ETP: "tp"}   # the system's link figures a group uses without a topology
 
 
 class LinkModel:
@@ -164,8 +201,10 @@ class LinkModel:
             else:
                 link = topo.inter_node
         else:
-            link = getattr(self.system.collectives, group.value)
-        override = self.system.busbw_overrides.get(f"{group.value}.{kind.value.lower()}")
+            # an expert's TP group is a TP-sized slice of the node: the TP figures
+            link = getattr(self.system.collectives, _FLAT_GROUP.get(group, group.value))
+        override = self.system.busbw_overrides.get(
+            f"{_FLAT_GROUP.get(group, group.value)}.{kind.value.lower()}")
         if override is not None:
             link = LinkConfig(override, link.latency_ns)
         return link

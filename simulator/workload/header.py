@@ -61,6 +61,9 @@ _INT_KEYS = {
     "cp_kv_bytes:": ("cp_kv_bytes", 0),
     "cp_fwd_step_ns:": ("cp_fwd_step_ns", 0),
     "cp_bwd_step_ns:": ("cp_bwd_step_ns", 0),
+    # and the experts' tensor parallelism (Megatron-LM's --expert-tensor-parallel-size; absent:
+    # tp, as Megatron-LM defaults it)
+    "etp:": ("etp", 1),
 }
 # SimAI#283's pipeline keys: the schedule's name, and one layer count per (virtual) stage
 SCHEDULE_KEY = "pp_schedule:"
@@ -83,7 +86,7 @@ _KNOWN = ("model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:, 
           "activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, "
           "b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, "
           "loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, "
-          "embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:")
+          "embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:, etp:")
 
 
 class ParsedHeader:
@@ -290,6 +293,7 @@ def _assemble(policy: str, values: dict, unknown: tuple[tuple[str, str], ...],
                     cp=values.get("cp", 1), cp_kv_bytes=values.get("cp_kv_bytes", 0),
                     cp_fwd_step_ns=values.get("cp_fwd_step_ns", 0),
                     cp_bwd_step_ns=values.get("cp_bwd_step_ns", 0),
+                    etp=values.get("etp", 0),
                     stage_layers_column=values.get("stage_layers_column", 0),
                     defaults_used=tuple(missing), unknown_keys=unknown)
     warnings = []

@@ -39,6 +39,9 @@ class CommGroup(str, Enum):
     DP = "dp"        # no suffix on weight-gradient collectives
     EP = "ep"        # `_EP`
     DP_EP = "dp_ep"  # `_DP_EP`
+    # pipesim's: an expert's tensor-parallel group (Megatron-LM's --expert-tensor-parallel-size),
+    # the all-gather of the dispatched tokens and the reduce-scatter of the experts' outputs
+    ETP = "etp"      # `_ETP`
 
 
 # a NamedTuple, not a dataclass: start-up (simulator/__init__.py)
@@ -131,6 +134,10 @@ class Header(NamedTuple):
     cp_kv_bytes: int = 0
     cp_fwd_step_ns: int = 0
     cp_bwd_step_ns: int = 0
+    # the experts' tensor parallelism (Megatron-LM's --expert-tensor-parallel-size; 0: not
+    # given, the experts split as the dense layers, over tp): the expert grid is etp x ep x
+    # expert-dp per stage, folded over the stage's tp x cp x dp GPUs (:attr:`expert_tp`)
+    etp: int = 0
     checkpoints: tuple[int, ...] = ()
     checkpoint_initiates: tuple[int, ...] = ()
     dlrm_last_bottom_layer: int | None = None  # HYBRID_DLRM's bare integer
@@ -147,6 +154,11 @@ class Header(NamedTuple):
     def dp(self) -> int:
         """Data-parallel size implied by the header (world / (tp * pp)), at least 1."""
         return max(1, self.all_gpus // max(1, self.tp * self.pp))
+
+    @property
+    def expert_tp(self) -> int:
+        """The experts' tensor-parallel size: ``etp``, else ``tp`` (Megatron-LM's default)."""
+        return self.etp or max(1, self.tp)
 
     # Two headers are equal when every field but ``stage_layers_column`` is (where a key was
     # written is not what the header says); a Header equals no other tuple, as a dataclass did

@@ -32,7 +32,7 @@ _numbers = itemgetter(*_NUMBER_COLUMNS)
 
 _COMM_BASES = (("ALLREDUCE", CommType.ALLREDUCE), ("ALLTOALL", CommType.ALLTOALL),
                ("ALLGATHER", CommType.ALLGATHER), ("REDUCESCATTER", CommType.REDUCESCATTER))
-_SUFFIX_GROUPS = {"_EP": CommGroup.EP, "_DP_EP": CommGroup.DP_EP}
+_SUFFIX_GROUPS = {"_EP": CommGroup.EP, "_DP_EP": CommGroup.DP_EP, "_ETP": CommGroup.ETP}
 
 
 # Python's int() refuses strings of more than 4300 digits (a ValueError); any integer of more
@@ -164,7 +164,7 @@ def _comm_kind(tok: str, default: CommGroup, line: str, lineno: int, k: int,
             note = " (ASTRA-sim 1.0's ALLREDUCEALLTOALL is not supported)" \
                 if tok.startswith("ALLREDUCEALLTOALL") else ""
             raise WorkloadError(path, lineno, column_of(line, k), ROW_FIELDS[k],
-                                f"{base}, {base}_EP or {base}_DP_EP{note}", tok)
+                                f"{base}, {base}_EP, {base}_DP_EP or {base}_ETP{note}", tok)
     return CommType.NONE, default
 
 

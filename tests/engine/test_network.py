@@ -220,7 +220,7 @@ def test_a_group_spans_nodes_as_its_listed_gpus_do_without_listing_them():
             (0, 1, 4, 8, 16)):
         if dp % ep:
             continue
-        p = Placement(tp, dp, ep, pp, order, per_node)
+        p = Placement(tp, dp, ep, pp, order, per_node, tp, dp // ep)   # etp tp, expert-DP
         for group, rank in itertools.product(CommGroup, range(pp)):
             assert p.group_spans_nodes(group, rank) == p.spans_nodes(p.group_gpus(group, rank))
     huge = Placement(8, 2**37, 1, 1, "tp-dp-pp", 8)

@@ -79,10 +79,10 @@ CASES = [
      "t:1:30: all_gpus: expected an integer >= 1 and < 2^63 after 'all_gpus:', found '1_024'"),
     ("stray token", "HYBRID_TRANSFORMER pp: 2 4\n1\n" + GOOD,
      "t:1:26: header: expected a 'key:' token (model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, "
-     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:), found '4'"),
+     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:, etp:), found '4'"),
     ("key without colon", "HYBRID_TRANSFORMER ga 4\n1\n" + GOOD,
      "t:1:20: header: expected a 'key:' token (model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, "
-     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:), found 'ga'"),
+     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:, etp:), found 'ga'"),
     ("duplicate key", "HYBRID_TRANSFORMER pp: 2 pp: 4\n1\n" + GOOD,
      "t:1:26: pp: expected each key once (already given at column 20), found 'pp:'"),
     ("pp_comm twice, both spellings", "HYBRID_TRANSFORMER pp_comm 2 pp_comm: 4\n1\n" + GOOD,
@@ -122,7 +122,7 @@ CASES = [
      "found 'DLRM_LAST_BOTTOM_LAYER:'"),
     ("bare integer on a non-DLRM policy", "DATA 3\n1\n" + GOOD,
      "t:1:6: header: expected a 'key:' token (model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, "
-     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:), found '3'"),
+     "all_gpus:, pp_comm:, checkpoints:, checkpoint_initiates:, pp_schedule:, stage_layers:, mode:, layout:, generated_defaults:, activation_bytes:, split_backward_bytes:, deferred_wgrad_bytes:, f_transient_bytes:, b_transient_bytes:, i_transient_bytes:, w_transient_bytes:, loss_keeps_bytes:, loss_f_transient_bytes:, loss_b_transient_bytes:, grad_bytes_per_param:, embedding_sync_params:, cp:, cp_kv_bytes:, cp_fwd_step_ns:, cp_bwd_step_ns:, etp:), found '3'"),
     # --- line 2
     ("count is a word", HEADER + "\nsix\n" + GOOD,
      "t:2:1: layer count: expected the number of layer rows (an integer >= 1) on line 2, "
@@ -165,10 +165,10 @@ CASES = [
      f"t:3:7: fwd_compute: expected {U63}, found '\u0661\u0662'"),
     ("reserved not a number", cell(1, "dep"), "t:3:4: reserved: expected an integer, found 'dep'"),
     ("unknown group suffix", cell(3, "ALLREDUCE_TP"),
-     "t:3:10: fwd_comm_type: expected ALLREDUCE, ALLREDUCE_EP or ALLREDUCE_DP_EP, "
+     "t:3:10: fwd_comm_type: expected ALLREDUCE, ALLREDUCE_EP, ALLREDUCE_DP_EP or ALLREDUCE_ETP, "
      "found 'ALLREDUCE_TP'"),
     ("ALLREDUCEALLTOALL", cell(9, "ALLREDUCEALLTOALL"),
-     "t:3:37: wg_comm_type: expected ALLREDUCE, ALLREDUCE_EP or ALLREDUCE_DP_EP (ASTRA-sim "
+     "t:3:37: wg_comm_type: expected ALLREDUCE, ALLREDUCE_EP, ALLREDUCE_DP_EP or ALLREDUCE_ETP (ASTRA-sim "
      "1.0's ALLREDUCEALLTOALL is not supported), found 'ALLREDUCEALLTOALL'"),
     ("CUSTOMIZED row without policy", "HYBRID_CUSTOMIZED\n1\n" + GOOD,
      f"t:3:56: policy: expected 13 columns ({COLUMNS} policy), found '12 columns'"),
