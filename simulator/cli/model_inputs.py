@@ -68,6 +68,10 @@ FLAGS: tuple[ModelFlag, ...] = (
               "every sequence, flash attention only (default 1; a launch file states its own)."),
     ModelFlag(("--ep",), "ep", "int", "Expert parallelism (moe): the experts split over EP of "
               "the data-parallel ranks (default 1; a launch file states its own)."),
+    ModelFlag(("--etp",), "etp", "int", "The experts' tensor parallelism (moe; Megatron-LM's "
+              "--expert-tensor-parallel-size): each expert split over ETP ranks, a stage's "
+              "GPUs folded into ETP x EP x expert-DP (default: --tp; a launch file states its "
+              "own)."),
     ModelFlag(("--gpu",), "gpu", "str", "GPU preset of the kernel prices (a100, h100, h200; "
               "default: the system's gpu.preset, else a100 with a warning)."),
 )
@@ -75,9 +79,10 @@ BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
 SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
-RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "global_batch_size", "tp", "cp", "ep", "gpu")
+RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "global_batch_size", "tp", "cp", "ep", "etp",
+                             "gpu")
 PLAN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "tp", "cp", "ep", "gpu")
-GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch")
+GENERATE_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "etp")
 
 
 def click_options(dests: tuple[str, ...], defaults: dict | None = None):
@@ -232,13 +237,15 @@ def _about_shape(warning: str) -> bool:
 
 
 def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> LaunchSettings:
-    """The launch with --seq / --micro-batch / --tp / --cp / --ep where no launch file states
-    them; a flag that contradicts the file is refused."""
-    seq, micro, tp, cp, ep = (values.get(k) for k in ("seq", "micro_batch", "tp", "cp", "ep"))
+    """The launch with --seq / --micro-batch / --tp / --cp / --ep / --etp where no launch file
+    states them; a flag that contradicts the file is refused."""
+    seq, micro, tp, cp, ep, etp = (values.get(k) for k in ("seq", "micro_batch", "tp", "cp", "ep",
+                                                           "etp"))
     if launch is not None:
         for flag, value, have in (("--seq", seq, launch.seq), ("--micro-batch", micro,
                                   launch.micro_batch), ("--tp", tp, launch.tp),
-                                  ("--cp", cp, launch.cp), ("--ep", ep, launch.ep)):
+                                  ("--cp", cp, launch.cp), ("--ep", ep, launch.ep),
+                                  ("--etp", etp, launch.etp or launch.tp)):
             if value is not None and value != have:
                 raise ConfigError(f"{flag} {value}: the launch file says {have}; give one")
         return launch
@@ -248,12 +255,12 @@ def _with_flags(launch: LaunchSettings | None, values: dict, source: str) -> Lau
         raise ConfigError(f"--seq: needed with {source} (the training sequence length; a "
                           "config states only the longest it was built for)")
     for flag, value in (("--seq", seq), ("--micro-batch", micro), ("--tp", tp), ("--cp", cp),
-                        ("--ep", ep)):
+                        ("--ep", ep), ("--etp", etp)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag}: expected a positive integer, found {value}")
     return LaunchSettings(tp=tp or 1, seq=seq, micro_batch=micro or 1, precision="bf16",
                           sequence_parallel=(tp or 1) > 1, flash_attention=True, cp=cp or 1,
-                          ep=ep or 1)
+                          ep=ep or 1, etp=etp or 0)
 
 
 # -- the launch's placement, and the launch onto the run's options: here only ------------------
@@ -438,7 +445,8 @@ def workload_text(mi: ModelInput, *, pp: int | None = None, vpp: int | None = No
     dp = _dp_of(launch, gpus or launch.gpus or launch.tp * P * cp * launch.dp, P)
     spec = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
     par = ParallelSpec(tp=launch.tp, pp=P, vpp=V if layout == "model" else 1, ga=M, dp=dp,
-                       ep=launch.ep, cp=cp, sequence_parallel=launch.sequence_parallel,
+                       ep=launch.ep, etp=launch.etp, cp=cp,
+                       sequence_parallel=launch.sequence_parallel,
                        flash_attention=launch.flash_attention,
                        precision=launch.precision,
                        selective_recompute=launch.recompute_granularity == "selective",

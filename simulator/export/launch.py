@@ -161,6 +161,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
                 "--moe-grouped-gemm"]
         if st is not None and st.ep > 1:
             out.append(f"--expert-model-parallel-size {st.ep}")
+        if st is not None and st.etp not in (0, tp):   # Megatron-LM's default: tp
+            out.append(f"--expert-tensor-parallel-size {st.etp}")
     if st is not None and st.seq is not None:
         out += [f"--seq-length {st.seq}",
                 f"--max-position-embeddings {max(st.seq, m.max_positions or 0)}"]

@@ -152,6 +152,14 @@ class ParallelSpec:
     # layer_ops._rope) and --rotary-percent, the fraction of each head's channels rotated
     rope_fusion: bool = True
     rotary_percent: float = 1.0
+    # the experts' tensor parallelism (Megatron-LM's --expert-tensor-parallel-size; 0: tp, its
+    # default): each expert's FFN split over etp ranks, the stage's tp x cp x dp GPUs folded
+    # into etp x ep x expert-dp (MoE parallel folding, parallel_state's expert grid)
+    etp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
 
     @property
     def dtype_bytes(self) -> int:
@@ -223,7 +231,8 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
     for opt, value in (("layers", model.layers), ("hidden", model.hidden), ("heads", model.heads),
                        ("seq", model.seq), ("micro-batch", model.micro_batch), ("tp", par.tp),
                        ("pp", par.pp), ("vpp", par.vpp), ("ga", par.ga), ("dp", par.dp),
-                       ("cp", par.cp), ("ep", par.ep), ("experts", model.experts),
+                       ("cp", par.cp), ("ep", par.ep), ("etp", par.expert_tp),
+                       ("experts", model.experts),
                        ("topk", model.topk)):
         if value < 1:
             raise ConfigError(f"--{opt}: expected a positive integer, found {value}")
@@ -262,13 +271,24 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
     if model.arch == "moe":
         if model.experts < 2:
             raise ConfigError("--experts: the moe model needs at least 2 experts")
-        if model.experts % par.ep or (par.dp * par.cp) % par.ep:
-            raise ConfigError(f"--ep {par.ep} must divide --experts {model.experts} and --dp "
-                              f"{par.dp}" + (f" x --cp {par.cp}" if par.cp > 1 else ""))
+        stage = par.tp * par.cp * par.dp
+        if model.experts % par.ep or stage % (par.ep * par.expert_tp):
+            raise ConfigError(
+                f"--ep {par.ep}: expected a divisor of --experts {model.experts} whose product "
+                f"with --etp {par.expert_tp} divides a stage's --tp {par.tp} x --dp {par.dp}"
+                + (f" x --cp {par.cp}" if par.cp > 1 else "")
+                + f" = {stage} GPUs (Megatron-LM's expert grid)")
+        if model.ffn_size % par.expert_tp:
+            raise ConfigError(f"--ffn {model.ffn_size}: expected a multiple of the experts' "
+                              f"tensor parallelism {par.expert_tp}")
+        if par.tp > 1 and not par.sequence_parallel:
+            raise ConfigError(f"--tp {par.tp}: expected sequence parallelism with the moe "
+                              "model (Megatron-LM's MoE layer refuses to train tensor-parallel "
+                              "without it)")
         if model.topk > model.experts:
             raise ConfigError(f"--topk {model.topk} exceeds --experts {model.experts}")
-    elif par.ep != 1 or model.experts != 1:
-        raise ConfigError("--experts/--ep: only the moe model has experts")
+    elif par.ep != 1 or model.experts != 1 or par.etp not in (0, par.tp):
+        raise ConfigError("--experts/--ep/--etp: only the moe model has experts")
     if par.stage_layers and layout == "model":
         empty = empty_chunk(par.stage_layers, True, True)
         if empty is not None:
@@ -341,21 +361,32 @@ def layer_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
 
 
 def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
-    b, h, f, T = model.micro_batch, model.hidden, model.ffn_size, par.tp
+    """The router, Megatron-LM's alltoall dispatcher (each rank's b·s/T tokens, k copies, to
+    the EP ranks of their experts; with experts split over ETP > 1 ranks the received tokens
+    all-gathered over the ETP group, and the outputs reduce-scattered back before the return
+    all-to-all: token_dispatcher.MoEAlltoAllTokenDispatcher; the routing probabilities' small
+    gathers not priced), the experts, the combine."""
+    b, h, f, T, X = model.micro_batch, model.hidden, model.ffn_size, par.tp, par.expert_tp
     E, k = model.experts, model.topk
     bs = b * local_seq(model, par)
     a2a = par.dtype_bytes * bs * h * k // T
     router = 2 * bs * h * E // T
     experts = 6 * bs * k * h * f // T
-    expert_params = (E // par.ep) * 3 * h * f // T
+    expert_params = (E // par.ep) * 3 * h * f // X
+    gather = ([RowSpec("moe_dispatch_gather", 0, 0, 0, ("ALLGATHER_ETP", X * a2a),
+                       ("REDUCESCATTER_ETP", X * a2a))] if X > 1 else [])
+    scatter = ([RowSpec("moe_combine_scatter", 0, 0, 0, ("REDUCESCATTER_ETP", X * a2a),
+                        ("ALLGATHER_ETP", X * a2a))] if X > 1 else [])
     return [
         # router weight (h x E) and the pre-MLP RMSNorm (h), both replicated
         RowSpec("moe_router", router, router, router, wg_comm=_dp(h * E + h), params=h * E + h,
                 ops=tuple(layer_ops.moe_router_ops(model, par))),
         RowSpec("moe_dispatch", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
+        *gather,
         RowSpec("moe_experts", experts, experts, experts,
                 wg_comm=("ALLREDUCE_DP_EP", FP32 * expert_params), params=expert_params,
                 meta={"experts": True}, ops=tuple(layer_ops.moe_expert_ops(model, par))),
+        *scatter,
         RowSpec("moe_combine", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
     ]
 
@@ -551,6 +582,7 @@ def header_line(model: ModelSpec, par: ParallelSpec, layout: str,
                if model.tied_embeddings else "")
             + (f"cp: {par.cp} cp_kv_bytes: {ring[0]} cp_fwd_step_ns: {ring[1]} "
                f"cp_bwd_step_ns: {ring[2]} " if ring else "")
+            + (f"etp: {par.expert_tp} " if par.expert_tp != par.tp else "")
             + f"layout: {layout}{filled}")
 
 

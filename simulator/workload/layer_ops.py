@@ -339,12 +339,14 @@ def moe_router_ops(model, par) -> list:
 
 
 def moe_expert_ops(model, par) -> list:
-    """This GPU's E/ep experts, each a SwiGLU FFN (split over T) on the b·s·k·ep/E tokens routed
-    to it on average; a batched GEMM per projection."""
-    bs, h, f, T, d = (tokens(model, par), model.hidden, model.ffn_size, par.tp,
+    """This GPU's E/ep experts, each a SwiGLU FFN split over the experts' ETP ranks, on the
+    tokens routed to it on average: the b·s/T tokens of each of the ep x etp ranks that send
+    to it (the EP all-to-all, then the ETP all-gather), k copies, over E experts; a batched
+    GEMM per projection."""
+    bs, h, f, T, d = (tokens(model, par), model.hidden, model.ffn_size, par.expert_tp,
                       par.dtype_bytes)
     local = model.experts // par.ep
-    routed = bs * model.topk * par.ep // model.experts
+    routed = bs * model.topk * par.ep * T // (par.tp * model.experts)
     ops = []
     for name, n_in, n_out in (("expert_up", h, 2 * f // T), ("expert_down", f // T, h)):
         ops += [gemm(name, "fwd", routed, n_out, n_in, batch=local, dtype_bytes=d),

@@ -90,7 +90,8 @@ def test_a_larger_ep_holds_fewer_experts_a_gpu(tmp_path, capsys):
      "--ep 2: expected the moe model (experts to split), found the llama model"),
     ([*MOE, "--ep", "2", "--ep-max", "4"],
      "--ep 2 and --ep-max 4: give one (the expert-parallel size, or the largest one searched)"),
-    ([*MOE, "--ep", "3"], "--tp 1: --ep 3 must divide --experts 8 and --dp 8"),
+    ([*MOE, "--ep", "3"], "--tp 1: --ep 3: expected a divisor of --experts 8 whose product with --etp 1 divides "
+         "a stage's --tp 1 x --dp 8 = 8 GPUs (Megatron-LM's expert grid)"),
 ])
 def test_plan_refuses_an_expert_parallel_size_that_cannot_run(tmp_path, capsys, args, line):
     rc, _ = plan_json(tmp_path, *args, "--gpus", "8", "--tp", "1")

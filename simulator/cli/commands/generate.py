@@ -137,7 +137,7 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
     E = ep or (1 if ours else launch.ep)
     C = cp or launch.cp
     model = ModelSpec(seq=launch.seq, micro_batch=launch.micro_batch, **mi.shape.spec_fields())
-    par = ParallelSpec(tp=launch.tp, pp=P, vpp=V, ga=M, dp=D, ep=E, cp=C,
+    par = ParallelSpec(tp=launch.tp, pp=P, vpp=V, ga=M, dp=D, ep=E, etp=launch.etp, cp=C,
                        sequence_parallel=(ours or launch.sequence_parallel) and not no_sp,
                        flash_attention=(ours or launch.flash_attention) and not no_flash,
                        precision=precision or ("bf16" if ours else launch.precision),

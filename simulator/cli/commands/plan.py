@@ -318,6 +318,10 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
             ep_note = (f"expert parallelism searched over the divisors of the "
                        f"{mi.shape.experts} experts up to {MOE_EP_MAX} (--ep-max's default "
                        "for a moe model; --ep N fixes one)")
+    if mi is not None and mi.launch.etp not in (0, mi.launch.tp):
+        warnings.append(f"{mi.source}: experts' tensor parallelism {mi.launch.etp}: plan splits "
+                        "each expert over its candidate's TP (Megatron-LM's default); the "
+                        "launch's ETP is not planned")
     split = RunOptions.from_values(split_values).pipeline_split()
     settings = PlanSettings(workload, gpus, memory_limit, global_batch, system, calibration, p2p,
                             jitter, iterations, seed, confirm, max_actions, not no_prune,

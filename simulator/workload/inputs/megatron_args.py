@@ -15,6 +15,7 @@ microbatches global / (micro x dp); the virtual stages (layers [+1 embedding] [+
 
 from __future__ import annotations
 
+import math
 import shlex
 
 from ...errors import ConfigError
@@ -38,7 +39,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--num-experts": (INT, ()), "--moe-router-topk": (INT, ()),
     "--moe-ffn-hidden-size": (INT, ()), "--moe-grouped-gemm": (FLAG, ()),
     "--moe-token-dispatcher-type": (STR, ("allgather", "alltoall", "flex")),
-    "--expert-model-parallel-size": (INT, ()), "--seq-length": (INT, ()),
+    "--expert-model-parallel-size": (INT, ()), "--expert-tensor-parallel-size": (INT, ()),
+    "--seq-length": (INT, ()),
     "--max-position-embeddings": (INT, ()), "--micro-batch-size": (INT, ()),
     "--global-batch-size": (INT, ()), "--tensor-model-parallel-size": (INT, ()),
     "--pipeline-model-parallel-size": (INT, ()),
@@ -354,6 +356,13 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     if kv is not None and kv % tp and tp % kv:
         refuse("--num-query-groups", f"a multiple or divisor of --tensor-model-parallel-size "
                f"{tp}", kv)
+    etp = a.get("--expert-tensor-parallel-size", tp)   # Megatron-LM's default: tp
+    if etp < 1:
+        refuse("--expert-tensor-parallel-size", "a positive integer", etp)
+    if not experts and etp != tp:
+        notes.append(f"{src}: --expert-tensor-parallel-size {etp}: no experts to split (a "
+                     "dense model); it changes nothing")
+        etp = tp
     if ep > 1 and not experts:
         refuse("--expert-model-parallel-size", "1 without --num-experts", ep)
     if experts and experts % ep:
@@ -363,9 +372,13 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     if cp > 1:
         warnings.append(cp_exchange_warning(f"{src}: --context-parallel-size {cp}", cp))
     if gpus is None:
-        dp = 1
+        # the fewest data-parallel ranks the experts' grid allows (1 for a dense model)
+        dp = math.lcm(tp * cp, etp * ep) // (tp * cp) if experts else 1
         warnings.append(f"{src}: no --gpus: Megatron-LM takes the world size from the "
-                        f"launcher; pipesim assumes tp x pp = {tp * pp} GPUs (dp 1)")
+                        f"launcher; pipesim assumes tp x pp"
+                        + (f" x cp" if cp > 1 else "") + (f" x dp {dp}" if dp > 1 else "")
+                        + f" = {tp * pp * cp * dp} GPUs (dp {dp}"
+                        + (", the fewest the experts' grid allows)" if dp > 1 else ")"))
     else:
         if gpus % (tp * pp * cp):
             raise ConfigError(f"{src}: --gpus {gpus}: expected a multiple of "
@@ -373,8 +386,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                               f"--pipeline-model-parallel-size {pp}"
                               + (f" x --context-parallel-size {cp}" if cp > 1 else ""))
         dp = gpus // (tp * pp * cp)
-    if experts and dp % ep:
-        refuse("--expert-model-parallel-size", f"a divisor of the data-parallel size {dp}", ep)
+    if experts:
+        # Megatron-LM's expert grid (parallel_state.initialize_model_parallel): the world in
+        # ETP x EP x expert-DP x PP, refused (RuntimeError) where ETP x EP x PP does not divide it
+        world = tp * cp * dp * pp
+        if world % (etp * ep * pp):
+            refuse("--expert-model-parallel-size", f"a size whose product with "
+                   f"--expert-tensor-parallel-size {etp} x --pipeline-model-parallel-size {pp} "
+                   f"divides the world's {world} GPUs (Megatron-LM's expert grid)", ep)
+        if ffn % etp:
+            refuse("--expert-tensor-parallel-size", f"a divisor of the experts' FFN size {ffn}",
+                   etp)
     gbs = a.get("--global-batch-size")
     if gbs is None:
         gbs = micro * dp
@@ -511,6 +533,10 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         sp = False
         notes.append(f"{src}: --sequence-parallel: off at --tensor-model-parallel-size 1 (as "
                      "Megatron-LM turns it off)")
+    if experts and tp > 1 and not sp:
+        # MoELayer.forward raises ValueError in training at TP > 1 without it
+        refuse("--sequence-parallel", "with --num-experts at --tensor-model-parallel-size "
+               f"{tp} (Megatron-LM's MoE layer refuses to train without it)", "absent")
     if a.get("--tp-comm-overlap") and not sp:
         refuse("--tp-comm-overlap", "--sequence-parallel with it (Megatron-LM's rule)",
                "no sequence parallelism")
@@ -740,7 +766,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
             refuse("--context-parallel-size", "1 without Transformer Engine's fused attention "
                    "(Megatron-LM runs context parallelism only with it)", cp)
     launch = LaunchSettings(
-        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro,
+        source=src, tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=0 if etp == tp else etp,
+        cp=cp, seq=seq, micro_batch=micro,
         global_batch=gbs,
         microbatches=microbatches, gpus=gpus, sequence_parallel=sp, precision=precision,
         flash_attention=flash, recompute=recompute, recompute_granularity=gran,

@@ -50,6 +50,7 @@ class LaunchSettings(NamedTuple):
     vpp: int = 1
     dp: int = 1
     ep: int = 1
+    etp: int = 0                         # the experts' tensor parallelism (0: tp)
     cp: int = 1                          # context parallelism (generator.ParallelSpec.cp)
     seq: int | None = None
     micro_batch: int = 1
