@@ -80,6 +80,11 @@ def workload_text(run: dict, compute: str) -> str:
         # end chunks of no layers (the embedding alone, the LM head alone): the split is checked
         # against the rows they hold
         kw["stage_layers"] = tuple(run["stage_layers"])
+    # the launch's choices among Megatron-LM's kernels (its weight-gradient accumulation and
+    # the main gradients' dtype, the vocabulary's padding, RoPE), as --megatron-args reads them
+    launch = megatron_launch(run)
+    if launch is not None and hasattr(launch, "code_fields"):
+        kw.update(launch.code_fields())
     try:
         par = ParallelSpec(**kw, selective_recompute=run["recompute"] == "selective")
     except TypeError:   # a pipesim without selective recompute: run as none
@@ -347,6 +352,10 @@ def corrected(run: dict, corrections: dict) -> dict:
                     "last microbatch's backward")
     elif fix.get("ddp_impl") == "local":
         said.append("Megatron's local DDP: one all-reduce after the backward")
+    if fix.get("grad_accumulation_fusion") is False:
+        args.append("--no-gradient-accumulation-fusion")
+        said.append("no gradient accumulation fusion (the code predates it): each weight "
+                    "gradient written in fp16 and added into the fp16 gradient by autograd")
     out["megatron_args"] = " ".join(args)
     source = next((s for k, s in corrections.get("sources", {}).items()
                    if run["id"].startswith(k)), "the source's launch scripts")

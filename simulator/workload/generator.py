@@ -145,6 +145,10 @@ class ParallelSpec:
     # each weight's 16-bit gradient is added into main_grad by an elementwise kernel
     # (layer_ops._weight_grad)
     grad_accumulation_fusion: bool = True
+    # bytes of a main gradient, the buffer weight gradients accumulate into (Megatron-Core's
+    # DDP: fp32 where the reduction is, --accumulate-allreduce-grads-in-fp32 and bf16's
+    # default, else the parameters' 16-bit dtype: --fp16 alone, --grad-reduce-in-bf16)
+    main_grad_bytes: int = FP32
     # Megatron-LM's --make-vocab-size-divisible-by: the vocabulary padded to a multiple of it
     # x tp (padded_vocab)
     vocab_divisor: int = 128

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 from .kernels import flash, gemm, memory
 
-MAIN_GRAD = 8        # fp32 main gradient, read and written by the fused weight-gradient GEMM
 MASK = 1             # a dropout mask element (torch.bool)
 
 
@@ -189,22 +188,26 @@ def _linear(name: str, tokens: int, n_in: int, n_out: int, par, fp8: bool = True
 
 def _weight_grad(name: str, n_in: int, n_out: int, tokens: int, par, batch: int = 1,
                  operand_bytes: int | None = None) -> list:
-    """dW = xᵀ dy (``batch`` such products: grouped experts) into the fp32 main gradient.
+    """dW = xᵀ dy (``batch`` such products: grouped experts) into the main gradient (g =
+    ``par.main_grad_bytes`` a weight: fp32, or the 16-bit dtype where the launch reduces in it).
 
     Megatron-LM's gradient accumulation fusion (``--gradient-accumulation-fusion``, on unless
     ``--no-gradient-accumulation-fusion``; ``par.grad_accumulation_fusion``) accumulates in the
-    GEMM itself (``wgrad_gemm_accum_fp32``: the output read and written in fp32, 8 B). Without
-    it the GEMM writes a 16-bit gradient and the DDP's backward hook adds it into main_grad
-    (``param.main_grad.add_(param.grad)``: read both, write main_grad, d + 8 B a weight):
-    megatron/core/tensor_parallel/layers.py and distributed/distributed_data_parallel.py."""
+    GEMM itself (``wgrad_gemm_accum_fp32`` / ``_fp16``: the output read and written, 2g B).
+    Without it the GEMM writes a 16-bit gradient and the DDP's backward hook adds it into
+    main_grad (``param.main_grad.add_(param.grad)``: read both, write main_grad, d + 2g B a
+    weight; Megatron-LM of 2021, before the fusion, let autograd add it into the fp16 ``.grad``,
+    the same bytes at g = 2): megatron/core/tensor_parallel/layers.py and
+    distributed/distributed_data_parallel.py."""
     d = par.dtype_bytes
     fused = par.grad_accumulation_fusion
     grad = gemm(f"{name}_wgrad", "wg", n_in, n_out, tokens, batch=batch,
                 dtype_bytes=operand_bytes or d,
-                out_bytes=(MAIN_GRAD if d <= 2 else 2 * d) if fused else d)
+                out_bytes=(2 * par.main_grad_bytes if d <= 2 else 2 * d) if fused else d)
     if fused:
         return [grad]
-    return [grad, memory(f"{name}_main_grad_add", "wg", (d + MAIN_GRAD) * batch * n_in * n_out)]
+    return [grad, memory(f"{name}_main_grad_add", "wg",
+                         (d + 2 * par.main_grad_bytes) * batch * n_in * n_out)]
 
 
 def _again(ops) -> list:
@@ -378,7 +381,7 @@ def embedding_ops(model, par, vocab: int) -> list:
                 memory("embedding_dropout_bwd", "ig", (2 * d + MASK) * e)]
     # zero the table's gradient, scatter-add the rows' gradients, add it into main_grad
     ops += [memory("embedding_grad", "wg", d * table + 2 * d * full),
-            memory("embedding_main_grad_add", "wg", (d + MAIN_GRAD) * table)]
+            memory("embedding_main_grad_add", "wg", (d + 2 * par.main_grad_bytes) * table)]
     return ops
 
 

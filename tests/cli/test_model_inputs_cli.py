@@ -388,6 +388,7 @@ def test_a_launchs_vocab_padding_and_wgrad_accumulation_are_written_back(tmp_pat
     assert "--no-rope-fusion" in written and "--rotary-percent 0.5" in written
     back = read_megatron_args(str(launch / "megatron_args.txt"), 16)
     orig = read_megatron_args(str(args), 16)
-    assert back.launch.code_fields() == dict(grad_accumulation_fusion=False, vocab_divisor=64,
-                                             rope_fusion=False, rotary_percent=0.5)
+    assert back.launch.code_fields() == dict(grad_accumulation_fusion=False, main_grad_bytes=4,
+                                             vocab_divisor=64, rope_fusion=False,
+                                             rotary_percent=0.5)
     assert back.launch._replace(source=None) == orig.launch._replace(source=None)

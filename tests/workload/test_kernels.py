@@ -425,6 +425,15 @@ def test_without_gradient_accumulation_fusion_each_weight_gradient_is_added_into
     adds = {o.name: o.nbytes for o in ops if o.name.endswith("_main_grad_add")}
     assert adds == {"expert_up_main_grad_add": 10 * 4 * 4096 * 2 * 14336,
                     "expert_down_main_grad_add": 10 * 4 * 14336 * 4096}
+    # 16-bit main gradients (--fp16 without --accumulate-allreduce-grads-in-fp32, as Megatron-LM
+    # of 2021 accumulated into the fp16 .grad): the add reads 2 + 2 and writes 2, 6 B a weight;
+    # fused, the GEMM reads and writes the 16-bit accumulator, 4 B
+    half = ParallelSpec(grad_accumulation_fusion=False, main_grad_bytes=2)
+    add = next(o for o in layer_ops.attention_row_ops(model, half)
+               if o.name == "attention_proj_main_grad_add")
+    assert add.nbytes == 6 * 4096 * 4096
+    fused16 = layer_ops.attention_row_ops(model, ParallelSpec(main_grad_bytes=2))
+    assert [o.out_bytes for o in fused16 if o.name == "attention_proj_wgrad"] == [4]
 
 
 @pytest.mark.parametrize("percent, fwd, bwd", ((1.0, 12, 14), (0.5, 7, 12)))

@@ -1164,6 +1164,17 @@ def test_no_gradient_accumulation_fusion_is_read_and_said():
     assert megatron_input(BASE, "a.txt", 8).launch.grad_accumulation_fusion is True
 
 
+@pytest.mark.parametrize("flags, main_grad", [
+    ("--bf16", 4), ("--bf16 --grad-reduce-in-bf16", 2), ("--fp16", 2),
+    ("--fp16 --accumulate-allreduce-grads-in-fp32", 4)])
+def test_the_main_gradients_dtype_follows_the_reduction_as_megatron_cores_grad_buffer(
+        flags, main_grad):
+    """Megatron-Core's DDP keeps the gradients in its buffer's dtype, fp32 where it reduces in
+    fp32, else the parameters' 16-bit one: what the weight-gradient GEMM accumulates into."""
+    launch = megatron_input(BASE.replace("--bf16 ", "") + flags, "a.txt", 8).launch
+    assert launch.code_fields()["main_grad_bytes"] == main_grad
+
+
 def test_checkpoint_logging_and_constant_flags_of_megatrons_test_launches_change_nothing():
     """Flags every launch of Megatron-LM's functional tests carries (checkpointing, the
     logger's interval writes, the NCCL backend, the fused softmax's dtype) are read as changing

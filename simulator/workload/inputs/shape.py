@@ -99,6 +99,7 @@ class LaunchSettings(NamedTuple):
         """The generator's ParallelSpec keywords for the launch's choices among Megatron-LM's
         kernels: its weight-gradient accumulation, vocabulary padding and RoPE."""
         return dict(grad_accumulation_fusion=self.grad_accumulation_fusion,
+                    main_grad_bytes=4 if self.grad_reduce_dtype == "fp32" else 2,
                     vocab_divisor=self.vocab_divisor, rope_fusion=self.rope_fusion,
                     rotary_percent=self.rotary_percent)
 
