@@ -394,7 +394,9 @@ def published_runs_section() -> list[str]:
         out.append("- Narayanan's runs as their script launches them: errors from "
                    f"{band(kern['rows'])}; as `runs.json` gives them: {band(g['models']['kernel']['rows'])}. "
                    "The script's micro-batches and interleaving move the bubble and the DP "
-                   "all-reduce, not the compute, which is what is left.")
+                   "all-reduce; its code's unfused gradient accumulation moves the backward "
+                   "(each weight gradient written, then added: a few per cent of the "
+                   "iteration).")
     out += [""]
     return out
 
@@ -454,6 +456,17 @@ PUBLISHED_NOTES = (
     "Megatron-LM runs the LM head (a sixth of a 1T layer's forward FLOPs) and the loss on the "
     "last stage, beside its two layers, and the slowest stage sets a 1F1B pipeline's pace "
     "(hence Megatron's later `--account-for-loss-in-pipeline-split`).",
+    "`runs.json` is silent on how the Narayanan runs accumulate weight gradients, and "
+    "today's Megatron-LM fuses the accumulation into the weight-gradient GEMM "
+    "(`--gradient-accumulation-fusion`, on by default). The commit their script names "
+    "(6985e58, August 2021) predates that fusion (Megatron-LM 83b1e42, February 2022): its "
+    "GEMM writes each fp16 weight gradient and autograd adds it into the fp16 `.grad` (6 B a "
+    "weight read and written, not the fused GEMM's 4). The benchmark runs them so "
+    "(`--no-gradient-accumulation-fusion`, with 16-bit main gradients since they reduce in "
+    "fp16); it moves Narayanan's table from mean 7.0 / worst 11.3 % to the figures above. The "
+    "Korthikanti runs' code (2022) fused only with fp32 accumulation and their arguments do "
+    "not say which they used: they run as today's Megatron-LM runs `--fp16` (fused, 16-bit "
+    "main gradients).",
     "Before, Narayanan's table looked close (median 5.9 %) because its one constant, 0.50, "
     "was taken from the same table's 1T run (163 TFLOP/s, 52 % of peak): a fit to the table "
     "being checked, which then ordered 1 of its 24 size pairs as measured.",
