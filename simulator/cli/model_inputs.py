@@ -388,6 +388,23 @@ def model_run(workload, model_values: dict, opts, schedule, system_preset: str =
     return workload, opts, schedule, model
 
 
+def launch_system(system, mi: ModelInput):
+    """``(system, mi)``: the run's system with the launch's rank order (a Megatron-LM launch
+    states one: ``--use-tp-pp-dp-mapping`` or Megatron's default), said in a note where it
+    replaces the system file's ``topology.order``; a later ``--set topology.order=...``
+    overrides it. Without nodes the order places nothing: the system unchanged."""
+    order = mi.launch.rank_order if mi.launch is not None else None
+    topo = system.topology
+    if order is None or not topo.enabled or order == topo.order:
+        return system, mi
+    note = (f"{mi.source}: the ranks in Megatron-LM's "
+            + ("tp-cp-ep-pp-dp order (--use-tp-pp-dp-mapping" if order == "tp-pp-dp"
+               else "default tp-cp-ep-dp-pp order (no --use-tp-pp-dp-mapping")
+            + f"): topology.order {order}, not the system's {topo.order}")
+    return (system.with_overrides({"topology.order": order}, mi.source),
+            mi._replace(notes=mi.notes + (note,)))
+
+
 def _dp_of(launch: LaunchSettings, world: int, pp: int) -> int:
     """The data-parallel size of ``world`` GPUs at the launch's TP and CP and ``pp`` stages."""
     if world % (launch.tp * pp * launch.cp):

@@ -249,7 +249,7 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
     opts = RunOptions.from_values(run_options)
     model = None
     if any(v is not None for v in model_values.values()):
-        from .model_inputs import model_run
+        from .model_inputs import launch_system, model_run
 
         # the system names the GPU the model is priced on; read once, used for the run too
         builtin = system is None and not system_sets
@@ -258,6 +258,8 @@ def run(workload, schedule, schedule_file, system, calibration, schedule_options
                  if system_sets else system)
         workload, opts, schedule, model = model_run(workload, model_values, opts, schedule,
                                                     named.gpu.preset, builtin)
+        if not (system_sets and "topology.order" in parse_assignments(system_sets, "--set")):
+            system, model = launch_system(system, model)   # a --set order is the user's
         if model.launch.schedule_csv and schedule is None and schedule_file is None:
             schedule_file = model.launch.schedule_csv   # torchtitan's pipeline_parallel_schedule_csv
     configure_logging(log_level)

@@ -47,6 +47,7 @@ class LaunchPlan:
     model: ModelShape | None = None          # the shape, when the run's model is known
     settings: LaunchSettings | None = None   # its sequence, precision, SP, attention
     recompute_grouping: tuple[str, int] = ("uniform", 1)   # full's method and layers
+    rank_order: str = "tp-dp-pp"   # the run's placement (its system's topology.order)
 
     @property
     def global_batch(self) -> int:
@@ -73,9 +74,11 @@ def launch_plan(result, micro_batch_size: int = 1, recompute: str = "file",
     tp = max(1, h.tp)
     cp = settings.cp if settings is not None else 1
     dp = max(1, h.all_gpus // (tp * sched.pp * cp))   # the run's world size over its own pp
+    topo = result.system.topology
     return LaunchPlan(shape, check_runtimes(shape), tp, dp, micro_batch_size,
                       recompute, bool(h.checkpoint_initiates), found.embedding_chunk,
-                      found.head_chunk, ranks, model, settings, recompute_grouping)
+                      found.head_chunk, ranks, model, settings, recompute_grouping,
+                      topo.order if topo.enabled else "tp-dp-pp")
 
 
 # -- Megatron-LM ------------------------------------------------------------------------------
@@ -105,6 +108,8 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
            f"--num-layers {sum(counts)}"]
     if lp.cp > 1:
         out.append(f"--context-parallel-size {lp.cp}")
+    if lp.rank_order == "tp-pp-dp":   # the ranks as the run placed them: stages side by side
+        out.append("--use-tp-pp-dp-mapping")
     split = (megatron_split_of(counts, s.pp, s.vpp)
              if lp.embedding_stage in (0, None) and lp.head_stage in (len(counts) - 1, None)
              else None)

@@ -157,7 +157,8 @@ def test_one_published_run_as_its_exact_records(published_runs):
         microbatches=64, gpus=64, sequence_parallel=True, precision="fp16",
         flash_attention=False, recompute="none", recompute_granularity="selective",
         schedule="interleaved-1f1b", grad_reduce_dtype="fp16",   # --fp16: Megatron's default
-        fp16_loss_scale=True)                                   # and its loss scaler
+        fp16_loss_scale=True,                                   # and its loss scaler
+        rank_order="tp-dp-pp")                                  # Megatron's default order
     assert got.warnings == (
         f"{src}: --untie-embeddings-and-output-weights absent: the LM head shares the "
         "embedding's weights (Megatron-LM's default); pipesim counts them apart, as the last "

@@ -71,7 +71,7 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
     opts = RunOptions.from_values(run_options)
     model = None
     if any(v is not None for v in model_values.values()):
-        from ..model_inputs import model_run
+        from ..model_inputs import launch_system, model_run
 
         from ...system.config import load_system
 
@@ -79,6 +79,7 @@ def command(workload, schedules, system, gantt, json_dest, **run_options):
         system = load_system(system)   # it names the model's GPU; read once, run on it too
         workload, opts, _, model = model_run(workload, model_values, opts, entries[0][0],
                                              system.gpu.preset, builtin)
+        system, model = launch_system(system, model)
     elif workload is None:
         raise ConfigError("Missing argument 'WORKLOAD' (or a model input: --hf-config, "
                           "--megatron-args, --torchtitan, --model)")

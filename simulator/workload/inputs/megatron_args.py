@@ -74,6 +74,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
+    "--use-tp-pp-dp-mapping": (FLAG, ()),
     "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
@@ -397,6 +398,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         if ffn % etp:
             refuse("--expert-tensor-parallel-size", f"a divisor of the experts' FFN size {ffn}",
                    etp)
+    # the ranks' order (megatron/training/initialize.py): tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp
+    # with the flag, where parallel_state asserts that the experts' data-parallel size is the
+    # dense layers' once there is a pipeline (ETP x EP = TP x CP)
+    rank_order = "tp-pp-dp" if a.get("--use-tp-pp-dp-mapping") else "tp-dp-pp"
+    if rank_order == "tp-pp-dp" and experts and pp > 1 and etp * ep != tp * cp:
+        refuse("--use-tp-pp-dp-mapping", f"--expert-tensor-parallel-size x "
+               f"--expert-model-parallel-size equal to --tensor-model-parallel-size"
+               + (" x --context-parallel-size" if cp > 1 else "")
+               + f" {tp * cp} with a pipeline (Megatron-LM's rule: the experts' data-parallel "
+               "size the dense layers' when the pipeline is not the outermost dimension)",
+               f"{etp} x {ep}")
     gbs = a.get("--global-batch-size")
     if gbs is None:
         gbs = micro * dp
@@ -783,7 +795,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         ddp_bucket_size=bucket, fp16_loss_scale=precision == "fp16", p2p=p2p, fp8=fp8,
         optimizer_post_validation=post_validation, zero_bubble_max_pending=pending,
         grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"),
-        vocab_divisor=divisor, rope_fusion=rope_fusion, rotary_percent=rotary)
+        vocab_divisor=divisor, rope_fusion=rope_fusion, rotary_percent=rotary,
+        rank_order=rank_order)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

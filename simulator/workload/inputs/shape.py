@@ -94,6 +94,9 @@ class LaunchSettings(NamedTuple):
     rope_fusion: bool = True             # off: --no-rope-fusion
     rotary_percent: float = 1.0          # --rotary-percent
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
+    # the ranks' order on the cluster (system.config.PLACEMENT_ORDERS): a Megatron-LM launch
+    # states it (tp-dp-pp, tp-pp-dp with --use-tp-pp-dp-mapping); None: the system's
+    rank_order: str | None = None
 
     def code_fields(self) -> dict:
         """The generator's ParallelSpec keywords for the launch's choices among Megatron-LM's
