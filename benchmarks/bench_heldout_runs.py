@@ -64,21 +64,22 @@ def load_runs(path: Path) -> list[dict]:
     return doc["runs"]
 
 
-def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
+def predict(run: dict, tmp: Path, shares: bool = True, what_if: tuple[str, ...] = ()) -> dict:
     """One run: predicted throughput, peak memory, bubble; with ``shares`` the DP and TP
-    collectives' shares of the predicted time."""
+    collectives' shares of the predicted time; ``what_if``: more ``pipesim run`` arguments
+    for every run (``--set KEY=VALUE`` pairs: a sensitivity, not a prediction)."""
     if run.get("not_expressible"):
         return {"id": run["id"], "group": run["group"],
                 "schedule": run.get("published_schedule", run["schedule"]),
                 "measured": run["measured"], "exit": None,
                 "error_text": "not expressible: " + run["not_expressible"]}
     if run.get("torchtitan_job"):
-        res, text = run_torchtitan(run, tmp), None
+        res, text = run_torchtitan(run, tmp, what_if), None
     else:
         text = published.workload_text(run, "kernel")
         path = tmp / f"{run['id']}.txt"
         path.write_text(text)
-        res = published.run_pipesim(path, run)
+        res = published.run_pipesim(path, run, what_if)
     row = {"id": run["id"], "group": run["group"],
            "schedule": run.get("published_schedule", run["schedule"]),
            "measured": run["measured"], "exit": res["exit"]}
@@ -120,13 +121,13 @@ def predict(run: dict, tmp: Path, shares: bool = True) -> dict:
                                                       published.iteration_ns(data)).items():
             row[f"{what}_share"] = share
         # the pipeline's point-to-point transfers made free: links without cost
-        other = published.run_pipesim(path, run, P2P_FREE)
+        other = published.run_pipesim(path, run, what_if + P2P_FREE)
         if other["exit"] == 0:
             row["p2p_share"] = (t - published.iteration_ns(other["json"]) / 1e9) / t
     return row
 
 
-def run_torchtitan(run: dict, tmp: Path) -> dict:
+def run_torchtitan(run: dict, tmp: Path, what_if: tuple[str, ...] = ()) -> dict:
     """A run given as a torchtitan job: ``pipesim run --torchtitan JOB --gpus N`` on the run's
     GPU preset (the shape from the job's llama3 flavor, or the run's ``shape_flags``)."""
     job = tmp / f"{run['id']}.toml"
@@ -134,7 +135,8 @@ def run_torchtitan(run: dict, tmp: Path) -> dict:
     return published.invoke(["run", "--torchtitan", str(job), "--gpus", str(run["gpus"]),
                              *run.get("shape_flags", ()), "--system",
                              str(REPO / "configs" / "system" / f"{run['gpu']}.yaml"),
-                             "--engine", "evaluator", "--max-actions", "0", "--json", "-"])
+                             "--engine", "evaluator", "--max-actions", "0", "--json", "-",
+                             *what_if])
 
 
 def bubble_as_source(data: dict, mid: dict) -> float:
@@ -225,9 +227,10 @@ def stage_times(run: dict, data: dict) -> dict:
             "stage_f_error": f / ms["F"] - 1, "stage_bw_error": bw / (ms["B"] + ms["W"]) - 1}
 
 
-def evaluate(runs: list[dict], shares: bool = True) -> list[dict]:
+def evaluate(runs: list[dict], shares: bool = True,
+             what_if: tuple[str, ...] = ()) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
-        return [predict(run, Path(tmp), shares) for run in runs]
+        return [predict(run, Path(tmp), shares, what_if) for run in runs]
 
 
 def _abs_stats(values: list[float]) -> dict:
@@ -467,7 +470,21 @@ def main(argv: list[str] | None = None) -> int:
                          "reads the newest benchmarks/results/*-heldout-runs.json)")
     ap.add_argument("--no-shares", action="store_true",
                     help="skip the runs with the DP / TP collectives made free")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a what-if: this system override (pipesim run --set) on every run, "
+                         "e.g. runtime.action_overhead_ns.F=700000; a sensitivity of the "
+                         "figures to one constant, never a prediction (needs --no-shares; "
+                         "its record must not be named *-heldout-runs.json)")
     args = ap.parse_args(argv)
+    if args.set and not args.no_shares:
+        print("bench_heldout_runs: --set: needs --no-shares (the shares' runs take no what-if)",
+              file=sys.stderr)
+        return 2
+    if args.set and args.record and args.record.name.endswith("-heldout-runs.json"):
+        print(f"bench_heldout_runs: --record {args.record}: a what-if (--set) is not the "
+              "prediction docs/validation.md reads; name it otherwise, e.g. "
+              "DATE-heldout-whatif-NAME.json", file=sys.stderr)
+        return 2
     if not args.runs.is_file():
         print(f"bench_heldout_runs: --runs: no file {args.runs}", file=sys.stderr)
         return 2
@@ -476,7 +493,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         print(f"bench_heldout_runs: {e}", file=sys.stderr)
         return 2
-    rows = evaluate(runs, shares=not args.no_shares)
+    what_if = tuple(a for kv in args.set for a in ("--set", kv))
+    if args.set:
+        # a bad key or value is refused once, here, not by each of the runs
+        from simulator.cli.run_impl import parse_assignments
+        from simulator.errors import ConfigError
+        from simulator.system.config import load_system
+
+        try:
+            for gpu in sorted({r["gpu"] for r in runs}):
+                load_system(str(REPO / "configs" / "system" / f"{gpu}.yaml")).with_overrides(
+                    parse_assignments(tuple(args.set), "--set"), "--set")
+        except ConfigError as e:
+            print(f"bench_heldout_runs: {e}", file=sys.stderr)
+            return 2
+    rows = evaluate(runs, shares=not args.no_shares, what_if=what_if)
     print(report(rows))
     if published.internal_errors(rows):
         return 1
@@ -490,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
                "runs_file": str(args.runs.resolve().relative_to(REPO))
                if args.runs.resolve().is_relative_to(REPO) else str(args.runs),
                "rows": rows, "speedups": speedups(rows), "rankings": rankings(rows),
-               "summary": summarize(rows), "source_model_excess": excess}
+               "summary": summarize(rows), "source_model_excess": excess,
+               **({"what_if": args.set} if args.set else {})}
         args.record.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.record}")
     return 0

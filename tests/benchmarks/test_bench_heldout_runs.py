@@ -299,3 +299,35 @@ def test_the_weak_scaling_trend_counts_pairs_and_one_schedule_is_not_ranked():
                                         "misordered": ["mcore-h100-a / mcore-h100-c"]}
     # a setting of one schedule, measured in TFLOP/s, has nothing to rank or speed up
     assert heldout.rankings(rows) == [] and heldout.speedups(rows) == []
+
+
+def test_a_what_if_changes_one_constant_on_every_run_and_is_never_the_record(tmp_path, capsys):
+    """--set runs every held-out run with a system override: a cost added before each action
+    lengthens a 1F1B pipeline of p stages and m microbatches by its critical path's 2p + 2m - 2
+    actions (p forwards, the last stage's other 2m - 1, p - 1 backwards) times the cost."""
+    run = next(r for r in RUNS if r["id"] == "zb-tab12-1.5B-m2-1f1b")   # p 8, m 2
+    assert (run["pp"], run["global_batch"] // run["micro_batch"]) == (8, 2)
+
+    def cost(ns):
+        return tuple(a for k in "FBIW" for a in ("--set", f"runtime.action_overhead_ns.{k}={ns}"))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = heldout.predict(run, Path(tmp), shares=False)
+        more = heldout.predict(run, Path(tmp), shares=False, what_if=cost(1_050_000))
+    assert more["predicted_time_s"] - base["predicted_time_s"] == pytest.approx(
+        (2 * 8 + 2 * 2 - 2) * 1e-3, rel=1e-9)     # 50 us (the preset's) -> 1050 us
+    # refused in one line before any run: with the shares, a record the docs would read as
+    # the prediction, an unknown key
+    assert heldout.main(["--set", "runtime.action_overhead_ns.F=1"]) == 2
+    assert capsys.readouterr().err == ("bench_heldout_runs: --set: needs --no-shares (the "
+                                       "shares' runs take no what-if)\n")
+    record = tmp_path / "2026-01-01-heldout-runs.json"
+    assert heldout.main(["--no-shares", "--set", "runtime.action_overhead_ns.F=1",
+                         "--record", str(record)]) == 2
+    assert capsys.readouterr().err == (
+        f"bench_heldout_runs: --record {record}: a what-if (--set) is not the prediction "
+        "docs/validation.md reads; name it otherwise, e.g. DATE-heldout-whatif-NAME.json\n")
+    assert heldout.main(["--no-shares", "--set", "runtime.nope=1"]) == 2
+    assert capsys.readouterr().err == ("bench_heldout_runs: --set: unknown system key "
+                                       "'runtime.nope'\n")
+    assert not record.exists()
