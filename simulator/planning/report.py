@@ -77,6 +77,8 @@ def command_for(settings: PlanSettings, o: Outcome, schedule_file: str | None = 
         words += ["--system", settings.system]
     if settings.calibration is not None:
         words += ["--calibration", settings.calibration]
+    if settings.rank_order is not None:   # the launch's, not the system file's
+        words += ["--set", f"topology.order={settings.rank_order}"]
     if settings.p2p is not None:
         words += ["--p2p", settings.p2p]
     if settings.memory_limit_gib is not None:

@@ -76,6 +76,10 @@ class PlanSettings:
     # a launch file's choices among Megatron-LM's kernels for the generated candidates
     # (LaunchSettings.code_fields: generator.ParallelSpec's keywords); (): Megatron's defaults
     code: tuple = ()
+    # the ranks' order every candidate is placed in where a Megatron-LM launch file states
+    # another than the system's topology.order (tp-pp-dp with --use-tp-pp-dp-mapping, else
+    # Megatron's default); None: the system's
+    rank_order: str | None = None
 
 
 def plan_cps(settings: PlanSettings) -> list[int]:
@@ -195,4 +199,7 @@ def load_plan_system(settings: PlanSettings):
     system = load_system(settings.system)
     if settings.calibration is not None:
         system = apply_calibration(system, settings.calibration)
+    if settings.rank_order is not None:
+        system = system.with_overrides({"topology.order": settings.rank_order},
+                                       "the launch file's rank order")
     return system

@@ -118,3 +118,37 @@ def test_the_launch_writer_keeps_the_order_and_it_reads_back(tmp_path, capsys):
     assert code == 0, err
     assert "--use-tp-pp-dp-mapping" not in (tmp_path / "M" / "megatron_args.txt").read_text()
     assert load_system(A100).topology.order == "tp-dp-pp"
+
+
+def test_plan_places_its_candidates_in_the_launch_order_and_its_command_reproduces_it(
+        tmp_path, capsys):
+    """plan --megatron-args with --use-tp-pp-dp-mapping: every candidate runs in that order,
+    the plan says so, the winner's command carries it (and reproduces the winner's time), and
+    the winner's launch writes the flag."""
+    args = tmp_path / "args.txt"
+    args.write_text(LAUNCH + "--use-tp-pp-dp-mapping")
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "16", "--system", A100,
+                 "--tp", "2", "--runtime", "megatron", "--json", str(out), "--launch",
+                 str(tmp_path / "L")]) == 0
+    capsys.readouterr()
+    plan = json.loads(out.read_text())
+    assert plan["notes"][0] == (f"--megatron-args {args}: the ranks in Megatron-LM's "
+                                "tp-cp-ep-pp-dp order (--use-tp-pp-dp-mapping): topology.order "
+                                "tp-pp-dp, not the system's tp-dp-pp")
+    command = plan["best"]["command"].split()
+    assert command[-2:] == ["--set", "topology.order=tp-pp-dp"]
+    again = tmp_path / "again.json"
+    assert main(command[1:] + ["--json", str(again)]) == 0   # run ... (after "pipesim")
+    capsys.readouterr()
+    assert json.loads(again.read_text())["makespan_ns"] == plan["best"]["makespan_ns"]
+    assert "--use-tp-pp-dp-mapping" in (tmp_path / "L" / "megatron_args.txt").read_text().split(
+        "\n")
+    # a launch in the system's own order adds nothing
+    args.write_text(LAUNCH)
+    assert main(["plan", "--megatron-args", str(args), "--gpus", "16", "--system", A100,
+                 "--tp", "2", "--json", str(out)]) == 0
+    capsys.readouterr()
+    plan = json.loads(out.read_text())
+    assert "topology.order" not in plan["best"]["command"]
+    assert not any("--use-tp-pp-dp-mapping" in n for n in plan["notes"])

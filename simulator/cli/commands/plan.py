@@ -30,7 +30,7 @@ from ...units import fmt_time as format_ns
 from ..jsonout import schema_option
 from ..outputs import check_writable, check_writable_dir, out_dir_lock
 from ..model_inputs import (PLAN_FLAGS, click_options as model_options, ddp_option_values,
-                            model_gpu, resolve, split_options)
+                            launch_system, model_gpu, resolve, split_options)
 from .run import write_json
 
 TOP = 10
@@ -243,6 +243,7 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
         names = tuple(n for n in parse_schedules(schedule_list) if n != "auto")
     model = None
     launch_ddp: dict = {}
+    rank_order = order_note = None
     mi = resolve(dict(model_values, micro_batch=model_values.get("micro_batch")), gpus=gpus)
     if mi is not None:
         if workload is not None:
@@ -256,8 +257,14 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
         warnings += list(mi.warnings)
         from ...system.config import load_system
 
-        gpu, gpu_warnings = model_gpu(gpu, load_system(system).gpu.preset, system is None)
+        base = load_system(system)
+        gpu, gpu_warnings = model_gpu(gpu, base.gpu.preset, system is None)
         warnings += gpu_warnings
+        if launch.rank_order is not None and base.topology.enabled and (
+                launch.rank_order != base.topology.order):
+            # the launch's rank order places every candidate, as `pipesim run` of it does
+            rank_order = launch.rank_order
+            order_note = launch_system(base, mi)[1].notes[-1]
         if launch.source is not None:
             if global_batch is None and global_batch_size is None:
                 global_batch_size = launch.global_batch
@@ -332,7 +339,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
                             _plan_size(mi, "cp", model_values.get("cp"), cp_max), cp_max,
                             _plan_size(mi, "ep", model_values.get("ep"), ep_max), ep_max,
                             _model_runtime(runtime, mi),
-                            () if mi is None else tuple(mi.launch.code_fields().items()))
+                            () if mi is None else tuple(mi.launch.code_fields().items()),
+                            rank_order)
     if settings.cp is None and settings.model is not None:
         # what a searched context parallelism leaves out, as a launch file's CP says it
         from ...workload.generator import cp_exchange_warning
@@ -357,6 +365,8 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
     best = result.best
     if ep_note is not None:
         result.notes.insert(0, ep_note)
+    if order_note is not None:
+        result.notes.insert(0, order_note)
     if launch_dir is not None and runtime is None and settings.model_runtime != "torchtitan":
         result.notes.append("the written torchtitan.toml runs torchtitan's eager modules "
                             "(unfused RoPE and SwiGLU, separate projections, FSDP2's copies), "
