@@ -152,3 +152,18 @@ def test_plan_places_its_candidates_in_the_launch_order_and_its_command_reproduc
     plan = json.loads(out.read_text())
     assert "topology.order" not in plan["best"]["command"]
     assert not any("--use-tp-pp-dp-mapping" in n for n in plan["notes"])
+
+
+def test_generate_says_the_order_is_not_in_the_file(tmp_path, capsys):
+    args = tmp_path / "args.txt"
+    args.write_text(LAUNCH + "--use-tp-pp-dp-mapping")
+    assert main(["generate", "--megatron-args", str(args), "--dp", "2", "-o",
+                 str(tmp_path / "w.txt")]) == 0
+    err = capsys.readouterr().err
+    assert (f"pipesim: warning: --megatron-args {args}: --use-tp-pp-dp-mapping: the workload "
+            "file does not hold the ranks' order (the system's topology.order does): run it "
+            "with --set topology.order=tp-pp-dp\n") in err
+    args.write_text(LAUNCH)
+    assert main(["generate", "--megatron-args", str(args), "--dp", "2", "-o",
+                 str(tmp_path / "v.txt")]) == 0
+    assert "--use-tp-pp-dp-mapping" not in capsys.readouterr().err

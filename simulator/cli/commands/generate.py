@@ -173,6 +173,11 @@ def command(tp, pp, vpp, ga, dp, cp, gpu, efficiency, layout, ep, no_sp, no_flas
     warnings = list(mi.warnings)
     if ours and C > 1:
         warnings.append(cp_exchange_warning(f"--cp {C}", C))
+    if launch.rank_order not in (None, "tp-dp-pp"):
+        # the order places ranks on a system's nodes; a workload file has no field for it
+        warnings.append(f"{launch.source}: --use-tp-pp-dp-mapping: the workload file does not "
+                        f"hold the ranks' order (the system's topology.order does): run it "
+                        f"with --set topology.order={launch.rank_order}")
     for line in warnings:
         click.echo(f"pipesim: warning: {line}", err=True)
     for line in mi.notes:
