@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .engine.options import (ADAM_STEP_BYTES_PER_PARAM, FP16_UNSCALE_BYTES_PER_PARAM,
+from .engine.options import (ADAM_STEP_BYTES_PER_PARAM, COUNT_ZEROS_BYTES_PER_PARAM,
+                             FP16_UNSCALE_BYTES_PER_PARAM, MAIN_PARAMS_NORM_BYTES_PER_PARAM,
                              FSDP_STEP_BYTES_PER_PARAM,
                              DDPSettings, EngineOptions, parse_slow_rank)
 from .errors import ConfigError
@@ -190,6 +191,15 @@ FIELDS: tuple[OptionField, ...] = (
          "Megatron-LM's --fp16 loss scaling: the optimizer step also unscales every main "
          "gradient and checks it for inf/NaN (8 B a parameter through HBM). Set by "
          "--megatron-args with --fp16.", kind="bool"),
+    _opt("log_num_zeros_in_grad", bool, False,
+         "Megatron-LM's --log-num-zeros-in-grad: each step also counts the zeros of every "
+         "fp32 main gradient it updates (4 B a parameter through HBM). Set by --megatron-args.",
+         kind="bool"),
+    _opt("log_params_norm", bool, False,
+         "Megatron-LM's --log-params-norm: each iteration also takes the parameters' L2 norm "
+         "(with bf16 weights over the step's fp32 main copies, 4 B a parameter; otherwise over "
+         "every training weight of the rank, its own bytes). Set by --megatron-args.",
+         kind="bool"),
     _opt("tp_comm_overlap", bool, False,
          "Megatron-LM's --tp-comm-overlap: tensor-parallel collectives pipelined with their "
          "GEMMs, hidden up to the GEMMs' length (default: blocking).", kind="bool"),
@@ -335,6 +345,7 @@ class RunOptions(_RunOptionsFields):
         return (self.megatron_ddp or self.use_distributed_optimizer or self.overlap_grad_reduce
                 or self.overlap_param_gather or self.ddp_bucket_size is not None
                 or self.fp16_loss_scale or self.optimizer_post_validation
+                or self.log_num_zeros_in_grad or self.log_params_norm
                 or self.fsdp is not None)
 
     def ddp_settings(self) -> DDPSettings | None:
@@ -343,9 +354,11 @@ class RunOptions(_RunOptionsFields):
         if not self.uses_megatron_ddp:
             return None
         if self.fsdp is not None:
-            if self.optimizer_post_validation:
-                raise ConfigError("--optimizer-post-validation: expected Megatron-LM's "
-                                  "optimizer, got --fsdp (torchtitan's FSDP2)")
+            for name in ("optimizer_post_validation", "log_num_zeros_in_grad",
+                         "log_params_norm"):
+                if getattr(self, name):
+                    raise ConfigError(f"--{name.replace('_', '-')}: expected Megatron-LM's "
+                                      "optimizer, got --fsdp (torchtitan's FSDP2)")
             # FSDP2's collectives as the distributed optimizer's with both overlaps: the fp32
             # gradients reduce-scattered as the backward produces them, the weights all-gathered
             # in the compute dtype behind the forward; the step on the fp32 shard; without a
@@ -362,11 +375,20 @@ class RunOptions(_RunOptionsFields):
                               "Megatron-LM reduces each chunk as one bucket)")
         step = ADAM_STEP_BYTES_PER_PARAM + (FP16_UNSCALE_BYTES_PER_PARAM
                                             if self.fp16_loss_scale else 0.0)
+        if self.log_num_zeros_in_grad:
+            step += COUNT_ZEROS_BYTES_PER_PARAM
+        unsharded = 0.0
+        if self.log_params_norm:
+            if self.param_dtype == "bf16" and not self.fp16_loss_scale:
+                step += MAIN_PARAMS_NORM_BYTES_PER_PARAM     # --bf16: the fp32 main copies
+            else:   # the fp16 (--fp16) or fp32 training weights, all of the rank's
+                unsharded = 2.0 if self.fp16_loss_scale else 4.0
         return DDPSettings(self.overlap_grad_reduce, self.use_distributed_optimizer,
                            self.overlap_param_gather,
                            4.0 if self.grad_reduce_dtype == "fp32" else 2.0, 2.0,
                            self.ddp_bucket_size, step,
-                           post_validation=self.optimizer_post_validation)
+                           post_validation=self.optimizer_post_validation,
+                           unsharded_step_bytes_per_param=unsharded)
 
 
 class OptionError(ConfigError):

@@ -36,6 +36,17 @@ ADAM_STEP_BYTES_PER_PARAM = (GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
 # and with --fp16, before them, the loss scaler's _unscale_main_grads_and_check_for_nan:
 # torch._amp_foreach_non_finite_check_and_unscale_ reads and writes each fp32 main gradient
 FP16_UNSCALE_BYTES_PER_PARAM = 8.0
+# Megatron-LM's logging passes, each iteration after the step's own (megatron/core/optimizer/
+# optimizer.py and megatron/training/training.py at d98e8a64dd):
+# - --log-num-zeros-in-grad: count_zeros_fp32, torch.count_nonzero over each fp32 main gradient
+#   the optimizer updates (the shard, with the distributed optimizer): 4 B read;
+# - --log-params-norm: calc_params_l2_norm, multi_tensor_l2norm over the parameters, with
+#   --bf16 their fp32 main copies (the shard, with the distributed optimizer), otherwise the
+#   training weights themselves (fp16 or fp32, every one on the rank): their bytes read.
+# Each ends in an all-reduce of one fp32 over the model-parallel (and, sharded, the DP) group:
+# latency only, not priced.
+COUNT_ZEROS_BYTES_PER_PARAM = 4.0
+MAIN_PARAMS_NORM_BYTES_PER_PARAM = 4.0
 # FSDP2 (torchtitan) keeps the weights in fp32 and casts each layer as it gathers it: its step
 # is the norm and Adam on the shard, with no copy into separate training weights
 FSDP_STEP_BYTES_PER_PARAM = GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM
@@ -73,6 +84,9 @@ class DDPSettings(NamedTuple):
     # the zero-bubble fork's --enable-optimizer-post-validation: no barrier before the step
     # (tail.py's Tail.arrive_alone)
     post_validation: bool = False
+    # HBM traffic of the step on every parameter of the rank, sharded or not: --log-params-norm
+    # over fp16 or fp32 training weights (MAIN_PARAMS_NORM_BYTES_PER_PARAM's note)
+    unsharded_step_bytes_per_param: float = 0.0
 
     @property
     def fsdp_copy_out_bytes_per_param(self) -> float:

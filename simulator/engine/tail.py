@@ -256,6 +256,7 @@ def compile_ddp(schedule: Schedule, partition: Partition, header: Header,
                           if ddp.fsdp and not reshards and b.group is CommGroup.DP and n > 1
                           else 0.0)
                 acc[1] += b.params * (ddp.step_bytes_per_param / shard
+                                      + ddp.unsharded_step_bytes_per_param
                                       + (ddp.grad_bytes if ddp.zeroes_buffer else 0.0)
                                       + copies) / bandwidth
             if ddp.distributed_optimizer and n > 1 and not reshards:

@@ -201,6 +201,38 @@ def test_fp16_loss_scaling_adds_the_unscale_pass_to_the_step():
     assert rec.iteration_bounds == [(0.0, 8800.0 + ar + 1000.0)]
 
 
+def test_the_logging_passes_read_the_main_gradients_and_the_parameters():
+    """--log-num-zeros-in-grad reads each fp32 main gradient the step updates (4 B, the shard
+    with the distributed optimizer); --log-params-norm reads the fp32 main copies with bf16
+    weights (4 B, the shard) and every training weight otherwise (fp16 2 B, fp32 4 B)."""
+    rs, ag = ring("rs", 10000 * 4), ring("ag", 10000 * 2)
+
+    def bounds(**flags):
+        ddp = RunOptions(overlap_grad_reduce=True, use_distributed_optimizer=True,
+                         ddp_bucket_size=10000, **flags).ddp_settings()
+        return _run(ddp).iteration_bounds
+
+    base = bounds(param_dtype="bf16")
+    assert base == [(0.0, 5700.0 + 2 * rs + 270.0 + 2 * ag)]   # the step above: 270 ns
+    # the shard's 5,000 main gradients, 4 B each: 20 ns
+    assert bounds(param_dtype="bf16", log_num_zeros_in_grad=True) == [
+        (0.0, base[0][1] + 5000 * 4 / HBM_GBS)]
+    # bf16: the shard's fp32 main copies, 20 ns; both: 40 ns
+    assert bounds(param_dtype="bf16", log_params_norm=True) == [
+        (0.0, base[0][1] + 5000 * 4 / HBM_GBS)]
+    assert bounds(param_dtype="bf16", log_params_norm=True, log_num_zeros_in_grad=True) == [
+        (0.0, base[0][1] + 2 * 5000 * 4 / HBM_GBS)]
+    # fp16 (the loss scaler's unscale, 8 B on the shard, too): all 20,000 fp16 weights, 2 B
+    fp16 = bounds(param_dtype="bf16", fp16_loss_scale=True)
+    assert bounds(param_dtype="bf16", fp16_loss_scale=True, log_params_norm=True) == [
+        (0.0, fp16[0][1] + 20000 * 2 / HBM_GBS)]
+    ddp = RunOptions(log_params_norm=True).ddp_settings()      # fp32 weights: 4 B, unsharded
+    assert (ddp.step_bytes_per_param, ddp.unsharded_step_bytes_per_param) == (38.0, 4.0)
+    with pytest.raises(ConfigError, match=r"^--log-params-norm: expected Megatron-LM's "
+                       r"optimizer, got --fsdp \(torchtitan's FSDP2\)$"):
+        RunOptions(fsdp=2, log_params_norm=True).ddp_settings()
+
+
 def test_megatron_ddp_without_gradient_collectives_is_a_warning():
     # rows without a weight-gradient collective: no bucket, no priced step, said so
     from simulator import simulate

@@ -1180,14 +1180,13 @@ def test_checkpoint_logging_and_constant_flags_of_megatrons_test_launches_change
     """Flags every launch of Megatron-LM's functional tests carries (checkpointing, the
     logger's interval writes, the NCCL backend, the fused softmax's dtype) are read as changing
     nothing, so --strict does not refuse such a launch for them; what does change an
-    iteration (the parameters' norm each iteration) stays a warning."""
+    iteration (the parameters' norm each iteration) is priced in the step, not warned."""
     flags = ("--distributed-backend nccl --async-save --use-persistent-ckpt-worker "
              "--dist-ckpt-strictness log_all --log-memory-to-tensorboard "
              "--log-validation-ppl-to-tensorboard --attention-softmax-in-fp32 "
              "--norm-epsilon 1e-5 --log-params-norm")
     got = megatron_input(BASE + flags, "a.txt", 8)
-    assert got.warnings == ("--megatron-args a.txt: --log-params-norm: not modelled by pipesim "
-                            "(ignored)",)
+    assert got.warnings == () and got.launch.log_params_norm
     said = next(n for n in got.notes if "no effect on an iteration" in n)
     for flag in ("--distributed-backend", "--async-save", "--use-persistent-ckpt-worker",
                  "--dist-ckpt-strictness", "--log-memory-to-tensorboard",
@@ -1242,3 +1241,15 @@ def test_no_rope_fusion_and_rotary_percent_are_read():
     # a gpt model has learned positions: nothing of RoPE is priced
     gpt = megatron_input(BASE + "--no-rope-fusion", "a.txt", 8)
     assert "--no-rope-fusion" in next(n for n in gpt.notes if "no effect on an iteration" in n)
+
+
+def test_the_logging_flags_reach_the_runs_step_and_are_not_warned():
+    from simulator.cli.model_inputs import run_option_values
+
+    got = megatron_input(BASE + "--log-num-zeros-in-grad --log-params-norm", "a.txt", 8)
+    assert (got.launch.log_num_zeros_in_grad, got.launch.log_params_norm) == (True, True)
+    values = run_option_values(got.launch)
+    assert (values["log_num_zeros_in_grad"], values["log_params_norm"]) == (True, True)
+    assert not any("--log-" in w for w in got.warnings)
+    plain = megatron_input(BASE, "a.txt", 8).launch
+    assert (plain.log_num_zeros_in_grad, plain.log_params_norm) == (False, False)

@@ -75,6 +75,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
                                         "relative", "none")),
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
     "--use-tp-pp-dp-mapping": (FLAG, ()),
+    "--log-num-zeros-in-grad": (FLAG, ()), "--log-params-norm": (FLAG, ()),
     "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
@@ -796,7 +797,9 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         optimizer_post_validation=post_validation, zero_bubble_max_pending=pending,
         grad_accumulation_fusion=not a.get("--no-gradient-accumulation-fusion"),
         vocab_divisor=divisor, rope_fusion=rope_fusion, rotary_percent=rotary,
-        rank_order=rank_order)
+        rank_order=rank_order,
+        log_num_zeros_in_grad=bool(a.get("--log-num-zeros-in-grad")),
+        log_params_norm=bool(a.get("--log-params-norm")))
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

@@ -83,6 +83,8 @@ class LaunchSettings(NamedTuple):
     ddp_bucket_size: int | None = None   # parameters per bucket; None: Megatron's default
     fp16_loss_scale: bool = False        # --fp16: the step unscales and checks the gradients
     optimizer_post_validation: bool = False   # the zero-bubble fork's: no barrier before the step
+    log_num_zeros_in_grad: bool = False   # the step counts the gradients' zeros
+    log_params_norm: bool = False         # each iteration takes the parameters' norm
     # the zero-bubble fork's --zero-bubble-max-pending-backward: zb-greedy's max_pending
     zero_bubble_max_pending: int | None = None
     p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
