@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .engine.options import (ADAM_STEP_BYTES_PER_PARAM, COUNT_ZEROS_BYTES_PER_PARAM,
                              FP16_UNSCALE_BYTES_PER_PARAM, MAIN_PARAMS_NORM_BYTES_PER_PARAM,
+                             PER_TOKEN_SCALE_PASSES,
                              FSDP_STEP_BYTES_PER_PARAM,
                              DDPSettings, EngineOptions, parse_slow_rank)
 from .errors import ConfigError
@@ -200,6 +201,10 @@ FIELDS: tuple[OptionField, ...] = (
          "(with bf16 weights over the step's fp32 main copies, 4 B a parameter; otherwise over "
          "every training weight of the rank, its own bytes). Set by --megatron-args.",
          kind="bool"),
+    _opt("calculate_per_token_loss", bool, False,
+         "Megatron-LM's --calculate-per-token-loss: once the gradients are reduced, the whole "
+         "gradient buffer is divided by the iteration's tokens (each gradient read and written "
+         "in the reduction's dtype). Set by --megatron-args.", kind="bool"),
     _opt("tp_comm_overlap", bool, False,
          "Megatron-LM's --tp-comm-overlap: tensor-parallel collectives pipelined with their "
          "GEMMs, hidden up to the GEMMs' length (default: blocking).", kind="bool"),
@@ -346,7 +351,7 @@ class RunOptions(_RunOptionsFields):
                 or self.overlap_param_gather or self.ddp_bucket_size is not None
                 or self.fp16_loss_scale or self.optimizer_post_validation
                 or self.log_num_zeros_in_grad or self.log_params_norm
-                or self.fsdp is not None)
+                or self.calculate_per_token_loss or self.fsdp is not None)
 
     def ddp_settings(self) -> DDPSettings | None:
         """Megatron-LM's data parallelism as asked (None: each row's DP collective as the file
@@ -355,7 +360,7 @@ class RunOptions(_RunOptionsFields):
             return None
         if self.fsdp is not None:
             for name in ("optimizer_post_validation", "log_num_zeros_in_grad",
-                         "log_params_norm"):
+                         "log_params_norm", "calculate_per_token_loss"):
                 if getattr(self, name):
                     raise ConfigError(f"--{name.replace('_', '-')}: expected Megatron-LM's "
                                       "optimizer, got --fsdp (torchtitan's FSDP2)")
@@ -383,9 +388,11 @@ class RunOptions(_RunOptionsFields):
                 step += MAIN_PARAMS_NORM_BYTES_PER_PARAM     # --bf16: the fp32 main copies
             else:   # the fp16 (--fp16) or fp32 training weights, all of the rank's
                 unsharded = 2.0 if self.fp16_loss_scale else 4.0
+        grad_bytes = 4.0 if self.grad_reduce_dtype == "fp32" else 2.0
+        if self.calculate_per_token_loss:
+            unsharded += PER_TOKEN_SCALE_PASSES * grad_bytes
         return DDPSettings(self.overlap_grad_reduce, self.use_distributed_optimizer,
-                           self.overlap_param_gather,
-                           4.0 if self.grad_reduce_dtype == "fp32" else 2.0, 2.0,
+                           self.overlap_param_gather, grad_bytes, 2.0,
                            self.ddp_bucket_size, step,
                            post_validation=self.optimizer_post_validation,
                            unsharded_step_bytes_per_param=unsharded)

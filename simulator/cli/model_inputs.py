@@ -303,7 +303,8 @@ def run_option_values(launch: LaunchSettings) -> dict:
 # the run's flags a Megatron-LM launch sets, in RunOptions' names (Megatron's own)
 DDP_FLAGS = ("use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
              "tp_comm_overlap", "ddp_bucket_size", "grad_reduce_dtype", "fp16_loss_scale",
-             "optimizer_post_validation", "log_num_zeros_in_grad", "log_params_norm")
+             "optimizer_post_validation", "log_num_zeros_in_grad", "log_params_norm",
+             "calculate_per_token_loss")
 
 
 def ddp_option_values(launch: LaunchSettings) -> dict:

@@ -47,6 +47,12 @@ FP16_UNSCALE_BYTES_PER_PARAM = 8.0
 # latency only, not priced.
 COUNT_ZEROS_BYTES_PER_PARAM = 4.0
 MAIN_PARAMS_NORM_BYTES_PER_PARAM = 4.0
+# --calculate-per-token-loss: once the gradients are reduced, finalize_model_grads divides the
+# whole gradient buffer by the tokens (megatron/core/distributed/finalize_model_grads.py,
+# param_and_grad_buffer.py scale_gradients: grad_data *= scaling), every gradient of the rank
+# read and written in the buffer's dtype; the token count's broadcast and all-reduce are one
+# number each, not priced
+PER_TOKEN_SCALE_PASSES = 2
 # FSDP2 (torchtitan) keeps the weights in fp32 and casts each layer as it gathers it: its step
 # is the norm and Adam on the shard, with no copy into separate training weights
 FSDP_STEP_BYTES_PER_PARAM = GRAD_NORM_BYTES_PER_PARAM + ADAM_BYTES_PER_PARAM

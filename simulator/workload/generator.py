@@ -156,6 +156,9 @@ class ParallelSpec:
     # layer_ops._rope) and --rotary-percent, the fraction of each head's channels rotated
     rope_fusion: bool = True
     rotary_percent: float = 1.0
+    # Megatron-LM's fused bias + GELU of the gpt MLP (off with --no-bias-gelu-fusion: the bias
+    # added by a kernel of its own, layer_ops.mlp_column_ops)
+    bias_gelu_fusion: bool = True
     # the experts' tensor parallelism (Megatron-LM's --expert-tensor-parallel-size; 0: tp, its
     # default): each expert's FFN split over etp ranks, the stage's tp x cp x dp GPUs folded
     # into etp x ep x expert-dp (MoE parallel folding, parallel_state's expert grid)

@@ -16,6 +16,7 @@ residual grad add        -                             read two grads, write one
 bias + dropout + add     read x, residual, write y,    read dy, mask, write dx: 2d + 1
 (gpt; llama: add only)   mask 1 B: 3d + 1 (llama 3d)   (llama: the gradient passes through, 0)
 bias + GELU              read x, write y: 2d           read x, dy, write dx: 3d
+(unfused: add, GELU)     the add 2d, then GELU 2d      GELU's: 3d
 SwiGLU (llama)           read 2 halves, write: 3d/2    read 2 halves, dy, write 2: 5d/2
                          per element of the 2f input   per element of the 2f input
 softmax (no flash)       read scores, write probs: 2d  read probs, dprobs, write: 3d
@@ -307,6 +308,12 @@ def mlp_column_ops(model, par) -> list:
     if model.arch == "gpt":
         e = bs * f // T
         act = [memory("bias_gelu", "fwd", 2 * d * e), memory("bias_gelu_bwd", "ig", 3 * d * e)]
+        if not par.bias_gelu_fusion:
+            # x + bias, then F.gelu: the add's kernel reads and writes the activation once
+            # more; GELU's backward reads its input and dy as the fused one does, the add's
+            # gradient passes through
+            act = [memory("bias_add", "fwd", 2 * d * e), memory("gelu", "fwd", 2 * d * e),
+                   memory("gelu_bwd", "ig", 3 * d * e)]
         up = _linear("mlp_up", bs, h, f // T, par)
     elif eager(model, par):
         e = bs * f // T

@@ -204,7 +204,8 @@ def test_fp16_loss_scaling_adds_the_unscale_pass_to_the_step():
 def test_the_logging_passes_read_the_main_gradients_and_the_parameters():
     """--log-num-zeros-in-grad reads each fp32 main gradient the step updates (4 B, the shard
     with the distributed optimizer); --log-params-norm reads the fp32 main copies with bf16
-    weights (4 B, the shard) and every training weight otherwise (fp16 2 B, fp32 4 B)."""
+    weights (4 B, the shard) and every training weight otherwise (fp16 2 B, fp32 4 B);
+    --calculate-per-token-loss scales the whole gradient buffer (read and write)."""
     rs, ag = ring("rs", 10000 * 4), ring("ag", 10000 * 2)
 
     def bounds(**flags):
@@ -226,6 +227,10 @@ def test_the_logging_passes_read_the_main_gradients_and_the_parameters():
     fp16 = bounds(param_dtype="bf16", fp16_loss_scale=True)
     assert bounds(param_dtype="bf16", fp16_loss_scale=True, log_params_norm=True) == [
         (0.0, fp16[0][1] + 20000 * 2 / HBM_GBS)]
+    # --calculate-per-token-loss: the whole fp32 gradient buffer read and written, 8 B on all
+    # 20,000 parameters: 160 ns
+    assert bounds(param_dtype="bf16", calculate_per_token_loss=True) == [
+        (0.0, base[0][1] + 20000 * 8 / HBM_GBS)]
     ddp = RunOptions(log_params_norm=True).ddp_settings()      # fp32 weights: 4 B, unsharded
     assert (ddp.step_bytes_per_param, ddp.unsharded_step_bytes_per_param) == (38.0, 4.0)
     with pytest.raises(ConfigError, match=r"^--log-params-norm: expected Megatron-LM's "

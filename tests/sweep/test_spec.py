@@ -40,7 +40,7 @@ def error(data, base) -> str:
      "max_actions, engine, param_dtype, megatron_ddp, fsdp, fsdp_reshard_after_forward, "
      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, "
      "optimizer_post_validation, ddp_bucket_size, "
-     "grad_reduce_dtype, fp16_loss_scale, log_num_zeros_in_grad, log_params_norm, tp_comm_overlap, p2p_scatter_gather, strict, layer_by_layer, "
+     "grad_reduce_dtype, fp16_loss_scale, log_num_zeros_in_grad, log_params_norm, calculate_per_token_loss, tp_comm_overlap, p2p_scatter_gather, strict, layer_by_layer, "
      "system.<dotted key> (e.g. "
      "system.links.bandwidth_gbps), schedule_options.<name>"),
     ({"grid": {"system.links.bandwith_gbps": [1]}},

@@ -1246,10 +1246,57 @@ def test_no_rope_fusion_and_rotary_percent_are_read():
 def test_the_logging_flags_reach_the_runs_step_and_are_not_warned():
     from simulator.cli.model_inputs import run_option_values
 
-    got = megatron_input(BASE + "--log-num-zeros-in-grad --log-params-norm", "a.txt", 8)
-    assert (got.launch.log_num_zeros_in_grad, got.launch.log_params_norm) == (True, True)
+    got = megatron_input(BASE + "--log-num-zeros-in-grad --log-params-norm "
+                         "--calculate-per-token-loss", "a.txt", 8)
+    assert (got.launch.log_num_zeros_in_grad, got.launch.log_params_norm,
+            got.launch.calculate_per_token_loss) == (True, True, True)
     values = run_option_values(got.launch)
-    assert (values["log_num_zeros_in_grad"], values["log_params_norm"]) == (True, True)
+    assert (values["log_num_zeros_in_grad"], values["log_params_norm"],
+            values["calculate_per_token_loss"]) == (True, True, True)
     assert not any("--log-" in w for w in got.warnings)
     plain = megatron_input(BASE, "a.txt", 8).launch
     assert (plain.log_num_zeros_in_grad, plain.log_params_norm) == (False, False)
+
+
+def test_no_bias_gelu_fusion_adds_the_bias_in_a_kernel_of_its_own():
+    from simulator.workload import layer_ops
+    from simulator.workload.generator import ModelSpec, ParallelSpec
+
+    got = megatron_input(BASE + "--no-bias-gelu-fusion", "a.txt", 8)
+    assert got.launch.bias_gelu_fusion is False
+    assert got.launch.code_fields()["bias_gelu_fusion"] is False
+    assert ("--megatron-args a.txt: --no-bias-gelu-fusion: the MLP's bias added by a kernel of "
+            "its own (the f-wide activation read and written) before GELU") in got.notes
+    assert not any("--no-bias-gelu-fusion" in w for w in got.warnings)
+    # 2 sequences x 1024 tokens x 4096 FFN elements, bf16: the fused kernel reads and writes
+    # them once (2 x 2 B), unfused the add does so too, GELU's backward is the same 3 x 2 B
+    model = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2)
+    e = 2 * 1024 * 4096
+
+    def act(par):
+        return [(o.name, o.phase, o.nbytes) for o in layer_ops.mlp_column_ops(model, par)
+                if "gelu" in o.name or o.name == "bias_add"]
+
+    assert act(ParallelSpec(precision="bf16")) == [("bias_gelu", "fwd", 4 * e),
+                                                   ("bias_gelu_bwd", "ig", 6 * e)]
+    assert act(ParallelSpec(precision="bf16", bias_gelu_fusion=False)) == [
+        ("bias_add", "fwd", 4 * e), ("gelu", "fwd", 4 * e), ("gelu_bwd", "ig", 6 * e)]
+    # a SwiGLU MLP, or one without biases, has no bias + GELU to fuse
+    llama = megatron_input(BASE + "--swiglu --normalization RMSNorm --disable-bias-linear "
+                           "--position-embedding-type rope --no-bias-gelu-fusion", "a.txt", 8)
+    assert llama.launch.bias_gelu_fusion and "--no-bias-gelu-fusion" in next(
+        n for n in llama.notes if "no effect on an iteration" in n)
+
+
+def test_query_key_layer_scaling_is_the_softmaxs_scale_and_its_fp32():
+    got = megatron_input(BASE + "--apply-query-key-layer-scaling", "a.txt", 8)
+    assert not got.warnings
+    assert "--apply-query-key-layer-scaling" in next(
+        n for n in got.notes if "no effect on an iteration" in n)
+    unfused = BASE.replace("--use-flash-attn ", "--attention-backend unfused ")
+    got = megatron_input(unfused + "--no-masked-softmax-fusion --apply-query-key-layer-scaling",
+                         "a.txt", 8)
+    assert got.warnings == (
+        "--megatron-args a.txt: --no-masked-softmax-fusion: the unfused attention's softmax is "
+        "priced as Megatron's fused scale-mask-softmax kernel (and "
+        "--apply-query-key-layer-scaling's fp32 copy is not counted)",)

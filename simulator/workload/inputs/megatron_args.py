@@ -69,6 +69,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--make-vocab-size-divisible-by": (INT, ()), "--no-rope-fusion": (FLAG, ()),
     "--rotary-percent": (FLOAT, ()),
     "--attention-softmax-in-fp32": (FLAG, ()), "--no-masked-softmax-fusion": (FLAG, ()),
+    "--apply-query-key-layer-scaling": (FLAG, ()),
     "--attention-backend": (STR, ("flash", "fused", "unfused", "local", "auto")),
     "--disable-bias-linear": (FLAG, ()), "--add-bias-linear": (FLAG, ()),
     "--position-embedding-type": (STR, ("learned_absolute", "rope", "yarn", "mrope",
@@ -76,6 +77,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--context-parallel-size": (INT, ()), "--pipeline-model-parallel-layout": (STR, ()),
     "--use-tp-pp-dp-mapping": (FLAG, ()),
     "--log-num-zeros-in-grad": (FLAG, ()), "--log-params-norm": (FLAG, ()),
+    "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
     "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
@@ -720,6 +722,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "the backward as autograd runs it), not Megatron-LM's fused kernel")
     elif "--rotary-percent" in a:
         no_effect.append("--rotary-percent")    # the fused kernel reads and writes all of Q, K
+    # the GPT MLP's bias + GELU (megatron/core/transformer/mlp.py): one fused kernel
+    # (bias_gelu_impl) unless --no-bias-gelu-fusion, which adds the bias in a kernel of its own
+    # before F.gelu; SwiGLU has its own flag, and without biases GELU runs alone either way
+    bias_gelu_fusion = True
+    if a.get("--no-bias-gelu-fusion"):
+        if arch == "gpt" and not a.get("--disable-bias-linear"):
+            bias_gelu_fusion = False
+            notes.append(f"{src}: --no-bias-gelu-fusion: the MLP's bias added by a kernel of "
+                         "its own (the f-wide activation read and written) before GELU")
+        else:
+            no_effect.append("--no-bias-gelu-fusion")
     backend_name = a.get("--distributed-backend")
     if backend_name == "nccl":      # Megatron-LM's default
         no_effect.append("--distributed-backend")
@@ -729,18 +742,22 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     # the softmax's dtype: Megatron's fused scale-mask-softmax kernel (on unless
     # --no-masked-softmax-fusion) computes in fp32 inside either way, and a fused attention
     # kernel has no separate softmax (core/fusions/fused_softmax.py: the flag only casts the
-    # unfused path's input)
+    # unfused path's input). --apply-query-key-layer-scaling divides the softmax's scale by
+    # the layer number (the kernels' own scale argument: dot_product_attention.py) and turns
+    # the fp32 softmax on (transformer_config.py)
     unfused_softmax = not flash and a.get("--no-masked-softmax-fusion")
-    if a.get("--attention-softmax-in-fp32") and not unfused_softmax:
-        no_effect.append("--attention-softmax-in-fp32")
+    fp32_flags = [f for f in ("--attention-softmax-in-fp32", "--apply-query-key-layer-scaling")
+                  if a.get(f)]
+    if not unfused_softmax:
+        no_effect += fp32_flags
     if a.get("--no-masked-softmax-fusion"):
         if flash:
             no_effect.append("--no-masked-softmax-fusion")
         else:
             warnings.append(f"{src}: --no-masked-softmax-fusion: the unfused attention's "
                             "softmax is priced as Megatron's fused scale-mask-softmax kernel"
-                            + (" (and --attention-softmax-in-fp32's fp32 copy is not counted)"
-                               if a.get("--attention-softmax-in-fp32") else ""))
+                            + (f" (and {fp32_flags[0]}'s fp32 copy is not counted)"
+                               if fp32_flags else ""))
     if no_effect:
         notes.append(f"{src}: read, no effect on an iteration's time or memory: "
                      + ", ".join(no_effect))
@@ -799,7 +816,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         vocab_divisor=divisor, rope_fusion=rope_fusion, rotary_percent=rotary,
         rank_order=rank_order,
         log_num_zeros_in_grad=bool(a.get("--log-num-zeros-in-grad")),
-        log_params_norm=bool(a.get("--log-params-norm")))
+        log_params_norm=bool(a.get("--log-params-norm")), bias_gelu_fusion=bias_gelu_fusion,
+        calculate_per_token_loss=bool(a.get("--calculate-per-token-loss")))
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 

@@ -85,6 +85,7 @@ class LaunchSettings(NamedTuple):
     optimizer_post_validation: bool = False   # the zero-bubble fork's: no barrier before the step
     log_num_zeros_in_grad: bool = False   # the step counts the gradients' zeros
     log_params_norm: bool = False         # each iteration takes the parameters' norm
+    calculate_per_token_loss: bool = False   # the reduced gradients divided by the tokens
     # the zero-bubble fork's --zero-bubble-max-pending-backward: zb-greedy's max_pending
     zero_bubble_max_pending: int | None = None
     p2p: str | None = None               # --no-overlap-p2p-communication (interleaved): batched
@@ -95,6 +96,7 @@ class LaunchSettings(NamedTuple):
     vocab_divisor: int = 128             # --make-vocab-size-divisible-by
     rope_fusion: bool = True             # off: --no-rope-fusion
     rotary_percent: float = 1.0          # --rotary-percent
+    bias_gelu_fusion: bool = True        # off: --no-bias-gelu-fusion (a gpt MLP with biases)
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
     # the ranks' order on the cluster (system.config.PLACEMENT_ORDERS): a Megatron-LM launch
     # states it (tp-dp-pp, tp-pp-dp with --use-tp-pp-dp-mapping); None: the system's
@@ -102,11 +104,11 @@ class LaunchSettings(NamedTuple):
 
     def code_fields(self) -> dict:
         """The generator's ParallelSpec keywords for the launch's choices among Megatron-LM's
-        kernels: its weight-gradient accumulation, vocabulary padding and RoPE."""
+        kernels: its weight-gradient accumulation, vocabulary padding, RoPE and bias + GELU."""
         return dict(grad_accumulation_fusion=self.grad_accumulation_fusion,
                     main_grad_bytes=4 if self.grad_reduce_dtype == "fp32" else 2,
                     vocab_divisor=self.vocab_divisor, rope_fusion=self.rope_fusion,
-                    rotary_percent=self.rotary_percent)
+                    rotary_percent=self.rotary_percent, bias_gelu_fusion=self.bias_gelu_fusion)
 
 
 class ModelInput(NamedTuple):
