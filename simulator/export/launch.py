@@ -194,7 +194,11 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--overlap-param-gather", st.overlap_param_gather),
             ("--tp-comm-overlap", st.tp_comm_overlap),
             ("--no-gradient-accumulation-fusion", not st.grad_accumulation_fusion),
-            ("--no-rope-fusion", not st.rope_fusion)) if on]
+            ("--no-rope-fusion", not st.rope_fusion),
+            ("--no-bias-gelu-fusion", not st.bias_gelu_fusion),
+            ("--log-num-zeros-in-grad", st.log_num_zeros_in_grad),
+            ("--log-params-norm", st.log_params_norm),
+            ("--calculate-per-token-loss", st.calculate_per_token_loss)) if on]
     return out
 
 

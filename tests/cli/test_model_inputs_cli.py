@@ -378,7 +378,8 @@ def test_a_model_run_without_a_system_says_which_links_and_memory_it_met(hf_conf
 def test_a_launchs_vocab_padding_and_wgrad_accumulation_are_written_back(tmp_path, capsys):
     args = tmp_path / "args.txt"
     args.write_text(UNEVEN + " --make-vocab-size-divisible-by 64 "
-                    "--no-gradient-accumulation-fusion --no-rope-fusion --rotary-percent 0.5")
+                    "--no-gradient-accumulation-fusion --no-rope-fusion --rotary-percent 0.5 "
+                    "--log-num-zeros-in-grad --log-params-norm --calculate-per-token-loss")
     launch = tmp_path / "launch"
     assert _run(["run", "--megatron-args", str(args), "--gpus", "16", "--engine", "evaluator",
                  "--launch", str(launch), "--json", str(tmp_path / "a.json")], capsys)[0] == 0
@@ -388,7 +389,30 @@ def test_a_launchs_vocab_padding_and_wgrad_accumulation_are_written_back(tmp_pat
     assert "--no-rope-fusion" in written and "--rotary-percent 0.5" in written
     back = read_megatron_args(str(launch / "megatron_args.txt"), 16)
     orig = read_megatron_args(str(args), 16)
+    for flag in ("--log-num-zeros-in-grad", "--log-params-norm", "--calculate-per-token-loss"):
+        assert flag in written
     assert back.launch.code_fields() == dict(grad_accumulation_fusion=False, main_grad_bytes=4,
                                              vocab_divisor=64, rope_fusion=False,
-                                             rotary_percent=0.5)
+                                             rotary_percent=0.5, bias_gelu_fusion=True)
     assert back.launch._replace(source=None) == orig.launch._replace(source=None)
+
+
+def test_an_unfused_bias_gelu_is_written_back_and_costs_its_add(tmp_path, capsys):
+    gpt = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+           "--micro-batch-size 2 --global-batch-size 16 --pipeline-model-parallel-size 2 --bf16 "
+           "--use-flash-attn --untie-embeddings-and-output-weights --vocab-size 32000")
+    times = []
+    for extra, name in (("", "fused"), (" --no-bias-gelu-fusion", "unfused")):
+        args = tmp_path / f"{name}.txt"
+        args.write_text(gpt + extra)
+        out = tmp_path / f"{name}.json"
+        assert _run(["run", "--megatron-args", str(args), "--gpus", "2", "--engine",
+                     "evaluator", "--launch", str(tmp_path / name), "--json", str(out)],
+                    capsys)[0] == 0
+        times.append(json.loads(out.read_text())["makespan_ns"])
+    written = (tmp_path / "unfused" / "megatron_args.txt").read_text().splitlines()
+    assert "--no-bias-gelu-fusion" in written
+    assert "--no-bias-gelu-fusion" not in (tmp_path / "fused" / "megatron_args.txt").read_text()
+    assert not read_megatron_args(str(tmp_path / "unfused" / "megatron_args.txt"),
+                                  2).launch.bias_gelu_fusion
+    assert times[1] > times[0]      # the bias's own kernel, each forward
