@@ -54,6 +54,10 @@ FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(("--kv-heads",), "kv_heads", "int", "Key/value heads (grouped-query attention)."),
     ModelFlag(("--experts",), "experts", "int", "Experts (moe; default 1)."),
     ModelFlag(("--topk",), "topk", "int", "Experts per token (moe; default 2)."),
+    ModelFlag(("--shared-ffn",), "shared_ffn", "int",
+              "The shared experts' FFN size every token runs beside its routed ones (moe; "
+              "Megatron-LM's --moe-shared-expert-intermediate-size: their count x one's "
+              "width; default none)."),
     ModelFlag(("--seq", "--seq-length"), "seq", "int",
               "Sequence length s (Megatron-LM's --seq-length; a launch file states its own)."),
     ModelFlag(("--micro-batch",), "micro_batch", "int",
@@ -77,7 +81,8 @@ FLAGS: tuple[ModelFlag, ...] = (
 )
 BY_DEST = {f.dest: f for f in FLAGS}
 FILES = ("hf_config", "megatron_args", "torchtitan")
-SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk")
+SHAPE = ("arch", "layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "experts", "topk",
+         "shared_ffn")
 # which flags each command takes (generate declares its own parallel flags: --tp among them)
 RUN_FLAGS = FILES + SHAPE + ("seq", "micro_batch", "global_batch_size", "tp", "cp", "ep", "etp",
                              "gpu")
@@ -154,7 +159,7 @@ def _shape_from_flags(values: dict) -> ModelShape | None:
     return ModelShape(values["arch"], values["layers"], values["hidden"], values["heads"],
                       ffn=values.get("ffn"), vocab=values.get("vocab"),
                       kv_heads=values.get("kv_heads"), experts=values.get("experts") or 1,
-                      topk=values.get("topk") or 2)
+                      topk=values.get("topk") or 2, shared_ffn=values.get("shared_ffn") or 0)
 
 
 def resolve(values: dict, gpus: int | None = None) -> ModelInput | None:

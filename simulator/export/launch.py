@@ -164,6 +164,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
         out += [f"--num-experts {m.experts}", f"--moe-router-topk {m.topk}",
                 f"--moe-ffn-hidden-size {spec.ffn_size}", "--moe-token-dispatcher-type alltoall",
                 "--moe-grouped-gemm"]
+        if m.shared_ffn:
+            out.append(f"--moe-shared-expert-intermediate-size {m.shared_ffn}")
         if st is not None and st.ep > 1:
             out.append(f"--expert-model-parallel-size {st.ep}")
         if st is not None and st.etp not in (0, tp):   # Megatron-LM's default: tp

@@ -82,6 +82,9 @@ class ModelSpec:
     experts: int = 1
     topk: int = 2
     tied_embeddings: bool = False   # the LM head shares the embedding's weights (Megatron's default)
+    # moe: the shared experts' FFN size (Megatron-LM's --moe-shared-expert-intermediate-size:
+    # their count x one's width), a SwiGLU MLP over TP every token runs beside the routed ones
+    shared_ffn: int = 0
 
     @property
     def ffn_size(self) -> int:
@@ -101,6 +104,14 @@ class ModelSpec:
     @property
     def kv(self) -> int:
         return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def token_ffn(self) -> int:
+        """The FFN width a token goes through in one layer: an MoE layer's k routed experts and
+        its shared experts (what its activations are counted over), else the MLP's."""
+        if self.arch == "moe":
+            return self.ffn_size * self.topk + self.shared_ffn
+        return self.ffn_size
 
 
 @dataclass(frozen=True)
@@ -294,8 +305,11 @@ def check(model: ModelSpec, par: ParallelSpec, layout: str) -> None:
                               "without it)")
         if model.topk > model.experts:
             raise ConfigError(f"--topk {model.topk} exceeds --experts {model.experts}")
-    elif par.ep != 1 or model.experts != 1 or par.etp not in (0, par.tp):
-        raise ConfigError("--experts/--ep/--etp: only the moe model has experts")
+        if model.shared_ffn < 0 or model.shared_ffn % T:
+            raise ConfigError(f"--shared-ffn {model.shared_ffn}: expected a multiple of --tp "
+                              f"{T} (the shared experts' FFN is split over TP)")
+    elif par.ep != 1 or model.experts != 1 or par.etp not in (0, par.tp) or model.shared_ffn:
+        raise ConfigError("--experts/--ep/--etp/--shared-ffn: only the moe model has experts")
     if par.stage_layers and layout == "model":
         empty = empty_chunk(par.stage_layers, True, True)
         if empty is not None:
@@ -388,6 +402,7 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
         # router weight (h x E) and the pre-MLP RMSNorm (h), both replicated
         RowSpec("moe_router", router, router, router, wg_comm=_dp(h * E + h), params=h * E + h,
                 ops=tuple(layer_ops.moe_router_ops(model, par))),
+        *_shared_expert_rows(model, par),
         RowSpec("moe_dispatch", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
         *gather,
         RowSpec("moe_experts", experts, experts, experts,
@@ -396,6 +411,31 @@ def _moe_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
         *scatter,
         RowSpec("moe_combine", 0, 0, 0, ("ALLTOALL_EP", a2a), ("ALLTOALL_EP", a2a)),
     ]
+
+
+def _shared_expert_rows(model: ModelSpec, par: ParallelSpec) -> list[RowSpec]:
+    """Megatron-LM's shared experts (moe/shared_experts.py SharedExpertMLP, computed before the
+    routing: moe_layer.py), a dense SwiGLU MLP of ``shared_ffn`` over TP on every token: its
+    column-parallel gate and up projection (the TP all-gather before it with sequence
+    parallelism) and its row-parallel down projection (the reduce-scatter after it), their
+    weights reduced over DP as a dense layer's; none without shared experts."""
+    fs = model.shared_ffn
+    if not fs:
+        return []
+    h, T, sp = model.hidden, par.tp, par.sequence_parallel
+    bs = model.micro_batch * local_seq(model, par)
+    act = par.dtype_bytes * bs * h
+    gemm = 2 * 2 * bs * h * fs // T
+    fc, ic = _tp_pair(sp, True, act)
+    params = 2 * h * fs // T
+    column = RowSpec("moe_shared_column", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                     ops=tuple(layer_ops.shared_expert_column_ops(model, par)))
+    gemm = 2 * bs * fs * h // T
+    fc, ic = _tp_pair(sp, False, act)
+    params = fs * h // T
+    row = RowSpec("moe_shared_row", gemm, gemm, gemm, fc, ic, _dp(params), params,
+                  ops=tuple(layer_ops.shared_expert_row_ops(model, par)))
+    return [column, row]
 
 
 def embedding_row(model: ModelSpec, par: ParallelSpec) -> RowSpec:
@@ -480,7 +520,7 @@ def activation_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     counted once per expert a token visits). The llama and moe layers are LLaMA's: SwiGLU, K
     and V of their query groups' width, no dropout (:func:`.activations.
     transformer_activation_bytes`)."""
-    ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
+    ffn = model.token_ffn
     gpt = model.arch == "gpt"
     s = local_seq(model, par)               # the tokens of a sequence this rank holds
     if par.op_recompute:
@@ -500,8 +540,7 @@ def split_backward_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     """What one transformer layer's I keeps per microbatch until its W (its weights' output
     gradients; an MoE layer's experts counted once per expert a token visits)."""
     q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
-    up = model.ffn_size * (1 if model.arch == "gpt" else 2)
-    up *= model.topk if model.arch == "moe" else 1
+    up = model.token_ffn * (1 if model.arch == "gpt" else 2)
     return transformer_split_backward_bytes(local_seq(model, par), model.micro_batch,
                                             model.hidden, q, up,
                                             par.tp, par.sequence_parallel, par.dtype_bytes)
@@ -512,11 +551,10 @@ def deferred_wgrad_bytes(model: ModelSpec, par: ParallelSpec) -> int:
     autograd graph (Megatron-LM's zero-bubble runtime): its linears' inputs and output
     gradients (an MoE layer's experts counted once per expert a token visits)."""
     q = model.hidden + 2 * model.kv * (model.hidden // model.heads)
-    k = model.topk if model.arch == "moe" else 1
-    up = model.ffn_size * (1 if model.arch == "gpt" else 2) * k
+    up = model.token_ffn * (1 if model.arch == "gpt" else 2)
     return transformer_deferred_wgrad_bytes(local_seq(model, par), model.micro_batch,
                                             model.hidden, q, up,
-                                            model.ffn_size * k, par.tp, par.sequence_parallel,
+                                            model.token_ffn, par.tp, par.sequence_parallel,
                                             par.dtype_bytes)
 
 
@@ -524,9 +562,9 @@ def transient_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int,
     """One transformer layer's working memory per microbatch in its F, B, I and W (an MoE
     layer's MLP activation counted once per expert a token visits, its widest weight one
     expert's)."""
-    ffn = model.ffn_size * (model.topk if model.arch == "moe" else 1)
+    ffn = model.token_ffn
     qkv = model.hidden + 2 * model.kv * (model.hidden // model.heads)
-    up = model.ffn_size * (1 if model.arch == "gpt" else 2)
+    up = max(model.ffn_size, model.shared_ffn) * (1 if model.arch == "gpt" else 2)
     f, b, i, w = transformer_transient_bytes(local_seq(model, par), model.micro_batch,
                                              model.hidden, model.heads, ffn, par.tp,
                                              par.sequence_parallel,

@@ -367,6 +367,28 @@ def moe_expert_ops(model, par) -> list:
     return ops
 
 
+def shared_expert_column_ops(model, par) -> list:
+    """The shared experts' gate and up projection (h -> 2 shared_ffn / T) on every token and
+    SwiGLU (Megatron-LM's fused bias_swiglu), as a dense llama MLP's; the pre-MLP norm is the
+    router's."""
+    bs, h, fs, T, d = (tokens(model, par), model.hidden, model.shared_ffn, par.tp,
+                       par.dtype_bytes)
+    e = 2 * bs * fs // T
+    return _linear("shared_up", bs, h, 2 * fs // T, par) + [
+        memory("shared_swiglu", "fwd", 3 * d * e // 2),
+        memory("shared_swiglu_bwd", "ig", 5 * d * e // 2)]
+
+
+def shared_expert_row_ops(model, par) -> list:
+    """The shared experts' down projection (shared_ffn / T -> h), and their output added to the
+    routed experts' (MoELayer.postprocess: read two, write one over the hidden state; its
+    gradient passes through)."""
+    bs, h, fs, T, d = (tokens(model, par), model.hidden, model.shared_ffn, par.tp,
+                       par.dtype_bytes)
+    return _linear("shared_down", bs, fs // T, h, par) + [
+        memory("shared_output_add", "fwd", 3 * d * _hidden_elems(model, par))]
+
+
 def embedding_table_params(model, par, vocab: int) -> int:
     """This TP rank's share of the (padded) vocabulary's embedding table: V/T x h."""
     return vocab // par.tp * model.hidden

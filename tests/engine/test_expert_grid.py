@@ -126,7 +126,7 @@ def test_split_experts_gather_their_tokens_over_etp_and_scatter_the_outputs_back
     (2, 2, 4, 2, "moe", "--ep 4: expected a divisor of --experts 4 whose product with --etp 2 "
      "divides a stage's --tp 2 x --dp 2 = 4 GPUs (Megatron-LM's expert grid)"),
     (1, 3, 1, 3, "moe", "--ffn 512: expected a multiple of the experts' tensor parallelism 3"),
-    (2, 1, 1, 1, "llama", "--experts/--ep/--etp: only the moe model has experts"),
+    (2, 1, 1, 1, "llama", "--experts/--ep/--etp/--shared-ffn: only the moe model has experts"),
 ])
 def test_the_generator_refuses_a_grid_megatron_refuses(tp, etp, ep, dp, arch, message):
     model, par = _moe(tp=tp, etp=etp, ep=ep, dp=dp)

@@ -216,7 +216,7 @@ def test_efficiency_override_and_gpu_presets():
                               "one stage of layers/pp layers"),
     (dict(vpp=2), "aicb", "--vpp: the aicb layout's vpp: holds layers per stage; give the "
                           "chunks per rank to `pipesim run --vpp` instead"),
-    (dict(ep=2), "model", "--experts/--ep/--etp: only the moe model has experts"),
+    (dict(ep=2), "model", "--experts/--ep/--etp/--shared-ffn: only the moe model has experts"),
     (dict(pp=64, vpp=2), "model", "--pp 64 x --vpp 2 chunks exceed --layers 96"),
     (dict(ga=0), "model", "--ga: expected a positive integer, found 0"),
 ])

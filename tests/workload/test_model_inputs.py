@@ -33,7 +33,7 @@ HF = {
                                           kv_heads=8, experts=8, topk=2, max_positions=65536),
     "deepseek-moe-16b-base.json": ModelShape("moe", 28, 2048, 16, ffn=1408, vocab=102400,
                                              kv_heads=16, experts=64, topk=6,
-                                             max_positions=4096),
+                                             max_positions=4096, shared_ffn=2 * 1408),
 }
 # the keys each family's warnings name (what the generator's model cannot express)
 HF_WARNED = {
@@ -43,7 +43,7 @@ HF_WARNED = {
     "gpt2.json": ["tie_word_embeddings"],
     "pythia-1.4b.json": ["use_parallel_residual", "rotary_pct"],
     "mixtral-8x22b-v0.1.json": [],
-    "deepseek-moe-16b-base.json": ["n_shared_experts", "first_k_dense_replace"],
+    "deepseek-moe-16b-base.json": ["first_k_dense_replace"],
 }
 
 
@@ -59,10 +59,7 @@ def test_each_family_reads_to_its_exact_shape(hf_configs_dir, name):
 
 def test_what_deepseek_and_mistral_cannot_be_is_said_in_words(hf_configs_dir):
     ds = read_hf_config(str(hf_configs_dir / "deepseek-moe-16b-base.json"))
-    assert ds.warnings[0].endswith("n_shared_experts: 2 shared experts (2 x 1408 wide, every "
-                                   "token) are not modelled: the moe model has routed experts "
-                                   "only")
-    assert ds.warnings[1].endswith("first_k_dense_replace: 1: the first 1 layer(s) are dense "
+    assert ds.warnings[0].endswith("first_k_dense_replace: 1: the first 1 layer(s) are dense "
                                    "(an MLP 10944 wide) in the model; the generator writes "
                                    "every layer with experts")
     mi = read_hf_config(str(hf_configs_dir / "mistral-7b-v0.1.json"))

@@ -19,7 +19,7 @@ deepseek, deepseek_v2/v3         moe   n_routed_experts, num_experts_per_tok,
                                        moe_intermediate_size
 ===============================  ====  ===================================================
 
-What the generator's model cannot express (a sliding window, shared experts, dense first
+What the generator's model cannot express (a sliding window, dense first
 layers, attention biases, a parallel residual, latent attention, ...) is a warning naming the
 key; a family outside the table is refused in one line.
 """
@@ -91,11 +91,11 @@ class _Reader:
             kv = self.int_key("num_key_value_heads", heads) if fam != "gpt_neox" else None
             arch = "gpt" if fam == "gpt_neox" else "moe" if fam in MOE else "llama"
             if fam in MOE:
-                experts, topk, ffn = self._experts()
+                experts, topk, ffn, shared_ffn = self._experts()
             else:
-                experts, topk, ffn = 1, 2, self.int_key("intermediate_size")
+                experts, topk, ffn, shared_ffn = 1, 2, self.int_key("intermediate_size"), 0
             shape = ModelShape(arch, layers, hidden, heads, ffn=ffn, vocab=vocab, kv_heads=kv,
-                               experts=experts, topk=topk,
+                               experts=experts, topk=topk, shared_ffn=shared_ffn,
                                tied_embeddings=bool(cfg.get("tie_word_embeddings",
                                                             TIED_DEFAULT.get(fam, False))),
                                max_positions=self.positions("max_position_embeddings"))
@@ -167,7 +167,7 @@ class _Reader:
             self.warn("kv_lora_rank", "multi-head latent attention is priced as grouped-query "
                       "attention of num_key_value_heads heads")
 
-    def _experts(self) -> tuple[int, int, int]:
+    def _experts(self) -> tuple[int, int, int, int]:
         cfg, fam = self.cfg, self.family
         if fam == "mixtral":
             experts, ffn_key = self.int_key("num_local_experts"), "intermediate_size"
@@ -177,14 +177,17 @@ class _Reader:
             experts, ffn_key = self.int_key("n_routed_experts"), "moe_intermediate_size"
         topk = self.int_key("num_experts_per_tok")
         ffn = self.int_key(ffn_key)
+        # the shared experts every token runs: DeepSeek's n_shared_experts of the routed
+        # experts' width, Qwen-MoE's one of shared_expert_intermediate_size (Megatron-LM's
+        # --moe-shared-expert-intermediate-size is their total)
         shared = cfg.get("n_shared_experts") or 0
-        if shared:
-            self.warn("n_shared_experts", f"{shared} shared experts ({shared} x {ffn} wide, "
-                      "every token) are not modelled: the moe model has routed experts only")
+        shared_ffn = shared * ffn
         if cfg.get("shared_expert_intermediate_size"):
-            self.warn("shared_expert_intermediate_size",
-                      f"{cfg['shared_expert_intermediate_size']}: the shared expert every token "
-                      "visits is not modelled: the moe model has routed experts only")
+            shared_ffn = self.int_key("shared_expert_intermediate_size")
+            if fam.startswith("qwen"):
+                self.warn("shared_expert_intermediate_size",
+                          "Qwen-MoE's sigmoid gate on the shared expert's output (an h x 1 "
+                          "linear a token) is not priced")
         dense = cfg.get("first_k_dense_replace") or 0
         if dense:
             width = cfg.get("intermediate_size")
@@ -203,4 +206,4 @@ class _Reader:
         if topk > experts:
             raise ConfigError(f"{OPTION} {self.path}: num_experts_per_tok: expected at most "
                               f"the {experts} experts, found {topk}")
-        return experts, topk, ffn
+        return experts, topk, ffn, shared_ffn

@@ -78,6 +78,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--use-tp-pp-dp-mapping": (FLAG, ()),
     "--log-num-zeros-in-grad": (FLAG, ()), "--log-params-norm": (FLAG, ()),
     "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
+    "--moe-shared-expert-intermediate-size": (INT, ()),
+    "--moe-shared-expert-overlap": (FLAG, ()),
     "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
@@ -281,9 +283,11 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                         "(as Megatron-LM does): every head has its own keys and values")
     arch = "moe" if experts else "llama" if swiglu else "gpt"
     topk = a.get("--moe-router-topk", 2)
+    shared_ffn = 0
     if not experts:
         for flag in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
-                     "--moe-token-dispatcher-type"):
+                     "--moe-token-dispatcher-type", "--moe-shared-expert-intermediate-size",
+                     "--moe-shared-expert-overlap"):
             if flag in a:
                 value = "" if a[flag] is True else f" {a[flag]}"
                 warnings.append(f"{src}: {flag}{value}: ignored without --num-experts (a "
@@ -313,6 +317,17 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                             "projection of them as one batched GEMM")
         if "--moe-ffn-hidden-size" in a:
             ffn = a["--moe-ffn-hidden-size"]
+        shared_ffn = a.get("--moe-shared-expert-intermediate-size", 0)
+        if shared_ffn < 0:
+            refuse("--moe-shared-expert-intermediate-size", "a positive integer", shared_ffn)
+        if a.get("--moe-shared-expert-overlap"):
+            if not shared_ffn:
+                notes.append(f"{src}: --moe-shared-expert-overlap: no shared experts to overlap "
+                             "(no --moe-shared-expert-intermediate-size)")
+            else:
+                warnings.append(f"{src}: --moe-shared-expert-overlap: the shared experts run "
+                                "before the routed ones on the compute stream, not beside the "
+                                "token dispatch's all-to-all")
         if not swiglu:
             warnings.append(f"{src}: --swiglu absent: the moe model's experts are SwiGLU (gate "
                             "and up projections), priced as such")
@@ -347,7 +362,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                         "them apart, as the last stage's copy at pp > 1")
     shape = ModelShape(arch, layers, hidden, heads, ffn=ffn, vocab=vocab, kv_heads=kv,
                        experts=experts or 1, topk=topk if experts else 2,
-                       tied_embeddings=tied, max_positions=max_pos)
+                       tied_embeddings=tied, max_positions=max_pos, shared_ffn=shared_ffn)
 
     # -- parallelism ------------------------------------------------------------------------
     tp = a.get("--tensor-model-parallel-size", 1)

@@ -30,13 +30,15 @@ class ModelShape(NamedTuple):
     topk: int = 2
     tied_embeddings: bool = False        # the LM head shares the embedding's weights
     max_positions: int | None = None     # the longest sequence the model was built for
+    shared_ffn: int = 0                  # moe: the shared experts' FFN every token visits
 
     def spec_fields(self) -> dict:
         """The generator's ModelSpec keywords (without ``seq`` / ``micro_batch``)."""
         return dict(arch=self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads,
                     ffn=self.ffn, vocab=self.vocab, kv_heads=self.kv_heads,
                     experts=self.experts, topk=self.topk,
-                    tied_embeddings=self.tied_embeddings)
+                    tied_embeddings=self.tied_embeddings,
+                    **({"shared_ffn": self.shared_ffn} if self.shared_ffn else {}))
 
 
 class LaunchSettings(NamedTuple):
