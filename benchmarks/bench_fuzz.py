@@ -85,6 +85,17 @@ def workload_seeds() -> list[str]:
 
 # modern Megatron-LM launches beside the published runs' (written here: flags and numbers)
 MEGATRON_SEEDS = (
+    # a MoE launch with shared experts, its stages side by side and the logging passes
+    "--num-layers 8 --hidden-size 1024 --ffn-hidden-size 512 --num-attention-heads 16 "
+    "--seq-length 2048 --swiglu --normalization RMSNorm --disable-bias-linear "
+    "--position-embedding-type rope --untie-embeddings-and-output-weights --vocab-size 32000 "
+    "--num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type alltoall "
+    "--moe-grouped-gemm --moe-shared-expert-intermediate-size 1024 "
+    "--expert-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 32 --bf16 "
+    "--use-flash-attn --tensor-model-parallel-size 2 --sequence-parallel "
+    "--expert-tensor-parallel-size 1 --pipeline-model-parallel-size 2 "
+    "--use-tp-pp-dp-mapping --log-num-zeros-in-grad --log-params-norm "
+    "--calculate-per-token-loss",
     "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
     "--group-query-attention --num-query-groups 8 --seq-length 8192 --swiglu --normalization "
     "RMSNorm --untie-embeddings-and-output-weights --vocab-size 128256 --micro-batch-size 1 "

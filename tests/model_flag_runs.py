@@ -42,3 +42,20 @@ def generated_and_flags(tmp_path, shape: list[str], sizes: list[str], dp: int,
     assert main(["run", *shape, *sizes, "--gpu", "h100", *common, "--json",
                  str(tmp_path / "2.json")]) == 0
     return tuple(json.loads((tmp_path / f"{n}.json").read_text()) for n in (1, 2))
+
+
+def launch_runs(tmp_path, capsys, base: str, extras: dict[str, str],
+                gpus: int) -> dict[str, float]:
+    """``pipesim run --megatron-args`` of ``base`` plus each of ``extras`` (name: the added
+    arguments), on the built-in system with the evaluator, each writing its launch to
+    ``tmp_path / name``: their makespans by name."""
+    times = {}
+    for name, extra in extras.items():
+        args = tmp_path / f"{name}.txt"
+        args.write_text(f"{base} {extra}")
+        out = tmp_path / f"{name}.json"
+        assert main(["run", "--megatron-args", str(args), "--gpus", str(gpus), "--engine",
+                     "evaluator", "--json", str(out), "--launch", str(tmp_path / name)]) == 0
+        capsys.readouterr()
+        times[name] = json.loads(out.read_text())["makespan_ns"]
+    return times

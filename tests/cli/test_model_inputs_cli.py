@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from model_flag_runs import BUILTIN_A100, NO_MEMORY_LIMIT
+from model_flag_runs import BUILTIN_A100, NO_MEMORY_LIMIT, launch_runs
 from simulator.cli.main import main
 from simulator.units import fmt_bytes
 from simulator.workload.inputs.megatron_args import read_megatron_args
@@ -401,18 +401,11 @@ def test_an_unfused_bias_gelu_is_written_back_and_costs_its_add(tmp_path, capsys
     gpt = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
            "--micro-batch-size 2 --global-batch-size 16 --pipeline-model-parallel-size 2 --bf16 "
            "--use-flash-attn --untie-embeddings-and-output-weights --vocab-size 32000")
-    times = []
-    for extra, name in (("", "fused"), (" --no-bias-gelu-fusion", "unfused")):
-        args = tmp_path / f"{name}.txt"
-        args.write_text(gpt + extra)
-        out = tmp_path / f"{name}.json"
-        assert _run(["run", "--megatron-args", str(args), "--gpus", "2", "--engine",
-                     "evaluator", "--launch", str(tmp_path / name), "--json", str(out)],
-                    capsys)[0] == 0
-        times.append(json.loads(out.read_text())["makespan_ns"])
+    times = launch_runs(tmp_path, capsys, gpt, {"fused": "", "unfused": "--no-bias-gelu-fusion"},
+                        2)
     written = (tmp_path / "unfused" / "megatron_args.txt").read_text().splitlines()
     assert "--no-bias-gelu-fusion" in written
     assert "--no-bias-gelu-fusion" not in (tmp_path / "fused" / "megatron_args.txt").read_text()
     assert not read_megatron_args(str(tmp_path / "unfused" / "megatron_args.txt"),
                                   2).launch.bias_gelu_fusion
-    assert times[1] > times[0]      # the bias's own kernel, each forward
+    assert times["unfused"] > times["fused"]      # the bias's own kernel, each forward

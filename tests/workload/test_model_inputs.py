@@ -1193,14 +1193,6 @@ def test_checkpoint_logging_and_constant_flags_of_megatrons_test_launches_change
     assert megatron_input(BASE + "--distributed-backend gloo", "a.txt", 8).warnings == (
         "--megatron-args a.txt: --distributed-backend gloo: pipesim prices the collectives and "
         "transfers on the system's links, as NCCL runs them",)
-    # without flash attention and without the fused softmax kernel, the fp32 softmax is a cast
-    unfused = BASE.replace("--use-flash-attn ", "--attention-backend unfused ")
-    got = megatron_input(unfused + "--no-masked-softmax-fusion --attention-softmax-in-fp32",
-                         "a.txt", 8)
-    assert got.warnings == (
-        "--megatron-args a.txt: --no-masked-softmax-fusion: the unfused attention's softmax is "
-        "priced as Megatron's fused scale-mask-softmax kernel (and "
-        "--attention-softmax-in-fp32's fp32 copy is not counted)",)
 
 
 def test_make_vocab_size_divisible_by_sets_megatrons_padding():
@@ -1285,15 +1277,18 @@ def test_no_bias_gelu_fusion_adds_the_bias_in_a_kernel_of_its_own():
         n for n in llama.notes if "no effect on an iteration" in n)
 
 
-def test_query_key_layer_scaling_is_the_softmaxs_scale_and_its_fp32():
-    got = megatron_input(BASE + "--apply-query-key-layer-scaling", "a.txt", 8)
+@pytest.mark.parametrize("flag", ["--attention-softmax-in-fp32",
+                                  "--apply-query-key-layer-scaling"])
+def test_an_fp32_softmax_changes_nothing_but_the_unfused_one(flag):
+    """The fused softmax (and a fused attention kernel) computes in fp32 inside;
+    --apply-query-key-layer-scaling is its scale, and turns the fp32 softmax on. Without flash
+    attention and without the fused kernel the fp32 softmax is a cast, not counted."""
+    got = megatron_input(BASE + flag, "a.txt", 8)
     assert not got.warnings
-    assert "--apply-query-key-layer-scaling" in next(
-        n for n in got.notes if "no effect on an iteration" in n)
+    assert flag in next(n for n in got.notes if "no effect on an iteration" in n)
     unfused = BASE.replace("--use-flash-attn ", "--attention-backend unfused ")
-    got = megatron_input(unfused + "--no-masked-softmax-fusion --apply-query-key-layer-scaling",
-                         "a.txt", 8)
+    got = megatron_input(f"{unfused}--no-masked-softmax-fusion {flag}", "a.txt", 8)
     assert got.warnings == (
         "--megatron-args a.txt: --no-masked-softmax-fusion: the unfused attention's softmax is "
         "priced as Megatron's fused scale-mask-softmax kernel (and "
-        "--apply-query-key-layer-scaling's fp32 copy is not counted)",)
+        f"{flag}'s fp32 copy is not counted)",)

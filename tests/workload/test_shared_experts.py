@@ -14,6 +14,7 @@ from simulator.workload import layer_ops
 from simulator.workload.generator import (ModelSpec, ParallelSpec, activation_bytes, check,
                                           layer_rows)
 from simulator.workload.inputs.megatron_args import megatron_input, read_megatron_args
+from model_flag_runs import launch_runs
 
 
 def _moe(shared_ffn: int, tp: int = 2):
@@ -51,18 +52,12 @@ def test_the_shared_experts_are_a_dense_swiglu_mlp_over_tp_before_the_routing():
     assert model.token_ffn == 512 * 2 + 1024 and bare.token_ffn == 1024
 
 
-@pytest.mark.parametrize("arch, shared, message", [
-    ("moe", 1023, "--shared-ffn 1023: expected a multiple of --tp 2 (the shared experts' FFN "
-     "is split over TP)"),
-    ("llama", 1024, "--experts/--ep/--etp/--shared-ffn: only the moe model has experts"),
-])
-def test_a_shared_ffn_megatron_cannot_split_is_refused(arch, shared, message):
-    model = ModelSpec(arch, layers=2, hidden=256, heads=4, seq=256, micro_batch=1, ffn=512,
-                      experts=4 if arch == "moe" else 1, shared_ffn=shared)
-    par = ParallelSpec(tp=2, dp=2, ep=2 if arch == "moe" else 1)
-    with pytest.raises(ConfigError) as e:
+def test_a_shared_ffn_megatron_cannot_split_is_refused():
+    # (a dense model with one: tests/engine/test_expert_grid.py)
+    model, par = _moe(1023)
+    with pytest.raises(ConfigError, match=r"^--shared-ffn 1023: expected a multiple of --tp 2 "
+                                          r"\(the shared experts' FFN is split over TP\)$"):
         check(model, par, "model")
-    assert str(e.value) == message
 
 
 LAUNCH = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "
@@ -82,16 +77,9 @@ def test_a_launch_reads_its_shared_experts_and_writes_them_back(tmp_path, capsys
     assert ("a.txt: --moe-shared-expert-overlap: the shared experts run before the routed "
             "ones on the compute stream, not beside the token dispatch's all-to-all") in \
         " ".join(overlap.warnings)
-    times = []
-    for extra, name in (("", "none"), ("--moe-shared-expert-intermediate-size 1024", "shared")):
-        args = tmp_path / f"{name}.txt"
-        args.write_text(LAUNCH + extra)
-        out = tmp_path / f"{name}.json"
-        assert main(["run", "--megatron-args", str(args), "--gpus", "4", "--engine",
-                     "evaluator", "--json", str(out), "--launch", str(tmp_path / name)]) == 0
-        capsys.readouterr()
-        times.append(json.loads(out.read_text())["makespan_ns"])
-    assert times[1] > times[0]
+    times = launch_runs(tmp_path, capsys, LAUNCH, {
+        "none": "", "shared": "--moe-shared-expert-intermediate-size 1024"}, 4)
+    assert times["shared"] > times["none"]
     written = tmp_path / "shared" / "megatron_args.txt"
     assert "--moe-shared-expert-intermediate-size 1024" in written.read_text().split("\n")
     assert read_megatron_args(str(written), 4).shape.shared_ffn == 1024
