@@ -18,6 +18,8 @@ calibrations they fitted from their traces), newest first; FIDELITY_RUN is the n
 from __future__ import annotations
 
 import argparse
+import collections
+import re
 import sys
 from pathlib import Path
 from statistics import mean, median
@@ -239,7 +241,7 @@ def build() -> str:
     published = published_runs_section()
     heldout = heldout_runs_section()
     lines += published + heldout + gemm_kernels_section() + torchtitan_memory_section() \
-        + fidelity + memory + astra
+        + megatron_launches_section() + fidelity + memory + astra
     lines += [
         "## Reading the table",
         "",
@@ -547,6 +549,43 @@ def whatif_bullets() -> list[str]:
             "leave the interleaved speed-ups as they are. No "
             "constant is taken from it: these are the held-out runs; a trace of the job "
             "(`pipesim calibrate`) or the GPU script (issue item 8) measures it."]
+
+
+def megatron_launches_section() -> list[str]:
+    """Megatron-LM's own launches through ``pipesim run --megatron-args`` (the newest
+    benchmarks/bench_megatron_test_launches.py record): what ran, what was refused, and the
+    flags still warned as not modelled, by how many launches carry each."""
+    import json
+
+    # one record a date (a later one of the same day replaces the earlier)
+    recs = sorted((REPO / "benchmarks" / "results").glob("*-megatron-test-launches*.json"))
+    if not recs:
+        return []
+    d = json.loads(recs[-1].read_text())
+    s, rows = d["summary"], d["rows"]
+    exits = {int(k): v for k, v in s["exits"].items()}
+    rev = d["source"].split()[-1]
+    other = sum(v for k, v in exits.items() if k not in (0, 2, 4))
+    # the flag a refusal names, after "pipesim: error: --megatron-args FILE: "
+    refused = collections.Counter(
+        re.sub(r"^.*?--megatron-args \S+: (--[a-z0-9-]+).*$", r"\1", r["error"])
+        for r in rows if r["exit"] == 2)
+    top = ", ".join(f"`{f}` ({n})" for f, n in list(s["unmodelled_flags"].items())[:8])
+    return ["## Megatron-LM's own launches", "",
+            f"`python benchmarks/bench_megatron_test_launches.py --megatron GITDIR --rev {rev}` "
+            f"(record `{recs[-1].relative_to(REPO)}`): each pretraining launch of Megatron-LM's "
+            "functional tests (the `model_config.yaml` of each test case in its checkout, the "
+            "arguments as its launcher passes them) through `pipesim run --megatron-args FILE "
+            "--gpus N` on the GPU preset its name says.", "",
+            f"- {s['launches']} launches: {exits.get(0, 0)} run, {exits.get(2, 0)} refused in "
+            f"one line naming the flag, {exits.get(4, 0)} out of memory on its preset"
+            + (f", {other} otherwise (a bug)" if other else ", no internal error") + ".",
+            "- Refused, by the flag the line names: " + ", ".join(
+                f"`{f}` ({n})" for f, n in refused.most_common()) + "; `--num-layers` is "
+            "absent from the BERT, T5 and hybrid (Mamba) launches, models pipesim does not "
+            "generate.",
+            f"- The flags still warned as not modelled, by how many launches carry them: {top}.",
+            ""]
 
 
 def heldout_runs_section() -> list[str]:
