@@ -260,11 +260,10 @@ def command(workload, gpu, efficiency, tp_max, cp_max, ep_max, gpus, memory_limi
         base = load_system(system)
         gpu, gpu_warnings = model_gpu(gpu, base.gpu.preset, system is None)
         warnings += gpu_warnings
-        if launch.rank_order is not None and base.topology.enabled and (
-                launch.rank_order != base.topology.order):
+        placed, with_note = launch_system(base, mi)
+        if placed is not base:
             # the launch's rank order places every candidate, as `pipesim run` of it does
-            rank_order = launch.rank_order
-            order_note = launch_system(base, mi)[1].notes[-1]
+            rank_order, order_note = launch.rank_order, with_note.notes[-1]
         if launch.source is not None:
             if global_batch is None and global_batch_size is None:
                 global_batch_size = launch.global_batch
