@@ -80,6 +80,7 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
     "--moe-shared-expert-intermediate-size": (INT, ()),
     "--moe-shared-expert-overlap": (FLAG, ()),
+    "--moe-router-dtype": (STR, ("fp32", "fp64")),
     "--no-position-embedding": (FLAG, ()),
     # the zero-bubble fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism)
     "--enable-zero-bubble": (FLAG, ()), "--zero-bubble-v-schedule": (FLAG, ()),
@@ -287,7 +288,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     if not experts:
         for flag in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
                      "--moe-token-dispatcher-type", "--moe-shared-expert-intermediate-size",
-                     "--moe-shared-expert-overlap"):
+                     "--moe-shared-expert-overlap", "--moe-router-dtype"):
             if flag in a:
                 value = "" if a[flag] is True else f" {a[flag]}"
                 warnings.append(f"{src}: {flag}{value}: ignored without --num-experts (a "
@@ -328,6 +329,20 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                 warnings.append(f"{src}: --moe-shared-expert-overlap: the shared experts run "
                                 "before the routed ones on the compute stream, not beside the "
                                 "token dispatch's all-to-all")
+        # the router's GEMM in a wider dtype (moe/router.py gating, moe_utils.py
+        # RouterGatingLinearFunction): with Transformer Engine (Megatron-Core's default) one
+        # general GEMM reads the 16-bit input and weight and writes fp32 logits, b·s x E, the
+        # dtype changing only that small output; without it, or in fp64, torch.mm in that dtype
+        router_dtype = a.get("--moe-router-dtype")
+        if router_dtype is not None:
+            if router_dtype == "fp32" and a.get("--transformer-impl") in (None,
+                                                                         "transformer_engine"):
+                notes.append(f"{src}: --moe-router-dtype fp32: Transformer Engine's GEMM reads "
+                             "the router's 16-bit operands and writes fp32 logits (b·s x E, "
+                             "priced as 16-bit)")
+            else:
+                warnings.append(f"{src}: --moe-router-dtype {router_dtype}: the router's GEMM "
+                                f"runs in {router_dtype} (torch.mm), priced as a 16-bit one")
         if not swiglu:
             warnings.append(f"{src}: --swiglu absent: the moe model's experts are SwiGLU (gate "
                             "and up projections), priced as such")

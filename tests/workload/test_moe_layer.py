@@ -1,6 +1,7 @@
-"""Shared experts (Megatron-LM's --moe-shared-expert-intermediate-size, DeepSeek's
-n_shared_experts, Qwen-MoE's shared_expert_intermediate_size): a dense SwiGLU MLP over TP that
-every token of an MoE layer runs before its routing, priced, placed and counted as such."""
+"""An MoE layer as Megatron-LM runs it. Shared experts (--moe-shared-expert-intermediate-size,
+DeepSeek's n_shared_experts, Qwen-MoE's shared_expert_intermediate_size): a dense SwiGLU MLP
+over TP that every token runs before its routing, priced, placed and counted as such; the
+router's dtype as Transformer Engine's GEMM runs it."""
 
 from __future__ import annotations
 
@@ -98,3 +99,14 @@ def test_deepseeks_config_reads_its_two_shared_experts(hf_configs_dir, tmp_path,
     assert "n_shared_experts" not in err
     rows = [line.split("\t")[0] for line in out.read_text().splitlines()[2:]]
     assert rows.count("moe_shared_column") == rows.count("moe_shared_row") == 28
+
+
+def test_the_routers_dtype_is_read_as_transformer_engine_runs_it():
+    got = megatron_input(LAUNCH + "--moe-router-dtype fp32", "a.txt", 4)
+    assert not any("--moe-router-dtype" in w for w in got.warnings)
+    assert ("a.txt: --moe-router-dtype fp32: Transformer Engine's GEMM reads the router's "
+            "16-bit operands and writes fp32 logits (b·s x E, priced as 16-bit)") in \
+        " ".join(got.notes)
+    local = megatron_input(LAUNCH + "--moe-router-dtype fp64", "a.txt", 4)
+    assert ("a.txt: --moe-router-dtype fp64: the router's GEMM runs in fp64 (torch.mm), priced "
+            "as a 16-bit one") in " ".join(local.warnings)
