@@ -166,6 +166,8 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
                 "--moe-grouped-gemm"]
         if m.shared_ffn:
             out.append(f"--moe-shared-expert-intermediate-size {m.shared_ffn}")
+        if st is not None and st.router_fp32:
+            out.append("--moe-router-dtype fp32")
         if st is not None and st.ep > 1:
             out.append(f"--expert-model-parallel-size {st.ep}")
         if st is not None and st.etp not in (0, tp):   # Megatron-LM's default: tp

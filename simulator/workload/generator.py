@@ -170,6 +170,9 @@ class ParallelSpec:
     # Megatron-LM's fused bias + GELU of the gpt MLP (off with --no-bias-gelu-fusion: the bias
     # added by a kernel of its own, layer_ops.mlp_column_ops)
     bias_gelu_fusion: bool = True
+    # Megatron-LM's --moe-router-dtype fp32 under Transformer Engine: the router's GEMMs with
+    # an fp32 output and, in the backward, fp32 operands (layer_ops.moe_router_ops)
+    router_fp32: bool = False
     # the experts' tensor parallelism (Megatron-LM's --expert-tensor-parallel-size; 0: tp, its
     # default): each expert's FFN split over etp ranks, the stage's tp x cp x dp GPUs folded
     # into etp x ep x expert-dp (MoE parallel folding, parallel_state's expert grid)

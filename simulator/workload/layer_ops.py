@@ -342,10 +342,22 @@ def mlp_row_ops(model, par) -> list:
 
 
 def moe_router_ops(model, par) -> list:
-    """Pre-MLP norm and the router (h -> E) on this GPU's share of the tokens."""
-    bs, h, T, d = tokens(model, par), model.hidden, par.tp, par.dtype_bytes
+    """Pre-MLP norm and the router (h -> E) on this GPU's share of the tokens. With the router
+    in fp32 (``--moe-router-dtype fp32`` under Transformer Engine: moe_utils.py
+    RouterGatingLinearFunction) the forward GEMM reads the 16-bit operands and writes fp32
+    logits, and the backward's two GEMMs run in fp32: the input gradient's cast back to 16
+    bits, the input cast up to fp32 for the weight gradient (the E-wide tensors' casts, h x E
+    and b·s/T x E, not priced)."""
+    bs, h, T, d, E = tokens(model, par), model.hidden, par.tp, par.dtype_bytes, model.experts
     nf, nb = _norm("mlp_norm", model, par)
-    return nf + _linear("router", bs // T, h, model.experts, par, fp8=False) + nb
+    if not par.router_fp32:
+        return nf + _linear("router", bs // T, h, E, par, fp8=False) + nb
+    t = bs // T
+    return nf + [gemm("router", "fwd", t, E, h, dtype_bytes=d, out_bytes=4),
+                 gemm("router_dgrad", "ig", t, h, E, dtype_bytes=4),
+                 memory("router_dgrad_cast", "ig", (4 + d) * t * h),
+                 memory("router_input_fp32", "wg", (d + 4) * t * h),
+                 gemm("router_wgrad", "wg", h, E, t, dtype_bytes=4)] + nb
 
 
 def moe_expert_ops(model, par) -> list:

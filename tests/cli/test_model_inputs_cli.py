@@ -393,7 +393,8 @@ def test_a_launchs_vocab_padding_and_wgrad_accumulation_are_written_back(tmp_pat
         assert flag in written
     assert back.launch.code_fields() == dict(grad_accumulation_fusion=False, main_grad_bytes=4,
                                              vocab_divisor=64, rope_fusion=False,
-                                             rotary_percent=0.5, bias_gelu_fusion=True)
+                                             rotary_percent=0.5, bias_gelu_fusion=True,
+                                             router_fp32=False)
     assert back.launch._replace(source=None) == orig.launch._replace(source=None)
 
 

@@ -6,6 +6,7 @@ router's dtype as Transformer Engine's GEMM runs it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -101,12 +102,26 @@ def test_deepseeks_config_reads_its_two_shared_experts(hf_configs_dir, tmp_path,
     assert rows.count("moe_shared_column") == rows.count("moe_shared_row") == 28
 
 
-def test_the_routers_dtype_is_read_as_transformer_engine_runs_it():
+def test_the_routers_dtype_is_read_as_transformer_engine_runs_it(tmp_path, capsys):
     got = megatron_input(LAUNCH + "--moe-router-dtype fp32", "a.txt", 4)
     assert not any("--moe-router-dtype" in w for w in got.warnings)
-    assert ("a.txt: --moe-router-dtype fp32: Transformer Engine's GEMM reads the router's "
-            "16-bit operands and writes fp32 logits (b·s x E, priced as 16-bit)") in \
-        " ".join(got.notes)
+    assert got.launch.router_fp32 and got.launch.code_fields()["router_fp32"]
+    assert ("a.txt: --moe-router-dtype fp32: the router's forward GEMM reads its 16-bit "
+            "operands and writes fp32 logits, its backward's two GEMMs run in fp32 "
+            "(Transformer Engine's general GEMM)") in " ".join(got.notes)
+    # tp 2: 128 tokens a rank route over E = 4 from h = 256; bf16 elsewhere
+    model, par = _moe(0)
+    fp32 = {o.name: o for o in layer_ops.moe_router_ops(model, replace(par, router_fp32=True))}
+    assert (fp32["router"].dtype_bytes, fp32["router"].out_bytes) == (2, 4)
+    assert fp32["router_dgrad"].dtype_bytes == fp32["router_wgrad"].dtype_bytes == 4
+    assert fp32["router_input_fp32"].nbytes == fp32["router_dgrad_cast"].nbytes == \
+        (2 + 4) * 128 * 256
+    bf16 = {o.name: o for o in layer_ops.moe_router_ops(model, par)}
+    assert bf16["router_dgrad"].dtype_bytes == 2 and "router_input_fp32" not in bf16
+    times = launch_runs(tmp_path, capsys, LAUNCH, {"bf16": "", "fp32": "--moe-router-dtype fp32"},
+                        4)
+    assert times["fp32"] > times["bf16"]
+    assert "--moe-router-dtype fp32" in (tmp_path / "fp32" / "megatron_args.txt").read_text()
     local = megatron_input(LAUNCH + "--moe-router-dtype fp64", "a.txt", 4)
     assert ("a.txt: --moe-router-dtype fp64: the router's GEMM runs in fp64 (torch.mm), priced "
             "as a 16-bit one") in " ".join(local.warnings)

@@ -285,6 +285,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
     arch = "moe" if experts else "llama" if swiglu else "gpt"
     topk = a.get("--moe-router-topk", 2)
     shared_ffn = 0
+    router_fp32 = False
     if not experts:
         for flag in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
                      "--moe-token-dispatcher-type", "--moe-shared-expert-intermediate-size",
@@ -337,9 +338,10 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         if router_dtype is not None:
             if router_dtype == "fp32" and a.get("--transformer-impl") in (None,
                                                                          "transformer_engine"):
-                notes.append(f"{src}: --moe-router-dtype fp32: Transformer Engine's GEMM reads "
-                             "the router's 16-bit operands and writes fp32 logits (b·s x E, "
-                             "priced as 16-bit)")
+                router_fp32 = True
+                notes.append(f"{src}: --moe-router-dtype fp32: the router's forward GEMM reads "
+                             "its 16-bit operands and writes fp32 logits, its backward's two "
+                             "GEMMs run in fp32 (Transformer Engine's general GEMM)")
             else:
                 warnings.append(f"{src}: --moe-router-dtype {router_dtype}: the router's GEMM "
                                 f"runs in {router_dtype} (torch.mm), priced as a 16-bit one")
@@ -847,7 +849,8 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         rank_order=rank_order,
         log_num_zeros_in_grad=bool(a.get("--log-num-zeros-in-grad")),
         log_params_norm=bool(a.get("--log-params-norm")), bias_gelu_fusion=bias_gelu_fusion,
-        calculate_per_token_loss=bool(a.get("--calculate-per-token-loss")))
+        calculate_per_token_loss=bool(a.get("--calculate-per-token-loss")),
+        router_fp32=router_fp32)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))
 
 
