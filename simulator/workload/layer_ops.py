@@ -211,6 +211,13 @@ def _weight_grad(name: str, n_in: int, n_out: int, tokens: int, par, batch: int 
                          (d + 2 * par.main_grad_bytes) * batch * n_in * n_out)]
 
 
+def _swiglu(name: str, d: int, e: int) -> list:
+    """Megatron-LM's fused (bias) SwiGLU over ``e`` elements of the 2f-wide input: forward
+    reads both halves and writes one (3d/2 an element), backward reads both halves and dy and
+    writes both gradients (5d/2)."""
+    return [memory(name, "fwd", 3 * d * e // 2), memory(f"{name}_bwd", "ig", 5 * d * e // 2)]
+
+
 def _again(ops) -> list:
     """``ops`` run again in the backward, before it (a recompute)."""
     return [o._replace(name=f"{o.name}_recompute", phase="ig") for o in ops]
@@ -323,7 +330,7 @@ def mlp_column_ops(model, par) -> list:
               + _grad_adds("mlp_up", model, par, 2))
     else:
         e = 2 * bs * f // T
-        act = [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
+        act = _swiglu("swiglu", d, e)
         up = _linear("mlp_up", bs, h, 2 * f // T, par)
     again = []
     if par.op_recompute:   # the norm, w3 (the sixth GEMM: half the up projection), SwiGLU
@@ -375,7 +382,7 @@ def moe_expert_ops(model, par) -> list:
                 gemm(f"{name}_dgrad", "ig", routed, n_in, n_out, batch=local, dtype_bytes=d),
                 *_weight_grad(name, n_in, n_out, routed, par, batch=local)]
     e = 2 * local * routed * f // T
-    ops += [memory("swiglu", "fwd", 3 * d * e // 2), memory("swiglu_bwd", "ig", 5 * d * e // 2)]
+    ops += _swiglu("swiglu", d, e)
     return ops
 
 
@@ -386,9 +393,7 @@ def shared_expert_column_ops(model, par) -> list:
     bs, h, fs, T, d = (tokens(model, par), model.hidden, model.shared_ffn, par.tp,
                        par.dtype_bytes)
     e = 2 * bs * fs // T
-    return _linear("shared_up", bs, h, 2 * fs // T, par) + [
-        memory("shared_swiglu", "fwd", 3 * d * e // 2),
-        memory("shared_swiglu_bwd", "ig", 5 * d * e // 2)]
+    return _linear("shared_up", bs, h, 2 * fs // T, par) + _swiglu("shared_swiglu", d, e)
 
 
 def shared_expert_row_ops(model, par) -> list:
