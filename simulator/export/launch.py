@@ -200,6 +200,7 @@ def megatron_model_args(m: ModelShape, st: LaunchSettings | None, tp: int) -> li
             ("--no-gradient-accumulation-fusion", not st.grad_accumulation_fusion),
             ("--no-rope-fusion", not st.rope_fusion),
             ("--no-bias-gelu-fusion", not st.bias_gelu_fusion),
+            ("--cross-entropy-loss-fusion", st.cross_entropy_fusion),
             ("--log-num-zeros-in-grad", st.log_num_zeros_in_grad),
             ("--log-params-norm", st.log_params_norm),
             ("--calculate-per-token-loss", st.calculate_per_token_loss)) if on]

@@ -222,8 +222,8 @@ def transformer_transient_bytes(seq: int, micro_batch: int, hidden: int, heads: 
 MODEL_RUNTIMES = ("megatron", "torchtitan")
 
 
-def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
-                      runtime: str = "megatron") -> tuple[int, int, int]:
+def loss_memory_bytes(logits: int, dtype_bytes: int = 2, runtime: str = "megatron",
+                      fused: bool = False) -> tuple[int, int, int]:
     """What the last stage's loss adds per microbatch over its ``logits`` (this rank's tokens x
     its share of the padded vocabulary): (kept until the backward, working memory in the
     forward above what it keeps, working memory in the backward), as each runtime's code
@@ -233,7 +233,10 @@ def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
       core/tensor_parallel/cross_entropy.py): the logits cast to fp32, the max subtracted and
       exponentiated in place, and the softmax kept for the backward (4 B a logit); the 16-bit
       logits are held beside the fp32 copy while the loss runs (d); the backward works in
-      place on the kept softmax and casts its gradient back to 16 bits (d);
+      place on the kept softmax and casts its gradient back to 16 bits (d); ``fused``
+      (``--cross-entropy-loss-fusion``, its torch.compile'd functions:
+      layer_ops.cross_entropy_ops) the backward holds a functional copy of the softmax (4 B)
+      beside the gradient it returns in bf16 (2 B);
     - ``torchtitan`` (``cross_entropy_loss``: ``F.cross_entropy(pred.float(), labels)``):
       log_softmax keeps its fp32 output (4 B); the forward holds the 16-bit logits and their
       fp32 copy beside it (d + 4); the backward holds nll_loss's fp32 gradient and
@@ -246,5 +249,5 @@ def loss_memory_bytes(logits: int, dtype_bytes: int = 2,
     d = dtype_bytes
     cast = d if d < 4 else 0          # the 16-bit logits beside their fp32 copy
     if runtime == "megatron":
-        return 4 * logits, cast * logits, cast * logits
+        return 4 * logits, cast * logits, (6 if fused else cast) * logits
     return 4 * logits, (d + (4 if d < 4 else 0)) * logits, 8 * logits

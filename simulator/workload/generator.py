@@ -170,6 +170,9 @@ class ParallelSpec:
     # Megatron-LM's fused bias + GELU of the gpt MLP (off with --no-bias-gelu-fusion: the bias
     # added by a kernel of its own, layer_ops.mlp_column_ops)
     bias_gelu_fusion: bool = True
+    # Megatron-LM's --cross-entropy-loss-fusion (its native impl: the loss's steps compiled
+    # by torch.compile, layer_ops.cross_entropy_ops; activations.loss_memory_bytes)
+    cross_entropy_fusion: bool = False
     # Megatron-LM's --moe-router-dtype fp32 under Transformer Engine: the router's GEMMs with
     # an fp32 output and, in the backward, fp32 operands (layer_ops.moe_router_ops)
     router_fp32: bool = False
@@ -587,7 +590,7 @@ def loss_bytes(model: ModelSpec, par: ParallelSpec) -> tuple[int, int, int]:
     vocabulary over TP: Megatron's vocab-parallel loss, torchtitan's loss parallel)
     (:func:`.activations.loss_memory_bytes`)."""
     logits = layer_ops.tokens(model, par) * (padded_vocab(model, par) // par.tp)
-    return loss_memory_bytes(logits, par.dtype_bytes, par.runtime)
+    return loss_memory_bytes(logits, par.dtype_bytes, par.runtime, par.cross_entropy_fusion)
 
 
 def cp_ring(model: ModelSpec, par: ParallelSpec, gpu: GPUPreset,

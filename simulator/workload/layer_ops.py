@@ -444,8 +444,22 @@ def cross_entropy_ops(model, par, vocab: int) -> list:
     the max (read 4), subtract it (read 4, write 4), exp (read 4, write 4), the sum (read 4),
     the division that keeps the softmax for the backward (read 4, write 4) = d + 36 bytes per
     logit; backward: softmax minus the one-hot target, times the loss gradient (read 4, write 4)
-    and the cast back for the LM head's backward (read 4, write d) = d + 12."""
+    and the cast back for the LM head's backward (read 4, write d) = d + 12.
+
+    With ``--cross-entropy-loss-fusion`` (``par.cross_entropy_fusion``: Megatron-LM's native
+    impl, core/fusions/fused_cross_entropy.py) the same steps run as four functions under
+    ``torch.compile``, each one Inductor kernel (torch 2.13's, its generated code read on the
+    CPU backend): the cast, then the max over it (read d, write 4, read 4); subtract, exp and
+    sum in one pass over the fp32 copy, in place (read 4, write 4); the division in one more
+    (read 4, write 4) = d + 24; backward: a copy of the kept softmax (the one-hot subtraction
+    scatters into a functional clone; read 4, write 4), then one pass that multiplies by the
+    loss gradient, writes the gradient in bf16 (the function casts to bf16 whatever the
+    training dtype) and writes the product back into the kept softmax (read 4, write 2 + 4)
+    = 18."""
     e = tokens(model, par) * vocab // par.tp
     d = par.dtype_bytes
+    if par.cross_entropy_fusion:
+        return [memory("cross_entropy", "fwd", (d + 24) * e),
+                memory("cross_entropy_bwd", "ig", 18 * e)]
     return [memory("cross_entropy", "fwd", (d + 36) * e),
             memory("cross_entropy_bwd", "ig", (d + 12) * e)]

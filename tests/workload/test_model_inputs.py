@@ -1277,6 +1277,57 @@ def test_no_bias_gelu_fusion_adds_the_bias_in_a_kernel_of_its_own():
         n for n in llama.notes if "no effect on an iteration" in n)
 
 
+def test_the_fused_cross_entropy_makes_fewer_passes_over_the_logits():
+    """--cross-entropy-loss-fusion: Megatron-LM's native fused loss, its four torch.compile'd
+    functions one Inductor kernel each (layer_ops.cross_entropy_ops): d + 24 bytes a logit
+    forward where the unfused loss makes d + 36, 18 backward where it makes d + 12 (a copy of
+    the kept softmax, the gradient in bf16 and the product written back); its backward holds
+    the copy and the bf16 gradient, 6 B a logit."""
+    from simulator.workload import layer_ops
+    from simulator.workload.generator import ModelSpec, ParallelSpec, loss_bytes
+
+    got = megatron_input(BASE + "--cross-entropy-loss-fusion", "a.txt", 8)
+    assert got.launch.cross_entropy_fusion is True
+    assert got.launch.code_fields()["cross_entropy_fusion"] is True
+    assert ("--megatron-args a.txt: --cross-entropy-loss-fusion: the loss's fp32 passes as "
+            "torch.compile fuses them (Megatron-LM's native impl)") in got.notes
+    assert not any("cross-entropy" in w for w in got.warnings)
+    # 2 sequences x 1024 tokens x 32000 logits over TP 2, bf16
+    model = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2)
+    e = 2 * 1024 * 16000
+
+    def ce(par):
+        return [(o.name, o.phase, o.nbytes)
+                for o in layer_ops.cross_entropy_ops(model, par, 32000)]
+
+    assert ce(ParallelSpec(tp=2, precision="bf16")) == [
+        ("cross_entropy", "fwd", 38 * e), ("cross_entropy_bwd", "ig", 14 * e)]
+    assert ce(ParallelSpec(tp=2, precision="bf16", cross_entropy_fusion=True)) == [
+        ("cross_entropy", "fwd", 26 * e), ("cross_entropy_bwd", "ig", 18 * e)]
+    padded = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2,
+                       vocab=32000)
+    logits = 2 * 1024 * 16000      # 32000 is a multiple of 128 x 2: no padding
+    assert loss_bytes(padded, ParallelSpec(tp=2, precision="bf16")) == (
+        4 * logits, 2 * logits, 2 * logits)
+    assert loss_bytes(padded, ParallelSpec(tp=2, precision="bf16",
+                                           cross_entropy_fusion=True)) == (
+        4 * logits, 2 * logits, 6 * logits)
+
+
+def test_transformer_engines_fused_cross_entropy_is_refused_as_megatron_refuses_it():
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te",
+                       "a.txt", 8)
+    assert str(err.value) == (
+        "--megatron-args a.txt: --cross-entropy-fusion-impl: expected native with "
+        "--cross-entropy-loss-fusion (Megatron-LM refuses Transformer Engine's fused "
+        "cross-entropy), found te")
+    # the impl without the fusion changes nothing
+    alone = megatron_input(BASE + "--cross-entropy-fusion-impl te", "a.txt", 8)
+    assert not alone.launch.cross_entropy_fusion and "--cross-entropy-fusion-impl" in next(
+        n for n in alone.notes if "no effect on an iteration" in n)
+
+
 @pytest.mark.parametrize("flag", ["--attention-softmax-in-fp32",
                                   "--apply-query-key-layer-scaling"])
 def test_an_fp32_softmax_changes_nothing_but_the_unfused_one(flag):

@@ -78,6 +78,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--use-tp-pp-dp-mapping": (FLAG, ()),
     "--log-num-zeros-in-grad": (FLAG, ()), "--log-params-norm": (FLAG, ()),
     "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
+    "--cross-entropy-loss-fusion": (FLAG, ()),
+    "--cross-entropy-fusion-impl": (STR, ("native", "te")),
     "--moe-shared-expert-intermediate-size": (INT, ()),
     "--moe-shared-expert-overlap": (FLAG, ()),
     "--moe-router-dtype": (STR, ("fp32", "fp64")),
@@ -765,6 +767,20 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                          "its own (the f-wide activation read and written) before GELU")
         else:
             no_effect.append("--no-bias-gelu-fusion")
+    # the loss (core/models/common/language_module/language_module.py): Megatron-LM's fused
+    # cross-entropy, its native impl (core/fusions/fused_cross_entropy.py, torch.compile'd),
+    # with --cross-entropy-loss-fusion; Transformer Engine's impl Megatron-LM refuses
+    # (megatron/training/arguments.py: "disabled due to stability issues")
+    impl = a.get("--cross-entropy-fusion-impl", "native")
+    cross_entropy_fusion = bool(a.get("--cross-entropy-loss-fusion"))
+    if cross_entropy_fusion:
+        if impl == "te":
+            refuse("--cross-entropy-fusion-impl", "native with --cross-entropy-loss-fusion "
+                   "(Megatron-LM refuses Transformer Engine's fused cross-entropy)", impl)
+        notes.append(f"{src}: --cross-entropy-loss-fusion: the loss's fp32 passes as "
+                     "torch.compile fuses them (Megatron-LM's native impl)")
+    elif "--cross-entropy-fusion-impl" in a:
+        no_effect.append("--cross-entropy-fusion-impl")
     backend_name = a.get("--distributed-backend")
     if backend_name == "nccl":      # Megatron-LM's default
         no_effect.append("--distributed-backend")
@@ -849,6 +865,7 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         rank_order=rank_order,
         log_num_zeros_in_grad=bool(a.get("--log-num-zeros-in-grad")),
         log_params_norm=bool(a.get("--log-params-norm")), bias_gelu_fusion=bias_gelu_fusion,
+        cross_entropy_fusion=cross_entropy_fusion,
         calculate_per_token_loss=bool(a.get("--calculate-per-token-loss")),
         router_fp32=router_fp32)
     return ModelInput(src, shape, launch, tuple(warnings), tuple(notes))

@@ -99,6 +99,7 @@ class LaunchSettings(NamedTuple):
     rope_fusion: bool = True             # off: --no-rope-fusion
     rotary_percent: float = 1.0          # --rotary-percent
     bias_gelu_fusion: bool = True        # off: --no-bias-gelu-fusion (a gpt MLP with biases)
+    cross_entropy_fusion: bool = False   # --cross-entropy-loss-fusion (its native impl)
     router_fp32: bool = False            # --moe-router-dtype fp32 under Transformer Engine
     runtime: str = "megatron"            # whose model code runs (activations.MODEL_RUNTIMES)
     # the ranks' order on the cluster (system.config.PLACEMENT_ORDERS): a Megatron-LM launch
@@ -107,13 +108,13 @@ class LaunchSettings(NamedTuple):
 
     def code_fields(self) -> dict:
         """The generator's ParallelSpec keywords for the launch's choices among Megatron-LM's
-        kernels: its weight-gradient accumulation, vocabulary padding, RoPE, bias + GELU and
-        the router's dtype."""
+        kernels: its weight-gradient accumulation, vocabulary padding, RoPE, bias + GELU, the
+        router's dtype and the loss's fusion."""
         return dict(grad_accumulation_fusion=self.grad_accumulation_fusion,
                     main_grad_bytes=4 if self.grad_reduce_dtype == "fp32" else 2,
                     vocab_divisor=self.vocab_divisor, rope_fusion=self.rope_fusion,
                     rotary_percent=self.rotary_percent, bias_gelu_fusion=self.bias_gelu_fusion,
-                    router_fp32=self.router_fp32)
+                    router_fp32=self.router_fp32, cross_entropy_fusion=self.cross_entropy_fusion)
 
 
 class ModelInput(NamedTuple):
