@@ -1314,6 +1314,27 @@ def test_the_fused_cross_entropy_makes_fewer_passes_over_the_logits():
         4 * logits, 2 * logits, 6 * logits)
 
 
+def test_manual_garbage_collection_is_read_as_megatron_runs_it():
+    """--manual-gc turns Python's automatic collector off (pipesim prices none either way);
+    a collection every --manual-gc-interval iterations is a host pause it warns of; the
+    evaluation's collections fall outside the training iteration."""
+    src = "--megatron-args a.txt"
+    off = megatron_input(BASE + "--manual-gc --no-manual-gc-eval", "a.txt", 8)
+    assert (f"{src}: --manual-gc: Python's automatic garbage collector off in training, as "
+            "pipesim assumes (it prices no collector's pauses)") in off.notes
+    assert "--no-manual-gc-eval" in next(n for n in off.notes if "no effect on an iter" in n)
+    assert not any("gc" in w for w in off.warnings)
+    every = megatron_input(BASE + "--manual-gc --manual-gc-interval 100", "a.txt", 8)
+    assert (f"{src}: --manual-gc-interval 100: a full garbage collection every 100 "
+            "iterations, a host pause pipesim does not price") in every.warnings
+    alone = megatron_input(BASE + "--manual-gc-interval 100", "a.txt", 8)
+    assert not any("gc" in w for w in alone.warnings)
+    assert "--manual-gc-interval" in next(n for n in alone.notes if "no effect on an it" in n)
+    with pytest.raises(ConfigError) as err:
+        megatron_input(BASE + "--manual-gc --manual-gc-interval -1", "a.txt", 8)
+    assert str(err.value) == f"{src}: --manual-gc-interval: expected an integer >= 0, found -1"
+
+
 def test_transformer_engines_fused_cross_entropy_is_refused_as_megatron_refuses_it():
     with pytest.raises(ConfigError) as err:
         megatron_input(BASE + "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te",

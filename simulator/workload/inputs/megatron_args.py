@@ -27,6 +27,8 @@ from .zero_bubble_fork import ZB_V_SCHEDULES, padded_counts
 OPTION = "--megatron-args"
 
 INT, FLOAT, STR, FLAG, LIST = "int", "float", "str", "flag", "list"
+# the integers Megatron-LM takes 0 for: no layers recomputed; a manual garbage collection never
+ZERO_ALLOWED = frozenset(("--recompute-num-layers", "--manual-gc-interval"))
 # the flags pipesim reads: name -> kind (choices for STR)
 READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--num-layers": (INT, ()), "--hidden-size": (INT, ()), "--ffn-hidden-size": (INT, ()),
@@ -78,7 +80,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--use-tp-pp-dp-mapping": (FLAG, ()),
     "--log-num-zeros-in-grad": (FLAG, ()), "--log-params-norm": (FLAG, ()),
     "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
-    "--cross-entropy-loss-fusion": (FLAG, ()),
+    "--cross-entropy-loss-fusion": (FLAG, ()), "--manual-gc": (FLAG, ()),
+    "--manual-gc-interval": (INT, ()), "--no-manual-gc-eval": (FLAG, ()),
     "--cross-entropy-fusion-impl": (STR, ("native", "te")),
     "--moe-shared-expert-intermediate-size": (INT, ()),
     "--moe-shared-expert-overlap": (FLAG, ()),
@@ -220,7 +223,9 @@ def parse_args(text: str, path: str) -> tuple[dict[str, object], list[str]]:
                 except ValueError:
                     raise ConfigError(f"{OPTION} {path}: {name}: expected {what}, found "
                                       f"{word!r}") from None
-                low = 1 if kind == INT and name != "--recompute-num-layers" else 0
+                low = 1 if kind == INT and name not in ZERO_ALLOWED else 0
+                if kind == INT and not low:
+                    bound = "an integer >= 0"
                 if not value >= low:
                     raise ConfigError(f"{OPTION} {path}: {name}: expected {bound}, found "
                                       f"{value if kind == INT else word}")
@@ -781,6 +786,20 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "torch.compile fuses them (Megatron-LM's native impl)")
     elif "--cross-entropy-fusion-impl" in a:
         no_effect.append("--cross-entropy-fusion-impl")
+    # Python's garbage collector (megatron/training/training.py): --manual-gc turns the
+    # automatic one off and collects once before training, then every --manual-gc-interval
+    # iterations (0, Megatron-LM's default: never) inside the loop, and around evaluation
+    # (off with --no-manual-gc-eval), outside the training iteration
+    if a.get("--manual-gc"):
+        every = a.get("--manual-gc-interval", 0)
+        if every:
+            warnings.append(f"{src}: --manual-gc-interval {every}: a full garbage collection "
+                            f"every {every} iterations, a host pause pipesim does not price")
+        else:
+            notes.append(f"{src}: --manual-gc: Python's automatic garbage collector off in "
+                         "training, as pipesim assumes (it prices no collector's pauses)")
+    no_effect += [f for f in ("--no-manual-gc-eval",) + (
+        () if a.get("--manual-gc") else ("--manual-gc-interval",)) if f in a]
     backend_name = a.get("--distributed-backend")
     if backend_name == "nccl":      # Megatron-LM's default
         no_effect.append("--distributed-backend")
