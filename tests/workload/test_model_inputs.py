@@ -205,13 +205,13 @@ def test_unmodelled_flags_are_warned_never_dropped():
     got = megatron_input(BASE + "--use-distributed-optimizer --overlap-grad-reduce "
                          "--overlap-param-gather --lr 1.5e-4 --weight-decay 0.1 "
                          "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
-                         "--tokenizer-type GPT2BPETokenizer --manual-gc --clip-grad 1.0",
+                         "--tokenizer-type GPT2BPETokenizer --deterministic-mode --clip-grad 1.0",
                          "a.txt", 8)
     la = got.launch
     assert (la.use_distributed_optimizer, la.overlap_grad_reduce, la.overlap_param_gather,
             la.tp_comm_overlap) == (True, True, True, True)
     src = "--megatron-args a.txt"
-    assert got.warnings == (f"{src}: --manual-gc: not modelled by pipesim (ignored)",)
+    assert got.warnings == (f"{src}: --deterministic-mode: not modelled by pipesim (ignored)",)
     # what changes nothing of an iteration's time or memory is named in a note: --strict does
     # not refuse a launch for its learning rate
     assert got.notes[-1] == (f"{src}: read, no effect on an iteration's time or memory: --lr, "
