@@ -101,7 +101,9 @@ MEGATRON_SEEDS = (
     "RMSNorm --untie-embeddings-and-output-weights --vocab-size 128256 --micro-batch-size 1 "
     "--global-batch-size 128 --bf16 --attention-backend auto --tensor-model-parallel-size 2 "
     "--pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer "
-    "--overlap-grad-reduce --overlap-param-gather --recompute-activations --lr 1e-4",
+    "--overlap-grad-reduce --overlap-param-gather --recompute-activations --lr 1e-4 "
+    "--cross-entropy-loss-fusion --cross-entropy-fusion-impl native --manual-gc "
+    "--manual-gc-interval 0",
     "--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
     "--micro-batch-size 2 --global-batch-size 64 --tensor-model-parallel-size 2 "
     "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 6 "

@@ -1247,24 +1247,41 @@ def test_the_logging_flags_reach_the_runs_step_and_are_not_warned():
     assert (plain.log_num_zeros_in_grad, plain.log_params_norm) == (False, False)
 
 
+def small_gpt(**kw):
+    """One gpt layer of 2 sequences x 1024 tokens, hidden 1024."""
+    from simulator.workload.generator import ModelSpec
+    return ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2, **kw)
+
+
+def op_bytes(ops) -> list[tuple[str, str, int]]:
+    """Each kernel's (name, phase, bytes)."""
+    return [(o.name, o.phase, o.nbytes) for o in ops]
+
+
+def read_as_noted(flag: str, field: str, value: bool, note: str) -> None:
+    """``flag`` on the base launch sets the launch's ``field`` (and the generator keyword of
+    the same name) to ``value``, with ``note`` named after it, and warns nothing of it."""
+    got = megatron_input(BASE + flag, "a.txt", 8)
+    assert getattr(got.launch, field) is value
+    assert got.launch.code_fields()[field] is value
+    assert f"--megatron-args a.txt: {flag}: {note}" in got.notes
+    assert not any(flag in w for w in got.warnings)
+
+
 def test_no_bias_gelu_fusion_adds_the_bias_in_a_kernel_of_its_own():
     from simulator.workload import layer_ops
-    from simulator.workload.generator import ModelSpec, ParallelSpec
+    from simulator.workload.generator import ParallelSpec
 
-    got = megatron_input(BASE + "--no-bias-gelu-fusion", "a.txt", 8)
-    assert got.launch.bias_gelu_fusion is False
-    assert got.launch.code_fields()["bias_gelu_fusion"] is False
-    assert ("--megatron-args a.txt: --no-bias-gelu-fusion: the MLP's bias added by a kernel of "
-            "its own (the f-wide activation read and written) before GELU") in got.notes
-    assert not any("--no-bias-gelu-fusion" in w for w in got.warnings)
+    read_as_noted("--no-bias-gelu-fusion", "bias_gelu_fusion", False,
+                  "the MLP's bias added by a kernel of its own (the f-wide activation read and "
+                  "written) before GELU")
     # 2 sequences x 1024 tokens x 4096 FFN elements, bf16: the fused kernel reads and writes
     # them once (2 x 2 B), unfused the add does so too, GELU's backward is the same 3 x 2 B
-    model = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2)
     e = 2 * 1024 * 4096
 
     def act(par):
-        return [(o.name, o.phase, o.nbytes) for o in layer_ops.mlp_column_ops(model, par)
-                if "gelu" in o.name or o.name == "bias_add"]
+        return [op for op in op_bytes(layer_ops.mlp_column_ops(small_gpt(), par))
+                if "gelu" in op[0] or op[0] == "bias_add"]
 
     assert act(ParallelSpec(precision="bf16")) == [("bias_gelu", "fwd", 4 * e),
                                                    ("bias_gelu_bwd", "ig", 6 * e)]
@@ -1284,28 +1301,22 @@ def test_the_fused_cross_entropy_makes_fewer_passes_over_the_logits():
     the kept softmax, the gradient in bf16 and the product written back); its backward holds
     the copy and the bf16 gradient, 6 B a logit."""
     from simulator.workload import layer_ops
-    from simulator.workload.generator import ModelSpec, ParallelSpec, loss_bytes
+    from simulator.workload.generator import ParallelSpec, loss_bytes
 
-    got = megatron_input(BASE + "--cross-entropy-loss-fusion", "a.txt", 8)
-    assert got.launch.cross_entropy_fusion is True
-    assert got.launch.code_fields()["cross_entropy_fusion"] is True
-    assert ("--megatron-args a.txt: --cross-entropy-loss-fusion: the loss's fp32 passes as "
-            "torch.compile fuses them (Megatron-LM's native impl)") in got.notes
-    assert not any("cross-entropy" in w for w in got.warnings)
+    read_as_noted("--cross-entropy-loss-fusion", "cross_entropy_fusion", True,
+                  "the loss's fp32 passes as torch.compile fuses them (Megatron-LM's native "
+                  "impl)")
     # 2 sequences x 1024 tokens x 32000 logits over TP 2, bf16
-    model = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2)
     e = 2 * 1024 * 16000
 
     def ce(par):
-        return [(o.name, o.phase, o.nbytes)
-                for o in layer_ops.cross_entropy_ops(model, par, 32000)]
+        return op_bytes(layer_ops.cross_entropy_ops(small_gpt(), par, 32000))
 
     assert ce(ParallelSpec(tp=2, precision="bf16")) == [
         ("cross_entropy", "fwd", 38 * e), ("cross_entropy_bwd", "ig", 14 * e)]
     assert ce(ParallelSpec(tp=2, precision="bf16", cross_entropy_fusion=True)) == [
         ("cross_entropy", "fwd", 26 * e), ("cross_entropy_bwd", "ig", 18 * e)]
-    padded = ModelSpec("gpt", hidden=1024, heads=16, layers=1, seq=1024, micro_batch=2,
-                       vocab=32000)
+    padded = small_gpt(vocab=32000)
     logits = 2 * 1024 * 16000      # 32000 is a multiple of 128 x 2: no padding
     assert loss_bytes(padded, ParallelSpec(tp=2, precision="bf16")) == (
         4 * logits, 2 * logits, 2 * logits)
