@@ -205,13 +205,13 @@ def test_unmodelled_flags_are_warned_never_dropped():
     got = megatron_input(BASE + "--use-distributed-optimizer --overlap-grad-reduce "
                          "--overlap-param-gather --lr 1.5e-4 --weight-decay 0.1 "
                          "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
-                         "--tokenizer-type GPT2BPETokenizer --deterministic-mode --clip-grad 1.0",
+                         "--tokenizer-type GPT2BPETokenizer --qk-layernorm --clip-grad 1.0",
                          "a.txt", 8)
     la = got.launch
     assert (la.use_distributed_optimizer, la.overlap_grad_reduce, la.overlap_param_gather,
             la.tp_comm_overlap) == (True, True, True, True)
     src = "--megatron-args a.txt"
-    assert got.warnings == (f"{src}: --deterministic-mode: not modelled by pipesim (ignored)",)
+    assert got.warnings == (f"{src}: --qk-layernorm: not modelled by pipesim (ignored)",)
     # what changes nothing of an iteration's time or memory is named in a note: --strict does
     # not refuse a launch for its learning rate
     assert got.notes[-1] == (f"{src}: read, no effect on an iteration's time or memory: --lr, "
@@ -1323,6 +1323,45 @@ def test_the_fused_cross_entropy_makes_fewer_passes_over_the_logits():
     assert loss_bytes(padded, ParallelSpec(tp=2, precision="bf16",
                                            cross_entropy_fusion=True)) == (
         4 * logits, 2 * logits, 6 * logits)
+
+
+def test_deterministic_mode_is_read_as_megatron_runs_it():
+    """--deterministic-mode: NCCL's ring (what pipesim prices), and the kernels it makes
+    deterministic named where the launch runs them (Transformer Engine's fused attention, the
+    experts' combine); the loss's fusion and TP overlap refused as Megatron-LM refuses them."""
+    src = "--megatron-args a.txt"
+    unfused = megatron_input(BASE.replace("--use-flash-attn ", "") + "--deterministic-mode "
+                             "--attention-backend unfused", "a.txt", 8)
+    assert (f"{src}: --deterministic-mode: NCCL's ring collectives, as pipesim prices them; "
+            "no kernel it prices changes") in unfused.notes
+    assert not any("deterministic" in w for w in unfused.warnings)
+    fused = megatron_input(BASE + "--deterministic-mode --use-flash-attn", "a.txt", 8)
+    assert (f"{src}: --deterministic-mode: the deterministic kernels of Transformer Engine's "
+            "attention backward, priced as the default ones") in fused.warnings
+    moe = megatron_input(BASE + "--deterministic-mode --use-flash-attn --swiglu "
+                         "--disable-bias-linear --normalization RMSNorm --position-embedding-"
+                         "type rope --num-experts 4 --moe-router-topk 2", "a.txt", 8)
+    assert (f"{src}: --deterministic-mode: the deterministic kernels of Transformer Engine's "
+            "attention backward and of the experts' token combine, priced as the default "
+            "ones") in moe.warnings
+    for flag in ("--cross-entropy-loss-fusion", "--tensor-model-parallel-size 2 "
+                 "--sequence-parallel --tp-comm-overlap"):
+        with pytest.raises(ConfigError) as err:
+            megatron_input(BASE + f"--deterministic-mode {flag}", "a.txt", 8)
+        name = flag.split()[-1]
+        assert str(err.value) == (f"{src}: --deterministic-mode: expected no {name} with it "
+                                  f"(Megatron-LM's determinism refuses it), found {name}")
+
+
+def test_rerun_mode_reruns_only_to_report_stats():
+    src = "--megatron-args a.txt"
+    for mode in ("disabled", "validate_results"):
+        got = megatron_input(BASE + f"--rerun-mode {mode}", "a.txt", 8)
+        assert "--rerun-mode" in next(n for n in got.notes if "no effect on an iter" in n)
+        assert not any("rerun" in w for w in got.warnings)
+    stats = megatron_input(BASE + "--rerun-mode report_stats", "a.txt", 8)
+    assert (f"{src}: --rerun-mode report_stats: each iteration's forward and backward run "
+            "twice (to compare their results); pipesim times one") in stats.warnings
 
 
 def test_manual_garbage_collection_is_read_as_megatron_runs_it():

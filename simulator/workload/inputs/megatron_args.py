@@ -82,6 +82,8 @@ READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "--no-bias-gelu-fusion": (FLAG, ()), "--calculate-per-token-loss": (FLAG, ()),
     "--cross-entropy-loss-fusion": (FLAG, ()), "--manual-gc": (FLAG, ()),
     "--manual-gc-interval": (INT, ()), "--no-manual-gc-eval": (FLAG, ()),
+    "--deterministic-mode": (FLAG, ()),
+    "--rerun-mode": (STR, ("disabled", "validate_results", "report_stats")),
     "--cross-entropy-fusion-impl": (STR, ("native", "te")),
     "--moe-shared-expert-intermediate-size": (INT, ()),
     "--moe-shared-expert-overlap": (FLAG, ()),
@@ -786,6 +788,33 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
                      "torch.compile fuses them (Megatron-LM's native impl)")
     elif "--cross-entropy-fusion-impl" in a:
         no_effect.append("--cross-entropy-fusion-impl")
+    # --deterministic-mode (megatron/training/determinism.py): refuses the loss's fusion and
+    # TP overlap, then sets NCCL_ALGO=Ring (the ring collectives pipesim prices),
+    # NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 (Transformer Engine's fused attention runs its
+    # deterministic backward) and torch.use_deterministic_algorithms (the experts' unpermute
+    # then adds its tokens back with index_add_ where it scatter-adds: moe_utils.py)
+    if a.get("--deterministic-mode"):
+        for flag in ("--cross-entropy-loss-fusion", "--tp-comm-overlap"):
+            if a.get(flag):
+                refuse("--deterministic-mode", f"no {flag} with it (Megatron-LM's "
+                       "determinism refuses it)", flag)
+        slower = [what for what, on in (
+            ("Transformer Engine's attention backward", flash),
+            ("the experts' token combine", arch == "moe")) if on]
+        if slower:
+            warnings.append(f"{src}: --deterministic-mode: the deterministic kernels of "
+                            f"{' and of '.join(slower)}, priced as the default ones")
+        else:
+            notes.append(f"{src}: --deterministic-mode: NCCL's ring collectives, as pipesim "
+                         "prices them; no kernel it prices changes")
+    # the rerun state machine (megatron/core/rerun_state_machine.py): validating results
+    # (Megatron-LM's default) or not reruns nothing of a healthy iteration; report_stats
+    # runs each iteration's forward and backward twice to compare them
+    if a.get("--rerun-mode") == "report_stats":
+        warnings.append(f"{src}: --rerun-mode report_stats: each iteration's forward and "
+                        "backward run twice (to compare their results); pipesim times one")
+    elif "--rerun-mode" in a:
+        no_effect.append("--rerun-mode")
     # Python's garbage collector (megatron/training/training.py): --manual-gc turns the
     # automatic one off and collects once before training, then every --manual-gc-interval
     # iterations (0, Megatron-LM's default: never) inside the loop, and around evaluation
