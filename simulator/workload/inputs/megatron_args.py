@@ -827,8 +827,10 @@ def megatron_input(text: str, path: str, gpus: int | None = None) -> ModelInput:
         else:
             notes.append(f"{src}: --manual-gc: Python's automatic garbage collector off in "
                          "training, as pipesim assumes (it prices no collector's pauses)")
-    no_effect += [f for f in ("--no-manual-gc-eval",) + (
-        () if a.get("--manual-gc") else ("--manual-gc-interval",)) if f in a]
+    if "--no-manual-gc-eval" in a:
+        no_effect.append("--no-manual-gc-eval")
+    if "--manual-gc-interval" in a and not a.get("--manual-gc"):
+        no_effect.append("--manual-gc-interval")
     backend_name = a.get("--distributed-backend")
     if backend_name == "nccl":      # Megatron-LM's default
         no_effect.append("--distributed-backend")
